@@ -1,0 +1,463 @@
+"""registry.yaml -> typed entries: the one place that reads the registry.
+
+Every consumer (the pytest plugin, lint, plan, the rerun bot) gets `Registry`, `Tier` and
+`TestEntry` objects from here and never touches raw YAML. Parsing works on PyYAML's node tree so
+that each problem carries ``file:line:col`` and duplicate keys (which ``yaml.safe_load`` silently
+resolves to the last value) are caught.
+
+`parse_registry` collects *all* problems (lint wants every one); `load_registry` raises
+`RegistryError` holding them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable
+
+import yaml
+
+REGISTRY_FILENAME = "registry.yaml"
+SCHEMA_VERSION = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One finding, located in a file. ``line`` and ``col`` are 1-based; 0 means 'whole file'."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+
+
+class RegistryError(ValueError):
+    """The registry could not be loaded; ``problems`` lists every reason."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("invalid registry:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+# Problem codes produced while parsing. Lint adds its own (see ci.lint).
+YAML_SYNTAX = "R001"
+DUPLICATE_KEY = "R002"
+UNKNOWN_KEY = "R003"
+MISSING_KEY = "R004"
+WRONG_TYPE = "R005"
+UNKNOWN_TIER = "R006"
+NON_POSITIVE = "R007"
+MISSING_REASON = "R008"
+INVALID_VALUE = "R009"
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed entries
+# ---------------------------------------------------------------------------------------------
+
+class Status(str, enum.Enum):
+    ACTIVE = "active"
+    MANUAL = "manual"            # kept, never scheduled; needs a reason
+    QUARANTINED = "quarantined"  # known broken; needs a reason and an issue link
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A class of CI machine. The name is also the pytest marker (``pytest -m gpu_b200``).
+
+    ``arch`` is ``"cpu"`` or a CUDA SM name such as ``"sm_90"``; ``gpu_count`` is how many GPUs a
+    job on this tier gets; ``features`` names hardware capabilities tests may rely on
+    (for example ``fp4`` for native FP4 tensor cores on B200).
+    """
+
+    name: str
+    description: str
+    runner_labels: tuple[str, ...]
+    gpu_count: int
+    arch: str
+    features: tuple[str, ...] = ()
+    line: int = 0
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.gpu_count > 0
+
+
+@dataclass(frozen=True)
+class TestEntry:
+    """One registered test file.
+
+    ``path`` is repo-relative POSIX. ``est_time`` and ``timeout`` are seconds for the whole file.
+    ``depends_on`` holds repo-relative path prefixes (``fp4kv/quant/``) or exact files whose change
+    selects this test; the test file itself always counts.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    path: str
+    tiers: tuple[str, ...]
+    est_time: float
+    owner: str
+    status: Status = Status.ACTIVE
+    reason: str | None = None
+    issue: str | None = None
+    timeout: float | None = None
+    reruns: int = 0
+    depends_on: tuple[str, ...] = ()
+    line: int = 0
+    col: int = 0
+
+    @property
+    def basename(self) -> str:
+        return PurePosixPath(self.path).name
+
+    @property
+    def is_active(self) -> bool:
+        return self.status is Status.ACTIVE
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The whole registry. ``tests`` is keyed by repo-relative path, in file order."""
+
+    path: str
+    tiers: dict[str, Tier]
+    tests: dict[str, TestEntry]
+    run_all_paths: tuple[str, ...] = ()
+    version: int = SCHEMA_VERSION
+    _by_basename: dict[str, list[TestEntry]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for entry in self.tests.values():
+            self._by_basename.setdefault(entry.basename, []).append(entry)
+
+    def entry(self, path: str) -> TestEntry | None:
+        """The entry for a repo-relative path, or None."""
+        return self.tests.get(normalize_path(path))
+
+    def by_basename(self, name: str) -> list[TestEntry]:
+        """Every entry whose file name is ``name`` (more than one is a lint error)."""
+        return list(self._by_basename.get(name, ()))
+
+    def tests_for_tier(self, tier: str, *, include_inactive: bool = False) -> list[TestEntry]:
+        return [
+            e for e in self.tests.values()
+            if tier in e.tiers and (include_inactive or e.is_active)
+        ]
+
+
+def normalize_path(path: str) -> str:
+    """Repo-relative POSIX form: ``./tests//a.py`` -> ``tests/a.py``, ``ci/`` -> ``ci``."""
+    return PurePosixPath(path.replace("\\", "/")).as_posix().removeprefix("./")
+
+
+def path_is_under(path: str, prefix: str) -> bool:
+    """True if repo-relative ``path`` is ``prefix`` itself or lies inside directory ``prefix``.
+
+    This is the one matching rule for ``depends_on`` and ``run_all_paths``: ``fp4kv`` covers
+    ``fp4kv/quant/x.py`` but not ``fp4kv_extra/x.py``.
+    """
+    path, prefix = normalize_path(path), normalize_path(prefix)
+    return prefix in ("", ".") or path == prefix or path.startswith(prefix + "/")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------------------------
+
+_TOP_KEYS = {"version", "run_all_paths", "tiers", "tests"}
+_TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features"}
+_TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
+_TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns",
+              "depends_on"}
+_TEST_REQUIRED = {"tiers", "est_time", "owner", "status"}
+
+
+class _Parser:
+    def __init__(self, text: str, path: str):
+        self.text = text
+        self.path = path
+        self.problems: list[Problem] = []
+        self._constructor = yaml.SafeLoader("")
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def problem(self, node: yaml.Node | None, code: str, message: str) -> None:
+        line, col = (node.start_mark.line + 1, node.start_mark.column + 1) if node else (0, 0)
+        self.problems.append(Problem(self.path, line, col, code, message))
+
+    def mapping(self, node: yaml.Node, what: str, allowed: set[str] | None,
+                required: set[str] = frozenset()) -> dict[str, tuple[yaml.Node, yaml.Node]] | None:
+        """Keys -> (key node, value node); reports duplicates, unknown and missing keys."""
+        if not isinstance(node, yaml.MappingNode):
+            self.problem(node, WRONG_TYPE, f"{what} must be a mapping, got {_kind(node)}")
+            return None
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.problem(key_node, WRONG_TYPE, f"{what}: keys must be scalars")
+                continue
+            key = key_node.value
+            if key in out:
+                first = out[key][0].start_mark.line + 1
+                self.problem(key_node, DUPLICATE_KEY,
+                             f"duplicate key {key!r} in {what} (first defined on line {first})")
+                continue
+            if allowed is not None and key not in allowed:
+                self.problem(key_node, UNKNOWN_KEY,
+                             f"unknown key {key!r} in {what}; allowed: {', '.join(sorted(allowed))}")
+                continue
+            out[key] = (key_node, value_node)
+        for key in sorted(required - out.keys()):
+            self.problem(node, MISSING_KEY, f"{what} is missing required key {key!r}")
+        return out
+
+    def scalar(self, node: yaml.Node, what: str, types: tuple[type, ...]) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            self.problem(node, WRONG_TYPE, f"{what} must be a scalar, got {_kind(node)}")
+            return None
+        value = self._constructor.construct_object(node, deep=True)
+        if isinstance(value, bool) and bool not in types:
+            value = None  # `yes`/`true` is never a valid number or string here
+        if value is None or not isinstance(value, types):
+            expected = " or ".join(t.__name__ for t in types)
+            self.problem(node, WRONG_TYPE, f"{what} must be {expected}, got {node.value!r}")
+            return None
+        return value
+
+    def string_list(self, node: yaml.Node, what: str, *, non_empty: bool = True) -> tuple[str, ...] | None:
+        if not isinstance(node, yaml.SequenceNode):
+            self.problem(node, WRONG_TYPE, f"{what} must be a list, got {_kind(node)}")
+            return None
+        items = [self.scalar(item, f"{what} item", (str,)) for item in node.value]
+        if any(item is None for item in items):
+            return None
+        if non_empty and not items:
+            self.problem(node, INVALID_VALUE, f"{what} must not be empty")
+            return None
+        seen: set[str] = set()
+        for item_node, item in zip(node.value, items):
+            if item in seen:
+                self.problem(item_node, DUPLICATE_KEY, f"{what} lists {item!r} twice")
+            seen.add(item)
+        return tuple(items)
+
+    def positive(self, node: yaml.Node, what: str) -> float | None:
+        value = self.scalar(node, what, (int, float))
+        if value is not None and not value > 0:
+            self.problem(node, NON_POSITIVE, f"{what} must be > 0 seconds, got {node.value}")
+            return None
+        return value
+
+    # -- sections --------------------------------------------------------------------------------
+    def parse(self) -> Registry | None:
+        try:
+            root = yaml.compose(self.text, Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+            detail = " ".join(filter(None, [exc.context, exc.problem]))
+            self.problems.append(Problem(self.path, line, col, YAML_SYNTAX, f"YAML syntax error: {detail}"))
+            return None
+        except yaml.YAMLError as exc:
+            self.problems.append(Problem(self.path, 0, 0, YAML_SYNTAX, f"YAML error: {exc}"))
+            return None
+        if root is None:
+            self.problems.append(Problem(self.path, 0, 0, MISSING_KEY, "registry is empty"))
+            return None
+        top = self.mapping(root, "registry", _TOP_KEYS, {"version", "tiers", "tests"})
+        if top is None:
+            return None
+
+        version = SCHEMA_VERSION
+        if "version" in top:
+            node = top["version"][1]
+            version = self.scalar(node, "version", (int,))
+            if version is not None and version != SCHEMA_VERSION:
+                self.problem(node, INVALID_VALUE, f"version {version} is not supported (expected {SCHEMA_VERSION})")
+        run_all: tuple[str, ...] = ()
+        if "run_all_paths" in top:
+            run_all = self.string_list(top["run_all_paths"][1], "run_all_paths") or ()
+        tiers = self.tiers(top["tiers"][1]) if "tiers" in top else {}
+        tests = self.tests(top["tests"][1], tiers) if "tests" in top else {}
+        if self.problems:
+            return None
+        return Registry(self.path, tiers, tests, tuple(normalize_path(p) for p in run_all), version)
+
+    def tiers(self, node: yaml.Node) -> dict[str, Tier]:
+        entries = self.mapping(node, "tiers", None)
+        out: dict[str, Tier] = {}
+        for name, (key_node, value_node) in (entries or {}).items():
+            if not name.isidentifier():
+                self.problem(key_node, INVALID_VALUE,
+                             f"tier name {name!r} must be a Python identifier (it becomes a pytest marker)")
+                continue
+            what = f"tier {name!r}"
+            fields = self.mapping(value_node, what, _TIER_KEYS, _TIER_REQUIRED)
+            if fields is None or not _TIER_REQUIRED <= fields.keys():
+                continue
+            description = self.scalar(fields["description"][1], f"{what} description", (str,))
+            labels = self.string_list(fields["runner_labels"][1], f"{what} runner_labels")
+            gpu_count = self.scalar(fields["gpu_count"][1], f"{what} gpu_count", (int,))
+            if gpu_count is not None and gpu_count < 0:
+                self.problem(fields["gpu_count"][1], INVALID_VALUE, f"{what} gpu_count must be >= 0")
+                gpu_count = None
+            arch = self.scalar(fields["arch"][1], f"{what} arch", (str,))
+            if arch is not None and not (arch == "cpu" or _is_sm(arch)):
+                self.problem(fields["arch"][1], INVALID_VALUE,
+                             f"{what} arch must be 'cpu' or 'sm_<major><minor>' such as 'sm_90', got {arch!r}")
+                arch = None
+            if arch == "cpu" and gpu_count:
+                self.problem(fields["gpu_count"][1], INVALID_VALUE, f"{what} has arch 'cpu' but gpu_count {gpu_count}")
+            if arch not in (None, "cpu") and gpu_count == 0:
+                self.problem(fields["gpu_count"][1], INVALID_VALUE, f"{what} has arch {arch!r} but gpu_count 0")
+            features: tuple[str, ...] | None = ()
+            if "features" in fields:
+                features = self.string_list(fields["features"][1], f"{what} features", non_empty=False)
+            if None in (description, labels, gpu_count, arch, features):
+                continue
+            out[name] = Tier(name, description, labels, gpu_count, arch, features,
+                             line=key_node.start_mark.line + 1)
+        return out
+
+    def tests(self, node: yaml.Node, tiers: dict[str, Tier]) -> dict[str, TestEntry]:
+        entries = self.mapping(node, "tests", None)
+        out: dict[str, TestEntry] = {}
+        for raw_path, (key_node, value_node) in (entries or {}).items():
+            path = normalize_path(raw_path)
+            if path != raw_path or PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
+                self.problem(key_node, INVALID_VALUE,
+                             f"test path {raw_path!r} must be repo-relative POSIX without '.', '..' or '//'")
+                continue
+            if path in out:
+                self.problem(key_node, DUPLICATE_KEY, f"test {path!r} is registered twice")
+                continue
+            entry = self.test(path, key_node, value_node, tiers)
+            if entry is not None:
+                out[path] = entry
+        return out
+
+    def test(self, path: str, key_node: yaml.Node, node: yaml.Node, tiers: dict[str, Tier]) -> TestEntry | None:
+        what = f"test {path!r}"
+        fields = self.mapping(node, what, _TEST_KEYS, _TEST_REQUIRED)
+        if fields is None or not _TEST_REQUIRED <= fields.keys():
+            return None
+        before = len(self.problems)
+        value = lambda key: fields[key][1]  # noqa: E731
+
+        test_tiers = self.string_list(value("tiers"), f"{what} tiers")
+        for item_node, tier in zip(value("tiers").value, test_tiers or ()):
+            if tier not in tiers:
+                self.problem(item_node, UNKNOWN_TIER,
+                             f"{what} names unknown tier {tier!r}; known tiers: {', '.join(tiers) or '(none)'}")
+        est_time = self.positive(value("est_time"), f"{what} est_time")
+        owner = self.scalar(value("owner"), f"{what} owner", (str,))
+        status_raw = self.scalar(value("status"), f"{what} status", (str,))
+        status = None
+        if status_raw is not None:
+            try:
+                status = Status(status_raw)
+            except ValueError:
+                self.problem(value("status"), INVALID_VALUE,
+                             f"{what} status must be one of {', '.join(s.value for s in Status)}, got {status_raw!r}")
+        reason = self.scalar(value("reason"), f"{what} reason", (str,)) if "reason" in fields else None
+        issue = self.scalar(value("issue"), f"{what} issue", (str,)) if "issue" in fields else None
+        if status in (Status.MANUAL, Status.QUARANTINED) and not (reason or "").strip():
+            self.problem(node, MISSING_REASON, f"{what} is {status.value} but gives no 'reason'")
+        if status is Status.QUARANTINED and not (issue or "").strip():
+            self.problem(node, MISSING_REASON, f"{what} is quarantined but gives no 'issue' link")
+        timeout = self.positive(value("timeout"), f"{what} timeout") if "timeout" in fields else None
+        reruns = 0
+        if "reruns" in fields:
+            reruns = self.scalar(value("reruns"), f"{what} reruns", (int,))
+            if reruns is not None and reruns < 0:
+                self.problem(value("reruns"), INVALID_VALUE, f"{what} reruns must be >= 0")
+        depends_on: tuple[str, ...] | None = ()
+        if "depends_on" in fields:
+            depends_on = self.string_list(value("depends_on"), f"{what} depends_on", non_empty=False)
+        if len(self.problems) != before:
+            return None
+        return TestEntry(
+            path=path, tiers=test_tiers, est_time=float(est_time), owner=owner, status=status,
+            reason=reason, issue=issue, timeout=None if timeout is None else float(timeout),
+            reruns=reruns, depends_on=tuple(normalize_path(p) for p in depends_on),
+            line=key_node.start_mark.line + 1, col=key_node.start_mark.column + 1,
+        )
+
+
+def _kind(node: yaml.Node) -> str:
+    return {yaml.MappingNode: "a mapping", yaml.SequenceNode: "a list"}.get(type(node), f"{node.value!r}")
+
+
+def _is_sm(arch: str) -> bool:
+    return arch.startswith("sm_") and arch[3:].isdigit() and len(arch) >= 5
+
+
+def sm_capability(arch: str) -> tuple[int, int]:
+    """``"sm_90"`` -> ``(9, 0)``, ``"sm_100"`` -> ``(10, 0)`` (the CUDA compute capability)."""
+    if not _is_sm(arch):
+        raise ValueError(f"not a CUDA SM architecture: {arch!r}")
+    digits = arch[3:]
+    return int(digits[:-1]), int(digits[-1])
+
+
+def parse_registry(text: str, path: str = REGISTRY_FILENAME) -> tuple[Registry | None, list[Problem]]:
+    """Parse registry text. Returns ``(registry, [])`` or ``(None, problems)`` - never both."""
+    parser = _Parser(text, path)
+    registry = parser.parse()
+    return registry, sorted(parser.problems)
+
+
+def load_registry(path: str | Path | None = None) -> Registry:
+    """Load and validate ``registry.yaml`` (default: the one at the repository root).
+
+    Raises `RegistryError` listing every problem, each as ``file:line:col: code message``.
+    """
+    file = Path(path) if path is not None else find_repo_root() / REGISTRY_FILENAME
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RegistryError([Problem(str(file), 0, 0, YAML_SYNTAX, f"cannot read registry: {exc.strerror}")]) from exc
+    registry, problems = parse_registry(text, _display_path(file))
+    if registry is None:
+        raise RegistryError(problems)
+    return registry
+
+
+def find_repo_root(start: str | Path | None = None) -> Path:
+    """The nearest directory at or above ``start`` (default: this package) holding registry.yaml."""
+    here = Path(start).resolve() if start is not None else Path(__file__).resolve().parent
+    for candidate in (here, *here.parents):
+        if (candidate / REGISTRY_FILENAME).is_file():
+            return candidate
+    raise FileNotFoundError(f"no {REGISTRY_FILENAME} found at or above {here}")
+
+
+def _display_path(file: Path) -> str:
+    try:
+        return file.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return file.as_posix()
+
+
+def iter_test_files(root: Path, patterns: Iterable[str] = ("test_*.py",), under: str = "tests") -> list[str]:
+    """Repo-relative paths of every test file below ``root/under``, sorted."""
+    base = root / under
+    found: set[str] = set()
+    for pattern in patterns:
+        found.update(p.relative_to(root).as_posix() for p in base.rglob(pattern) if p.is_file())
+    return sorted(found)
+
+
+__all__: list[str] = [
+    "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "find_repo_root",
+    "iter_test_files", "load_registry", "normalize_path", "path_is_under", "parse_registry", "sm_capability",
+]
