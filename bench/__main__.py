@@ -1,0 +1,37 @@
+"""Run every benchmark, or one: ``python -m bench [name] [--quick]``."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+_NOT_BENCHMARKS = {"table"}
+
+
+def available() -> list[str]:
+    here = Path(__file__).parent
+    return sorted(m.name for m in pkgutil.iter_modules([str(here)])
+                  if not m.name.startswith("_") and m.name not in _NOT_BENCHMARKS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    names = [a for a in args if not a.startswith("-")]
+    flags = [a for a in args if a.startswith("-")]
+    unknown = sorted(set(names) - set(available()))
+    if unknown:
+        print(f"python -m bench: unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(available())}",
+              file=sys.stderr)
+        return 2
+    status = 0
+    for name in names or available():
+        print(f"== bench/{name}.py {' '.join(flags)}".rstrip(), flush=True)
+        status |= int(importlib.import_module(f"bench.{name}").main(flags) or 0)
+        print(flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
