@@ -1,0 +1,41 @@
+"""Which files changed: read from a file (one path per line) or from ``git diff`` against a base.
+
+Paths come back repo-relative POSIX, de-duplicated, sorted. Errors raise `ChangesError` with the
+reason (missing file, git's own stderr).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from ci.registry import normalize_path
+
+
+class ChangesError(RuntimeError):
+    """The list of changed files could not be obtained."""
+
+
+def read_changed_files(path: str | Path) -> list[str]:
+    """One path per line; blank lines and ``#`` comments are ignored."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ChangesError(f"cannot read changed-files list {path}: {exc.strerror}") from exc
+    lines = (line.strip() for line in text.splitlines())
+    return sorted({normalize_path(line) for line in lines if line and not line.startswith("#")})
+
+
+def git_changed_files(base: str, cwd: str | Path) -> list[str]:
+    """``git diff --name-only BASE...HEAD`` in ``cwd`` (files changed on this branch since BASE)."""
+    cmd = ["git", "diff", "--name-only", f"{base}...HEAD"]
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise ChangesError(f"cannot run git: {exc}") from exc
+    if proc.returncode != 0:
+        detail = proc.stderr.strip() or f"exit status {proc.returncode}"
+        raise ChangesError(
+            f"`{' '.join(cmd)}` failed in {cwd}: {detail}\n"
+            f"(is {base!r} fetched? in GitHub Actions use actions/checkout with fetch-depth: 0)")
+    return sorted({normalize_path(line) for line in proc.stdout.splitlines() if line.strip()})

@@ -1,0 +1,130 @@
+"""``python -m ci plan``: select the tests of one or more tiers and shard them.
+
+Examples::
+
+    python -m ci plan --tier cpu
+    python -m ci plan --gpu-tiers --base origin/main --shard-budget 1800 --format github-matrix \\
+        --github-output        # appends matrix=... and has_tests=true|false to $GITHUB_OUTPUT
+
+An empty selection prints ``{"include":[]}`` and ``has_tests=false``; guard the matrix job with
+``if: needs.plan.outputs.has_tests == 'true'`` (GitHub rejects an empty matrix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ci.changes import ChangesError, git_changed_files, read_changed_files
+from ci.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
+from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, find_repo_root, load_registry
+from ci.shard import ShardBudgetError
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message is printed and the exit status is 2."""
+
+
+def add_registry_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--registry", metavar="PATH", help="registry.yaml (default: the repository's)")
+
+
+def add_selection_args(parser: argparse.ArgumentParser) -> None:
+    """--changed-files/--base and --durations (shared with ``ci run``)."""
+    changes = parser.add_mutually_exclusive_group()
+    changes.add_argument("--changed-files", metavar="FILE", help="file listing changed paths, one per line")
+    changes.add_argument("--base", metavar="REF", help="select by `git diff --name-only REF...HEAD`")
+    parser.add_argument("--durations", metavar="FILE",
+                        help="JSON {path: seconds} overriding est_time (from `ci durations --json`)")
+
+
+def add_shard_args(parser: argparse.ArgumentParser) -> None:
+    split = parser.add_mutually_exclusive_group()
+    split.add_argument("--shards", type=int, metavar="N", help="number of shards (default 1)")
+    split.add_argument("--shard-budget", type=float, metavar="SECONDS",
+                       help="use the fewest shards whose estimated makespan fits SECONDS "
+                            "(a single test longer than the budget is an error)")
+
+
+def registry_file(args: argparse.Namespace) -> Path:
+    """The absolute registry path; its directory is the repository root."""
+    return (Path(args.registry) if args.registry else find_repo_root() / REGISTRY_FILENAME).resolve()
+
+
+def load(args: argparse.Namespace) -> tuple[Registry, Path]:
+    """The registry and the repository root (the registry file's directory)."""
+    path = registry_file(args)
+    return load_registry(path), path.parent
+
+
+def changed_files(args: argparse.Namespace, root: Path) -> list[str] | None:
+    if args.changed_files:
+        return read_changed_files(args.changed_files)
+    if args.base:
+        return git_changed_files(args.base, root)
+    return None
+
+
+def read_durations(path: str | None) -> dict[str, float] | None:
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read durations file {path}: {exc}") from exc
+    if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in data.items()):
+        raise UsageError(f"durations file {path} must be a JSON object of path -> seconds")
+    return {k: float(v) for k, v in data.items()}
+
+
+def make_plans(registry: Registry, tiers: list[str], args: argparse.Namespace, root: Path) -> list[Plan]:
+    changes = changed_files(args, root)
+    durations = read_durations(args.durations)
+    shards, budget = getattr(args, "shards", None), getattr(args, "shard_budget", None)
+    return [plan(registry, t, changes, shards=shards, shard_budget=budget, durations=durations) for t in tiers]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ci plan", description=__doc__.splitlines()[0])
+    add_registry_arg(parser)
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--tier", action="append", metavar="T", help="tier to plan (repeatable)")
+    which.add_argument("--all-tiers", action="store_true", help="every tier in the registry")
+    which.add_argument("--gpu-tiers", action="store_true", help="every tier with gpu_count > 0")
+    add_selection_args(parser)
+    add_shard_args(parser)
+    parser.add_argument("--format", choices=("text", "json", "github-matrix"), default="text")
+    parser.add_argument("--github-output", action="store_true",
+                        help="also append matrix=<json> and has_tests=<bool> to $GITHUB_OUTPUT")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        registry, root = load(args)
+        if args.all_tiers:
+            tiers = list(registry.tiers)
+        elif args.gpu_tiers:
+            tiers = [t.name for t in registry.tiers.values() if t.needs_gpu]
+        else:
+            tiers = args.tier
+        plans = make_plans(registry, tiers, args, root)
+    except (RegistryError, ChangesError, PlanError, ShardBudgetError, UsageError, ValueError) as exc:
+        print(f"python -m ci plan: {exc}", file=sys.stderr)
+        return 2
+    render = {"text": to_text, "json": to_json, "github-matrix": to_github_matrix}[args.format]
+    print(render(plans))
+    if args.github_output:
+        target = os.environ.get("GITHUB_OUTPUT")
+        if not target:
+            print("python -m ci plan: --github-output needs $GITHUB_OUTPUT", file=sys.stderr)
+            return 2
+        has_tests = any(p.has_tests for p in plans)
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(f"matrix={to_github_matrix(plans)}\nhas_tests={'true' if has_tests else 'false'}\n")
+    return 0

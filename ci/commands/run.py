@@ -1,0 +1,132 @@
+"""``python -m ci run``: run a tier, one shard of it, or explicit files through pytest; summarise.
+
+Examples::
+
+    python -m ci run --tier cpu                       # the whole cpu tier, -n auto
+    python -m ci run --tier gpu_b200 --shard 2/4 --base origin/main
+    python -m ci run tests/quant/test_x.py --workers 0 -- -k roundtrip -x
+
+Exit status: pytest's, except that "no tests collected" (5) is an error unless the plan itself was
+empty (then 0 and "nothing to run"), and a run whose report holds no test case while tests were
+selected is an error too. 2 means bad arguments or an unreadable registry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ci.changes import ChangesError
+from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
+from ci.junit import JUnitError, parse_junit
+from ci.plan import NotRun, PlanError
+from ci.registry import Registry, RegistryError
+from ci.runner import build_invocation, parse_workers, run_invocation
+from ci.shard import ShardBudgetError, parse_shard_spec
+from ci.summary import DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, append_step_summary, summarize, to_markdown, to_text
+
+NO_TESTS_COLLECTED = 5
+
+
+def build_parser(prog: str = "python -m ci run") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    add_registry_arg(parser)
+    parser.add_argument("--tier", metavar="T", help="tier whose tests to run (and pass to the plugin)")
+    parser.add_argument("--shard", metavar="i/N", help="run only shard i of N (LPT over est_time)")
+    add_selection_args(parser)
+    add_run_args(parser)
+    parser.add_argument("paths", nargs="*", help="explicit test files (instead of the tier's selection)")
+    return parser
+
+
+def add_run_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", default="auto", type=_workers, help="pytest-xdist -n: auto, 0 or N")
+    parser.add_argument("--junit", metavar="PATH", help="JUnit XML path (default .ci-reports/junit-<what>.xml)")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
+                        help="flag files whose time drifts from est_time by more than this %%")
+    parser.add_argument("--no-plugin", action="store_true", help="do not load ci.pytest_plugin")
+
+
+def _workers(value: str) -> str:
+    try:
+        return parse_workers(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Everything after the first ``--`` goes to pytest untouched."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def main(argv: list[str]) -> int:
+    own, extra = split_extra(argv)
+    args = build_parser().parse_args(own)
+    try:
+        registry, root = load(args)
+        return execute(args, registry, root, extra)
+    except (RegistryError, ChangesError, PlanError, ShardBudgetError, UsageError, JUnitError, ValueError) as exc:
+        print(f"python -m ci run: {exc}", file=sys.stderr)
+        return 2
+
+
+def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: list[str]) -> int:
+    """Select, run, summarise. ``args`` carries the options of `build_parser`."""
+    not_run: tuple[NotRun, ...] = ()
+    if args.paths:
+        if args.shard or args.changed_files or args.base:
+            raise UsageError("explicit paths cannot be combined with --shard, --changed-files or --base")
+        files = list(args.paths)
+        label = "explicit"
+    else:
+        if not args.tier:
+            raise UsageError("give --tier T or explicit test paths")
+        index, count = parse_shard_spec(args.shard) if args.shard else (1, 1)
+        args.shards = count  # the same LPT over the same selection as `ci plan --shards N`
+        (the_plan,) = make_plans(registry, [args.tier], args, root)
+        shard = the_plan.shard(index, len(the_plan.shards))
+        files = list(shard.tests)
+        not_run = the_plan.not_run
+        label = f"{args.tier}-{index}of{len(the_plan.shards)}"
+        print(f"ci run: tier {args.tier} shard {index}/{len(the_plan.shards)}: {len(files)} file(s), "
+              f"est. {shard.est_time:.0f}s (tier selection: {len(the_plan.selected)} selected, "
+              f"{len(not_run)} not run)", flush=True)
+        _print_not_run(not_run)
+        if not files:
+            print("ci run: nothing to run: the plan selected no tests for this shard", flush=True)
+            return 0
+    junit = Path(args.junit) if args.junit else root / ".ci-reports" / f"junit-{label}.xml"
+    inv = build_invocation(files, root=root, registry_path=registry_file(args), junit=junit.resolve(),
+                           tier=args.tier, workers=args.workers, extra=extra, use_plugin=not args.no_plugin)
+    print("ci run: " + " ".join(inv.argv), flush=True)
+    rc = run_invocation(inv)
+    sys.stdout.flush()
+    if not inv.junit.is_file():
+        print(f"ci run: pytest exited {rc} and wrote no JUnit report ({inv.junit})", file=sys.stderr)
+        return rc or 1
+    report = parse_junit(inv.junit, root=root, known_files=registry.tests)
+    summary = summarize(report.files, {p: e.est_time for p, e in registry.tests.items()}, report.wall_time,
+                        args.threshold, DEFAULT_MIN_SECONDS)
+    print()
+    print(to_text(summary))
+    append_step_summary(to_markdown(summary, f"ci run {label}"))
+    if rc == NO_TESTS_COLLECTED:
+        print(f"ci run: pytest collected no tests from {len(files)} selected file(s): {' '.join(files)}; "
+              f"check the files' tier markers and the plugin's selection", file=sys.stderr)
+        return rc
+    if rc == 0 and summary.total.tests == 0:
+        print("ci run: pytest reported success but the JUnit report holds no test case", file=sys.stderr)
+        return 1
+    return rc
+
+
+def _print_not_run(not_run: tuple[NotRun, ...]) -> None:
+    if not not_run:
+        return
+    print(f"ci run: {len(not_run)} registered test(s) of the tier not run here:")
+    for nr in not_run:
+        print(f"    {nr.path}: {nr.reason}\n        run it: {nr.command}")

@@ -1,0 +1,140 @@
+"""Fold measured JUnit timings into ``est_time`` values, rewriting registry.yaml in place.
+
+Design choice: registry.yaml stays the single source of truth; there is no separate durations
+file to drift out of sync. ``python -m ci durations --write`` changes only the numbers.
+
+Contract:
+- A *sample* is one file's summed testcase time (seconds, reruns included) in one JUnit XML.
+  Pass one XML per shard per run; a file appears in exactly one shard of a run.
+- Files whose every test was skipped (hardware absent) give no sample: their time says nothing.
+- The statistic across samples is the nearest-rank p90 (the max for fewer than 10 samples):
+  robust to one fast outlier, pessimistic enough that shards rarely overrun.
+- New est_time = ceil(p90 * (1 + margin)), at least 1 s (margin default 10%): integers keep the
+  diff readable and deterministic.
+- The rewrite locates each ``est_time`` scalar through PyYAML node marks and replaces only those
+  characters; comments, order, quoting of everything else stay byte-identical. The result is
+  re-parsed and checked before it is returned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import yaml
+
+from ci.junit import JUnitReport
+from ci.registry import Registry, RegistryError, parse_registry
+
+DEFAULT_MARGIN = 0.10
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """``samples`` in seconds (sorted); ``value`` the p90 statistic; ``proposed`` the new est_time."""
+
+    path: str
+    samples: tuple[float, ...]
+    value: float
+    proposed: int
+
+
+@dataclass(frozen=True)
+class Drift:
+    path: str
+    est_time: float
+    measured: float
+    proposed: int
+
+    @property
+    def pct(self) -> float:
+        return (self.measured - self.est_time) / self.est_time * 100.0
+
+
+@dataclass(frozen=True)
+class DurationReport:
+    measurements: dict[str, Measurement]  # registered files only, sorted by path
+    unknown: tuple[str, ...]              # files in the XML that the registry does not know
+    all_skipped: tuple[str, ...]          # registered files with no usable sample
+    drifts: tuple[Drift, ...]             # sorted by path
+
+
+def p90(samples: Iterable[float]) -> float:
+    """Nearest-rank 90th percentile of a non-empty sample."""
+    ordered = sorted(samples)
+    if not ordered:
+        raise ValueError("p90 of an empty sample")
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def propose(value: float, margin: float = DEFAULT_MARGIN) -> int:
+    """Whole seconds, rounded up after the margin, never below 1."""
+    return max(1, math.ceil(round(value * (1.0 + margin), 6)))
+
+
+def collect(reports: Iterable[JUnitReport], registry: Registry, *, margin: float = DEFAULT_MARGIN,
+            threshold_pct: float = 25.0, min_seconds: float = 5.0) -> DurationReport:
+    """Aggregate samples per registered file and compare with the registry's est_time."""
+    samples: dict[str, list[float]] = {}
+    seen: set[str] = set()
+    unknown: set[str] = set()
+    for report in reports:
+        for file, result in report.files.items():
+            if registry.entry(file) is None:
+                unknown.add(file or "(testcases with no resolvable file)")
+                continue
+            seen.add(file)
+            if result.tests and result.skipped == result.tests:
+                continue
+            samples.setdefault(file, []).append(result.time)
+    measurements = {
+        path: Measurement(path, tuple(sorted(s)), p90(s), propose(p90(s), margin))
+        for path, s in sorted(samples.items())
+    }
+    drifts = []
+    for path, m in measurements.items():
+        est = registry.tests[path].est_time
+        if abs(m.value - est) > max(threshold_pct / 100.0 * est, min_seconds):
+            drifts.append(Drift(path, est, m.value, m.proposed))
+    return DurationReport(measurements, tuple(sorted(unknown)), tuple(sorted(seen - samples.keys())),
+                          tuple(drifts))
+
+
+def rewrite_est_times(text: str, new_values: Mapping[str, int | float], path: str = "registry.yaml") -> str:
+    """Return ``text`` with ``tests.<path>.est_time`` replaced for each key of ``new_values``.
+
+    Raises `RegistryError` if the text is not a valid registry before or after, and KeyError
+    naming any path that has no est_time scalar in the file.
+    """
+    registry, problems = parse_registry(text, path)
+    if registry is None:
+        raise RegistryError(problems)
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    spans: dict[str, tuple[int, int]] = {}
+    for key, value in root.value:
+        if key.value != "tests":
+            continue
+        for test_key, test_value in value.value:
+            for field_key, field_value in test_value.value:
+                if field_key.value == "est_time":
+                    spans[test_key.value] = (field_value.start_mark.index, field_value.end_mark.index)
+    missing = sorted(set(new_values) - spans.keys())
+    if missing:
+        raise KeyError(f"{path}: no est_time entry for {', '.join(missing)}")
+    out = text
+    for test, (start, end) in sorted(((t, spans[t]) for t in new_values), key=lambda kv: -kv[1][0]):
+        out = out[:start] + _number(new_values[test]) + out[end:]
+    after, problems = parse_registry(out, path)
+    if after is None:
+        raise RegistryError(problems)
+    for test, value in new_values.items():
+        if after.tests[test].est_time != float(value):
+            raise ValueError(f"{path}: rewriting est_time of {test} did not take effect")
+    return out
+
+
+def _number(value: int | float) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"est_time must be a positive number, got {value!r}")
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

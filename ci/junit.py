@@ -1,0 +1,167 @@
+"""Parse pytest JUnit XML into per-test and per-file results (standard library only).
+
+Contract:
+- Accepts both ``junit_family`` flavours pytest writes: ``xunit1`` (``<testcase file=...>``) and
+  ``xunit2`` (no ``file``: the file is recovered from the dotted ``classname``, checked against the
+  known registry paths or the files under ``root``).
+- pytest-xdist interleaves test cases from workers; order does not matter here.
+- pytest-rerunfailures writes one ``<testcase>`` per attempt with the same id; the *last* one is
+  the outcome, the earlier ones count as reruns, and all attempts' times are summed (that is the
+  time the file really cost).
+- Collection errors (``classname=""``, ``name="tests.test_x"``) become an ``error`` for that file.
+- Times are seconds. Malformed XML raises `JUnitError` naming the file.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
+
+
+class JUnitError(ValueError):
+    """A JUnit XML file could not be read or does not look like pytest's output."""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One test (all its attempts folded). ``file`` is repo-relative POSIX, or ``""`` if unknown."""
+
+    file: str
+    classname: str
+    name: str
+    outcome: str
+    time: float
+    reruns: int = 0
+
+
+@dataclass
+class FileResult:
+    """Counts and summed testcase time (seconds) for one test file in one report."""
+
+    file: str
+    tests: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+    reruns: int = 0
+    time: float = 0.0
+
+    def add(self, case: CaseResult) -> None:
+        self.tests += 1
+        self.reruns += case.reruns
+        self.time += case.time
+        if case.outcome == PASSED:
+            self.passed += 1
+        elif case.outcome == FAILED:
+            self.failed += 1
+        elif case.outcome == SKIPPED:
+            self.skipped += 1
+        else:
+            self.errors += 1
+
+
+@dataclass(frozen=True)
+class JUnitReport:
+    """One XML file: ``cases`` in document order, ``wall_time`` the sum of testsuite ``time``s."""
+
+    source: str
+    cases: tuple[CaseResult, ...]
+    wall_time: float
+    files: dict[str, FileResult] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return any(c.outcome in (FAILED, ERROR) for c in self.cases)
+
+
+def parse_junit(path: str | Path, *, root: str | Path | None = None,
+                known_files: Iterable[str] = ()) -> JUnitReport:
+    """Parse one pytest JUnit XML file; see the module docstring for the folding rules."""
+    source = str(path)
+    try:
+        tree = ET.parse(source)
+    except (OSError, ET.ParseError) as exc:
+        raise JUnitError(f"{source}: cannot read JUnit XML: {exc}") from exc
+    top = tree.getroot()
+    if top.tag == "testsuites":
+        suites = top.findall("testsuite")
+    elif top.tag == "testsuite":
+        suites = [top]
+    else:
+        raise JUnitError(f"{source}: root element is <{top.tag}>, expected <testsuites> or <testsuite>")
+    resolver = _FileResolver(Path(root) if root is not None else None, set(known_files))
+    attempts: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+    wall = 0.0
+    for suite in suites:
+        wall += _float(suite.get("time"), source, "testsuite time")
+        for case in suite.iter("testcase"):
+            classname, name = case.get("classname", ""), case.get("name", "")
+            file = case.get("file") or resolver.resolve(classname, name)
+            key = (file, classname, name)
+            attempts.setdefault(key, []).append(
+                (_outcome(case), _float(case.get("time"), source, f"time of {classname}::{name}")))
+    cases = tuple(
+        CaseResult(file, classname, name, runs[-1][0], sum(t for _, t in runs), len(runs) - 1)
+        for (file, classname, name), runs in attempts.items())
+    files: dict[str, FileResult] = {}
+    for case in cases:
+        files.setdefault(case.file, FileResult(case.file)).add(case)
+    return JUnitReport(source, cases, wall, files)
+
+
+def merge_file_results(reports: Iterable[JUnitReport]) -> dict[str, FileResult]:
+    """Per-file totals over several reports of *one* run (for example one XML per shard)."""
+    out: dict[str, FileResult] = {}
+    for report in reports:
+        for case in report.cases:
+            out.setdefault(case.file, FileResult(case.file)).add(case)
+    return out
+
+
+def _outcome(case: ET.Element) -> str:
+    # pytest writes a teardown error as a second child next to <failure>; the error wins.
+    tags = {child.tag for child in case}
+    if "error" in tags:
+        return ERROR
+    if "failure" in tags:
+        return FAILED
+    if "skipped" in tags:
+        return SKIPPED
+    return PASSED
+
+
+def _float(raw: str | None, source: str, what: str) -> float:
+    if raw is None or raw == "":
+        return 0.0
+    try:
+        return float(raw)
+    except ValueError:
+        raise JUnitError(f"{source}: {what} is not a number: {raw!r}") from None
+
+
+class _FileResolver:
+    """Dotted classname (``tests.quant.test_x.TestK``) -> ``tests/quant/test_x.py``."""
+
+    def __init__(self, root: Path | None, known: set[str]):
+        self.root = root
+        self.known = known
+        self.cache: dict[str, str] = {}
+
+    def resolve(self, classname: str, name: str) -> str:
+        dotted = classname or name  # a collection error carries the module in ``name``
+        if dotted not in self.cache:
+            self.cache[dotted] = self._lookup(dotted)
+        return self.cache[dotted]
+
+    def _lookup(self, dotted: str) -> str:
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            candidate = "/".join(parts[:cut]) + ".py"
+            if candidate in self.known or (self.root is not None and (self.root / candidate).is_file()):
+                return candidate
+        return ""

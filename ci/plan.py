@@ -1,0 +1,198 @@
+"""Select the tests of a tier (optionally only those a change affects) and shard them with LPT.
+
+`plan` is pure: it reads the typed `Registry`, never the file system or git, and never prints.
+Contract:
+- Every test registered for the tier appears exactly once, either in ``selected`` or in
+  ``not_run`` (with the reason and the exact command that would run it). Nothing is dropped.
+- With ``changed_files`` (repo-relative paths): a test is selected when a changed path lies under
+  one of its ``depends_on`` prefixes or is the test file itself (`path_is_under`); a change under
+  any ``run_all_paths`` entry selects every active test. ``changed_files=None`` means "no change
+  filter" (run everything active); an empty list selects nothing.
+- Times used for sharding: ``durations[path]`` when given (seconds, e.g. measured p90), else the
+  registry's ``est_time``.
+- Shards: ``shards=N`` or ``shard_budget=S`` (smallest N whose LPT makespan <= S; a single test
+  longer than S raises `ShardBudgetError`), default 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict, dataclass
+from typing import Mapping, Sequence
+
+from ci.registry import Registry, Status, TestEntry, Tier, path_is_under
+from ci.shard import ShardPlan, lpt, lpt_for_budget
+
+
+class PlanError(ValueError):
+    """Bad plan arguments (unknown tier, both shards and budget, ...)."""
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """A selected test; ``time`` is the seconds used for sharding, ``time_source`` says whence."""
+
+    path: str
+    time: float
+    time_source: str  # "est_time" or "durations"
+    why: str          # "all active tests", "changed: fp4kv/quant/x.py", "run-all path ci/ changed"
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A test of the tier that this plan does not run, why, and how to run it by hand."""
+
+    path: str
+    reason: str
+    command: str
+
+
+@dataclass(frozen=True)
+class PlanShard:
+    """Shard ``index`` of ``count`` (1-based); ``tests`` in LPT order; ``est_time`` seconds."""
+
+    index: int
+    count: int
+    tests: tuple[str, ...]
+    est_time: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    tier: Tier
+    selected: tuple[PlannedTest, ...]
+    not_run: tuple[NotRun, ...]
+    shards: tuple[PlanShard, ...]
+    makespan: float
+    lower_bound: float
+    changed_files: tuple[str, ...] | None
+    run_all_trigger: str | None  # the changed path that matched a run_all_paths entry
+
+    @property
+    def has_tests(self) -> bool:
+        return bool(self.selected)
+
+    @property
+    def total_time(self) -> float:
+        return sum(t.time for t in self.selected)
+
+    def shard(self, index: int, count: int) -> PlanShard:
+        """Shard ``index``/``count``; ``count`` must match the plan's shard count."""
+        if count != len(self.shards):
+            raise PlanError(f"shard {index}/{count} asked of a plan with {len(self.shards)} shards")
+        if not 1 <= index <= count:
+            raise PlanError(f"shard index {index} is out of range 1..{count}")
+        return self.shards[index - 1]
+
+
+def run_command(path: str, tier: str) -> str:
+    """The command that runs one registered test file on its tier's machine."""
+    return f"python -m ci run --tier {shlex.quote(tier)} {shlex.quote(path)}"
+
+
+def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = None,
+         shards: int | None = None, shard_budget: float | None = None,
+         durations: Mapping[str, float] | None = None) -> Plan:
+    """Select and shard the tests of ``tier``; see the module docstring for the contract."""
+    if tier not in registry.tiers:
+        raise PlanError(f"unknown tier {tier!r}; known tiers: {', '.join(registry.tiers)}")
+    if shards is not None and shard_budget is not None:
+        raise PlanError("give either shards or shard_budget, not both")
+    durations = durations or {}
+    changed = None if changed_files is None else tuple(sorted(set(changed_files)))
+    trigger = None
+    if changed is not None:
+        trigger = next((f"{c} (run_all_paths: {p})" for c in changed for p in registry.run_all_paths
+                        if path_is_under(c, p)), None)
+
+    selected: list[PlannedTest] = []
+    not_run: list[NotRun] = []
+    for entry in registry.tests_for_tier(tier, include_inactive=True):
+        command = run_command(entry.path, tier)
+        if entry.status is not Status.ACTIVE:
+            detail = f"{entry.status.value}: {entry.reason}" + (f" ({entry.issue})" if entry.issue else "")
+            not_run.append(NotRun(entry.path, detail, command))
+            continue
+        why = _why_selected(entry, changed, trigger)
+        if why is None:
+            not_run.append(NotRun(entry.path, "not affected by the change", command))
+            continue
+        if entry.path in durations:
+            selected.append(PlannedTest(entry.path, float(durations[entry.path]), "durations", why))
+        else:
+            selected.append(PlannedTest(entry.path, entry.est_time, "est_time", why))
+
+    times = {t.path: t.time for t in selected}
+    if shard_budget is not None:
+        split: ShardPlan = lpt_for_budget(times, shard_budget)
+    else:
+        split = lpt(times, 1 if shards is None else shards)
+    plan_shards = tuple(PlanShard(s.index, split.count, s.tests, s.load) for s in split.shards)
+    return Plan(registry.tiers[tier], tuple(selected), tuple(not_run), plan_shards,
+                split.makespan, split.lower_bound, changed, trigger)
+
+
+def _why_selected(entry: TestEntry, changed: tuple[str, ...] | None, trigger: str | None) -> str | None:
+    if changed is None:
+        return "all active tests"
+    if trigger is not None:
+        return f"run-all path changed: {trigger}"
+    for path in changed:
+        for prefix in (entry.path, *entry.depends_on):
+            if path_is_under(path, prefix):
+                return f"changed: {path}" if prefix == path else f"changed: {path} (depends_on {prefix})"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Renderings (strings; the CLI prints them)
+# ---------------------------------------------------------------------------------------------
+
+def to_json(plans: Sequence[Plan]) -> str:
+    """Every field of every plan, as JSON (stable key order)."""
+    out = []
+    for p in plans:
+        data = asdict(p)
+        data["tier"] = p.tier.name
+        data["has_tests"] = p.has_tests
+        data["total_time"] = p.total_time
+        out.append(data)
+    return json.dumps({"plans": out}, indent=2, sort_keys=True)
+
+
+def matrix_entries(plans: Sequence[Plan]) -> list[dict[str, object]]:
+    """One ``strategy.matrix`` include entry per non-empty shard (empty shards need no runner)."""
+    return [
+        {"tier": p.tier.name, "shard": s.index, "shards": s.count, "runner": list(p.tier.runner_labels),
+         "tests": " ".join(s.tests), "est_time": round(s.est_time, 1)}
+        for p in plans for s in p.shards if s.tests
+    ]
+
+
+def to_github_matrix(plans: Sequence[Plan]) -> str:
+    """``{"include": [...]}`` for ``fromJSON``. ``{"include": []}`` when nothing is selected: a
+    workflow must guard the matrix job with the ``has_tests`` output (GitHub rejects an empty matrix)."""
+    return json.dumps({"include": matrix_entries(plans)}, separators=(",", ":"))
+
+
+def to_text(plans: Sequence[Plan]) -> str:
+    lines: list[str] = []
+    for p in plans:
+        n = len(p.shards)
+        head = f"tier {p.tier.name}: {len(p.selected)} selected, {len(p.not_run)} not run"
+        if p.changed_files is not None:
+            head += f" ({len(p.changed_files)} changed files"
+            head += f"; run-all triggered by {p.run_all_trigger})" if p.run_all_trigger else ")"
+        lines.append(head)
+        lines.append(f"  {n} shard(s): est. makespan {p.makespan:.0f}s, lower bound {p.lower_bound:.0f}s, "
+                     f"total {p.total_time:.0f}s")
+        for s in p.shards:
+            lines.append(f"  shard {s.index}/{s.count}  {s.est_time:7.0f}s  {len(s.tests)} test(s)")
+            lines += [f"      {t}" for t in s.tests]
+        if p.not_run:
+            lines.append("  not run:")
+            for nr in p.not_run:
+                lines.append(f"      {nr.path}: {nr.reason}")
+                lines.append(f"          run it: {nr.command}")
+    return "\n".join(lines)

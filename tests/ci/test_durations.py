@@ -1,0 +1,126 @@
+"""`ci durations`: aggregation (p90, skipped files, unknown files), in-place est_time rewrite that
+leaves every other byte of registry.yaml alone, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from ci.commands import durations as durations_cmd
+from ci.durations import collect, p90, propose, rewrite_est_times
+from ci.junit import parse_junit
+from ci.registry import RegistryError, parse_registry
+
+REGISTRY = textwrap.dedent("""\
+    # top comment: keep me
+    version: 1
+    tiers:
+      cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+    tests:
+      # --- area one ---
+      tests/test_a.py:
+        tiers: [cpu]
+        est_time: 10   # measured 2026-01
+        owner: a
+        status: active
+      tests/test_b.py: {tiers: [cpu], est_time: 2.5, owner: b, status: active}
+      "tests/test_c.py":
+        est_time:    100
+        tiers: [cpu]
+        owner: c
+        status: active
+    # trailing comment
+    """)
+
+
+def junit(cases: list[tuple[str, str, float, str]]) -> str:
+    """cases: (file, name, time, outcome) -> a pytest-like xunit1 document."""
+    body = []
+    for file, name, time, outcome in cases:
+        child = {"passed": "", "skipped": '<skipped message="no gpu"/>', "failed": '<failure message="x"/>'}[outcome]
+        classname = file.removesuffix(".py").replace("/", ".")
+        body.append(f'<testcase classname="{classname}" name="{name}" file="{file}" time="{time}">{child}</testcase>')
+    return f'<testsuites><testsuite name="pytest" time="1">{"".join(body)}</testsuite></testsuites>'
+
+
+@pytest.fixture
+def registry():
+    reg, problems = parse_registry(REGISTRY, "registry.yaml")
+    assert problems == []
+    return reg
+
+
+def test_p90_and_propose():
+    assert p90([5.0]) == 5.0
+    assert p90([1, 2, 3]) == 3  # the max below 10 samples
+    assert p90(range(1, 21)) == 18
+    assert propose(10.0) == 11 and propose(10.01) == 12 and propose(0.01) == 1
+    with pytest.raises(ValueError):
+        p90([])
+
+
+def test_collect_samples_drift_unknown_and_skipped(tmp_path, registry):
+    (tmp_path / "r1.xml").write_text(junit([
+        ("tests/test_a.py", "t1", 20.0, "passed"), ("tests/test_a.py", "t2", 5.0, "failed"),
+        ("tests/test_b.py", "t", 0.1, "skipped"),
+        ("tests/test_new.py", "t", 1.0, "passed")]))
+    (tmp_path / "r2.xml").write_text(junit([("tests/test_a.py", "t1", 12.0, "passed"),
+                                            ("tests/test_c.py", "t", 104.0, "passed")]))
+    reports = [parse_junit(tmp_path / f"r{i}.xml") for i in (1, 2)]
+    result = collect(reports, registry)
+    assert list(result.measurements) == ["tests/test_a.py", "tests/test_c.py"]
+    a = result.measurements["tests/test_a.py"]
+    assert a.samples == (12.0, 25.0) and a.value == 25.0 and a.proposed == 28
+    assert result.unknown == ("tests/test_new.py",)
+    assert result.all_skipped == ("tests/test_b.py",)
+    # a: 25 vs 10 drifts; c: 104 vs 100 is within 25%
+    assert [(d.path, d.pct) for d in result.drifts] == [("tests/test_a.py", 150.0)]
+
+
+def test_rewrite_changes_only_the_numbers(registry):
+    out = rewrite_est_times(REGISTRY, {"tests/test_a.py": 28, "tests/test_b.py": 7, "tests/test_c.py": 99.5})
+    expected = (REGISTRY.replace("est_time: 10   #", "est_time: 28   #")
+                .replace("est_time: 2.5,", "est_time: 7,").replace("est_time:    100", "est_time:    99.5"))
+    assert out == expected  # byte-for-byte: comments, spacing, quoting, order untouched
+    reg, problems = parse_registry(out, "registry.yaml")
+    assert problems == [] and [e.est_time for e in reg.tests.values()] == [28, 7, 99.5]
+    assert rewrite_est_times(REGISTRY, {}) == REGISTRY
+
+
+def test_rewrite_errors_name_the_problem():
+    with pytest.raises(KeyError, match="no est_time entry for tests/test_zzz.py"):
+        rewrite_est_times(REGISTRY, {"tests/test_zzz.py": 3})
+    with pytest.raises(ValueError, match="positive"):
+        rewrite_est_times(REGISTRY, {"tests/test_a.py": 0})
+    with pytest.raises(RegistryError, match="registry.yaml:"):
+        rewrite_est_times("tests: [", {})
+
+
+def test_cli_reports_then_writes_in_place(tmp_path, capsys):
+    reg_file = tmp_path / "registry.yaml"
+    reg_file.write_text(REGISTRY)
+    (tmp_path / "r.xml").write_text(junit([("tests/test_a.py", "t", 30.0, "passed"),
+                                           ("tests/test_b.py", "t", 2.0, "passed"),
+                                           ("tests/test_zz.py", "t", 1.0, "passed")]))
+    args = ["--registry", str(reg_file), str(tmp_path / "r.xml")]
+    assert durations_cmd.main(args + ["--check"]) == 1
+    out = capsys.readouterr().out
+    assert "drift: tests/test_a.py: measured 30.0s vs est_time 10s (+200%), proposed 33" in out
+    assert "unknown: tests/test_zz.py" in out
+    assert reg_file.read_text() == REGISTRY  # report only
+
+    assert durations_cmd.main(args + ["--write", "--json", str(tmp_path / "d.json")]) == 0
+    assert reg_file.read_text() == REGISTRY.replace("est_time: 10   #", "est_time: 33   #")
+    assert json.loads((tmp_path / "d.json").read_text()) == {"tests/test_a.py": 30.0, "tests/test_b.py": 2.0}
+    capsys.readouterr()
+    assert durations_cmd.main(args + ["--write-all"]) == 0  # b: ceil(2.0 * 1.1) = 3
+    assert "est_time: 3," in reg_file.read_text()
+
+
+def test_cli_bad_report_exits_2(tmp_path, capsys):
+    reg_file = tmp_path / "registry.yaml"
+    reg_file.write_text(REGISTRY)
+    assert durations_cmd.main(["--registry", str(reg_file), str(tmp_path / "missing.xml")]) == 2
+    assert "missing.xml: cannot read JUnit XML" in capsys.readouterr().err

@@ -1,0 +1,230 @@
+"""`ci.plan.plan` selection, not-run listing, sharding options and renderings; the `ci plan` CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.commands import plan as plan_cmd
+from ci.plan import PlanError, matrix_entries, plan, to_github_matrix, to_json, to_text
+from ci.registry import parse_registry
+from ci.shard import ShardBudgetError
+
+REGISTRY = textwrap.dedent("""\
+    version: 1
+    run_all_paths: [ci/, pyproject.toml]
+    tiers:
+      cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+      gpu_h100: {description: h100, runner_labels: [self-hosted, gpu-h100], gpu_count: 1, arch: sm_90}
+    tests:
+      tests/quant/test_q.py:
+        tiers: [cpu, gpu_h100]
+        est_time: 30
+        owner: q
+        status: active
+        depends_on: [fp4kv/quant/]
+      tests/mem/test_pool.py:
+        tiers: [cpu]
+        est_time: 20
+        owner: m
+        status: active
+        depends_on: [fp4kv/mem_cache/pool.py]
+      tests/mem/test_other.py: {tiers: [cpu], est_time: 5, owner: m, status: active}
+      tests/manual/test_m.py: {tiers: [cpu], est_time: 9, owner: m, status: manual, reason: needs a model}
+      tests/q/test_broken.py:
+        tiers: [cpu]
+        est_time: 4
+        owner: m
+        status: quarantined
+        reason: flaky allocator
+        issue: https://example.invalid/issues/7
+      tests/gpu/test_only.py: {tiers: [gpu_h100], est_time: 60, owner: g, status: active}
+    """)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    reg, problems = parse_registry(REGISTRY, "registry.yaml")
+    assert problems == []
+    return reg
+
+
+def _every_test_once(p, registry, tier):
+    listed = [t.path for t in p.selected] + [n.path for n in p.not_run]
+    assert sorted(listed) == sorted(e.path for e in registry.tests_for_tier(tier, include_inactive=True))
+
+
+def test_no_change_filter_selects_every_active_test_and_lists_the_rest(registry):
+    p = plan(registry, "cpu")
+    _every_test_once(p, registry, "cpu")
+    assert [t.path for t in p.selected] == ["tests/quant/test_q.py", "tests/mem/test_pool.py",
+                                             "tests/mem/test_other.py"]
+    not_run = {n.path: n for n in p.not_run}
+    assert not_run["tests/manual/test_m.py"].reason == "manual: needs a model"
+    assert not_run["tests/q/test_broken.py"].reason == \
+        "quarantined: flaky allocator (https://example.invalid/issues/7)"
+    assert not_run["tests/manual/test_m.py"].command == "python -m ci run --tier cpu tests/manual/test_m.py"
+
+
+def test_changed_source_selects_only_dependents(registry):
+    p = plan(registry, "cpu", changed_files=["fp4kv/quant/e2m1.py", "README.md"])
+    _every_test_once(p, registry, "cpu")
+    assert [t.path for t in p.selected] == ["tests/quant/test_q.py"]
+    assert p.selected[0].why == "changed: fp4kv/quant/e2m1.py (depends_on fp4kv/quant)"
+    reasons = {n.path: n.reason for n in p.not_run}
+    assert reasons["tests/mem/test_pool.py"] == "not affected by the change"
+    assert reasons["tests/manual/test_m.py"].startswith("manual")
+
+
+def test_exact_file_dependency_and_own_path(registry):
+    p = plan(registry, "cpu", changed_files=["fp4kv/mem_cache/pool.py", "tests/mem/test_other.py"])
+    assert {t.path for t in p.selected} == {"tests/mem/test_pool.py", "tests/mem/test_other.py"}
+    p = plan(registry, "cpu", changed_files=["fp4kv/mem_cache/pool.pyc", "fp4kv/quant_extra/x.py"])
+    assert p.selected == ()  # prefix matching is per path component, not per character
+
+
+def test_run_all_path_selects_everything_active(registry):
+    p = plan(registry, "cpu", changed_files=["ci/plan.py"])
+    assert len(p.selected) == 3
+    assert p.run_all_trigger == "ci/plan.py (run_all_paths: ci)"
+    assert {n.path for n in p.not_run} == {"tests/manual/test_m.py", "tests/q/test_broken.py"}
+
+
+def test_empty_change_list_selects_nothing_but_lists_everything(registry):
+    p = plan(registry, "gpu_h100", changed_files=[])
+    assert not p.has_tests
+    assert {n.path for n in p.not_run} == {"tests/quant/test_q.py", "tests/gpu/test_only.py"}
+    assert to_github_matrix([p]) == '{"include":[]}'
+    assert p.makespan == 0 and len(p.shards) == 1
+
+
+def test_durations_override_est_time(registry):
+    p = plan(registry, "cpu", durations={"tests/mem/test_other.py": 100.0})
+    times = {t.path: (t.time, t.time_source) for t in p.selected}
+    assert times["tests/mem/test_other.py"] == (100.0, "durations")
+    assert times["tests/quant/test_q.py"] == (30.0, "est_time")
+
+
+def test_shards_and_bounds(registry):
+    p = plan(registry, "cpu", shards=2)
+    assert [s.tests for s in p.shards] == [("tests/quant/test_q.py",),
+                                           ("tests/mem/test_pool.py", "tests/mem/test_other.py")]
+    assert p.makespan == 30 and p.lower_bound == 30
+    assert p.shard(2, 2).est_time == 25
+    with pytest.raises(PlanError, match="3 asked of a plan with 2"):
+        p.shard(1, 3)
+
+
+def test_shard_budget(registry):
+    assert len(plan(registry, "cpu", shard_budget=30).shards) == 2
+    assert len(plan(registry, "cpu", shard_budget=55).shards) == 1
+    with pytest.raises(ShardBudgetError, match="tests/quant/test_q.py alone takes 30.0s"):
+        plan(registry, "cpu", shard_budget=10)
+
+
+def test_bad_arguments(registry):
+    with pytest.raises(PlanError, match="unknown tier 'gpu_x'; known tiers: cpu, gpu_h100"):
+        plan(registry, "gpu_x")
+    with pytest.raises(PlanError, match="either shards or shard_budget"):
+        plan(registry, "cpu", shards=2, shard_budget=100)
+
+
+def test_github_matrix_shape(registry):
+    plans = [plan(registry, "cpu", shards=2), plan(registry, "gpu_h100", shards=3)]
+    matrix = json.loads(to_github_matrix(plans))
+    assert set(matrix) == {"include"}
+    entries = matrix["include"]
+    # gpu_h100 has 2 tests on 3 shards: the empty third shard gets no runner
+    assert [(e["tier"], e["shard"], e["shards"]) for e in entries] == [
+        ("cpu", 1, 2), ("cpu", 2, 2), ("gpu_h100", 1, 3), ("gpu_h100", 2, 3)]
+    for e in entries:
+        assert set(e) == {"tier", "shard", "shards", "runner", "tests", "est_time"}
+        assert isinstance(e["runner"], list) and all(isinstance(x, str) for x in e["runner"])
+        assert isinstance(e["est_time"], float)
+    assert entries[1]["tests"] == "tests/mem/test_pool.py tests/mem/test_other.py"
+    assert entries[2]["runner"] == ["self-hosted", "gpu-h100"]
+    assert matrix_entries(plans) == entries
+
+
+def test_text_and_json_renderings(registry):
+    p = plan(registry, "cpu", changed_files=["fp4kv/quant/a.py"], shards=1)
+    text = to_text([p])
+    assert "tier cpu: 1 selected, 4 not run (1 changed files)" in text
+    assert "run it: python -m ci run --tier cpu tests/mem/test_pool.py" in text
+    data = json.loads(to_json([p]))["plans"][0]
+    assert data["tier"] == "cpu" and data["has_tests"] is True
+    assert len(data["not_run"]) == 4 and data["not_run"][0]["command"].startswith("python -m ci run")
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def repo(tmp_path):
+    (tmp_path / "registry.yaml").write_text(REGISTRY)
+    return tmp_path
+
+
+def test_cli_changed_files_github_output(repo, capsys, monkeypatch):
+    (repo / "changed.txt").write_text("# comment\nfp4kv/quant/x.py\n\n")
+    out_file = repo / "gh_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out_file))
+    rc = plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--gpu-tiers", "--changed-files",
+                        str(repo / "changed.txt"), "--format", "github-matrix", "--github-output"])
+    assert rc == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [e["tests"] for e in printed["include"]] == ["tests/quant/test_q.py"]
+    lines = out_file.read_text().splitlines()
+    assert lines == [f"matrix={json.dumps(printed, separators=(',', ':'))}", "has_tests=true"]
+
+
+def test_cli_empty_selection_says_has_tests_false(repo, capsys, monkeypatch):
+    (repo / "changed.txt").write_text("docs/x.md\n")
+    out_file = repo / "gh_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out_file))
+    rc = plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--all-tiers", "--changed-files",
+                        str(repo / "changed.txt"), "--format", "github-matrix", "--github-output"])
+    assert rc == 0
+    assert out_file.read_text() == 'matrix={"include":[]}\nhas_tests=false\n'
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def test_cli_base_uses_git_diff(repo, capsys):
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "checkout", "-q", "-b", "topic")
+    (repo / "fp4kv" / "mem_cache").mkdir(parents=True)
+    (repo / "fp4kv" / "mem_cache" / "pool.py").write_text("x = 1\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "change")
+    rc = plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--base", "main",
+                        "--format", "json"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)["plans"][0]
+    assert data["changed_files"] == ["fp4kv/mem_cache/pool.py"]
+    assert [t["path"] for t in data["selected"]] == ["tests/mem/test_pool.py"]
+
+    rc = plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--base", "no-such-ref"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "git diff --name-only no-such-ref...HEAD" in err and "fetch-depth: 0" in err
+
+
+def test_cli_errors_exit_2_with_message(repo, capsys):
+    assert plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "nope"]) == 2
+    assert "unknown tier 'nope'" in capsys.readouterr().err
+    assert plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu",
+                          "--changed-files", str(repo / "missing.txt")]) == 2
+    assert "cannot read changed-files list" in capsys.readouterr().err
+    (repo / "d.json").write_text('{"a": "slow"}')
+    assert plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu",
+                          "--durations", str(repo / "d.json")]) == 2
+    assert "path -> seconds" in capsys.readouterr().err
