@@ -1,0 +1,101 @@
+"""Constants and payload builders shared by the /rerun-test bot tests (imported by conftest)."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from typing import Any
+
+REPO = "acme/llm-serving"
+PR = 42
+HEAD_SHA = "0123456789abcdef0123456789abcdef01234567"
+TOKEN = "test-token"
+
+REGISTRY = """\
+version: 1
+tiers:
+  cpu:
+    description: no GPU
+    runner_labels: [ubuntu-latest]
+    gpu_count: 0
+    arch: cpu
+  gpu_h100:
+    description: one H100
+    runner_labels: [self-hosted, linux, gpu-h100]
+    gpu_count: 1
+    arch: sm_90
+  gpu_b200:
+    description: one B200
+    runner_labels: [self-hosted, linux, gpu-b200]
+    gpu_count: 1
+    arch: sm_100
+tests:
+  tests/quant/test_kvfp4_quant_dequant.py:
+    tiers: [cpu, gpu_b200]
+    est_time: 30
+    owner: quant
+    status: active
+  tests/quant/test_pack.py:
+    tiers: [cpu, gpu_h100, gpu_b200]
+    est_time: 10
+    owner: quant
+    status: active
+  tests/cpu_only/test_cpu_only.py:
+    tiers: [cpu]
+    est_time: 5
+    owner: ci
+    status: active
+  tests/a/test_dup.py:
+    tiers: [gpu_h100]
+    est_time: 5
+    owner: ci
+    status: active
+  tests/b/test_dup.py:
+    tiers: [gpu_h100]
+    est_time: 5
+    owner: ci
+    status: active
+  tests/mem_cache/test_old_pool.py:
+    tiers: [gpu_h100]
+    est_time: 120
+    owner: mem
+    status: manual
+    reason: needs 8 GPUs and a model checkpoint
+  tests/quant/test_broken.py:
+    tiers: [gpu_b200]
+    est_time: 20
+    owner: quant
+    status: quarantined
+    reason: flaky NaN on sm_100
+    issue: https://github.com/acme/llm-serving/issues/7
+"""
+
+TREE_FILES = [
+    "tests/quant/test_kvfp4_quant_dequant.py", "tests/quant/test_pack.py", "tests/cpu_only/test_cpu_only.py",
+    "tests/a/test_dup.py", "tests/b/test_dup.py", "tests/mem_cache/test_old_pool.py",
+    "tests/quant/test_broken.py",
+    # Lives in a manual folder and is registered nowhere: the story's situation.
+    "tests/manual/test_legacy_fp4_server.py",
+]
+
+
+_ids = itertools.count(5000)
+
+
+def comment_payload(body: str, *, user: str = "maintainer", number: int = PR, comment_id: int | None = None,
+                    action: str = "created", on_pr: bool = True) -> dict[str, Any]:
+    """A minimal issue_comment payload with the fields GitHub sends and the bot reads."""
+    issue: dict[str, Any] = {"number": number, "title": "fix fp4"}
+    if on_pr:
+        issue["pull_request"] = {"url": f"https://api.github.com/repos/{REPO}/pulls/{number}"}
+    return {
+        "action": action,
+        "issue": issue,
+        "comment": {"id": comment_id if comment_id is not None else next(_ids), "body": body,
+                    "user": {"login": user, "type": "User"}},
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
+
+
+def dedent(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")

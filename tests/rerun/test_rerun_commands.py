@@ -1,0 +1,105 @@
+"""Comment parsing and target resolution (no network)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci.registry import load_registry
+from tools.rerun.commands import UnsafeTarget, check_target, parse_comment, quote
+from tools.rerun.resolve import Kind, resolve_target
+
+from rerun_support import dedent
+
+
+def test_line_anchored_commands_outside_code_and_quotes() -> None:
+    body = dedent("""
+        Thanks! Please run:
+        /rerun-test test_a.py tests/x/test_b.py::T::test_c[1-2] --tier gpu_b200
+        ```
+        /rerun-test in_backticks.py
+        ```
+        ~~~~
+        /rerun-test in_tildes.py
+        ```
+        /rerun-test still_in_tildes.py
+        ~~~~
+        > /rerun-test quoted.py
+        text /rerun-test mid_line.py
+        /rerun-tests not_a_command.py
+           /rerun-test --tier=gpu_h100 indented.py
+    """)
+    commands = parse_comment(body)
+    assert [(c.line, c.targets, c.tier) for c in commands] == [
+        (2, ("test_a.py", "tests/x/test_b.py::T::test_c[1-2]"), "gpu_b200"),
+        (14, ("indented.py",), "gpu_h100"),
+    ]
+
+
+def test_help_and_errors() -> None:
+    commands = parse_comment("/rerun-test\n/rerun-test --help\n/rerun-test --tier\n/rerun-test --bogus x.py\n"
+                             "/rerun-test --tier gpu_b200\n/rerun-test a.py --tier x --tier y\n")
+    assert [c.help for c in commands] == [True, True, False, False, False, False]
+    assert "needs a value" in commands[2].error
+    assert "unknown option" in commands[3].error and "--bogus" in commands[3].error
+    assert "no target" in commands[4].error
+    assert "twice" in commands[5].error
+
+
+@pytest.mark.parametrize("target, problem", [
+    ("../etc/passwd", "`..`"),
+    ("/etc/passwd", "absolute"),
+    ("test_x.py;rm", "characters outside"),
+    ("$(id).py", "characters outside"),
+    ("tests/x[1].py", "file part"),
+    ("::node", "no file"),
+])
+def test_unsafe_targets_rejected(target: str, problem: str) -> None:
+    with pytest.raises(UnsafeTarget, match=problem if problem.isalpha() else None) as info:
+        check_target(target)
+    assert problem.strip("`") in str(info.value)
+
+
+def test_quote_escapes_markdown_and_html() -> None:
+    shown = quote("<img src=x>|`@everyone\x07")
+    assert "<img" not in shown and "|" not in shown and "`" not in shown.removeprefix("<code>")
+    assert "@everyone" not in shown and "\\x07" in shown
+    long = quote("a" * 100, limit=10)
+    assert long.endswith("(90 more characters)")
+
+
+@pytest.fixture
+def registry(repo_root: Path):
+    return load_registry(repo_root / "registry.yaml")
+
+
+@pytest.mark.parametrize("target, tier, kind, path, tiers", [
+    ("test_kvfp4_quant_dequant.py", None, Kind.RESOLVED, "tests/quant/test_kvfp4_quant_dequant.py", ("gpu_b200",)),
+    ("tests/quant/test_pack.py", None, Kind.RESOLVED, "tests/quant/test_pack.py", ("gpu_h100", "gpu_b200")),
+    ("test_pack.py", "cpu", Kind.RESOLVED, "tests/quant/test_pack.py", ("cpu",)),
+    ("test_cpu_only.py", None, Kind.RESOLVED, "tests/cpu_only/test_cpu_only.py", ("cpu",)),
+    ("test_pack.py", "gpu_b200_x4", Kind.BAD_TIER, "tests/quant/test_pack.py", ()),
+    ("test_dup.py", None, Kind.AMBIGUOUS, None, ()),
+    ("tests/a/test_dup.py", None, Kind.RESOLVED, "tests/a/test_dup.py", ("gpu_h100",)),
+    ("test_legacy_fp4_server.py", None, Kind.UNREGISTERED, "tests/manual/test_legacy_fp4_server.py", ()),
+    ("tests/manual/test_legacy_fp4_server.py", None, Kind.UNREGISTERED, "tests/manual/test_legacy_fp4_server.py", ()),
+    ("test_old_pool.py", None, Kind.NOT_ACTIVE, "tests/mem_cache/test_old_pool.py", ()),
+    ("test_broken.py", None, Kind.NOT_ACTIVE, "tests/quant/test_broken.py", ()),
+    ("test_kvfp4_quant_dequnt.py", None, Kind.UNKNOWN, None, ()),
+    ("../x.py", None, Kind.UNSAFE, None, ()),
+])
+def test_resolution(registry, repo_root: Path, target, tier, kind, path, tiers) -> None:
+    r = resolve_target(registry, repo_root, target, tier)
+    assert (r.kind, r.path, r.tiers) == (kind, path, tiers)
+
+
+def test_resolution_details(registry, repo_root: Path) -> None:
+    ambiguous = resolve_target(registry, repo_root, "test_dup.py")
+    assert ambiguous.candidates == ("tests/a/test_dup.py", "tests/b/test_dup.py")
+    unknown = resolve_target(registry, repo_root, "test_kvfp4_quant_dequnt.py")
+    assert unknown.candidates[0] == "tests/quant/test_kvfp4_quant_dequant.py"
+    bad_tier = resolve_target(registry, repo_root, "test_pack.py", "gpu_b200_x4")
+    assert bad_tier.candidates == ("cpu", "gpu_h100", "gpu_b200")
+    node = resolve_target(registry, repo_root, "test_pack.py::TestPack::test_x[bf16-1]")
+    assert node.test_id == "tests/quant/test_pack.py::TestPack::test_x[bf16-1]"

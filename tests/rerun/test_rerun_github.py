@@ -1,0 +1,100 @@
+"""GitHub client retries against the fake GitHub over real HTTP (sleep injected, never waits)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tools.rerun.fake_github import FakeGitHub, Scripted
+from tools.rerun.github import GitHubClient, GitHubError, RetryPolicy
+
+from rerun_support import PR, REPO
+
+PERM = r"/collaborators/maintainer/permission$"
+
+
+def test_5xx_then_success(fake: FakeGitHub, make_client, sleeps) -> None:
+    fake.fail("GET", PERM, Scripted(502), Scripted(503, body={"message": "unavailable"}))
+    permission = make_client().get_permission(REPO, "maintainer")
+    assert (permission.permission, permission.role_name, permission.can_trigger) == ("write", "maintain", True)
+    assert sleeps.calls == [0.01, 0.02]  # exponential backoff from backoff_base
+    assert sum(r.path.endswith("/permission") for r in fake.requests) == 3
+
+
+def test_429_honours_retry_after(fake: FakeGitHub, make_client, sleeps) -> None:
+    fake.fail("POST", r"/dispatches$", Scripted(429, {"Retry-After": "7"}, {"message": "slow down"}))
+    make_client().dispatch_workflow(REPO, "rerun-test-dispatch.yml", "main", {"pr": "1"})
+    assert sleeps.calls == [7.0]
+    assert len(fake.dispatches) == 1
+
+
+def test_secondary_rate_limit_403_and_ratelimit_reset(fake: FakeGitHub, make_client, sleeps) -> None:
+    fake.fail("GET", r"/pulls/\d+$",
+              Scripted(403, body={"message": "You have exceeded a secondary rate limit."}),
+              Scripted(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1012"}, {"message": "API rate limit"}))
+    client = make_client(clock=lambda: 1000.0)
+    assert client.get_pull(REPO, PR).state == "open"
+    assert sleeps.calls == [0.01, 12.0]
+
+
+def test_plain_403_and_404_are_final(fake: FakeGitHub, make_client, sleeps) -> None:
+    fake.fail("GET", r"/pulls/\d+$", Scripted(403, body={"message": "Resource not accessible by integration"}))
+    with pytest.raises(GitHubError, match="HTTP 403: Resource not accessible") as info:
+        make_client().get_pull(REPO, PR)
+    assert (info.value.status, info.value.attempts) == (403, 1)
+    with pytest.raises(GitHubError, match="HTTP 404"):
+        make_client().get_pull(REPO, 999)
+    assert sleeps.calls == []
+
+
+def test_final_failure_after_max_attempts(fake: FakeGitHub, make_client, sleeps) -> None:
+    fake.fail("POST", r"/reactions$", *[Scripted(500, body={"message": "oops"})] * 10)
+    with pytest.raises(GitHubError) as info:
+        make_client().add_reaction(REPO, 1, "eyes")
+    assert (info.value.status, info.value.attempts, info.value.method) == (500, 4, "POST")
+    assert "failed after 4 attempt(s): HTTP 500: oops" in str(info.value)
+    assert len(sleeps.calls) == 3
+
+
+def test_retry_after_beyond_limit_gives_up_instead_of_waiting_less(fake: FakeGitHub, make_client, sleeps) -> None:
+    fake.fail("GET", PERM, Scripted(429, {"Retry-After": "3600"}))
+    with pytest.raises(GitHubError, match="asked to wait 3600s, more than the 30s limit"):
+        make_client().get_permission(REPO, "maintainer")
+    assert sleeps.calls == []
+
+
+def test_total_wait_cap(fake: FakeGitHub, make_client, sleeps) -> None:
+    fake.fail("GET", PERM, *[Scripted(429, {"Retry-After": "25"})] * 3)
+    with pytest.raises(GitHubError, match="exceed the 60s total wait limit"):
+        make_client().get_permission(REPO, "maintainer")
+    assert sleeps.calls == [25.0, 25.0]
+
+
+def test_connection_refused_and_timeout_are_retried_then_typed(sleeps) -> None:
+    with socket.socket() as s:  # a port that was free a moment ago: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    policy = RetryPolicy(max_attempts=2, backoff_base=0.01)
+    with pytest.raises(GitHubError, match="ConnectionError") as info:
+        GitHubClient(f"http://127.0.0.1:{port}", "t", sleep=sleeps, retry=policy).get_pull(REPO, 1)
+    assert info.value.status is None and info.value.attempts == 2
+    with socket.socket() as listener:  # accepts connections (backlog) but never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        client = GitHubClient(f"http://127.0.0.1:{listener.getsockname()[1]}", "t", sleep=sleeps,
+                              retry=policy, timeout=0.2)
+        with pytest.raises(GitHubError, match="Timeout"):
+            client.get_pull(REPO, 1)
+
+
+def test_bad_arguments_raise_clear_errors(make_client) -> None:
+    client = make_client()
+    with pytest.raises(ValueError, match="at most 10 inputs"):
+        client.dispatch_workflow(REPO, "w.yml", "main", {str(i): "x" for i in range(11)})
+    with pytest.raises(ValueError, match="must be strings: pr"):
+        client.dispatch_workflow(REPO, "w.yml", "main", {"pr": 1})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="unknown reaction 'party'"):
+        client.add_reaction(REPO, 1, "party")
+    with pytest.raises(ValueError, match="max_attempts must be >= 1"):
+        RetryPolicy(max_attempts=0)

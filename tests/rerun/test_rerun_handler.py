@@ -1,0 +1,225 @@
+"""The handler end to end against a fake GitHub served on 127.0.0.1 (every request recorded)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ci.registry import find_repo_root, load_registry
+from tools.rerun.fake_github import FakeGitHub, Scripted
+from tools.rerun.github import GitHubError
+from tools.rerun.handler import BotConfig, Handler
+from tools.rerun.replies import marker
+from tools.rerun.resolve import default_tiers
+
+from rerun_support import HEAD_SHA, PR, REPO, comment_payload, dedent
+
+STORY_FILE = "tests/quant/test_kvfp4_quant_dequant.py"
+
+
+def _writes(fake: FakeGitHub) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in fake.writes()]
+
+
+def test_story_command_dispatches_on_gpu_tier(fake: FakeGitHub, make_handler) -> None:
+    payload = comment_payload("/rerun-test test_kvfp4_quant_dequant.py", comment_id=101)
+    outcome = make_handler().handle(payload)
+
+    assert outcome.status == "dispatched"
+    (dispatch,) = fake.dispatches
+    assert dispatch["workflow"] == "rerun-test-dispatch.yml" and dispatch["ref"] == "main"
+    assert dispatch["inputs"] == {
+        "pr": str(PR), "sha": HEAD_SHA, "tier": "gpu_b200", "runner": '["self-hosted", "linux", "gpu-b200"]',
+        "tests": STORY_FILE, "comment_id": "101",
+    }
+    assert json.loads(dispatch["inputs"]["runner"]) == ["self-hosted", "linux", "gpu-b200"]
+    assert [c for c, _ in fake.reactions] == [101, 101] and [r for _, r in fake.reactions] == ["eyes", "rocket"]
+    (reply,) = fake.bot_replies(PR)
+    assert reply.body.startswith(marker(101))
+    assert f"| <code>test_kvfp4_quant_dequant.py</code> | `{STORY_FILE}` | `gpu_b200` | " \
+           "`self-hosted, linux, gpu-b200` | dispatched |" in reply.body
+    # The head SHA is read after the permission check and before the dispatch.
+    paths = [r.path for r in fake.requests]
+    assert paths.index(f"/repos/{REPO}/pulls/{PR}") < paths.index(
+        f"/repos/{REPO}/actions/workflows/rerun-test-dispatch.yml/dispatches")
+    assert all(r.headers.get("authorization") == "Bearer test-token" for r in fake.requests)
+
+
+def test_one_dispatch_per_tier_with_node_ids(fake: FakeGitHub, make_handler) -> None:
+    body = dedent("""
+        /rerun-test test_pack.py test_kvfp4_quant_dequant.py::test_roundtrip[bf16]
+        /rerun-test tests/a/test_dup.py --tier gpu_h100
+    """)
+    outcome = make_handler().handle(comment_payload(body))
+    assert outcome.status == "dispatched"
+    by_tier = {d["inputs"]["tier"]: d["inputs"]["tests"] for d in fake.dispatches}
+    assert by_tier == {
+        "gpu_h100": "tests/quant/test_pack.py tests/a/test_dup.py",
+        "gpu_b200": f"tests/quant/test_pack.py {STORY_FILE}::test_roundtrip[bf16]",
+    }
+
+
+def test_unregistered_manual_folder_file_shows_yaml(fake: FakeGitHub, make_handler) -> None:
+    outcome = make_handler().handle(comment_payload("/rerun-test test_legacy_fp4_server.py --tier gpu_b200"))
+    assert outcome.status == "partial" and fake.dispatches == []
+    body = fake.bot_replies(PR)[0].body
+    assert "`tests/manual/test_legacy_fp4_server.py` exists in the tree but is not registered" in body
+    assert "```yaml\n  tests/manual/test_legacy_fp4_server.py:\n    tiers: [gpu_b200]\n" in body
+    assert "    status: active\n```" in body
+    assert [r for _, r in fake.reactions] == ["eyes", "confused"]
+    assert ("POST", f"/repos/{REPO}/pulls/{PR}") not in _writes(fake)
+
+
+def test_manual_and_quarantined_entries_explain_and_show_diff(fake: FakeGitHub, make_handler) -> None:
+    make_handler().handle(comment_payload("/rerun-test test_old_pool.py test_broken.py"))
+    body = fake.bot_replies(PR)[0].body
+    assert fake.dispatches == []
+    assert "registered as manual" in body and "needs 8 GPUs and a model checkpoint" in body
+    assert "-    status: manual\n-    reason: \"needs 8 GPUs and a model checkpoint\"\n+    status: active" in body
+    assert "quarantined (known broken)" in body and "https://github.com/acme/llm-serving/issues/7" in body
+    assert "-    issue: \"https://github.com/acme/llm-serving/issues/7\"\n+    status: active" in body
+
+
+def test_ambiguous_unknown_and_tier_errors(fake: FakeGitHub, make_handler) -> None:
+    body = "/rerun-test test_dup.py test_kvfp4_quant_dequnt.py\n/rerun-test test_pack.py --tier gpu_b200_x4\n"
+    outcome = make_handler().handle(comment_payload(body))
+    assert outcome.status == "partial" and fake.dispatches == []
+    reply = fake.bot_replies(PR)[0].body
+    assert "several registered files have this name" in reply
+    assert "`tests/a/test_dup.py`" in reply and "`tests/b/test_dup.py`" in reply
+    assert "Did you mean:\n  * `tests/quant/test_kvfp4_quant_dequant.py`" in reply
+    assert "<code>gpu_b200_x4</code> is not one of this file's tiers; use one of `cpu`, `gpu_h100`, `gpu_b200`" in reply
+
+
+def test_unsafe_targets_are_quoted_escaped_and_never_dispatched(fake: FakeGitHub, make_handler) -> None:
+    body = "/rerun-test ../../etc/passwd /abs/test_x.py test_$(id).py test_pack.py"
+    outcome = make_handler().handle(comment_payload(body))
+    assert outcome.status == "partial"
+    reply = fake.bot_replies(PR)[0].body
+    assert "refused: the target contains `..`" in reply
+    assert "is an absolute path" in reply
+    assert "<code>test_$(id).py</code>" in reply and "<code>$</code>" in reply
+    # The safe target in the same comment still runs.
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_pack.py"] * 2
+
+
+def test_code_blocks_quotes_edits_issues_and_bots_are_ignored(fake: FakeGitHub, make_handler) -> None:
+    handler = make_handler()
+    quoted = dedent("""
+        > /rerun-test test_pack.py
+        ```
+        /rerun-test test_pack.py
+        ```
+    """)
+    assert handler.handle(comment_payload(quoted)).status == "ignored"
+    assert handler.handle(comment_payload("/rerun-test test_pack.py", action="edited")).status == "ignored"
+    assert handler.handle(comment_payload("/rerun-test test_pack.py", on_pr=False)).status == "ignored"
+    own = comment_payload(marker(1) + "\n/rerun-test test_pack.py")
+    assert handler.handle(own).status == "ignored"
+    assert fake.requests == []
+
+
+def test_non_collaborator_gets_polite_refusal(fake: FakeGitHub, make_handler) -> None:
+    for user in ("reader", "stranger"):
+        outcome = make_handler().handle(comment_payload("/rerun-test test_pack.py", user=user))
+        assert outcome.status == "refused"
+    assert fake.dispatches == []
+    replies = [c.body for c in fake.bot_replies(PR)]
+    assert "permission is <code>read</code>, role <code>triage</code>" in replies[0]
+    assert "permission is <code>none</code>" in replies[1]
+    assert all("thanks for the request" in r for r in replies)
+
+
+def test_help_reply(fake: FakeGitHub, make_handler) -> None:
+    assert make_handler().handle(comment_payload("/rerun-test --help", user="admin")).status == "help"
+    assert "/rerun-test <target> [<target> ...] [--tier TIER]" in fake.bot_replies(PR)[0].body
+    assert fake.dispatches == []
+
+
+def test_same_comment_twice_dispatches_once(fake: FakeGitHub, make_handler) -> None:
+    payload = comment_payload("/rerun-test test_kvfp4_quant_dequant.py", comment_id=777)
+    assert make_handler().handle(payload).status == "dispatched"
+    assert make_handler().handle(payload).status == "duplicate"
+    assert len(fake.dispatches) == 1 and len(fake.bot_replies(PR)) == 1
+
+
+def test_marker_found_on_a_later_page(fake: FakeGitHub, make_handler) -> None:
+    for i in range(150):
+        fake.add_comment(PR, "someone", f"comment {i}")
+    fake.add_comment(PR, "rerun-bot", marker(4242) + "\nold reply")
+    assert make_handler().handle(comment_payload("/rerun-test test_pack.py", comment_id=4242)).status == "duplicate"
+    assert fake.dispatches == []
+    pages = [r.query.get("page") for r in fake.requests if r.path.endswith("/comments")]
+    assert pages == [None, ["2"]]
+
+
+def test_dry_run_reads_but_never_writes(fake: FakeGitHub, make_handler) -> None:
+    outcome = make_handler(dry_run=True).handle(comment_payload("/rerun-test test_kvfp4_quant_dequant.py"))
+    assert outcome.status == "dispatched" and fake.writes() == []
+    assert outcome.dispatches[0].inputs["tests"] == STORY_FILE
+    assert "Dry run: nothing was sent." in outcome.reply
+    assert {r.method for r in fake.requests} == {"GET"}
+
+
+def test_dispatch_failure_is_reported_in_reply(fake: FakeGitHub, make_handler) -> None:
+    fake.fail("POST", r"/dispatches$", *[Scripted(500, body={"message": "boom"})] * 4)
+    outcome = make_handler().handle(comment_payload("/rerun-test test_kvfp4_quant_dequant.py"))
+    assert outcome.status == "partial"
+    reply = fake.bot_replies(PR)[0].body
+    assert "dispatch failed:" in reply and "HTTP 500: boom" in reply
+    assert [r for _, r in fake.reactions] == ["eyes", "confused"]
+
+
+def test_permission_check_failure_is_reported(fake: FakeGitHub, make_handler) -> None:
+    fake.fail("GET", r"/permission$", Scripted(403, body={"message": "Resource not accessible by integration"}))
+    outcome = make_handler().handle(comment_payload("/rerun-test test_pack.py"))
+    assert outcome.status == "failed" and fake.dispatches == []
+    assert "checking the commenter's permission failed" in fake.bot_replies(PR)[0].body
+    assert "Resource not accessible by integration" in fake.bot_replies(PR)[0].body
+
+
+def test_reply_post_failure_raises_typed_error(fake: FakeGitHub, make_handler) -> None:
+    fake.fail("POST", rf"/issues/{PR}/comments$", *[Scripted(502, body={"message": "bad gateway"})] * 4)
+    with pytest.raises(GitHubError, match="HTTP 502: bad gateway") as info:
+        make_handler().handle(comment_payload("/rerun-test test_pack.py"))
+    assert info.value.attempts == 4
+
+
+def test_invalid_registry_is_reported(fake: FakeGitHub, make_handler, tmp_path: Path) -> None:
+    (tmp_path / "registry.yaml").write_text("version: 1\ntiers: {}\ntests:\n  a.py: {tiers: [x]}\n")
+    outcome = make_handler(root=tmp_path).handle(comment_payload("/rerun-test a.py"))
+    assert outcome.status == "failed"
+    body = fake.bot_replies(PR)[0].body
+    assert "`registry.yaml` on the default branch is invalid" in body and "registry.yaml:4:" in body
+
+
+def test_story_file_in_the_real_registry(fake: FakeGitHub, make_handler) -> None:
+    root = find_repo_root()
+    registry = load_registry(root / "registry.yaml")
+    if registry.entry(STORY_FILE) is None:
+        pytest.skip(f"{STORY_FILE} is not registered in {root / 'registry.yaml'} yet (another helper adds it)")
+    outcome = make_handler(root=root).handle(comment_payload("/rerun-test test_kvfp4_quant_dequant.py"))
+    assert {d["inputs"]["tests"] for d in fake.dispatches} == {STORY_FILE}, outcome.reply
+    expected = default_tiers(registry, registry.entry(STORY_FILE))
+    assert tuple(d["inputs"]["tier"] for d in fake.dispatches) == expected
+
+
+def test_other_repository_is_ignored(fake: FakeGitHub, make_client, repo_root: Path) -> None:
+    handler = Handler(make_client(), BotConfig(repo_root=repo_root, repository="acme/other"))
+    outcome = handler.handle(comment_payload("/rerun-test test_pack.py"))
+    assert outcome.status == "ignored" and "this bot serves acme/other" in outcome.reason
+    assert fake.requests == []
+
+
+def test_malformed_commands_and_too_many_targets(fake: FakeGitHub, make_handler) -> None:
+    outcome = make_handler().handle(comment_payload("/rerun-test --tier\n/rerun-test --frobnicate x.py"))
+    assert outcome.status == "partial" and fake.dispatches == []
+    reply = fake.bot_replies(PR)[0].body
+    assert "**line 1** <code>/rerun-test --tier</code>: `--tier` needs a value" in reply
+    assert "unknown option <code>--frobnicate</code>" in reply and "| target |" not in reply
+    many = "/rerun-test " + " ".join(f"test_{i}.py" for i in range(21))
+    assert make_handler().handle(comment_payload(many)).status == "invalid"
+    assert "asks for 21 targets; at most 20" in fake.bot_replies(PR)[1].body
+    assert fake.dispatches == []
