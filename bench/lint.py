@@ -1,0 +1,102 @@
+"""``python -m bench lint [--quick]``: `python -m ci lint` on a synthetic repository.
+
+Generates (untimed) a registry of N entries and a tree of N small test files plus a first-party
+package they import from, then times each lint phase, best of R. Baselines measured in the same
+run: loading the same registry with PyYAML (pure-Python and libyaml loaders), and plain
+``ast.parse`` of every test file.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from bench.table import best_of, format_table
+from ci.import_check import check_imports
+from ci.lint import lint_registry, lint_repo
+from ci.registry import iter_test_files, parse_registry
+
+HEADER = """version: 1
+run_all_paths: [registry.yaml]
+tiers:
+  cpu:
+    description: no GPU
+    runner_labels: [ubuntu-latest]
+    gpu_count: 0
+    arch: cpu
+  gpu_b200:
+    description: one B200
+    runner_labels: [self-hosted, gpu-b200]
+    gpu_count: 1
+    arch: sm_100
+    features: [fp8, fp4]
+tests:
+"""
+
+PLAIN_TEST = "import pytest\n\n\ndef test_one():\n    assert sum([1, 2]) == 3\n"
+IMPORTING_TEST = ("from fp4kv.mod{m} import helper{m}\n\n\ndef test_one():\n"
+                  "    from fp4kv.mod{m} import Thing{m}\n    assert helper{m}() == Thing{m}\n")
+
+
+def build(root: Path, n: int) -> None:
+    """A repository at ``root``: registry.yaml with ``n`` entries, ``n`` test files, package fp4kv."""
+    package = root / "fp4kv"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('"""synthetic"""\n')
+    for m in range(20):
+        (package / f"mod{m}.py").write_text(f"def helper{m}():\n    return Thing{m}\n\n\nclass Thing{m}:\n    pass\n")
+    lines = [HEADER]
+    for i in range(n):
+        rel = f"tests/area{i % 100}/test_synth_{i}.py"
+        file = root / rel
+        file.parent.mkdir(parents=True, exist_ok=True)
+        # One file in ten imports first-party names (at module level and inside a function).
+        file.write_text(IMPORTING_TEST.format(m=i % 20) if i % 10 == 0 else PLAIN_TEST)
+        tiers = "[cpu, gpu_b200]" if i % 7 == 0 else "[cpu]"
+        lines.append(f"  {rel}:\n    tiers: {tiers}\n    est_time: {1 + i % 50}\n    owner: \"@team{i % 9}\"\n"
+                     f"    status: active\n    depends_on: [fp4kv/mod{i % 20}.py]\n")
+    (root / "registry.yaml").write_text("".join(lines))
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    n, repeat = (2_000, 3) if quick else (10_000, 5)
+    with tempfile.TemporaryDirectory(prefix="bench-lint-") as tmp:
+        root = Path(tmp)
+        build(root, n)
+        text = (root / "registry.yaml").read_text()
+        registry, problems = parse_registry(text, "registry.yaml")
+        if registry is None or problems:
+            print("bench lint: synthetic registry does not parse:", *problems[:5], sep="\n  ", file=sys.stderr)
+            return 1
+        files = iter_test_files(root)
+        unclean = lint_repo(root)
+        if unclean:
+            print("bench lint: synthetic repository is not clean:", *unclean[:5], sep="\n  ", file=sys.stderr)
+            return 1
+        sources = [(root / f).read_bytes() for f in files]
+
+        timings = {
+            # ~10 s at 10,000 entries: timed once.
+            "baseline: yaml.safe_load (pure Python)": best_of(lambda: yaml.safe_load(text), repeat=1, warmup=0),
+            "baseline: yaml.load CSafeLoader": best_of(lambda: yaml.load(text, Loader=yaml.CSafeLoader), repeat),
+            "baseline: ast.parse of every test file": best_of(lambda: [ast.parse(s) for s in sources], repeat),
+            "parse_registry": best_of(lambda: parse_registry(text, "registry.yaml"), repeat),
+            "walk tests/ (iter_test_files)": best_of(lambda: iter_test_files(root), repeat),
+            "registry <-> tree checks": best_of(lambda: lint_registry(root, registry, files), repeat),
+            "import check": best_of(lambda: check_imports(root), repeat),
+            "lint_repo (all of the above)": best_of(lambda: lint_repo(root), repeat),
+        }
+    base = timings["baseline: yaml.load CSafeLoader"]
+    rows = [(name, f"{t * 1e3:.1f}", f"{t / base:.2f}") for name, t in timings.items()]
+    print(format_table(["phase", "ms", "x CSafeLoader load"], rows,
+                       title=f"lint of {n} registry entries and {n} test files, best of {repeat}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
