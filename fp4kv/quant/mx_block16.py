@@ -1,0 +1,306 @@
+"""Recipe ``mx_block16``: FP4 E2M1 codes with one power-of-two scale byte per 16 elements.
+
+The format of SGLang's ``BlockFP4KVQuantizeUtil`` (see the shared README, "The FP4 formats"):
+
+* input ``x: [B, M, N]`` bf16/fp16/fp32; blocks are 16 consecutive elements of the flattened
+  ``M*N`` axis (``M*N % 16 == 0``; ``N`` even so that byte pairs stay inside a row);
+* scale byte per block = ``e + 127`` with ``e = ceil(log2(amax / 6))``, ``amax`` clamped below at
+  ``6 * 1e-10`` like SGLang, which makes ``e >= -33`` (an all-zero block stores 94);
+* codes: nearest E2M1 value to ``x / 2^e``, ties away from zero, saturating at 6;
+* output ``packed: uint8 [B, M, N/2]`` (element 2j low nibble) and ``scales: uint8 [B, M*N/16]``;
+* dequantize: ``E2M1[code] * 2^(byte - 127)`` computed exactly in fp32, then cast.
+
+Exactness. ``e`` is derived from the fp32 bits of ``amax`` (exponent and mantissa), not from a
+floating-point ``log2``: ``amax <= 6 * 2^e`` holds exactly for the smallest such ``e``, so a block
+whose amax is just above ``6 * 2^k`` gets ``e = k + 1``. SGLang computes ``log2`` eagerly in bf16,
+whose rounding can put such a block (amax within a bf16 rounding step above ``6 * 2^k``) at
+``e = k`` and saturate its largest element; on standard-normal data the two agree (the shared
+README measured identical bytes). Codes from ``x / 2^e`` are exact because the division is by a
+power of two. Decoding any bytes a peer wrote (any scale byte 0..254, any codes) is exact in fp32.
+
+Non-finite input (this project's choice, where SGLang silently zeroes): a block holding NaN or
++-Inf stores scale byte 0xFF (the OCP microscaling NaN scale) with all codes 0, and dequantizes
+to NaN for the whole block. ``-0.0`` and negative values that round to zero keep the sign (code 8).
+
+Backends: ``torch`` (reference; the production path on CPU, integer bit arithmetic in cache-sized
+chunks) and ``triton`` (one pass per direction: each program reads a tile of blocks once and
+writes codes and scales once). Both produce identical bytes and identical dequantized bits.
+"""
+
+from __future__ import annotations  # also keeps `tl.constexpr` annotations as strings (Triton accepts them)
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from fp4kv.quant import _checks
+from fp4kv.quant._jit import lazy_jit
+from fp4kv.quant.e2m1 import (
+    bf16_code_table,
+    byte_pair_values_f32,
+    tl_code_values_f32,
+    tl_magnitude_codes_ties_away,
+    tl_store_f32_as,
+)
+
+BLOCK_SIZE = 16
+SCALE_BIAS = 127
+MIN_SCALE_BYTE = 94
+"""Scale byte of an all-zero block: ``e = ceil(log2(1e-10)) = -33``."""
+NAN_SCALE_BYTE = 0xFF
+if TYPE_CHECKING:  # kernels see `tl` through the scope that `lazy_jit` builds
+    import triton.language as tl
+
+_CHUNK_BLOCKS = 32768  # torch path: 512 Ki elements per step bounds the temporaries (measured best of 8-32 Ki)
+
+
+def scale_bytes_from_amax_bits(amax_bits: torch.Tensor) -> torch.Tensor:
+    """int32 bits of per-block fp32 ``amax >= 0`` -> int32 scale byte (94..253, or 255 if non-finite).
+
+    With ``amax = 1.f * 2^(E-127)``: ``amax <= 6 * 2^e`` first holds at ``e = E - 129`` when the
+    mantissa ``f <= 0.5`` and at ``e = E - 128`` otherwise; so ``byte = E - 2 (+1 if f > 0.5)``.
+    """
+    byte = (amax_bits >> 23) - 2 + ((amax_bits & 0x7FFFFF) > 0x400000).to(torch.int32)
+    byte = byte.clamp_(min=MIN_SCALE_BYTE)
+    return byte.masked_fill_(amax_bits >= 0x7F800000, NAN_SCALE_BYTE)
+
+
+def scale_values_f32(scale_bytes: torch.Tensor) -> torch.Tensor:
+    """Scale bytes (any integer dtype) -> fp32 ``2^(byte - 127)``; byte 0 is 2^-127; 0xFF is NaN."""
+    b = scale_bytes.to(torch.int32)
+    bits = torch.where(b == 0, 0x00400000, b << 23)
+    bits = bits.masked_fill_(b == NAN_SCALE_BYTE, 0x7FC00000)
+    return bits.view(torch.float32)
+
+
+# ------------------------------------------------------------------------------------------------
+# torch reference
+# ------------------------------------------------------------------------------------------------
+
+def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor) -> None:
+    """blocks ``[n, 16]`` float -> writes packed ``[n, 8]`` uint8 and scales ``[n]`` uint8.
+
+    Works on the bits: int16 for bf16 input, fp32 bits in int32 otherwise. The scale byte comes
+    from the bits of each block's amax; ``|x| / 2^e`` is the magnitude bits minus ``e`` in the
+    exponent field (a result below zero, or in the subnormal range, stands for a value far below
+    0.25 and is clamped to +0, code 0). The sign bit is put back and the code is looked up from
+    the top 16 bits in a table built from `magnitude_codes_ties_away` (see `bf16_code_table`).
+    """
+    if blocks.dtype == torch.bfloat16:
+        bits, drop = blocks.view(torch.int16), 16
+    else:
+        bits, drop = blocks.to(torch.float32).view(torch.int32), 0
+    sign_bit = -(1 << (31 - drop))  # 0x8000 as int16, 0x80000000 as int32
+    magnitude = bits & ~sign_bit
+    byte = scale_bytes_from_amax_bits(magnitude.amax(dim=1).to(torch.int32) << drop)
+    nonfinite = byte == NAN_SCALE_BYTE
+    shift = ((byte - SCALE_BIAS) << (23 - drop)).masked_fill_(nonfinite, 0).to(bits.dtype)
+    magnitude -= shift[:, None]
+    magnitude.clamp_(min=0)
+    magnitude |= bits & sign_bit
+    if drop:
+        index = magnitude.view(torch.uint16).to(torch.int32)
+    else:
+        index = (magnitude >> 16) & 0xFFFF
+    codes = bf16_code_table(blocks.device, "away").index_select(0, index.view(-1)).view(-1, BLOCK_SIZE)
+    if bool(nonfinite.any()):
+        codes.masked_fill_(nonfinite[:, None], 0)
+    pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
+    packed.copy_((pairs | (pairs >> 4)) & 0xFF)
+    scales.copy_(byte)
+
+
+def _dequantize_blocks_torch(packed: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
+    """packed ``[n, 8]`` and scales ``[n]`` uint8 -> writes ``out [n, 16]`` (any float dtype)."""
+    table = byte_pair_values_f32(packed.device)
+    values = table.index_select(0, packed.reshape(-1).to(torch.int32)).view(torch.float32)
+    values = values.view(-1, BLOCK_SIZE).mul_(scale_values_f32(scales)[:, None])
+    out.copy_(values)
+
+
+def quantize_torch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference quantizer: ``x [B, M, N]`` -> ``(packed uint8 [B, M, N/2], scales uint8 [B, M*N/16])``."""
+    b, m, n = x.shape
+    blocks = x.reshape(-1, BLOCK_SIZE)
+    packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
+    scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
+    for start in range(0, blocks.shape[0], _CHUNK_BLOCKS):
+        stop = start + _CHUNK_BLOCKS
+        _quantize_blocks_torch(blocks[start:stop], packed[start:stop], scales[start:stop])
+    return packed.view(b, m, n // 2), scales.view(b, m * n // BLOCK_SIZE)
+
+
+def dequantize_torch(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Reference dequantizer: ``packed [B, M, N/2]``, ``scales [B, M*N/16]`` -> ``[B, M, N]`` of ``dtype``."""
+    b, m, half_n = packed.shape
+    p = packed.reshape(-1, BLOCK_SIZE // 2)
+    s = scales.reshape(-1)
+    out = torch.empty((p.shape[0], BLOCK_SIZE), dtype=dtype, device=packed.device)
+    for start in range(0, p.shape[0], _CHUNK_BLOCKS):
+        stop = start + _CHUNK_BLOCKS
+        _dequantize_blocks_torch(p[start:stop], s[start:stop], out[start:stop])
+    return out.view(b, m, 2 * half_n)
+
+
+# ------------------------------------------------------------------------------------------------
+# Triton kernels
+# ------------------------------------------------------------------------------------------------
+
+@lazy_jit
+def _mx_quantize_kernel(x_ptr, packed_ptr, scales_ptr, n_blocks,
+                        IN_BF16: tl.constexpr, TILE: tl.constexpr):
+    """One program quantizes TILE blocks of 16.
+
+    x_ptr: flat input, ``n_blocks * 16`` elements: int16 bits when IN_BF16 (the interpreter cannot
+    load bf16), else fp16/fp32 values. packed_ptr: uint8 ``[n_blocks, 8]``. scales_ptr: uint8
+    ``[n_blocks]``. Even and odd elements are loaded as two ``[TILE, 8]`` tiles so that the pair
+    making one byte lines up without a reshape.
+    """
+    rows = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
+    row_ok = rows < n_blocks
+    pairs = tl.arange(0, 8)
+    even_at = rows[:, None] * 16 + pairs[None, :] * 2
+    mask = row_ok[:, None]
+    if IN_BF16:
+        ev_bits = tl.load(x_ptr + even_at, mask=mask, other=0).to(tl.int32) << 16
+        od_bits = tl.load(x_ptr + even_at + 1, mask=mask, other=0).to(tl.int32) << 16
+    else:
+        ev_bits = tl.load(x_ptr + even_at, mask=mask, other=0.0).to(tl.float32).to(tl.int32, bitcast=True)
+        od_bits = tl.load(x_ptr + even_at + 1, mask=mask, other=0.0).to(tl.float32).to(tl.int32, bitcast=True)
+    ev_abs = ev_bits & 0x7FFFFFFF
+    od_abs = od_bits & 0x7FFFFFFF
+    amax = tl.maximum(tl.max(ev_abs, axis=1), tl.max(od_abs, axis=1))
+    byte = (amax >> 23) - 2 + ((amax & 0x7FFFFF) > 0x400000).to(tl.int32)
+    byte = tl.maximum(byte, 94)
+    nonfinite = amax >= 0x7F800000
+    byte = tl.where(nonfinite, 255, byte)
+    shift = tl.where(nonfinite, 0, (byte - 127) << 23)[:, None]
+    ev_code = tl_magnitude_codes_ties_away(ev_abs - shift) | ((ev_bits >> 28) & 8)
+    od_code = tl_magnitude_codes_ties_away(od_abs - shift) | ((od_bits >> 28) & 8)
+    packed = tl.where(nonfinite[:, None], 0, ev_code | (od_code << 4))
+    tl.store(packed_ptr + rows[:, None] * 8 + pairs[None, :], packed.to(tl.uint8), mask=mask)
+    tl.store(scales_ptr + rows, byte.to(tl.uint8), mask=row_ok)
+
+
+@lazy_jit
+def _mx_dequantize_kernel(packed_ptr, scales_ptr, out_ptr, n_blocks,
+                          OUT_KIND: tl.constexpr, TILE: tl.constexpr):
+    """One program dequantizes TILE blocks of 16.
+
+    packed_ptr: uint8 ``[n_blocks, 8]``; scales_ptr: uint8 ``[n_blocks]``; out_ptr: flat
+    ``n_blocks * 16`` elements, written as int16 bits for OUT_KIND 0 (bf16) and 1 (fp16), fp32
+    for OUT_KIND 2 (see `tl_store_f32_as`; the interpreter cannot store bf16). Values are exact
+    in fp32 (at most 2 significant bits times a power of two).
+    """
+    rows = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
+    row_ok = rows < n_blocks
+    pairs = tl.arange(0, 8)
+    mask = row_ok[:, None]
+    p = tl.load(packed_ptr + rows[:, None] * 8 + pairs[None, :], mask=mask, other=0).to(tl.int32)
+    byte = tl.load(scales_ptr + rows, mask=row_ok, other=127).to(tl.int32)
+    scale_bits = tl.where(byte == 0, 0x00400000, byte << 23)
+    scale = scale_bits.to(tl.float32, bitcast=True)[:, None]
+    is_nan = (byte == 255)[:, None]
+    ev = tl_code_values_f32(p & 15) * scale
+    od = tl_code_values_f32(p >> 4) * scale
+    ev = tl.where(is_nan, float("nan"), ev)
+    od = tl.where(is_nan, float("nan"), od)
+    even_at = rows[:, None] * 16 + pairs[None, :] * 2
+    tl_store_f32_as(out_ptr + even_at, ev, mask, OUT_KIND)
+    tl_store_f32_as(out_ptr + even_at + 1, od, mask, OUT_KIND)
+
+
+_TILE = 64
+
+
+def quantize_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton quantizer, same contract and bytes as `quantize_torch`."""
+    b, m, n = x.shape
+    flat = x.contiguous().view(-1)
+    n_blocks = flat.numel() // BLOCK_SIZE
+    packed = torch.empty((b, m, n // 2), dtype=torch.uint8, device=x.device)
+    scales = torch.empty((b, m * n // BLOCK_SIZE), dtype=torch.uint8, device=x.device)
+    if n_blocks:
+        is_bf16 = x.dtype == torch.bfloat16
+        src = flat.view(torch.int16) if is_bf16 else flat
+        grid = (triton_cdiv(n_blocks, _TILE),)
+        _mx_quantize_kernel[grid](src, packed, scales, n_blocks, IN_BF16=is_bf16, TILE=_TILE)
+    return packed, scales
+
+
+def dequantize_triton(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Triton dequantizer, same contract and bits as `dequantize_torch`."""
+    b, m, half_n = packed.shape
+    out = torch.empty((b, m, 2 * half_n), dtype=dtype, device=packed.device)
+    n_blocks = out.numel() // BLOCK_SIZE
+    if n_blocks:
+        kind = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[dtype]
+        dst = out.view(torch.int16) if kind < 2 else out
+        grid = (triton_cdiv(n_blocks, _TILE),)
+        _mx_dequantize_kernel[grid](packed.contiguous(), scales.contiguous(), dst, n_blocks,
+                                    OUT_KIND=kind, TILE=_TILE)
+    return out
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ------------------------------------------------------------------------------------------------
+# public API
+# ------------------------------------------------------------------------------------------------
+
+def _check_quantize_input(x: object) -> torch.Tensor:
+    x = _checks.require_float_input("x", x, (3,), "[B, M, N]")
+    _, m, n = x.shape
+    if (m * n) % BLOCK_SIZE or n % 2:
+        raise ValueError(f"mx_block16 needs M*N divisible by {BLOCK_SIZE} and N even (blocks of 16 along "
+                         f"the flattened M*N axis, two codes per byte), got x {_checks.describe(x)}")
+    return x
+
+
+def _check_dequantize_input(packed: object, scales: object, dtype: object) -> tuple[torch.Tensor, torch.Tensor]:
+    packed = _checks.require_uint8("packed", packed, (3,), "[B, M, N/2]")
+    scales = _checks.require_uint8("scales", scales, (2,), "[B, M*N/16]")
+    _checks.require_out_dtype(dtype)
+    b, m, half_n = packed.shape
+    if (2 * m * half_n) % BLOCK_SIZE or scales.shape != (b, 2 * m * half_n // BLOCK_SIZE):
+        raise ValueError(f"packed {_checks.describe(packed)} needs scales of shape "
+                         f"({b}, {2 * m * half_n // BLOCK_SIZE}) (one per 16 elements, M*N % 16 == 0), "
+                         f"got scales {_checks.describe(scales)}")
+    _checks.require_same_device(packed=packed, scales=scales)
+    return packed, scales
+
+
+class BlockFP4KVQuantizeUtil:
+    """Recipe ``mx_block16`` for KV-cache tensors (see the module docstring for the exact format).
+
+    ``backend``: ``"auto"`` (Triton on CUDA tensors, torch elsewhere), ``"torch"`` or ``"triton"``
+    (on CPU tensors only under ``TRITON_INTERPRET=1``, which is for tests).
+    """
+
+    @staticmethod
+    def batched_quantize(x: torch.Tensor, *, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+        """``x [B, M, N]`` bf16/fp16/fp32 -> ``(packed uint8 [B, M, N/2], scales uint8 [B, M*N/16])``.
+
+        Any strides are accepted (a non-contiguous input is copied). Raises ValueError for a wrong
+        rank or dtype, ``M*N % 16 != 0`` or odd ``N``.
+        """
+        x = _check_quantize_input(x)
+        if _checks.resolve_backend(backend, x.device) == "triton":
+            return quantize_triton(x)
+        return quantize_torch(x)
+
+    @staticmethod
+    def batched_dequantize(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.bfloat16,
+                           *, backend: str = "auto") -> torch.Tensor:
+        """``packed uint8 [B, M, N/2]``, ``scales uint8 [B, M*N/16]`` -> ``[B, M, N]`` of ``dtype``.
+
+        ``dtype`` is bf16, fp16 or fp32. Values are exact in fp32 and cast once (fp16 may overflow
+        to inf or flush tiny values to zero; bf16 and fp32 are exact). Scale byte 0xFF gives NaN
+        for its whole block.
+        """
+        packed, scales = _check_dequantize_input(packed, scales, dtype)
+        if _checks.resolve_backend(backend, packed.device) == "triton":
+            return dequantize_triton(packed, scales, dtype)
+        return dequantize_torch(packed, scales, dtype)
