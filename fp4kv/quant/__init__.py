@@ -18,12 +18,24 @@ _DEPRECATED_ALIASES = {"KVFP4QuantizeUtil": "BlockFP4KVQuantizeUtil"}
 _warned: set[str] = set()
 
 
-def __getattr__(name: str) -> Any:
-    """PEP 562: resolve deprecated aliases, warning once per process per alias."""
+def resolve_deprecated_alias(name: str, *, stacklevel: int) -> Any:
+    """The object a deprecated alias stands for, warning once per process per alias.
+
+    ``stacklevel`` counts from this function, so each module's ``__getattr__`` passes the depth
+    that lands the warning on the caller's line. Raises AttributeError for any other name.
+    """
     target = _DEPRECATED_ALIASES.get(name)
     if target is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _warned:
         _warned.add(name)
-        warnings.warn(f"{name} is deprecated; use {target} (same class, renamed)", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"{name} is deprecated; use {target} (same class, renamed)", DeprecationWarning,
+                      stacklevel=stacklevel)
     return globals()[target]
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: resolve deprecated aliases (see `resolve_deprecated_alias`)."""
+    if name in _DEPRECATED_ALIASES:
+        return resolve_deprecated_alias(name, stacklevel=3)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

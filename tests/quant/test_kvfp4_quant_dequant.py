@@ -204,6 +204,16 @@ def test_deprecated_alias_is_the_same_class_and_warns_once_naming_the_new_name()
     assert "BlockFP4KVQuantizeUtil" in str(deprecations[0].message)
 
 
+@pytest.mark.parametrize("module", ["fp4kv", "fp4kv.quant"])
+def test_deprecation_warning_points_at_the_importing_line(module):
+    fp4kv.quant._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(f"from {module} import KVFP4QuantizeUtil", {})  # line 1 of "<string>"
+    (warning,) = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert (warning.filename, warning.lineno) == ("<string>", 1)
+
+
 def test_unknown_attribute_still_raises_attribute_error():
     with pytest.raises(AttributeError, match="NoSuchUtil"):
         fp4kv.quant.NoSuchUtil  # noqa: B018

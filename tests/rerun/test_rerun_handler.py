@@ -198,11 +198,11 @@ def test_invalid_registry_is_reported(fake: FakeGitHub, make_handler, tmp_path: 
 def test_story_file_in_the_real_registry(fake: FakeGitHub, make_handler) -> None:
     root = find_repo_root()
     registry = load_registry(root / "registry.yaml")
-    if registry.entry(STORY_FILE) is None:
-        pytest.skip(f"{STORY_FILE} is not registered in {root / 'registry.yaml'} yet (another helper adds it)")
+    assert registry.entry(STORY_FILE) is not None, f"{STORY_FILE} must stay registered"
     outcome = make_handler(root=root).handle(comment_payload("/rerun-test test_kvfp4_quant_dequant.py"))
     assert {d["inputs"]["tests"] for d in fake.dispatches} == {STORY_FILE}, outcome.reply
     expected = default_tiers(registry, registry.entry(STORY_FILE))
+    assert "gpu_b200" in expected  # the story: the FP4 KV test must be runnable on B200
     assert tuple(d["inputs"]["tier"] for d in fake.dispatches) == expected
 
 
