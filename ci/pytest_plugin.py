@@ -1,7 +1,7 @@
 """pytest plugin: registry.yaml drives markers, skips, timeouts and reruns.
 
-Loaded for every run by ``-p ci.pytest_plugin`` in pyproject.toml's addopts. For each collected
-test file under ``<rootdir>/tests/``:
+Loaded for every run by the root ``conftest.py`` (``pytest_plugins = ["ci.pytest_plugin"]``), or
+explicitly with ``-p ci.pytest_plugin``. For each collected test file under ``<rootdir>/tests/``:
 
 * unregistered -> a collection error naming the file and printing the YAML entry to add;
 * every registered tier becomes a marker (``pytest -m gpu_b200``; markers are declared, so
