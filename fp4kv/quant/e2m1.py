@@ -187,6 +187,22 @@ def tl_code_values_f32(codes):
 
 
 @lazy_jit
+def tl_load_pair_bits(x_ptr, even_at, mask, IN_BF16: tl.constexpr):
+    """Load the even and odd elements at ``even_at`` / ``even_at + 1`` as int32 fp32 bits.
+
+    IN_BF16: ``x_ptr`` holds bf16 as int16 bits (the interpreter cannot load bf16), widened
+    exactly by a 16-bit shift; otherwise fp16/fp32 values, upcast to fp32. Masked lanes are 0.
+    """
+    if IN_BF16:
+        ev_bits = tl.load(x_ptr + even_at, mask=mask, other=0).to(tl.int32) << 16
+        od_bits = tl.load(x_ptr + even_at + 1, mask=mask, other=0).to(tl.int32) << 16
+    else:
+        ev_bits = tl.load(x_ptr + even_at, mask=mask, other=0.0).to(tl.float32).to(tl.int32, bitcast=True)
+        od_bits = tl.load(x_ptr + even_at + 1, mask=mask, other=0.0).to(tl.float32).to(tl.int32, bitcast=True)
+    return ev_bits, od_bits
+
+
+@lazy_jit
 def tl_store_f32_as(ptr, v, mask, OUT_KIND: tl.constexpr):
     """Store fp32 ``v`` as OUT_KIND 0: bf16 bits (RNE, NaN -> 0x7FC0) into int16; 1: fp16 bits
     (NaN -> 0x7E00) into int16; 2: fp32."""

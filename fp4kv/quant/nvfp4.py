@@ -40,6 +40,7 @@ from fp4kv.quant.e2m1 import (
     byte_pair_values_f32,
     tl_code_values_f32,
     tl_magnitude_codes_rne,
+    tl_load_pair_bits,
     tl_store_f32_as,
 )
 
@@ -198,12 +199,7 @@ def _nvfp4_quantize_kernel(x_ptr, g_ptr, packed_ptr, scales_ptr, n_blocks,
     pairs = tl.arange(0, 8)
     even_at = rows[:, None] * 16 + pairs[None, :] * 2
     mask = row_ok[:, None]
-    if IN_BF16:
-        ev_bits = tl.load(x_ptr + even_at, mask=mask, other=0).to(tl.int32) << 16
-        od_bits = tl.load(x_ptr + even_at + 1, mask=mask, other=0).to(tl.int32) << 16
-    else:
-        ev_bits = tl.load(x_ptr + even_at, mask=mask, other=0.0).to(tl.float32).to(tl.int32, bitcast=True)
-        od_bits = tl.load(x_ptr + even_at + 1, mask=mask, other=0.0).to(tl.float32).to(tl.int32, bitcast=True)
+    ev_bits, od_bits = tl_load_pair_bits(x_ptr, even_at, mask, IN_BF16)
     g = tl.load(g_ptr)
     ev_abs = ev_bits & 0x7FFFFFFF
     od_abs = od_bits & 0x7FFFFFFF
