@@ -28,7 +28,8 @@ def read_changed_files(path: str | Path) -> list[str]:
 
 def git_changed_files(base: str, cwd: str | Path) -> list[str]:
     """``git diff --name-only BASE...HEAD`` in ``cwd`` (files changed on this branch since BASE)."""
-    cmd = ["git", "diff", "--name-only", f"{base}...HEAD"]
+    # --no-renames: a file moved out of a depends_on folder must show its old path too.
+    cmd = ["git", "diff", "--name-only", "--no-renames", f"{base}...HEAD"]
     try:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     except OSError as exc:

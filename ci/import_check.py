@@ -145,7 +145,7 @@ class _Index:
         self.tree(module)
         if module.open_names:
             return None
-        names = set(module.own_names) | module.submodules
+        names = set(module.own_names) | module.submodules | _MODULE_ATTRIBUTES
         for source in module.star_from:
             if source not in self.modules or source in visiting:
                 continue
@@ -159,6 +159,14 @@ class _Index:
                 return None
             names.update(n for n in provided if not n.startswith("_"))
         return frozenset(names)
+
+
+# Attributes the import system gives every module (``__path__`` only packages; accepting it on a
+# plain module is a miss we take rather than a false alarm).
+_MODULE_ATTRIBUTES = frozenset({
+    "__name__", "__file__", "__path__", "__spec__", "__loader__", "__package__", "__doc__",
+    "__dict__", "__cached__", "__builtins__", "__annotations__",
+})
 
 
 def _bound_names(target: ast.AST) -> list[str]:

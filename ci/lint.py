@@ -17,7 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 from ci.import_check import DEFAULT_FIRST_PARTY, check_imports
-from ci.registry import REGISTRY_FILENAME, Problem, Registry, gc_paused, iter_test_files, parse_registry
+from ci.registry import (
+    REGISTRY_FILENAME, Problem, Registry, gc_paused, iter_test_files, parse_registry, yaml_scalar,
+)
 
 MISSING_FILE = "L001"
 UNREGISTERED = "L002"
@@ -41,13 +43,8 @@ def suggested_entry(path: str, registry: Registry | None = None) -> str:
     return (f"  {path}:\n"
             f"    tiers: [cpu]\n"
             f"    est_time: {DEFAULT_EST_TIME}  # seconds, measured: pytest {path} --durations=0\n"
-            f"    owner: {_yaml_scalar(owner)}\n"
+            f"    owner: {yaml_scalar(owner)}\n"
             f"    status: active\n")
-
-
-def _yaml_scalar(text: str) -> str:
-    plain = text and text[0] not in "@`!&*|>'\"%#{}[],?:-" and ": " not in text and " #" not in text
-    return text if plain else '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def lint_registry(root: Path, registry: Registry, test_files: list[str]) -> list[Problem]:

@@ -86,9 +86,14 @@ class Plan:
         return self.shards[index - 1]
 
 
-def run_command(path: str, tier: str) -> str:
-    """The command that runs one registered test file on its tier's machine."""
-    return f"python -m ci run --tier {shlex.quote(tier)} {shlex.quote(path)}"
+def run_command(path: str, tier: str, *, inactive: bool = False) -> str:
+    """The command that runs one registered test file on its tier's machine.
+
+    A manual or quarantined file needs ``--include-inactive``: under ``--tier`` the plugin skips
+    inactive files even when they are named.
+    """
+    command = f"python -m ci run --tier {shlex.quote(tier)} {shlex.quote(path)}"
+    return command + " -- --include-inactive" if inactive else command
 
 
 def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = None,
@@ -109,7 +114,7 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
     selected: list[PlannedTest] = []
     not_run: list[NotRun] = []
     for entry in registry.tests_for_tier(tier, include_inactive=True):
-        command = run_command(entry.path, tier)
+        command = run_command(entry.path, tier, inactive=entry.status is not Status.ACTIVE)
         if entry.status is not Status.ACTIVE:
             detail = f"{entry.status.value}: {entry.reason}" + (f" ({entry.issue})" if entry.issue else "")
             not_run.append(NotRun(entry.path, detail, command))
@@ -142,7 +147,20 @@ def _why_selected(entry: TestEntry, changed: tuple[str, ...] | None, trigger: st
         for prefix in (entry.path, *entry.depends_on):
             if path_is_under(path, prefix):
                 return f"changed: {path}" if prefix == path else f"changed: {path} (depends_on {prefix})"
+        if _is_test_support(path, entry.path):
+            return f"changed: {path} (test support beside or above the test)"
     return None
+
+
+def _is_test_support(changed: str, test_path: str) -> bool:
+    """True if ``changed`` is a non-test file (conftest.py, a helper module, data) in the test's
+    own folder or a folder above it inside ``tests/``: pytest loads conftests on that path and
+    tests import their neighbours, so such a change can break the test without being listed in
+    its ``depends_on``."""
+    folder, _, name = changed.rpartition("/")
+    if not (folder == "tests" or folder.startswith("tests/")) or name.startswith("test_"):
+        return False
+    return path_is_under(test_path, folder)
 
 
 # ---------------------------------------------------------------------------------------------

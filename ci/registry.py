@@ -16,6 +16,7 @@ import enum
 import fnmatch
 import functools
 import gc
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -170,6 +171,14 @@ def normalize_path(path: str) -> str:
     return PurePosixPath(path.replace("\\", "/")).as_posix().removeprefix("./")
 
 
+def yaml_scalar(text: str) -> str:
+    """``text`` as a YAML scalar for registry.yaml snippets: plain when that reads back as the same
+    string, else double-quoted (``@team`` must be quoted: ``@`` cannot start a plain scalar)."""
+    plain = (text and text[0] not in "@`!&*|>'\"%#{}[],?:-" and ": " not in text and " #" not in text
+             and text == text.strip() and _plain_tag(text) == _STR_TAG)  # not `true`, `1`, `~`, ...
+    return text if plain else '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def path_is_under(path: str, prefix: str) -> bool:
     """True if repo-relative ``path`` is ``prefix`` itself or lies inside directory ``prefix``.
 
@@ -272,8 +281,8 @@ class _Parser:
 
     def positive(self, node: yaml.Node, what: str) -> float | None:
         value = self.scalar(node, what, (int, float))
-        if value is not None and not value > 0:
-            self.problem(node, NON_POSITIVE, f"{what} must be > 0 seconds, got {node.value}")
+        if value is not None and not 0 < value < math.inf:  # also rejects .nan and .inf
+            self.problem(node, NON_POSITIVE, f"{what} must be a finite number > 0 seconds, got {node.value}")
             return None
         return value
 
@@ -690,7 +699,7 @@ def _fields(value: Any, allowed: set[str], required: set[str]) -> _Block:
 
 def _number(value: Any) -> float:
     """A valid `_Parser.positive` value, as float."""
-    if (type(value) is not int and type(value) is not float) or not value > 0:
+    if (type(value) is not int and type(value) is not float) or not 0 < value < math.inf:
         raise _NotSimple
     return float(value)
 
@@ -863,5 +872,5 @@ def iter_test_files(root: Path, patterns: Iterable[str] = ("test_*.py",), under:
 
 __all__: list[str] = [
     "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "find_repo_root", "gc_paused",
-    "iter_test_files", "load_registry", "normalize_path", "path_is_under", "parse_registry", "sm_capability",
+    "iter_test_files", "load_registry", "normalize_path", "path_is_under", "yaml_scalar", "parse_registry", "sm_capability",
 ]

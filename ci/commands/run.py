@@ -8,7 +8,9 @@ Examples::
 
 Exit status: pytest's, except that "no tests collected" (5) is an error unless the plan itself was
 empty (then 0 and "nothing to run"), and a run whose report holds no test case while tests were
-selected is an error too. 2 means bad arguments or an unreadable registry.
+selected is an error too. 2 means bad arguments or an unreadable registry. 3 means ``--tier T``
+needs hardware this machine lacks (a GPU job on a runner whose CUDA is broken or mislabelled):
+the plugin would skip every test and the job would pass having tested nothing, so it fails first.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ci.changes import ChangesError
+from ci.hardware import LazyHardware
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
 from ci.junit import JUnitError, parse_junit
 from ci.plan import NotRun, PlanError
@@ -74,9 +77,17 @@ def main(argv: list[str]) -> int:
         return 2
 
 
+MISSING_HARDWARE = 3
+
+
 def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: list[str]) -> int:
     """Select, run, summarise. ``args`` carries the options of `build_parser`."""
     not_run: tuple[NotRun, ...] = ()
+    if args.tier in registry.tiers:
+        gap = LazyHardware().missing(registry.tiers[args.tier])
+        if gap is not None:
+            print(f"ci run: refusing to run --tier {args.tier} here: {gap}", file=sys.stderr)
+            return MISSING_HARDWARE
     if args.paths:
         if args.shard or args.changed_files or args.base:
             raise UsageError("explicit paths cannot be combined with --shard, --changed-files or --base")

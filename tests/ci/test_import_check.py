@@ -21,6 +21,22 @@ def found(root: Path) -> list[str]:
     return [f"{p.path}:{p.line}:{p.col}: {p.code} {p.message}" for p in check_imports(root)]
 
 
+def test_module_attributes_every_module_has_are_defined(tmp_path):
+    write(tmp_path, {
+        "fp4kv/__init__.py": "",
+        "fp4kv/mod.py": "X = 1\n",
+        "tests/test_a.py": """\
+            import os
+            import fp4kv
+            import fp4kv.mod as m
+            HERE = os.path.dirname(fp4kv.__file__), fp4kv.__path__, m.__name__, m.__spec__, m.__doc__
+            MISSING = m.__nope__
+            """,
+    })
+    assert [p.split(": ", 1)[1] for p in found(tmp_path)] == [
+        "I001 'fp4kv.mod' has no name '__nope__' (did you mean '__spec__'?)"]
+
+
 TARGET = """\
 import os
 from typing import TYPE_CHECKING

@@ -67,7 +67,9 @@ def test_no_change_filter_selects_every_active_test_and_lists_the_rest(registry)
     assert not_run["tests/manual/test_m.py"].reason == "manual: needs a model"
     assert not_run["tests/q/test_broken.py"].reason == \
         "quarantined: flaky allocator (https://example.invalid/issues/7)"
-    assert not_run["tests/manual/test_m.py"].command == "python -m ci run --tier cpu tests/manual/test_m.py"
+    # Under --tier the plugin skips inactive files even when named: the command must opt in.
+    assert not_run["tests/manual/test_m.py"].command == \
+        "python -m ci run --tier cpu tests/manual/test_m.py -- --include-inactive"
 
 
 def test_changed_source_selects_only_dependents(registry):
@@ -85,6 +87,22 @@ def test_exact_file_dependency_and_own_path(registry):
     assert {t.path for t in p.selected} == {"tests/mem/test_pool.py", "tests/mem/test_other.py"}
     p = plan(registry, "cpu", changed_files=["fp4kv/mem_cache/pool.pyc", "fp4kv/quant_extra/x.py"])
     assert p.selected == ()  # prefix matching is per path component, not per character
+
+
+def test_not_affected_active_test_command_needs_no_opt_in(registry):
+    p = plan(registry, "cpu", changed_files=["fp4kv/quant/x.py"])
+    commands = {n.path: n.command for n in p.not_run}
+    assert commands["tests/mem/test_pool.py"] == "python -m ci run --tier cpu tests/mem/test_pool.py"
+
+
+def test_changed_test_support_selects_the_tests_beside_and_below_it(registry):
+    p = plan(registry, "cpu", changed_files=["tests/mem/pool_testutil.py"])
+    assert {t.path for t in p.selected} == {"tests/mem/test_pool.py", "tests/mem/test_other.py"}
+    assert p.selected[0].why == "changed: tests/mem/pool_testutil.py (test support beside or above the test)"
+    p = plan(registry, "cpu", changed_files=["tests/conftest.py"])
+    assert len(p.selected) == 3  # a root conftest is loaded by every test
+    p = plan(registry, "cpu", changed_files=["tests/mem/test_unregistered_neighbour.py", "tests/memory/x.py"])
+    assert p.selected == ()  # another test file, or a sibling folder, is not support
 
 
 def test_run_all_path_selects_everything_active(registry):
@@ -215,7 +233,26 @@ def test_cli_base_uses_git_diff(repo, capsys):
     rc = plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--base", "no-such-ref"])
     assert rc == 2
     err = capsys.readouterr().err
-    assert "git diff --name-only no-such-ref...HEAD" in err and "fetch-depth: 0" in err
+    assert "git diff --name-only --no-renames no-such-ref...HEAD" in err and "fetch-depth: 0" in err
+
+
+def test_cli_base_lists_both_sides_of_a_rename(repo, capsys):
+    """A file moved out of a depends_on folder still selects the tests that depended on it."""
+    (repo / "fp4kv" / "mem_cache").mkdir(parents=True)
+    (repo / "fp4kv" / "mem_cache" / "pool.py").write_text("x = 1\n" * 20)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "checkout", "-q", "-b", "topic")
+    (repo / "fp4kv" / "moved").mkdir()
+    _git(repo, "mv", "fp4kv/mem_cache/pool.py", "fp4kv/moved/pool.py")
+    _git(repo, "commit", "-q", "-m", "move")
+    rc = plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--base", "main",
+                        "--format", "json"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)["plans"][0]
+    assert data["changed_files"] == ["fp4kv/mem_cache/pool.py", "fp4kv/moved/pool.py"]
+    assert [t["path"] for t in data["selected"]] == ["tests/mem/test_pool.py"]
 
 
 def test_cli_errors_exit_2_with_message(repo, capsys):

@@ -130,6 +130,15 @@ def test_bad_documents_are_rejected_by_both_parser_and_schema(name):
     assert not VALIDATOR.is_valid(yaml.safe_load(text)), name
 
 
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+@pytest.mark.parametrize("key, line", [("est_time", "est_time: 12"), ("timeout", "timeout: 60")])
+def test_non_finite_times_are_rejected(key, line, value):
+    """YAML has .inf and .nan; JSON (and so the schema) has neither, so only the parser sees them."""
+    registry, problems = parse_registry(_edit(line, f"{key}: {value}"), "r.yaml")
+    assert registry is None
+    assert [p.code for p in problems] == ["R007"] and "finite number > 0" in problems[0].message
+
+
 @pytest.mark.parametrize("text", [
     GOOD,
     _edit("    reruns: 1\n", ""),

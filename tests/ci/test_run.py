@@ -232,6 +232,21 @@ def test_run_empty_shard_of_a_non_empty_plan_exits_0(repo, capfd):
     assert "shard 2/2: 0 file(s)" in out and "1 selected, 2 not run" in out and "nothing to run" in out
 
 
+def test_run_gpu_tier_without_its_hardware_fails_instead_of_passing_on_skips(repo, capfd, monkeypatch):
+    registry = (repo / "registry.yaml").read_text().replace(
+        "\ntests:\n", "\n  gpu_h100: {description: h100, runner_labels: [gpu-h100], gpu_count: 1, arch: sm_90}\ntests:\n")
+    (repo / "registry.yaml").write_text(registry.replace("tiers: [cpu], est_time: 2", "tiers: [cpu, gpu_h100], est_time: 2"))
+    monkeypatch.setenv("CI_HARDWARE_OVERRIDE", "none")
+    rc = run_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "gpu_h100", "--workers", "0"])
+    assert rc == run_cmd.MISSING_HARDWARE
+    assert "refusing to run --tier gpu_h100 here: tier gpu_h100 needs 1 GPU with sm_90" in capfd.readouterr().err
+    assert not (repo / ".ci-reports").exists()  # no pytest was started
+    monkeypatch.setenv("CI_HARDWARE_OVERRIDE", "sm_90")
+    rc = run_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "gpu_h100", "--workers", "0",
+                       "--junit", str(repo / "j.xml")])
+    assert rc == 0 and "3 passed" in capfd.readouterr().out
+
+
 def test_run_usage_errors(repo, capsys):
     reg = str(repo / "registry.yaml")
     assert run_cmd.main(["--registry", reg]) == 2

@@ -58,7 +58,7 @@ tests:
   tests/mem_cache/test_old_pool.py:
     tiers: [gpu_h100]
     est_time: 120
-    owner: mem
+    owner: "@mem-team"
     status: manual
     reason: needs 8 GPUs and a model checkpoint
   tests/quant/test_broken.py:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ci.registry import find_repo_root, load_registry
 from tools.rerun.fake_github import FakeGitHub, Scripted
+from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
 from tools.rerun.github import GitHubError
 from tools.rerun.handler import BotConfig, Handler
 from tools.rerun.replies import marker
@@ -77,9 +80,16 @@ def test_manual_and_quarantined_entries_explain_and_show_diff(fake: FakeGitHub, 
     body = fake.bot_replies(PR)[0].body
     assert fake.dispatches == []
     assert "registered as manual" in body and "needs 8 GPUs and a model checkpoint" in body
-    assert "-    status: manual\n-    reason: \"needs 8 GPUs and a model checkpoint\"\n+    status: active" in body
+    assert "-    status: manual\n-    reason: needs 8 GPUs and a model checkpoint\n+    status: active" in body
     assert "quarantined (known broken)" in body and "https://github.com/acme/llm-serving/issues/7" in body
-    assert "-    issue: \"https://github.com/acme/llm-serving/issues/7\"\n+    status: active" in body
+    assert "-    issue: https://github.com/acme/llm-serving/issues/7\n+    status: active" in body
+    # Applying each suggested change gives valid YAML that keeps the owner ("@mem-team" needs quotes).
+    diffs = re.findall(r"```diff\n(.*?)```", body, flags=re.S)
+    assert len(diffs) == 2
+    for diff in diffs:
+        after = "\n".join(line[1:] for line in diff.splitlines() if not line.startswith("-"))
+        (entry,) = yaml.safe_load("tests:\n" + after)["tests"].values()
+        assert entry["status"] == "active" and entry["owner"] in ("@mem-team", "quant")
 
 
 def test_ambiguous_unknown_and_tier_errors(fake: FakeGitHub, make_handler) -> None:
@@ -145,10 +155,17 @@ def test_same_comment_twice_dispatches_once(fake: FakeGitHub, make_handler) -> N
     assert len(fake.dispatches) == 1 and len(fake.bot_replies(PR)) == 1
 
 
+def test_a_marker_pasted_by_someone_else_does_not_silence_the_bot(fake: FakeGitHub, make_handler) -> None:
+    """The comment id is public: only the bot's own replies may mark a comment as answered."""
+    fake.add_comment(PR, "mallory", "nice PR " + marker(4343))
+    outcome = make_handler().handle(comment_payload("/rerun-test test_pack.py", comment_id=4343))
+    assert outcome.status == "dispatched" and fake.dispatches
+
+
 def test_marker_found_on_a_later_page(fake: FakeGitHub, make_handler) -> None:
     for i in range(150):
         fake.add_comment(PR, "someone", f"comment {i}")
-    fake.add_comment(PR, "rerun-bot", marker(4242) + "\nold reply")
+    fake.add_comment(PR, BOT_LOGIN, marker(4242) + "\nold reply")
     assert make_handler().handle(comment_payload("/rerun-test test_pack.py", comment_id=4242)).status == "duplicate"
     assert fake.dispatches == []
     pages = [r.query.get("page") for r in fake.requests if r.path.endswith("/comments")]

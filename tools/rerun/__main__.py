@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ci.registry import find_repo_root
-from tools.rerun.github import GitHubClient, GitHubError
+from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
 from tools.rerun.handler import DISPATCH_WORKFLOW, BotConfig, Handler, Outcome
 
 DEFAULT_API = "https://api.github.com"
@@ -32,7 +32,8 @@ def _token(args: argparse.Namespace) -> str | None:
 def _config(args: argparse.Namespace) -> BotConfig:
     root = Path(args.repo_root).resolve() if args.repo_root else find_repo_root(Path.cwd())
     repository = args.repo or os.environ.get("GITHUB_REPOSITORY") or None
-    return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run, repository=repository)
+    return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run, repository=repository,
+                     bot_login=args.bot_login)
 
 
 def _print_outcome(outcome: Outcome, dry_run: bool) -> None:
@@ -97,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--repo", help="owner/name to serve; events for other repositories are ignored "
                         "(default: $GITHUB_REPOSITORY, else any)")
     common.add_argument("--workflow", default=DISPATCH_WORKFLOW, help="workflow file to dispatch (default: %(default)s)")
+    common.add_argument("--bot-login", default=DEFAULT_BOT_LOGIN,
+                        help="login the bot's replies are posted as; only its replies count as answers "
+                             "(default: %(default)s, the GITHUB_TOKEN identity)")
     common.add_argument("--dry-run", action="store_true", help="read from GitHub, write nothing, print what would happen")
     sub = parser.add_subparsers(dest="command", required=True)
     handle = sub.add_parser("handle", parents=[common], help="handle one issue_comment event file")

@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
+from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN  # who the fake posts the bot's replies as
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -91,7 +93,7 @@ class FakeGitHub:
     def bot_replies(self, number: int | None = None) -> list[FakeComment]:
         with self.lock:
             numbers = [number] if number is not None else list(self.comments)
-            return [c for n in numbers for c in self.comments.get(n, []) if c.user == "rerun-bot"]
+            return [c for n in numbers for c in self.comments.get(n, []) if c.user == BOT_LOGIN]
 
     def writes(self) -> list[Recorded]:
         with self.lock:
@@ -130,7 +132,7 @@ class FakeGitHub:
             if method == "POST":
                 if not isinstance(body, dict) or not isinstance(body.get("body"), str):
                     return 422, {}, {"message": "body is required"}
-                return 201, {}, {"id": self.add_comment(number, "rerun-bot", body["body"])}
+                return 201, {}, {"id": self.add_comment(number, BOT_LOGIN, body["body"])}
             if method == "GET":
                 per_page = int(query.get("per_page", ["30"])[0])
                 page = int(query.get("page", ["1"])[0])

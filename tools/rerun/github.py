@@ -60,6 +60,10 @@ class PullRequest:
     base_ref: str
 
 
+DEFAULT_BOT_LOGIN = "github-actions[bot]"
+"""The login GITHUB_TOKEN's comments are posted as; a self-hosted app passes its own (``--bot-login``)."""
+
+
 @dataclass(frozen=True)
 class IssueComment:
     id: int

@@ -27,7 +27,7 @@ from typing import Any
 from ci.registry import Registry, RegistryError, load_registry, REGISTRY_FILENAME
 from tools.rerun import replies
 from tools.rerun.commands import MAX_TARGETS, Command, parse_comment
-from tools.rerun.github import GitHubClient, GitHubError
+from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
 from tools.rerun.resolve import Kind, Resolution, resolve_target
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class BotConfig:
     workflow_file: str = DISPATCH_WORKFLOW
     dry_run: bool = False
     repository: str | None = None
+    bot_login: str = DEFAULT_BOT_LOGIN  # only this author's markers count as "already answered"
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,8 @@ class Handler:
             return Outcome("ignored", "no /rerun-test command in the comment")
 
         existing = self.client.list_issue_comments(event.repo, event.number)
-        if any(replies.answers(c.body, event.comment_id) for c in existing):
+        # Only the bot's own replies count: anyone can paste the hidden marker into a comment.
+        if any(c.user == self.config.bot_login and replies.answers(c.body, event.comment_id) for c in existing):
             return Outcome("duplicate", f"comment {event.comment_id} was already answered")
 
         outcome = Outcome("dispatched")

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ci.registry import Registry, Status, TestEntry
+from ci.registry import Registry, Status, TestEntry, yaml_scalar
 from tools.rerun.commands import COMMAND, HELP_TEXT, MAX_TARGETS, Command, quote
 from tools.rerun.resolve import Kind, Resolution
 
@@ -75,7 +75,7 @@ def yaml_entry(path: str, tiers: Sequence[str], est_time: float | str, owner: st
                extra: Sequence[str] = ()) -> list[str]:
     """Lines of a ``tests:`` entry as it appears in registry.yaml (two-space indent)."""
     lines = [f"  {path}:", f"    tiers: [{', '.join(tiers)}]", f"    est_time: {est_time}",
-             f"    owner: {owner}"]
+             f"    owner: {yaml_scalar(owner)}"]
     return lines + [f"    {line}" for line in extra]
 
 
@@ -91,14 +91,10 @@ def _entry_lines(entry: TestEntry) -> tuple[list[str], list[str]]:
         kept.append(f"    depends_on: [{', '.join(entry.depends_on)}]")
     inactive = [f"    status: {entry.status.value}"]
     if entry.reason is not None:
-        inactive.append(f"    reason: {_yaml_str(entry.reason)}")
+        inactive.append(f"    reason: {yaml_scalar(entry.reason)}")
     if entry.issue is not None:
-        inactive.append(f"    issue: {_yaml_str(entry.issue)}")
+        inactive.append(f"    issue: {yaml_scalar(entry.issue)}")
     return kept, inactive
-
-
-def _yaml_str(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def explain(resolution: Resolution, registry: Registry) -> str:

@@ -213,6 +213,8 @@ class WebhookApp:
             except Exception:  # the worker must survive anything a handler does
                 self._count("errors")
                 log.exception("delivery %s failed", job.delivery if job else "?")
+                if job is not None:
+                    self.deliveries.discard(job.delivery)  # GitHub's redelivery (same id) may retry it
             finally:
                 self.queue.task_done()
 
