@@ -37,6 +37,18 @@ def test_line_anchored_commands_outside_code_and_quotes() -> None:
     ]
 
 
+def test_hidden_and_indented_lines_are_not_commands() -> None:
+    body = ("<!-- /rerun-test hidden.py -->\n"
+            "<!--\n/rerun-test hidden_block.py\n-->\n"
+            "\t/rerun-test tab_indented.py\n"
+            "    /rerun-test four_spaces.py\n"
+            "text\u2028/rerun-test after_line_separator.py\n"
+            "   /rerun-test visible.py\r\n"
+            "<!-- unterminated\n/rerun-test after_unterminated.py\n")
+    commands = parse_comment(body)
+    assert [(c.line, c.targets) for c in commands] == [(8, ("visible.py",))]
+
+
 def test_help_and_errors() -> None:
     commands = parse_comment("/rerun-test\n/rerun-test --help\n/rerun-test --tier\n/rerun-test --bogus x.py\n"
                              "/rerun-test --tier gpu_b200\n/rerun-test a.py --tier x --tier y\n")

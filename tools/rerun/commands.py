@@ -2,8 +2,10 @@
 
 Prow-style rules: a command is a whole line starting with ``/rerun-test`` (leading spaces are
 allowed, as GitHub renders them the same), several commands per comment are fine, and lines inside
-fenced code blocks (````` and ``~~~``) or quoted with ``>`` are ignored, so that pasting an old
-comment or a log never triggers a run.
+fenced code blocks (````` and ``~~~``), indented code (a tab or 4+ spaces), HTML comments
+(``<!-- -->``, which GitHub does not show) or quoted with ``>`` are ignored, so that pasting an
+old comment or a log, or hiding text from reviewers, never triggers a run. Lines end at ``\n``
+only, as GitHub's Markdown does (not at U+2028 and the other breaks `str.splitlines` knows).
 
 A *target* is a basename (``test_x.py``), a repo-relative path (``tests/quant/test_x.py``) or
 either of those followed by a pytest node id (``tests/quant/test_x.py::TestA::test_b[1-2]``).
@@ -20,10 +22,12 @@ COMMAND = "/rerun-test"
 
 # `/rerun-test` at the start of a line, then whitespace or the end of the line (`/rerun-tests`
 # is not a command).
-COMMAND_RE = re.compile(r"^[ \t]{0,3}/rerun-test(?:[ \t]+(?P<args>.*?))?[ \t]*$")
+COMMAND_RE = re.compile(r"^ {0,3}/rerun-test(?:[ \t]+(?P<args>.*?))?[ \t]*$")
 # Opening/closing code fence (CommonMark: up to 3 spaces of indent, 3+ backticks or tildes).
 FENCE_RE = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})")
 QUOTE_RE = re.compile(r"^[ \t]{0,3}>")
+# An HTML comment (an unterminated one runs to the end, as in CommonMark).
+HTML_COMMENT_RE = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 # Everything a target may contain. `[` `]` for parametrized node ids, `:` for `::`.
 SAFE_TARGET = re.compile(r"[A-Za-z0-9_./:\[\]-]+")
 TIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -74,7 +78,9 @@ def command_lines(body: str) -> list[tuple[int, str]]:
     """``(line number, args text)`` of every command line outside code fences and quotes."""
     out: list[tuple[int, str]] = []
     fence: str | None = None
-    for number, line in enumerate(body.splitlines(), start=1):
+    # Blank out HTML comments but keep their line breaks, so line numbers stay the comment's own.
+    visible = HTML_COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), body.replace("\r\n", "\n"))
+    for number, line in enumerate(visible.split("\n"), start=1):
         fence_match = FENCE_RE.match(line)
         if fence is not None:
             # A fence closes only with the same character, at least as long, and nothing after it.
