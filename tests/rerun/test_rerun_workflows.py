@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -42,8 +44,17 @@ def test_comment_workflow_trigger_permissions_and_checkout() -> None:
     assert checkout["with"]["persist-credentials"] is False
     assert "pull_request.head" not in text and "head_ref" not in text
     runs = [s["run"] for s in _steps(data) if "run" in s]
-    assert runs[0] == "python3 ci/bootstrap.py"
-    assert runs[-1] == '.venv/bin/python -m tools.rerun handle --event "$GITHUB_EVENT_PATH"'
+    assert runs[0] == 'python3 -m pip install "pyyaml>=6.0" "requests>=2.31"'
+    assert runs[-1] == 'python3 -m tools.rerun handle --event "$GITHUB_EVENT_PATH"'
+
+
+def test_the_bot_runs_on_pyyaml_and_requests_alone() -> None:
+    """rerun-test.yml installs only those two: the bot must never import torch or triton."""
+    code = ("import sys, tools.rerun.__main__, tools.rerun.handler, tools.rerun.server; "
+            "heavy = sorted({'torch', 'triton', 'numpy'} & set(sys.modules)); "
+            "sys.exit(f'bot imported {heavy}' if heavy else 0)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
 
 
 def test_dispatch_workflow_matches_the_inputs_the_bot_sends(fake: FakeGitHub, make_handler) -> None:
