@@ -52,7 +52,9 @@ class KVCodec(Protocol):
 
 
 class PlainCodec:
-    """bf16 / fp16 / fp8_e4m3 storage: a cast. fp8 conversion saturates at +-448 (torch's cast)."""
+    """bf16 / fp16 / fp8_e4m3 storage: a cast. For fp8, NaN and +-Inf are stored as NaN (E4M3
+    has no Inf; torch's CPU cast would silently saturate +-Inf to +-448), so a non-finite input
+    never reads back as a finite value; finite values beyond +-448 follow torch's cast."""
 
     def __init__(self, fmt: KVCacheFormat):
         if fmt.torch_dtype is None:
@@ -64,6 +66,8 @@ class PlainCodec:
         return StorageLayout((heads, dim), self.dtype, None, False)
 
     def encode(self, x: torch.Tensor, global_scale: torch.Tensor | None) -> EncodedRows:
+        if self.dtype is torch.float8_e4m3fn and x.dtype != self.dtype:
+            x = x.masked_fill(~x.isfinite(), float("nan"))  # +-Inf -> NaN, not +-448
         return EncodedRows(x.to(self.dtype), None)
 
     def decode(self, data: torch.Tensor, scales: torch.Tensor | None,

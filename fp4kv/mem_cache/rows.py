@@ -8,14 +8,19 @@ words that divide its byte size (int64 for every FP4/bf16 row here) and using ``
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 _WORDS = ((8, torch.int64), (4, torch.int32), (2, torch.int16), (1, torch.uint8))
 
 
 def _as_words(t: torch.Tensor, rows: int) -> torch.Tensor:
-    row_bytes = t.numel() * t.element_size() // max(rows, 1)
-    flat = t.reshape(rows, -1)
+    # Row size from the shape, not numel / rows: with 0 rows (an empty write) reshape(0, -1) is
+    # ambiguous and the word size must still match the buffer's.
+    row_elems = math.prod(t.shape[1:])
+    row_bytes = row_elems * t.element_size()
+    flat = t.reshape(rows, row_elems)
     if flat.element_size() == 1 and flat.dtype != torch.uint8:
         flat = flat.view(torch.uint8)  # fp8: view through bytes
     for size, dtype in _WORDS:
@@ -32,10 +37,13 @@ def gather_rows(buf: torch.Tensor, loc: torch.Tensor) -> torch.Tensor:
 
 def scatter_rows(buf: torch.Tensor, loc: torch.Tensor, src: torch.Tensor) -> None:
     """``buf[loc] = src`` for ``src`` of ``buf``'s dtype and shape ``[len(loc), *buf.shape[1:]]``.
-    Repeated indices get one of their rows (which one is unspecified)."""
+    Repeated indices get one of their rows (which one is unspecified). An empty ``loc`` (with an
+    empty ``src``) writes nothing."""
     src = src.contiguous()
     if src.dtype != buf.dtype or tuple(src.shape) != (loc.numel(), *buf.shape[1:]):
         raise ValueError(f"rows of {src.dtype} {tuple(src.shape)} do not fit buffer rows of "
                          f"{buf.dtype} {tuple(buf.shape[1:])} at {loc.numel()} slots")
+    if loc.numel() == 0:
+        return
     words = _as_words(buf, buf.shape[0])
     words.index_copy_(0, loc, _as_words(src, loc.numel()))

@@ -20,6 +20,7 @@ from fp4kv.mem_cache.codec import EncodedRows, NVFP4Codec, StorageLayout, make_c
 from fp4kv.mem_cache.kv_dtype import KVCacheFormat, parse_kv_cache_dtype
 from fp4kv.mem_cache.rows import gather_rows, scatter_rows
 from fp4kv.mem_cache.validate import check_loc, check_rows, resolve_device
+from fp4kv.quant.nvfp4 import is_valid_global_scale
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,12 @@ class TokenKVStore:
                 value = float(value.reshape(()).item())
             fp32 = float(torch.tensor(float(value), dtype=torch.float32)) \
                 if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-            # 448 * 6 * g must stay finite: the largest value the format can then represent.
-            if not (fp32 > 0 and math.isfinite(fp32 * 448 * 6)):
-                raise ValueError(f"{name} global scale must be a positive finite fp32 number (the "
-                                 f"nvfp4 dequantization multiplier, about amax/(448*6)), got {value!r}")
+            # The quantizer's own check: positive, and 448 * 6 * g finite in fp32 (the largest
+            # value the format can then represent); a scale it would refuse is refused here.
+            if not is_valid_global_scale(fp32):
+                raise ValueError(f"{name} global scale must be a positive fp32 number with 448 * 6 * "
+                                 f"scale finite in fp32 (the nvfp4 dequantization multiplier, about "
+                                 f"amax/(448*6)), got {value!r}")
             parsed[name] = fp32
         for name, fp32_value in parsed.items():  # check all before changing any
             current = float(self._gscale[name][idx])  # type: ignore[arg-type]
@@ -202,19 +205,26 @@ class TokenKVStore:
         for name, x in inputs.items():
             spec = self.streams[name]
             check_rows(x, f"cache_{name}", tokens, spec.heads, spec.dim, self.device, extra)
+        if tokens == 0:
+            return  # an empty write is validated, then writes nothing and fixes no scale
         encoded: dict[str, EncodedRows] = {}
+        used: dict[str, torch.Tensor | None] = {}
         fixes: list[tuple[str, torch.Tensor]] = []
         for name, x in inputs.items():
             g, fixes_scale = self._scale_for_write(idx, name, x)
             encoded[name] = self.codec.encode(x, g)
+            used[name] = g
             if fixes_scale and g is not None:
                 fixes.append((name, g))
-        for name, g in fixes:
+        self._store_rows(idx, loc, encoded, used)
+        for name, g in fixes:  # only once the rows encoded with them are stored
             self._gscale[name][idx].copy_(g)  # type: ignore[union-attr]
             self._gstate[name][idx] = ScaleState.FIXED
-        self._store_rows(idx, loc, encoded)
 
-    def _store_rows(self, idx: int, loc: torch.Tensor, encoded: dict[str, EncodedRows]) -> None:
+    def _store_rows(self, idx: int, loc: torch.Tensor, encoded: dict[str, EncodedRows],
+                    global_scales: dict[str, torch.Tensor | None] | None = None) -> None:
+        """Scatter encoded rows; ``global_scales`` (per stream, default: the layer's own) is what
+        the rows were encoded with, used to update cached dequantized layers."""
         for name, rows in encoded.items():
             scatter_rows(self._data[name][idx], loc, rows.data)
             scales = self._scales[name][idx]
@@ -222,7 +232,8 @@ class TokenKVStore:
                 scatter_rows(scales, loc, rows.scales)  # type: ignore[arg-type]
             cached = self._cache.get((idx, name))
             if cached is not None:  # write-through: decode only the written rows
-                scatter_rows(cached, loc, self._decode(idx, name, rows.data, rows.scales))
+                g = self._gscale[name][idx] if global_scales is None else global_scales[name]
+                scatter_rows(cached, loc, self.codec.decode(rows.data, rows.scales, g, self.compute_dtype))
 
     # -- reads ---------------------------------------------------------------------------------
     def _decode(self, idx: int, name: str, data: torch.Tensor, scales: torch.Tensor | None) -> torch.Tensor:

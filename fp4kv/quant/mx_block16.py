@@ -20,7 +20,12 @@ power of two. Decoding any bytes a peer wrote (any scale byte 0..254, any codes)
 
 Non-finite input (this project's choice, where SGLang silently zeroes): a block holding NaN or
 +-Inf stores scale byte 0xFF (the OCP microscaling NaN scale) with all codes 0, and dequantizes
-to NaN for the whole block. ``-0.0`` and negative values that round to zero keep the sign (code 8).
+to NaN for the whole block.
+
+Sign of zero, byte for byte as SGLang: the sign bit of a code is set exactly when the input is
+``< 0``, i.e. its sign bit is set AND its magnitude bits are nonzero (SGLang takes the sign from
+``(x / 2^e) < 0``). So ``-0.0`` encodes as code 0 (like ``+0.0``), while a negative value that
+rounds to zero encodes as code 8 (``-0``). (nvfp4 keeps the sign bit of ``-0.0``; see its module.)
 
 Backends: ``torch`` (reference; the production path on CPU, integer bit arithmetic in cache-sized
 chunks) and ``triton`` (one pass per direction: each program reads a tile of blocks once and
@@ -84,8 +89,9 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
     Works on the bits: int16 for bf16 input, fp32 bits in int32 otherwise. The scale byte comes
     from the bits of each block's amax; ``|x| / 2^e`` is the magnitude bits minus ``e`` in the
     exponent field (a result below zero, or in the subnormal range, stands for a value far below
-    0.25 and is clamped to +0, code 0). The sign bit is put back and the code is looked up from
-    the top 16 bits in a table built from `magnitude_codes_ties_away` (see `bf16_code_table`).
+    0.25 and is clamped to +0, code 0). The sign bit of inputs ``< 0`` (not of ``-0.0``) is put
+    back and the code is looked up from the top 16 bits in a table built from
+    `magnitude_codes_ties_away` (see `bf16_code_table`).
     """
     if blocks.dtype == torch.bfloat16:
         bits, drop = blocks.view(torch.int16), 16
@@ -93,12 +99,13 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
         bits, drop = blocks.to(torch.float32).view(torch.int32), 0
     sign_bit = -(1 << (31 - drop))  # 0x8000 as int16, 0x80000000 as int32
     magnitude = bits & ~sign_bit
+    sign = (bits & sign_bit).masked_fill_(magnitude == 0, 0)  # -0.0 is not < 0: no sign (SGLang)
     byte = scale_bytes_from_amax_bits(magnitude.amax(dim=1).to(torch.int32) << drop)
     nonfinite = byte == NAN_SCALE_BYTE
     shift = ((byte - SCALE_BIAS) << (23 - drop)).masked_fill_(nonfinite, 0).to(bits.dtype)
     magnitude -= shift[:, None]
     magnitude.clamp_(min=0)
-    magnitude |= bits & sign_bit
+    magnitude |= sign
     if drop:
         index = magnitude.view(torch.uint16).to(torch.int32)
     else:
@@ -171,8 +178,9 @@ def _mx_quantize_kernel(x_ptr, packed_ptr, scales_ptr, n_blocks,
     nonfinite = amax >= 0x7F800000
     byte = tl.where(nonfinite, 255, byte)
     shift = tl.where(nonfinite, 0, (byte - 127) << 23)[:, None]
-    ev_code = tl_magnitude_codes_ties_away(ev_abs - shift) | ((ev_bits >> 28) & 8)
-    od_code = tl_magnitude_codes_ties_away(od_abs - shift) | ((od_bits >> 28) & 8)
+    # sign only for inputs < 0: -0.0 (sign bit, zero magnitude) gets code 0, like the torch path
+    ev_code = tl_magnitude_codes_ties_away(ev_abs - shift) | tl.where(ev_abs != 0, (ev_bits >> 28) & 8, 0)
+    od_code = tl_magnitude_codes_ties_away(od_abs - shift) | tl.where(od_abs != 0, (od_bits >> 28) & 8, 0)
     packed = tl.where(nonfinite[:, None], 0, ev_code | (od_code << 4))
     tl.store(packed_ptr + rows[:, None] * 8 + pairs[None, :], packed.to(tl.uint8), mask=mask)
     tl.store(scales_ptr + rows, byte.to(tl.uint8), mask=row_ok)

@@ -17,7 +17,9 @@ with IEEE round-to-nearest-even: ``g6 = g * 6``; ``t = amax / g6`` (correctly ro
 division); ``s = e4m3_rne(min(t, 448))`` by integer bit operations (normal and subnormal E4M3);
 ``sg = float(s) * g``; ``y = x / sg`` (correctly rounded division; Triton uses
 ``tl.math.div_rn``, never the approximate ``/``); codes from the bits of ``y`` (sign | RNE
-magnitude; the sign of zero is kept, code 8, except in blocks whose ``s`` is 0). Dequantize:
+magnitude; the sign of zero is kept, code 8, except in blocks whose ``s`` is 0: ``-0.0``
+encodes as code 8 here, unlike mx_block16, which follows SGLang's ``x < 0`` and gives it code 0;
+both decode to a zero). Dequantize:
 ``(E2M1[code] * sg)`` in fp32, then one cast to the output dtype (RNE). flashinfer's CUDA kernel
 uses approximate reciprocals, so its bytes can differ from these in rare rounding corner cases.
 
@@ -54,6 +56,7 @@ E4M3_NAN = 0x7F
 GLOBAL_SCALE_DIVISOR = E4M3_MAX * E2M1_MAX  # 2688: amax / 2688 is the dequantization global scale
 _CHUNK_BLOCKS = 32768  # torch path: 512 Ki elements per step bounds the temporaries (measured best of 8-32 Ki)
 _F32_MAX = torch.finfo(torch.float32).max
+MIN_GLOBAL_SCALE = 2.0 ** -126  # smallest normal fp32: the floor of `compute_global_scale`
 
 
 class NVFP4Tensor(NamedTuple):
@@ -283,6 +286,13 @@ def dequantize_triton(packed: torch.Tensor, scales: torch.Tensor, g: torch.Tenso
 # public API
 # ------------------------------------------------------------------------------------------------
 
+def is_valid_global_scale(value: float) -> bool:
+    """Whether the fp32 number ``value`` is a usable global scale: positive and with
+    ``2688 * value`` (the largest magnitude the format then represents) finite in fp32. False for
+    NaN and Inf. ``value`` must already be rounded to fp32 (as a Python float)."""
+    return value > 0.0 and value * GLOBAL_SCALE_DIVISOR <= _F32_MAX
+
+
 def _global_scale_tensor(global_scale: object, device: torch.device) -> torch.Tensor:
     """float or one-element floating tensor -> fp32 0-dim tensor on ``device`` (validated where possible)."""
     if isinstance(global_scale, torch.Tensor):
@@ -297,7 +307,7 @@ def _global_scale_tensor(global_scale: object, device: torch.device) -> torch.Te
         value = float(torch.tensor(float(global_scale), dtype=torch.float32))
     else:
         raise ValueError(f"global_scale must be a float, a one-element tensor or None, got {type(global_scale).__name__}")
-    if not (value > 0.0 and value * GLOBAL_SCALE_DIVISOR <= _F32_MAX):  # also rejects NaN and inf
+    if not is_valid_global_scale(value):
         raise ValueError(f"global_scale must be a positive finite fp32 number with 2688 * global_scale finite, "
                          f"got {global_scale!r} (as fp32: {value!r})")
     return g
@@ -323,7 +333,12 @@ class NVFP4KVQuantizeUtil:
     def compute_global_scale(x: torch.Tensor) -> float:
         """Dequantization global scale ``fp32(amax(|x|)) / 2688`` (fp32 division), as a Python float.
 
-        An all-zero tensor gives 1.0 (every block then has scale 0 and codes 0, whatever g is).
+        The result is clamped below at ``MIN_GLOBAL_SCALE`` = 2^-126, the smallest normal fp32:
+        for a tiny amax (below about 3.2e-35) the division would give a subnormal or 0.0, which is
+        no usable scale (0.0 is rejected; subnormals may be flushed to zero on GPUs). With the
+        clamp such data still quantizes: magnitudes down to about 2^-136 (E4M3 subnormal block
+        scales times g) keep nonzero codes, smaller ones encode as zeros. An all-zero tensor
+        gives 1.0 (every block then has scale 0 and codes 0, whatever g is).
         Raises ValueError if ``x`` holds NaN or Inf, or is not a float tensor.
         """
         x = _checks.require_tensor("x", x)
@@ -336,7 +351,7 @@ class NVFP4KVQuantizeUtil:
             raise ValueError(f"compute_global_scale: x holds NaN or Inf, no global scale exists ({_checks.describe(x)})")
         if float(amax) == 0.0:
             return 1.0
-        return float((amax / GLOBAL_SCALE_DIVISOR).cpu())
+        return max(float((amax / GLOBAL_SCALE_DIVISOR).cpu()), MIN_GLOBAL_SCALE)
 
     @staticmethod
     def quantize(x: torch.Tensor, global_scale: float | torch.Tensor | None = None, *,

@@ -138,3 +138,93 @@ def test_cuda_mirror_uses_pinned_memory_and_is_exact(dtype):
     mirror.restore(torch.arange(12), loc)
     torch.cuda.synchronize()
     assert same_bits(pool.get_kv(0, loc)[0], expected)
+
+
+# -- regressions: empty copies, per-row nvfp4 global scales ------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_empty_backup_and_restore_copy_nothing(dtype):
+    pool, loc = _filled(dtype)
+    mirror = HostKVMirror(pool, host_size=12)
+    mirror.backup(loc, torch.arange(12))
+    before_host = [t.clone() for t in mirror.data["k"] + mirror.scales["k"] if t is not None]
+    empty = torch.empty(0, dtype=torch.int64)
+    mirror.backup(empty, empty)
+    assert all(same_bits(a, b) for a, b in zip(before_host, [t for t in mirror.data["k"] + mirror.scales["k"]
+                                                             if t is not None]))
+    fresh = make_mha(dtype, page_size=2)
+    mirror.pool = fresh
+    before = snapshot(fresh)
+    mirror.restore(empty, empty)
+    assert snapshots_equal(before, snapshot(fresh))
+    assert fresh.get_kv_global_scales(0) == (None, None)  # no scale adopted by an empty restore
+    with pytest.raises(ValueError, match="0 slots but host_loc has 1"):  # still validated
+        mirror.restore(torch.tensor([0]), empty)
+
+
+def _nvfp4_pool(scale, seed):
+    pool = make_mha("nvfp4", size=16, head_num=1, head_dim=16, layer_num=1)
+    pool.set_kv_buffer(0, torch.tensor([1, 2]), randn(2, 1, 16, seed=seed) * scale,
+                       randn(2, 1, 16, seed=seed + 1) * scale)
+    return pool
+
+
+def test_backups_from_pools_with_different_global_scales_keep_their_own_scale():
+    loc = torch.tensor([1, 2])
+    a, b = _nvfp4_pool(1, seed=0), _nvfp4_pool(100, seed=2)
+    assert a.get_kv_global_scales(0) != b.get_kv_global_scales(0)
+    mirror = HostKVMirror(a, host_size=8)
+    mirror.backup(loc, torch.tensor([0, 1]))
+    mirror.pool = b
+    mirror.backup(loc, torch.tensor([2, 3]))  # must not overwrite the scale of host rows 0, 1
+    for src, host, src_loc in ((a, [0, 1], [1, 2]), (b, [3, 2], [2, 1])):
+        dest = make_mha("nvfp4", size=16, head_num=1, head_dim=16, layer_num=1)
+        mirror.pool = dest
+        mirror.restore(torch.tensor(host), torch.tensor([4, 5]))
+        assert dest.get_kv_global_scales(0) == src.get_kv_global_scales(0)
+        for got, want in zip(dest.get_kv(0, torch.tensor([4, 5])), src.get_kv(0, torch.tensor(src_loc))):
+            assert same_bits(got, want)  # t10.py: -1.05 came back as -128
+
+
+def test_restore_of_rows_with_different_global_scales_is_refused_and_writes_nothing():
+    loc = torch.tensor([1, 2])
+    a, b = _nvfp4_pool(1, seed=0), _nvfp4_pool(100, seed=2)
+    mirror = HostKVMirror(a, host_size=8)
+    mirror.backup(loc, torch.tensor([0, 1]))
+    mirror.pool = b
+    mirror.backup(loc, torch.tensor([2, 3]))
+    dest = make_mha("nvfp4", size=16, head_num=1, head_dim=16, layer_num=1)
+    mirror.pool = dest
+    before = snapshot(dest)
+    with pytest.raises(ValueError, match="different nvfp4 global scales"):
+        mirror.restore(torch.tensor([1, 2]), torch.tensor([4, 5]))
+    assert snapshots_equal(before, snapshot(dest))
+    assert dest.get_kv_global_scales(0) == (None, None)
+
+
+def test_overwritten_host_rows_take_the_new_global_scale():
+    loc = torch.tensor([1, 2])
+    a, b = _nvfp4_pool(1, seed=0), _nvfp4_pool(100, seed=2)
+    mirror = HostKVMirror(a, host_size=4)
+    mirror.backup(loc, torch.tensor([0, 1]))
+    mirror.pool = b
+    mirror.backup(loc, torch.tensor([0, 1]))  # same host rows: B's rows and scale replace A's
+    dest = make_mha("nvfp4", size=16, head_num=1, head_dim=16, layer_num=1)
+    mirror.pool = dest
+    mirror.restore(torch.tensor([0, 1]), loc)
+    assert dest.get_kv_global_scales(0) == b.get_kv_global_scales(0)
+    assert same_bits(dest.get_kv(0, loc)[0], b.get_kv(0, loc)[0])
+
+
+def test_zero_rows_backed_up_before_the_scale_was_set_restore_with_any_scale():
+    pool = make_mha("nvfp4", size=16, head_num=1, head_dim=16, layer_num=1)
+    mirror = HostKVMirror(pool, host_size=4)
+    mirror.backup(torch.tensor([1]), torch.tensor([0]))  # scale unset: the row is zeros
+    pool.set_kv_buffer(0, torch.tensor([2]), randn(1, 1, 16) * 3, randn(1, 1, 16))
+    mirror.backup(torch.tensor([2]), torch.tensor([1]))
+    dest = make_mha("nvfp4", size=16, head_num=1, head_dim=16, layer_num=1)
+    mirror.pool = dest
+    mirror.restore(torch.tensor([0, 1]), torch.tensor([3, 4]))
+    assert dest.get_kv_global_scales(0) == pool.get_kv_global_scales(0)
+    assert not dest.get_kv(0, torch.tensor([3]))[0].float().abs().sum()
+    assert same_bits(dest.get_kv(0, torch.tensor([4]))[0], pool.get_kv(0, torch.tensor([2]))[0])

@@ -4,6 +4,7 @@ scales, size accounting and the write-through dequantization cache."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -373,3 +374,107 @@ def test_fp8_reads_equal_torch_cast_for_every_byte():
     got = pool.get_kv(0, torch.arange(1, 257))[0]
     want = every_byte.view(torch.float8_e4m3fn).to(torch.float32).view(256, 1, 16)
     assert same_bits(got, want)  # NaN bytes included
+
+
+# -- regressions: scale checks, empty writes, scale fixing order, fp8 non-finite ---------------
+
+_F32_MAX = torch.finfo(torch.float32).max
+
+
+@pytest.mark.parametrize("bad", [1e36, 3e38, _F32_MAX, _F32_MAX / 2688 * 1.001])
+def test_nvfp4_scale_that_the_quantizer_refuses_is_refused_at_set_time(bad):
+    pool = make_mha("nvfp4")
+    with pytest.raises(ValueError, match=f"k global scale .*got {re.escape(repr(bad))}"):
+        pool.set_kv_global_scales(0, bad, 0.01)
+    assert pool.get_kv_global_scales(0) == (None, None)
+    x = randn(1, 2, 32)
+    pool.set_kv_buffer(0, torch.tensor([1]), x, x)  # later writes still work (scale computed)
+    assert pool.get_kv_global_scales(0)[0] == float(_gscale(x))
+
+
+def test_nvfp4_largest_scale_the_quantizer_accepts_is_accepted():
+    largest = float(torch.tensor(_F32_MAX / 2688, dtype=torch.float32))
+    while largest * 2688 > _F32_MAX:  # fp32 rounding of the quotient may land just above
+        largest = float(torch.nextafter(torch.tensor(largest), torch.tensor(0.0)))
+    pool = make_mha("nvfp4")
+    pool.set_kv_global_scales(0, largest, largest)
+    x = randn(1, 2, 32)
+    pool.set_kv_buffer(0, torch.tensor([1]), x, x)
+    assert pool.get_kv_global_scales(0) == (largest, largest)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_empty_write_is_validated_and_writes_nothing(dtype):
+    pool = make_mha(dtype, dequant_cache_layers=1)
+    pool.set_kv_buffer(0, torch.arange(1, 5), randn(4, 2, 32), randn(4, 2, 32, seed=1))
+    pool.get_key_buffer(0)  # cached layer: must stay consistent too
+    if dtype == "nvfp4":
+        pool.set_kv_global_scales(1, 0.01, 0.02)
+    before = snapshot(pool)
+    empty = torch.empty(0, dtype=torch.int64)
+    for layer in (0, 1):
+        pool.set_kv_buffer(layer, empty, torch.empty(0, 2, 32), torch.empty(0, 2, 32))
+    assert snapshots_equal(before, snapshot(pool))
+    assert pool.get_kv(0, empty)[0].shape == (0, 2, 32)
+    with pytest.raises(ValueError, match="cache_k has shape"):  # still validated
+        pool.set_kv_buffer(0, empty, torch.empty(1, 2, 32), torch.empty(0, 2, 32))
+    with pytest.raises(IndexError, match="layer_id 5"):
+        pool.set_kv_buffer(5, empty, torch.empty(0, 2, 32), torch.empty(0, 2, 32))
+    if dtype == "nvfp4":  # no scale was fixed by the empty writes: calibration may still change
+        pool.set_kv_global_scales(1, 0.03, 0.04)
+        assert pool.get_kv_global_scales(1) == (float(torch.tensor(0.03)), float(torch.tensor(0.04)))
+        pool2 = make_mha("nvfp4")
+        pool2.set_kv_buffer(0, empty, torch.empty(0, 2, 32), torch.empty(0, 2, 32))
+        assert pool2.get_kv_global_scales(0) == (None, None)
+
+
+@pytest.mark.parametrize("calibrate", [False, True])
+def test_nvfp4_scale_is_fixed_only_after_the_rows_are_stored(calibrate, monkeypatch):
+    pool = make_mha("nvfp4")
+    if calibrate:
+        pool.set_kv_global_scales(0, 0.01, 0.02)
+    before = pool.get_kv_global_scales(0)
+
+    def failing_store(*args, **kwargs):
+        raise RuntimeError("store failed")
+
+    monkeypatch.setattr(pool, "_store_rows", failing_store)
+    with pytest.raises(RuntimeError, match="store failed"):
+        pool.set_kv_buffer(0, torch.tensor([1]), randn(1, 2, 32), randn(1, 2, 32, seed=1))
+    assert pool.get_kv_global_scales(0) == before
+    assert pool.global_scale_state(0, "k")[1].value == ("calibrated" if calibrate else "unset")
+    monkeypatch.undo()
+    pool.set_kv_global_scales(0, 0.05, 0.06)  # not fixed: still changeable
+
+
+def test_nvfp4_first_write_into_a_cached_layer_decodes_with_the_new_scale():
+    cached, plain = make_mha("nvfp4", dequant_cache_layers=1), make_mha("nvfp4")
+    k0 = cached.get_key_buffer(0)  # cached while the scale is unset
+    x = randn(3, 2, 32, seed=5) * 7
+    for pool in (cached, plain):
+        pool.set_kv_buffer(0, torch.tensor([1, 2, 3]), x, x)
+    assert cached.get_key_buffer(0) is k0
+    assert same_bits(k0, plain.get_key_buffer(0))
+
+
+def test_nvfp4_first_write_of_tiny_values_works():
+    pool = make_mha("nvfp4")
+    tiny = torch.full((1, 2, 32), 1e-42)  # amax / 2688 underflows fp32: scale clamped to 2^-126
+    pool.set_kv_buffer(0, torch.tensor([1]), tiny, tiny)
+    assert pool.get_kv_global_scales(0) == (2.0 ** -126, 2.0 ** -126)
+    assert not pool.get_kv(0, torch.tensor([1]))[0].float().abs().sum()  # below the format: zeros
+    x = randn(1, 2, 32) * 1e-36
+    pool.set_kv_buffer(0, torch.tensor([2]), x.float(), x.float())
+    got = pool.get_kv(0, torch.tensor([2]))[0].float()
+    assert float((got - x.float()).abs().max()) <= 0.25 * float(x.float().abs().max())
+
+
+@pytest.mark.parametrize("input_dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_fp8_stores_nan_and_inf_as_nan_never_as_finite(input_dtype):
+    pool = make_mha("fp8_e4m3", head_num=1, head_dim=16, compute_dtype=torch.float32)
+    k = torch.tensor([math.inf, -math.inf, math.nan, 1.0, -2.0] + [0.5] * 11).view(1, 1, 16).to(input_dtype)
+    pool.set_kv_buffer(0, torch.tensor([1]), k, k)
+    for got in pool.get_kv(0, torch.tensor([1])):
+        got = got.view(-1)
+        assert bool(got[:3].isnan().all())  # +-Inf was +-448 before
+        assert got[3:].tolist() == [1.0, -2.0] + [0.5] * 11

@@ -48,7 +48,8 @@ def above(v: float) -> float:
 # ---------------------------------------------------------------------------------------------
 
 def test_every_code_0_to_15_encodes_its_own_value_at_scale_one():
-    values = E2M1 + [-v for v in E2M1]  # code 8 is -0.0
+    # code 8 is -0: a negative value that rounds to zero (-0.1); -0.0 itself encodes as code 0
+    values = E2M1 + [-0.1] + [-v for v in E2M1[1:]]
     packed, scales = Q.batched_quantize(one_block(values))
     assert scales.tolist() == [[127]]  # amax 6 -> e = 0
     assert codes_of(packed) == list(range(16))
@@ -75,9 +76,25 @@ def test_codes_saturate_at_6_for_values_beyond_the_grid():
     assert magnitude_codes_ties_away(bits).tolist() == [7, 7, 7, 7]
 
 
-def test_negative_zero_and_tiny_negatives_keep_the_sign_code_8():
+def test_negative_zero_is_code_0_and_tiny_negatives_keep_the_sign_code_8():
+    # SGLang's sign is (x / 2^e) < 0: -0.0 is not negative (code 0), -0.1 rounds to -0 (code 8).
     packed, _ = Q.batched_quantize(one_block([6.0, -0.0, -0.1, 0.1]))
-    assert codes_of(packed)[:4] == [7, 8, 8, 0]
+    assert codes_of(packed)[:4] == [7, 0, 8, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_sign_of_zero_matches_the_peer_in_every_dtype_and_backend(dtype, backend):
+    tiny = {torch.bfloat16: 2.0 ** -133, torch.float16: 2.0 ** -24, torch.float32: 2.0 ** -149}[dtype]
+    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    x = one_block([6.0, -0.0, 0.0, -0.1, -tiny, tiny, -6.0, -0.0], dtype).to(device)  # -tiny: subnormal
+    packed, scales = Q.batched_quantize(x, backend=backend)
+    assert scales.item() == 127
+    assert codes_of(packed)[:8] == [7, 0, 0, 8, 8, 0, 15, 0]
+    # an all -0.0 block is all code 0, like an all +0.0 block
+    zeros = torch.full((1, 1, 16), -0.0, dtype=dtype, device=device)
+    packed, scales = Q.batched_quantize(zeros, backend=backend)
+    assert packed.abs().sum().item() == 0 and scales.item() == 94
 
 
 # ---------------------------------------------------------------------------------------------

@@ -228,3 +228,36 @@ def test_dequantize_rejects_mismatched_shapes_dtypes_and_output_dtype():
             Q.dequantize(*args)
         for word in words:
             assert word in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("amax", [2.0 ** -133, 1e-38, 3e-35])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_global_scale_of_tiny_input_is_clamped_to_the_smallest_normal_fp32(amax, dtype):
+    x = row([amax, -amax / 2, amax / 3], dtype)
+    g = Q.compute_global_scale(x)
+    assert g == 2.0 ** -126  # amax / 2688 would be subnormal: clamped, never 0.0 nor subnormal
+    q = Q.quantize(x)  # usable as is: no "must be positive" error
+    assert q.global_scale.item() == 2.0 ** -126
+    got = Q.dequantize(q.packed, q.block_scales, q.global_scale, torch.float32)
+    assert float((got - x.float()).abs().max()) <= 0.25 * float(x.float().abs().max())
+
+
+@pytest.mark.parametrize("amax", [1e-42, 2.0 ** -149])
+def test_global_scale_of_input_below_the_format_is_clamped_and_encodes_zeros(amax):
+    x = row([amax, -amax])
+    assert Q.compute_global_scale(x) == 2.0 ** -126  # was 0.0: "must be positive" on quantize
+    q = Q.quantize(x)
+    assert q.block_scales.item() == 0 and q.packed.abs().sum().item() == 0
+
+
+def test_global_scale_just_above_the_clamp_is_not_clamped():
+    x = row([2688.0 * 2.0 ** -125])
+    assert Q.compute_global_scale(x) == 2.0 ** -125
+    assert Q.compute_global_scale(torch.zeros(4, 16)) == 1.0  # all zeros: unchanged
+
+
+def test_negative_zero_keeps_code_8_in_nvfp4():
+    # documented: unlike mx_block16 (SGLang's x < 0), nvfp4 keeps the sign bit of -0.0
+    packed, scales, _ = Q.quantize(row([6.0, -0.0, 0.0]), global_scale=1.0)
+    assert scales.item() == ONE_E4M3
+    assert codes_of(packed)[:3] == [7, 8, 0]
