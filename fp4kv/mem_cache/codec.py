@@ -67,7 +67,9 @@ class PlainCodec:
 
     def encode(self, x: torch.Tensor, global_scale: torch.Tensor | None) -> EncodedRows:
         if self.dtype is torch.float8_e4m3fn and x.dtype != self.dtype:
-            x = x.masked_fill(~x.isfinite(), float("nan"))  # +-Inf -> NaN, not +-448
+            infinite = x.isinf()  # NaN casts to NaN already; only +-Inf needs help
+            if bool(infinite.any()):  # rare: copy only when there is one
+                x = x.masked_fill(infinite, float("nan"))
         return EncodedRows(x.to(self.dtype), None)
 
     def decode(self, data: torch.Tensor, scales: torch.Tensor | None,

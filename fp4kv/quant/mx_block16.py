@@ -99,13 +99,12 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
         bits, drop = blocks.to(torch.float32).view(torch.int32), 0
     sign_bit = -(1 << (31 - drop))  # 0x8000 as int16, 0x80000000 as int32
     magnitude = bits & ~sign_bit
-    sign = (bits & sign_bit).masked_fill_(magnitude == 0, 0)  # -0.0 is not < 0: no sign (SGLang)
     byte = scale_bytes_from_amax_bits(magnitude.amax(dim=1).to(torch.int32) << drop)
     nonfinite = byte == NAN_SCALE_BYTE
     shift = ((byte - SCALE_BIAS) << (23 - drop)).masked_fill_(nonfinite, 0).to(bits.dtype)
     magnitude -= shift[:, None]
     magnitude.clamp_(min=0)
-    magnitude |= sign
+    magnitude |= bits & sign_bit
     if drop:
         index = magnitude.view(torch.uint16).to(torch.int32)
     else:
@@ -113,6 +112,11 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
     codes = bf16_code_table(blocks.device, "away").index_select(0, index.view(-1)).view(-1, BLOCK_SIZE)
     if bool(nonfinite.any()):
         codes.masked_fill_(nonfinite[:, None], 0)
+    # -0.0 is not < 0, so the peer gives it code 0 (not 8). Rare in real data: one compare pass,
+    # and the fix-up only when a block holds one.
+    negative_zero = bits == sign_bit
+    if bool(negative_zero.any()):
+        codes.masked_fill_(negative_zero, 0)
     pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
     packed.copy_((pairs | (pairs >> 4)) & 0xFF)
     scales.copy_(byte)
