@@ -18,6 +18,8 @@ import fp4kv.quant
 from fp4kv.quant import BlockFP4KVQuantizeUtil
 from fp4kv.quant.e2m1 import magnitude_codes_ties_away
 
+from quant_testutil import above, below, codes_of
+
 Q = BlockFP4KVQuantizeUtil
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
@@ -27,20 +29,6 @@ def one_block(values: list[float], dtype: torch.dtype = torch.float32) -> torch.
     return torch.tensor(values + [0.0] * (16 - len(values)), dtype=dtype).view(1, 1, 16)
 
 
-def codes_of(packed: torch.Tensor) -> list[int]:
-    """Unpack by hand: low nibble is the even element."""
-    out = []
-    for byte in packed.flatten().tolist():
-        out += [byte & 0xF, byte >> 4]
-    return out
-
-
-def below(v: float) -> float:
-    return torch.nextafter(torch.tensor(v), torch.tensor(-math.inf)).item()
-
-
-def above(v: float) -> float:
-    return torch.nextafter(torch.tensor(v), torch.tensor(math.inf)).item()
 
 
 # ---------------------------------------------------------------------------------------------

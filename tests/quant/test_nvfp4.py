@@ -16,6 +16,8 @@ import torch
 from fp4kv.quant import NVFP4KVQuantizeUtil, NVFP4Tensor
 from fp4kv.quant.nvfp4 import e4m3_bits_from_f32, e4m3_bits_to_f32
 
+from quant_testutil import above, below, codes_of
+
 Q = NVFP4KVQuantizeUtil
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 ONE_E4M3 = 0x38  # exponent 7 (bias 7), mantissa 0
@@ -26,19 +28,6 @@ def row(values: list[float], dtype: torch.dtype = torch.float32) -> torch.Tensor
     return torch.tensor(values + [0.0] * (16 - len(values)), dtype=dtype).view(1, 16)
 
 
-def codes_of(packed: torch.Tensor) -> list[int]:
-    out = []
-    for byte in packed.flatten().tolist():
-        out += [byte & 0xF, byte >> 4]
-    return out
-
-
-def below(v: float) -> float:
-    return torch.nextafter(torch.tensor(v), torch.tensor(-math.inf)).item()
-
-
-def above(v: float) -> float:
-    return torch.nextafter(torch.tensor(v), torch.tensor(math.inf)).item()
 
 
 # ---------------------------------------------------------------------------------------------
