@@ -126,6 +126,12 @@ class Handler:
         except GitHubError as exc:  # a missing emoji must not stop the run
             log.warning("reaction %s on comment %d failed: %s", content, event.comment_id, exc)
 
+    def _fail(self, event: CommentEvent, outcome: Outcome, what: str, detail: str, reason: str) -> Outcome:
+        """React `confused`, mark the outcome failed and reply saying ``what`` failed and why."""
+        self._react(event, outcome, "confused")
+        outcome.status, outcome.reason = "failed", reason
+        return self._reply(event, outcome, replies.failure_reply(event.comment_id, event.user, what, detail))
+
     def _reply(self, event: CommentEvent, outcome: Outcome, body: str) -> Outcome:
         outcome.reply = body
         if not self.config.dry_run:
@@ -156,10 +162,7 @@ class Handler:
         try:
             permission = self.client.get_permission(event.repo, event.user)
         except GitHubError as exc:
-            self._react(event, outcome, "confused")
-            outcome.status, outcome.reason = "failed", str(exc)
-            return self._reply(event, outcome, replies.failure_reply(
-                event.comment_id, event.user, "checking the commenter's permission failed", str(exc)))
+            return self._fail(event, outcome, "checking the commenter's permission failed", str(exc), str(exc))
         if not permission.can_trigger:
             outcome.status, outcome.reason = "refused", f"{event.user} has permission {permission.permission}"
             return self._reply(event, outcome, replies.refusal_reply(
@@ -179,10 +182,8 @@ class Handler:
         try:
             registry = load_registry(self.config.repo_root / REGISTRY_FILENAME)
         except RegistryError as exc:
-            self._react(event, outcome, "confused")
-            outcome.status, outcome.reason = "failed", "invalid registry"
-            return self._reply(event, outcome, replies.failure_reply(
-                event.comment_id, event.user, "`registry.yaml` on the default branch is invalid", str(exc)))
+            return self._fail(event, outcome, "`registry.yaml` on the default branch is invalid", str(exc),
+                              "invalid registry")
 
         notes = [replies.command_error(c) for c in commands if c.error]
         resolutions = [resolve_target(registry, self.config.repo_root, target, c.tier)
@@ -199,10 +200,8 @@ class Handler:
             try:
                 pull = self.client.get_pull(event.repo, event.number)
             except GitHubError as exc:
-                self._react(event, outcome, "confused")
-                outcome.status, outcome.reason = "failed", str(exc)
-                return self._reply(event, outcome, replies.failure_reply(
-                    event.comment_id, event.user, "reading the pull request's head commit failed", str(exc)))
+                return self._fail(event, outcome, "reading the pull request's head commit failed", str(exc),
+                                  str(exc))
             sha = pull.head_sha
             for tier, tests in groups.items():
                 dispatch = self._dispatch(event, registry, tier, tests, sha)
