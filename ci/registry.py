@@ -25,6 +25,8 @@ from typing import Any, Iterable, Iterator
 
 import yaml
 
+from ci.project import ProjectConfig
+
 REGISTRY_FILENAME = "registry.yaml"
 SCHEMA_VERSION = 1
 
@@ -141,6 +143,7 @@ class Registry:
     tests: dict[str, TestEntry]
     run_all_paths: tuple[str, ...] = ()
     version: int = SCHEMA_VERSION
+    project: ProjectConfig = field(default_factory=ProjectConfig)
     _by_basename: dict[str, list[TestEntry]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:

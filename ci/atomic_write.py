@@ -1,0 +1,68 @@
+"""Crash-safe file rewrites: the one way this project writes a file that already matters.
+
+`atomic_write_text` writes to a temporary file in the target's directory, fsyncs it, gives it the
+original file's permission bits, and `os.replace`s it over the target, then fsyncs the directory.
+A reader (or a crash, kill -9, or a full disk at any point) sees either the old file whole or the
+new file whole, never a truncated one; on any error the temporary file is removed and the target
+is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (see the module docstring).
+
+    A new file gets the mode a plain ``open(path, "w")`` would give it (0o666 less the umask).
+    Raises OSError (for example ENOSPC) with the target unchanged.
+    """
+    target = Path(path)
+    directory = target.parent
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
+    """`atomic_write_bytes` of ``text`` encoded with ``encoding`` (newlines written as given)."""
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable; not every platform can open a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+__all__ = ["atomic_write_bytes", "atomic_write_text"]
