@@ -27,7 +27,8 @@ from pathlib import Path
 import requests
 
 from bench.table import format_table, percentiles
-from tools.rerun.fake_github import FakeGitHub, serve
+from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.fake_server import serve
 from tools.rerun.github import GitHubClient
 from tools.rerun.handler import BotConfig, Handler
 from tools.rerun.replies import MARKER_RE

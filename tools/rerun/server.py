@@ -1,4 +1,4 @@
-"""Webhook server for self-hosted setups: verify, acknowledge fast, handle in background workers.
+"""Webhook server for self-hosted setups: verify, journal, acknowledge fast, handle in background workers.
 
 HTTP contract (``POST`` any path; ``GET /healthz`` answers 200):
 
@@ -7,13 +7,16 @@ HTTP contract (``POST`` any path; ``GET /healthz`` answers 200):
   ``sha256=HMAC-SHA256(secret, raw body)``; 400 on malformed JSON or a missing
   ``X-GitHub-Delivery``;
 * ``ping`` -> 200; other events except ``issue_comment`` -> 200 ``ignored``;
-* a delivery id seen before (bounded LRU) -> 200 ``duplicate`` and nothing is queued;
-* otherwise the payload is queued and the answer is 202; a full queue answers 503 with
-  ``Retry-After`` (GitHub redelivers), never drops silently.
+* a delivery id already in the journal (`tools.rerun.journal`, kept across restarts) -> 200
+  ``duplicate`` and nothing is queued, unless that delivery is unfinished and not queued (a
+  redelivery of one that failed): then it is queued again;
+* otherwise the delivery is **journalled, then** queued, and the answer is 202; a full queue
+  answers 503 with ``Retry-After`` (GitHub redelivers), a journal that cannot be written 500.
 
-Workers take a per-comment-id lock, skip comments they have already handled (bounded LRU), and
-call the handler (which also checks the reply marker on GitHub). Any exception is logged and the
-worker goes on; the comment is then not marked handled, so a redelivery can retry it.
+Workers take a per-comment-id lock, skip comments they have already handled (bounded LRU), call
+the handler (which also checks the reply marker on GitHub), and mark the delivery handled in the
+journal, unless the handler raised or reported GitHub failures (``Outcome.errors``): then it stays
+unfinished, and `WebhookApp.start` replays it (and every other unfinished one) at the next start.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ import logging
 import queue
 import threading
 import time
-from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator, Protocol
+
+from tools.rerun.journal import ACCEPTED, Journal, JournalError
+from tools.rerun.sync import KeyedLocks, LRUSet
 
 log = logging.getLogger(__name__)
 
@@ -50,68 +55,6 @@ def verify_signature(secret: bytes, body: bytes, header: str | None) -> bool:
     if not header:
         return False
     return hmac.compare_digest(signature(secret, body).encode(), header.strip().encode())
-
-
-class LRUSet:
-    """A thread-safe set that remembers at most ``capacity`` keys (oldest forgotten first)."""
-
-    def __init__(self, capacity: int):
-        if capacity < 1:
-            raise ValueError(f"LRU capacity must be >= 1, got {capacity}")
-        self.capacity = capacity
-        self._items: OrderedDict[Any, None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add(self, key: Any) -> bool:
-        """Add ``key``; False if it was already present (then it becomes the newest)."""
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return False
-            self._items[key] = None
-            if len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-            return True
-
-    def discard(self, key: Any) -> None:
-        with self._lock:
-            self._items.pop(key, None)
-
-    def __contains__(self, key: Any) -> bool:
-        with self._lock:
-            return key in self._items
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
-
-class KeyedLocks:
-    """One lock per key, created on demand and dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[Any, tuple[threading.Lock, int]] = {}
-
-    @contextmanager
-    def hold(self, key: Any) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._locks.get(key, (threading.Lock(), 0))
-            self._locks[key] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, users = self._locks[key]
-                if users == 1:
-                    del self._locks[key]
-                else:
-                    self._locks[key] = (lock, users - 1)
-
-    def __len__(self) -> int:
-        with self._guard:
-            return len(self._locks)
 
 
 @dataclass(frozen=True)
@@ -139,7 +82,9 @@ class Stats:
     duplicate_deliveries: int = 0
     skipped_comments: int = 0
     handled: int = 0
+    unfinished: int = 0
     errors: int = 0
+    replayed: int = 0
 
 
 @dataclass(frozen=True)
@@ -150,27 +95,50 @@ class _Job:
 
 
 class WebhookApp:
-    """Queue, workers and de-duplication. ``make_handler`` is called once per worker thread (each
-    gets its own GitHub client and HTTP session)."""
+    """Journal, queue, workers and de-duplication. ``make_handler`` is called once per worker
+    thread (each gets its own GitHub client and HTTP session). Without a ``journal`` an in-memory
+    one is used (nothing survives a restart then)."""
 
     def __init__(self, config: ServerConfig, make_handler: Callable[[], EventHandler],
-                 on_done: Callable[[str, Any], None] | None = None):
+                 on_done: Callable[[str, Any], None] | None = None, journal: Journal | None = None):
         self.config = config
         self.make_handler = make_handler
         self.on_done = on_done
+        self.journal = journal or Journal(":memory:")
         self.queue: queue.Queue[_Job | None] = queue.Queue(maxsize=config.queue_size)
-        self.deliveries = LRUSet(config.delivery_cache)
         self.done_comments = LRUSet(config.delivery_cache)
         self.comment_locks = KeyedLocks()
         self.stats = Stats()
         self._stats_lock = threading.Lock()
+        self._in_flight: set[str] = set()  # queued or being handled
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
+        """Start the workers, then queue every unfinished delivery of the journal (a replay)."""
         for i in range(self.config.workers):
             thread = threading.Thread(target=self._work, name=f"rerun-worker-{i}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        replay = threading.Thread(target=self._replay, name="rerun-replay", daemon=True)
+        replay.start()
+        replay.join(0.5)  # small journals are queued before the server takes new deliveries
+
+    def _replay(self) -> None:
+        for entry in self.journal.unfinished():
+            try:
+                payload = json.loads(entry.payload)
+            except (UnicodeDecodeError, json.JSONDecodeError):  # cannot happen for what accept() stored
+                log.error("journalled delivery %s is not JSON; marking it handled", entry.delivery)
+                self.journal.fail(entry.delivery, "payload is not JSON")
+                self.journal.finish(entry.delivery)
+                continue
+            with self._stats_lock:
+                if entry.delivery in self._in_flight:
+                    continue
+                self._in_flight.add(entry.delivery)
+                self.stats.replayed += 1
+            log.info("replaying unfinished delivery %s (attempt %d)", entry.delivery, entry.attempts + 1)
+            self.queue.put(_Job(entry.delivery, payload, time.monotonic()))
 
     def stop(self, timeout: float = 10.0) -> None:
         for _ in self._threads:
@@ -187,18 +155,33 @@ class WebhookApp:
         with self._stats_lock:
             setattr(self.stats, name, getattr(self.stats, name) + 1)
 
-    def submit(self, delivery: str, payload: dict[str, Any]) -> str:
-        """Queue one issue_comment delivery: ``accepted``, ``duplicate`` or ``busy``."""
-        if not self.deliveries.add(delivery):
-            self._count("duplicate_deliveries")
+    def submit(self, delivery: str, body: bytes, payload: dict[str, Any]) -> str:
+        """Journal and queue one issue_comment delivery: ``accepted``, ``duplicate`` or ``busy``.
+        Raises `JournalError` when the journal cannot be written (then nothing is queued)."""
+        with self._stats_lock:
+            if delivery in self._in_flight:
+                self.stats.duplicate_deliveries += 1
+                return "duplicate"
+            self._in_flight.add(delivery)
+        new = self.journal.accept(delivery, body)
+        if not new and self.journal.state(delivery) != ACCEPTED:
+            self._settle(delivery, "duplicate_deliveries")
             return "duplicate"
         try:
             self.queue.put_nowait(_Job(delivery, payload, time.monotonic()))
         except queue.Full:
-            self.deliveries.discard(delivery)  # let GitHub's redelivery through later
+            if new:
+                self.journal.forget(delivery)  # never acknowledged: GitHub's redelivery brings it back
+            self._settle(delivery, None)
             return "busy"
         self._count("accepted")
         return "accepted"
+
+    def _settle(self, delivery: str, stat: str | None) -> None:
+        with self._stats_lock:
+            self._in_flight.discard(delivery)
+            if stat:
+                setattr(self.stats, stat, getattr(self.stats, stat) + 1)
 
     def _work(self) -> None:
         handler: EventHandler | None = None
@@ -210,26 +193,34 @@ class WebhookApp:
                 if handler is None:
                     handler = self.make_handler()
                 self._process(handler, job)
-            except Exception:  # the worker must survive anything a handler does
+            except Exception as exc:  # the worker must survive anything a handler does
                 self._count("errors")
                 log.exception("delivery %s failed", job.delivery if job else "?")
                 if job is not None:
-                    self.deliveries.discard(job.delivery)  # GitHub's redelivery (same id) may retry it
+                    self.journal.fail(job.delivery, f"{type(exc).__name__}: {exc}")
             finally:
+                if job is not None:
+                    self._settle(job.delivery, None)
                 self.queue.task_done()
 
     def _process(self, handler: EventHandler, job: _Job) -> None:
         comment = job.payload.get("comment")
         comment_id = comment.get("id") if isinstance(comment, dict) else None
-        if comment_id is None:
+        with self.comment_locks.hold(comment_id) if comment_id is not None else nullcontext():
+            if comment_id is not None and comment_id in self.done_comments:
+                self._count("skipped_comments")
+                self.journal.finish(job.delivery)
+                return
             result = handler.handle(job.payload)
-        else:
-            with self.comment_locks.hold(comment_id):
-                if comment_id in self.done_comments:
-                    self._count("skipped_comments")
-                    return
-                result = handler.handle(job.payload)
+            errors = getattr(result, "errors", None)
+            if errors:
+                self._count("unfinished")
+                self.journal.fail(job.delivery, "; ".join(errors))
+                log.warning("delivery %s left unfinished: %s", job.delivery, "; ".join(errors))
+                return
+            if comment_id is not None:
                 self.done_comments.add(comment_id)
+            self.journal.finish(job.delivery)
         self._count("handled")
         log.info("delivery %s: %s", job.delivery, getattr(result, "status", result))
         if self.on_done is not None:
@@ -295,7 +286,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         delivery = self.headers.get("X-GitHub-Delivery")
         if not delivery or not isinstance(payload, dict):
             return self._answer(400, "missing X-GitHub-Delivery" if not delivery else "payload is not an object")
-        verdict = app.submit(delivery, payload)
+        try:
+            verdict = app.submit(delivery, body, payload)
+        except JournalError as exc:
+            log.error("%s", exc)
+            return self._answer(500, "cannot journal the delivery; not accepted")
         if verdict == "busy":
             return self._answer(503, "queue full, retry later", {"Retry-After": "5"})
         return self._answer(200 if verdict == "duplicate" else 202, verdict)
