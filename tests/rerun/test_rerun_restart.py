@@ -44,7 +44,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(port: int, tmp_path: Path, api_url: str, repo_root: Path) -> subprocess.Popen[str]:
+def _serve(port: int, tmp_path: Path, api_url: str, repo_root: Path) -> tuple[subprocess.Popen[str], int]:
+    """The server process and its worker process's pid."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tools.rerun", "serve", "--port", str(port), "--secret-file", str(tmp_path / "secret"),
          "--state-dir", str(tmp_path / "state"), "--token-file", str(tmp_path / "token"), "--api-url", api_url,
@@ -53,7 +54,7 @@ def _serve(port: int, tmp_path: Path, api_url: str, repo_root: Path) -> subproce
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert "listening on" in line, line
-    return proc
+    return proc, int(line.rsplit("worker process ", 1)[1].split(")")[0].split(",")[0])
 
 
 def _deliveries() -> list[tuple[str, int, bytes]]:
@@ -101,7 +102,7 @@ def test_kill_9_mid_burst_then_restart_handles_every_acked_delivery_once(
     items = _deliveries()
     port = _free_port()
     url = f"http://127.0.0.1:{port}/"
-    proc = _serve(port, tmp_path, api_url, repo_root)
+    proc, child = _serve(port, tmp_path, api_url, repo_root)
     acked: Counter[str] = Counter()
     lock, killed = threading.Lock(), threading.Event()
 
@@ -122,13 +123,15 @@ def test_kill_9_mid_burst_then_restart_handles_every_acked_delivery_once(
             first = list(pool.map(send_before_kill, items))
         proc.wait(10)
         assert killed.is_set() and proc.returncode == -signal.SIGKILL
+        # The worker process dies with the server: no orphan keeps handling next to the restarted one.
+        assert _wait_for(lambda: not _alive(child), 10), f"worker process {child} outlived the server"
         acked_before = set(acked)
         unfinished = _states(tmp_path).get("accepted", 0)
         assert unfinished > 0, "the kill landed after everything was handled; the test proved nothing"
         claimed = [c for c in fake.bot_replies() if find_marker(c.body, _comment_of(c.body)).state == "claimed"]
         assert claimed, "no comment was caught between its claim and its table; the resume path went untested"
 
-        proc = _serve(port, tmp_path, api_url, repo_root)
+        proc, child = _serve(port, tmp_path, api_url, repo_root)
         # GitHub's side of the story: what was not acknowledged is delivered again (same id).
         rest = [item for item, status in first if status is None or status >= 500]
         with ThreadPoolExecutor(max_workers=16) as pool:
@@ -152,6 +155,14 @@ def test_kill_9_mid_burst_then_restart_handles_every_acked_delivery_once(
     assert {m.state for m in markers} == {"done"}
 
 
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its exit status is left
+
+
 def _comment_of(body: str) -> int:
     return int(body.split("comment=", 1)[1].split(" ", 1)[0])
 
@@ -159,3 +170,17 @@ def _comment_of(body: str) -> int:
 def _states(tmp_path: Path) -> dict[str, int]:
     with sqlite3.connect(tmp_path / "state" / JOURNAL_FILE) as db:
         return dict(db.execute("SELECT state, COUNT(*) FROM deliveries GROUP BY state").fetchall())
+
+
+def test_a_dead_worker_process_takes_the_server_down(api_url: str, repo_root: Path, tmp_path: Path) -> None:
+    """Acknowledging deliveries nobody handles would only grow the journal: exit, let a supervisor
+    restart it, and the restart replays them."""
+    (tmp_path / "secret").write_bytes(SECRET)
+    (tmp_path / "token").write_text(TOKEN)
+    proc, child = _serve(_free_port(), tmp_path, api_url, repo_root)
+    try:
+        os.kill(child, signal.SIGKILL)
+        assert proc.wait(15) == 3
+    finally:
+        proc.kill()
+        proc.wait(10)

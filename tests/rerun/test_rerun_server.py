@@ -15,7 +15,8 @@ import pytest
 import requests
 
 from tools.rerun.fake_github import FakeGitHub
-from tools.rerun.server import KeyedLocks, LRUSet, ServerConfig, WebhookApp, running, signature
+from tools.rerun.server import ServerConfig, WebhookApp, running, signature
+from tools.rerun.sync import KeyedLocks, LRUSet
 
 from rerun_support import PR, REPO, comment_payload
 
@@ -121,7 +122,7 @@ def test_simultaneous_deliveries_of_one_comment_dispatch_once(server_url: str, a
     assert codes == [202] * 16
     dispatched = sorted(int(d["inputs"]["comment_id"]) for d in fake.dispatches)
     assert dispatched == sorted(p["comment"]["id"] for p in comments)
-    assert len(fake.bot_replies(PR)) == 8 and len(app.comment_locks) == 0
+    assert len(fake.bot_replies(PR)) == 8 and len(app.pool.comment_locks) == 0
 
 
 def test_worker_survives_handler_exceptions(fake: FakeGitHub, make_handler) -> None:

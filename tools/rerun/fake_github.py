@@ -61,11 +61,15 @@ class Scripted:
 
 @dataclass
 class FakeComment:
+    """``at`` / ``updated``: `time.monotonic()` when posted / last changed (system-wide on Linux,
+    so another process on the machine can compare it with its own clock)."""
+
     id: int
     user: str
     body: str
     at: float
     edits: int = 0
+    updated: float = 0.0
 
 
 @dataclass
@@ -136,7 +140,8 @@ class FakeGitHub:
 
     def add_comment(self, number: int, user: str, body: str) -> int:
         with self.lock:
-            comment = FakeComment(next(self._ids), user, body, time.monotonic())
+            now = time.monotonic()
+            comment = FakeComment(next(self._ids), user, body, now, updated=now)
             self.comments.setdefault(number, []).append(comment)
             return comment.id
 
@@ -173,7 +178,7 @@ class FakeGitHub:
         """Dispatches, bot replies and reruns as JSON (`fake_server`'s ``GET /_fake/state``)."""
         with self.lock:
             return {"dispatches": [{k: v for k, v in d.items() if k != "at"} for d in self.dispatches],
-                    "replies": [{"id": c.id, "body": c.body} for c in self.bot_replies()],
+                    "replies": [{"id": c.id, "body": c.body, "at": c.updated} for c in self.bot_replies()],
                     "reruns": list(self.reruns), "requests": len(self.requests)}
 
     # -- routing ---------------------------------------------------------------------------------
@@ -279,7 +284,7 @@ class FakeGitHub:
             self._patch_hold = None
             time.sleep(stagger * index)
         with self.lock:
-            found.body, found.edits = body["body"], found.edits + 1
+            found.body, found.edits, found.updated = body["body"], found.edits + 1, time.monotonic()
             return 200, {}, {"id": found.id, "user": {"login": found.user}, "body": found.body}
 
     def _dispatch(self, workflow: str, body: Any) -> Response:

@@ -13,10 +13,12 @@ HTTP contract (``POST`` any path; ``GET /healthz`` answers 200):
 * otherwise the delivery is **journalled, then** queued, and the answer is 202; a full queue
   answers 503 with ``Retry-After`` (GitHub redelivers), a journal that cannot be written 500.
 
-Workers take a per-comment-id lock, skip comments they have already handled (bounded LRU), call
-the handler (which also checks the reply marker on GitHub), and mark the delivery handled in the
-journal, unless the handler raised or reported GitHub failures (``Outcome.errors``): then it stays
-unfinished, and `WebhookApp.start` replays it (and every other unfinished one) at the next start.
+Accepted deliveries go to a worker pool: `tools.rerun.workers.ThreadWorkers` (threads in this
+process) or `tools.rerun.worker_process.ProcessWorkers` (the same threads in a child process, which
+``serve`` uses: then acknowledging a delivery never waits for the workers' Python code under one
+GIL). From the workers' reports the app marks each delivery handled in the journal, or leaves it
+unfinished when the handler raised or reported GitHub failures; `WebhookApp.start` replays every
+unfinished one.
 """
 
 from __future__ import annotations
@@ -25,24 +27,18 @@ import hashlib
 import hmac
 import json
 import logging
-import queue
 import threading
-import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator
 
 from tools.rerun.journal import ACCEPTED, Journal, JournalError
-from tools.rerun.sync import KeyedLocks, LRUSet
+from tools.rerun.workers import ERROR, UNFINISHED, EventHandler, ThreadWorkers, WorkerPool
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20  # 1 MiB; GitHub caps webhook payloads at 25 MB but comments are far smaller
-
-
-class EventHandler(Protocol):
-    def handle(self, payload: dict[str, Any]) -> Any: ...
 
 
 def signature(secret: bytes, body: bytes) -> str:
@@ -80,151 +76,101 @@ class ServerConfig:
 class Stats:
     accepted: int = 0
     duplicate_deliveries: int = 0
-    skipped_comments: int = 0
+    replayed: int = 0
     handled: int = 0
+    skipped_comments: int = 0
     unfinished: int = 0
     errors: int = 0
-    replayed: int = 0
-
-
-@dataclass(frozen=True)
-class _Job:
-    delivery: str
-    payload: dict[str, Any]
-    received: float
 
 
 class WebhookApp:
-    """Journal, queue, workers and de-duplication. ``make_handler`` is called once per worker
-    thread (each gets its own GitHub client and HTTP session). Without a ``journal`` an in-memory
-    one is used (nothing survives a restart then)."""
+    """Journal, de-duplication and the hand-off to a worker pool (`ThreadWorkers` in this process
+    by default, built from ``make_handler``; ``pool`` may be a `ProcessWorkers`). Without a
+    ``journal`` an in-memory one is used (nothing survives a restart then)."""
 
-    def __init__(self, config: ServerConfig, make_handler: Callable[[], EventHandler],
-                 on_done: Callable[[str, Any], None] | None = None, journal: Journal | None = None):
+    def __init__(self, config: ServerConfig, make_handler: Callable[[], EventHandler] | None = None,
+                 on_done: Callable[[str, Any], None] | None = None, journal: Journal | None = None,
+                 pool: WorkerPool | None = None):
         self.config = config
-        self.make_handler = make_handler
-        self.on_done = on_done
         self.journal = journal or Journal(":memory:")
-        self.queue: queue.Queue[_Job | None] = queue.Queue(maxsize=config.queue_size)
-        self.done_comments = LRUSet(config.delivery_cache)
-        self.comment_locks = KeyedLocks()
+        if pool is None:
+            if make_handler is None:
+                raise ValueError("give make_handler (for in-process workers) or a worker pool")
+            pool = ThreadWorkers(config.workers, make_handler, capacity=config.queue_size,
+                                 done_cache=config.delivery_cache, on_done=on_done)
+        self.pool = pool
         self.stats = Stats()
-        self._stats_lock = threading.Lock()
-        self._in_flight: set[str] = set()  # queued or being handled
-        self._threads: list[threading.Thread] = []
+        self._cond = threading.Condition()
+        self._in_flight: set[str] = set()  # handed to the pool and not reported back yet
 
     def start(self) -> None:
-        """Start the workers, then queue every unfinished delivery of the journal (a replay)."""
-        for i in range(self.config.workers):
-            thread = threading.Thread(target=self._work, name=f"rerun-worker-{i}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        replay = threading.Thread(target=self._replay, name="rerun-replay", daemon=True)
-        replay.start()
-        replay.join(0.5)  # small journals are queued before the server takes new deliveries
-
-    def _replay(self) -> None:
+        """Start the pool, then hand it every unfinished delivery of the journal (a replay)."""
+        self.pool.start(self._record)
         for entry in self.journal.unfinished():
             try:
                 payload = json.loads(entry.payload)
-            except (UnicodeDecodeError, json.JSONDecodeError):  # cannot happen for what accept() stored
+            except (UnicodeDecodeError, json.JSONDecodeError):  # cannot happen for what submit() stored
                 log.error("journalled delivery %s is not JSON; marking it handled", entry.delivery)
-                self.journal.fail(entry.delivery, "payload is not JSON")
                 self.journal.finish(entry.delivery)
                 continue
-            with self._stats_lock:
+            with self._cond:
                 if entry.delivery in self._in_flight:
                     continue
                 self._in_flight.add(entry.delivery)
                 self.stats.replayed += 1
             log.info("replaying unfinished delivery %s (attempt %d)", entry.delivery, entry.attempts + 1)
-            self.queue.put(_Job(entry.delivery, payload, time.monotonic()))
+            self.pool.put(entry.delivery, payload, force=True)
 
     def stop(self, timeout: float = 10.0) -> None:
-        for _ in self._threads:
-            self.queue.put(None)
-        for thread in self._threads:
-            thread.join(timeout)
-        self._threads.clear()
+        self.pool.stop(timeout)
 
-    def wait_idle(self) -> None:
-        """Block until every queued job has been processed."""
-        self.queue.join()
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every delivery handed to the pool has been reported back."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._in_flight, timeout)
 
-    def _count(self, name: str) -> None:
-        with self._stats_lock:
-            setattr(self.stats, name, getattr(self.stats, name) + 1)
+    def _record(self, delivery: str, result: str, error: str | None) -> None:
+        """A worker's report: mark the journal (this process is its only writer), count, release."""
+        if result in (UNFINISHED, ERROR):
+            self.journal.fail(delivery, error or result)
+        else:
+            self.journal.finish(delivery)
+        with self._cond:
+            self._in_flight.discard(delivery)
+            setattr(self.stats, result, getattr(self.stats, result) + 1)
+            self._cond.notify_all()
 
     def submit(self, delivery: str, body: bytes, payload: dict[str, Any]) -> str:
         """Journal and queue one issue_comment delivery: ``accepted``, ``duplicate`` or ``busy``.
         Raises `JournalError` when the journal cannot be written (then nothing is queued)."""
-        with self._stats_lock:
+        with self._cond:
             if delivery in self._in_flight:
                 self.stats.duplicate_deliveries += 1
                 return "duplicate"
             self._in_flight.add(delivery)
-        new = self.journal.accept(delivery, body)
-        if not new and self.journal.state(delivery) != ACCEPTED:
-            self._settle(delivery, "duplicate_deliveries")
-            return "duplicate"
         try:
-            self.queue.put_nowait(_Job(delivery, payload, time.monotonic()))
-        except queue.Full:
+            new = self.journal.accept(delivery, body)
+            if not new and self.journal.state(delivery) != ACCEPTED:
+                self._settle(delivery, "duplicate_deliveries")
+                return "duplicate"
+        except BaseException:
+            self._settle(delivery, None)
+            raise
+        if not self.pool.put(delivery, payload):
             if new:
                 self.journal.forget(delivery)  # never acknowledged: GitHub's redelivery brings it back
             self._settle(delivery, None)
             return "busy"
-        self._count("accepted")
+        with self._cond:
+            self.stats.accepted += 1
         return "accepted"
 
     def _settle(self, delivery: str, stat: str | None) -> None:
-        with self._stats_lock:
+        with self._cond:
             self._in_flight.discard(delivery)
             if stat:
                 setattr(self.stats, stat, getattr(self.stats, stat) + 1)
-
-    def _work(self) -> None:
-        handler: EventHandler | None = None
-        while True:
-            job = self.queue.get()
-            try:
-                if job is None:
-                    return
-                if handler is None:
-                    handler = self.make_handler()
-                self._process(handler, job)
-            except Exception as exc:  # the worker must survive anything a handler does
-                self._count("errors")
-                log.exception("delivery %s failed", job.delivery if job else "?")
-                if job is not None:
-                    self.journal.fail(job.delivery, f"{type(exc).__name__}: {exc}")
-            finally:
-                if job is not None:
-                    self._settle(job.delivery, None)
-                self.queue.task_done()
-
-    def _process(self, handler: EventHandler, job: _Job) -> None:
-        comment = job.payload.get("comment")
-        comment_id = comment.get("id") if isinstance(comment, dict) else None
-        with self.comment_locks.hold(comment_id) if comment_id is not None else nullcontext():
-            if comment_id is not None and comment_id in self.done_comments:
-                self._count("skipped_comments")
-                self.journal.finish(job.delivery)
-                return
-            result = handler.handle(job.payload)
-            errors = getattr(result, "errors", None)
-            if errors:
-                self._count("unfinished")
-                self.journal.fail(job.delivery, "; ".join(errors))
-                log.warning("delivery %s left unfinished: %s", job.delivery, "; ".join(errors))
-                return
-            if comment_id is not None:
-                self.done_comments.add(comment_id)
-            self.journal.finish(job.delivery)
-        self._count("handled")
-        log.info("delivery %s: %s", job.delivery, getattr(result, "status", result))
-        if self.on_done is not None:
-            self.on_done(job.delivery, result)
+            self._cond.notify_all()
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
