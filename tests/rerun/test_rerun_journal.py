@@ -105,3 +105,13 @@ def test_github_failure_keeps_the_delivery_unfinished_and_a_restart_replays_it(
     assert [d["inputs"]["comment_id"] for d in fake.dispatches] == ["7100"]
     (reply,) = fake.bot_replies(PR)
     assert "state=done" in reply.body and "| dispatched |" in reply.body
+
+
+def test_checkpoints_run_outside_commits_and_empty_the_wal(tmp_path: Path) -> None:
+    journal = Journal.in_dir(tmp_path)
+    assert journal._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)  # never inside an accept
+    for i in range(300):
+        journal.accept(f"c{i}", b"x" * 900)
+    frames, copied = journal.checkpoint()
+    assert frames > 0 and copied == frames  # no other writer: the passive checkpoint copies it all
+    journal.close()

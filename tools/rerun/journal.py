@@ -12,18 +12,29 @@ Durability: ``synchronous=NORMAL`` in WAL mode makes each commit reach the opera
 `accept` returns, which survives the process being killed (kill -9, OOM) but not a power loss
 of the machine; ``durable=True`` (``synchronous=FULL``) fsyncs every commit and survives that too,
 at the cost of one fsync per delivery. One connection serves all threads, behind a lock.
+
+Checkpoints (copying the WAL back into the database, with an fsync) never run inside a commit,
+where they would stall every acknowledgement queued behind the lock: a background thread with its
+own connection runs a PASSIVE checkpoint every `CHECKPOINT_EVERY` seconds (it never blocks
+writers), and a blocking RESTART one only when the WAL has grown past `MAX_WAL_FRAMES` pages
+because passive ones could not keep up.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 ACCEPTED, DONE = "accepted", "done"
 JOURNAL_FILE = "deliveries.sqlite3"
+CHECKPOINT_EVERY = 1.0   # seconds
+MAX_WAL_FRAMES = 16384   # pages (64 MiB at 4 KiB) before a checkpoint may block writers
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -64,10 +75,39 @@ class Journal:
             if self.path != ":memory:" and str(mode).lower() != "wal":
                 raise JournalError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self._db.execute("PRAGMA wal_autocheckpoint=0")  # see the module docstring
             self._db.execute(_SCHEMA)
         except sqlite3.Error as exc:
             raise JournalError(f"cannot open the delivery journal {self.path}: {exc}") from exc
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._checkpointer: threading.Thread | None = None
+        if self.path != ":memory:" and not self.path.startswith("file:"):
+            self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="journal-checkpoint",
+                                                  daemon=True)
+            self._checkpointer.start()
+
+    def _checkpoint_loop(self) -> None:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            while not self._closed.wait(CHECKPOINT_EVERY):
+                self.checkpoint(db)
+        except sqlite3.Error as exc:  # the journal keeps working; only its WAL grows
+            log.error("journal checkpoints stopped: %s", exc)
+        finally:
+            db.close()
+
+    def checkpoint(self, db: sqlite3.Connection | None = None) -> tuple[int, int]:
+        """One checkpoint (see the module docstring) on ``db`` (default: the journal's own connection,
+        under its lock): (WAL pages, pages copied back)."""
+        if db is None:
+            with self._lock:
+                return self.checkpoint(self._db)
+        _, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if frames > MAX_WAL_FRAMES and copied < frames:
+            log.warning("journal WAL at %d pages, passive checkpoints are behind: blocking one", frames)
+            _, frames, copied = db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        return frames, copied
 
     @classmethod
     def in_dir(cls, state_dir: str | Path, *, durable: bool = False) -> "Journal":
@@ -126,6 +166,9 @@ class Journal:
         return cursor.rowcount
 
     def close(self) -> None:
+        self._closed.set()
+        if self._checkpointer is not None:
+            self._checkpointer.join(10)
         with self._lock:
             self._db.close()
 

@@ -28,11 +28,9 @@ class Work:
     complete: bool = True
 
     def merge(self, other: "Work") -> "Work":
-        """This work followed by ``other``; a dispatch of the same (tier, part) is kept once."""
-        keys = {(d.tier, d.part) for d in self.dispatches}
-        extra = [d for d in other.dispatches if (d.tier, d.part) not in keys]
-        ids = {r.id for r in self.reruns}
-        return Work(self.dispatches + extra, self.reruns + [r for r in other.reruns if r.id not in ids],
+        """This work followed by ``other`` (each command module plans its own keys: (tier,
+        ``targets``) or (tier, ``i/N``), each once, so nothing is merged away)."""
+        return Work(self.dispatches + other.dispatches, self.reruns + other.reruns,
                     self.sections + other.sections, self.notes + other.notes, self.complete and other.complete)
 
     @property
