@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 import threading
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 import requests
 
 from tools.rerun.fake_github import FakeGitHub, Scripted
+from tools.rerun.github import GitHubClient, RetryPolicy
+from tools.rerun.handler import BotConfig, Handler
 from tools.rerun.journal import JOURNAL_FILE, Journal, JournalError
 from tools.rerun.server import ServerConfig, WebhookApp, running, signature
 
@@ -115,3 +118,26 @@ def test_checkpoints_run_outside_commits_and_empty_the_wal(tmp_path: Path) -> No
     frames, copied = journal.checkpoint()
     assert frames > 0 and copied == frames  # no other writer: the passive checkpoint copies it all
     journal.close()
+
+
+def test_a_hanging_api_leaves_the_delivery_unfinished_for_the_next_start(tmp_path: Path, repo_root: Path,
+                                                                         sleeps) -> None:
+    """Every call times out: the bounded retries give up, nothing is marked handled."""
+    with socket.socket() as listener:  # accepts connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        api = f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+        def hanging_handler() -> Handler:
+            client = GitHubClient(api, "hang-token", timeout=0.1, sleep=sleeps,
+                                  retry=RetryPolicy(max_attempts=3, backoff_base=0.01))
+            return Handler(client, BotConfig(repo_root=repo_root))
+
+        app = WebhookApp(ServerConfig(secret=SECRET, workers=1), hanging_handler, journal=Journal.in_dir(tmp_path))
+        with running(app) as server:
+            assert _post(server.url, comment_payload("/rerun-test test_pack.py"), "h-1").status_code == 202
+            app.wait_idle()
+    assert app.stats.errors == 1 and app.stats.handled == 0
+    (entry,) = app.journal.unfinished()
+    assert entry.delivery == "h-1" and entry.attempts == 1
+    assert len(sleeps.calls) == 2  # three attempts, two bounded waits between them
