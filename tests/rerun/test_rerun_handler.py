@@ -282,3 +282,21 @@ def test_owner_with_cpu_only_files_tier_filter_and_unknown_owner(fake: FakeGitHu
     outcome = make_handler().handle(comment_payload("/rerun-test --owner @quantt"))
     assert outcome.status == "partial" and len(fake.dispatches) == 1
     assert "Did you mean `quant`?" in fake.bot_replies(PR)[1].body
+
+
+def test_a_look_alike_command_gets_one_reply_with_the_command_to_type(fake: FakeGitHub, make_handler) -> None:
+    payload = comment_payload("please \n\uff0frerun-test test_pack.py\n", comment_id=9091, user="stranger")
+    assert make_handler().handle(payload).status == "invalid"
+    (reply,) = fake.bot_replies(PR)
+    assert "**line 2** looks like a command" in reply.body and "U+FF0F FULLWIDTH SOLIDUS" in reply.body
+    assert "was **not run**" in reply.body and "```\n/rerun-test test_pack.py\n```" in reply.body
+    assert make_handler().handle(payload).status == "duplicate"  # once, even when redelivered
+    assert fake.dispatches == [] and len(fake.bot_replies(PR)) == 1
+
+
+def test_a_look_alike_next_to_a_real_command(fake: FakeGitHub, make_handler) -> None:
+    body = "/rerun-test test_kvfp4_quant_dequant.py\n/rerun-test\u00a0test_pack.py\n"
+    assert make_handler().handle(comment_payload(body)).status == "partial"  # one line did not run
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_kvfp4_quant_dequant.py"]
+    assert [r for _, r in fake.reactions] == ["eyes", "confused"]
+    assert "U+00A0 NO-BREAK SPACE" in fake.bot_replies(PR)[0].body

@@ -147,7 +147,7 @@ class Handler:
             if found is not None and not found.resumable:
                 return Outcome("duplicate", f"comment {event.comment_id} was already answered")
             if found is not None:
-                reply, prior = _ReplyRef(c.id, c.body), found
+                reply, prior = _ReplyRef(c.id), found
 
         outcome = Outcome("dispatched")
         if prior is None:
@@ -158,7 +158,8 @@ class Handler:
         if not runnable:
             asked = [c.name for c in commands if c.help]
             outcome.status = "help" if asked else "invalid"
-            self._react(event, outcome, "confused") if not asked else None
+            if not asked:
+                self._react(event, outcome, "confused")
             body = (replies.help_reply(event.comment_id, event.user, asked, notes) if asked
                     else replies.notes_reply(event.comment_id, event.user, notes))
             self._write(event, outcome, reply, body)
@@ -187,6 +188,7 @@ class Handler:
         except GitHubError as exc:
             return self._fail(event, outcome, reply, "reading the workflow runs failed", str(exc))
         work.notes[:0] = notes
+        work.complete = work.complete and not notes  # a line that did not parse, or a look-alike, did not run
         return self._carry_out(event, outcome, reply, work, sha, default_branch, resumed=prior is not None)
 
     def _plan(self, event: CommentEvent, commands: list[Command], sha: str) -> Work:
@@ -235,10 +237,9 @@ class Handler:
 
 @dataclass
 class _ReplyRef:
-    """The bot's reply to the comment being handled: its id once posted (or found), its body then."""
+    """The bot's reply to the comment being handled: its id once posted (or found)."""
 
     id: int | None
-    body: str = ""
 
 
 def _keep_reported_rows(body: str, current: str) -> str:
