@@ -168,3 +168,15 @@ def test_cli_report_writes_the_row_and_exits_non_zero_without_a_report(api_url: 
     missing = run("--junit", str(tmp_path / "nope.xml"))
     assert missing.returncode == 1 and "missing or unreadable" in missing.stderr
     assert find_row(fake.bot_replies(PR)[0].body, "gpu_b200", "1/2").result.startswith("**no report**")
+
+
+def test_hostile_test_names_cannot_break_the_row(fake: FakeGitHub, make_client, tmp_path: Path) -> None:
+    name = "test_x[a | b`<script>@team | c]"
+    junit = _junit(tmp_path / "j.xml", _case(name.replace("<", "&lt;").replace(">", "&gt;"), "failed"))
+    cell = result_cell(summarize(junit))
+    assert "|" not in cell and "<script>" not in cell and "@team" not in cell
+    _reply(fake, ("gpu_b200", "targets"), ("gpu_h100", "targets"))
+    Reporter(make_client(), REPO, BOT_LOGIN, settle=0).report(PR, COMMENT, "gpu_b200", "targets", cell)
+    body = fake.bot_replies(PR)[0].body
+    assert find_row(body, "gpu_b200", "targets").result == cell
+    assert find_row(body, "gpu_h100", "targets").result == "dispatched"
