@@ -106,6 +106,21 @@ def test_kill_9_mid_burst_then_restart_handles_every_acked_delivery_once(
     acked: Counter[str] = Counter()
     lock, killed = threading.Lock(), threading.Event()
 
+    def claimed_now() -> bool:
+        return any(find_marker(c.body, _comment_of(c.body)).state == "claimed" for c in fake.bot_replies())
+
+    def killer() -> None:
+        """kill -9 once KILL_AFTER deliveries were acknowledged and a comment is mid-way."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with lock:
+                ready = sum(acked.values()) >= KILL_AFTER
+            if ready and claimed_now():
+                os.kill(proc.pid, signal.SIGKILL)
+                killed.set()
+                return
+            time.sleep(0.005)
+
     def send_before_kill(item: tuple[str, int, bytes]) -> tuple[tuple[str, int, bytes], int | None]:
         if killed.is_set():
             return item, None
@@ -113,14 +128,14 @@ def test_kill_9_mid_burst_then_restart_handles_every_acked_delivery_once(
         with lock:
             if status == 202:
                 acked[item[0]] += 1
-                if sum(acked.values()) >= KILL_AFTER and not killed.is_set():
-                    killed.set()
-                    os.kill(proc.pid, signal.SIGKILL)
         return item, status
 
     try:
+        watcher = threading.Thread(target=killer)
+        watcher.start()
         with ThreadPoolExecutor(max_workers=16) as pool:
             first = list(pool.map(send_before_kill, items))
+        watcher.join(70)
         proc.wait(10)
         assert killed.is_set() and proc.returncode == -signal.SIGKILL
         # The worker process dies with the server: no orphan keeps handling next to the restarted one.
