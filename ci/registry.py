@@ -29,6 +29,9 @@ from ci.project import ProjectConfig
 
 REGISTRY_FILENAME = "registry.yaml"
 SCHEMA_VERSION = 1
+# Upper bound for est_time and timeout, in seconds (one day): a larger number is a typo or a
+# corrupt timing report, never a real test file.
+MAX_SECONDS = 86_400
 
 
 # ---------------------------------------------------------------------------------------------
@@ -874,6 +877,6 @@ def iter_test_files(root: Path, patterns: Iterable[str] = ("test_*.py",), under:
 
 
 __all__: list[str] = [
-    "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "find_repo_root", "gc_paused",
+    "MAX_SECONDS", "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "find_repo_root", "gc_paused",
     "iter_test_files", "load_registry", "normalize_path", "path_is_under", "yaml_scalar", "parse_registry", "sm_capability",
 ]
