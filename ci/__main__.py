@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "run": "run a tier or one shard through pytest and summarise it",
     "durations": "fold JUnit timings into recorded durations and report est_time drift",
     "job": "the main job: lint, then plan and run the cpu tier, then print the summary",
+    "approval": "decide whether a pull request's GPU tiers may run (same-repo branch, or a fork approved by label)",
 }
 
 

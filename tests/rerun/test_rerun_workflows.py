@@ -35,9 +35,9 @@ def test_comment_workflow_trigger_permissions_and_checkout() -> None:
     text = (WORKFLOWS / "rerun-test.yml").read_text(encoding="utf-8")
     data = _load("rerun-test.yml")
     assert data["on"] == {"issue_comment": {"types": ["created"]}}
-    assert data["permissions"] == {"actions": "write", "issues": "write", "pull-requests": "write",
-                                   "contents": "read"}
     (job,) = data["jobs"].values()
+    assert data["permissions"] == {} and job["permissions"] == {
+        "actions": "write", "issues": "write", "pull-requests": "write", "contents": "read"}
     assert "github.event.issue.pull_request" in job["if"] and "'/rerun-test'" in job["if"]
     (checkout,) = [s for s in _steps(data) if str(s.get("uses", "")).startswith("actions/checkout@")]
     assert checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
@@ -67,7 +67,7 @@ def test_dispatch_workflow_matches_the_inputs_the_bot_sends(fake: FakeGitHub, ma
     assert {k for k, spec in declared.items() if spec.get("required")} == {"pr", "sha", "tier", "runner", "tests"}
     (job,) = data["jobs"].values()
     assert job["runs-on"] == "${{ fromJSON(inputs.runner) }}"
-    assert data["permissions"] == {"contents": "read"}
+    assert data["permissions"] == {} and job["permissions"] == {"contents": "read"}
 
 
 def test_dispatch_workflow_checks_out_sha_and_never_splices_inputs_into_scripts() -> None:
