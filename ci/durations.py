@@ -10,7 +10,10 @@ Contract:
 - The statistic across samples is the nearest-rank p90 (the max for fewer than 10 samples):
   robust to one fast outlier, pessimistic enough that shards rarely overrun.
 - New est_time = ceil(p90 * (1 + margin)), at least 1 s (margin default 10%): integers keep the
-  diff readable and deterministic.
+  diff readable and deterministic. A file whose sample or proposed est_time exceeds
+  `ci.registry.MAX_SECONDS` (one day) is refused with `DurationsError` naming the file and the
+  reports: the registry cannot hold it, so the reports are wrong (each testcase time is already
+  checked by `ci.junit`).
 - The rewrite locates each ``est_time`` scalar through PyYAML node marks and replaces only those
   characters; comments, order, quoting of everything else stay byte-identical. The result is
   re-parsed and checked before it is returned.
@@ -25,9 +28,13 @@ from typing import Iterable, Mapping
 import yaml
 
 from ci.junit import JUnitReport
-from ci.registry import Registry, RegistryError, parse_registry
+from ci.registry import MAX_SECONDS, Registry, RegistryError, parse_registry
 
 DEFAULT_MARGIN = 0.10
+
+
+class DurationsError(ValueError):
+    """The reports give a duration the registry cannot hold; the message names files and reports."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,12 @@ def propose(value: float, margin: float = DEFAULT_MARGIN) -> int:
 
 def collect(reports: Iterable[JUnitReport], registry: Registry, *, margin: float = DEFAULT_MARGIN,
             threshold_pct: float = 25.0, min_seconds: float = 5.0) -> DurationReport:
-    """Aggregate samples per registered file and compare with the registry's est_time."""
+    """Aggregate samples per registered file and compare with the registry's est_time.
+
+    Raises `DurationsError` when some file's sample or proposed est_time is above MAX_SECONDS.
+    """
     samples: dict[str, list[float]] = {}
+    sources: dict[str, list[str]] = {}
     seen: set[str] = set()
     unknown: set[str] = set()
     for report in reports:
@@ -88,10 +99,17 @@ def collect(reports: Iterable[JUnitReport], registry: Registry, *, margin: float
             if result.tests and result.skipped == result.tests:
                 continue
             samples.setdefault(file, []).append(result.time)
+            sources.setdefault(file, []).append(report.source)
     measurements = {
         path: Measurement(path, tuple(sorted(s)), p90(s), propose(p90(s), margin))
         for path, s in sorted(samples.items())
     }
+    too_long = [f"{path}: measured up to {max(m.samples):.0f} s (p90 {m.value:.0f} s, est_time would be "
+                f"{m.proposed} s) in {', '.join(sources[path])}"
+                for path, m in measurements.items() if max(m.samples) > MAX_SECONDS or m.proposed > MAX_SECONDS]
+    if too_long:
+        raise DurationsError(f"above the limit of {MAX_SECONDS} s (one day) that registry.yaml accepts; "
+                             f"refusing these reports: " + "; ".join(too_long))
     drifts = []
     for path, m in measurements.items():
         est = registry.tests[path].est_time
@@ -135,6 +153,6 @@ def rewrite_est_times(text: str, new_values: Mapping[str, int | float], path: st
 
 
 def _number(value: int | float) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"est_time must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_SECONDS:
+        raise ValueError(f"est_time must be a positive number of seconds up to {MAX_SECONDS}, got {value!r}")
     return str(int(value)) if float(value).is_integer() else repr(float(value))
