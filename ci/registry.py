@@ -25,13 +25,11 @@ from typing import Any, Iterable, Iterator
 
 import yaml
 
+from ci.limits import MAX_SECONDS
 from ci.project import ProjectConfig
 
 REGISTRY_FILENAME = "registry.yaml"
 SCHEMA_VERSION = 1
-# Upper bound for est_time and timeout, in seconds (one day): a larger number is a typo or a
-# corrupt timing report, never a real test file.
-MAX_SECONDS = 86_400
 
 
 # ---------------------------------------------------------------------------------------------
