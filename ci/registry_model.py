@@ -8,6 +8,7 @@ build these objects and `ci.registry_files` loads them.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 from dataclasses import dataclass, field
@@ -167,6 +168,10 @@ class Registry:
             e for e in self.tests.values()
             if tier in e.tiers and (include_inactive or e.is_active)
         ]
+
+    def with_tests(self, tests: dict[str, TestEntry]) -> Registry:
+        """This registry with ``tests`` instead of its own (tiers, project and the rest kept)."""
+        return dataclasses.replace(self, tests=tests, _by_basename={})
 
     def has_gpu_tier(self, entry: TestEntry) -> bool:
         """True if one of ``entry``'s tiers needs a GPU."""

@@ -17,7 +17,7 @@ from bench.lint import registry_text
 from ci import import_check
 from ci import registry_fast as fast_mod
 from ci import registry_precise as precise_mod
-from ci.registry import Status, TestEntry, iter_test_files, parse_registry
+from ci.registry import Status, iter_test_files, parse_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
