@@ -89,6 +89,65 @@ def test_rewrite_changes_only_the_numbers(registry):
     assert rewrite_est_times(REGISTRY, {}) == REGISTRY
 
 
+GPU_REGISTRY = textwrap.dedent("""\
+    version: 1
+    tiers:
+      cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+      gpu: {description: gpu, runner_labels: [gpu], gpu_count: 1, arch: sm_90}
+    tests:
+      tests/test_low.py:
+        tiers: [cpu, gpu]
+        est_time: 10  # measured
+        timeout: 120
+        owner: a
+        status: active
+      tests/test_none.py:
+        tiers: [gpu]
+        est_time: 10  # no timeout yet
+        owner: a
+        status: active
+      tests/test_high.py:
+        tiers: [gpu]
+        est_time: 10
+        timeout: 5000
+        owner: a
+        status: active
+      tests/test_cpu.py:
+        tiers: [cpu]
+        est_time: 10
+        owner: a
+        status: active
+      tests/test_flow.py: {tiers: [gpu], est_time: 10, owner: a, status: active}
+    """)
+
+
+def test_rewrite_raises_a_gpu_entrys_timeout_with_its_est_time():
+    """A GPU entry keeps timeout >= derived_timeout(est_time) (lint L007); cpu-only entries and a
+    deliberately higher timeout are left alone."""
+    from ci.registry import derived_timeout
+
+    new = {"tests/test_low.py": 100, "tests/test_none.py": 100, "tests/test_high.py": 100, "tests/test_cpu.py": 100}
+    needed = derived_timeout(100)
+    assert needed > 120  # the case is only meaningful if the old timeout is too low
+    out = rewrite_est_times(GPU_REGISTRY, new)
+    expected = (GPU_REGISTRY
+                .replace("est_time: 10  # measured\n    timeout: 120",
+                         f"est_time: 100  # measured\n    timeout: {needed}")
+                .replace("est_time: 10  # no timeout yet\n",
+                         f"est_time: 100  # no timeout yet\n    timeout: {needed}\n")
+                .replace("est_time: 10\n    timeout: 5000", "est_time: 100\n    timeout: 5000")
+                .replace("tiers: [cpu]\n    est_time: 10", "tiers: [cpu]\n    est_time: 100"))
+    assert out == expected
+    reg, problems = parse_registry(out, "registry.yaml")
+    assert problems == []
+    assert {p: e.timeout for p, e in reg.tests.items()} == {
+        "tests/test_low.py": needed, "tests/test_none.py": needed, "tests/test_high.py": 5000,
+        "tests/test_cpu.py": None, "tests/test_flow.py": None}
+    # A flow-style GPU entry cannot take a new line: the error names it instead of guessing.
+    with pytest.raises(ValueError, match="tests/test_flow.py runs on a GPU tier and needs 'timeout: "):
+        rewrite_est_times(GPU_REGISTRY, {"tests/test_flow.py": 100})
+
+
 def test_rewrite_errors_name_the_problem():
     with pytest.raises(KeyError, match="no est_time entry for tests/test_zzz.py"):
         rewrite_est_times(REGISTRY, {"tests/test_zzz.py": 3})
