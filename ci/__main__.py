@@ -1,13 +1,21 @@
-"""``python -m ci <command> [args]``: the CI orchestration entry point.
+"""``python -m ci [--root DIR] <command> [args]`` (or ``fp4kv-ci``): the CI orchestration entry point.
 
-Each command lives in ``ci/commands/<name>.py`` and exposes ``main(argv: list[str]) -> int``;
-this dispatcher imports only the one asked for, so ``lint`` never pays for torch or pytest.
+The repository root is ``--root DIR``, else the nearest directory at or above the working
+directory that holds ``registry.yaml``; every command gets it from `ci.registry.find_repo_root`.
+A command that needs a root and finds none says so and exits 2.
+
+Each command lives in ``ci/commands/<name>.py`` (``-`` in a name becomes ``_``) and exposes
+``main(argv: list[str]) -> int``; this dispatcher imports only the one asked for, so ``lint``
+never pays for torch or pytest.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
+
+from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, set_repo_root
 
 COMMANDS: dict[str, str] = {
     "lint": "check registry.yaml, the test tree and first-party imports",
@@ -15,27 +23,63 @@ COMMANDS: dict[str, str] = {
     "run": "run a tier or one shard through pytest and summarise it",
     "durations": "fold JUnit timings into recorded durations and report est_time drift",
     "job": "the main job: lint, then plan and run the cpu tier, then print the summary",
+    "approval": "decide whether a pull request's GPU tiers may run (same-repo branch, or a fork approved by label)",
+    "init": f"write a starter {REGISTRY_FILENAME} for this repository (its test files, one cpu tier)",
+    "import-suites": "convert SGLang-style run_suite.py suites and register_*_ci() calls into registry entries",
 }
+
+
+def _prog() -> str:
+    return "fp4kv-ci" if Path(sys.argv[0]).name == "fp4kv-ci" else "python -m ci"
 
 
 def _usage() -> str:
     width = max(map(len, COMMANDS))
-    lines = ["usage: python -m ci <command> [--help] [args]", "", "commands:"]
+    lines = [f"usage: {_prog()} [--root DIR] <command> [--help] [args]", "",
+             f"  --root DIR  the repository root (default: the nearest directory at or above the working",
+             f"              directory that holds {REGISTRY_FILENAME})", "", "commands:"]
     lines += [f"  {name:<{width}}  {help_}" for name, help_ in COMMANDS.items()]
     return "\n".join(lines)
 
 
+def _split_root(args: list[str]) -> tuple[str | None, list[str]]:
+    """``--root DIR`` / ``--root=DIR`` before the command -> (DIR, the rest). ValueError if DIR is missing."""
+    root = None
+    while args and (args[0] == "--root" or args[0].startswith("--root=")):
+        if args[0] == "--root":
+            if len(args) < 2:
+                raise ValueError("--root needs a directory")
+            root, args = args[1], args[2:]
+        else:
+            root, args = args[0].split("=", 1)[1], args[1:]
+    return root, args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    try:
+        root, args = _split_root(list(sys.argv[1:] if argv is None else argv))
+    except ValueError as exc:
+        print(f"{_prog()}: {exc}\n\n{_usage()}", file=sys.stderr)
+        return 2
     if not args or args[0] in ("-h", "--help"):
         print(_usage())
         return 0 if args else 2
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        print(f"python -m ci: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        print(f"{_prog()}: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"ci.commands.{name}")
-    return int(module.main(rest) or 0)
+    if root is not None and not Path(root).is_dir():
+        print(f"{_prog()}: --root {root}: not a directory", file=sys.stderr)
+        return 2
+    set_repo_root(root)
+    try:
+        module = importlib.import_module(f"ci.commands.{name.replace('-', '_')}")
+        return int(module.main(rest) or 0)
+    except RepoRootNotFound as exc:
+        print(f"{_prog()} {name}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        set_repo_root(None)  # an in-process caller (a test) must not inherit this run's root
 
 
 if __name__ == "__main__":

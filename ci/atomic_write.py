@@ -1,10 +1,14 @@
 """Crash-safe file rewrites: the one way this project writes a file that already matters.
 
 `atomic_write_text` writes to a temporary file in the target's directory, fsyncs it, gives it the
-original file's permission bits, and `os.replace`s it over the target, then fsyncs the directory.
-A reader (or a crash, kill -9, or a full disk at any point) sees either the old file whole or the
-new file whole, never a truncated one; on any error the temporary file is removed and the target
-is untouched.
+original file's permission bits (and owner, where allowed), and `os.replace`s it over the target,
+then fsyncs the directory. A reader (or a crash, kill -9, or a full disk at any point) sees either
+the old file whole or the new file whole, never a truncated one; on any error the temporary file
+is removed and the target is untouched. A symlink is followed: the file it points to is replaced
+and the link stays a link.
+
+A process killed between creating and renaming the temporary file leaves it behind, named
+``.<target name>.<random>.tmp`` beside the target; it is never read, and safe to delete.
 """
 
 from __future__ import annotations
@@ -21,12 +25,16 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     A new file gets the mode a plain ``open(path, "w")`` would give it (0o666 less the umask).
     Raises OSError (for example ENOSPC) with the target unchanged.
     """
-    target = Path(path)
+    target = Path(os.path.realpath(path))
     directory = target.parent
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        old: os.stat_result | None = os.stat(target)
     except FileNotFoundError:
-        umask = os.umask(0)
+        old = None
+    if old is not None:
+        mode = stat.S_IMODE(old.st_mode)
+    else:
+        umask = os.umask(0o077)  # read it; another thread creating a file meanwhile gets a stricter mode
         os.umask(umask)
         mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
@@ -35,6 +43,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if old is not None and hasattr(os, "chown") and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+            try:
+                os.chown(tmp, old.st_uid, old.st_gid)
+            except PermissionError:
+                pass  # only root may give a file away; the content and mode still carry over
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:

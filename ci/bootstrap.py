@@ -1,22 +1,41 @@
 """Create or refresh the project's virtual environment in ``.venv`` (standard library only).
 
-Idempotent: the environment is reinstalled only when ``pyproject.toml`` or the interpreter
-changed since the last successful run (a stamp file in ``.venv`` records both), so the README's
-commands cost seconds the second time.
+A stamp in ``.venv`` records what the environment was built from: the interpreter (its resolved
+path and full ``sys.version``) and a hash of ``pyproject.toml`` with the extras. `decide` compares
+it with the present and picks one action:
 
-Usage: ``python3 ci/bootstrap.py [--force]``. Exit status 0 when ``.venv`` is ready.
+- no ``.venv``: create it with this interpreter, then install;
+- ``.venv`` made by another interpreter (a different path or version), no readable stamp, or no
+  working python in it: delete and recreate it with this interpreter, then install. Installing
+  into the old one is no fix: its python, site-packages and compiled wheels belong to the old
+  interpreter;
+- the same interpreter, but ``pyproject.toml`` or the extras changed, the last install did not
+  finish, or ``--force``: install into the existing ``.venv``;
+- otherwise nothing, so the README's commands cost a fraction of a second the second time.
+
+Usage: ``python3 ci/bootstrap.py [--force | --check]``. Exit status 0 when ``.venv`` is ready;
+``--check`` changes nothing, prints the decision and its reason, and exits 1 unless up to date.
+The root is this file's parent directory: bootstrap runs before anything is installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import enum
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import time
 import venv
+from dataclasses import dataclass
 from pathlib import Path
+
+if __package__:
+    from ci.atomic_write import atomic_write_text
+else:  # run as ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
+    from atomic_write import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -24,48 +43,151 @@ STAMP = VENV / ".bootstrap-stamp"
 EXTRAS = "test"
 
 
+@dataclass(frozen=True)
+class Interpreter:
+    """``path``: the resolved executable a venv is made from; ``version``: its ``sys.version``."""
+
+    path: str
+    version: str
+
+    def describe(self) -> str:
+        return f"{self.path} ({(self.version.split() or ['unknown version'])[0]})"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What ``.venv`` was built from; ``project`` is None until an install has succeeded."""
+
+    interpreter: Interpreter
+    project: str | None
+
+    def to_text(self) -> str:
+        return json.dumps({"interpreter": {"path": self.interpreter.path, "version": self.interpreter.version},
+                           "project": self.project}, indent=1) + "\n"
+
+    @classmethod
+    def from_text(cls, text: str) -> Stamp | None:
+        """The stamp, or None for anything unreadable (including an older bootstrap's format)."""
+        try:
+            data = json.loads(text)
+            interp, project = data["interpreter"], data["project"]
+            stamp = cls(Interpreter(interp["path"], interp["version"]), project)
+        except (ValueError, TypeError, KeyError):
+            return None
+        fields = (stamp.interpreter.path, stamp.interpreter.version)
+        if not all(isinstance(f, str) for f in fields) or not isinstance(project, (str, type(None))):
+            return None
+        return stamp
+
+
+class Action(enum.Enum):
+    NOTHING = "up to date"
+    INSTALL = "install into the existing .venv"
+    CREATE = "create .venv"
+    RECREATE = "delete and recreate .venv"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str
+
+
+def decide(recorded: Stamp | None, current: Stamp, *, venv_exists: bool, venv_python_exists: bool,
+           force: bool = False) -> Decision:
+    """What to do with ``.venv``, given its stamp (``recorded``) and the present (``current``)."""
+    if not venv_exists:
+        return Decision(Action.CREATE, "there is no .venv yet")
+    if not venv_python_exists:
+        return Decision(Action.RECREATE, ".venv has no working python")
+    if recorded is None:
+        return Decision(Action.RECREATE, "no readable stamp says which interpreter made .venv")
+    if recorded.interpreter != current.interpreter:
+        return Decision(Action.RECREATE, f"the interpreter changed: .venv was made by "
+                                         f"{recorded.interpreter.describe()}, this is {current.interpreter.describe()}")
+    if force:
+        return Decision(Action.INSTALL, "--force")
+    if recorded.project is None:
+        return Decision(Action.INSTALL, "the last install did not finish")
+    if recorded.project != current.project:
+        return Decision(Action.INSTALL, f"pyproject.toml or the [{EXTRAS}] extras changed")
+    return Decision(Action.NOTHING, "the stamp matches this interpreter and pyproject.toml")
+
+
+def current_interpreter() -> Interpreter:
+    """The interpreter a venv made now would use (``venv`` builds from ``sys._base_executable``)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    if not os.path.exists(base):  # run from inside a venv whose home has no plain ``python``
+        base = os.path.join(os.path.dirname(base), "python{}.{}".format(*sys.version_info))
+    return Interpreter(os.path.realpath(base), " ".join(sys.version.split()))
+
+
+def project_fingerprint(pyproject: Path, extras: str = EXTRAS) -> str:
+    """sha256 of the project file and the extras installed."""
+    digest = hashlib.sha256(pyproject.read_bytes())
+    digest.update(f"|{extras}".encode())
+    return digest.hexdigest()
+
+
 def _venv_python() -> Path:
     return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def fingerprint(pyproject: Path = ROOT / "pyproject.toml") -> str:
-    """What an environment was built from: the project file, the interpreter and the extras."""
-    digest = hashlib.sha256(pyproject.read_bytes())
-    digest.update(f"{sys.version_info[:3]}|{EXTRAS}".encode())
-    return digest.hexdigest()
+def _read_stamp() -> Stamp | None:
+    try:
+        return Stamp.from_text(STAMP.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _create(clear: bool) -> None:
+    """Make ``.venv`` with this interpreter; ``clear`` empties an existing one first."""
+    if clear and VENV.exists() and not (VENV / "pyvenv.cfg").is_file() and any(VENV.iterdir()):
+        raise RuntimeError(f"{VENV} has no pyvenv.cfg, so it is not a virtual environment; "
+                           f"refusing to delete it (remove it yourself)")
+    venv.EnvBuilder(with_pip=True, clear=clear).create(VENV)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--force", action="store_true", help="reinstall even if the stamp matches")
-    parser.add_argument("--check", action="store_true",
-                        help="only report whether .venv is up to date (exit 1 if not); change nothing")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--force", action="store_true", help="reinstall even if the stamp matches")
+    mode.add_argument("--check", action="store_true",
+                      help="only report what a bootstrap would do and why (exit 1 unless up to date)")
     args = parser.parse_args(argv)
 
-    current = fingerprint()
-    up_to_date = _venv_python().exists() and STAMP.exists() and STAMP.read_text().strip() == current
+    current = Stamp(current_interpreter(), project_fingerprint(ROOT / "pyproject.toml"))
+    decision = decide(_read_stamp() if VENV.exists() else None, current, venv_exists=VENV.exists(),
+                      venv_python_exists=_venv_python().exists(), force=args.force)
     if args.check:
-        print("bootstrap: .venv is up to date" if up_to_date else "bootstrap: .venv needs a bootstrap")
-        return 0 if up_to_date else 1
-
-    start = time.monotonic()
-    if not _venv_python().exists():
-        print(f"bootstrap: creating {VENV.relative_to(ROOT)}/ with {sys.executable}", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
-
-    if up_to_date and not args.force:
+        if decision.action is Action.NOTHING:
+            print("bootstrap: .venv is up to date")
+            return 0
+        print(f"bootstrap: .venv needs a bootstrap ({decision.action.value}): {decision.reason}")
+        return 1
+    if decision.action is Action.NOTHING:
         print("bootstrap: .venv is up to date", flush=True)
         return 0
 
-    print(f"bootstrap: installing the project and its [{EXTRAS}] extras into .venv", flush=True)
-    STAMP.unlink(missing_ok=True)
+    start = time.monotonic()
+    print(f"bootstrap: {decision.action.value}: {decision.reason}", flush=True)
+    if decision.action in (Action.CREATE, Action.RECREATE):
+        print(f"bootstrap: creating {VENV.name}/ with {current.interpreter.describe()}", flush=True)
+        try:
+            _create(clear=decision.action is Action.RECREATE)
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+            print(f"bootstrap: cannot create {VENV}: {exc}", file=sys.stderr)
+            return 1
+    atomic_write_text(STAMP, Stamp(current.interpreter, None).to_text())  # this interpreter, not installed yet
+
+    print(f"bootstrap: installing the project and its [{EXTRAS}] extras into {VENV.name}/", flush=True)
     cmd = [str(_venv_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            "-e", f".[{EXTRAS}]"]
     result = subprocess.run(cmd, cwd=ROOT)
     if result.returncode != 0:
         print(f"bootstrap: failed (exit {result.returncode}): {' '.join(cmd)}", file=sys.stderr)
         return result.returncode
-    STAMP.write_text(current + "\n")
+    atomic_write_text(STAMP, current.to_text())
     print(f"bootstrap: ready in {time.monotonic() - start:.0f} s", flush=True)
     return 0
 

@@ -10,7 +10,10 @@ Contract:
 - The statistic across samples is the nearest-rank p90 (the max for fewer than 10 samples):
   robust to one fast outlier, pessimistic enough that shards rarely overrun.
 - New est_time = ceil(p90 * (1 + margin)), at least 1 s (margin default 10%): integers keep the
-  diff readable and deterministic.
+  diff readable and deterministic. A file whose sample or proposed est_time exceeds
+  `ci.registry.MAX_SECONDS` (one day) is refused with `DurationsError` naming the file and the
+  reports: the registry cannot hold it, so the reports are wrong (each testcase time is already
+  checked by `ci.junit`).
 - The rewrite locates each ``est_time`` scalar through PyYAML node marks and replaces only those
   characters; comments, order, quoting of everything else stay byte-identical. The result is
   re-parsed and checked before it is returned.
@@ -25,9 +28,13 @@ from typing import Iterable, Mapping
 import yaml
 
 from ci.junit import JUnitReport
-from ci.registry import Registry, RegistryError, parse_registry
+from ci.registry import MAX_SECONDS, Registry, RegistryError, derived_timeout, parse_registry
 
 DEFAULT_MARGIN = 0.10
+
+
+class DurationsError(ValueError):
+    """The reports give a duration the registry cannot hold; the message names files and reports."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,12 @@ def propose(value: float, margin: float = DEFAULT_MARGIN) -> int:
 
 def collect(reports: Iterable[JUnitReport], registry: Registry, *, margin: float = DEFAULT_MARGIN,
             threshold_pct: float = 25.0, min_seconds: float = 5.0) -> DurationReport:
-    """Aggregate samples per registered file and compare with the registry's est_time."""
+    """Aggregate samples per registered file and compare with the registry's est_time.
+
+    Raises `DurationsError` when some file's sample or proposed est_time is above MAX_SECONDS.
+    """
     samples: dict[str, list[float]] = {}
+    sources: dict[str, list[str]] = {}
     seen: set[str] = set()
     unknown: set[str] = set()
     for report in reports:
@@ -88,10 +99,17 @@ def collect(reports: Iterable[JUnitReport], registry: Registry, *, margin: float
             if result.tests and result.skipped == result.tests:
                 continue
             samples.setdefault(file, []).append(result.time)
+            sources.setdefault(file, []).append(report.source)
     measurements = {
         path: Measurement(path, tuple(sorted(s)), p90(s), propose(p90(s), margin))
         for path, s in sorted(samples.items())
     }
+    too_long = [f"{path}: measured up to {max(m.samples):.0f} s (p90 {m.value:.0f} s, est_time would be "
+                f"{m.proposed} s) in {', '.join(sources[path])}"
+                for path, m in measurements.items() if max(m.samples) > MAX_SECONDS or m.proposed > MAX_SECONDS]
+    if too_long:
+        raise DurationsError(f"above the limit of {MAX_SECONDS} s (one day) that registry.yaml accepts; "
+                             f"refusing these reports: " + "; ".join(too_long))
     drifts = []
     for path, m in measurements.items():
         est = registry.tests[path].est_time
@@ -104,37 +122,72 @@ def collect(reports: Iterable[JUnitReport], registry: Registry, *, margin: float
 def rewrite_est_times(text: str, new_values: Mapping[str, int | float], path: str = "registry.yaml") -> str:
     """Return ``text`` with ``tests.<path>.est_time`` replaced for each key of ``new_values``.
 
+    An entry that runs on a GPU tier also gets ``timeout: derived_timeout(new est_time)`` when its
+    timeout is missing or lower (lint's L007 rule: a longer test keeps a proportionate budget);
+    a higher timeout is a deliberate choice and stays.
+
     Raises `RegistryError` if the text is not a valid registry before or after, and KeyError
     naming any path that has no est_time scalar in the file.
     """
     registry, problems = parse_registry(text, path)
     if registry is None:
         raise RegistryError(problems)
+    gpu_tiers = {name for name, tier in registry.tiers.items() if tier.needs_gpu}
     root = yaml.compose(text, Loader=yaml.SafeLoader)
-    spans: dict[str, tuple[int, int]] = {}
+    est_nodes: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+    flow_entries: set[str] = set()
+    timeout_nodes: dict[str, yaml.Node] = {}
     for key, value in root.value:
         if key.value != "tests":
             continue
         for test_key, test_value in value.value:
+            if test_value.flow_style:
+                flow_entries.add(test_key.value)
             for field_key, field_value in test_value.value:
                 if field_key.value == "est_time":
-                    spans[test_key.value] = (field_value.start_mark.index, field_value.end_mark.index)
-    missing = sorted(set(new_values) - spans.keys())
+                    est_nodes[test_key.value] = (field_key, field_value)
+                elif field_key.value == "timeout":
+                    timeout_nodes[test_key.value] = field_value
+    missing = sorted(set(new_values) - est_nodes.keys())
     if missing:
         raise KeyError(f"{path}: no est_time entry for {', '.join(missing)}")
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement), applied back to front
+    expected_timeouts: dict[str, int] = {}
+    for test, value in new_values.items():
+        est_key, est_value = est_nodes[test]
+        edits.append((est_value.start_mark.index, est_value.end_mark.index, _number(value)))
+        entry = registry.tests[test]
+        needed = derived_timeout(float(value))
+        if gpu_tiers.isdisjoint(entry.tiers) or (entry.timeout is not None and entry.timeout >= needed):
+            continue
+        expected_timeouts[test] = needed
+        if test in timeout_nodes:
+            node = timeout_nodes[test]
+            edits.append((node.start_mark.index, node.end_mark.index, str(needed)))
+        elif test not in flow_entries and est_key.start_mark.line == est_value.end_mark.line:
+            # Block style (`est_time: 5  # comment`): a new line below it, at the same indent.
+            line_end = text.find("\n", est_value.end_mark.index)
+            line_end = len(text) if line_end < 0 else line_end
+            edits.append((line_end, line_end, "\n" + " " * est_key.start_mark.column + f"timeout: {needed}"))
+        else:
+            raise ValueError(f"{path}: {test} runs on a GPU tier and needs 'timeout: {needed}', "
+                             f"but its entry is not in block style; add it by hand")
     out = text
-    for test, (start, end) in sorted(((t, spans[t]) for t in new_values), key=lambda kv: -kv[1][0]):
-        out = out[:start] + _number(new_values[test]) + out[end:]
+    for start, end, replacement in sorted(edits, key=lambda edit: -edit[0]):
+        out = out[:start] + replacement + out[end:]
     after, problems = parse_registry(out, path)
     if after is None:
         raise RegistryError(problems)
     for test, value in new_values.items():
         if after.tests[test].est_time != float(value):
             raise ValueError(f"{path}: rewriting est_time of {test} did not take effect")
+    for test, needed in expected_timeouts.items():
+        if after.tests[test].timeout != float(needed):
+            raise ValueError(f"{path}: raising the timeout of {test} to {needed} did not take effect")
     return out
 
 
 def _number(value: int | float) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"est_time must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_SECONDS:
+        raise ValueError(f"est_time must be a positive number of seconds up to {MAX_SECONDS}, got {value!r}")
     return str(int(value)) if float(value).is_integer() else repr(float(value))

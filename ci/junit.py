@@ -9,15 +9,20 @@ Contract:
   the outcome, the earlier ones count as reruns, and all attempts' times are summed (that is the
   time the file really cost).
 - Collection errors (``classname=""``, ``name="tests.test_x"``) become an ``error`` for that file.
-- Times are seconds. Malformed XML raises `JUnitError` naming the file.
+- Times are seconds. Malformed XML raises `JUnitError` naming the file, and so does a time that is
+  not a finite, non-negative number, or a testcase time above `ci.registry.MAX_SECONDS` (one day:
+  no test file may be estimated longer, so one test that long is a corrupt report).
 """
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
+
+from ci.limits import MAX_SECONDS
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 
@@ -98,13 +103,13 @@ def parse_junit(path: str | Path, *, root: str | Path | None = None,
     attempts: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
     wall = 0.0
     for suite in suites:
-        wall += _float(suite.get("time"), source, "testsuite time")
+        wall += _seconds(suite.get("time"), f"{source}: testsuite time")
         for case in suite.iter("testcase"):
             classname, name = case.get("classname", ""), case.get("name", "")
             file = case.get("file") or resolver.resolve(classname, name)
             key = (file, classname, name)
-            attempts.setdefault(key, []).append(
-                (_outcome(case), _float(case.get("time"), source, f"time of {classname}::{name}")))
+            what = f"{source}: time of testcase {file or classname}::{name}"
+            attempts.setdefault(key, []).append((_outcome(case), _seconds(case.get("time"), what, MAX_SECONDS)))
     cases = tuple(
         CaseResult(file, classname, name, runs[-1][0], sum(t for _, t in runs), len(runs) - 1)
         for (file, classname, name), runs in attempts.items())
@@ -135,13 +140,22 @@ def _outcome(case: ET.Element) -> str:
     return PASSED
 
 
-def _float(raw: str | None, source: str, what: str) -> float:
+def _seconds(raw: str | None, what: str, limit: float = math.inf) -> float:
+    """A time attribute: absent or empty is 0; anything but a finite number in [0, limit] is refused."""
     if raw is None or raw == "":
         return 0.0
+    shown = repr(raw) if len(raw) <= 40 else f"{raw[:20]!r}... ({len(raw)} characters)"
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
-        raise JUnitError(f"{source}: {what} is not a number: {raw!r}") from None
+        raise JUnitError(f"{what} is not a number: {shown}") from None
+    if not math.isfinite(value):
+        raise JUnitError(f"{what} is {shown}: not a finite number of seconds")
+    if value < 0:
+        raise JUnitError(f"{what} is {shown}: negative")
+    if value > limit:
+        raise JUnitError(f"{what} is {shown}: above {limit:.0f} s, the longest a test file may be registered for")
+    return value
 
 
 class _FileResolver:

@@ -1,32 +1,45 @@
 """Repository lint: the registry, the test tree and first-party imports agree.
 
-`lint_repo` returns every `Problem` (sorted; empty = clean). Codes:
+`lint_repo` returns every `Problem` (sorted; empty = clean). The test tree is what the registry's
+``project`` section says (``test_roots`` x ``test_patterns``). Codes:
 
-* ``R0xx`` registry parse problems from `ci.registry` (YAML syntax, duplicate/unknown/missing keys,
-  wrong types, unknown tiers, non-positive times, manual/quarantined without reason or issue);
-* ``L001`` a registered test file does not exist (at the registry entry);
-* ``L002`` a ``tests/**/test_*.py`` file is not registered (at the file, with the entry to add);
+* ``R0xx`` registry problems from `ci.registry` (not UTF-8, YAML syntax, anchors/aliases,
+  duplicate/unknown/missing keys, wrong types, unknown tiers, times outside (0, one day],
+  manual/quarantined without reason or issue);
+* ``L001`` a registered test file does not exist, or is a directory (at the registry entry);
+* ``L002`` a test file is not registered (at the file, with the entry to add);
 * ``L003`` two test files share a basename (``/rerun-test`` resolves basenames);
 * ``L004`` a ``depends_on`` or ``run_all_paths`` path does not exist (at the registry line);
+* ``L006`` a test file (or a directory under a test root) is a symlink that leaves the repository
+  or leads nowhere (the plugin refuses to collect it);
+* ``L007`` an entry with a GPU tier has no ``timeout``, or one below what its est_time derives
+  (`ci.registry.derived_timeout`): a hung GPU test must not hold a runner until the job's limit;
 * ``I0xx`` import integrity, from `ci.import_check`.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from pathlib import Path
+from typing import Sequence
 
-from ci.import_check import DEFAULT_FIRST_PARTY, check_imports
+from ci import import_check
+from ci.import_check import check_imports
+from ci.project import ProjectConfig
 from ci.registry import (
-    REGISTRY_FILENAME, Problem, Registry, gc_paused, iter_test_files, parse_registry, yaml_scalar,
+    REGISTRY_FILENAME, Problem, Registry, RegistryError, TestEntry, derived_timeout, display_path, gc_paused, link_problem,
+    parse_registry, read_registry_text, scan_test_tree, yaml_scalar,
 )
+from ci.registry_rules import MIN_TIMEOUT, TIMEOUT_FACTOR
 
 MISSING_FILE = "L001"
 UNREGISTERED = "L002"
 DUPLICATE_BASENAME = "L003"
 MISSING_DEPENDENCY = "L004"
+LINK_OUTSIDE = "L006"
+GPU_TIMEOUT = "L007"
 
-TESTS_DIR = "tests"
 DEFAULT_EST_TIME = 30
 PLACEHOLDER_OWNER = "@your-github-handle"
 
@@ -47,22 +60,31 @@ def suggested_entry(path: str, registry: Registry | None = None) -> str:
             f"    status: active\n")
 
 
-def lint_registry(root: Path, registry: Registry, test_files: list[str]) -> list[Problem]:
-    """Registry <-> tree checks (L001-L004) for an already parsed registry."""
+def lint_registry(root: Path, registry: Registry, test_files: list[str], links: Sequence[str] = ()) -> list[Problem]:
+    """Registry <-> tree checks (L001-L004, L006, L007) for an already parsed registry.
+
+    ``test_files`` and ``links`` are `ci.registry.scan_test_tree`'s for ``registry.project``.
+    """
     problems: list[Problem] = []
     where = registry.path
     on_disk = set(test_files)
     exists: dict[str, bool] = {}  # depends_on prefixes repeat across entries: stat each once
+    gpu_tiers = {name for name, tier in registry.tiers.items() if tier.needs_gpu}
     for entry in registry.tests.values():
         if entry.path not in on_disk and not (root / entry.path).is_file():
+            what = ("is a directory, not a file: register the test files in it one by one"
+                    if (root / entry.path).is_dir() else "does not exist")
             problems.append(Problem(where, entry.line, entry.col, MISSING_FILE,
-                                    f"registered test file {entry.path!r} does not exist"))
+                                    f"registered test file {entry.path!r} {what}"))
         for dep in entry.depends_on:
             if dep not in exists:
                 exists[dep] = (root / dep).exists()
             if not exists[dep]:
                 problems.append(Problem(where, entry.line, entry.col, MISSING_DEPENDENCY,
                                         f"{entry.path!r} depends_on {dep!r}, which does not exist"))
+        if not gpu_tiers.isdisjoint(entry.tiers) and (entry.timeout is None
+                                                      or entry.timeout < derived_timeout(entry.est_time)):
+            problems.append(_gpu_timeout(where, gpu_tiers, entry))
     for path in registry.run_all_paths:
         if not (root / path).exists():
             problems.append(Problem(where, 0, 0, MISSING_DEPENDENCY,
@@ -72,24 +94,44 @@ def lint_registry(root: Path, registry: Registry, test_files: list[str]) -> list
             problems.append(Problem(path, 1, 1, UNREGISTERED,
                                     f"test file is not registered in {where}; add under 'tests:'\n"
                                     + suggested_entry(path, registry).rstrip("\n")))
+    for path in links:
+        problem = link_problem(root, path)
+        if problem is not None:
+            problems.append(Problem(path, 1, 1, LINK_OUTSIDE,
+                                    f"{problem}; pytest refuses to collect it: keep test code in the repository"))
+    problems += _duplicate_basenames(on_disk | registry.tests.keys())
+    return problems
+
+
+def _gpu_timeout(where: str, gpu_tiers: set[str], entry: TestEntry) -> Problem:
+    needed = derived_timeout(entry.est_time)
+    gpu = ", ".join(t for t in entry.tiers if t in gpu_tiers)
+    rule = f"max({MIN_TIMEOUT}, {TIMEOUT_FACTOR} x est_time {entry.est_time:g})"
+    if entry.timeout is None:
+        message = f"{entry.path!r} runs on GPU tier(s) {gpu} without a timeout; add 'timeout: {needed}' ({rule})"
+    else:
+        message = (f"{entry.path!r} has timeout {entry.timeout:g}, below the {needed} its est_time derives ({rule}); "
+                   f"set 'timeout: {needed}' or more")
+    return Problem(where, entry.line, entry.col, GPU_TIMEOUT, message)
+
+
+def _duplicate_basenames(every_path: set[str]) -> list[Problem]:
     # Count first, then group only the shared basenames (sorting all 10,000 paths costs more).
-    every_path = on_disk | registry.tests.keys()
     shared = {name for name, count in Counter(p.rsplit("/", 1)[-1] for p in every_path).items() if count > 1}
     by_name: dict[str, list[str]] = {}
     for path in sorted(p for p in every_path if p.rsplit("/", 1)[-1] in shared):
         by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    problems = []
     for name, paths in by_name.items():
-        if len(paths) > 1:
-            for path in paths:
-                others = ", ".join(p for p in paths if p != path)
-                problems.append(Problem(path, 1, 1, DUPLICATE_BASENAME,
-                                        f"basename {name!r} is also used by {others}; "
-                                        f"/rerun-test resolves files by basename, rename one"))
+        for path in paths:
+            others = ", ".join(p for p in paths if p != path)
+            problems.append(Problem(path, 1, 1, DUPLICATE_BASENAME,
+                                    f"basename {name!r} is also used by {others}; "
+                                    f"/rerun-test resolves files by basename, rename one"))
     return problems
 
 
-def lint_repo(root: Path, registry_path: Path | None = None,
-              packages: tuple[str, ...] = DEFAULT_FIRST_PARTY) -> list[Problem]:
+def lint_repo(root: Path, registry_path: Path | None = None) -> list[Problem]:
     """Every problem in the repository at ``root`` (registry default ``root/registry.yaml``).
 
     Sorted by path, line, column; empty means clean. Raises FileNotFoundError if the registry
@@ -97,24 +139,35 @@ def lint_repo(root: Path, registry_path: Path | None = None,
     """
     root = Path(root)
     registry_file = Path(registry_path) if registry_path is not None else root / REGISTRY_FILENAME
-    text = registry_file.read_text(encoding="utf-8")
+    if not registry_file.exists():
+        raise FileNotFoundError(f"registry {registry_file}: no such file")
+    display = display_path(registry_file, root)
     with gc_paused():
-        registry, problems = parse_registry(text, _display(registry_file, root))
+        try:
+            registry, problems = parse_registry(read_registry_text(registry_file, display), display)
+        except RegistryError as exc:
+            registry, problems = None, list(exc.problems)
+        project = registry.project if registry is not None else ProjectConfig()
         if registry is not None:
-            problems += lint_registry(root, registry, iter_test_files(root, under=TESTS_DIR))
+            tree = scan_test_tree(root, project)
+            problems += lint_registry(root, registry, tree.files, tree.links)
         # Freed here by reference counting rather than traversed by the collection that
         # re-enabling the GC triggers (10,000 entries).
         del registry
-        problems += check_imports(root, packages)
+        problems += _check_imports(root, project)
     return sorted(problems)
 
 
-def _display(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+def _check_imports(root: Path, project: ProjectConfig) -> list[Problem]:
+    """`ci.import_check.check_imports` for the registry's project layout.
+
+    Bridge while two branches meet: the import check is gaining a ``project`` keyword (first_party,
+    source_roots, test_roots, generated_modules); until then it takes package names.
+    """
+    if "project" in inspect.signature(check_imports).parameters:
+        return check_imports(root, project=project)
+    return check_imports(root, project.first_party or getattr(import_check, "DEFAULT_FIRST_PARTY", ()))
 
 
-__all__ = ["DUPLICATE_BASENAME", "MISSING_DEPENDENCY", "MISSING_FILE", "UNREGISTERED", "lint_registry", "lint_repo",
-           "suggested_entry"]
+__all__ = ["DUPLICATE_BASENAME", "GPU_TIMEOUT", "LINK_OUTSIDE", "MISSING_DEPENDENCY", "MISSING_FILE", "UNREGISTERED",
+           "lint_registry", "lint_repo", "suggested_entry"]

@@ -1,9 +1,17 @@
 """pytest plugin: registry.yaml drives markers, skips, timeouts and reruns.
 
-Loaded for every run by the root ``conftest.py`` (``pytest_plugins = ["ci.pytest_plugin"]``), or
-explicitly with ``-p ci.pytest_plugin``. For each collected test file under ``<rootdir>/tests/``:
+Loaded for every run: as the ``pytest11`` entry point ``ci.pytest_plugin`` once the package is
+installed, by this repository's root ``conftest.py`` (``pytest_plugins = ["ci.pytest_plugin"]``),
+or with ``-p ci.pytest_plugin``; under one name, so it is registered once whichever way comes first.
+
+The registry is ``--registry PATH``, else ``registry.yaml`` in the nearest directory at or above
+pytest's rootdir that holds one (the same rule as ``python -m ci``); with neither, the plugin does
+nothing. Test files are those under the registry's ``project.test_roots`` whose names match
+``project.test_patterns``. For each collected test file:
 
 * unregistered -> a collection error naming the file and printing the YAML entry to add;
+* a symlink (or under a symlinked directory) that leads outside the repository -> a collection
+  error: its code is not the repository's, so it is never run;
 * every registered tier becomes a marker (``pytest -m gpu_b200``; markers are declared, so
   ``--strict-markers`` accepts them);
 * the item runs if at least one of its tiers' hardware is present (see `ci.hardware`), otherwise
@@ -11,33 +19,49 @@ explicitly with ``-p ci.pytest_plugin``. For each collected test file under ``<r
   selected and they run only where T's hardware is present;
 * ``manual`` / ``quarantined`` files are skipped with the registry's reason and issue, unless the
   file was named on the command line (without ``--tier``) or ``--include-inactive`` is given;
-* ``timeout: S`` becomes ``pytest.mark.timeout(S)`` (pytest-timeout, per test) and ``reruns: N``
-  ``pytest.mark.flaky(reruns=N)`` (pytest-rerunfailures), unless the test sets its own.
+* ``timeout: S`` is the whole file's budget: its tests together (setup, call and teardown, reruns
+  included) may take S seconds in one pytest process. Each test's pytest-timeout is what remains
+  of it (or the test's own ``@pytest.mark.timeout`` when that is smaller); once it is spent, the
+  file's remaining tests fail at setup without running. Under xdist each worker holds the budget
+  for the tests of the file it runs. A registry timeout without pytest-timeout loaded is a usage
+  error, never silently unenforced;
+* ``reruns: N`` becomes ``pytest.mark.flaky(reruns=N)`` (pytest-rerunfailures) unless the test
+  sets its own.
 
-Files outside ``<rootdir>/tests/`` are left alone.
+Files outside the test roots are left alone.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import math
+import os
+import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from ci.hardware import LazyHardware
-from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, Status, TestEntry, load_registry
-
-TESTS_DIR = "tests"
+from ci.registry import (
+    REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, Status, TestEntry, find_repo_root, link_problem,
+    load_registry, path_is_under,
+)
 
 
 @dataclass
 class _State:
     registry: Registry
-    rootdir: Path
+    root: Path
     tier: str | None
     include_inactive: bool
     named_files: set[Path]
+    is_test_name: Callable[[str], object]
     hardware: LazyHardware = field(default_factory=LazyHardware)
+    spent: dict[Path, float] = field(default_factory=dict)  # seconds each budgeted file has used here
+    paths: dict[Path, str | None] = field(default_factory=dict)  # memo of `_relative_test_path`
 
 
 _STATE = pytest.StashKey[_State]()
@@ -46,7 +70,7 @@ _STATE = pytest.StashKey[_State]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ci", "registry.yaml (ci.pytest_plugin)")
     group.addoption("--registry", metavar="PATH", default=None,
-                    help=f"registry file (default: <rootdir>/{REGISTRY_FILENAME})")
+                    help=f"registry file (default: {REGISTRY_FILENAME} at or above the rootdir)")
     group.addoption("--tier", metavar="TIER", default=None,
                     help="select only the tests registered for TIER; skip them unless TIER's hardware is here")
     group.addoption("--include-inactive", action="store_true", default=False,
@@ -55,9 +79,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     option = config.getoption("registry")
-    path = Path(option) if option else config.rootpath / REGISTRY_FILENAME
-    if not option and not path.is_file():
+    try:
+        root: Path | None = find_repo_root(config.rootpath)
+    except RepoRootNotFound:
+        root = None
+    if option:
+        path = Path(config.invocation_params.dir, option)
+        root = root or path.resolve().parent
+    elif root is None:
         return  # not a registry-driven tree (e.g. a pytester sandbox without one)
+    else:
+        path = root / REGISTRY_FILENAME
     try:
         registry = load_registry(path)
     except RegistryError as exc:
@@ -68,14 +100,20 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--tier {tier!r}: unknown tier; known tiers: {', '.join(registry.tiers)}")
     for t in registry.tiers.values():
         config.addinivalue_line("markers", f"{t.name}: registry tier - {t.description}")
+    collected = config.getini("python_files")
+    for pattern in registry.project.test_patterns:  # pytest must collect what the registry covers
+        if pattern not in collected:
+            config.addinivalue_line("python_files", pattern)
+    patterns = "|".join(fnmatch.translate(p) for p in registry.project.test_patterns)
     config.stash[_STATE] = _State(
         registry=registry,
-        rootdir=config.rootpath,
+        root=root,
         tier=tier,
         include_inactive=config.getoption("include_inactive"),
         # CI (`--tier`, e.g. from `python -m ci run`) passes shard file lists: naming a file there
         # is not a developer asking for it, so only --include-inactive runs inactive files.
         named_files=_named_files(config) if tier is None else set(),
+        is_test_name=re.compile(patterns).match,
     )
 
 
@@ -91,26 +129,39 @@ def _named_files(config: pytest.Config) -> set[Path]:
 
 
 def _relative_test_path(state: _State, path: Path) -> str | None:
-    """Repo-relative POSIX path if ``path`` lies in ``<rootdir>/tests/``, else None."""
-    try:
-        rel = path.resolve().relative_to(state.rootdir.resolve())
-    except ValueError:
-        return None
-    return rel.as_posix() if rel.parts and rel.parts[0] == TESTS_DIR else None
+    """The repo-relative POSIX path if ``path`` is a test file of the project (under a test root,
+    name matching a test pattern), else None. Symlinks are not resolved: a link is judged where
+    it lies."""
+    if path in state.paths:
+        return state.paths[path]
+    rel: str | None = None
+    for root in (state.root, state.root.resolve()):
+        try:
+            candidate = Path(os.path.abspath(path)).relative_to(root).as_posix()
+        except ValueError:
+            continue
+        if state.is_test_name(path.name) and any(path_is_under(candidate, r) for r in state.registry.project.test_roots):
+            rel = candidate
+        break
+    state.paths[path] = rel
+    return rel
 
 
-class UnregisteredTestFile(pytest.File):
-    """Stands in for a test module missing from the registry; collecting it is an error."""
+class RefusedTestFile(pytest.File):
+    """Stands in for a test module that must not run; collecting it is an error with ``reason``."""
+
+    reason = ""
 
     def collect(self):  # type: ignore[override]
-        from ci.lint import suggested_entry  # deferred: only the error path needs it
+        raise self.CollectError(self.reason)
 
-        state = self.config.stash[_STATE]
-        rel = _relative_test_path(state, self.path) or self.path.as_posix()
-        raise self.CollectError(
-            f"{rel} is not registered in {state.registry.path}; every test file under {TESTS_DIR}/ "
-            f"needs an entry. Add this under 'tests:' (measure est_time, in seconds):\n\n"
-            + suggested_entry(rel, state.registry))
+
+def _unregistered(state: _State, rel: str) -> str:
+    from ci.lint import suggested_entry  # deferred: only the error path needs it
+
+    roots = ", ".join(f"{r}/" for r in state.registry.project.test_roots)
+    return (f"{rel} is not registered in {state.registry.path}; every test file under {roots} needs an "
+            f"entry. Add this under 'tests:' (measure est_time, in seconds):\n\n" + suggested_entry(rel, state.registry))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -119,9 +170,20 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     if state is None:
         return None
     rel = _relative_test_path(state, module_path)
-    if rel is None or state.registry.entry(rel) is not None:
+    if rel is None:
         return None
-    return UnregisteredTestFile.from_parent(parent, path=module_path)
+    reason = None
+    if os.path.realpath(module_path) != os.path.abspath(module_path):
+        problem = link_problem(state.root, rel)
+        if problem is not None:
+            reason = f"{rel} {problem}; refusing to collect it (test code must live in the repository)"
+    if reason is None and state.registry.entry(rel) is None:
+        reason = _unregistered(state, rel)
+    if reason is None:
+        return None
+    refused = RefusedTestFile.from_parent(parent, path=module_path)
+    refused.reason = reason
+    return refused
 
 
 # tryfirst: tier markers must be on the items before pytest's own -m/-k deselection runs.
@@ -149,13 +211,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
+    budgeted = sorted({e.path for e in entries.values() if e is not None and e.timeout is not None})
+    if budgeted and not _has_pytest_timeout(config):
+        raise pytest.UsageError(
+            f"the registry gives {', '.join(budgeted[:3])}{' ...' if len(budgeted) > 3 else ''} a timeout, but "
+            f"pytest-timeout is not loaded: install it (pip install pytest-timeout) or load it (-p pytest_timeout)")
+
+
+def _has_pytest_timeout(config: pytest.Config) -> bool:
+    return any(getattr(p, "__name__", "") == "pytest_timeout" for p in config.pluginmanager.get_plugins())
 
 
 def _apply(state: _State, item: pytest.Item, entry: TestEntry) -> None:
     for tier in entry.tiers:
         item.add_marker(tier)
-    if entry.timeout is not None and item.get_closest_marker("timeout") is None:
-        item.add_marker(pytest.mark.timeout(entry.timeout))
     if entry.reruns and item.get_closest_marker("flaky") is None:
         item.add_marker(pytest.mark.flaky(reruns=entry.reruns))
 
@@ -175,3 +244,50 @@ def _apply(state: _State, item: pytest.Item, entry: TestEntry) -> None:
             return
         reasons.append(gap)
     item.add_marker(pytest.mark.skip(reason="; ".join(reasons)))
+
+
+# --- the whole-file timeout ------------------------------------------------------------------------
+
+_EXHAUSTED = pytest.StashKey[str]()
+
+
+def _entry_of(item: pytest.Item) -> tuple[_State, TestEntry] | None:
+    state = item.config.stash.get(_STATE, None)
+    if state is None:
+        return None
+    rel = _relative_test_path(state, item.path)
+    entry = state.registry.entry(rel) if rel is not None else None
+    return None if entry is None or entry.timeout is None else (state, entry)
+
+
+# tryfirst wrapper: runs outside pytest-timeout's own wrapper, which reads the marker set here.
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    found = _entry_of(item)
+    if found is None:
+        return (yield)
+    state, entry = found
+    spent = state.spent.get(item.path, 0.0)
+    remaining = entry.timeout - spent
+    if remaining < 0.001:  # each test's limit is whole ms below what is left, so this is "all spent"
+        item.stash[_EXHAUSTED] = (f"{entry.path}: the file's timeout of {entry.timeout:g} s (registry.yaml) is "
+                                  f"used up ({spent:.1f} s spent by its earlier tests here); not running this test")
+    else:
+        own = item.get_closest_marker("timeout")
+        own_seconds = (own.args[0] if own.args else own.kwargs.get("timeout")) if own is not None else None
+        left = max(0.001, math.floor(remaining * 1000) / 1000)  # whole ms, never more than is left
+        seconds = left if not own_seconds or own_seconds <= 0 else min(float(own_seconds), left)
+        kwargs = {k: v for k, v in (own.kwargs.items() if own is not None else ()) if k != "timeout"}
+        item.add_marker(pytest.mark.timeout(seconds, **kwargs), append=False)
+    start = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        state.spent[item.path] = spent + (time.monotonic() - start)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    message = item.stash.get(_EXHAUSTED, None)
+    if message is not None:
+        pytest.fail(message, pytrace=False)

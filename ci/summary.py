@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from ci.atomic_write import atomic_write_bytes
 from ci.junit import FileResult
 
 DEFAULT_THRESHOLD_PCT = 25.0
@@ -117,11 +118,18 @@ def to_markdown(s: Summary, title: str = "Test summary") -> str:
 
 
 def append_step_summary(markdown: str, env: Mapping[str, str] | None = None) -> Path | None:
-    """Append to ``$GITHUB_STEP_SUMMARY`` when set; returns the file written, or None."""
+    """Append to ``$GITHUB_STEP_SUMMARY`` when set; returns the file written, or None.
+
+    The append is a crash-safe rewrite (`ci.atomic_write`): the file ends up with the earlier
+    steps' text plus all of ``markdown``, or unchanged. Raises OSError when it cannot be written.
+    """
     target = (os.environ if env is None else env).get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
     path = Path(target)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(markdown)
+    try:
+        earlier = path.read_bytes()
+    except FileNotFoundError:
+        earlier = b""
+    atomic_write_bytes(path, earlier + markdown.encode("utf-8"))
     return path

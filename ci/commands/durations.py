@@ -5,7 +5,9 @@ statistic is the nearest-rank p90 (the max below 10 samples); the proposed est_t
 ceil(p90 * 1.1) whole seconds. ``--write`` rewrites only those numbers in registry.yaml, in place
 (comments and layout untouched); ``--json FILE`` writes ``{path: p90 seconds}`` for
 ``ci plan --durations``. Output is sorted by path so the diff is reviewable.
-Exit status: 0, or 1 with ``--check`` when some entry drifts, 2 on bad input.
+
+Every input is checked before anything is written, and every file is written crash-safely
+(`ci.atomic_write`): a kill or a full disk leaves registry.yaml as it was or fully updated.
 """
 
 from __future__ import annotations
@@ -15,14 +17,31 @@ import json
 import sys
 from pathlib import Path
 
+from ci.atomic_write import atomic_write_text
 from ci.commands.plan import add_registry_arg, load, registry_file
-from ci.durations import DEFAULT_MARGIN, collect, rewrite_est_times
+from ci.durations import DEFAULT_MARGIN, DurationReport, collect, rewrite_est_times
 from ci.junit import JUnitError, parse_junit
-from ci.registry import RegistryError
+from ci.registry import Registry, RegistryError
+
+EXIT_OK = 0
+EXIT_DRIFT = 1
+EXIT_BAD_INPUT = 2
+EXIT_WRITE_FAILED = 3
+
+EXIT_CODES = f"""\
+exit status:
+  {EXIT_OK}  done (with --check: no entry drifts)
+  {EXIT_DRIFT}  drift found (with --check)
+  {EXIT_BAD_INPUT}  bad input: arguments, registry, or a report that cannot be read or holds an
+     impossible time (inf, nan, negative, over one day); nothing was written
+  {EXIT_WRITE_FAILED}  cannot write an output (full disk, permissions); a file not rewritten is
+     unchanged, never truncated
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci durations", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ci durations", description=__doc__.splitlines()[0],
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_registry_arg(parser)
     parser.add_argument("reports", nargs="+", metavar="REPORT.xml")
     parser.add_argument("--threshold", type=float, default=25.0, help="drift threshold in %% (default 25)")
@@ -32,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--write", action="store_true", help="rewrite drifting est_time values in registry.yaml")
     parser.add_argument("--write-all", action="store_true", help="rewrite every measured est_time")
     parser.add_argument("--json", metavar="FILE", help="write {path: p90 seconds} as JSON")
-    parser.add_argument("--check", action="store_true", help="exit 1 when any entry drifts")
+    parser.add_argument("--check", action="store_true", help=f"exit {EXIT_DRIFT} when any entry drifts")
     return parser
 
 
@@ -43,31 +62,58 @@ def main(argv: list[str]) -> int:
         reports = [parse_junit(r, root=root, known_files=registry.tests) for r in args.reports]
         result = collect(reports, registry, margin=args.margin, threshold_pct=args.threshold,
                          min_seconds=args.min_seconds)
-        print(f"{len(result.measurements)} measured file(s) from {len(reports)} report(s)")
-        for path, m in result.measurements.items():
-            est = registry.tests[path].est_time
-            print(f"  {path}: p90 {m.value:.1f}s over {len(m.samples)} sample(s), est_time {est:g}s")
-        for d in result.drifts:
-            print(f"drift: {d.path}: measured {d.measured:.1f}s vs est_time {d.est_time:g}s "
-                  f"({d.pct:+.0f}%), proposed {d.proposed}")
-        for path in result.unknown:
-            print(f"unknown: {path} is in the reports but not in the registry")
-        for path in result.all_skipped:
-            print(f"no sample: {path} (every test skipped)")
-        if args.json:
-            Path(args.json).write_text(json.dumps({p: m.value for p, m in result.measurements.items()},
-                                                  indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        if args.write or args.write_all:
-            new = ({p: m.proposed for p, m in result.measurements.items()} if args.write_all
-                   else {d.path: d.proposed for d in result.drifts})
-            new = {p: v for p, v in new.items() if v != registry.tests[p].est_time}
-            file = registry_file(args)
-            text = file.read_text(encoding="utf-8")
-            updated = rewrite_est_times(text, new, registry.path)
-            if updated != text:
-                file.write_text(updated, encoding="utf-8")
-            print(f"updated {len(new)} est_time value(s) in {registry.path}")
+        new = _new_est_times(args, registry, result) if args.write or args.write_all else None
+        outputs = _outputs(args, registry, result, new)
     except (RegistryError, JUnitError, KeyError, ValueError, OSError) as exc:
         print(f"python -m ci durations: {exc}", file=sys.stderr)
-        return 2
-    return 1 if args.check and result.drifts else 0
+        return EXIT_BAD_INPUT
+    _print_report(registry, result, len(reports))
+    written: list[str] = []
+    for path, text in outputs:
+        try:
+            atomic_write_text(path, text)
+        except OSError as exc:
+            done = f"; already written: {', '.join(written)}" if written else ""
+            print(f"python -m ci durations: cannot write {path}: {exc.strerror or exc}; it is unchanged{done}",
+                  file=sys.stderr)
+            return EXIT_WRITE_FAILED
+        written.append(str(path))
+    if new is not None:
+        print(f"updated {len(new)} est_time value(s) in {registry.path}")
+    return EXIT_DRIFT if args.check and result.drifts else EXIT_OK
+
+
+def _new_est_times(args: argparse.Namespace, registry: Registry, result: DurationReport) -> dict[str, int]:
+    new = ({p: m.proposed for p, m in result.measurements.items()} if args.write_all
+           else {d.path: d.proposed for d in result.drifts})
+    return {p: v for p, v in new.items() if v != registry.tests[p].est_time}
+
+
+def _outputs(args: argparse.Namespace, registry: Registry, result: DurationReport,
+             new: dict[str, int] | None) -> list[tuple[Path, str]]:
+    """Every file to write and its new text, all computed (and validated) before the first write."""
+    outputs: list[tuple[Path, str]] = []
+    if new is not None:
+        file = registry_file(args)
+        text = file.read_text(encoding="utf-8")
+        updated = rewrite_est_times(text, new, registry.path)
+        if updated != text:
+            outputs.append((file, updated))
+    if args.json:
+        outputs.append((Path(args.json), json.dumps({p: m.value for p, m in result.measurements.items()},
+                                                    indent=2, sort_keys=True) + "\n"))
+    return outputs
+
+
+def _print_report(registry: Registry, result: DurationReport, n_reports: int) -> None:
+    print(f"{len(result.measurements)} measured file(s) from {n_reports} report(s)")
+    for path, m in result.measurements.items():
+        est = registry.tests[path].est_time
+        print(f"  {path}: p90 {m.value:.1f}s over {len(m.samples)} sample(s), est_time {est:g}s")
+    for d in result.drifts:
+        print(f"drift: {d.path}: measured {d.measured:.1f}s vs est_time {d.est_time:g}s "
+              f"({d.pct:+.0f}%), proposed {d.proposed}")
+    for path in result.unknown:
+        print(f"unknown: {path} is in the reports but not in the registry")
+    for path in result.all_skipped:
+        print(f"no sample: {path} (every test skipped)")

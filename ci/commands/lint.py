@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ci.lint import lint_repo
-from ci.registry import REGISTRY_FILENAME, Problem, find_repo_root
+from ci.registry import REGISTRY_FILENAME, Problem, RepoRootNotFound, find_repo_root
 
 
 def format_text(problems: list[Problem]) -> str:
@@ -53,7 +53,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m ci lint",
                                      description="check registry.yaml, the test tree and first-party imports")
     parser.add_argument("--root", type=Path, default=None,
-                        help=f"repository root (default: the nearest directory above the cwd holding {REGISTRY_FILENAME})")
+                        help=f"repository root (default: python -m ci --root, else the nearest directory at or above "
+                             f"the cwd holding {REGISTRY_FILENAME})")
     parser.add_argument("--registry", type=Path, default=None, help=f"registry file (default: ROOT/{REGISTRY_FILENAME})")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format (default: text)")
     try:
@@ -61,9 +62,9 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
-        root = args.root if args.root is not None else find_repo_root(Path.cwd())
-    except FileNotFoundError as exc:
-        print(f"python -m ci lint: {exc}; pass --root", file=sys.stderr)
+        root = args.root if args.root is not None else find_repo_root()
+    except RepoRootNotFound as exc:
+        print(f"python -m ci lint: {exc}", file=sys.stderr)
         return 2
     if not root.is_dir():
         print(f"python -m ci lint: --root {root}: not a directory", file=sys.stderr)

@@ -7,10 +7,11 @@ Examples::
     python -m ci run tests/quant/test_x.py --workers 0 -- -k roundtrip -x
 
 Exit status: pytest's, except that "no tests collected" (5) is an error unless the plan itself was
-empty (then 0 and "nothing to run"), and a run whose report holds no test case while tests were
-selected is an error too. 2 means bad arguments or an unreadable registry. 3 means ``--tier T``
-needs hardware this machine lacks (a GPU job on a runner whose CUDA is broken or mislabelled):
-the plugin would skip every test and the job would pass having tested nothing, so it fails first.
+empty (then 0 and "nothing to run"), and a pytest exit 0 whose JUnit report holds no test case
+(``--collect-only``, a plugin that swallowed the run) is 1: files were selected, none ran. 2 means
+bad arguments, an unreadable registry or JUnit report. 3 means ``--tier T`` needs hardware this
+machine lacks (a GPU job on a runner whose CUDA is broken or mislabelled): the plugin would skip
+every test and the job would pass having tested nothing, so it fails first.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ci.shard import ShardBudgetError, parse_shard_spec
 from ci.summary import DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, append_step_summary, summarize, to_markdown, to_text
 
 NO_TESTS_COLLECTED = 5
+EMPTY_REPORT = 1
 
 
 def build_parser(prog: str = "python -m ci run") -> argparse.ArgumentParser:
@@ -124,14 +126,18 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
                         args.threshold, DEFAULT_MIN_SECONDS)
     print()
     print(to_text(summary))
-    append_step_summary(to_markdown(summary, f"ci run {label}"))
+    try:
+        append_step_summary(to_markdown(summary, f"ci run {label}"))
+    except OSError as exc:  # the results above and the JUnit report still stand
+        print(f"ci run: warning: cannot append to $GITHUB_STEP_SUMMARY: {exc}", file=sys.stderr)
     if rc == NO_TESTS_COLLECTED:
         print(f"ci run: pytest collected no tests from {len(files)} selected file(s): {' '.join(files)}; "
               f"check the files' tier markers and the plugin's selection", file=sys.stderr)
         return rc
     if rc == 0 and summary.total.tests == 0:
-        print("ci run: pytest reported success but the JUnit report holds no test case", file=sys.stderr)
-        return 1
+        print(f"ci run: pytest exited 0 but its JUnit report holds no test case ({len(files)} file(s) "
+              f"selected): nothing was tested", file=sys.stderr)
+        return EMPTY_REPORT
     return rc
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ci.commands import durations as durations_cmd
 from ci.durations import collect, p90, propose, rewrite_est_times
-from ci.junit import parse_junit
+from ci.junit import JUnitError, parse_junit
 from ci.registry import RegistryError, parse_registry
 
 REGISTRY = textwrap.dedent("""\
@@ -89,6 +89,65 @@ def test_rewrite_changes_only_the_numbers(registry):
     assert rewrite_est_times(REGISTRY, {}) == REGISTRY
 
 
+GPU_REGISTRY = textwrap.dedent("""\
+    version: 1
+    tiers:
+      cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+      gpu: {description: gpu, runner_labels: [gpu], gpu_count: 1, arch: sm_90}
+    tests:
+      tests/test_low.py:
+        tiers: [cpu, gpu]
+        est_time: 10  # measured
+        timeout: 120
+        owner: a
+        status: active
+      tests/test_none.py:
+        tiers: [gpu]
+        est_time: 10  # no timeout yet
+        owner: a
+        status: active
+      tests/test_high.py:
+        tiers: [gpu]
+        est_time: 10
+        timeout: 5000
+        owner: a
+        status: active
+      tests/test_cpu.py:
+        tiers: [cpu]
+        est_time: 10
+        owner: a
+        status: active
+      tests/test_flow.py: {tiers: [gpu], est_time: 10, owner: a, status: active}
+    """)
+
+
+def test_rewrite_raises_a_gpu_entrys_timeout_with_its_est_time():
+    """A GPU entry keeps timeout >= derived_timeout(est_time) (lint L007); cpu-only entries and a
+    deliberately higher timeout are left alone."""
+    from ci.registry import derived_timeout
+
+    new = {"tests/test_low.py": 100, "tests/test_none.py": 100, "tests/test_high.py": 100, "tests/test_cpu.py": 100}
+    needed = derived_timeout(100)
+    assert needed > 120  # the case is only meaningful if the old timeout is too low
+    out = rewrite_est_times(GPU_REGISTRY, new)
+    expected = (GPU_REGISTRY
+                .replace("est_time: 10  # measured\n    timeout: 120",
+                         f"est_time: 100  # measured\n    timeout: {needed}")
+                .replace("est_time: 10  # no timeout yet\n",
+                         f"est_time: 100  # no timeout yet\n    timeout: {needed}\n")
+                .replace("est_time: 10\n    timeout: 5000", "est_time: 100\n    timeout: 5000")
+                .replace("tiers: [cpu]\n    est_time: 10", "tiers: [cpu]\n    est_time: 100"))
+    assert out == expected
+    reg, problems = parse_registry(out, "registry.yaml")
+    assert problems == []
+    assert {p: e.timeout for p, e in reg.tests.items()} == {
+        "tests/test_low.py": needed, "tests/test_none.py": needed, "tests/test_high.py": 5000,
+        "tests/test_cpu.py": None, "tests/test_flow.py": None}
+    # A flow-style GPU entry cannot take a new line: the error names it instead of guessing.
+    with pytest.raises(ValueError, match="tests/test_flow.py runs on a GPU tier and needs 'timeout: "):
+        rewrite_est_times(GPU_REGISTRY, {"tests/test_flow.py": 100})
+
+
 def test_rewrite_errors_name_the_problem():
     with pytest.raises(KeyError, match="no est_time entry for tests/test_zzz.py"):
         rewrite_est_times(REGISTRY, {"tests/test_zzz.py": 3})
@@ -124,3 +183,69 @@ def test_cli_bad_report_exits_2(tmp_path, capsys):
     reg_file.write_text(REGISTRY)
     assert durations_cmd.main(["--registry", str(reg_file), str(tmp_path / "missing.xml")]) == 2
     assert "missing.xml: cannot read JUnit XML" in capsys.readouterr().err
+
+
+# -- bad timings: refused with the report and the test named, nothing written, exit 2 -----------
+
+ABSURD = [
+    pytest.param([("tests/test_a.py", "t", "inf")], "not a finite number", id="inf"),
+    pytest.param([("tests/test_a.py", "t", "-inf")], "not a finite number", id="-inf"),
+    pytest.param([("tests/test_a.py", "t", "nan")], "not a finite number", id="nan"),
+    pytest.param([("tests/test_a.py", "t", "-50")], "negative", id="negative"),
+    pytest.param([("tests/test_a.py", "t", "1e308")], "above 86400", id="1e308"),
+    pytest.param([("tests/test_a.py", "t", "9" * 400)], "not a finite number", id="400-digits"),
+    pytest.param([("tests/test_a.py", "t", "86401")], "above 86400", id="over-one-day"),
+    # each case below a day, but the file's sum (or p90 plus the margin) is not
+    pytest.param([("tests/test_a.py", "t1", "50000"), ("tests/test_a.py", "t2", "50000")],
+                 "above the limit of 86400", id="file-sum-over-one-day"),
+    pytest.param([("tests/test_a.py", "t", "80000")], "above the limit of 86400", id="margin-over-one-day"),
+]
+
+
+@pytest.mark.parametrize("cases, problem", ABSURD)
+def test_cli_refuses_absurd_times_and_writes_nothing(tmp_path, capsys, cases, problem):
+    reg_file = tmp_path / "registry.yaml"
+    reg_file.write_text(REGISTRY)
+    body = "".join(f'<testcase classname="x" name="{name}" file="{file}" time="{time}"/>'
+                   for file, name, time in cases)
+    (tmp_path / "r.xml").write_text(f'<testsuites><testsuite time="1">{body}</testsuite></testsuites>')
+    rc = durations_cmd.main(["--registry", str(reg_file), str(tmp_path / "r.xml"), "--write-all",
+                             "--json", str(tmp_path / "d.json")])
+    err = capsys.readouterr().err
+    assert rc == durations_cmd.EXIT_BAD_INPUT == 2, err
+    assert str(tmp_path / "r.xml") in err and "tests/test_a.py" in err and problem in err, err
+    assert "Traceback" not in err
+    assert len(err) < 1000  # a 400-digit number is shown abbreviated, not pasted whole
+    assert reg_file.read_text() == REGISTRY
+    assert not (tmp_path / "d.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.xml", "registry.yaml"]
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-1"])
+def test_junit_refuses_a_bad_testsuite_time(tmp_path, raw):
+    (tmp_path / "r.xml").write_text(f'<testsuites><testsuite time="{raw}"></testsuite></testsuites>')
+    with pytest.raises(JUnitError, match=r"r\.xml: testsuite time"):
+        parse_junit(tmp_path / "r.xml")
+
+
+def test_junit_accepts_zero_and_tiny_times(tmp_path):
+    (tmp_path / "r.xml").write_text(
+        '<testsuite time="0"><testcase classname="x" name="a" file="tests/test_a.py" time="-0"/>'
+        '<testcase classname="x" name="b" file="tests/test_a.py" time="1e-400"/>'
+        '<testcase classname="x" name="c" file="tests/test_a.py" time="86400"/></testsuite>')
+    assert parse_junit(tmp_path / "r.xml").files["tests/test_a.py"].time == 86400.0
+
+
+def test_rewrite_refuses_values_the_registry_cannot_hold():
+    for bad in (float("inf"), float("nan"), 86401, -3):
+        with pytest.raises(ValueError, match="est_time"):
+            rewrite_est_times(REGISTRY, {"tests/test_a.py": bad})
+    assert "est_time: 86400" in rewrite_est_times(REGISTRY, {"tests/test_a.py": 86400})
+
+
+def test_help_documents_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        durations_cmd.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for line in ("0 ", "1 drift found (with --check)", "2 bad input", "3 cannot write"):
+        assert line in out, out

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ci.commands import lint as cli
-from ci.lint import lint_repo, suggested_entry
-from ci.registry import Problem, parse_registry
+from ci.lint import lint_registry, lint_repo, suggested_entry
+from ci.registry import Problem, parse_registry, scan_test_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -194,3 +194,80 @@ def test_python_dash_m_ci_lint_runs_from_a_subdirectory():
                             capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
     assert result.returncode in (0, 1), result.stderr
     assert isinstance(json.loads(result.stdout), list)
+
+
+# --- the project layout, links, directories, GPU timeouts -------------------------------------------
+
+GPU_HEAD = HEAD.replace("tests:\n", "  gpu_h100: {description: h100, runner_labels: [gpu-h100], gpu_count: 1, arch: sm_90}\n"
+                                    "tests:\n")
+
+
+def test_test_roots_and_patterns_come_from_the_project_section(tmp_path):
+    project = "project:\n  test_roots: [test/registered, more]\n  test_patterns: ['*_test.py']\n"
+    write(tmp_path, {
+        "registry.yaml": HEAD.replace("tiers:\n", project + "tiers:\n") + entry("test/registered/a/core_test.py"),
+        "ci/x.py": "",
+        "test/registered/a/core_test.py": "", "test/registered/b/new_test.py": "", "more/deep/er/x_test.py": "",
+        "test/registered/b/test_style_other.py": "",  # not a pattern of this project
+        "tests/old_test.py": "", "test/manual/hand_test.py": "",  # not under a test root
+    })
+    assert [(p.path, p.code) for p in lint_repo(tmp_path)] == [
+        ("more/deep/er/x_test.py", "L002"), ("test/registered/b/new_test.py", "L002")]
+
+
+def test_a_registered_directory_is_called_a_directory(tmp_path):
+    write(tmp_path, {"registry.yaml": HEAD + entry("tests/quant") + entry("tests/quant/test_a.py"),
+                     "tests/quant/test_a.py": "", "ci/x.py": ""})
+    assert lines(lint_repo(tmp_path)) == [
+        "registry.yaml:10:3: L001 registered test file 'tests/quant' is a directory, not a file: register the test "
+        "files in it one by one"]
+
+
+def test_symlinks_that_leave_the_repository_are_reported(tmp_path):
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    write(outside, {"test_evil.py": "", "lib/test_deep.py": ""})
+    write(repo, {"registry.yaml": HEAD + entry("tests/test_evil.py") + entry("tests/test_inside.py"),
+                 "tests/real/test_target.py": "", "ci/x.py": ""})
+    (repo / "tests" / "test_evil.py").symlink_to(outside / "test_evil.py")
+    (repo / "tests" / "test_inside.py").symlink_to(repo / "tests" / "real" / "test_target.py")  # stays inside: fine
+    (repo / "tests" / "lib").symlink_to(outside / "lib", target_is_directory=True)
+    found = [(p.path, p.code, p.message.split(";")[0]) for p in lint_repo(repo)]
+    assert found == [
+        ("tests/lib", "L006", f"is a symlink (or lies under one) to {outside / 'lib'}, outside the repository"),
+        ("tests/real/test_target.py", "L002", "test file is not registered in registry.yaml"),
+        ("tests/test_evil.py", "L006", f"is a symlink (or lies under one) to {outside / 'test_evil.py'}, outside the "
+                                       f"repository"),
+    ]
+
+
+def test_a_dangling_test_file_link_is_reported(tmp_path):
+    write(tmp_path, {"tests/real/test_a.py": "", "ci/x.py": ""})
+    (tmp_path / "tests" / "test_gone.py").symlink_to(tmp_path / "tests" / "missing.py")
+    registry, _ = parse_registry(HEAD + entry("tests/real/test_a.py"))
+    tree = scan_test_tree(tmp_path, registry.project)
+    assert tree.files == ["tests/real/test_a.py"] and tree.links == ["tests/test_gone.py"]
+    assert lines(lint_registry(tmp_path, registry, tree.files, tree.links)) == [
+        f"tests/test_gone.py:1:1: L006 is a symlink to {tmp_path / 'tests' / 'missing.py'}, which does not exist; "
+        f"pytest refuses to collect it: keep test code in the repository"]
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("", "'tests/test_g.py' runs on GPU tier(s) gpu_h100 without a timeout; add 'timeout: 120' "
+         "(max(120, 4 x est_time 1))"),
+    ("    timeout: 60\n", "'tests/test_g.py' has timeout 60, below the 120 its est_time derives "
+                        "(max(120, 4 x est_time 1)); set 'timeout: 120' or more"),
+    ("    timeout: 120\n", None),
+    ("    timeout: 900\n", None),
+])
+def test_gpu_entries_need_a_timeout_derived_from_est_time(tmp_path, extra, expected):
+    write(tmp_path, {"registry.yaml": GPU_HEAD + entry("tests/test_g.py").replace("[cpu]", "[cpu, gpu_h100]") + extra
+                     + entry("tests/test_c.py"),
+                     "tests/test_g.py": "", "tests/test_c.py": "", "ci/x.py": ""})
+    found = [p.message for p in lint_repo(tmp_path) if p.code == "L007"]
+    assert found == ([expected] if expected else [])
+
+
+def test_lint_outside_any_repository_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([]) == 2
+    assert f"no registry.yaml in {tmp_path.resolve()} or any directory above it" in capsys.readouterr().err

@@ -178,18 +178,15 @@ def test_inactive_files_skip_unless_named_or_included(pytester, repo, status, ex
     run(pytester, "--tier", "cpu", "--include-inactive", "tests/test_off.py").assert_outcomes(passed=2)
 
 
-def test_timeout_and_reruns_become_markers_unless_the_test_sets_its_own(pytester, repo):
-    repo(entry("tests/test_t.py", timeout=7, reruns=2), {"tests/test_t.py": """
+def test_reruns_become_markers_unless_the_test_sets_its_own(pytester, repo):
+    repo(entry("tests/test_t.py", reruns=2), {"tests/test_t.py": """
         import pytest
 
         def test_default(request):
-            assert request.node.get_closest_marker("timeout").args == (7.0,)
             assert request.node.get_closest_marker("flaky").kwargs == {"reruns": 2}
 
-        @pytest.mark.timeout(99)
         @pytest.mark.flaky(reruns=5)
         def test_own(request):
-            assert request.node.get_closest_marker("timeout").args == (99,)
             assert request.node.get_closest_marker("flaky").kwargs == {"reruns": 5}
 
         ATTEMPTS = []
@@ -202,16 +199,66 @@ def test_timeout_and_reruns_become_markers_unless_the_test_sets_its_own(pytester
     assert result.parseoutcomes() == {"passed": 3, "rerun": 2}
 
 
-def test_registry_timeout_really_stops_a_hanging_test(pytester, repo):
-    repo(entry("tests/test_hang.py", timeout=0.5), {"tests/test_hang.py": """
+def test_timeout_is_the_whole_files_budget_and_each_test_gets_what_remains(pytester, repo):
+    repo(entry("tests/test_t.py", timeout=600), {"tests/test_t.py": """
         import time
+
+        import pytest
+
+        SEEN = []
+
+        def test_first(request):
+            SEEN.append(request.node.get_closest_marker("timeout").args[0])
+            time.sleep(0.2)
+
+        def test_second(request):
+            SEEN.append(request.node.get_closest_marker("timeout").args[0])
+            # What the first test used (setup and teardown included) is gone from the budget.
+            assert 600 - 5 < SEEN[1] <= 600 - 0.2 < SEEN[0] <= 600
+
+        @pytest.mark.timeout(7)
+        def test_own_smaller_timeout_is_kept(request):
+            assert request.node.get_closest_marker("timeout").args == (7.0,)
+
+        @pytest.mark.timeout(9999, method="thread")
+        def test_own_larger_timeout_is_cut_to_the_budget(request):
+            marker = request.node.get_closest_marker("timeout")
+            assert marker.args[0] < 600 and marker.kwargs == {"method": "thread"}
+    """})
+    run(pytester, "tests").assert_outcomes(passed=4)
+
+
+def test_a_hung_test_takes_only_what_is_left_and_the_rest_of_the_file_fails_without_running(pytester, repo):
+    repo(entry("tests/test_hang.py", timeout=1.5), {"tests/test_hang.py": """
+        import time
+
+        RAN = []
+
+        def test_uses_most_of_the_budget():
+            time.sleep(1.0)
 
         def test_hangs():
             time.sleep(30)
+
+        def test_never_starts():
+            RAN.append(1)
+
+        def test_nothing_ran_after_the_budget():
+            assert RAN == []
     """})
     result = run(pytester, "tests")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*Timeout (>0.5s) from pytest-timeout*"])
+    result.assert_outcomes(passed=1, failed=1, errors=2)
+    result.stdout.fnmatch_lines([  # errors are reported before failures
+        "*tests/test_hang.py: the file's timeout of 1.5 s (registry.yaml) is used up*not running this test*",
+        "*Timeout (>0.*s) from pytest-timeout*",  # the hung test got the ~0.5 s left, not 1.5 s
+    ], consecutive=False)
+
+
+def test_a_registry_timeout_without_pytest_timeout_is_a_usage_error(pytester, repo):
+    repo(entry("tests/test_t.py", timeout=60), {"tests/test_t.py": TWO_TESTS})
+    result = pytester.runpytest_inprocess("-p", "ci.pytest_plugin", "-p", "no:cacheprovider", "tests")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*tests/test_t.py a timeout, but pytest-timeout is not loaded*"])
 
 
 def test_bad_registry_is_a_usage_error_listing_problems(pytester, repo):
@@ -233,46 +280,78 @@ def test_registry_option_points_elsewhere(pytester, repo):
     run(pytester, "--registry", str(other), "tests").assert_outcomes(skipped=2)
 
 
-# --- ci.hardware -----------------------------------------------------------------------------------
+# --- the registry's root and project layout ---------------------------------------------------------
 
-def _tier(name: str, count: int, arch: str, features: tuple[str, ...] = ()):
-    from ci.registry import Tier
-
-    return Tier(name, "d", ("l",), count, arch, features)
-
-
-def test_parse_override_and_describe():
-    from ci.hardware import parse_override
-
-    hw = parse_override("sm_90, sm_100x4")
-    assert hw.capabilities == ((9, 0),) + ((10, 0),) * 4
-    assert hw.count((10, 0)) == 4 and hw.count((9, 0)) == 1 and hw.count((8, 0)) == 0
-    assert hw.describe() == "1x sm_90, 4x sm_100"
-    assert parse_override("none").describe() == "none" and parse_override("").capabilities == ()
-    for bad in ("h100", "sm_100x0", "sm_100xx", "sm_1"):
-        with pytest.raises(ValueError, match="CI_HARDWARE_OVERRIDE: bad item"):
-            parse_override(bad)
+def test_the_registry_is_found_above_a_subdirectory_rootdir(pytester, repo):
+    repo(entry("tests/test_cpu.py"), {"tests/test_cpu.py": TWO_TESTS, "tests/test_stray.py": TWO_TESTS})
+    result = run(pytester, "--rootdir", str(pytester.path / "tests"), "--continue-on-collection-errors", "tests")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["tests/test_stray.py is not registered in registry.yaml*"])
 
 
-def test_missing_needs_exact_capability_and_count():
-    from ci.hardware import missing, parse_override
+def test_test_roots_and_patterns_come_from_the_project_section(pytester, repo):
+    project = 'project:\n  test_roots: [test/registered]\n  test_patterns: ["*_test.py", "test_*.py"]\n'
+    repo(entry("test/registered/a/core_test.py"), {
+        "test/registered/a/core_test.py": TWO_TESTS,   # registered, pytest's python_files extended to collect it
+        "test/registered/b/test_new.py": TWO_TESTS,    # under a test root, unregistered: an error
+        "test/manual/test_by_hand.py": TWO_TESTS,      # outside the test roots: left alone
+        "tests/test_old_root.py": TWO_TESTS,           # `tests/` is not a root here
+    })
+    (pytester.path / "registry.yaml").write_text(
+        (pytester.path / "registry.yaml").read_text().replace("tiers:\n", project + "tiers:\n", 1))
+    result = run(pytester, "-o", "python_files=test_*.py", "--continue-on-collection-errors", "test", "tests")
+    result.assert_outcomes(passed=6, errors=1)
+    result.stdout.fnmatch_lines([
+        "test/registered/b/test_new.py is not registered in registry.yaml; every test file under test/registered/ *"])
 
-    b200_x4 = _tier("gpu_b200_x4", 4, "sm_100", ("fp8", "fp4", "nvlink"))
-    assert missing(_tier("cpu", 0, "cpu"), parse_override("none")) is None
-    assert missing(b200_x4, parse_override("sm_100x4")) is None
-    assert missing(b200_x4, parse_override("sm_100x3,sm_90")) == (
-        "tier gpu_b200_x4 needs 4 GPUs with sm_100 (fp8, fp4, nvlink); this machine has 1x sm_90, 3x sm_100")
-    # A newer GPU does not stand in for the tier's architecture: CI must run on what it names.
-    assert missing(_tier("gpu_h100", 1, "sm_90"), parse_override("sm_100")) == (
-        "tier gpu_h100 needs 1 GPU with sm_90; this machine has 1x sm_100")
+
+def test_files_pytest_collects_beyond_the_registrys_patterns_are_left_alone(pytester, repo):
+    repo(entry("tests/test_cpu.py"), {"tests/test_cpu.py": TWO_TESTS, "tests/check_free.py": TWO_TESTS})
+    run(pytester, "-o", "python_files=test_*.py check_*.py", "tests").assert_outcomes(passed=4)
 
 
-def test_probe_uses_the_override_or_torch(monkeypatch):
-    from ci.hardware import probe
+def test_a_test_file_linked_from_outside_the_repository_is_refused(pytester, repo, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("elsewhere") / "test_evil.py"
+    outside.write_text("def test_evil():\n    raise SystemExit('ran code from outside the repository')\n")
+    repo(entry("tests/test_link.py") + entry("tests/test_inside.py") + entry("tests/ext/test_deep.py"),
+         {"tests/real/test_target.py": TWO_TESTS})
+    (pytester.path / "tests" / "test_link.py").symlink_to(outside)
+    (pytester.path / "tests" / "test_inside.py").symlink_to(pytester.path / "tests" / "real" / "test_target.py")
+    (pytester.path / "tests" / "ext").symlink_to(outside.parent, target_is_directory=True)
+    outside.with_name("test_deep.py").write_text("def test_deep():\n    raise SystemExit('outside')\n")
+    result = run(pytester, "--continue-on-collection-errors", "tests/test_link.py", "tests/test_inside.py",
+                 "tests/ext")
+    result.assert_outcomes(passed=2, errors=3)  # the link inside the repository runs
+    result.stdout.fnmatch_lines([
+        f"tests/test_link.py is a symlink (or lies under one) to {outside}, outside the repository; "
+        "refusing to collect it*",
+        f"tests/ext/test_deep.py is a symlink (or lies under one) to {outside.parent / 'test_deep.py'}, outside the "
+        "repository; refusing to collect it*",
+        f"tests/ext/test_evil.py is a symlink (or lies under one) to {outside}, outside the repository; *",
+    ], consecutive=False)
 
-    monkeypatch.setenv(OVERRIDE_ENV, "sm_90x2")
-    assert probe().capabilities == ((9, 0), (9, 0))
-    monkeypatch.delenv(OVERRIDE_ENV)
-    torch = pytest.importorskip("torch")
-    expected = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    assert len(probe().capabilities) == expected
+
+@pytest.mark.parametrize("damage, shown", [
+    (lambda text: text.encode("utf-16"), "R011 registry.yaml is UTF-16-encoded (byte order mark at byte offset 0)"),
+    (lambda text: text.encode("utf-16-le"), "R011 registry.yaml has a NUL byte at byte offset 1 (UTF-16 without a byte order mark?)"),
+    (lambda text: text.replace("no GPU", "caf\xe9").encode("latin-1"), "R011 registry.yaml is not valid UTF-8 at byte "
+                                                                       "offset 45 (byte 0xE9)"),
+])
+def test_a_registry_that_is_not_utf8_is_a_usage_error_naming_the_byte(pytester, repo, damage, shown):
+    repo(entry("tests/test_cpu.py"), {"tests/test_cpu.py": TWO_TESTS})
+    path = pytester.path / "registry.yaml"
+    path.write_bytes(damage(path.read_text()))
+    result = run(pytester, "tests")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*registry.yaml:*:*: {shown}; save it as UTF-8"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_registry_with_an_alias_is_a_usage_error(pytester, repo):
+    repo(entry("tests/test_cpu.py", tiers="&t [cpu]") + entry("tests/test_two.py", tiers="*t"),
+         {"tests/test_cpu.py": TWO_TESTS, "tests/test_two.py": TWO_TESTS})
+    result = run(pytester, "tests")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*R010 anchor '&t': anchors and aliases are not allowed*",
+                                 "*R010 alias '*t': anchors and aliases are not allowed*"])

@@ -63,11 +63,11 @@ def test_bootstrap_is_idempotent_when_nothing_changed(tmp_path: Path) -> None:
     """A second bootstrap with an unchanged pyproject.toml reuses the environment."""
     from ci import bootstrap
 
-    fingerprint = bootstrap.fingerprint(ROOT / "pyproject.toml")
-    assert fingerprint == bootstrap.fingerprint(ROOT / "pyproject.toml")
+    fingerprint = bootstrap.project_fingerprint(ROOT / "pyproject.toml")
+    assert fingerprint == bootstrap.project_fingerprint(ROOT / "pyproject.toml")
     changed = tmp_path / "pyproject.toml"
     changed.write_bytes((ROOT / "pyproject.toml").read_bytes() + b"\n# changed\n")
-    assert bootstrap.fingerprint(changed) != fingerprint
+    assert bootstrap.project_fingerprint(changed) != fingerprint
 
 
 def test_bootstrap_reports_up_to_date_in_this_checkout() -> None:

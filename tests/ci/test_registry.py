@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ci import registry as reg
+from ci import registry_precise, registry_rules as rules
 from ci.registry import Problem, Status, Tier, load_registry, parse_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,15 +71,26 @@ def test_registry_references_the_schema_for_editors():
 
 def test_schema_keys_equal_the_parser_keys():
     defs = SCHEMA["$defs"]
-    assert set(SCHEMA["properties"]) == reg._TOP_KEYS
-    assert set(SCHEMA["required"]) == {"version", "tiers", "tests"}
-    assert set(defs["tier"]["properties"]) == reg._TIER_KEYS
-    assert set(defs["tier"]["required"]) == reg._TIER_REQUIRED
-    assert set(defs["test"]["properties"]) == reg._TEST_KEYS
-    assert set(defs["test"]["required"]) == reg._TEST_REQUIRED
+    assert set(SCHEMA["properties"]) == rules.TOP_KEYS
+    assert set(SCHEMA["required"]) == rules.TOP_REQUIRED == {"version", "tiers", "tests"}
+    assert set(defs["project"]["properties"]) == rules.PROJECT_KEYS
+    assert {k for k, v in defs["project"]["properties"].items() if v.get("minItems")} == rules.PROJECT_NON_EMPTY
+    assert set(defs["tier"]["properties"]) == rules.TIER_KEYS
+    assert set(defs["tier"]["required"]) == rules.TIER_REQUIRED
+    assert set(defs["test"]["properties"]) == rules.TEST_KEYS
+    assert set(defs["test"]["required"]) == rules.TEST_REQUIRED
     assert defs["test"]["properties"]["status"]["enum"] == [s.value for s in Status]
-    for obj in (SCHEMA, defs["tier"], defs["test"]):
+    assert defs["tier"]["properties"]["features"]["items"]["enum"] == list(rules.FEATURES)
+    assert defs["seconds"]["maximum"] == reg.MAX_SECONDS
+    assert defs["tier"]["properties"]["min_memory_gib"]["maximum"] == rules.MAX_MEMORY_GIB
+    for obj in (SCHEMA, defs["tier"], defs["test"], defs["project"]):
         assert obj["additionalProperties"] is False
+
+
+def test_schema_project_defaults_are_the_typed_defaults():
+    defaults = reg.ProjectConfig()
+    for key, spec in SCHEMA["$defs"]["project"]["properties"].items():
+        assert tuple(spec["default"]) == getattr(defaults, key), key
 
 
 def _edit(old: str, new: str) -> str:
@@ -119,7 +131,39 @@ BAD_DOCUMENTS = {
     "absolute path": _edit("  tests/a/test_two.py:", "  /tests/a/test_two.py:"),
     "empty run_all_paths": _edit("run_all_paths: [ci/]", "run_all_paths: []"),
     "tests not a mapping": GOOD[: GOOD.index("tests:")] + "tests: [tests/a/test_one.py]\n",
+    # upper bounds: one day
+    "est_time over a day": _edit("est_time: 12", "est_time: 86401"),
+    "timeout over a day": _edit("timeout: 60", "timeout: 86400.5"),
+    "309-digit est_time": _edit("est_time: 12", "est_time: " + "9" * 309),
+    # tier identity
+    "unknown feature": _edit("features: [fp8, fp4]", "features: [fp8, fp16]"),
+    "feature on cpu": _edit("    arch: cpu\n", "    arch: cpu\n    features: [fp8]\n"),
+    "device name on cpu": _edit("    arch: cpu\n", "    arch: cpu\n    device_name: Xeon\n"),
+    "memory on cpu": _edit("    arch: cpu\n", "    arch: cpu\n    min_memory_gib: 4\n"),
+    "zero memory": _edit("    arch: sm_100\n", "    arch: sm_100\n    min_memory_gib: 0\n"),
+    "blank device name": _edit("    arch: sm_100\n", "    arch: sm_100\n    device_name: ' '\n"),
+    "numeric device name": _edit("    arch: sm_100\n", "    arch: sm_100\n    device_name: 200\n"),
+    # the project section
+    "unknown project key": _edit("tiers:\n", "project:\n  test_dirs: [tests]\ntiers:\n", ),
+    "project not a mapping": _edit("tiers:\n", "project: [tests]\ntiers:\n"),
+    "first_party with a dot": _edit("tiers:\n", "project:\n  first_party: [acme.core]\ntiers:\n"),
+    "test root above the repo": _edit("tiers:\n", "project:\n  test_roots: [../tests]\ntiers:\n"),
+    "absolute source root": _edit("tiers:\n", "project:\n  source_roots: [/src]\ntiers:\n"),
+    "empty test_roots": _edit("tiers:\n", "project:\n  test_roots: []\ntiers:\n"),
+    "pattern with a slash": _edit("tiers:\n", "project:\n  test_patterns: [tests/test_*.py]\ntiers:\n"),
+    "pattern not .py": _edit("tiers:\n", "project:\n  test_patterns: ['test_*']\ntiers:\n"),
+    "bad generated module": _edit("tiers:\n", "project:\n  generated_modules: [acme-x._version]\ntiers:\n"),
+    "duplicate test root": _edit("tiers:\n", "project:\n  test_roots: [tests, tests]\ntiers:\n"),
 }
+
+PROJECT = """\
+project:
+  first_party: [acme, acme_tools]
+  source_roots: [src, python/]
+  test_roots: [test/registered, tests]
+  test_patterns: ["test_*.py", "*_test.py"]
+  generated_modules: [acme._version]
+"""
 
 
 @pytest.mark.parametrize("name", sorted(BAD_DOCUMENTS))
@@ -128,6 +172,40 @@ def test_bad_documents_are_rejected_by_both_parser_and_schema(name):
     registry, problems = parse_registry(text, "r.yaml")
     assert registry is None and problems, name
     assert not VALIDATOR.is_valid(yaml.safe_load(text)), name
+
+
+# Rules JSON Schema cannot state (the schema's description lists them): the parser alone rejects these.
+PARSER_ONLY = {
+    "fp4 before sm_100": (_edit("arch: sm_100", "arch: sm_90"), "feature 'fp4' needs sm_100 or newer"),
+    "fp8 before sm_89": (_edit("arch: sm_100", "arch: sm_80").replace("[fp8, fp4]", "[fp8]"),
+                         "feature 'fp8' needs sm_89 or newer"),
+    "nvlink on one GPU": (_edit("features: [fp8, fp4]", "features: [fp8, nvlink]"), "it needs gpu_count >= 2"),
+    "device name not a regex": (_edit("    arch: sm_100\n", "    arch: sm_100\n    device_name: 'B[200'\n"),
+                                "is not a regular expression"),
+    "first_party a keyword": (_edit("tiers:\n", "project:\n  first_party: [import]\ntiers:\n"),
+                              "'import' is not a top-level package name"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARSER_ONLY))
+def test_rules_beyond_the_schema_are_the_parsers(name):
+    text, message = PARSER_ONLY[name]
+    registry, problems = parse_registry(text, "r.yaml")
+    # (a tier with a problem is left out, so tests naming it also get R006 "unknown tier")
+    [problem] = [p for p in problems if p.code != "R006"]
+    assert registry is None and problem.code == "R009" and message in problem.message, problems
+    assert VALIDATOR.is_valid(yaml.safe_load(text)), name  # what the schema's description warns about
+
+
+@pytest.mark.parametrize("text, where", [
+    (_edit("est_time: 12", "est_time: 86401"), (18, 15)),
+    (_edit("timeout: 60", "timeout: " + "9" * 400), (21, 14)),
+])
+def test_times_over_a_day_are_rejected_where_they_are(text, where):
+    registry, problems = parse_registry(text, "r.yaml")
+    assert registry is None and [(p.line, p.col, p.code) for p in problems] == [(*where, "R007")]
+    assert "at most 86400 seconds (one day)" in problems[0].message
+    assert len(problems[0].message) < 200  # a 400-digit number is cut, never echoed whole
 
 
 @pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
@@ -145,6 +223,10 @@ def test_non_finite_times_are_rejected(key, line, value):
     _edit("    features: [fp8, fp4]\n", "    features: []\n"),
     _edit("status: quarantined", "status: manual").replace("    issue: https://example.org/issues/7\n", ""),
     GOOD.replace("run_all_paths: [ci/]\n", "").replace("version: 1", "version: 1"),
+    _edit("tiers:\n", PROJECT + "tiers:\n"),
+    _edit("tiers:\n", "project:\n  first_party: []\n  source_roots: ['.']\ntiers:\n"),
+    _edit("    arch: sm_100\n", "    arch: sm_100\n    device_name: 'B200|GB200'\n    min_memory_gib: 170.5\n"),
+    _edit("est_time: 12", "est_time: 86400").replace("timeout: 60", "timeout: 86400"),
 ])
 def test_good_documents_are_accepted_by_both(text):
     registry, problems = parse_registry(text, "r.yaml")
@@ -165,13 +247,14 @@ def test_yaml_syntax_error_keeps_the_pure_python_message():
 
 
 @pytest.mark.parametrize("text, where", [
-    (GOOD + "version: 1\n", (31, 1)),                                                    # top level
+    (GOOD + "version: 1\n", (31, 1)),
+    (_edit("tiers:\n", "project:\n  test_roots: [a]\n  test_roots: [b]\ntiers:\n"), (5, 3)),  # project keys                                                    # top level
     (_edit("  gpu_b200:\n", "  cpu:\n    description: again\n  gpu_b200:\n"), (9, 3)),  # tier names
     (_edit("    arch: sm_100\n", "    arch: sm_100\n    arch: sm_90\n"), (14, 5)),       # inside a tier
     (GOOD + "  tests/a/test_one.py:\n    tiers: [cpu]\n", (31, 3)),                      # test paths
     (_edit("    timeout: 60\n", "    timeout: 60\n    timeout: 61\n"), (22, 5)),         # inside a test
     (_edit("tiers: [gpu_b200]", "tiers: [gpu_b200, gpu_b200]"), (25, 23)),               # inside a list
-], ids=["top", "tier-names", "tier-fields", "test-paths", "test-fields", "list-items"])
+], ids=["top", "project", "tier-names", "tier-fields", "test-paths", "test-fields", "list-items"])
 def test_duplicate_keys_are_found_at_every_level(text, where):
     found = problems_of(text)
     assert (*where, "R002") in found, found
@@ -217,7 +300,8 @@ tests:
 def test_problem_string_format():
     _, problems = parse_registry(GOOD + "extra: 1\n", "conf/registry.yaml")
     assert [str(p) for p in problems] == [
-        "conf/registry.yaml:31:1: R003 unknown key 'extra' in registry; allowed: run_all_paths, tests, tiers, version"]
+        "conf/registry.yaml:31:1: R003 unknown key 'extra' in registry; allowed: project, run_all_paths, tests, tiers, "
+        "version"]
 
 
 def test_load_registry_raises_with_every_problem(tmp_path):
@@ -247,11 +331,44 @@ def test_typed_entries():
     assert registry.run_all_paths == ("ci",)
 
 
+def test_typed_project_and_tier_identity():
+    text = _edit("tiers:\n", PROJECT + "tiers:\n").replace(
+        "    arch: sm_100\n", "    arch: sm_100\n    device_name: B200\n    min_memory_gib: 170\n")
+    registry, problems = parse_registry(text, "r.yaml")
+    assert problems == []
+    assert registry.project == reg.ProjectConfig(
+        first_party=("acme", "acme_tools"), source_roots=("src", "python"), test_roots=("test/registered", "tests"),
+        test_patterns=("test_*.py", "*_test.py"), generated_modules=("acme._version",))
+    b200 = registry.tiers["gpu_b200"]
+    assert (b200.device_name, b200.min_memory_gib, b200.features) == ("B200", 170.0, ("fp8", "fp4"))
+    assert isinstance(b200.min_memory_gib, float)
+    assert parse_registry(GOOD, "r.yaml")[0].project == reg.ProjectConfig()  # omitted: this repository's layout
+
+
+def test_repository_registry_states_its_project_and_gpu_timeouts():
+    registry = load_registry(ROOT / "registry.yaml")
+    assert "project" in yaml.safe_load((ROOT / "registry.yaml").read_text())
+    assert registry.project.test_roots == ("tests",) and "fp4kv" in registry.project.first_party
+    gpu_entries = [e for e in registry.tests.values() if registry.has_gpu_tier(e)]
+    assert gpu_entries
+    for e in gpu_entries:
+        assert e.timeout is not None and e.timeout >= rules.derived_timeout(e.est_time), e.path
+    for tier in registry.tiers.values():
+        if tier.needs_gpu:
+            assert tier.device_name and tier.min_memory_gib, tier.name  # H100 vs H200: both sm_90
+
+
+def test_derived_timeout():
+    assert rules.derived_timeout(1) == 120 and rules.derived_timeout(30) == 120
+    assert rules.derived_timeout(31) == 124 and rules.derived_timeout(30.1) == 121
+    assert rules.derived_timeout(reg.MAX_SECONDS) == reg.MAX_SECONDS
+
+
 def test_libyaml_and_pure_python_parses_agree(monkeypatch):
-    assert reg._CLoader is not None, "PyYAML without libyaml: the registry parse is several times slower"
+    assert registry_precise._CLoader is not None, "PyYAML without libyaml: the registry parse is several times slower"
     assert not yaml.SafeLoader.yaml_path_resolvers  # _CLoader skips the path-resolver hooks
     fast = parse_registry(GOOD, "r.yaml")
-    monkeypatch.setattr(reg, "_CLoader", None)
+    monkeypatch.setattr(registry_precise, "_CLoader", None)
     assert parse_registry(GOOD, "r.yaml") == fast
 
 

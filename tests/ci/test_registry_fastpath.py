@@ -15,8 +15,9 @@ import pytest
 
 from bench.lint import registry_text
 from ci import import_check
-from ci import registry as reg
-from ci.registry import Status, TestEntry, parse_registry
+from ci import registry_fast as fast_mod
+from ci import registry_precise as precise_mod
+from ci.registry import Status, iter_test_files, parse_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,6 +30,14 @@ version: 1   # trailing comment
 run_all_paths:
   - ci/
   - 'registry.yaml'
+project:
+  first_party: [acme, acme_tools]
+  source_roots:
+    - src
+    - python/
+  test_roots: [test/registered, "tests"]
+  test_patterns: ["test_*.py", '*_test.py', check_*.py]
+  generated_modules: [acme._version]
 tiers:
   cpu:
     description: x86-64 Linux, no GPU; C# and http://x (a=b), [ok]
@@ -41,6 +50,15 @@ tiers:
     gpu_count: 1
     arch: sm_100
     features: []
+    device_name: B200|GB200   # a regular expression
+    min_memory_gib: 170.5
+  gpu_b200_x2:
+    description: two B200
+    runner_labels: [gpu-b200-x2]
+    gpu_count: 2
+    arch: sm_100
+    features: [fp8, fp4, nvlink]
+    min_memory_gib: 170
 tests:
     # an indented comment
     tests/a/test_one.py:
@@ -73,8 +91,8 @@ tests:
 def both(text: str, *, dispatch: bool = True):
     """(fast, precise) for ``text``, checking the contract between them on the way (and that
     `parse_registry` returns the fast result or else the precise one, unless not ``dispatch``)."""
-    fast = reg._parse_fast(text, "r.yaml")
-    precise = reg._parse_precise(text, "r.yaml")
+    fast = fast_mod.parse_fast(text, "r.yaml")
+    precise = precise_mod.parse_precise(text, "r.yaml")
     if dispatch or fast is not None:
         assert parse_registry(text, "r.yaml") == ((fast, []) if fast is not None else precise)
     if fast is not None:
@@ -96,7 +114,11 @@ def test_the_fast_path_reads_the_block_style():
     assert fast.tiers["gpu_b200"].runner_labels == ("self-hosted", "gpu-b200", "x y")
     assert fast.tiers["gpu_b200"].description == "one B200 \u2014 'quoted' # not a comment"
     assert fast.tests["tests/a/test_one.py"].depends_on == ("fp4kv/quant", "ci/registry.py", "README.md")
-    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (30, 5)
+    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (47, 5)
+    assert fast.project.source_roots == ("src", "python")
+    assert fast.project.test_patterns == ("test_*.py", "*_test.py", "check_*.py")
+    assert (fast.tiers["gpu_b200"].device_name, fast.tiers["gpu_b200"].min_memory_gib) == ("B200|GB200", 170.5)
+    assert fast.tiers["gpu_b200_x2"].features == ("fp8", "fp4", "nvlink")
     assert fast.tests["tests/b/test_three.py"].status is Status.MANUAL
     assert fast.run_all_paths == ("ci", "registry.yaml")
 
@@ -119,7 +141,6 @@ def _swap(old: str, new: str) -> str:
 OUTSIDE_THE_SUBSET = {
     "indentless sequence": _swap("  - ci/\n  - 'registry.yaml'\n", "- ci/\n- 'registry.yaml'\n"),
     "multi-line plain scalar": _swap("flaky NCCL init\n", "flaky NCCL\n        init\n"),
-    "anchor and alias": _swap("owner: \"@me\"", "owner: &me \"@me\"").replace("owner: '@me'", "owner: *me"),
     "explicit tag": _swap("owner: someone", "owner: !!str someone"),
     "escape in double quotes": _swap('owner: "@me"', 'owner: "\\x40me"'),
     "escaped single quote": _swap("owner: '@me'", "owner: 'it''s me'"),
@@ -142,6 +163,8 @@ OUTSIDE_THE_SUBSET = {
     "trailing comma in a flow list": _swap("[fp4kv/quant/, ./ci//registry.py, README.md]",
                                           "[fp4kv/quant/, README.md,]"),
     "all on one indented document": "".join("  " + line + "\n" for line in DOC.splitlines()),
+    "project list over two lines": _swap("first_party: [acme, acme_tools]", "first_party: [acme,\n    acme_tools]"),
+    "escaped pattern": _swap("'*_test.py'", '"\\x2a_test.py"'),
 }
 
 
@@ -200,6 +223,30 @@ WITH_PROBLEMS = {
     "empty": "",
     "only comments": "# nothing\n\n",
     "top level list": "- a\n- b\n",
+    "anchor and alias": _swap("owner: \"@me\"", "owner: &me \"@me\"").replace("owner: '@me'", "owner: *me"),
+    "alias as a list": _swap("tiers: [cpu, gpu_b200]", "tiers: &t [cpu, gpu_b200]").replace(
+        "      tiers:\n        - gpu_b200\n", "      tiers: *t\n"),
+    "est_time over a day": _swap("est_time: 12", "est_time: 86401"),
+    "timeout over a day": _swap("timeout: 60.5", "timeout: 100000.5"),
+    "unknown feature": _swap("features: [fp8, fp4, nvlink]", "features: [fp8, fp4, nvlink, hbm]"),
+    "nvlink on one GPU": _swap("    features: []\n", "    features: [nvlink]\n"),
+    "fp4 on sm_90": _swap("arch: sm_100\n    features: []", "arch: sm_90\n    features: [fp4]"),
+    "device name not a regex": _swap("device_name: B200|GB200", "device_name: B200["),
+    "device name a number": _swap("device_name: B200|GB200", "device_name: 200"),
+    "zero memory": _swap("min_memory_gib: 170.5", "min_memory_gib: 0"),
+    "memory on cpu": _swap("    arch: cpu\n", "    arch: cpu\n    min_memory_gib: 4\n"),
+    "device name on cpu": _swap("    arch: cpu\n", "    arch: cpu\n    device_name: x\n"),
+    "unknown project key": _swap("  generated_modules:", "  generated:"),
+    "bad first_party": _swap("[acme, acme_tools]", "[acme, acme.tools]"),
+    "keyword first_party": _swap("[acme, acme_tools]", "[acme, class]"),
+    "test root above": _swap('[test/registered, "tests"]', '[test/registered, "../tests"]'),
+    "empty test_roots": _swap('[test/registered, "tests"]', "[]"),
+    "empty source_roots": _swap("  source_roots:\n    - src\n    - python/\n", "  source_roots: []\n"),
+    "pattern with a slash": _swap("check_*.py", "t/check_*.py"),
+    "pattern not .py": _swap("check_*.py", "check_*"),
+    "duplicate pattern": _swap("check_*.py", "test_*.py"),
+    "bad generated module": _swap("[acme._version]", "[acme.-version]"),
+    "project as a list": _swap("  first_party: [acme, acme_tools]\n", "  - acme\n"),
 }
 
 
@@ -217,6 +264,9 @@ VALUES = [
     "{a: b}", "&x a", "*x", "!!str 5", "|", ">", "a: b", "a:", "a #c", "a#c", "- a", "@x", "`x", "%x", "? x",
     "[a,]", "[a b]", "[a, [b]]", "x86-64 Linux, no GPU", "sm_90", "sm_100", "cpu", "gpu_b200", "[cpu]", "active",
     "manual", "quarantined", "a\u00a0", "caf\u00e9", "\u2028", "\x85", "https://x/y?q=1#frag",
+    "test_*.py", "*_test.py", "'*_test.py'", "[test_*.py]", "[*_test.py]", "[a*]", "[a, *b]", "B[200", "B200|GB200",
+    "fp8", "nvlink", "[fp8, nvlink]", "[fp4]", "80", "86400", "86401", "86400.0", "1e400", "99999999999999999999999",
+    "[.]", "[src/]", "[../x]", "[/x]", "[a.b]", "[a-b]", "[if]", "[x.py]", "[.py]",
 ]
 
 
@@ -224,7 +274,7 @@ VALUES = [
 def test_every_value_in_every_field_agrees(value):
     """Each tricky scalar in each field of a tier and of an entry, and as a list item."""
     lines = DOC.split("\n")
-    fields = [i for i, line in enumerate(lines) if ": " in line and (line.startswith("    ") or line.startswith("v"))]
+    fields = [i for i, line in enumerate(lines) if ": " in line and line.startswith(("  ", "v"))]
     for i in fields:
         key, _, _ = lines[i].partition(": ")
         both("\n".join([*lines[:i], f"{key}: {value}", *lines[i + 1:]]), dispatch=False)
@@ -251,18 +301,18 @@ def test_every_line_edit_agrees(edit):
 
 
 def test_plain_scalar_types_are_yamls():
-    assert reg._plain("12") == 12 and type(reg._plain("12")) is int
-    assert reg._plain("2.5") == 2.5 and reg._plain("active") == "active"
+    assert fast_mod._plain("12") == 12 and type(fast_mod._plain("12")) is int
+    assert fast_mod._plain("2.5") == 2.5 and fast_mod._plain("active") == "active"
     for text in ["yes", "~", "014", "1_0", "2024-01-01", ".inf", "="]:
-        with pytest.raises(reg._NotSimple):
-            reg._plain(text)
+        with pytest.raises(fast_mod._NotSimple):
+            fast_mod._plain(text)
 
 
 def test_the_ascii_character_check_equals_the_regex():
     samples = [f"a: b\n{chr(c)}x" for c in range(128)]
     samples += ["", "\n", "caf\u00e9", "a\u00e9\tb", "\u2028", "\ufeff", "\x85"]
     for text in samples:
-        assert reg._has_odd_char(text) == (reg._ODD_CHAR.search(text) is not None), repr(text)
+        assert fast_mod._has_odd_char(text) == (fast_mod._ODD_CHAR.search(text) is not None), repr(text)
 
 
 # --- ci/import_check.py ------------------------------------------------------------------------
@@ -326,11 +376,11 @@ def test_iter_test_files_matches_any_of_its_patterns(tmp_path):
                 "tests/xtest_e.py", "tests/sub/deeper/e_test.py"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
-    assert reg.iter_test_files(tmp_path) == ["tests/sub/test_c.py", "tests/test_a.py"]
-    assert reg.iter_test_files(tmp_path, ("test_*.py", "*_test.py")) == [
+    assert iter_test_files(tmp_path) == ["tests/sub/test_c.py", "tests/test_a.py"]
+    assert iter_test_files(tmp_path, ("test_*.py", "*_test.py")) == [
         "tests/b_test.py", "tests/sub/deeper/e_test.py", "tests/sub/test_c.py", "tests/test_a.py"]
-    assert reg.iter_test_files(tmp_path, iter(["*_test.py"])) == ["tests/b_test.py", "tests/sub/deeper/e_test.py"]
-    assert reg.iter_test_files(tmp_path, ()) == []
+    assert iter_test_files(tmp_path, iter(["*_test.py"])) == ["tests/b_test.py", "tests/sub/deeper/e_test.py"]
+    assert iter_test_files(tmp_path, ()) == []
 
 
 def test_duplicate_basenames_are_reported_in_sorted_path_order(tmp_path):

@@ -210,6 +210,29 @@ def test_run_no_tests_collected_is_an_error(repo, capfd):
     assert "pytest collected no tests from 1 selected file(s): tests/test_empty.py" in captured.err
 
 
+def test_run_exit_0_with_an_empty_junit_report_is_an_error(repo, capfd):
+    # `--collect-only` makes pytest exit 0 and write a JUnit report without a single <testcase>:
+    # the selection was not empty, so a green exit here would claim tests that never ran.
+    junit = repo / "j.xml"
+    rc = run_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--workers", "0",
+                       "--junit", str(junit), "--", "--collect-only", "-q"])
+    captured = capfd.readouterr()
+    assert parse_junit(junit).cases == ()  # the premise: pytest's own report is empty
+    assert "4 tests collected" in captured.out  # ... and pytest itself was content
+    assert rc == run_cmd.EMPTY_REPORT != 0
+    assert "pytest exited 0 but its JUnit report holds no test case (2 file(s) selected)" in captured.err
+
+
+def test_run_unwritable_step_summary_warns_and_keeps_the_result(repo, capfd, monkeypatch):
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(repo / "no-such-dir" / "summary.md"))
+    rc = run_cmd.main(["--registry", str(repo / "registry.yaml"), "--workers", "0", "--junit", str(repo / "j.xml"),
+                       "tests/sub/test_beta.py"])
+    captured = capfd.readouterr()
+    assert rc == 0, captured.err
+    assert "ci run: warning: cannot append to $GITHUB_STEP_SUMMARY" in captured.err and "Traceback" not in captured.err
+    assert "tests/sub/test_beta.py      1       1" in captured.out
+
+
 def test_run_legitimately_empty_plan_exits_0(repo, capfd):
     (repo / "changed.txt").write_text("docs/readme.md\n")
     rc = run_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--shard", "1/1",

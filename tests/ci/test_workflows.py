@@ -1,41 +1,29 @@
-"""Every GitHub workflow parses, runs every registry tier somewhere, and calls only commands and
-scripts that exist (import-level checks: nothing here runs a job)."""
+"""Every GitHub workflow parses, runs every registry tier somewhere, calls only commands and
+scripts that exist, and plans with the nightly's recorded durations, falling back to est_time
+(the plan and shard steps' scripts are run here, against a throw-away git repository)."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ci.__main__ import COMMANDS
-from ci.registry import find_repo_root, load_registry
+from ci.registry import load_registry
+from workflow_support import (ROOT, WORKFLOW_DIR, WORKFLOWS, load_workflow, needs, run_scripts, run_step,
+                              step_named, triggers, uses)
 
-ROOT = find_repo_root()
-WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
 # `python -m mod [cmd]`, `python3 -m`, `.venv/bin/python -m`
 MODULE_CALL = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?python3?(?:\.\d+)? -m ([\w.]+)((?:[ \t]+[^\s;&|]+)*)")
 SCRIPT = re.compile(r"(?<![\w/.$-])((?:\.?[\w-]+/)+[\w.-]+\.(?:py|sh))\b|(?<![\w/])(\.ci/[\w.-]+)")
 EXPRESSION = re.compile(r"\$\{\{.*?\}\}")
-
-
-def load_workflow(path: Path) -> dict:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise AssertionError(f"{path}: not a mapping")
-    if True in data:  # YAML 1.1: a bare `on` key is the boolean true
-        data["on"] = data.pop(True)
-    return data
-
-
-def run_scripts(workflow: dict) -> list[tuple[str, str]]:
-    """(job id, run script) for every step with `run:`."""
-    return [(job_id, step["run"]) for job_id, job in workflow["jobs"].items()
-            for step in job.get("steps", []) if "run" in step]
 
 
 def module_calls(script: str) -> list[tuple[str, list[str]]]:
@@ -46,7 +34,7 @@ def module_calls(script: str) -> list[tuple[str, list[str]]]:
 
 def test_there_are_workflows():
     names = {p.name for p in WORKFLOWS}
-    assert {"pr.yml", "gpu.yml"} <= names
+    assert {"pr.yml", "pr-gpu.yml", "gpu.yml"} <= names
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -57,30 +45,37 @@ def test_workflow_structure(path):
     assert wf["jobs"], f"{path.name}: no jobs"
     for job_id, job in wf["jobs"].items():
         assert "runs-on" in job, f"{path.name}: job {job_id} has no runs-on"
-        needs = job.get("needs", [])
-        for need in [needs] if isinstance(needs, str) else needs:
+        for need in needs(job):
             assert need in wf["jobs"], f"{path.name}: job {job_id} needs unknown job {need}"
-        for step in job.get("steps", []):
-            if "uses" in step:
-                assert "@" in step["uses"], f"{path.name}: {step['uses']} is not pinned to a version"
 
 
-def test_pr_workflow_runs_the_documented_steps():
-    wf = load_workflow(ROOT / ".github" / "workflows" / "pr.yml")
-    assert "pull_request" in wf["on"]
-    assert "concurrency" in wf and wf["permissions"] == {"contents": "read"}
+def test_pr_workflow_runs_lint_and_the_cpu_tier_on_hosted_runners_only():
+    wf = load_workflow(WORKFLOW_DIR / "pr.yml")
+    assert triggers(wf) == {"pull_request", "workflow_dispatch"} and "concurrency" in wf
+    assert list(wf["jobs"]) == ["cpu"] and wf["jobs"]["cpu"]["runs-on"] == "ubuntu-latest"
     scripts = "\n".join(s for _, s in run_scripts(wf))
-    for expected in ("python3 ci/bootstrap.py", "-m ci lint --format github", "-m ci run --tier cpu",
-                     "-m ci plan --gpu-tiers --base", "--format github-matrix --github-output",
-                     "--shard ${{ matrix.shard }}/${{ matrix.shards }}"):
+    for expected in ("python3 ci/bootstrap.py", "-m ci lint --format github", "-m ci run --tier cpu"):
         assert expected in scripts, expected
-    gpu = wf["jobs"]["gpu"]
-    assert gpu["runs-on"] == "${{ matrix.runner }}"
+    assert sum(uses(s, "actions/upload-artifact") for s in wf["jobs"]["cpu"]["steps"]) == 1
+
+
+def test_pr_gpu_workflow_gates_plans_and_shards_the_gpu_tiers():
+    wf = load_workflow(WORKFLOW_DIR / "pr-gpu.yml")
+    assert triggers(wf) == {"pull_request_target"}
+    assert wf["on"]["pull_request_target"]["types"] == ["opened", "synchronize", "reopened", "labeled"]
+    jobs = wf["jobs"]
+    assert "-m ci approval --event \"$GITHUB_EVENT_PATH\"" in step_named(jobs["approval"], "Decide")["run"]
+    plan = step_named(jobs["plan"], "Plan GPU tiers")["run"]
+    for expected in ("-m ci plan --gpu-tiers --base", "--format github-matrix --github-output", "--durations"):
+        assert expected in plan, expected
+    gpu = jobs["gpu"]
+    assert needs(gpu) == ["approval", "plan"] and gpu["runs-on"] == "${{ matrix.runner }}"
     assert gpu["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
-    assert gpu["if"] == "${{ needs.plan.outputs.has_tests == 'true' }}"
-    uploads = [s for job in wf["jobs"].values() for s in job.get("steps", [])
-               if s.get("uses", "").startswith("actions/upload-artifact")]
-    assert len(uploads) == 2
+    assert gpu["if"] == "${{ needs.approval.outputs.run == 'true' && needs.plan.outputs.has_tests == 'true' }}"
+    run = step_named(gpu, "Run shard")
+    assert '--shard "$SHARD/$SHARDS" --base "origin/$BASE_REF"' in run["run"]
+    assert run["env"]["SHARD"] == "${{ matrix.shard }}" and run["env"]["SHARDS"] == "${{ matrix.shards }}"
+    assert sum(uses(s, "actions/upload-artifact") for s in gpu["steps"]) == 1
 
 
 def _tiers_planned(argv: list[str], registry) -> set[str]:
@@ -179,3 +174,150 @@ def test_the_checks_themselves_catch_mistakes():
     with pytest.raises(SystemExit):
         build_parser().parse_args(calls[0][1][1:])
     assert [m.group(1) for m in SCRIPT.finditer(script)] == ["tools/missing.py"]
+
+
+# -- recorded durations: nightly saves them, every plan restores them, est_time when absent --------
+
+PLAN_STEPS = {"gpu.yml": "Plan every GPU tier", "pr-gpu.yml": "Plan GPU tiers for this change"}
+DURATIONS_FILE = "ci-durations/durations.json"
+HEAVY = "tests/quant/test_nvfp4.py"  # a GPU-tier file that a change under fp4kv/quant selects
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo,
+                   check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def pr_repo(tmp_path: Path) -> Path:
+    """A git repository with this registry and `ci` package, `origin/main` at its first commit, and a
+    second commit that changes fp4kv/quant (so the GPU tiers have tests to plan)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "ci", repo / "ci", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "registry.yaml", repo / "registry.yaml")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "base")
+    _git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    (repo / "fp4kv" / "quant").mkdir(parents=True)
+    (repo / "fp4kv" / "quant" / "changed.py").write_text("x = 1\n", encoding="utf-8")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "change")
+    return repo
+
+
+def _plan_step(name: str) -> dict:
+    wf = load_workflow(WORKFLOW_DIR / name)
+    (step,) = [s for job in wf["jobs"].values() for s in job.get("steps", []) if s.get("id") == "plan"]
+    assert step["name"] == PLAN_STEPS[name]
+    return step
+
+
+def _run_plan(name: str, repo: Path, tmp_path: Path, base_ref: str = "main"):
+    step = _plan_step(name)
+    env = {k: v.replace("${{ github.base_ref }}", base_ref) for k, v in step["env"].items()}
+    assert env["DURATIONS"] == DURATIONS_FILE and "${{" not in "".join(env.values())
+    output = tmp_path / "github_output"
+    output.write_text("", encoding="utf-8")
+    result = run_step(step["run"], {**env, "GITHUB_OUTPUT": str(output)}, repo, tmp_path / "scratch")
+    outputs = [line.split("=", 1) for line in output.read_text(encoding="utf-8").splitlines()]
+    return result, outputs
+
+
+def _est_time_of(matrix: dict, path: str) -> float:
+    (entry,) = [e for e in matrix["include"] if e["tier"] == "gpu_h100" and path in e["tests"].split()]
+    return entry["est_time"]
+
+
+@pytest.mark.parametrize("name", sorted(PLAN_STEPS))
+def test_plan_step_uses_recorded_durations(name, pr_repo, tmp_path):
+    (pr_repo / "ci-durations").mkdir()
+    (pr_repo / DURATIONS_FILE).write_text(json.dumps({HEAVY: 1234.0}), encoding="utf-8")
+    result, outputs = _run_plan(name, pr_repo, tmp_path)
+    assert result.returncode == 0, result.stderr
+    keys = [k for k, _ in outputs]
+    assert sorted(keys) == ["durations", "has_tests", "matrix"], keys  # one plan wrote, once
+    out = dict(outputs)
+    assert out["durations"] == "true" and out["has_tests"] == "true"
+    assert _est_time_of(json.loads(out["matrix"]), HEAVY) >= 1234  # registry est_times are all < 100
+
+
+@pytest.mark.parametrize("name", sorted(PLAN_STEPS))
+def test_plan_step_falls_back_to_est_time_without_durations(name, pr_repo, tmp_path):
+    result, outputs = _run_plan(name, pr_repo, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "::notice::no recorded durations" in result.stdout
+    assert "python -m ci plan:" not in result.stderr  # no failed first try to explain away in the log
+    out = dict(outputs)
+    assert sorted(k for k, _ in outputs) == ["durations", "has_tests", "matrix"]
+    assert out["durations"] == "false" and out["has_tests"] == "true"
+    registry = load_registry(ROOT / "registry.yaml")
+    assert _est_time_of(json.loads(out["matrix"]), HEAVY) >= registry.tests[HEAVY].est_time
+    assert _est_time_of(json.loads(out["matrix"]), HEAVY) < 1234
+
+
+@pytest.mark.parametrize("bad", ["{not json", '{"tests/quant/test_nvfp4.py": "slow"}', "\udcff"])
+def test_plan_step_warns_and_falls_back_on_a_durations_file_it_rejects(bad, pr_repo, tmp_path):
+    (pr_repo / "ci-durations").mkdir()
+    (pr_repo / DURATIONS_FILE).write_bytes(bad.encode("utf-8", "surrogateescape"))
+    result, outputs = _run_plan("pr-gpu.yml", pr_repo, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"::warning::ci plan rejected {DURATIONS_FILE}" in result.stdout
+    assert sorted(k for k, _ in outputs) == ["durations", "has_tests", "matrix"]  # the failed try wrote nothing
+    assert dict(outputs)["durations"] == "false"
+
+
+def test_plan_step_fallback_does_not_hide_a_real_error(pr_repo, tmp_path):
+    result, outputs = _run_plan("pr-gpu.yml", pr_repo, tmp_path, base_ref="no-such-branch")
+    assert result.returncode != 0 and outputs == []
+    assert "no-such-branch" in result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(PLAN_STEPS))
+@pytest.mark.parametrize("use_durations", ["true", "false"])
+def test_shard_step_passes_the_plans_durations_to_ci_run(name, use_durations, tmp_path):
+    """Shard i/N must be cut from the same times the plan used. The step runs against a stand-in
+    `.venv/bin/python` that records its argv, which `ci run`'s own parser then reads."""
+    wf = load_workflow(WORKFLOW_DIR / name)
+    gpu = wf["jobs"]["gpu"]
+    step = step_named(gpu, "Run shard")
+    assert step["env"]["USE_DURATIONS"] == "${{ needs.plan.outputs.durations }}"
+    assert gpu["defaults"]["run"]["shell"] == "bash"
+    env = {"TIER": "gpu_h100", "SHARD": "2", "SHARDS": "3", "BASE_REF": "main", "USE_DURATIONS": use_durations}
+    cwd = tmp_path / "work"
+    (cwd / ".venv" / "bin").mkdir(parents=True)
+    argv_file = tmp_path / "argv.json"
+    stub = cwd / ".venv" / "bin" / "python"
+    stub.write_text(f"#!/bin/sh\nexec python3 -c 'import json, sys; json.dump(sys.argv[1:], open(\"{argv_file}\", \"w\"))' \"$@\"\n")
+    stub.chmod(0o755)
+    result = run_step(step["run"], env, cwd, tmp_path / "scratch", shell="bash --noprofile --norc -eo pipefail {0}")
+    assert result.returncode == 0, result.stderr
+    argv = json.loads(argv_file.read_text())
+    assert argv[:3] == ["-m", "ci", "run"]
+    from ci.commands.run import build_parser
+    args = build_parser().parse_args(argv[3:])
+    assert (args.tier, args.shard, args.junit, args.paths) == ("gpu_h100", "2/3", "reports/junit-gpu_h100-2.xml", [])
+    assert args.durations == (DURATIONS_FILE if use_durations == "true" else None)
+    assert args.base == ("origin/main" if name == "pr-gpu.yml" else None)
+
+
+def test_durations_cache_is_saved_and_restored_under_one_path_and_prefix():
+    nightly = load_workflow(WORKFLOW_DIR / "gpu.yml")
+    (save,) = [s for s in nightly["jobs"]["durations"]["steps"] if uses(s, "actions/cache/save")]
+    assert save["with"]["path"] == DURATIONS_FILE
+    assert f"--json {DURATIONS_FILE}" in step_named(nightly["jobs"]["durations"], "Measured durations")["run"]
+    for name in PLAN_STEPS:
+        jobs = load_workflow(WORKFLOW_DIR / name)["jobs"]
+        (restore,) = [s for s in jobs["plan"]["steps"] if uses(s, "actions/cache/restore")]
+        prefix = restore["with"]["restore-keys"]
+        # the cache version hashes the path: restore must name exactly what save saved
+        assert restore["with"]["path"] == save["with"]["path"]
+        assert save["with"]["key"].startswith(prefix) and restore["with"]["key"].startswith(prefix)
+        assert restore["with"]["key"] != save["with"]["key"]
+        assert jobs["plan"]["outputs"]["durations"] == "${{ steps.plan.outputs.durations }}"
+        (upload,) = [s for s in jobs["plan"]["steps"] if uses(s, "actions/upload-artifact")]
+        (download,) = [s for s in jobs["gpu"]["steps"] if uses(s, "actions/download-artifact")]
+        assert upload["with"]["name"] == download["with"]["name"] and upload["with"]["path"] == DURATIONS_FILE
+        assert download["with"]["path"] == str(Path(DURATIONS_FILE).parent)
+        assert upload["if"] == "${{ steps.plan.outputs.durations == 'true' }}"
+        assert download["if"] == "${{ needs.plan.outputs.durations == 'true' }}"

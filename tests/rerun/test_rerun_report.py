@@ -56,17 +56,18 @@ def test_summarize_counts_time_and_failing_ids(tmp_path: Path) -> None:
     (None, "missing or unreadable"),
     ("<testsuites><testsuite", "missing or unreadable"),
     ('<testsuites><testsuite name="p" time="1"></testsuite></testsuites>', "holds no test case"),
-    ('<testsuite time="1">' + _case("a", time="inf") + "</testsuite>", "impossible time"),
-    ('<testsuite time="nan">' + _case("a") + "</testsuite>", "impossible time"),
-    ('<testsuite time="1">' + _case("a", time="-3") + "</testsuite>", "impossible time"),
-    ('<testsuite time="1">' + _case("a", time="1e308") + "</testsuite>", "impossible time"),
+    ('<testsuite time="1">' + _case("a", time="inf") + "</testsuite>", "'inf'"),
+    ('<testsuite time="nan">' + _case("a") + "</testsuite>", "'nan'"),
+    ('<testsuite time="1">' + _case("a", time="-3") + "</testsuite>", "'-3'"),
+    ('<testsuite time="1">' + _case("a", time="1e308") + "</testsuite>", "'1e308'"),
 ])
 def test_bad_or_missing_junit_says_no_report(tmp_path: Path, content: str | None, why: str) -> None:
     path = tmp_path / "junit.xml"
     if content is not None:
         path.write_text(content, encoding="utf-8")
     results = summarize(path)
-    assert isinstance(results, str) and why in results
+    # ci.junit refuses impossible times itself (naming the value); summarize checks them again.
+    assert isinstance(results, str) and (why in results or "impossible time" in results), results
     assert result_cell(results).startswith("**no report**: the run produced no report: ")
 
 

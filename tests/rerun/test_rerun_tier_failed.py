@@ -11,7 +11,7 @@ from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
 from tools.rerun.fake_github import FakeGitHub, Scripted
 from tools.rerun.handler import BotConfig
 
-from rerun_support import HEAD_SHA, PR, REPO, comment_payload, load_workflow
+from rerun_support import HEAD_SHA, PR, REPO, WORKFLOWS, comment_payload, load_workflow
 
 
 def test_tier_run_is_one_dispatch_per_shard_of_the_plan(fake: FakeGitHub, make_handler, repo_root: Path) -> None:
@@ -51,11 +51,15 @@ def test_a_file_longer_than_the_budget_is_explained(fake: FakeGitHub, make_handl
         fake.bot_replies(PR)[0].body
 
 
-def test_default_shard_budget_matches_pr_yml() -> None:
-    """pr.yml shards the GPU tiers with --shard-budget N; /rerun-tier must split a tier the same way."""
-    runs = [step.get("run", "") for job in load_workflow("pr.yml")["jobs"].values() for step in job["steps"]]
-    budgets = {float(m) for run in runs for m in re.findall(r"--shard-budget[ =](\d+(?:\.\d+)?)", run)}
-    assert budgets == {DEFAULT_SHARD_BUDGET}
+def test_default_shard_budget_matches_the_pull_request_workflows() -> None:
+    """The pull-request workflows shard the GPU tiers with `ci plan --shard-budget N`; /rerun-tier
+    must split a tier the same way."""
+    names = sorted(p.name for p in WORKFLOWS.glob("pr*.yml"))
+    runs = [step.get("run", "") for name in names for job in load_workflow(name)["jobs"].values()
+            for step in job.get("steps", [])]
+    budgets = {float(m) for run in runs if "ci plan" in run
+               for m in re.findall(r"--shard-budget[ =](\d+(?:\.\d+)?)", run)}
+    assert budgets == {DEFAULT_SHARD_BUDGET}, names
     assert BotConfig(repo_root=Path(".")).shard_budget == DEFAULT_SHARD_BUDGET
 
 

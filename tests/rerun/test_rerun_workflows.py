@@ -33,9 +33,9 @@ def test_comment_workflow_trigger_permissions_and_checkout() -> None:
     text = (ROOT / ".github" / "workflows" / "rerun-test.yml").read_text(encoding="utf-8")
     data = load_workflow("rerun-test.yml")
     assert data["on"] == {"issue_comment": {"types": ["created"]}}
-    assert data["permissions"] == {"actions": "write", "issues": "write", "pull-requests": "write",
-                                   "contents": "read"}
     (job,) = data["jobs"].values()
+    assert data["permissions"] == {} and job["permissions"] == {
+        "actions": "write", "issues": "write", "pull-requests": "write", "contents": "read"}
     assert "github.event.issue.pull_request" in job["if"]
     assert "contains(github.event.comment.body, 'rerun')" in job["if"]
     (checkout,) = [s for s in _steps(data) if str(s.get("uses", "")).startswith("actions/checkout@")]
@@ -79,7 +79,7 @@ def test_dispatch_workflow_matches_the_inputs_the_bot_sends(fake: FakeGitHub, ma
     assert render_run_name(data["run-name"], sent) == run_name(sent) == outcome.dispatches[0].run_name
     assert "comment 31" in run_name(sent)
     assert data["jobs"]["run"]["runs-on"] == "${{ fromJSON(inputs.runner) }}"
-    assert data["permissions"] == {"contents": "read"} and "permissions" not in data["jobs"]["run"]
+    assert data["permissions"] == {} and data["jobs"]["run"]["permissions"] == {"contents": "read"}
     assert "${{ inputs.part }}" in data["concurrency"]["group"]  # shards of one tier run side by side
 
 

@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--repo-root", help="checkout whose registry.yaml and tree are used (default: found from cwd)")
     common.add_argument("--workflow", default=DISPATCH_WORKFLOW, help="workflow file to dispatch (default: %(default)s)")
     common.add_argument("--shard-budget", type=float, default=DEFAULT_SHARD_BUDGET,
-                        help="seconds of est_time per shard for /rerun-tier (default: %(default)s, as pr.yml)")
+                        help="seconds of est_time per shard for /rerun-tier (default: %(default)s, as pr-gpu.yml)")
     common.add_argument("--lookup-wait", type=float, default=RunLookup.wait,
                         help="seconds to look for a run by its run-name before (re)sending a dispatch "
                              "(default: %(default)s)")

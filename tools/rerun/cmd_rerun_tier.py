@@ -1,6 +1,6 @@
 """``/rerun-tier <tier>`` (alias ``/rerun-stage``): every active test of a tier, as the plan shards it.
 
-The shards are `ci.plan.plan`'s (the same planner and shard budget as ``pr.yml``, whose
+The shards are `ci.plan.plan`'s (the same planner and shard budget as ``pr-gpu.yml``, whose
 ``--shard-budget`` is `DEFAULT_SHARD_BUDGET`; a test keeps the two in step), so a tier run by the bot
 splits exactly as CI would: one dispatch per non-empty shard, part ``i/N``. An unknown tier gets
 the list of tiers and the closest name.
@@ -19,7 +19,7 @@ from tools.rerun.dispatch import DispatchSpec
 from tools.rerun.work import Work
 
 DEFAULT_SHARD_BUDGET = 1800.0
-"""Seconds of est_time per shard; the same number as ``--shard-budget`` in ``pr.yml``."""
+"""Seconds of est_time per shard; the same number as ``--shard-budget`` in ``pr-gpu.yml``."""
 
 
 def _unknown(registry: Registry, tier: str) -> str:

@@ -1,0 +1,63 @@
+"""``python -m ci approval --event FILE``: may this pull request's GPU tiers run? (ci.gpu_approval)
+
+Reads a ``pull_request_target`` payload (``$GITHUB_EVENT_PATH``) and, for a fork's approval label,
+GitHub's issue events and the labeler's permission (token from ``$GITHUB_TOKEN``). Prints the
+decision; ``--github-output`` appends ``run=true|false`` and ``sha=<commit>`` to ``$GITHUB_OUTPUT``;
+the decision is also appended to ``$GITHUB_STEP_SUMMARY`` when set.
+
+Exit status: 0 when decided (either way), 1 when GitHub could not be read (nothing is approved
+by guessing), 2 on bad input (unreadable or malformed payload, no token, bad option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ci.gpu_approval import DEFAULT_LABEL, EventError, IssueEventsGitHub, decide, parse_event
+from ci.summary import append_step_summary
+from tools.rerun.github import GitHubClient, GitHubError
+
+DEFAULT_API = "https://api.github.com"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ci approval", description=__doc__.splitlines()[0])
+    parser.add_argument("--event", required=True, metavar="FILE", help="pull_request_target payload JSON")
+    parser.add_argument("--label", default=DEFAULT_LABEL, help="the approval label (default: %(default)s)")
+    parser.add_argument("--api-url", help=f"GitHub API base URL (default: $GITHUB_API_URL or {DEFAULT_API})")
+    parser.add_argument("--github-output", action="store_true",
+                        help="append run=true|false and sha=<commit> to $GITHUB_OUTPUT")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        raw = Path(args.event).read_bytes()
+        event = parse_event(json.loads(raw.decode("utf-8")))
+        token = os.environ.get("GITHUB_TOKEN")
+        if not token:
+            raise EventError("GITHUB_TOKEN is not set (the permission lookup needs a token)")
+        target = os.environ.get("GITHUB_OUTPUT") if args.github_output else None
+        if args.github_output and not target:
+            raise EventError("--github-output needs $GITHUB_OUTPUT")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, EventError) as exc:
+        print(f"python -m ci approval: {args.event}: {exc}", file=sys.stderr)
+        return 2
+    api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
+    try:
+        decision = decide(event, args.label, IssueEventsGitHub(GitHubClient(api, token)))
+    except GitHubError as exc:
+        print(f"python -m ci approval: cannot verify the approval of #{event.number}: {exc}", file=sys.stderr)
+        return 1
+    verdict = "run" if decision.run else "not run"
+    print(f"GPU tiers of #{event.number} at {decision.sha}: {verdict}: {decision.reason}")
+    append_step_summary(f"### GPU tiers: {verdict}\n\n#{event.number} at `{decision.sha}`: {decision.reason}\n\n")
+    if target:
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(f"run={'true' if decision.run else 'false'}\nsha={decision.sha}\n")
+    return 0

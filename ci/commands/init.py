@@ -1,0 +1,86 @@
+"""``python -m ci [--root DIR] init [--durations REPORT.xml ...] [--owner @team] [--force]``.
+
+Writes a starter ``registry.yaml`` at the repository root (``--root DIR``; else the directory
+above the working directory that already holds a registry, which it then refuses to overwrite;
+else the git work tree's top; else the working directory): the layout it finds (``project:``), one ``cpu`` tier, and every test file on it, with
+est_time from the JUnit reports when given (see `ci.starter`). The file lints clean unless the
+tree itself has problems (shared basenames, stale imports), which it prints.
+
+Refuses to overwrite an existing registry unless ``--force``; the write is atomic (a crash leaves
+the old file or the new one, never half of one). Exit status: 0 written, 2 refused or bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from ci.atomic_write import atomic_write_text
+from ci.junit import JUnitError
+from ci.lint import PLACEHOLDER_OWNER
+from ci.registry import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, parse_registry
+from ci.registry_writer import render_registry
+from ci.starter import starter_registry
+
+HEADER = """\
+Which test files this repository has, where each runs and how long it takes.
+Written by `{prog} init`; check it with `{prog} lint`. Add GPU tiers under `tiers:`
+and list them in an entry's `tiers:`; `{prog} durations REPORT.xml --write` keeps est_time measured."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ci init", description=__doc__.splitlines()[0])
+    parser.add_argument("--durations", nargs="+", metavar="REPORT.xml", default=[], type=Path,
+                        help="JUnit XML report(s) of a pytest run: est_time from the measured times")
+    parser.add_argument("--owner", default=PLACEHOLDER_OWNER, help=f"owner of every entry (default {PLACEHOLDER_OWNER})")
+    parser.add_argument("--force", action="store_true", help=f"overwrite an existing {REGISTRY_FILENAME}")
+    return parser
+
+
+def _root() -> Path:
+    explicit = explicit_repo_root()
+    if explicit is not None:
+        return explicit
+    try:
+        return find_repo_root()
+    except RepoRootNotFound:
+        pass
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=30,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        top = None
+    if top is not None and top.returncode == 0 and top.stdout.strip():
+        return Path(top.stdout.strip()).resolve()
+    return Path.cwd().resolve()
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    root = _root()
+    target = root / REGISTRY_FILENAME
+    if target.exists() and not args.force:
+        print(f"python -m ci init: {target} exists; not overwriting it (--force replaces it)", file=sys.stderr)
+        return 2
+    try:
+        starter = starter_registry(root, owner=args.owner, reports=args.durations)
+    except (JUnitError, OSError, ValueError) as exc:
+        print(f"python -m ci init: {exc}", file=sys.stderr)
+        return 2
+    prog = "fp4kv-ci" if Path(sys.argv[0]).name == "fp4kv-ci" else "python -m ci"
+    text = render_registry(starter.registry, header=HEADER.format(prog=prog))
+    registry, problems = parse_registry(text, REGISTRY_FILENAME)
+    if registry is None:  # a bug here, never the user's: refuse to write a registry that does not load
+        print("python -m ci init: the starter registry does not parse:\n" + "\n".join(map(str, problems)),
+              file=sys.stderr)
+        return 2
+    atomic_write_text(target, text)
+    project = registry.project
+    print(f"wrote {target}: {len(registry.tests)} test file(s) on tier cpu; test roots "
+          f"{', '.join(project.test_roots)}, patterns {', '.join(project.test_patterns)}, first-party "
+          f"{', '.join(project.first_party) or '(discovered by lint)'}")
+    for note in starter.notes:
+        print(f"note: {note}")
+    return 0

@@ -1,0 +1,249 @@
+"""The registry's typed form: what `ci.registry` hands every consumer.
+
+`Registry` holds `Tier`s, `TestEntry`s and the `ProjectConfig`; `Problem` is one finding located in
+a file (``file:line:col``) and `RegistryError` carries every problem of a registry that cannot be
+loaded. Nothing here reads files or YAML; the parsers (`ci.registry_precise`, `ci.registry_fast`)
+build these objects and `ci.registry_files` loads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import yaml
+
+from ci.limits import MAX_SECONDS
+from ci.project import ProjectConfig
+from ci.repo_root import REGISTRY_FILENAME
+
+SCHEMA_VERSION = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One finding, located in a file. ``line`` and ``col`` are 1-based; 0 means 'whole file'."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+
+
+class RegistryError(ValueError):
+    """The registry could not be loaded; ``problems`` lists every reason."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("invalid registry:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+# Problem codes produced while reading and parsing. Lint adds its own (see ci.lint).
+YAML_SYNTAX = "R001"
+DUPLICATE_KEY = "R002"
+UNKNOWN_KEY = "R003"
+MISSING_KEY = "R004"
+WRONG_TYPE = "R005"
+UNKNOWN_TIER = "R006"
+NON_POSITIVE = "R007"  # a time that is not a finite number in (0, MAX_SECONDS]
+MISSING_REASON = "R008"
+INVALID_VALUE = "R009"
+ANCHOR_OR_ALIAS = "R010"
+NOT_UTF8 = "R011"
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed entries
+# ---------------------------------------------------------------------------------------------
+
+class Status(str, enum.Enum):
+    ACTIVE = "active"
+    MANUAL = "manual"            # kept, never scheduled; needs a reason
+    QUARANTINED = "quarantined"  # known broken; needs a reason and an issue link
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A class of CI machine. The name is also the pytest marker (``pytest -m gpu_b200``).
+
+    ``arch`` is ``"cpu"`` or a CUDA SM name such as ``"sm_90"``; ``gpu_count`` is how many GPUs a
+    job on this tier gets. What identifies the tier's GPUs, all checked by `ci.hardware` before a
+    tier's tests run: ``arch`` (exact compute capability), ``device_name`` (a regular expression
+    searched, case-insensitively, in the device name, e.g. ``"H200"``: H100 and H200 are both
+    sm_90), ``min_memory_gib`` (each device's total memory, GiB = 2**30 bytes) and ``features``
+    (``fp8``, ``fp4``, ``nvlink``; see `ci.registry_rules.FEATURES`).
+    """
+
+    name: str
+    description: str
+    runner_labels: tuple[str, ...]
+    gpu_count: int
+    arch: str
+    features: tuple[str, ...] = ()
+    device_name: str | None = None
+    min_memory_gib: float | None = None
+    line: int = 0
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.gpu_count > 0
+
+
+@dataclass(frozen=True)
+class TestEntry:
+    """One registered test file.
+
+    ``path`` is repo-relative POSIX. ``est_time`` is the expected seconds for the whole file;
+    ``timeout`` the most seconds the whole file may take (the plugin gives each test what remains
+    of it, see `ci.pytest_plugin`). ``depends_on`` holds repo-relative path prefixes
+    (``fp4kv/quant``) or exact files whose change selects this test; the test file itself always
+    counts.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    path: str
+    tiers: tuple[str, ...]
+    est_time: float
+    owner: str
+    status: Status = Status.ACTIVE
+    reason: str | None = None
+    issue: str | None = None
+    timeout: float | None = None
+    reruns: int = 0
+    depends_on: tuple[str, ...] = ()
+    line: int = 0
+    col: int = 0
+
+    @property
+    def basename(self) -> str:
+        return self.path.rsplit("/", 1)[-1]  # path is normalized POSIX
+
+    @property
+    def is_active(self) -> bool:
+        return self.status is Status.ACTIVE
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The whole registry. ``tests`` is keyed by repo-relative path, in file order; ``project``
+    says where the repository keeps its code and tests (defaults: this repository's layout)."""
+
+    path: str
+    tiers: dict[str, Tier]
+    tests: dict[str, TestEntry]
+    run_all_paths: tuple[str, ...] = ()
+    version: int = SCHEMA_VERSION
+    project: ProjectConfig = field(default_factory=ProjectConfig)
+    _by_basename: dict[str, list[TestEntry]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_basename = self._by_basename
+        for entry in self.tests.values():  # entry.basename, inlined: 10,000 property calls add up
+            by_basename.setdefault(entry.path.rsplit("/", 1)[-1], []).append(entry)
+
+    def entry(self, path: str) -> TestEntry | None:
+        """The entry for a repo-relative path, or None."""
+        return self.tests.get(normalize_path(path))
+
+    def by_basename(self, name: str) -> list[TestEntry]:
+        """Every entry whose file name is ``name`` (more than one is a lint error)."""
+        return list(self._by_basename.get(name, ()))
+
+    def tests_for_tier(self, tier: str, *, include_inactive: bool = False) -> list[TestEntry]:
+        return [
+            e for e in self.tests.values()
+            if tier in e.tiers and (include_inactive or e.is_active)
+        ]
+
+    def with_tests(self, tests: dict[str, TestEntry]) -> Registry:
+        """This registry with ``tests`` instead of its own (tiers, project and the rest kept)."""
+        return dataclasses.replace(self, tests=tests, _by_basename={})
+
+    def has_gpu_tier(self, entry: TestEntry) -> bool:
+        """True if one of ``entry``'s tiers needs a GPU."""
+        return any(self.tiers[t].needs_gpu for t in entry.tiers if t in self.tiers)
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths, scalars, architectures
+# ---------------------------------------------------------------------------------------------
+
+def normalize_path(path: str) -> str:
+    """Repo-relative POSIX form: ``./tests//a.py`` -> ``tests/a.py``, ``ci/`` -> ``ci``."""
+    if not ("\\" in path or "//" in path or "/./" in path or path.startswith("./")
+            or path.endswith(("/", "/.")) or path in ("", ".")):
+        return path  # already normal; pathlib costs ~30 us a call, which adds up at 10,000 entries
+    return PurePosixPath(path.replace("\\", "/")).as_posix().removeprefix("./")
+
+
+def path_is_under(path: str, prefix: str) -> bool:
+    """True if repo-relative ``path`` is ``prefix`` itself or lies inside directory ``prefix``.
+
+    This is the one matching rule for ``depends_on``, ``run_all_paths`` and the project's roots:
+    ``fp4kv`` covers ``fp4kv/quant/x.py`` but not ``fp4kv_extra/x.py``; ``.`` covers everything.
+    """
+    path, prefix = normalize_path(path), normalize_path(prefix)
+    return prefix in ("", ".") or path == prefix or path.startswith(prefix + "/")
+
+
+STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()  # the resolver SafeLoader and CSafeLoader use
+
+
+@functools.lru_cache(maxsize=4096)
+def plain_tag(value: str) -> str:
+    """The tag YAML gives the untagged plain scalar ``value`` (registries repeat a few hundred)."""
+    return _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
+
+
+def yaml_scalar(text: str) -> str:
+    """``text`` as a YAML scalar for registry.yaml snippets: plain when that reads back as the same
+    string, else double-quoted (``@team`` must be quoted: ``@`` cannot start a plain scalar)."""
+    plain = (text and text[0] not in "@`!&*|>'\"%#{}[],?:-" and ": " not in text and " #" not in text
+             and not text.endswith(":")
+             and text == text.strip() and text.isprintable() and plain_tag(text) == STR_TAG)
+    return text if plain else double_quoted(text)
+
+
+def double_quoted(text: str) -> str:
+    """``text`` as a double-quoted YAML scalar (backslash, quote and unprintable characters escaped)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(c if c.isprintable() else _escape(c) for c in escaped) + '"'
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def is_sm(arch: str) -> bool:
+    """True for ``sm_<major><minor>`` names such as ``sm_90`` and ``sm_100``."""
+    return arch.startswith("sm_") and arch[3:].isdigit() and len(arch) >= 5
+
+
+def sm_capability(arch: str) -> tuple[int, int]:
+    """``"sm_90"`` -> ``(9, 0)``, ``"sm_100"`` -> ``(10, 0)`` (the CUDA compute capability)."""
+    if not is_sm(arch):
+        raise ValueError(f"not a CUDA SM architecture: {arch!r}")
+    digits = arch[3:]
+    return int(digits[:-1]), int(digits[-1])
+
+
+__all__ = [
+    "ANCHOR_OR_ALIAS", "DUPLICATE_KEY", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
+    "NON_POSITIVE", "NOT_UTF8", "REGISTRY_FILENAME", "SCHEMA_VERSION", "STR_TAG", "UNKNOWN_KEY", "UNKNOWN_TIER",
+    "WRONG_TYPE", "YAML_SYNTAX", "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "double_quoted", "is_sm",
+    "normalize_path", "path_is_under", "plain_tag", "sm_capability", "yaml_scalar",
+]

@@ -1,0 +1,143 @@
+"""What a valid registry is: its keys and the value rules both parsers share.
+
+The precise parser (`ci.registry_precise`) reports a rule's message at the offending node; the fast
+path (`ci.registry_fast`) gives up on any value a rule rejects. Keeping each rule here, once, is
+what keeps the two parsers' verdicts equal (``tests/ci/test_registry_fastpath.py`` checks it), and
+``tests/ci/test_registry.py`` checks that ``ci/registry.schema.json`` names the same keys.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from typing import Any
+
+from ci.registry_model import MAX_SECONDS, is_sm, normalize_path, sm_capability
+
+TOP_KEYS = {"version", "run_all_paths", "project", "tiers", "tests"}
+TOP_REQUIRED = {"version", "tiers", "tests"}
+PROJECT_KEYS = {"first_party", "source_roots", "test_roots", "test_patterns", "generated_modules"}
+# Lists that must name at least one item (an empty first_party means: discover the packages).
+PROJECT_NON_EMPTY = {"source_roots", "test_roots", "test_patterns"}
+TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib"}
+TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
+TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on"}
+TEST_REQUIRED = {"tiers", "est_time", "owner", "status"}
+
+# Hardware features a tier may require, and the oldest compute capability that has each (None:
+# not a property of the architecture; `ci.hardware` probes it). fp8 tensor cores arrived with
+# Ada/Hopper (sm_89/sm_90), fp4 with Blackwell (sm_100); nvlink links two or more GPUs.
+FEATURES: dict[str, tuple[int, int] | None] = {"fp8": (8, 9), "fp4": (10, 0), "nvlink": None}
+MAX_MEMORY_GIB = 1 << 20  # 1 PiB per device: anything larger is a unit mistake
+
+# A GPU-tier entry's timeout is derived from its est_time: TIMEOUT_FACTOR times it, at least
+# MIN_TIMEOUT (a first CUDA/Triton compile alone can take a minute), at most MAX_SECONDS.
+TIMEOUT_FACTOR = 4
+MIN_TIMEOUT = 120
+
+
+def derived_timeout(est_time: float) -> int:
+    """The ``timeout`` (whole seconds) a GPU-tier entry gets for ``est_time`` seconds."""
+    return int(min(MAX_SECONDS, max(MIN_TIMEOUT, math.ceil(est_time * TIMEOUT_FACTOR))))
+
+
+def seconds_problem(value: int | float) -> str | None:
+    """None if ``value`` is a valid est_time/timeout: finite, > 0 and at most `MAX_SECONDS`."""
+    if 0 < value <= MAX_SECONDS:  # false for NaN too; compared before any float() of a huge int
+        return None
+    return f"must be a finite number > 0 and at most {MAX_SECONDS} seconds (one day), got {describe_scalar(value)}"
+
+
+def entry_path_problem(raw: str) -> str | None:
+    """None if ``raw`` is a registry key in normal form (repo-relative POSIX, no '.', '..', '//')."""
+    if normalize_path(raw) != raw or raw.startswith("/") or (".." in raw and ".." in raw.split("/")):
+        return f"test path {raw!r} must be repo-relative POSIX without '.', '..' or '//'"
+    return None
+
+
+def arch_problem(arch: str) -> str | None:
+    if arch == "cpu" or is_sm(arch):
+        return None
+    return f"arch must be 'cpu' or 'sm_<major><minor>' such as 'sm_90', got {arch!r}"
+
+
+def feature_problem(feature: str, arch: str, gpu_count: int) -> str | None:
+    """None if a tier with ``arch`` and ``gpu_count`` can have ``feature``."""
+    if feature not in FEATURES:
+        return f"unknown feature {feature!r}; known features: {', '.join(FEATURES)}"
+    if arch == "cpu":
+        return f"feature {feature!r} needs a GPU tier (arch is 'cpu')"
+    oldest = FEATURES[feature]
+    if oldest is not None and is_sm(arch) and sm_capability(arch) < oldest:
+        return f"feature {feature!r} needs sm_{oldest[0]}{oldest[1]} or newer, but arch is {arch!r}"
+    if feature == "nvlink" and gpu_count < 2:
+        return f"feature 'nvlink' links GPUs: it needs gpu_count >= 2, got {gpu_count}"
+    return None
+
+
+def device_name_problem(pattern: str, arch: str) -> str | None:
+    """None if ``pattern`` is a usable device-name regular expression for a tier with ``arch``."""
+    if arch == "cpu":
+        return "device_name needs a GPU tier (arch is 'cpu')"
+    if not pattern.strip():
+        return "device_name must not be blank"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"device_name {pattern!r} is not a regular expression: {exc}"
+    return None
+
+
+def memory_problem(value: int | float, arch: str) -> str | None:
+    if arch == "cpu":
+        return "min_memory_gib needs a GPU tier (arch is 'cpu')"
+    if 0 < value <= MAX_MEMORY_GIB:
+        return None
+    return f"min_memory_gib must be a finite number of GiB > 0 and at most {MAX_MEMORY_GIB}, got {describe_scalar(value)}"
+
+
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def project_item_problem(key: str, item: str) -> str | None:
+    """None if ``item`` is a valid entry of the project list ``key``."""
+    if key == "first_party":
+        if not item.isidentifier() or keyword.iskeyword(item) or not item.isascii():
+            return f"{item!r} is not a top-level package name"
+        return None
+    if key == "generated_modules":
+        if not _DOTTED.fullmatch(item) or any(keyword.iskeyword(part) for part in item.split(".")):
+            return f"{item!r} is not a dotted module name such as 'acme._version'"
+        return None
+    if key in ("source_roots", "test_roots"):
+        path = normalize_path(item)
+        if not item.strip() or path.startswith("/") or ".." in path.split("/") or "\\" in item:
+            return f"{item!r} must be a repo-relative POSIX directory ('.' for the root) without '..'"
+        return None
+    if key == "test_patterns":
+        if "/" in item or "\\" in item or not item.endswith(".py") or item == ".py":
+            return f"{item!r} must be a file-name glob ending in '.py' such as 'test_*.py' (no '/')"
+        return None
+    raise KeyError(key)
+
+
+def project_value(key: str, items: tuple[str, ...]) -> tuple[str, ...]:
+    """The typed value of project list ``key`` (root directories in normal form)."""
+    if key in ("source_roots", "test_roots"):
+        return tuple(normalize_path(item) or "." for item in items)
+    return items
+
+
+def describe_scalar(value: Any) -> str:
+    """A short repr for messages (a 10,000-character value is cut, never echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+__all__ = [
+    "FEATURES", "MAX_MEMORY_GIB", "MIN_TIMEOUT", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
+    "TIER_KEYS", "TIER_REQUIRED", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
+    "describe_scalar", "device_name_problem", "feature_problem", "memory_problem", "project_item_problem",
+    "project_value", "seconds_problem", "entry_path_problem",
+]

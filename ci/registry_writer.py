@@ -1,0 +1,114 @@
+"""Typed registry -> registry.yaml text, in the plain block style the fast path reads.
+
+Used by ``ci init`` and ``ci import-suites``. Contract: ``parse_registry(render_registry(r))``
+gives back ``r`` (positions aside), for any valid `Registry` ``r``; the tests check it. Comments
+can be attached to an entry's ``est_time`` line (``est_time: 120  # largest of ...``), so a
+generated value carries the reason it was chosen.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+from ci.project import ProjectConfig
+from ci.registry_model import STR_TAG, Registry, Status, TestEntry, Tier, double_quoted, plain_tag, yaml_scalar
+
+# A string that is plain both in block and flow context and reads back as itself.
+_SAFE_PLAIN = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./@+=-]*")
+
+
+def flow_item(text: str) -> str:
+    """``text`` as an item of a one-line flow list (``[a, "test_*.py"]``)."""
+    if _SAFE_PLAIN.fullmatch(text) and plain_tag(text) == STR_TAG:
+        return text
+    return double_quoted(text)
+
+
+def flow_list(items: Iterable[str]) -> str:
+    return "[" + ", ".join(flow_item(i) for i in items) + "]"
+
+
+def number(value: float) -> str:
+    """``30`` for 30.0, ``2.5`` for 2.5 (what the registry's numbers look like)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _comment(text: str) -> str:
+    """``  # text`` on one line; characters YAML does not allow in a comment are shown escaped."""
+    text = " ".join(text.split())
+    return "  # " + "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text) if text else ""
+
+
+def render_project(project: ProjectConfig) -> list[str]:
+    lines = ["project:"]
+    for key in ("first_party", "source_roots", "test_roots", "test_patterns", "generated_modules"):
+        lines.append(f"  {key}: {flow_list(getattr(project, key))}")
+    return lines
+
+
+def render_tier(tier: Tier) -> list[str]:
+    lines = [f"  {tier.name}:",
+             f"    description: {yaml_scalar(tier.description)}",
+             f"    runner_labels: {flow_list(tier.runner_labels)}",
+             f"    gpu_count: {tier.gpu_count}",
+             f"    arch: {tier.arch}"]
+    if tier.device_name is not None:
+        lines.append(f"    device_name: {yaml_scalar(tier.device_name)}")
+    if tier.min_memory_gib is not None:
+        lines.append(f"    min_memory_gib: {number(tier.min_memory_gib)}")
+    if tier.features:
+        lines.append(f"    features: {flow_list(tier.features)}")
+    return lines
+
+
+def render_entry(entry: TestEntry, est_time_comment: str = "") -> list[str]:
+    lines = [f"  {entry.path}:",
+             f"    tiers: {flow_list(entry.tiers)}",
+             f"    est_time: {number(entry.est_time)}{_comment(est_time_comment)}",
+             f"    owner: {yaml_scalar(entry.owner)}",
+             f"    status: {entry.status.value}"]
+    if entry.reason is not None:
+        lines.append(f"    reason: {yaml_scalar(entry.reason)}")
+    if entry.issue is not None:
+        lines.append(f"    issue: {yaml_scalar(entry.issue)}")
+    if entry.timeout is not None:
+        lines.append(f"    timeout: {number(entry.timeout)}")
+    if entry.reruns:
+        lines.append(f"    reruns: {entry.reruns}")
+    if entry.depends_on:
+        lines.append(f"    depends_on: {flow_list(entry.depends_on)}")
+    return lines
+
+
+def render_registry(registry: Registry, *, header: str = "",
+                    est_time_comments: Mapping[str, str] | None = None) -> str:
+    """The whole registry as YAML text. ``header`` becomes leading ``#`` comment lines;
+    ``est_time_comments[path]`` a comment after that entry's est_time."""
+    comments = est_time_comments or {}
+    lines = [_comment(line).lstrip() or "#" for line in header.splitlines()]
+    lines.append(f"version: {registry.version}")
+    if registry.run_all_paths:
+        lines.append(f"run_all_paths: {flow_list(registry.run_all_paths)}")
+    lines += render_project(registry.project)
+    lines.append("tiers:")
+    for tier in registry.tiers.values():
+        lines += render_tier(tier)
+    if not registry.tests:
+        lines.append("tests: {}")
+    else:
+        lines.append("tests:")
+        for entry in registry.tests.values():
+            lines += render_entry(entry, comments.get(entry.path, ""))
+    return "\n".join(lines) + "\n"
+
+
+def entry(path: str, tiers: tuple[str, ...], est_time: float, owner: str, *, status: Status = Status.ACTIVE,
+          reason: str | None = None, timeout: float | None = None) -> TestEntry:
+    """A `TestEntry` as a generator builds it (no position)."""
+    return TestEntry(path=path, tiers=tiers, est_time=float(est_time), owner=owner, status=status, reason=reason,
+                     timeout=None if timeout is None else float(timeout))
+
+
+__all__ = ["entry", "flow_item", "flow_list", "number", "render_entry", "render_project", "render_registry",
+           "render_tier"]

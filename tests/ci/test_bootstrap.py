@@ -1,0 +1,179 @@
+"""`ci/bootstrap.py`: the decision table over stamps (pure), and the real script on a tiny
+throwaway project in child processes: a real venv and a real `pip install -e`, first with this
+interpreter, then with a copy of it at another path, which must recreate `.venv`, not reuse it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.bootstrap import Action, Interpreter, Stamp, decide, project_fingerprint
+
+REPO = Path(__file__).resolve().parents[2]
+PY = Interpreter("/usr/bin/python3.12", "3.12.3 (main, Apr 10 2024) [GCC 13.2.0]")
+PROJECT = "a" * 64
+
+
+def stamp(interpreter: Interpreter = PY, project: str | None = PROJECT) -> Stamp:
+    return Stamp(interpreter, project)
+
+
+# -- the decision ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("recorded, current, exists, has_python, force, action, reason", [
+    (None, stamp(), False, False, False, Action.CREATE, "no .venv yet"),
+    (stamp(), stamp(), True, False, False, Action.RECREATE, "no working python"),
+    (None, stamp(), True, True, False, Action.RECREATE, "no readable stamp"),
+    # another interpreter: a new path (same version), or a new build at the same path
+    (stamp(Interpreter("/opt/py/bin/python3.12", PY.version)), stamp(), True, True, False, Action.RECREATE,
+     "the interpreter changed: .venv was made by /opt/py/bin/python3.12 (3.12.3), this is /usr/bin/python3.12"),
+    (stamp(Interpreter(PY.path, "3.12.4 (main, Jun 6 2024) [GCC 13.2.0]")), stamp(), True, True, False,
+     Action.RECREATE, "made by /usr/bin/python3.12 (3.12.4), this is /usr/bin/python3.12 (3.12.3)"),
+    (stamp(Interpreter(PY.path, "3.12.3 (main, May 1 2024) [GCC 14.1.0]")), stamp(), True, True, False,
+     Action.RECREATE, "the interpreter changed"),
+    # --force never reinstalls into another interpreter's venv
+    (stamp(Interpreter("/opt/py/bin/python3.12", PY.version)), stamp(), True, True, True, Action.RECREATE,
+     "the interpreter changed"),
+    (stamp(project="b" * 64), stamp(), True, True, False, Action.INSTALL, "pyproject.toml or the [test] extras changed"),
+    (stamp(project=None), stamp(), True, True, False, Action.INSTALL, "the last install did not finish"),
+    (stamp(), stamp(), True, True, True, Action.INSTALL, "--force"),
+    (stamp(), stamp(), True, True, False, Action.NOTHING, "matches"),
+])
+def test_decide(recorded, current, exists, has_python, force, action, reason):
+    decision = decide(recorded, current, venv_exists=exists, venv_python_exists=has_python, force=force)
+    assert decision.action is action
+    assert reason in decision.reason
+
+
+def test_stamp_round_trip_and_unreadable_stamps():
+    for s in (stamp(), stamp(project=None)):
+        assert Stamp.from_text(s.to_text()) == s
+    legacy = "7908114568957f0074858fc03df6193fe5a626aa73408dd3979582c9ac19adbf\n"  # the old format
+    for text in (legacy, "", "null", "[]", '{"interpreter": "x", "project": "p"}',
+                 '{"interpreter": {"path": 1, "version": "v"}, "project": "p"}',
+                 '{"interpreter": {"path": "p", "version": "v"}, "project": 5}',
+                 '{"interpreter": {"path": "p"}, "project": "p"}', "{not json"):
+        assert Stamp.from_text(text) is None, text
+
+
+def test_project_fingerprint_covers_the_file_and_the_extras(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    first = project_fingerprint(tmp_path / "pyproject.toml")
+    assert first == project_fingerprint(tmp_path / "pyproject.toml")
+    assert first != project_fingerprint(tmp_path / "pyproject.toml", extras="dev")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'  # edited\n")
+    assert first != project_fingerprint(tmp_path / "pyproject.toml")
+
+
+# -- the real script on a throwaway project --------------------------------------------------------
+
+TINY_PYPROJECT = textwrap.dedent("""\
+    [build-system]
+    requires = ["setuptools>=68"]
+    build-backend = "setuptools.build_meta"
+
+    [project]
+    name = "tiny-bootstrap-probe"
+    version = "0"
+
+    [project.optional-dependencies]
+    test = []
+
+    [tool.setuptools]
+    packages = ["tiny"]
+    """)
+
+
+def base_interpreter() -> Path:
+    """The real interpreter behind this test run (not the venv's copy or link)."""
+    return Path(os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable))
+
+
+def bootstrap(python: Path, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    return subprocess.run([str(python), "ci/bootstrap.py", *args], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def venv_says(project: Path) -> dict[str, str]:
+    out = subprocess.run([str(project / ".venv" / "bin" / "python"), "-c",
+                          "import json, sys, tiny; print(json.dumps({'base': sys._base_executable, "
+                          "'prefix': sys.prefix, 'tiny': tiny.__file__}))"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return json.loads(out)
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "proj"
+    (root / "ci").mkdir(parents=True)
+    for name in ("bootstrap.py", "atomic_write.py"):  # the script and the one module it uses
+        shutil.copy2(REPO / "ci" / name, root / "ci" / name)
+    (root / "tiny").mkdir()
+    (root / "tiny" / "__init__.py").write_text("")
+    (root / "pyproject.toml").write_text(TINY_PYPROJECT)
+    return root
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the venv layout checked here is POSIX's")
+def test_a_changed_interpreter_recreates_the_venv(project, tmp_path):
+    first = base_interpreter()
+    proc = bootstrap(first, project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "create .venv: there is no .venv yet" in proc.stdout
+    recorded = Stamp.from_text((project / ".venv" / ".bootstrap-stamp").read_text())
+    assert recorded is not None and recorded.interpreter.path == str(first)
+    assert recorded.project == project_fingerprint(project / "pyproject.toml")
+    assert venv_says(project)["tiny"] == str(project / "tiny" / "__init__.py")  # the editable install
+
+    # The same interpreter through a symlink is the same interpreter: nothing to do.
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "python3").symlink_to(first)
+    proc = bootstrap(tmp_path / "link" / "python3", project)
+    assert (proc.returncode, proc.stdout) == (0, "bootstrap: .venv is up to date\n"), proc.stderr
+
+    # Another interpreter (a copy of the binary at another path): --check says so and changes nothing.
+    (tmp_path / "other").mkdir()
+    second = tmp_path / "other" / "python{}.{}".format(*sys.version_info)  # named as installs name it
+    shutil.copy2(first, second)
+    old_file = project / ".venv" / "left-by-the-old-venv"
+    old_file.write_text("")
+    proc = bootstrap(second, project, "--check")
+    assert proc.returncode == 1
+    assert (f"needs a bootstrap (delete and recreate .venv): the interpreter changed: .venv was made by "
+            f"{first} (") in proc.stdout and f"this is {second} (" in proc.stdout
+    assert old_file.exists()
+
+    proc = bootstrap(second, project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not old_file.exists()  # recreated, not reinstalled into the old one
+    assert (project / ".venv" / "pyvenv.cfg").read_text().count(f"home = {second.parent}\n") == 1
+    says = venv_says(project)
+    assert says["base"] == str(second) and says["tiny"] == str(project / "tiny" / "__init__.py")
+    assert Stamp.from_text((project / ".venv" / ".bootstrap-stamp").read_text()).interpreter.path == str(second)
+    assert bootstrap(second, project, "--check").returncode == 0
+    # ... and so does the venv's own python, which knows its base interpreter from pyvenv.cfg.
+    proc = bootstrap(project / ".venv" / "bin" / "python", project, "--check")
+    assert (proc.returncode, proc.stdout) == (0, "bootstrap: .venv is up to date\n"), proc.stdout
+
+    # A pyproject change with the same interpreter reinstalls into the existing venv.
+    (project / "pyproject.toml").write_text(TINY_PYPROJECT + "# edited\n")
+    old_file.write_text("")
+    proc = bootstrap(second, project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "install into the existing .venv: pyproject.toml or the [test] extras changed" in proc.stdout
+    assert old_file.exists()
+
+    # An install that fails (here: the package directory is gone) is not stamped as done.
+    (project / "tiny").rename(project / "tiny-moved")
+    proc = bootstrap(second, project, "--force")
+    assert proc.returncode != 0 and "bootstrap: failed" in proc.stderr
+    proc = bootstrap(second, project, "--check")
+    assert proc.returncode == 1 and "(install into the existing .venv): the last install did not finish" in proc.stdout

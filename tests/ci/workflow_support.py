@@ -1,0 +1,76 @@
+"""Reading .github/workflows/*.yml for the workflow tests: triggers, jobs, steps, checkouts, scripts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ci.registry import find_repo_root
+
+ROOT = find_repo_root()
+WORKFLOW_DIR = ROOT / ".github" / "workflows"
+WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.y*ml"))
+DEPENDABOT = ROOT / ".github" / "dependabot.yml"
+
+
+def load_workflow(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise AssertionError(f"{path}: not a mapping")
+    if True in data:  # YAML 1.1: a bare `on` key is the boolean true
+        data["on"] = data.pop(True)
+    return data
+
+
+def triggers(workflow: dict[str, Any]) -> set[str]:
+    on = workflow["on"]
+    return {on} if isinstance(on, str) else set(on)
+
+
+def run_scripts(workflow: dict[str, Any]) -> list[tuple[str, str]]:
+    """(job id, run script) for every step with `run:`."""
+    return [(job_id, step["run"]) for job_id, job in workflow["jobs"].items()
+            for step in job.get("steps", []) if "run" in step]
+
+
+def step_named(job: dict[str, Any], name: str) -> dict[str, Any]:
+    (step,) = [s for s in job["steps"] if s.get("name", "").startswith(name)]
+    return step
+
+
+def uses(step: dict[str, Any], action: str) -> bool:
+    """Whether the step uses ``action`` (``owner/name[/path]``) at any version."""
+    return str(step.get("uses", "")).split("@")[0] == action
+
+
+def checkouts(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in job.get("steps", []) if uses(s, "actions/checkout")]
+
+
+def needs(job: dict[str, Any]) -> list[str]:
+    value = job.get("needs", [])
+    return [value] if isinstance(value, str) else list(value)
+
+
+def run_step(script: str, env: dict[str, str], cwd: Path, scratch: Path,
+             shell: str = "bash -e {0}") -> subprocess.CompletedProcess:
+    """Run a step's script as the runner does (``shell`` as GitHub documents it: ``bash -e {0}`` by
+    default, ``bash --noprofile --norc -eo pipefail {0}`` for ``shell: bash``) in ``cwd``, with
+    ``python3`` on PATH being this interpreter (``python3 -m ci`` imports ``cwd``'s ``ci``, which
+    finds its repository root from its own location). Helper files go to ``scratch``."""
+    bindir = scratch / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    python3 = bindir / "python3"
+    if not python3.exists():
+        python3.symlink_to(sys.executable)
+    script_file = scratch / "step.sh"
+    script_file.write_text(script, encoding="utf-8")
+    argv = [part.replace("{0}", str(script_file)) for part in shell.split()]
+    full_env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", **env}
+    full_env.pop("PYTHONPATH", None)
+    return subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
