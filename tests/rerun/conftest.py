@@ -8,11 +8,16 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tools.rerun.fake_github import FakeGitHub, serve
+from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.fake_server import serve
+from tools.rerun.dispatch import RunLookup
 from tools.rerun.github import GitHubClient, RetryPolicy
 from tools.rerun.handler import BotConfig, Handler
 
-from rerun_support import HEAD_SHA, PR, REGISTRY, TOKEN, TREE_FILES
+from rerun_support import HEAD_SHA, PR, REGISTRY, TOKEN, TREE_FILES, workflow_run_name
+
+# Short waits: the fake lists a run the moment it is dispatched.
+FAST_LOOKUP = RunLookup(wait=0.3, link_wait=0.2, interval=0.02)
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +33,7 @@ def repo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def fake() -> FakeGitHub:
-    gh = FakeGitHub(token=TOKEN)
+    gh = FakeGitHub(token=TOKEN, run_name_template=workflow_run_name())
     gh.add_user("maintainer", "write", "maintain")
     gh.add_user("admin", "admin")
     gh.add_user("reader", "read", "triage")
@@ -70,6 +75,8 @@ def make_client(api_url: str, sleeps: SleepRecorder) -> Callable[..., GitHubClie
 
 @pytest.fixture
 def make_handler(make_client: Callable[..., GitHubClient], repo_root: Path) -> Callable[..., Handler]:
-    def build(root: Path | None = None, dry_run: bool = False) -> Handler:
-        return Handler(make_client(), BotConfig(repo_root=root or repo_root, dry_run=dry_run))
+    def build(root: Path | None = None, dry_run: bool = False, client: GitHubClient | None = None,
+              **config: Any) -> Handler:
+        config.setdefault("lookup", FAST_LOOKUP)
+        return Handler(client or make_client(), BotConfig(repo_root=root or repo_root, dry_run=dry_run, **config))
     return build

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import textwrap
 from typing import Any
 
+import yaml
+
+from ci.registry import find_repo_root
+
+ROOT = find_repo_root()
+WORKFLOWS = ROOT / ".github" / "workflows"
 REPO = "acme/llm-serving"
 PR = 42
 HEAD_SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -99,3 +106,16 @@ def comment_payload(body: str, *, user: str = "maintainer", number: int = PR, co
 
 def dedent(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
+
+
+def load_workflow(name: str) -> dict[str, Any]:
+    """A workflow file as YAML data, with the ``on`` key restored (YAML 1.1 reads it as True)."""
+    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    data["on"] = data.pop(True, data.get("on"))
+    return data
+
+
+@functools.lru_cache(maxsize=1)
+def workflow_run_name() -> str:
+    """The ``run-name`` template of rerun-test-dispatch.yml: the fake renders runs' titles with it."""
+    return str(load_workflow("rerun-test-dispatch.yml")["run-name"])

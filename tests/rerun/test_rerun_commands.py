@@ -115,3 +115,60 @@ def test_resolution_details(registry, repo_root: Path) -> None:
     assert bad_tier.candidates == ("cpu", "gpu_h100", "gpu_b200")
     node = resolve_target(registry, repo_root, "test_pack.py::TestPack::test_x[bf16-1]")
     assert node.test_id == "tests/quant/test_pack.py::TestPack::test_x[bf16-1]"
+
+
+def test_every_command_and_its_arguments() -> None:
+    body = dedent("""
+        /rerun-failed
+        /rerun-failed now
+        /rerun-tier gpu_b200
+        /rerun-stage gpu_h100
+        /rerun-tier
+        /rerun-tier a b
+        /rerun-tiers gpu_b200
+        /rerun-test --owner @kv-cache-team --tier gpu_b200
+        /rerun-test --owner=@kv x.py
+        /rerun-tier --help
+        /rerun-failed -h
+    """)
+    c = parse_comment(body)
+    assert [(x.name, x.line) for x in c] == [
+        ("rerun-failed", 1), ("rerun-failed", 2), ("rerun-tier", 3), ("rerun-tier", 4), ("rerun-tier", 5),
+        ("rerun-tier", 6), ("rerun-test", 8), ("rerun-test", 9), ("rerun-tier", 10), ("rerun-failed", 11)]
+    assert c[0].runnable and "takes no arguments" in c[1].error
+    assert (c[2].tier, c[3].tier) == ("gpu_b200", "gpu_h100")  # /rerun-stage is /rerun-tier
+    assert "exactly one tier" in c[4].error and "exactly one tier" in c[5].error
+    assert (c[6].owner, c[6].tier, c[6].targets, c[6].runnable) == ("@kv-cache-team", "gpu_b200", (), True)
+    assert "not both" in c[7].error
+    assert c[8].help and c[9].help
+    assert [x.action.value for x in (c[0], c[2], c[6])] == [
+        "`/rerun-failed`", "`/rerun-tier` / `/rerun-stage`", "`/rerun-test --owner`"]
+
+
+@pytest.mark.parametrize("line, chars", [
+    ("\uff0frerun-test test_x.py", ["U+FF0F FULLWIDTH SOLIDUS"]),
+    ("\u2215rerun-test test_x.py", ["U+2215 DIVISION SLASH"]),
+    ("/rerun\u200b-test test_x.py", ["U+200B ZERO WIDTH SPACE"]),
+    ("/\u200brerun-test test_x.py", ["U+200B ZERO WIDTH SPACE"]),
+    ("/rerun-test\u00a0test_x.py", ["U+00A0 NO-BREAK SPACE"]),
+    ("/rerun-test test_x.py\u200b", ["U+200B ZERO WIDTH SPACE"]),
+    ("/rerun\u2013test test_x.py", ["U+2013 EN DASH"]),
+    ("\uff0f\uff52\uff45\uff52\uff55\uff4e-test test_x.py", ["U+FF0F FULLWIDTH SOLIDUS",
+                                                          "U+FF52 FULLWIDTH LATIN SMALL LETTER R",
+                                                          "U+FF45 FULLWIDTH LATIN SMALL LETTER E",
+                                                          "U+FF55 FULLWIDTH LATIN SMALL LETTER U",
+                                                          "U+FF4E FULLWIDTH LATIN SMALL LETTER N"]),
+])
+def test_look_alike_commands_are_recognised_never_run(line: str, chars: list[str]) -> None:
+    (command,) = parse_comment(f"hi\n{line}\n")
+    assert command.lookalike is not None and not command.runnable
+    assert command.lookalike.understood == "/rerun-test test_x.py" == command.text
+    assert list(command.lookalike.characters) == chars
+    assert command.line == 2
+
+
+def test_look_alikes_in_code_and_quotes_and_plain_commands_are_not_look_alikes() -> None:
+    assert parse_comment("```\n\uff0frerun-test a.py\n```\n> \uff0frerun-test b.py\n") == []
+    assert parse_comment("\uff0frerun-tests a.py\ntext \u2215rerun-test c.py\n") == []
+    (plain,) = parse_comment("/rerun-test a.py")
+    assert plain.lookalike is None and plain.runnable

@@ -17,7 +17,7 @@ PERM = r"/collaborators/maintainer/permission$"
 def test_5xx_then_success(fake: FakeGitHub, make_client, sleeps) -> None:
     fake.fail("GET", PERM, Scripted(502), Scripted(503, body={"message": "unavailable"}))
     permission = make_client().get_permission(REPO, "maintainer")
-    assert (permission.permission, permission.role_name, permission.can_trigger) == ("write", "maintain", True)
+    assert (permission.permission, permission.role_name, permission.is_writer) == ("write", "maintain", True)
     assert sleeps.calls == [0.01, 0.02]  # exponential backoff from backoff_base
     assert sum(r.path.endswith("/permission") for r in fake.requests) == 3
 

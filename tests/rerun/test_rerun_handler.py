@@ -1,4 +1,4 @@
-"""The handler end to end against a fake GitHub served on 127.0.0.1 (every request recorded)."""
+"""`/rerun-test` end to end against a fake GitHub served on 127.0.0.1 (every request recorded)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from tools.rerun.fake_github import FakeGitHub, Scripted
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
 from tools.rerun.github import GitHubError
 from tools.rerun.handler import BotConfig, Handler
-from tools.rerun.replies import marker
+from tools.rerun.replies import find_marker, marker
 from tools.rerun.resolve import default_tiers
+from tools.rerun.runs_table import find_row
 
 from rerun_support import HEAD_SHA, PR, REPO, comment_payload, dedent
 
@@ -30,33 +31,39 @@ def test_story_command_dispatches_on_gpu_tier(fake: FakeGitHub, make_handler) ->
     payload = comment_payload("/rerun-test test_kvfp4_quant_dequant.py", comment_id=101)
     outcome = make_handler().handle(payload)
 
-    assert outcome.status == "dispatched"
+    assert outcome.status == "dispatched" and outcome.errors == []
     (dispatch,) = fake.dispatches
     assert dispatch["workflow"] == "rerun-test-dispatch.yml" and dispatch["ref"] == "main"
     assert dispatch["inputs"] == {
-        "pr": str(PR), "sha": HEAD_SHA, "tier": "gpu_b200", "runner": '["self-hosted", "linux", "gpu-b200"]',
-        "tests": STORY_FILE, "comment_id": "101",
+        "pr": str(PR), "sha": HEAD_SHA, "tier": "gpu_b200", "part": "targets",
+        "runner": '["self-hosted", "linux", "gpu-b200"]', "tests": STORY_FILE, "comment_id": "101",
     }
     assert json.loads(dispatch["inputs"]["runner"]) == ["self-hosted", "linux", "gpu-b200"]
     assert [c for c, _ in fake.reactions] == [101, 101] and [r for _, r in fake.reactions] == ["eyes", "rocket"]
     (reply,) = fake.bot_replies(PR)
-    assert reply.body.startswith(marker(101))
-    assert f"| <code>test_kvfp4_quant_dequant.py</code> | `{STORY_FILE}` | `gpu_b200` | " \
-           "`self-hosted, linux, gpu-b200` | dispatched |" in reply.body
-    # The head SHA is read after the permission check and before the dispatch.
-    paths = [r.path for r in fake.requests]
-    assert paths.index(f"/repos/{REPO}/pulls/{PR}") < paths.index(
-        f"/repos/{REPO}/actions/workflows/rerun-test-dispatch.yml/dispatches")
+    assert find_marker(reply.body, 101).state == "done" and reply.edits == 1  # claimed, then edited
+    assert f"| <code>test_kvfp4_quant_dequant.py</code> | `{STORY_FILE}` | `gpu_b200` |" in reply.body
+    row = find_row(reply.body, "gpu_b200", "targets")
+    (run,) = fake.runs
+    assert row is not None and row.result == "dispatched" and row.tests == f"`{STORY_FILE}`"
+    assert row.run == f"[run](https://github.com/{REPO}/actions/runs/{run.id})"
+    # The head SHA is read after the permission check; the claim is posted before the dispatch.
+    paths = [(r.method, r.path) for r in fake.requests]
+    claim = paths.index(("POST", f"/repos/{REPO}/issues/{PR}/comments"))
+    assert paths.index(("GET", f"/repos/{REPO}/collaborators/maintainer/permission")) \
+        < paths.index(("GET", f"/repos/{REPO}/pulls/{PR}")) < claim \
+        < paths.index(("POST", f"/repos/{REPO}/actions/workflows/rerun-test-dispatch.yml/dispatches"))
     assert all(r.headers.get("authorization") == "Bearer test-token" for r in fake.requests)
 
 
-def test_one_dispatch_per_tier_with_node_ids(fake: FakeGitHub, make_handler) -> None:
+def test_targets_of_all_lines_go_out_as_one_dispatch_per_tier(fake: FakeGitHub, make_handler) -> None:
     body = dedent("""
         /rerun-test test_pack.py test_kvfp4_quant_dequant.py::test_roundtrip[bf16]
         /rerun-test tests/a/test_dup.py --tier gpu_h100
     """)
     outcome = make_handler().handle(comment_payload(body))
     assert outcome.status == "dispatched"
+    assert len(fake.dispatches) == 2  # three targets, two tiers
     by_tier = {d["inputs"]["tier"]: d["inputs"]["tests"] for d in fake.dispatches}
     assert by_tier == {
         "gpu_h100": "tests/quant/test_pack.py tests/a/test_dup.py",
@@ -72,7 +79,8 @@ def test_unregistered_manual_folder_file_shows_yaml(fake: FakeGitHub, make_handl
     assert "```yaml\n  tests/manual/test_legacy_fp4_server.py:\n    tiers: [gpu_b200]\n" in body
     assert "    status: active\n```" in body
     assert [r for _, r in fake.reactions] == ["eyes", "confused"]
-    assert ("POST", f"/repos/{REPO}/pulls/{PR}") not in _writes(fake)
+    # Nothing to dispatch: no claim either, one reply.
+    assert _writes(fake).count(("POST", f"/repos/{REPO}/issues/{PR}/comments")) == 1
 
 
 def test_manual_and_quarantined_entries_explain_and_show_diff(fake: FakeGitHub, make_handler) -> None:
@@ -137,15 +145,17 @@ def test_non_collaborator_gets_polite_refusal(fake: FakeGitHub, make_handler) ->
         assert outcome.status == "refused"
     assert fake.dispatches == []
     replies = [c.body for c in fake.bot_replies(PR)]
-    assert "permission is <code>read</code>, role <code>triage</code>" in replies[0]
-    assert "permission is <code>none</code>" in replies[1]
-    assert all("thanks for the request" in r for r in replies)
+    assert "your permission is `read` (role `triage`)" in replies[0]
+    assert "your permission is `none`" in replies[1]
+    assert all("thanks for the request" in r and "refused by rule 1 (collaborator" in r for r in replies)
 
 
-def test_help_reply(fake: FakeGitHub, make_handler) -> None:
-    assert make_handler().handle(comment_payload("/rerun-test --help", user="admin")).status == "help"
-    assert "/rerun-test <target> [<target> ...] [--tier TIER]" in fake.bot_replies(PR)[0].body
-    assert fake.dispatches == []
+def test_help_reply_is_open_to_everyone_and_prints_the_policy(fake: FakeGitHub, make_handler) -> None:
+    assert make_handler().handle(comment_payload("/rerun-test --help", user="stranger")).status == "help"
+    body = fake.bot_replies(PR)[0].body
+    assert "/rerun-test <target> [<target> ...] [--tier TIER]" in body
+    assert "| 2 | the PR's author, when the PR's branch is in this repository |" in body
+    assert fake.dispatches == [] and not any(r.path.endswith("/permission") for r in fake.requests)
 
 
 def test_same_comment_twice_dispatches_once(fake: FakeGitHub, make_handler) -> None:
@@ -181,20 +191,22 @@ def test_dry_run_reads_but_never_writes(fake: FakeGitHub, make_handler) -> None:
 
 
 def test_dispatch_failure_is_reported_in_reply(fake: FakeGitHub, make_handler) -> None:
-    fake.fail("POST", r"/dispatches$", *[Scripted(500, body={"message": "boom"})] * 4)
-    outcome = make_handler().handle(comment_payload("/rerun-test test_kvfp4_quant_dequant.py"))
-    assert outcome.status == "partial"
+    fake.fail("POST", r"/dispatches$", *[Scripted(400, body={"message": "boom"})])
+    outcome = make_handler().handle(comment_payload("/rerun-test test_kvfp4_quant_dequant.py", comment_id=515))
+    assert outcome.status == "partial" and len(outcome.errors) == 1  # the CLI exits non-zero
     reply = fake.bot_replies(PR)[0].body
-    assert "dispatch failed:" in reply and "HTTP 500: boom" in reply
+    assert "dispatch failed:" in reply and "HTTP 400: boom" in reply
+    assert find_marker(reply, 515).state == "incomplete"  # a replay resumes it
     assert [r for _, r in fake.reactions] == ["eyes", "confused"]
 
 
 def test_permission_check_failure_is_reported(fake: FakeGitHub, make_handler) -> None:
     fake.fail("GET", r"/permission$", Scripted(403, body={"message": "Resource not accessible by integration"}))
     outcome = make_handler().handle(comment_payload("/rerun-test test_pack.py"))
-    assert outcome.status == "failed" and fake.dispatches == []
-    assert "checking the commenter's permission failed" in fake.bot_replies(PR)[0].body
-    assert "Resource not accessible by integration" in fake.bot_replies(PR)[0].body
+    assert outcome.status == "failed" and fake.dispatches == [] and outcome.errors
+    body = fake.bot_replies(PR)[0].body
+    assert "reading the repository, the permission or the pull request failed" in body
+    assert "Resource not accessible by integration" in body and "state=failed" in body
 
 
 def test_reply_post_failure_raises_typed_error(fake: FakeGitHub, make_handler) -> None:
@@ -202,6 +214,7 @@ def test_reply_post_failure_raises_typed_error(fake: FakeGitHub, make_handler) -
     with pytest.raises(GitHubError, match="HTTP 502: bad gateway") as info:
         make_handler().handle(comment_payload("/rerun-test test_pack.py"))
     assert info.value.attempts == 4
+    assert fake.dispatches == []  # the claim could not be posted, so nothing was dispatched
 
 
 def test_invalid_registry_is_reported(fake: FakeGitHub, make_handler, tmp_path: Path) -> None:
@@ -232,11 +245,58 @@ def test_other_repository_is_ignored(fake: FakeGitHub, make_client, repo_root: P
 
 def test_malformed_commands_and_too_many_targets(fake: FakeGitHub, make_handler) -> None:
     outcome = make_handler().handle(comment_payload("/rerun-test --tier\n/rerun-test --frobnicate x.py"))
-    assert outcome.status == "partial" and fake.dispatches == []
+    assert outcome.status == "invalid" and fake.dispatches == []
     reply = fake.bot_replies(PR)[0].body
     assert "**line 1** <code>/rerun-test --tier</code>: `--tier` needs a value" in reply
     assert "unknown option <code>--frobnicate</code>" in reply and "| target |" not in reply
     many = "/rerun-test " + " ".join(f"test_{i}.py" for i in range(21))
-    assert make_handler().handle(comment_payload(many)).status == "invalid"
+    assert make_handler().handle(comment_payload(many)).status == "partial"
     assert "asks for 21 targets; at most 20" in fake.bot_replies(PR)[1].body
     assert fake.dispatches == []
+
+
+def test_default_branch_missing_from_payload_is_read_from_the_repository(fake: FakeGitHub, make_handler) -> None:
+    fake.default_branch = "trunk"
+    payload = comment_payload("/rerun-test test_kvfp4_quant_dequant.py")
+    del payload["repository"]["default_branch"]
+    assert make_handler().handle(payload).status == "dispatched"
+    assert [d["ref"] for d in fake.dispatches] == ["trunk"]
+    assert ("GET", f"/repos/{REPO}") in [(r.method, r.path) for r in fake.requests]
+    assert "on `trunk`" in fake.bot_replies(PR)[0].body
+
+
+def test_owner_runs_every_active_file_of_the_team_on_its_gpu_tiers(fake: FakeGitHub, make_handler) -> None:
+    outcome = make_handler().handle(comment_payload("/rerun-test --owner @QUANT"))
+    assert outcome.status == "dispatched"
+    by_tier = {d["inputs"]["tier"]: d["inputs"]["tests"].split() for d in fake.dispatches}
+    # quant's active files (test_broken.py is quarantined); one dispatch per tier, never cpu.
+    assert by_tier == {"gpu_h100": ["tests/quant/test_pack.py"],
+                       "gpu_b200": ["tests/quant/test_kvfp4_quant_dequant.py", "tests/quant/test_pack.py"]}
+    assert "| <code>--owner &#64;QUANT</code> | 2 file(s) | `gpu_h100`, `gpu_b200` |" in fake.bot_replies(PR)[0].body
+
+
+def test_owner_with_cpu_only_files_tier_filter_and_unknown_owner(fake: FakeGitHub, make_handler) -> None:
+    make_handler().handle(comment_payload("/rerun-test --owner ci --tier gpu_h100"))
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/a/test_dup.py tests/b/test_dup.py"]
+    assert "`tests/cpu_only/test_cpu_only.py`" in fake.bot_replies(PR)[0].body  # listed as not run
+    outcome = make_handler().handle(comment_payload("/rerun-test --owner @quantt"))
+    assert outcome.status == "partial" and len(fake.dispatches) == 1
+    assert "Did you mean `quant`?" in fake.bot_replies(PR)[1].body
+
+
+def test_a_look_alike_command_gets_one_reply_with_the_command_to_type(fake: FakeGitHub, make_handler) -> None:
+    payload = comment_payload("please \n\uff0frerun-test test_pack.py\n", comment_id=9091, user="stranger")
+    assert make_handler().handle(payload).status == "invalid"
+    (reply,) = fake.bot_replies(PR)
+    assert "**line 2** looks like a command" in reply.body and "U+FF0F FULLWIDTH SOLIDUS" in reply.body
+    assert "was **not run**" in reply.body and "```\n/rerun-test test_pack.py\n```" in reply.body
+    assert make_handler().handle(payload).status == "duplicate"  # once, even when redelivered
+    assert fake.dispatches == [] and len(fake.bot_replies(PR)) == 1
+
+
+def test_a_look_alike_next_to_a_real_command(fake: FakeGitHub, make_handler) -> None:
+    body = "/rerun-test test_kvfp4_quant_dequant.py\n/rerun-test\u00a0test_pack.py\n"
+    assert make_handler().handle(comment_payload(body)).status == "partial"  # one line did not run
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_kvfp4_quant_dequant.py"]
+    assert [r for _, r in fake.reactions] == ["eyes", "confused"]
+    assert "U+00A0 NO-BREAK SPACE" in fake.bot_replies(PR)[0].body

@@ -15,7 +15,8 @@ import pytest
 import requests
 
 from tools.rerun.fake_github import FakeGitHub
-from tools.rerun.server import KeyedLocks, LRUSet, ServerConfig, WebhookApp, running, signature
+from tools.rerun.server import ServerConfig, WebhookApp, running, signature
+from tools.rerun.sync import KeyedLocks, LRUSet
 
 from rerun_support import PR, REPO, comment_payload
 
@@ -121,7 +122,7 @@ def test_simultaneous_deliveries_of_one_comment_dispatch_once(server_url: str, a
     assert codes == [202] * 16
     dispatched = sorted(int(d["inputs"]["comment_id"]) for d in fake.dispatches)
     assert dispatched == sorted(p["comment"]["id"] for p in comments)
-    assert len(fake.bot_replies(PR)) == 8 and len(app.comment_locks) == 0
+    assert len(fake.bot_replies(PR)) == 8 and len(app.pool.comment_locks) == 0
 
 
 def test_worker_survives_handler_exceptions(fake: FakeGitHub, make_handler) -> None:
@@ -178,7 +179,7 @@ def test_cli_serve_and_handle_dry_run(api_url: str, fake: FakeGitHub, repo_root:
     (tmp_path / "event.json").write_text(json.dumps(payload))
     # --repo explicitly: on GitHub Actions $GITHUB_REPOSITORY would name the real repository.
     common = ["--api-url", api_url, "--token-file", str(tmp_path / "token"), "--repo-root", str(repo_root),
-              "--repo", REPO]
+              "--repo", REPO, "--lookup-wait", "0.5"]
     dry = subprocess.run([sys.executable, "-m", "tools.rerun", "handle", "--event", str(tmp_path / "event.json"),
                           "--dry-run", *common], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
@@ -187,7 +188,8 @@ def test_cli_serve_and_handle_dry_run(api_url: str, fake: FakeGitHub, repo_root:
 
     with socketless_port() as port:
         proc = subprocess.Popen([sys.executable, "-m", "tools.rerun", "serve", "--port", str(port),
-                                 "--secret-file", str(tmp_path / "secret"), *common],
+                                 "--secret-file", str(tmp_path / "secret"), "--state-dir", str(tmp_path / "state"),
+                                 *common],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and "listening on" in proc.stdout.readline()

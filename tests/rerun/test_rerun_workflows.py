@@ -1,44 +1,43 @@
-"""The two rerun workflows agree with the bot (inputs, file name) and keep their security rules."""
+"""The two rerun workflows agree with the bot (inputs, run-name, report command) and keep their
+security rules; and no test skips because first-party code is missing."""
 
 from __future__ import annotations
 
+import ast
 import re
+import shlex
 import subprocess
 import sys
 from typing import Any
 
-import pytest
-import yaml
+import ci.commands.run as ci_run
+from ci.registry import load_registry
+from tools.rerun.__main__ import build_parser
+from tools.rerun.comment_lines import COMMAND_NAMES
+from tools.rerun.dispatch import DISPATCH_WORKFLOW, run_name
+from tools.rerun.fake_github import FakeGitHub, render_run_name
 
-from ci.registry import find_repo_root
-from tools.rerun.fake_github import FakeGitHub
-from tools.rerun.handler import DISPATCH_WORKFLOW
-
-from rerun_support import comment_payload
-
-ROOT = find_repo_root()
-WORKFLOWS = ROOT / ".github" / "workflows"
+from rerun_support import ROOT, comment_payload, load_workflow
 
 
-def _load(name: str) -> dict[str, Any]:
-    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
-    data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads a bare `on` key as True
-    return data
+def _steps(data: dict[str, Any], job: str | None = None) -> list[dict[str, Any]]:
+    jobs = data["jobs"]
+    return (jobs[job] if job else next(iter(jobs.values())))["steps"]
 
 
-def _steps(data: dict[str, Any]) -> list[dict[str, Any]]:
-    (job,) = data["jobs"].values()
-    return job["steps"]
+def _expressions_in_scripts(steps: list[dict[str, Any]]) -> list[str]:
+    return [step["run"] for step in steps if "${{" in step.get("run", "")]
 
 
 def test_comment_workflow_trigger_permissions_and_checkout() -> None:
-    text = (WORKFLOWS / "rerun-test.yml").read_text(encoding="utf-8")
-    data = _load("rerun-test.yml")
+    text = (ROOT / ".github" / "workflows" / "rerun-test.yml").read_text(encoding="utf-8")
+    data = load_workflow("rerun-test.yml")
     assert data["on"] == {"issue_comment": {"types": ["created"]}}
     (job,) = data["jobs"].values()
     assert data["permissions"] == {} and job["permissions"] == {
         "actions": "write", "issues": "write", "pull-requests": "write", "contents": "read"}
-    assert "github.event.issue.pull_request" in job["if"] and "'/rerun-test'" in job["if"]
+    assert "github.event.issue.pull_request" in job["if"]
+    assert "contains(github.event.comment.body, 'rerun')" in job["if"]
     (checkout,) = [s for s in _steps(data) if str(s.get("uses", "")).startswith("actions/checkout@")]
     assert checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
     assert checkout["with"]["persist-credentials"] is False
@@ -46,11 +45,22 @@ def test_comment_workflow_trigger_permissions_and_checkout() -> None:
     runs = [s["run"] for s in _steps(data) if "run" in s]
     assert runs[0] == 'python3 -m pip install "pyyaml>=6.0" "requests>=2.31"'
     assert runs[-1] == 'python3 -m tools.rerun handle --event "$GITHUB_EVENT_PATH"'
+    assert _expressions_in_scripts(_steps(data)) == []
+
+
+def test_the_comment_prefilter_lets_every_command_and_the_look_alikes_through() -> None:
+    """GitHub's `contains` is case-insensitive; the bot answers look-alikes with what to type."""
+    needle = re.search(r"contains\(github\.event\.comment\.body, '([^']+)'\)",
+                       load_workflow("rerun-test.yml")["jobs"]["handle"]["if"])[1]
+    bodies = [f"/{name} x" for name in COMMAND_NAMES] + [
+        "\uff0frerun-test x.py", "\u2215rerun-test x.py", "/\u200brerun-test x.py", "/rerun-test\u00a0x.py",
+        "/rerun\u2013test x.py", "/ReRun-Test x.py"]
+    assert all(needle.lower() in body.lower() for body in bodies)
 
 
 def test_the_bot_runs_on_pyyaml_and_requests_alone() -> None:
     """rerun-test.yml installs only those two: the bot must never import torch or triton."""
-    code = ("import sys, tools.rerun.__main__, tools.rerun.handler, tools.rerun.server; "
+    code = ("import sys, tools.rerun.__main__, tools.rerun.handler, tools.rerun.server, tools.rerun.report; "
             "heavy = sorted({'torch', 'triton', 'numpy'} & set(sys.modules)); "
             "sys.exit(f'bot imported {heavy}' if heavy else 0)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -58,25 +68,28 @@ def test_the_bot_runs_on_pyyaml_and_requests_alone() -> None:
 
 
 def test_dispatch_workflow_matches_the_inputs_the_bot_sends(fake: FakeGitHub, make_handler) -> None:
-    outcome = make_handler(dry_run=True).handle(comment_payload("/rerun-test test_pack.py::t[1]"))
+    outcome = make_handler(dry_run=True).handle(comment_payload("/rerun-test test_pack.py::t[1]", comment_id=31))
     sent = outcome.dispatches[0].inputs
-    data = _load(DISPATCH_WORKFLOW)
+    data = load_workflow(DISPATCH_WORKFLOW)
     declared = data["on"]["workflow_dispatch"]["inputs"]
     assert set(declared) == set(sent) and len(declared) <= 10
     assert all(spec["type"] == "string" for spec in declared.values())
     assert {k for k, spec in declared.items() if spec.get("required")} == {"pr", "sha", "tier", "runner", "tests"}
-    (job,) = data["jobs"].values()
-    assert job["runs-on"] == "${{ fromJSON(inputs.runner) }}"
-    assert data["permissions"] == {} and job["permissions"] == {"contents": "read"}
+    # The run-name GitHub gives the run is the one the bot looks for.
+    assert render_run_name(data["run-name"], sent) == run_name(sent) == outcome.dispatches[0].run_name
+    assert "comment 31" in run_name(sent)
+    assert data["jobs"]["run"]["runs-on"] == "${{ fromJSON(inputs.runner) }}"
+    assert data["permissions"] == {} and data["jobs"]["run"]["permissions"] == {"contents": "read"}
+    assert "${{ inputs.part }}" in data["concurrency"]["group"]  # shards of one tier run side by side
 
 
 def test_dispatch_workflow_checks_out_sha_and_never_splices_inputs_into_scripts() -> None:
-    data = _load(DISPATCH_WORKFLOW)
-    steps = _steps(data)
+    data = load_workflow(DISPATCH_WORKFLOW)
+    steps = _steps(data, "run")
     (checkout,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
     assert checkout["with"]["ref"] == "${{ inputs.sha }}"
-    for step in steps:
-        assert not re.search(r"\$\{\{\s*(inputs|github\.event)\.", step.get("run", "")), step
+    for job in data["jobs"].values():
+        assert _expressions_in_scripts(job["steps"]) == []
     (run,) = [s for s in steps if "ci run" in s.get("run", "")]
     assert run["env"] == {"TIER": "${{ inputs.tier }}", "TESTS": "${{ inputs.tests }}"}
     assert '-m ci run --tier "$TIER"' in run["run"] and '"${tests[@]}"' in run["run"]
@@ -84,9 +97,87 @@ def test_dispatch_workflow_checks_out_sha_and_never_splices_inputs_into_scripts(
     assert (ROOT / "ci" / "bootstrap.py").is_file()
 
 
+def test_the_report_job_has_least_permissions_and_runs_the_default_branch_code() -> None:
+    data = load_workflow(DISPATCH_WORKFLOW)
+    report = data["jobs"]["report"]
+    assert report["needs"] == "run" and report["runs-on"] == "ubuntu-latest"
+    assert "always()" in report["if"] and "inputs.comment_id != ''" in report["if"]
+    assert report["permissions"] == {"contents": "read", "pull-requests": "write"}
+    steps = report["steps"]
+    (checkout,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+    assert "ref" not in checkout.get("with", {}) and checkout["with"]["persist-credentials"] is False
+    assert not any("bootstrap" in s.get("run", "") for s in steps)  # no PR code, no .venv from the run job
+    upload = next(s for s in _steps(data, "run") if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
+    download = next(s for s in steps if str(s.get("uses", "")).startswith("actions/download-artifact@"))
+    assert download["with"]["name"] == upload["with"]["name"]
+    last = steps[-1]
+    assert last["if"] == "always()" and "tools.rerun report" in last["run"]
+    assert set(last["env"]) == {"GITHUB_TOKEN", "PR", "COMMENT_ID", "TIER", "PART", "RUN_URL"}
+
+
+def test_the_report_command_in_the_workflow_parses(monkeypatch) -> None:
+    """The CLI accepts exactly what the report step passes (env values stand in for the inputs)."""
+    step = load_workflow(DISPATCH_WORKFLOW)["jobs"]["report"]["steps"][-1]
+    env = {"PR": "42", "COMMENT_ID": "101", "TIER": "gpu_b200", "PART": "2/3",
+           "RUN_URL": "https://github.com/o/r/actions/runs/1"}
+    argv = shlex.split(re.sub(r'"\$(\w+)"', lambda m: shlex.quote(env[m[1]]), step["run"]))
+    assert argv[:4] == ["python3", "-m", "tools.rerun", "report"]
+    args = build_parser().parse_args(argv[3:])
+    assert (args.pr, args.comment_id, args.tier, args.part, args.junit) == (42, 101, "gpu_b200", "2/3",
+                                                                           "reports/junit-rerun.xml")
+    run_step = next(s for s in _steps(load_workflow(DISPATCH_WORKFLOW), "run") if "ci run" in s.get("run", ""))
+    assert "--junit reports/junit-rerun.xml" in run_step["run"]
+
+
 def test_ci_run_accepts_what_the_dispatch_workflow_passes() -> None:
-    run = pytest.importorskip("ci.commands.run", reason="ci run (another helper's module) is not there yet")
-    args = run.build_parser().parse_args(
+    args = ci_run.build_parser().parse_args(
         ["--tier", "gpu_b200", "--junit", "reports/junit-rerun.xml", "tests/quant/test_x.py::test_y[bf16]",
          "tests/quant/test_z.py"])
     assert args.tier == "gpu_b200" and args.paths == ["tests/quant/test_x.py::test_y[bf16]", "tests/quant/test_z.py"]
+
+
+# -- no test skips because first-party code is missing ---------------------------------------------
+
+def _first_party() -> set[str]:
+    names = set(load_registry(ROOT / "registry.yaml").project.first_party)
+    names |= {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    return names
+
+
+def skips_on_missing_first_party(source: str, first_party: set[str]) -> list[str]:
+    """``importorskip("<first-party>")`` calls, and ``try: import <first-party>`` blocks whose
+    ImportError handler skips, in one test file's source: each as ``line: text``."""
+    found = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "importorskip":
+            arg = node.args[0] if node.args else None
+            if isinstance(arg, ast.Constant) and str(arg.value).split(".")[0] in first_party:
+                found.append(f"{node.lineno}: importorskip({arg.value!r})")
+        if isinstance(node, ast.Try):
+            imported = [a.name for n in node.body if isinstance(n, ast.Import) for a in n.names]
+            imported += [n.module or "" for n in node.body if isinstance(n, ast.ImportFrom)]
+            if not any(name.split(".")[0] in first_party for name in imported):
+                continue
+            for handler in node.handlers:
+                if "skip" in ast.unparse(handler):
+                    found.append(f"{node.lineno}: try: import {', '.join(imported)} ... except: skip")
+    return sorted(found, key=lambda hit: int(hit.split(":")[0]))
+
+
+def test_no_test_skips_because_first_party_code_is_missing() -> None:
+    first_party = _first_party()
+    assert {"ci", "fp4kv", "tools"} <= first_party
+    offenders = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        hits = skips_on_missing_first_party(path.read_text(encoding="utf-8"), first_party)
+        if hits:
+            offenders[path.relative_to(ROOT).as_posix()] = hits
+    assert offenders == {}, "a rename must fail these tests, not skip them"
+
+
+def test_the_skip_scan_finds_what_it_looks_for() -> None:
+    source = ("import pytest\nrun = pytest.importorskip('ci.commands.run')\ntorch = pytest.importorskip('torch')\n"
+              "try:\n    from fp4kv.quant import x\nexcept ImportError:\n    pytest.skip('gone')\n")
+    assert skips_on_missing_first_party(source, {"ci", "fp4kv"}) == [
+        "2: importorskip('ci.commands.run')", "4: try: import fp4kv.quant ... except: skip"]

@@ -1,7 +1,13 @@
-"""The ``/rerun-test`` pull-request bot: ``python -m tools.rerun {handle,serve}``.
+"""The pull-request bot: ``python -m tools.rerun {handle,serve,report}``.
 
-Modules, one job each: `commands` (comment grammar, help text), `resolve` (targets -> registry
-entries and tiers), `replies` (every comment the bot posts), `github` (REST client with retries),
-`handler` (one event -> reactions, dispatches, reply), `server` (webhook HTTP server and workers),
-`fake_github` (a stateful GitHub stand-in over real HTTP, for tests and the benchmark).
+Modules, one job each. Grammar: `comment_lines` (which lines are commands, look-alikes),
+`commands` (arguments, ``--help``). Rules: `policy` (who may run what). Commands, one module each
+over the `github.GitHubAPI` protocol: `cmd_rerun_test`, `cmd_rerun_tier`, `cmd_rerun_failed`
+(planning into a `work.Work`), `dispatch` (dispatches with unique run-names, never sent twice).
+Flow: `event` (the payload's fields), `handler` (claim, carry out, edit the reply), `replies` and
+`runs_table` (every comment the bot writes), `report` (JUnit results into the reply). GitHub:
+`rest` (timeouts, retries, redaction), `github` (typed endpoints), `secrets_file` (token files).
+Server: `server` (HTTP, journal hand-off), `journal` (SQLite WAL), `workers` and
+`worker_process` (handler threads, in a child process for ``serve``), `sync`. Test doubles:
+`fake_github` (a stateful GitHub) and `fake_server` (over real HTTP, in a thread or a process).
 """

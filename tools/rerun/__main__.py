@@ -1,10 +1,13 @@
-"""``python -m tools.rerun {handle,serve}``: the bot's command line (the only place that prints).
+"""``python -m tools.rerun {handle,serve,report}``: the bot's command line (the only place that prints).
 
 ``handle --event PATH`` handles one ``issue_comment`` payload (GitHub Actions: ``$GITHUB_EVENT_PATH``),
 with ``GITHUB_TOKEN``, ``GITHUB_API_URL`` and ``GITHUB_REPOSITORY`` from the environment unless
-``--token-file`` / ``--api-url`` / ``--repo`` say otherwise. ``serve`` runs the webhook server. ``--dry-run`` reads from GitHub but
-writes nothing and prints the reply and the dispatches it would make.
-Exit status: 0 handled or ignored, 1 GitHub failure, 2 bad usage or input.
+``--token-file`` / ``--api-url`` / ``--repo`` say otherwise. ``serve`` runs the webhook server with
+its delivery journal in ``--state-dir``. ``report`` writes a dispatched run's JUnit results into
+its row of the bot's reply. ``--dry-run`` reads from GitHub but writes nothing and prints the reply
+and the dispatches it would make.
+Exit status: 0 handled or ignored, 1 GitHub failure (or, for ``report``, a missing or bad JUnit
+report), 2 bad usage or input. A token is never printed: not in errors, not in log lines.
 """
 
 from __future__ import annotations
@@ -17,35 +20,64 @@ import sys
 from pathlib import Path
 
 from ci.registry import find_repo_root
+from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
+from tools.rerun.dispatch import DISPATCH_WORKFLOW, RunLookup
 from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
-from tools.rerun.handler import DISPATCH_WORKFLOW, BotConfig, Handler, Outcome
+from tools.rerun.handler import BotConfig, Handler, Outcome
+from tools.rerun.journal import JournalError
+from tools.rerun.runs_table import TARGETS_PART
+from tools.rerun.secrets_file import RedactingFilter, SecretError, check_secret, read_secret
 
 DEFAULT_API = "https://api.github.com"
+PRUNE_AFTER = 30 * 24 * 3600.0  # handled deliveries are forgotten after 30 days
+SWITCH_INTERVAL = 0.0005  # seconds; see _serve
 
 
 def _token(args: argparse.Namespace) -> str | None:
+    """The API token: ``--token-file``, else ``$GITHUB_TOKEN``; None only in dry-run without one."""
     if args.token_file:
-        return Path(args.token_file).read_text(encoding="utf-8").strip()
-    return os.environ.get("GITHUB_TOKEN")
+        return read_secret(args.token_file, "token")
+    env = os.environ.get("GITHUB_TOKEN")
+    if env is not None:
+        return check_secret(env, "$GITHUB_TOKEN")
+    if getattr(args, "dry_run", False):
+        return None
+    raise SecretError("no token: pass --token-file or set $GITHUB_TOKEN")
+
+
+def _api(args: argparse.Namespace) -> str:
+    return args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
+
+
+def _repository(args: argparse.Namespace) -> str | None:
+    return args.repo or os.environ.get("GITHUB_REPOSITORY") or None
 
 
 def _config(args: argparse.Namespace) -> BotConfig:
     root = Path(args.repo_root).resolve() if args.repo_root else find_repo_root(Path.cwd())
-    repository = args.repo or os.environ.get("GITHUB_REPOSITORY") or None
-    return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run, repository=repository,
-                     bot_login=args.bot_login)
+    if not args.shard_budget > 0:
+        raise ValueError(f"--shard-budget must be a positive number of seconds, got {args.shard_budget}")
+    if not args.lookup_wait >= 0:
+        raise ValueError(f"--lookup-wait must be >= 0 seconds, got {args.lookup_wait}")
+    lookup = RunLookup(wait=args.lookup_wait, link_wait=min(RunLookup.link_wait, args.lookup_wait))
+    return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run,
+                     repository=_repository(args), bot_login=args.bot_login, shard_budget=args.shard_budget,
+                     lookup=lookup)
 
 
 def _print_outcome(outcome: Outcome, dry_run: bool) -> None:
     print(f"rerun-test: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else ""))
-    if dry_run:
-        for d in outcome.dispatches:
-            print(f"would dispatch on ref {d.ref}: {json.dumps(d.inputs, sort_keys=True)}")
-        if outcome.reactions:
-            print(f"would react: {', '.join(outcome.reactions)}")
-    else:
-        for d in outcome.dispatches:
-            print(f"dispatch {d.tier}: {'sent' if d.error is None else 'FAILED: ' + d.error}")
+    for d in outcome.dispatches:
+        if dry_run:
+            print(f"would dispatch: {json.dumps(d.inputs, sort_keys=True)}")
+        else:
+            print(f"dispatch {d.spec.tier} {d.spec.part}: {d.state}" + (f": {d.error}" if d.error else ""))
+    for r in outcome.reruns:
+        print(f"re-run failed jobs of run {r.run.id}: {r.state}" + (f": {r.error}" if r.error else ""))
+    if dry_run and outcome.reactions:
+        print(f"would react: {', '.join(outcome.reactions)}")
+    for error in outcome.errors:
+        print(f"rerun-test: GitHub failure: {error}", file=sys.stderr)
     if outcome.reply is not None:
         print(("--- reply (not posted) ---\n" if dry_run else "--- reply ---\n") + outcome.reply)
 
@@ -53,32 +85,41 @@ def _print_outcome(outcome: Outcome, dry_run: bool) -> None:
 def _handle(args: argparse.Namespace) -> int:
     try:
         payload = json.loads(Path(args.event).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         print(f"rerun-test: cannot read event {args.event}: {exc}", file=sys.stderr)
         return 2
-    api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
-    handler = Handler(GitHubClient(api, _token(args)), _config(args))
+    handler = Handler(GitHubClient(_api(args), _token(args)), _config(args))
     try:
         outcome = handler.handle(payload)
     except GitHubError as exc:
         print(f"rerun-test: GitHub API failure: {exc}", file=sys.stderr)
         return 1
     _print_outcome(outcome, args.dry_run)
-    return 0
+    return 1 if outcome.errors else 0
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from tools.rerun.journal import Journal
     from tools.rerun.server import ServerConfig, WebhookApp, WebhookServer
+    from tools.rerun.worker_process import ProcessWorkers, WorkerSpec
 
-    secret = Path(args.secret_file).read_bytes().strip()
-    api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
-    token, config = _token(args), _config(args)
-    app = WebhookApp(ServerConfig(secret=secret, workers=args.workers),
-                     lambda: Handler(GitHubClient(api, token), config))
-    app.start()
+    # The server process only parses, verifies, journals and acknowledges (the handlers run in the
+    # worker process); a 0.5 ms GIL switch interval (default 5 ms) lowered its ack p99 in
+    # interleaved runs of bench/rerun_bot.py. Set here, not in library code: it is process-wide.
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    secret = read_secret(args.secret_file, "webhook secret").encode()
+    token, config, api = _token(args), _config(args), _api(args)
+    journal = Journal.in_dir(args.state_dir, durable=args.durable)
+    pruned = journal.prune(PRUNE_AFTER)
+    server_config = ServerConfig(secret=secret, workers=args.workers)
+    pool = ProcessWorkers(WorkerSpec(api, token, config, args.workers), server_config.queue_size)
+    app = WebhookApp(server_config, journal=journal, pool=pool)
     server = WebhookServer((args.host, args.port), app)
-    print(f"rerun-test: listening on {server.url} (repo root {config.repo_root}"
-          + (", dry run" if config.dry_run else "") + ")", flush=True)
+    app.start()
+    counts = journal.counts()
+    print(f"rerun-test: listening on {server.url} (repo root {config.repo_root}, journal {journal.path}: "
+          f"{counts.get('accepted', 0)} unfinished replayed, {counts.get('done', 0)} handled, {pruned} pruned; "
+          f"worker process {pool.process.pid}" + (", dry run" if config.dry_run else "") + ")", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -86,21 +127,50 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
         app.stop()
+        journal.close()
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from tools.rerun.report import Reporter, ReportError, result_cell, summarize
+
+    repo = _repository(args)
+    if not repo:
+        raise ValueError("report needs --repo owner/name (or $GITHUB_REPOSITORY)")
+    results = summarize(args.junit, root=Path.cwd())
+    reporter = Reporter(GitHubClient(_api(args), _token(args)), repo, args.bot_login, settle=args.settle_seconds)
+    try:
+        done = reporter.report(args.pr, args.comment_id, args.tier, args.part, result_cell(results), args.run_url)
+    except (GitHubError, ReportError) as exc:
+        print(f"rerun-test report: {exc}", file=sys.stderr)
+        return 1
+    print(f"rerun-test report: wrote {args.tier} {args.part} into comment {done.comment_id} "
+          f"({done.writes} write(s), {done.lost} lost update(s) repaired"
+          + (", superseded by a later report" if done.superseded else "") + ")")
+    if isinstance(results, str):
+        print(f"rerun-test report: {results}", file=sys.stderr)
+        return 1
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.rerun", description=__doc__.splitlines()[0])
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--api-url", help=f"GitHub API base URL (default: $GITHUB_API_URL or {DEFAULT_API})")
-    common.add_argument("--token-file", help="file holding the API token (default: $GITHUB_TOKEN)")
-    common.add_argument("--repo-root", help="checkout whose registry.yaml and tree are used (default: found from cwd)")
-    common.add_argument("--repo", help="owner/name to serve; events for other repositories are ignored "
+    github = argparse.ArgumentParser(add_help=False)
+    github.add_argument("--api-url", help=f"GitHub API base URL (default: $GITHUB_API_URL or {DEFAULT_API})")
+    github.add_argument("--token-file", help="file holding the API token (default: $GITHUB_TOKEN)")
+    github.add_argument("--repo", help="owner/name to serve; events for other repositories are ignored "
                         "(default: $GITHUB_REPOSITORY, else any)")
-    common.add_argument("--workflow", default=DISPATCH_WORKFLOW, help="workflow file to dispatch (default: %(default)s)")
-    common.add_argument("--bot-login", default=DEFAULT_BOT_LOGIN,
+    github.add_argument("--bot-login", default=DEFAULT_BOT_LOGIN,
                         help="login the bot's replies are posted as; only its replies count as answers "
                              "(default: %(default)s, the GITHUB_TOKEN identity)")
+    common = argparse.ArgumentParser(add_help=False, parents=[github])
+    common.add_argument("--repo-root", help="checkout whose registry.yaml and tree are used (default: found from cwd)")
+    common.add_argument("--workflow", default=DISPATCH_WORKFLOW, help="workflow file to dispatch (default: %(default)s)")
+    common.add_argument("--shard-budget", type=float, default=DEFAULT_SHARD_BUDGET,
+                        help="seconds of est_time per shard for /rerun-tier (default: %(default)s, as pr-gpu.yml)")
+    common.add_argument("--lookup-wait", type=float, default=RunLookup.wait,
+                        help="seconds to look for a run by its run-name before (re)sending a dispatch "
+                             "(default: %(default)s)")
     common.add_argument("--dry-run", action="store_true", help="read from GitHub, write nothing, print what would happen")
     sub = parser.add_subparsers(dest="command", required=True)
     handle = sub.add_parser("handle", parents=[common], help="handle one issue_comment event file")
@@ -109,17 +179,32 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--secret-file", required=True, help="file holding the webhook secret")
+    serve.add_argument("--state-dir", required=True, help="directory of the delivery journal (SQLite, WAL)")
+    serve.add_argument("--durable", action="store_true",
+                       help="fsync every journal commit (survives power loss, not only a killed process)")
     serve.add_argument("--workers", type=int, default=4, help="background handler threads (default: %(default)s)")
+    report = sub.add_parser("report", parents=[github], help="write a run's JUnit results into the bot's reply")
+    report.add_argument("--junit", required=True, help="JUnit XML of the run")
+    report.add_argument("--pr", type=int, required=True, help="pull request number")
+    report.add_argument("--comment-id", type=int, required=True, help="the comment the run answers")
+    report.add_argument("--tier", required=True, help="tier of the run (its row in the reply)")
+    report.add_argument("--part", default=TARGETS_PART, help="`targets` or shard `i/N` (default: %(default)s)")
+    report.add_argument("--run-url", help="link to the run")
+    report.add_argument("--settle-seconds", type=float, default=12.0,
+                        help="re-read the reply this long after writing, to catch a lost update (default: %(default)s)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RedactingFilter())
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    commands = {"handle": _handle, "serve": _serve, "report": _report}
     try:
-        return _handle(args) if args.command == "handle" else _serve(args)
-    except (OSError, ValueError) as exc:
+        return commands[args.command](args)
+    except (OSError, ValueError, JournalError) as exc:  # SecretError is a ValueError; it never holds the value
         print(f"rerun-test: {exc}", file=sys.stderr)
         return 2
 

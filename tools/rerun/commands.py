@@ -1,15 +1,15 @@
-"""The `/rerun-test` command grammar: regexes and help text live here, parsing does nothing else.
+"""The bot's command grammar: arguments of each command, their ``--help`` text, target safety.
 
-Prow-style rules: a command is a whole line starting with ``/rerun-test`` (leading spaces are
-allowed, as GitHub renders them the same), several commands per comment are fine, and lines inside
-fenced code blocks (````` and ``~~~``), indented code (a tab or 4+ spaces), HTML comments
-(``<!-- -->``, which GitHub does not show) or quoted with ``>`` are ignored, so that pasting an
-old comment or a log, or hiding text from reviewers, never triggers a run. Lines end at ``\n``
-only, as GitHub's Markdown does (not at U+2028 and the other breaks `str.splitlines` knows).
+Which lines are commands is `tools.rerun.comment_lines`' job; this module turns each line into a
+typed `Command`. Commands:
 
-A *target* is a basename (``test_x.py``), a repo-relative path (``tests/quant/test_x.py``) or
-either of those followed by a pytest node id (``tests/quant/test_x.py::TestA::test_b[1-2]``).
-Targets are checked against `SAFE_TARGET` here, before anything else looks at them; the bot never
+* ``/rerun-test <target>... [--tier T]`` and ``/rerun-test --owner @team [--tier T]``
+* ``/rerun-failed``
+* ``/rerun-tier <tier>`` (alias ``/rerun-stage <tier>``)
+
+each with ``--help``. A *target* is a basename (``test_x.py``), a repo-relative path
+(``tests/quant/test_x.py``) or either followed by a pytest node id (``tests/x.py::TestA::test_b[1-2]``).
+Targets are checked against `SAFE_TARGET` before anything else looks at them; the bot never
 passes comment text to a shell.
 """
 
@@ -18,127 +18,171 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-COMMAND = "/rerun-test"
+from tools.rerun.comment_lines import (RERUN_FAILED, RERUN_STAGE, RERUN_TEST, RERUN_TIER, LookAlike,
+                                       command_lines)
+from tools.rerun.policy import POLICY_TEXT, Action
 
-# `/rerun-test` at the start of a line, then whitespace or the end of the line (`/rerun-tests`
-# is not a command).
-COMMAND_RE = re.compile(r"^ {0,3}/rerun-test(?:[ \t]+(?P<args>.*?))?[ \t]*$")
-# Opening/closing code fence (CommonMark: up to 3 spaces of indent, 3+ backticks or tildes).
-FENCE_RE = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})")
-QUOTE_RE = re.compile(r"^[ \t]{0,3}>")
-# An HTML comment (an unterminated one runs to the end, as in CommonMark).
-HTML_COMMENT_RE = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+COMMAND = "/rerun-test"
 # Everything a target may contain. `[` `]` for parametrized node ids, `:` for `::`.
 SAFE_TARGET = re.compile(r"[A-Za-z0-9_./:\[\]-]+")
 TIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+OWNER_RE = re.compile(r"@?[A-Za-z0-9][A-Za-z0-9_./-]{0,99}")
 
 # Upper bounds that keep one comment from becoming an unbounded amount of work. Exceeding them is
 # an error in the reply, never a silent cut.
 MAX_TARGETS = 20
 
-HELP_TEXT = f"""\
-**`{COMMAND}`** re-runs registered test files of this pull request on their CI tiers.
+_USAGE = {
+    RERUN_TEST: f"""\
+**`/rerun-test`** re-runs registered test files of this pull request on their CI tiers.
 
 ```
-{COMMAND} <target> [<target> ...] [--tier TIER]
-{COMMAND} --help
+/rerun-test <target> [<target> ...] [--tier TIER]
+/rerun-test --owner @team [--tier TIER]
+/rerun-test --help
 ```
 
 * `<target>` is a file name (`test_kvfp4_quant_dequant.py`), a repo-relative path
   (`tests/quant/test_kvfp4_quant_dequant.py`) or either with a pytest node id appended
   (`tests/quant/test_kvfp4_quant_dequant.py::test_roundtrip[bf16]`).
-* Files are looked up in `registry.yaml`. Without `--tier`, each registered tier of the file
-  except `cpu` runs (a cpu-only file runs on `cpu`); `--tier` must be one of the file's tiers.
-* One command per line; several lines per comment are fine. Lines in code blocks or quotes
-  are ignored. At most {MAX_TARGETS} targets per comment.
-* Only users with write, maintain or admin permission on the repository can trigger runs.
-"""
+* Files are looked up in `registry.yaml` of the default branch. Without `--tier`, each GPU tier of
+  the file runs (a cpu-only file runs on `cpu`); `--tier` must be one of the file's tiers.
+* `--owner @team` runs every active file whose registry `owner` is `@team`, on each file's GPU tiers.
+* All targets of a comment (several per line, several lines) go out as one run per tier.
+  Lines in code blocks or quotes are ignored. At most {MAX_TARGETS} targets per comment.
+""",
+    RERUN_FAILED: """\
+**`/rerun-failed`** re-runs the failed jobs of this pull request's head commit.
+
+```
+/rerun-failed
+/rerun-failed --help
+```
+
+* Every completed workflow run of the head commit whose conclusion is `failure` or `timed_out`
+  gets GitHub's "re-run failed jobs"; runs still in progress are listed and left alone.
+""",
+    RERUN_TIER: """\
+**`/rerun-tier`** (alias **`/rerun-stage`**) runs every active test of one tier on this PR's head commit.
+
+```
+/rerun-tier <tier>
+/rerun-tier --help
+```
+
+* One run per shard of `python -m ci plan --tier <tier>` (the plan's sharding and shard budget).
+""",
+}
+
+
+def help_text(name: str) -> str:
+    """The ``--help`` reply of one command (``rerun-stage`` is ``rerun-tier``), policy included."""
+    return _USAGE[RERUN_TIER if name == RERUN_STAGE else name] + "\n" + POLICY_TEXT + "\n"
 
 
 @dataclass(frozen=True)
 class Command:
-    """One `/rerun-test` line. ``error`` is set (and the rest may be partial) when it did not parse.
+    """One command line. ``name`` is canonical (``rerun-stage`` becomes ``rerun-tier``); ``line``
+    is 1-based in the comment. ``error`` is set (the rest may be partial) when it did not parse;
+    ``lookalike`` when it was written with look-alike characters (then it is never run)."""
 
-    ``line`` is the 1-based line number in the comment; ``tier`` is None when not given.
-    """
-
+    name: str
     line: int
     text: str
     targets: tuple[str, ...] = ()
     tier: str | None = None
+    owner: str | None = None
     help: bool = False
     error: str | None = None
+    lookalike: LookAlike | None = None
+
+    @property
+    def runnable(self) -> bool:
+        return not (self.help or self.error or self.lookalike)
+
+    @property
+    def action(self) -> Action:
+        if self.name == RERUN_FAILED:
+            return Action.RERUN_FAILED
+        if self.name == RERUN_TIER:
+            return Action.RERUN_TIER
+        return Action.RERUN_OWNER if self.owner is not None else Action.RERUN_TEST
 
 
 class UnsafeTarget(ValueError):
     """A target that the bot refuses to look at (see `check_target`)."""
 
 
-def command_lines(body: str) -> list[tuple[int, str]]:
-    """``(line number, args text)`` of every command line outside code fences and quotes."""
-    out: list[tuple[int, str]] = []
-    fence: str | None = None
-    # Blank out HTML comments but keep their line breaks, so line numbers stay the comment's own.
-    visible = HTML_COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), body.replace("\r\n", "\n"))
-    for number, line in enumerate(visible.split("\n"), start=1):
-        fence_match = FENCE_RE.match(line)
-        if fence is not None:
-            # A fence closes only with the same character, at least as long, and nothing after it.
-            if fence_match and fence_match["fence"][0] == fence[0] and len(fence_match["fence"]) >= len(fence) \
-                    and not line.strip().lstrip(fence[0]):
-                fence = None
-            continue
-        if fence_match:
-            fence = fence_match["fence"]
-            continue
-        if QUOTE_RE.match(line):
-            continue
-        match = COMMAND_RE.match(line)
-        if match:
-            out.append((number, match["args"] or ""))
+def parse_comment(body: str) -> list[Command]:
+    """Every command (and look-alike) in a comment body, in order (empty if there is none)."""
+    out = []
+    for found in command_lines(body):
+        command = parse_args(found.name, found.line, found.args)
+        if found.lookalike is not None:
+            command = Command(command.name, found.line, found.lookalike.understood, lookalike=found.lookalike)
+        out.append(command)
     return out
 
 
-def parse_args(line: int, args: str) -> Command:
-    """Parse the text after `/rerun-test` on one line."""
-    text = f"{COMMAND} {args}".rstrip()
+def parse_args(name: str, line: int, args: str) -> Command:
+    """Parse the text after ``/<name>`` on one line."""
+    name = RERUN_TIER if name == RERUN_STAGE else name
+    text = f"/{name} {args}".rstrip()
     tokens = args.split()
+    if any(t in ("--help", "-h") for t in tokens):
+        return Command(name, line, text, help=True)
+    if name == RERUN_FAILED:
+        if tokens:
+            return Command(name, line, text, error="`/rerun-failed` takes no arguments; see `/rerun-failed --help`")
+        return Command(name, line, text)
+    if name == RERUN_TIER:
+        if len(tokens) != 1 or tokens[0].startswith("-"):
+            return Command(name, line, text, error="give exactly one tier, e.g. `/rerun-tier gpu_b200`")
+        if not TIER_RE.fullmatch(tokens[0]):
+            return Command(name, line, text, error=f"{quote(tokens[0])} is not a tier name")
+        return Command(name, line, text, tier=tokens[0])
     if not tokens:
-        return Command(line, text, help=True)
+        return Command(name, line, text, help=True)
+    return _parse_rerun_test(line, text, tokens)
+
+
+def _option(tokens: list[str], i: int, flag: str) -> tuple[str | None, int]:
+    """(value, next index) of ``--flag V`` or ``--flag=V`` at ``tokens[i]``; value None if missing."""
+    if tokens[i] == flag:
+        return (tokens[i + 1], i + 2) if i + 1 < len(tokens) else (None, i + 1)
+    return tokens[i].removeprefix(flag + "="), i + 1
+
+
+def _parse_rerun_test(line: int, text: str, tokens: list[str]) -> Command:
     targets: list[str] = []
-    tier: str | None = None
+    values: dict[str, str] = {}
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        if token in ("--help", "-h"):
-            return Command(line, text, help=True)
-        if token == "--tier" or token.startswith("--tier="):
-            if token == "--tier":
-                if i + 1 >= len(tokens):
-                    return Command(line, text, error="`--tier` needs a value, e.g. `--tier gpu_b200`")
-                value = tokens[i + 1]
-                i += 2
-            else:
-                value = token.removeprefix("--tier=")
-                i += 1
-            if tier is not None and tier != value:
-                return Command(line, text, error="`--tier` is given twice with different values")
-            if not TIER_RE.fullmatch(value):
-                return Command(line, text, error=f"`--tier` value {quote(value)} is not a tier name")
-            tier = value
+        flag = next((f for f in ("--tier", "--owner") if token == f or token.startswith(f + "=")), None)
+        if flag is None:
+            if token.startswith("-"):
+                return Command(RERUN_TEST, line, text, error=f"unknown option {quote(token)}; see `{COMMAND} --help`")
+            targets.append(token)
+            i += 1
             continue
-        if token.startswith("-"):
-            return Command(line, text, error=f"unknown option {quote(token)}; see `{COMMAND} --help`")
-        targets.append(token)
-        i += 1
-    if not targets:
-        return Command(line, text, tier=tier, error="no target given; see `/rerun-test --help`")
-    return Command(line, text, tuple(targets), tier)
-
-
-def parse_comment(body: str) -> list[Command]:
-    """Every `/rerun-test` command in a comment body, in order (empty if there is none)."""
-    return [parse_args(line, args) for line, args in command_lines(body)]
+        value, i = _option(tokens, i, flag)
+        example = "--tier gpu_b200" if flag == "--tier" else "--owner @kv-cache-team"
+        if not value:
+            return Command(RERUN_TEST, line, text, error=f"`{flag}` needs a value, e.g. `{example}`")
+        if values.get(flag, value) != value:
+            return Command(RERUN_TEST, line, text, error=f"`{flag}` is given twice with different values")
+        pattern = TIER_RE if flag == "--tier" else OWNER_RE
+        if not pattern.fullmatch(value):
+            what = "a tier name" if flag == "--tier" else "an owner name"
+            return Command(RERUN_TEST, line, text, error=f"`{flag}` value {quote(value)} is not {what}")
+        values[flag] = value
+    tier, owner = values.get("--tier"), values.get("--owner")
+    if owner is not None and targets:
+        return Command(RERUN_TEST, line, text, error="give targets or `--owner`, not both")
+    if not targets and owner is None:
+        return Command(RERUN_TEST, line, text, tier=tier, error=f"no target given; see `{COMMAND} --help`")
+    return Command(RERUN_TEST, line, text, tuple(targets), tier, owner)
 
 
 def check_target(target: str) -> None:
@@ -169,3 +213,7 @@ def quote(text: str, limit: int = 80) -> str:
                .replace("|", "&#124;").replace("`", "&#96;").replace("@", "&#64;"))
     suffix = f"… ({rest} more characters)" if rest > 0 else ""
     return f"<code>{escaped}</code>{suffix}"
+
+
+__all__ = ["COMMAND", "Command", "MAX_TARGETS", "SAFE_TARGET", "TIER_RE", "UnsafeTarget", "check_target",
+           "help_text", "parse_args", "parse_comment", "quote"]

@@ -1,14 +1,20 @@
-"""A stateful stand-in for the GitHub REST endpoints the bot uses, served over real HTTP.
+"""A stateful stand-in for the GitHub REST endpoints the bot uses (state and routing only).
 
-Used by tests/rerun and bench/rerun_bot.py (standard library only). It records every request,
-keeps comments, reactions and dispatches, and can be told to answer the next matching requests
-with scripted failures (`FakeGitHub.fail`).
+Used by tests/rerun and bench/rerun_bot.py through `tools.rerun.fake_server`, which puts it behind a
+real HTTP server on 127.0.0.1 (standard library only). It records every request, keeps comments,
+reactions, dispatches and workflow runs, and can answer matching requests with scripted failures,
+delays or hangs (`FakeGitHub.fail`), or hold comment PATCHes to force a lost update
+(`FakeGitHub.hold_patches`).
 
-Endpoints (``{repo}`` is ``owner/name``):
+Endpoints (``{repo}`` is ``owner/name``): ``GET /repos/{repo}``,
 ``GET /repos/{repo}/collaborators/{user}/permission`` (404 for unknown users),
-``GET /repos/{repo}/pulls/{n}``, ``GET|POST /repos/{repo}/issues/{n}/comments`` (paginated with
-``per_page``/``page`` and a ``Link`` header), ``POST /repos/{repo}/issues/comments/{id}/reactions``,
-``POST /repos/{repo}/actions/workflows/{file}/dispatches``.
+``GET /repos/{repo}/pulls/{n}``, ``GET|POST /repos/{repo}/issues/{n}/comments`` (paginated),
+``GET|PATCH /repos/{repo}/issues/comments/{id}``, ``POST .../issues/comments/{id}/reactions``,
+``POST /repos/{repo}/actions/workflows/{file}/dispatches`` (creates a run whose ``display_title``
+is the workflow's run-name template rendered with the inputs),
+``GET /repos/{repo}/actions/workflows/{file}/runs``, ``GET /repos/{repo}/actions/runs?head_sha=``,
+``GET /repos/{repo}/actions/runs/{id}``, ``POST /repos/{repo}/actions/runs/{id}/rerun-failed-jobs``.
+Bodies over GitHub's 65,536-character limit get 422, as on GitHub.
 """
 
 from __future__ import annotations
@@ -18,13 +24,14 @@ import json
 import re
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN  # who the fake posts the bot's replies as
+
+MAX_COMMENT_CHARS = 65536
+Response = tuple[int, dict[str, str], Any]
 
 
 @dataclass(frozen=True)
@@ -41,53 +48,121 @@ class Recorded:
 
 @dataclass(frozen=True)
 class Scripted:
-    status: int
+    """A scripted answer. ``delay`` seconds pass before answering (a hang, when longer than the
+    client's timeout); with ``route=True`` the request is really handled (state changes) and its
+    real answer is sent after the delay: a write that lands although the client saw a timeout."""
+
+    status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
+    delay: float = 0.0
+    route: bool = False
 
 
 @dataclass
 class FakeComment:
+    """``at`` / ``updated``: `time.monotonic()` when posted / last changed (system-wide on Linux,
+    so another process on the machine can compare it with its own clock)."""
+
     id: int
     user: str
     body: str
     at: float
+    edits: int = 0
+    updated: float = 0.0
+
+
+@dataclass
+class FakeRun:
+    id: int
+    name: str
+    display_title: str
+    event: str
+    status: str
+    conclusion: str | None
+    head_sha: str
+    workflow: str
+    attempt: int = 1
+
+    def to_json(self, repo: str) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "display_title": self.display_title, "event": self.event,
+                "status": self.status, "conclusion": self.conclusion, "head_sha": self.head_sha,
+                "path": f".github/workflows/{self.workflow}", "run_attempt": self.attempt,
+                "html_url": f"https://github.com/{repo}/actions/runs/{self.id}"}
+
+
+_INPUT_EXPR = re.compile(r"\$\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
+
+
+def render_run_name(template: str, inputs: dict[str, str]) -> str:
+    """A workflow's ``run-name`` with ``${{ inputs.X }}`` filled in as GitHub does (a missing
+    input renders empty). Any other expression is a ValueError: the fake cannot evaluate it."""
+    rendered = _INPUT_EXPR.sub(lambda m: str(inputs.get(m[1], "")), template)
+    if "${{" in rendered:
+        raise ValueError(f"run-name uses an expression the fake cannot render: {template!r}")
+    return rendered
 
 
 class FakeGitHub:
-    """State and routing; `serve` puts it behind an HTTP server."""
+    """State and routing; `tools.rerun.fake_server.serve` puts it behind an HTTP server."""
 
-    def __init__(self, token: str | None = "test-token"):
+    def __init__(self, token: str | None = "test-token", repo: str = "acme/llm-serving",
+                 run_name_template: str | None = None):
         self.token = token
-        self.lock = threading.Lock()
+        self.repo = repo
+        self.default_branch = "main"
+        self.run_name_template = run_name_template
+        self.lock = threading.RLock()
         self.requests: list[Recorded] = []
         self.permissions: dict[str, tuple[str, str]] = {}
         self.pulls: dict[int, dict[str, Any]] = {}
         self.comments: dict[int, list[FakeComment]] = {}
         self.reactions: list[tuple[int, str]] = []
         self.dispatches: list[dict[str, Any]] = []
+        self.runs: list[FakeRun] = []
+        self.reruns: list[int] = []
         self._scripts: list[tuple[str, re.Pattern[str], list[Scripted]]] = []
         self._ids = itertools.count(10_000_000)
+        self._run_ids = itertools.count(7_000_000)
+        self._patch_hold: tuple[threading.Barrier, float] | None = None
 
     # -- setup -----------------------------------------------------------------------------------
     def add_user(self, user: str, permission: str, role: str | None = None) -> None:
         self.permissions[user] = (permission, role or permission)
 
-    def add_pull(self, number: int, head_sha: str, head_ref: str = "feature", state: str = "open") -> None:
-        self.pulls[number] = {"number": number, "state": state, "head": {"sha": head_sha, "ref": head_ref},
-                              "base": {"ref": "main"}}
+    def add_pull(self, number: int, head_sha: str, head_ref: str = "feature", state: str = "open",
+                 author: str = "contributor", head_repo: str | None = "") -> None:
+        """``head_repo`` "" means the same repository; None a deleted fork."""
+        head = None if head_repo is None else {"full_name": head_repo or self.repo}
+        self.pulls[number] = {"number": number, "state": state, "user": {"login": author},
+                              "head": {"sha": head_sha, "ref": head_ref, "repo": head},
+                              "base": {"ref": self.default_branch, "repo": {"full_name": self.repo}}}
 
     def add_comment(self, number: int, user: str, body: str) -> int:
         with self.lock:
-            comment = FakeComment(next(self._ids), user, body, time.monotonic())
+            now = time.monotonic()
+            comment = FakeComment(next(self._ids), user, body, now, updated=now)
             self.comments.setdefault(number, []).append(comment)
             return comment.id
+
+    def add_run(self, head_sha: str, name: str, status: str = "completed", conclusion: str | None = "failure",
+                workflow: str = "pr.yml", event: str = "pull_request") -> FakeRun:
+        with self.lock:
+            run = FakeRun(next(self._run_ids), name, name, event, status, conclusion, head_sha, workflow)
+            self.runs.append(run)
+            return run
 
     def fail(self, method: str, path_pattern: str, *responses: Scripted) -> None:
         """Answer the next ``len(responses)`` requests matching ``method`` and the regex (searched
         in the path) with these responses, in order."""
         with self.lock:
             self._scripts.append((method, re.compile(path_pattern), list(responses)))
+
+    def hold_patches(self, count: int, stagger: float) -> None:
+        """Make the next ``count`` comment PATCHes wait for each other, then apply them in arrival
+        order ``stagger`` seconds apart: every writer has read the same version, so each later
+        PATCH erases the earlier ones' changes (a lost update), after their writers saw success."""
+        self._patch_hold = (threading.Barrier(count), stagger)
 
     # -- queries for tests -----------------------------------------------------------------------
     def bot_replies(self, number: int | None = None) -> list[FakeComment]:
@@ -99,26 +174,41 @@ class FakeGitHub:
         with self.lock:
             return [r for r in self.requests if r.method != "GET"]
 
+    def state(self) -> dict[str, Any]:
+        """Dispatches, bot replies and reruns as JSON (`fake_server`'s ``GET /_fake/state``)."""
+        with self.lock:
+            return {"dispatches": [{k: v for k, v in d.items() if k != "at"} for d in self.dispatches],
+                    "replies": [{"id": c.id, "body": c.body, "at": c.updated} for c in self.bot_replies()],
+                    "reruns": list(self.reruns), "requests": len(self.requests)}
+
     # -- routing ---------------------------------------------------------------------------------
-    def respond(self, method: str, target: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, str], Any]:
+    def respond(self, method: str, target: str, headers: dict[str, str], raw: bytes) -> tuple[Response, float]:
+        """(status, headers, JSON body) for one request, and the seconds to wait before sending it."""
         parts = urlsplit(target)
         path, query = parts.path, parse_qs(parts.query)
         try:
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError:
-            return 400, {}, {"message": "Problems parsing JSON"}
+            return (400, {}, {"message": "Problems parsing JSON"}), 0.0
+        scripted = None
         with self.lock:
             self.requests.append(Recorded(method, path, query, headers, body, time.monotonic()))
-            for i, (m, pattern, queue) in enumerate(self._scripts):
+            for m, pattern, queue in self._scripts:
                 if m == method and pattern.search(path) and queue:
                     scripted = queue.pop(0)
-                    return scripted.status, scripted.headers, scripted.body
+                    break
+        if scripted is not None and not scripted.route:
+            return (scripted.status, scripted.headers, scripted.body), scripted.delay
         if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
-            return 401, {}, {"message": "Bad credentials"}
-        return self._route(method, path, query, body)
+            return (401, {}, {"message": "Bad credentials"}), 0.0
+        answer = self._route(method, path, query, body)
+        return answer, scripted.delay if scripted is not None else 0.0
 
-    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, dict[str, str], Any]:
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Response:
         repo = r"/repos/[^/]+/[^/]+"
+        if re.fullmatch(repo, path) and method == "GET":
+            return 200, {}, {"full_name": self.repo, "default_branch": self.default_branch,
+                             "html_url": f"https://github.com/{self.repo}"}
         if m := re.fullmatch(repo + r"/collaborators/([^/]+)/permission", path):
             if method == "GET" and m[1] in self.permissions:
                 permission, role = self.permissions[m[1]]
@@ -128,81 +218,107 @@ class FakeGitHub:
             pull = self.pulls.get(int(m[1]))
             return (200, {}, pull) if pull else (404, {}, {"message": "Not Found"})
         if m := re.fullmatch(repo + r"/issues/(\d+)/comments", path):
-            number = int(m[1])
-            if method == "POST":
-                if not isinstance(body, dict) or not isinstance(body.get("body"), str):
-                    return 422, {}, {"message": "body is required"}
-                return 201, {}, {"id": self.add_comment(number, BOT_LOGIN, body["body"])}
-            if method == "GET":
-                per_page = int(query.get("per_page", ["30"])[0])
-                page = int(query.get("page", ["1"])[0])
-                with self.lock:
-                    items = list(self.comments.get(number, []))
-                chunk = items[(page - 1) * per_page: page * per_page]
-                headers = {}
-                if page * per_page < len(items):
-                    headers["Link"] = f'<{path}?per_page={per_page}&page={page + 1}>; rel="next"'
-                return 200, headers, [{"id": c.id, "user": {"login": c.user}, "body": c.body} for c in chunk]
+            return self._issue_comments(method, path, int(m[1]), query, body)
+        if m := re.fullmatch(repo + r"/issues/comments/(\d+)", path):
+            return self._one_comment(method, int(m[1]), body)
         if (m := re.fullmatch(repo + r"/issues/comments/(\d+)/reactions", path)) and method == "POST":
             with self.lock:
                 self.reactions.append((int(m[1]), str((body or {}).get("content"))))
             return 201, {}, {"content": (body or {}).get("content")}
         if (m := re.fullmatch(repo + r"/actions/workflows/([^/]+)/dispatches", path)) and method == "POST":
-            if not isinstance(body, dict) or "ref" not in body:
-                return 422, {}, {"message": "ref is required"}
-            inputs = body.get("inputs") or {}
-            if len(inputs) > 10 or not all(isinstance(v, str) for v in inputs.values()):
-                return 422, {}, {"message": "inputs must be at most 10 strings"}
-            with self.lock:
-                self.dispatches.append({"workflow": m[1], **body, "at": time.monotonic()})
-            return 204, {}, None
+            return self._dispatch(m[1], body)
+        if (m := re.fullmatch(repo + r"/actions/workflows/([^/]+)/runs", path)) and method == "GET":
+            event = query.get("event", [None])[0]
+            return self._runs(lambda r: r.workflow == m[1] and event in (None, r.event), query)
+        if re.fullmatch(repo + r"/actions/runs", path) and method == "GET":
+            sha = query.get("head_sha", [None])[0]
+            return self._runs(lambda r: sha in (None, r.head_sha), query)
+        if (m := re.fullmatch(repo + r"/actions/runs/(\d+)", path)) and method == "GET":
+            run = self._find_run(int(m[1]))
+            return (200, {}, run.to_json(self.repo)) if run else (404, {}, {"message": "Not Found"})
+        if (m := re.fullmatch(repo + r"/actions/runs/(\d+)/rerun-failed-jobs", path)) and method == "POST":
+            return self._rerun(int(m[1]))
         return 404, {}, {"message": "Not Found"}
 
+    def _issue_comments(self, method: str, path: str, number: int, query: dict[str, list[str]],
+                        body: Any) -> Response:
+        if method == "POST":
+            if not isinstance(body, dict) or not isinstance(body.get("body"), str):
+                return 422, {}, {"message": "body is required"}
+            if len(body["body"]) > MAX_COMMENT_CHARS:
+                return 422, {}, {"message": "Validation Failed: body is too long (maximum is 65536 characters)"}
+            return 201, {}, {"id": self.add_comment(number, BOT_LOGIN, body["body"])}
+        if method != "GET":
+            return 404, {}, {"message": "Not Found"}
+        per_page = int(query.get("per_page", ["30"])[0])
+        page = int(query.get("page", ["1"])[0])
+        with self.lock:
+            items = list(self.comments.get(number, []))
+        chunk = items[(page - 1) * per_page: page * per_page]
+        headers = {}
+        if page * per_page < len(items):
+            headers["Link"] = f'<{path}?per_page={per_page}&page={page + 1}>; rel="next"'
+        return 200, headers, [{"id": c.id, "user": {"login": c.user}, "body": c.body} for c in chunk]
 
-class _Handler(BaseHTTPRequestHandler):
-    server: "_FakeServer"
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out in separate writes
+    def _one_comment(self, method: str, comment_id: int, body: Any) -> Response:
+        with self.lock:
+            found = next((c for cs in self.comments.values() for c in cs if c.id == comment_id), None)
+        if found is None:
+            return 404, {}, {"message": "Not Found"}
+        if method == "GET":
+            with self.lock:
+                return 200, {}, {"id": found.id, "user": {"login": found.user}, "body": found.body}
+        if method != "PATCH":
+            return 404, {}, {"message": "Not Found"}
+        if not isinstance(body, dict) or not isinstance(body.get("body"), str):
+            return 422, {}, {"message": "body is required"}
+        if len(body["body"]) > MAX_COMMENT_CHARS:
+            return 422, {}, {"message": "Validation Failed: body is too long (maximum is 65536 characters)"}
+        hold = self._patch_hold
+        if hold is not None:
+            barrier, stagger = hold
+            try:
+                index = barrier.wait(timeout=30)  # distinct 0..count-1 for the held PATCHes
+            except threading.BrokenBarrierError:
+                index = 0
+            self._patch_hold = None
+            time.sleep(stagger * index)
+        with self.lock:
+            found.body, found.edits, found.updated = body["body"], found.edits + 1, time.monotonic()
+            return 200, {}, {"id": found.id, "user": {"login": found.user}, "body": found.body}
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
-        pass
+    def _dispatch(self, workflow: str, body: Any) -> Response:
+        if not isinstance(body, dict) or "ref" not in body:
+            return 422, {}, {"message": "ref is required"}
+        inputs = body.get("inputs") or {}
+        if len(inputs) > 10 or not all(isinstance(v, str) for v in inputs.values()):
+            return 422, {}, {"message": "inputs must be at most 10 strings"}
+        title = render_run_name(self.run_name_template, inputs) if self.run_name_template else workflow
+        with self.lock:
+            self.dispatches.append({"workflow": workflow, **body, "at": time.monotonic()})
+            self.runs.append(FakeRun(next(self._run_ids), workflow, title, "workflow_dispatch", "queued", None,
+                                     "d" * 40, workflow))
+        return 204, {}, None
 
-    def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        status, extra, body = self.server.fake.respond(self.command, self.path, headers, raw)
-        data = b"" if body is None else json.dumps(body).encode()
-        self.send_response(status)
-        for key, value in extra.items():
-            self.send_header(key, value)
-        if data:
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def _runs(self, keep: Callable[[FakeRun], bool], query: dict[str, list[str]]) -> Response:
+        per_page = int(query.get("per_page", ["30"])[0])
+        page = int(query.get("page", ["1"])[0])
+        with self.lock:
+            runs = [r for r in reversed(self.runs) if keep(r)]  # newest first, as GitHub lists them
+            chunk = [r.to_json(self.repo) for r in runs[(page - 1) * per_page: page * per_page]]
+        return 200, {}, {"total_count": len(runs), "workflow_runs": chunk}
 
-    do_GET = do_POST = _serve
+    def _find_run(self, run_id: int) -> FakeRun | None:
+        with self.lock:
+            return next((r for r in self.runs if r.id == run_id), None)
 
-
-class _FakeServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-
-    def __init__(self, fake: FakeGitHub):
-        self.fake = fake
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-@contextmanager
-def serve(fake: FakeGitHub) -> Iterator[str]:
-    """Serve ``fake`` on 127.0.0.1 (a free port) in a thread; yields the base URL."""
-    server = _FakeServer(fake)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="fake-github", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    def _rerun(self, run_id: int) -> Response:
+        run = self._find_run(run_id)
+        if run is None:
+            return 404, {}, {"message": "Not Found"}
+        with self.lock:
+            if run.status != "completed" or run.conclusion not in ("failure", "timed_out", "cancelled"):
+                return 403, {}, {"message": f"This workflow run cannot be rerun ({run.status}, {run.conclusion})"}
+            run.status, run.conclusion, run.attempt = "queued", None, run.attempt + 1
+            self.reruns.append(run_id)
+        return 201, {}, {}

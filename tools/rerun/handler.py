@@ -1,120 +1,89 @@
-"""One ``issue_comment`` event -> reactions, dispatches and one reply.
+"""One ``issue_comment`` event -> reactions, one claimed reply, dispatches and re-runs, the reply's table.
 
-Order of work (each GitHub step after the first is skipped in dry-run mode when it writes):
+Order of work (nothing is dispatched before the comment is claimed):
 
 1. ignore anything that is not a newly created comment on a pull request with a command, and the
    bot's own replies;
-2. list the PR's comments: a reply carrying this comment's marker means it was handled -> stop;
-3. react ``eyes``; check the author's permission (write/maintain/admin) or reply with a refusal;
-4. resolve every target against ``registry.yaml`` of ``repo_root``;
-5. read the PR head SHA, then dispatch the workflow once per tier, on the *default branch* (the
-   workflow file that runs is the reviewed one; it checks out the PR's SHA itself);
-6. post one reply (table + explanations) and react ``rocket`` if every target was dispatched,
-   ``confused`` otherwise.
+2. list the PR's comments: a *final* reply of the bot carrying this comment's marker means it was
+   handled -> stop. A *resumable* one (``claimed``/``incomplete``/``failed``: an earlier attempt
+   crashed or hit a GitHub failure) is taken over: its SHA is reused and every run is looked up by
+   its run-name before it is dispatched, so nothing runs twice;
+3. react ``eyes``; only ``--help`` and look-alike lines -> the help / the hint, no permission needed;
+4. the repository's default branch (from the payload, else ``GET /repos/{o}/{r}``), the
+   commenter's permission and the PR; `tools.rerun.policy` decides, a refusal names the rule;
+5. plan every command (`cmd_rerun_test`, `cmd_rerun_tier`, `cmd_rerun_failed`): reads only;
+6. **claim**: post a short reply with the marker (state ``claimed``) and "dispatching…"; if it
+   cannot be posted, nothing is dispatched (`GitHubError`);
+7. dispatch (`tools.rerun.dispatch`: once per tier, or per shard; ambiguous failures are looked up
+   before any resend) and re-run failed jobs, then edit the reply into the table (state ``done``,
+   or ``incomplete`` when a GitHub call failed for good) and react ``rocket`` or ``confused``.
 
-Dry run (``dry_run=True``) still *reads* (comments, permission, PR head) so the printed outcome is
-what would really happen, but never writes: no reactions, dispatches or replies.
+Every body is capped under GitHub's 65,536 characters (`replies.cap`). ``Outcome.errors`` lists the
+GitHub failures: the CLI then exits non-zero and ``serve`` keeps the delivery unfinished. Dry run
+(``dry_run=True``) still reads but never writes: no reactions, claim, dispatches or replies.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from ci.registry import Registry, RegistryError, load_registry, REGISTRY_FILENAME
-from tools.rerun import replies
-from tools.rerun.commands import MAX_TARGETS, Command, parse_comment
-from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
-from tools.rerun.resolve import Kind, Resolution, resolve_target
+from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, load_registry
+from tools.rerun import cmd_rerun_failed, cmd_rerun_test, cmd_rerun_tier, replies
+from tools.rerun.cmd_rerun_failed import RerunResult
+from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
+from tools.rerun.comment_lines import RERUN_FAILED, RERUN_TEST, RERUN_TIER
+from tools.rerun.commands import Command, parse_comment
+from tools.rerun.dispatch import DISPATCH_WORKFLOW, Dispatcher, DispatchResult, RunLookup
+from tools.rerun.event import CommentEvent
+from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubAPI, GitHubError
+from tools.rerun.policy import decide
+from tools.rerun.runs_table import put_row, rows_in
+from tools.rerun.work import Work
 
 log = logging.getLogger(__name__)
-
-DISPATCH_WORKFLOW = "rerun-test-dispatch.yml"
 
 
 @dataclass(frozen=True)
 class BotConfig:
     """``repo_root``: the trusted checkout whose registry.yaml and tree are used; ``repository``
     (``owner/name``), when set, is the only repository whose events are handled (others are
-    ignored: its registry and tree would be the wrong ones)."""
+    ignored: its registry and tree would be the wrong ones). ``shard_budget`` (seconds of
+    est_time per shard) is what ``/rerun-tier`` plans with."""
 
     repo_root: Path
     workflow_file: str = DISPATCH_WORKFLOW
     dry_run: bool = False
     repository: str | None = None
     bot_login: str = DEFAULT_BOT_LOGIN  # only this author's markers count as "already answered"
-
-
-@dataclass(frozen=True)
-class CommentEvent:
-    """The fields of an ``issue_comment`` payload the bot uses."""
-
-    repo: str
-    number: int
-    comment_id: int
-    user: str
-    body: str
-    default_branch: str
-
-    @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "CommentEvent | str":
-        """The event, or a string saying why the bot ignores it."""
-        if not isinstance(payload, dict):
-            return "payload is not a JSON object"
-        if payload.get("action") != "created":
-            return f"action is {payload.get('action')!r}, not 'created'"
-        issue, comment, repo = payload.get("issue"), payload.get("comment"), payload.get("repository")
-        if not (isinstance(issue, dict) and isinstance(comment, dict) and isinstance(repo, dict)):
-            return "not an issue_comment payload (issue, comment or repository missing)"
-        if not issue.get("pull_request"):
-            return "comment is on an issue, not a pull request"
-        body = comment.get("body") or ""
-        if replies.MARKER_PREFIX in body:
-            return "comment is a rerun-test reply"
-        user = comment.get("user") or {}
-        if user.get("type") == "Bot":
-            return "comment author is a bot"
-        try:
-            return cls(str(repo["full_name"]), int(issue["number"]), int(comment["id"]),
-                       str(user.get("login", "")), str(body), str(repo["default_branch"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            return f"payload lacks a field the bot needs: {exc!r}"
-
-
-@dataclass(frozen=True)
-class Dispatch:
-    """One workflow_dispatch: all targets of one tier. ``error`` is None when it was sent (or
-    would have been, in dry-run)."""
-
-    tier: str
-    runner: tuple[str, ...]
-    tests: tuple[str, ...]
-    ref: str
-    inputs: dict[str, str]
-    error: str | None = None
+    shard_budget: float = DEFAULT_SHARD_BUDGET
+    lookup: RunLookup = RunLookup()
 
 
 @dataclass
 class Outcome:
-    """What handling one event did. ``status``: ignored, duplicate, refused, help, invalid,
-    failed, dispatched (everything ran) or partial (something did not)."""
+    """What handling one event did. ``status``: ignored, duplicate, refused, help, invalid, failed,
+    dispatched (everything ran) or partial (something did not). ``errors``: GitHub failures."""
 
     status: str
     reason: str = ""
     reply: str | None = None
-    dispatches: list[Dispatch] = field(default_factory=list)
+    dispatches: list[DispatchResult] = field(default_factory=list)
+    reruns: list[RerunResult] = field(default_factory=list)
     reactions: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 class Handler:
     """Handles comment events for one repository checkout with one GitHub client."""
 
-    def __init__(self, client: GitHubClient, config: BotConfig):
+    def __init__(self, client: GitHubAPI, config: BotConfig, sleep: Callable[[float], None] = time.sleep):
         self.client = client
         self.config = config
+        self.sleep = sleep
 
     # -- writes (suppressed in dry-run) ------------------------------------------------------------
     def _react(self, event: CommentEvent, outcome: Outcome, content: str) -> None:
@@ -126,23 +95,42 @@ class Handler:
         except GitHubError as exc:  # a missing emoji must not stop the run
             log.warning("reaction %s on comment %d failed: %s", content, event.comment_id, exc)
 
-    def _fail(self, event: CommentEvent, outcome: Outcome, what: str, detail: str, reason: str) -> Outcome:
-        """React `confused`, mark the outcome failed and reply saying ``what`` failed and why."""
-        self._react(event, outcome, "confused")
-        outcome.status, outcome.reason = "failed", reason
-        return self._reply(event, outcome, replies.failure_reply(event.comment_id, event.user, what, detail))
+    def _own_reply(self, event: CommentEvent) -> int | None:
+        """The id of the bot's reply to this comment, if one exists (confirms an ambiguous POST)."""
+        for comment in self.client.list_issue_comments(event.repo, event.number):
+            if comment.user == self.config.bot_login and replies.answers(comment.body, event.comment_id):
+                return comment.id
+        return None
 
-    def _reply(self, event: CommentEvent, outcome: Outcome, body: str) -> Outcome:
+    def _write(self, event: CommentEvent, outcome: Outcome, reply: "_ReplyRef", body: str) -> None:
+        """Post the reply, or edit it if it exists; always capped under GitHub's limit."""
+        body = replies.cap(body)
         outcome.reply = body
-        if not self.config.dry_run:
-            self.client.create_comment(event.repo, event.number, body)
+        if self.config.dry_run:
+            return
+        if reply.id is None:
+            reply.id = self.client.create_comment(event.repo, event.number, body,
+                                                  confirm=lambda: self._own_reply(event))
+        else:
+            self.client.edit_comment(event.repo, reply.id, body)
+
+    def _fail(self, event: CommentEvent, outcome: Outcome, reply: "_ReplyRef", what: str, detail: str,
+              github: bool = True) -> Outcome:
+        """React `confused`, mark the outcome failed and reply saying ``what`` failed and why.
+        ``github``: a GitHub failure (the reply says it is retried; the CLI exits non-zero)."""
+        self._react(event, outcome, "confused")
+        outcome.status, outcome.reason = "failed", detail
+        if github:
+            outcome.errors.append(detail)
+        self._write(event, outcome, reply, replies.failure_reply(event.comment_id, event.user, what, detail,
+                                                                 resumable=github))
         return outcome
 
     # -- the flow --------------------------------------------------------------------------------
     def handle(self, payload: dict[str, Any]) -> Outcome:
-        """Handle one ``issue_comment`` payload. Failures after the duplicate check are reported in
-        the reply; raises `GitHubError` when the existing comments cannot be listed (the bot then
-        cannot prove it has not answered already) or the reply itself cannot be posted."""
+        """Handle one ``issue_comment`` payload (see the module docstring). Raises `GitHubError`
+        when the comments cannot be listed (the bot then cannot prove it has not answered), or
+        when the claim or the final reply cannot be written."""
         event = CommentEvent.from_payload(payload)
         if isinstance(event, str):
             return Outcome("ignored", event)
@@ -150,123 +138,117 @@ class Handler:
             return Outcome("ignored", f"event is for {event.repo}, this bot serves {self.config.repository}")
         commands = parse_comment(event.body)
         if not commands:
-            return Outcome("ignored", "no /rerun-test command in the comment")
+            return Outcome("ignored", "no bot command in the comment")
 
-        existing = self.client.list_issue_comments(event.repo, event.number)
-        # Only the bot's own replies count: anyone can paste the hidden marker into a comment.
-        if any(c.user == self.config.bot_login and replies.answers(c.body, event.comment_id) for c in existing):
-            return Outcome("duplicate", f"comment {event.comment_id} was already answered")
+        reply, prior = _ReplyRef(None), None
+        for c in self.client.list_issue_comments(event.repo, event.number):
+            # Only the bot's own replies count: anyone can paste the hidden marker into a comment.
+            found = replies.find_marker(c.body, event.comment_id) if c.user == self.config.bot_login else None
+            if found is not None and not found.resumable:
+                return Outcome("duplicate", f"comment {event.comment_id} was already answered")
+            if found is not None:
+                reply, prior = _ReplyRef(c.id), found
 
         outcome = Outcome("dispatched")
-        self._react(event, outcome, "eyes")
+        if prior is None:
+            self._react(event, outcome, "eyes")
+        notes = [replies.lookalike_note(c) for c in commands if c.lookalike]
+        notes += [replies.command_error(c) for c in commands if c.error and not c.lookalike]
+        runnable = [c for c in commands if c.runnable]
+        if not runnable:
+            asked = [c.name for c in commands if c.help]
+            outcome.status = "help" if asked else "invalid"
+            if not asked:
+                self._react(event, outcome, "confused")
+            body = (replies.help_reply(event.comment_id, event.user, asked, notes) if asked
+                    else replies.notes_reply(event.comment_id, event.user, notes))
+            self._write(event, outcome, reply, body)
+            return outcome
+
         try:
+            default_branch = event.default_branch or self.client.get_repo(event.repo).default_branch
             permission = self.client.get_permission(event.repo, event.user)
+            pull = self.client.get_pull(event.repo, event.number)
         except GitHubError as exc:
-            return self._fail(event, outcome, "checking the commenter's permission failed", str(exc), str(exc))
-        if not permission.can_trigger:
-            outcome.status, outcome.reason = "refused", f"{event.user} has permission {permission.permission}"
-            return self._reply(event, outcome, replies.refusal_reply(
-                event.comment_id, event.user, permission.permission, permission.role_name))
+            return self._fail(event, outcome, reply, "reading the repository, the permission or the pull "
+                              "request failed", str(exc))
+        for command in runnable:
+            decision = decide(command.action, event.user, permission, pull)
+            if not decision.allowed:
+                outcome.status, outcome.reason = "refused", f"{decision.rule}: {decision.reason}"
+                self._write(event, outcome, reply, replies.refusal_reply(event.comment_id, event.user, decision))
+                return outcome
 
-        if all(c.help for c in commands):
-            outcome.status = "help"
-            return self._reply(event, outcome, replies.help_reply(event.comment_id, event.user))
-        return self._run(event, commands, outcome)
-
-    def _run(self, event: CommentEvent, commands: list[Command], outcome: Outcome) -> Outcome:
-        total = sum(len(c.targets) for c in commands)
-        if total > MAX_TARGETS:
-            self._react(event, outcome, "confused")
-            outcome.status, outcome.reason = "invalid", f"{total} targets"
-            return self._reply(event, outcome, replies.too_many_reply(event.comment_id, event.user, total))
+        sha = (prior.sha if prior is not None and prior.sha else None) or pull.head_sha
         try:
-            registry = load_registry(self.config.repo_root / REGISTRY_FILENAME)
+            work = self._plan(event, runnable, sha)
         except RegistryError as exc:
-            return self._fail(event, outcome, "`registry.yaml` on the default branch is invalid", str(exc),
-                              "invalid registry")
-
-        notes = [replies.command_error(c) for c in commands if c.error]
-        resolutions = [resolve_target(registry, self.config.repo_root, target, c.tier)
-                       for c in commands if not c.error and not c.help for target in c.targets]
-        groups: dict[str, list[str]] = {}
-        for r in resolutions:
-            if r.kind is Kind.RESOLVED:
-                for tier in r.tiers:
-                    if r.test_id not in groups.setdefault(tier, []):
-                        groups[tier].append(r.test_id)
-
-        sha, results = "", {}
-        if groups:
-            try:
-                pull = self.client.get_pull(event.repo, event.number)
-            except GitHubError as exc:
-                return self._fail(event, outcome, "reading the pull request's head commit failed", str(exc),
-                                  str(exc))
-            sha = pull.head_sha
-            for tier, tests in groups.items():
-                dispatch = self._dispatch(event, registry, tier, tests, sha)
-                outcome.dispatches.append(dispatch)
-                results[tier] = dispatch
-
-        rows, everything_ran = _rows(registry, resolutions, results)
-        notes += [replies.explain(r, registry) for r in resolutions if r.kind is not Kind.RESOLVED]
-        everything_ran = everything_ran and not any(c.error for c in commands)
-        sent = sum(d.error is None for d in outcome.dispatches)
-        header = (f"`/rerun-test`: {sent} of {len(outcome.dispatches)} dispatch(es) sent"
-                  + (f" for commit `{sha[:12]}`" if sha else "")
-                  + (f" (workflow `{self.config.workflow_file}` on `{event.default_branch}`)." if sha else ".")
-                  + (" **Dry run: nothing was sent.**" if self.config.dry_run else ""))
-        outcome.status = "dispatched" if everything_ran and outcome.dispatches else "partial"
-        self._react(event, outcome, "rocket" if outcome.status == "dispatched" else "confused")
-        return self._reply(event, outcome, replies.result_reply(event.comment_id, event.user, rows, notes, header))
-
-    def _dispatch(self, event: CommentEvent, registry: Registry, tier: str, tests: list[str], sha: str) -> Dispatch:
-        runner = registry.tiers[tier].runner_labels
-        inputs = {
-            "pr": str(event.number),
-            "sha": sha,
-            "tier": tier,
-            "runner": json.dumps(list(runner)),
-            "tests": " ".join(tests),
-            "comment_id": str(event.comment_id),
-        }
-        dispatch = Dispatch(tier, runner, tuple(tests), event.default_branch, inputs)
-        if self.config.dry_run:
-            return dispatch
-        try:
-            self.client.dispatch_workflow(event.repo, self.config.workflow_file, event.default_branch, inputs)
+            return self._fail(event, outcome, reply, "`registry.yaml` on the default branch is invalid",
+                              str(exc), github=False)
         except GitHubError as exc:
-            log.error("dispatch for tier %s failed: %s", tier, exc)
-            return Dispatch(tier, runner, tuple(tests), event.default_branch, inputs, error=str(exc))
-        return dispatch
+            return self._fail(event, outcome, reply, "reading the workflow runs failed", str(exc))
+        work.notes[:0] = notes
+        work.complete = work.complete and not notes  # a line that did not parse, or a look-alike, did not run
+        return self._carry_out(event, outcome, reply, work, sha, default_branch, resumed=prior is not None)
+
+    def _plan(self, event: CommentEvent, commands: list[Command], sha: str) -> Work:
+        registry: Registry | None = None
+        if any(c.name in (RERUN_TEST, RERUN_TIER) for c in commands):
+            registry = load_registry(self.config.repo_root / REGISTRY_FILENAME)
+        work = Work()
+        if registry is not None:
+            work = work.merge(cmd_rerun_test.plan(registry, self.config.repo_root,
+                                                  [c for c in commands if c.name == RERUN_TEST]))
+            work = work.merge(cmd_rerun_tier.plan(registry, [c for c in commands if c.name == RERUN_TIER],
+                                                  self.config.shard_budget))
+        if any(c.name == RERUN_FAILED for c in commands):
+            work = work.merge(cmd_rerun_failed.plan(self.client, event.repo, sha))
+        return work
+
+    def _carry_out(self, event: CommentEvent, outcome: Outcome, reply: "_ReplyRef", work: Work, sha: str,
+                   default_branch: str, resumed: bool) -> Outcome:
+        config = self.config
+        if work.writes and not config.dry_run:
+            # The claim: from here on a redelivery finds the marker and never starts a second round.
+            self._write(event, outcome, reply, replies.claim_reply(event.comment_id, event.user, sha, work.writes))
+        actions_url = f"{event.html_url}/actions/workflows/{config.workflow_file}"
+        dispatcher = Dispatcher(self.client, event.repo, config.workflow_file, default_branch, actions_url,
+                                config.lookup, sleep=self.sleep)
+        outcome.dispatches = dispatcher.send_all(work.dispatches, event.number, sha, event.comment_id,
+                                                 look_first=resumed, dry_run=config.dry_run)
+        outcome.reruns = cmd_rerun_failed.carry_out(self.client, event.repo, work.reruns, config.dry_run)
+        outcome.errors += [f"dispatch {d.run_name}: {d.error}" for d in outcome.dispatches if not d.ok]
+        outcome.errors += [f"re-run of run {r.run.id}: {r.error}" for r in outcome.reruns if r.state == "failed"]
+
+        ran = bool(work.writes) and not outcome.errors
+        outcome.status = "dispatched" if ran and work.complete else "partial"
+        state = replies.INCOMPLETE if outcome.errors else replies.DONE
+        body = replies.result_reply(
+            event.comment_id, event.user, replies.header(outcome.dispatches, outcome.reruns, sha, config.workflow_file,
+                                                 default_branch, config.dry_run),
+            work.sections + [cmd_rerun_failed.render(outcome.reruns)], replies.runs_table(outcome.dispatches, actions_url),
+            work.notes, state, sha)
+        if resumed and reply.id is not None and not config.dry_run:
+            body = _keep_reported_rows(body, self.client.get_comment(event.repo, reply.id).body)
+        self._write(event, outcome, reply, body)
+        self._react(event, outcome, "rocket" if outcome.status == "dispatched" else "confused")
+        return outcome
 
 
-_RESULT_TEXT = {
-    Kind.UNSAFE: "refused: unsafe target",
-    Kind.AMBIGUOUS: "ambiguous name",
-    Kind.UNKNOWN: "not found",
-    Kind.UNREGISTERED: "not registered",
-    Kind.NOT_ACTIVE: "not active",
-    Kind.BAD_TIER: "tier not allowed",
-}
+@dataclass
+class _ReplyRef:
+    """The bot's reply to the comment being handled: its id once posted (or found)."""
+
+    id: int | None
 
 
-def _rows(registry: Registry, resolutions: list[Resolution],
-          results: dict[str, Dispatch]) -> tuple[list[replies.Row], bool]:
-    rows: list[replies.Row] = []
-    everything_ran = bool(resolutions)
-    for r in resolutions:
-        if r.kind is not Kind.RESOLVED:
-            everything_ran = False
-            tier = r.requested_tier if r.kind is Kind.BAD_TIER else None
-            rows.append(replies.Row(r.target, r.path, tier, (), _RESULT_TEXT[r.kind] + " (see below)"))
-            continue
-        for tier in r.tiers:
-            dispatch = results[tier]
-            if dispatch.error is None:
-                result = "dispatched"
-            else:
-                everything_ran = False
-                result = f"dispatch failed: {replies.quote(dispatch.error, limit=200)}"
-            rows.append(replies.Row(r.target, r.test_id, tier, registry.tiers[tier].runner_labels, result))
-    return rows, everything_ran
+def _keep_reported_rows(body: str, current: str) -> str:
+    """``body`` with every row that already holds results in ``current`` kept (a report that
+    arrived while a crashed attempt was being resumed)."""
+    for row in rows_in(current):
+        if row.has_results:
+            body = put_row(body, row)
+    return body
+
+
+__all__ = ["BotConfig", "CommentEvent", "DISPATCH_WORKFLOW", "Handler", "Outcome"]

@@ -1,8 +1,11 @@
 """Every comment the bot posts is built here, and only here.
 
-Each reply starts with the hidden marker ``<!-- rerun-test:comment=<id> -->`` naming the comment it
-answers; the handler looks for it before dispatching so a comment is never acted on twice. Text
-that came from the comment is shown only through `commands.quote` (escaped inline code).
+Each reply starts with the hidden marker ``<!-- rerun-test:comment=<id> state=<s> sha=<sha> -->``
+naming the comment it answers, how far handling got and the commit it was for. States:
+``claimed`` (posted before anything is dispatched; "dispatching…"), ``incomplete`` (a GitHub call
+failed after the claim) and ``failed`` (a read failed before it) may be resumed; ``done`` is final.
+A marker without a state (older replies) is final. Text that came from the comment is shown only
+through `commands.quote` (escaped inline code). `cap` keeps every body under GitHub's limit.
 """
 
 from __future__ import annotations
@@ -12,32 +15,78 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ci.registry import Registry, Status, TestEntry, yaml_scalar
-from tools.rerun.commands import COMMAND, HELP_TEXT, MAX_TARGETS, Command, quote
+from tools.rerun.cmd_rerun_failed import RerunResult
+from tools.rerun.commands import MAX_TARGETS, Command, help_text, quote
+from tools.rerun.dispatch import DispatchResult
+from tools.rerun.policy import Decision
 from tools.rerun.resolve import Kind, Resolution
+from tools.rerun.runs_table import RunRow, table
 
 MARKER_PREFIX = "<!-- rerun-test:comment="
-MARKER_RE = re.compile(r"<!-- rerun-test:comment=(\d+) -->")
+MARKER_RE = re.compile(r"<!-- rerun-test:comment=(\d+)(?: state=([a-z]+))?(?: sha=([0-9a-f]{7,64}))? -->")
+DONE, CLAIMED, INCOMPLETE, FAILED = "done", "claimed", "incomplete", "failed"
+RESUMABLE = frozenset({CLAIMED, INCOMPLETE, FAILED})
+MAX_BODY_CHARS = 65536  # GitHub rejects longer comment bodies with 422
 _LOGIN_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
+_TYPABLE = re.compile(r"[A-Za-z0-9_./:\[\]@= -]+")
 
 
-def marker(comment_id: int) -> str:
-    return f"{MARKER_PREFIX}{comment_id} -->"
+@dataclass(frozen=True)
+class Marker:
+    comment_id: int
+    state: str
+    sha: str | None
+
+    @property
+    def resumable(self) -> bool:
+        return self.state in RESUMABLE
+
+
+def marker(comment_id: int, state: str = DONE, sha: str | None = None) -> str:
+    return f"{MARKER_PREFIX}{comment_id} state={state}" + (f" sha={sha}" if sha else "") + " -->"
+
+
+def find_marker(body: str, comment_id: int) -> Marker | None:
+    """The marker for ``comment_id`` in ``body`` (the first one), or None."""
+    for m in MARKER_RE.finditer(body):
+        if int(m[1]) == comment_id:
+            return Marker(comment_id, m[2] or DONE, m[3])
+    return None
 
 
 def answers(body: str, comment_id: int) -> bool:
     """True if ``body`` is a bot reply to comment ``comment_id``."""
-    return any(int(m) == comment_id for m in MARKER_RE.findall(body))
+    return find_marker(body, comment_id) is not None
 
 
-@dataclass(frozen=True)
-class Row:
-    """One line of the result table. ``result`` is short Markdown written by the handler."""
+def _size(text: str) -> int:
+    """Characters as GitHub may count them: UTF-16 code units (never fewer than code points)."""
+    return len(text.encode("utf-16-le")) // 2
 
-    target: str
-    path: str | None
-    tier: str | None
-    runner: tuple[str, ...]
-    result: str
+
+def cap(body: str, limit: int = MAX_BODY_CHARS) -> str:
+    """``body`` if it fits ``limit`` characters, else cut at a line boundary (an open code fence is
+    closed) with a note saying how much was left out. The marker line is always kept."""
+    if _size(body) <= limit:
+        return body
+    lines = body.split("\n")
+    note = "\n\n**… truncated:** {lines} more line(s), {chars} characters, did not fit GitHub's " \
+           f"{MAX_BODY_CHARS:,}-character comment limit."
+    reserve = _size(note.format(lines=len(lines), chars=_size(body))) + 8
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if used + _size(line) + 1 + reserve > limit:
+            break
+        kept.append(line)
+        used += _size(line) + 1
+    if not kept:  # a first line longer than the limit: cut inside it
+        kept = [body[: max(0, limit - reserve)]]
+    text = "\n".join(kept)
+    if sum(1 for line in kept if line.lstrip().startswith(("```", "~~~"))) % 2:
+        text += "\n```"
+    left_lines = len(lines) - len(kept)
+    return text + note.format(lines=max(left_lines, 1), chars=_size(body) - _size("\n".join(kept)))
 
 
 def _user(login: str) -> str:
@@ -49,26 +98,55 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
-def help_reply(comment_id: int, user: str) -> str:
-    return f"{marker(comment_id)}\n{_user(user)} here is how to use the bot:\n\n{HELP_TEXT}"
+def help_reply(comment_id: int, user: str, names: Sequence[str], notes: Sequence[str] = ()) -> str:
+    """The ``--help`` text of each command asked about (in order, once each), plus ``notes``."""
+    texts = "\n".join(help_text(name) for name in dict.fromkeys(names))
+    extra = "".join(f"\n{note}\n" for note in notes)
+    return f"{marker(comment_id)}\n{_user(user)} here is how to use the bot:\n\n{texts}{extra}"
 
 
-def refusal_reply(comment_id: int, user: str, permission: str, role: str) -> str:
-    return (f"{marker(comment_id)}\n{_user(user)} thanks for the request! Only users with write, maintain "
-            f"or admin permission on this repository can start `{COMMAND}` runs (your permission is "
-            f"{quote(permission)}, role {quote(role)}). A maintainer can post the same command for you.")
+def refusal_reply(comment_id: int, user: str, decision: Decision) -> str:
+    return (f"{marker(comment_id)}\n{_user(user)} thanks for the request! It was refused by "
+            f"{decision.rule}: {decision.reason}. Nothing was run; a maintainer can post the same "
+            f"command for you. `/rerun-test --help` shows the whole policy.")
 
 
-def failure_reply(comment_id: int, user: str, what: str, error: str) -> str:
-    """Something outside the comment went wrong (GitHub API, invalid registry)."""
-    return (f"{marker(comment_id)}\n{_user(user)} `{COMMAND}` could not finish: {what}.\n\n"
-            f"```\n{error.replace('```', '` ` `')}\n```\nNothing was re-run for this comment; "
-            f"post the command again once this is fixed.")
+def failure_reply(comment_id: int, user: str, what: str, error: str, *, resumable: bool) -> str:
+    """Something outside the comment went wrong before anything ran: a GitHub call (``resumable``:
+    the delivery is retried) or an invalid registry (final: the command must be posted again)."""
+    then = ("it is retried when the delivery is replayed, or post the command again" if resumable
+            else "post the command again once this is fixed")
+    return (f"{marker(comment_id, FAILED if resumable else DONE)}\n{_user(user)} the bot could not finish: "
+            f"{what}.\n\n```\n{error.replace('```', '` ` `')}\n```\nNothing was re-run for this comment; {then}.")
+
+
+def notes_reply(comment_id: int, user: str, notes: Sequence[str]) -> str:
+    """A comment whose command lines all failed to parse or were look-alikes: nothing ran."""
+    return f"{marker(comment_id)}\n{_user(user)} nothing was run for this comment:\n\n" + "\n\n".join(notes) + "\n"
 
 
 def too_many_reply(comment_id: int, user: str, count: int) -> str:
     return (f"{marker(comment_id)}\n{_user(user)} this comment asks for {count} targets; at most "
             f"{MAX_TARGETS} are allowed per comment, so nothing was run. Split it over several comments.")
+
+
+def claim_reply(comment_id: int, user: str, sha: str, runs: int) -> str:
+    """Posted before anything is dispatched: the comment is taken, the table follows."""
+    return (f"{marker(comment_id, CLAIMED, sha)}\n{_user(user)} dispatching… ({runs} run(s) for commit "
+            f"`{sha[:12]}`; this reply is updated with the table once they are sent.)")
+
+
+def lookalike_note(command: Command) -> str:
+    """What a look-alike line was understood as and the exact ASCII command to type."""
+    lookalike = command.lookalike
+    if lookalike is None:
+        raise ValueError(f"line {command.line} is not a look-alike command")
+    chars = ", ".join(lookalike.characters) or "invisible or look-alike characters"
+    understood = lookalike.understood
+    shown = f"```\n{understood}\n```" if _TYPABLE.fullmatch(understood) else quote(understood, limit=300)
+    return (f"**line {command.line}** looks like a command but is written with look-alike characters "
+            f"({chars}), so it was **not run**. It was understood as the command below; to run it, type "
+            f"exactly this, with a plain ASCII `/` and `-` and ordinary spaces:\n\n{shown}")
 
 
 def yaml_entry(path: str, tiers: Sequence[str], est_time: float | str, owner: str,
@@ -147,20 +225,53 @@ def command_error(command: Command) -> str:
     return f"**line {command.line}** {quote(command.text)}: {command.error}"
 
 
-def result_reply(comment_id: int, user: str, rows: Sequence[Row], notes: Sequence[str],
-                 header: str) -> str:
-    """The table reply: one row per (target, tier), then one note per problem."""
-    lines = [marker(comment_id), f"{_user(user)} {header}", ""]
-    if rows:
-        lines += ["| target | resolved file | tier | runner | result |", "|---|---|---|---|---|"]
-    for row in rows:
-        lines.append("| " + " | ".join([
-            quote(row.target),
-            _code(row.path) if row.path else "—",
-            _code(row.tier) if row.tier else "—",
-            _code(", ".join(row.runner)) if row.runner else "—",
-            row.result,
-        ]) + " |")
-    if notes:
-        lines += [""] + [f"{note}\n" for note in notes]
-    return "\n".join(lines).rstrip() + "\n"
+def result_reply(comment_id: int, user: str, header: str, sections: Sequence[str], runs: str,
+                 notes: Sequence[str], state: str = DONE, sha: str | None = None) -> str:
+    """The full reply: header line, sections (targets table, summaries), the runs table, notes."""
+    parts = [f"{marker(comment_id, state, sha)}\n{_user(user)} {header}"]
+    parts += [s for s in sections if s]
+    if runs:
+        parts.append(runs)
+    parts += [n for n in notes if n]
+    return "\n\n".join(parts).rstrip() + "\n"
+
+
+_DISPATCH_TEXT = {"sent": "dispatched", "found": "dispatched (an earlier attempt had sent it)",
+                  "dry-run": "would dispatch (dry run)"}
+MAX_TESTS_SHOWN = 5
+
+
+def _tests_cell(tests: Sequence[str]) -> str:
+    shown = "<br>".join(f"`{t}`" for t in tests[:MAX_TESTS_SHOWN])
+    more = len(tests) - MAX_TESTS_SHOWN
+    return shown + (f"<br>… and {more} more" if more > 0 else "")
+
+
+def run_row(result: DispatchResult, actions_url: str | None = None) -> RunRow:
+    """The runs-table row of one dispatch, before any results arrive."""
+    spec = result.spec
+    if result.run_url and result.run_url != actions_url:
+        run = f"[run]({result.run_url})"
+    else:
+        run = f"[not listed yet]({result.run_url})" if result.run_url else "—"
+    text = _DISPATCH_TEXT.get(result.state) or f"dispatch failed: {quote(result.error or '', limit=300)}"
+    return RunRow(spec.tier, spec.part, f"`{', '.join(spec.runner)}`", _tests_cell(spec.tests), run, text)
+
+
+def runs_table(results: Sequence[DispatchResult], actions_url: str | None = None) -> str:
+    return table([run_row(r, actions_url) for r in results]) if results else ""
+
+
+def header(dispatches: Sequence[DispatchResult], reruns: Sequence[RerunResult], sha: str, workflow: str,
+           branch: str, dry_run: bool) -> str:
+    """The reply's first sentence: what was sent, for which commit."""
+    parts = []
+    if dispatches:
+        sent = sum(d.ok for d in dispatches)
+        parts.append(f"{sent} of {len(dispatches)} run(s) dispatched (workflow `{workflow}` on `{branch}`)")
+    if reruns:
+        parts.append(f"{sum(r.state != 'failed' for r in reruns)} of {len(reruns)} failed run(s) re-run")
+    if not parts:
+        parts.append("nothing was started")
+    return ("; ".join(parts) + f" for commit `{sha[:12]}`."
+            + (" **Dry run: nothing was sent.**" if dry_run else ""))

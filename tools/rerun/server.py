@@ -1,4 +1,4 @@
-"""Webhook server for self-hosted setups: verify, acknowledge fast, handle in background workers.
+"""Webhook server for self-hosted setups: verify, journal, acknowledge fast, handle in background workers.
 
 HTTP contract (``POST`` any path; ``GET /healthz`` answers 200):
 
@@ -7,13 +7,18 @@ HTTP contract (``POST`` any path; ``GET /healthz`` answers 200):
   ``sha256=HMAC-SHA256(secret, raw body)``; 400 on malformed JSON or a missing
   ``X-GitHub-Delivery``;
 * ``ping`` -> 200; other events except ``issue_comment`` -> 200 ``ignored``;
-* a delivery id seen before (bounded LRU) -> 200 ``duplicate`` and nothing is queued;
-* otherwise the payload is queued and the answer is 202; a full queue answers 503 with
-  ``Retry-After`` (GitHub redelivers), never drops silently.
+* a delivery id already in the journal (`tools.rerun.journal`, kept across restarts) -> 200
+  ``duplicate`` and nothing is queued, unless that delivery is unfinished and not queued (a
+  redelivery of one that failed): then it is queued again;
+* otherwise the delivery is **journalled, then** queued, and the answer is 202; a full queue
+  answers 503 with ``Retry-After`` (GitHub redelivers), a journal that cannot be written 500.
 
-Workers take a per-comment-id lock, skip comments they have already handled (bounded LRU), and
-call the handler (which also checks the reply marker on GitHub). Any exception is logged and the
-worker goes on; the comment is then not marked handled, so a redelivery can retry it.
+Accepted deliveries go to a worker pool: `tools.rerun.workers.ThreadWorkers` (threads in this
+process) or `tools.rerun.worker_process.ProcessWorkers` (the same threads in a child process, which
+``serve`` uses: then acknowledging a delivery never waits for the workers' Python code under one
+GIL). From the workers' reports the app marks each delivery handled in the journal, or leaves it
+unfinished when the handler raised or reported GitHub failures; `WebhookApp.start` replays every
+unfinished one.
 """
 
 from __future__ import annotations
@@ -22,22 +27,18 @@ import hashlib
 import hmac
 import json
 import logging
-import queue
 import threading
-import time
-from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator
+
+from tools.rerun.journal import ACCEPTED, Journal, JournalError
+from tools.rerun.workers import ERROR, UNFINISHED, EventHandler, ThreadWorkers, WorkerPool
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20  # 1 MiB; GitHub caps webhook payloads at 25 MB but comments are far smaller
-
-
-class EventHandler(Protocol):
-    def handle(self, payload: dict[str, Any]) -> Any: ...
 
 
 def signature(secret: bytes, body: bytes) -> str:
@@ -50,68 +51,6 @@ def verify_signature(secret: bytes, body: bytes, header: str | None) -> bool:
     if not header:
         return False
     return hmac.compare_digest(signature(secret, body).encode(), header.strip().encode())
-
-
-class LRUSet:
-    """A thread-safe set that remembers at most ``capacity`` keys (oldest forgotten first)."""
-
-    def __init__(self, capacity: int):
-        if capacity < 1:
-            raise ValueError(f"LRU capacity must be >= 1, got {capacity}")
-        self.capacity = capacity
-        self._items: OrderedDict[Any, None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add(self, key: Any) -> bool:
-        """Add ``key``; False if it was already present (then it becomes the newest)."""
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return False
-            self._items[key] = None
-            if len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-            return True
-
-    def discard(self, key: Any) -> None:
-        with self._lock:
-            self._items.pop(key, None)
-
-    def __contains__(self, key: Any) -> bool:
-        with self._lock:
-            return key in self._items
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
-
-class KeyedLocks:
-    """One lock per key, created on demand and dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[Any, tuple[threading.Lock, int]] = {}
-
-    @contextmanager
-    def hold(self, key: Any) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._locks.get(key, (threading.Lock(), 0))
-            self._locks[key] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, users = self._locks[key]
-                if users == 1:
-                    del self._locks[key]
-                else:
-                    self._locks[key] = (lock, users - 1)
-
-    def __len__(self) -> int:
-        with self._guard:
-            return len(self._locks)
 
 
 @dataclass(frozen=True)
@@ -137,103 +76,101 @@ class ServerConfig:
 class Stats:
     accepted: int = 0
     duplicate_deliveries: int = 0
-    skipped_comments: int = 0
+    replayed: int = 0
     handled: int = 0
+    skipped_comments: int = 0
+    unfinished: int = 0
     errors: int = 0
 
 
-@dataclass(frozen=True)
-class _Job:
-    delivery: str
-    payload: dict[str, Any]
-    received: float
-
-
 class WebhookApp:
-    """Queue, workers and de-duplication. ``make_handler`` is called once per worker thread (each
-    gets its own GitHub client and HTTP session)."""
+    """Journal, de-duplication and the hand-off to a worker pool (`ThreadWorkers` in this process
+    by default, built from ``make_handler``; ``pool`` may be a `ProcessWorkers`). Without a
+    ``journal`` an in-memory one is used (nothing survives a restart then)."""
 
-    def __init__(self, config: ServerConfig, make_handler: Callable[[], EventHandler],
-                 on_done: Callable[[str, Any], None] | None = None):
+    def __init__(self, config: ServerConfig, make_handler: Callable[[], EventHandler] | None = None,
+                 on_done: Callable[[str, Any], None] | None = None, journal: Journal | None = None,
+                 pool: WorkerPool | None = None):
         self.config = config
-        self.make_handler = make_handler
-        self.on_done = on_done
-        self.queue: queue.Queue[_Job | None] = queue.Queue(maxsize=config.queue_size)
-        self.deliveries = LRUSet(config.delivery_cache)
-        self.done_comments = LRUSet(config.delivery_cache)
-        self.comment_locks = KeyedLocks()
+        self.journal = journal or Journal(":memory:")
+        if pool is None:
+            if make_handler is None:
+                raise ValueError("give make_handler (for in-process workers) or a worker pool")
+            pool = ThreadWorkers(config.workers, make_handler, capacity=config.queue_size,
+                                 done_cache=config.delivery_cache, on_done=on_done)
+        self.pool = pool
         self.stats = Stats()
-        self._stats_lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
+        self._cond = threading.Condition()
+        self._in_flight: set[str] = set()  # handed to the pool and not reported back yet
 
     def start(self) -> None:
-        for i in range(self.config.workers):
-            thread = threading.Thread(target=self._work, name=f"rerun-worker-{i}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        """Start the pool, then hand it every unfinished delivery of the journal (a replay)."""
+        self.pool.start(self._record)
+        for entry in self.journal.unfinished():
+            try:
+                payload = json.loads(entry.payload)
+            except (UnicodeDecodeError, json.JSONDecodeError):  # cannot happen for what submit() stored
+                log.error("journalled delivery %s is not JSON; marking it handled", entry.delivery)
+                self.journal.finish(entry.delivery)
+                continue
+            with self._cond:
+                if entry.delivery in self._in_flight:
+                    continue
+                self._in_flight.add(entry.delivery)
+                self.stats.replayed += 1
+            log.info("replaying unfinished delivery %s (attempt %d)", entry.delivery, entry.attempts + 1)
+            self.pool.put(entry.delivery, payload, force=True)
 
     def stop(self, timeout: float = 10.0) -> None:
-        for _ in self._threads:
-            self.queue.put(None)
-        for thread in self._threads:
-            thread.join(timeout)
-        self._threads.clear()
+        self.pool.stop(timeout)
 
-    def wait_idle(self) -> None:
-        """Block until every queued job has been processed."""
-        self.queue.join()
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every delivery handed to the pool has been reported back."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._in_flight, timeout)
 
-    def _count(self, name: str) -> None:
-        with self._stats_lock:
-            setattr(self.stats, name, getattr(self.stats, name) + 1)
+    def _record(self, delivery: str, result: str, error: str | None) -> None:
+        """A worker's report: mark the journal (this process is its only writer), count, release."""
+        if result in (UNFINISHED, ERROR):
+            self.journal.fail(delivery, error or result)
+        else:
+            self.journal.finish(delivery)
+        with self._cond:
+            self._in_flight.discard(delivery)
+            setattr(self.stats, result, getattr(self.stats, result) + 1)
+            self._cond.notify_all()
 
-    def submit(self, delivery: str, payload: dict[str, Any]) -> str:
-        """Queue one issue_comment delivery: ``accepted``, ``duplicate`` or ``busy``."""
-        if not self.deliveries.add(delivery):
-            self._count("duplicate_deliveries")
-            return "duplicate"
+    def submit(self, delivery: str, body: bytes, payload: dict[str, Any]) -> str:
+        """Journal and queue one issue_comment delivery: ``accepted``, ``duplicate`` or ``busy``.
+        Raises `JournalError` when the journal cannot be written (then nothing is queued)."""
+        with self._cond:
+            if delivery in self._in_flight:
+                self.stats.duplicate_deliveries += 1
+                return "duplicate"
+            self._in_flight.add(delivery)
         try:
-            self.queue.put_nowait(_Job(delivery, payload, time.monotonic()))
-        except queue.Full:
-            self.deliveries.discard(delivery)  # let GitHub's redelivery through later
+            new = self.journal.accept(delivery, body)
+            if not new and self.journal.state(delivery) != ACCEPTED:
+                self._settle(delivery, "duplicate_deliveries")
+                return "duplicate"
+        except BaseException:
+            self._settle(delivery, None)
+            raise
+        if not self.pool.put(delivery, payload):
+            if new:
+                self.journal.forget(delivery)  # never acknowledged: GitHub's redelivery brings it back
+            self._settle(delivery, None)
             return "busy"
-        self._count("accepted")
+        with self._cond:
+            self.stats.accepted += 1
         return "accepted"
 
-    def _work(self) -> None:
-        handler: EventHandler | None = None
-        while True:
-            job = self.queue.get()
-            try:
-                if job is None:
-                    return
-                if handler is None:
-                    handler = self.make_handler()
-                self._process(handler, job)
-            except Exception:  # the worker must survive anything a handler does
-                self._count("errors")
-                log.exception("delivery %s failed", job.delivery if job else "?")
-                if job is not None:
-                    self.deliveries.discard(job.delivery)  # GitHub's redelivery (same id) may retry it
-            finally:
-                self.queue.task_done()
-
-    def _process(self, handler: EventHandler, job: _Job) -> None:
-        comment = job.payload.get("comment")
-        comment_id = comment.get("id") if isinstance(comment, dict) else None
-        if comment_id is None:
-            result = handler.handle(job.payload)
-        else:
-            with self.comment_locks.hold(comment_id):
-                if comment_id in self.done_comments:
-                    self._count("skipped_comments")
-                    return
-                result = handler.handle(job.payload)
-                self.done_comments.add(comment_id)
-        self._count("handled")
-        log.info("delivery %s: %s", job.delivery, getattr(result, "status", result))
-        if self.on_done is not None:
-            self.on_done(job.delivery, result)
+    def _settle(self, delivery: str, stat: str | None) -> None:
+        with self._cond:
+            self._in_flight.discard(delivery)
+            if stat:
+                setattr(self.stats, stat, getattr(self.stats, stat) + 1)
+            self._cond.notify_all()
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -295,7 +232,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         delivery = self.headers.get("X-GitHub-Delivery")
         if not delivery or not isinstance(payload, dict):
             return self._answer(400, "missing X-GitHub-Delivery" if not delivery else "payload is not an object")
-        verdict = app.submit(delivery, payload)
+        try:
+            verdict = app.submit(delivery, body, payload)
+        except JournalError as exc:
+            log.error("%s", exc)
+            return self._answer(500, "cannot journal the delivery; not accepted")
         if verdict == "busy":
             return self._answer(503, "queue full, retry later", {"Retry-After": "5"})
         return self._answer(200 if verdict == "duplicate" else 202, verdict)

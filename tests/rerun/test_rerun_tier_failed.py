@@ -1,0 +1,104 @@
+"""`/rerun-tier` (and `/rerun-stage`) and `/rerun-failed` end to end against the fake GitHub."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ci.plan import plan
+from ci.registry import load_registry
+from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
+from tools.rerun.fake_github import FakeGitHub, Scripted
+from tools.rerun.handler import BotConfig
+
+from rerun_support import HEAD_SHA, PR, REPO, WORKFLOWS, comment_payload, load_workflow
+
+
+def test_tier_run_is_one_dispatch_per_shard_of_the_plan(fake: FakeGitHub, make_handler, repo_root: Path) -> None:
+    outcome = make_handler(shard_budget=30).handle(comment_payload("/rerun-stage gpu_b200", comment_id=88))
+    assert outcome.status == "dispatched"
+    expected = plan(load_registry(repo_root / "registry.yaml"), "gpu_b200", shard_budget=30)
+    assert [(s.index, s.count, s.tests) for s in expected.shards] == [
+        (1, 2, ("tests/quant/test_kvfp4_quant_dequant.py",)), (2, 2, ("tests/quant/test_pack.py",))]
+    got = [(d["inputs"]["part"], d["inputs"]["tests"], d["inputs"]["tier"]) for d in fake.dispatches]
+    assert got == [("1/2", "tests/quant/test_kvfp4_quant_dequant.py", "gpu_b200"),
+                   ("2/2", "tests/quant/test_pack.py", "gpu_b200")]
+    body = fake.bot_replies(PR)[0].body
+    assert "`/rerun-tier gpu_b200`: 2 active file(s) in 2 shard(s) (shard budget 30 s of est_time" in body
+    assert "1 manual/quarantined file(s) not run" in body  # test_broken.py
+    names = {r.display_title for r in fake.runs}
+    assert len(names) == 2 and all("comment 88" in n for n in names)  # unique run-names per shard
+
+
+def test_tier_run_with_the_default_budget_is_one_shard(fake: FakeGitHub, make_handler) -> None:
+    make_handler().handle(comment_payload("/rerun-tier gpu_b200\n/rerun-tier gpu_b200"))
+    assert [(d["inputs"]["part"], d["inputs"]["tests"]) for d in fake.dispatches] == [
+        ("1/1", "tests/quant/test_kvfp4_quant_dequant.py tests/quant/test_pack.py")]
+
+
+def test_unknown_tier_lists_the_tiers_and_the_closest(fake: FakeGitHub, make_handler) -> None:
+    outcome = make_handler().handle(comment_payload("/rerun-tier gpu_b20"))
+    assert outcome.status == "partial" and fake.dispatches == []
+    body = fake.bot_replies(PR)[0].body
+    assert "there is no tier <code>gpu_b20</code>. The closest name is `gpu_b200`." in body
+    assert "Tiers: `cpu`, `gpu_h100`, `gpu_b200`." in body
+
+
+def test_a_file_longer_than_the_budget_is_explained(fake: FakeGitHub, make_handler) -> None:
+    outcome = make_handler(shard_budget=20).handle(comment_payload("/rerun-tier gpu_b200"))
+    assert outcome.status == "partial" and fake.dispatches == []
+    assert "cannot plan the tier" in fake.bot_replies(PR)[0].body and "more than the shard budget" in \
+        fake.bot_replies(PR)[0].body
+
+
+def test_default_shard_budget_matches_the_pull_request_workflows() -> None:
+    """The pull-request workflows shard the GPU tiers with `ci plan --shard-budget N`; /rerun-tier
+    must split a tier the same way."""
+    names = sorted(p.name for p in WORKFLOWS.glob("pr*.yml"))
+    runs = [step.get("run", "") for name in names for job in load_workflow(name)["jobs"].values()
+            for step in job.get("steps", [])]
+    budgets = {float(m) for run in runs if "ci plan" in run
+               for m in re.findall(r"--shard-budget[ =](\d+(?:\.\d+)?)", run)}
+    assert budgets == {DEFAULT_SHARD_BUDGET}, names
+    assert BotConfig(repo_root=Path(".")).shard_budget == DEFAULT_SHARD_BUDGET
+
+
+def _runs(fake: FakeGitHub) -> dict[str, int]:
+    made = {"unit": fake.add_run(HEAD_SHA, "unit tests", conclusion="failure"),
+            "gpu": fake.add_run(HEAD_SHA, "gpu", conclusion="timed_out"),
+            "lint": fake.add_run(HEAD_SHA, "lint", conclusion="success"),
+            "nightly": fake.add_run(HEAD_SHA, "nightly", status="in_progress", conclusion=None),
+            "old": fake.add_run("e" * 40, "old commit", conclusion="failure")}
+    return {name: run.id for name, run in made.items()}
+
+
+def test_rerun_failed_reruns_failed_and_timed_out_runs_of_the_head(fake: FakeGitHub, make_handler) -> None:
+    ids = _runs(fake)
+    outcome = make_handler().handle(comment_payload("/rerun-failed"))
+    assert outcome.status == "dispatched" and fake.dispatches == []
+    assert sorted(fake.reruns) == sorted([ids["unit"], ids["gpu"]])
+    body = fake.bot_replies(PR)[0].body
+    assert "4 workflow run(s), 2 failed, 1 still in progress" in body
+    assert f"In progress, left alone: [<code>nightly</code>](https://github.com/{REPO}/actions/runs/{ids['nightly']})" in body
+    assert "| failure | failed jobs re-run |" in body and "| timed_out | failed jobs re-run |" in body
+
+
+def test_rerun_failed_with_nothing_failed_writes_nothing_but_the_reply(fake: FakeGitHub, make_handler) -> None:
+    fake.add_run(HEAD_SHA, "lint", conclusion="success")
+    outcome = make_handler().handle(comment_payload("/rerun-failed"))
+    assert fake.reruns == [] and not any(r.path.endswith("rerun-failed-jobs") for r in fake.requests)
+    body = fake.bot_replies(PR)[0].body
+    assert "Nothing failed, so nothing was re-run." in body and outcome.status == "partial"
+    assert len(fake.bot_replies(PR)) == 1 and fake.bot_replies(PR)[0].edits == 0  # no claim needed
+
+
+def test_rerun_post_that_timed_out_but_took_effect_is_not_resent(fake: FakeGitHub, make_handler,
+                                                                 make_client) -> None:
+    ids = _runs(fake)
+    fake.fail("POST", r"/rerun-failed-jobs$", Scripted(route=True, delay=1.0))  # lands, answer too late
+    handler = make_handler(client=make_client(timeout=0.3))
+    outcome = handler.handle(comment_payload("/rerun-failed"))
+    assert sorted(fake.reruns) == sorted([ids["unit"], ids["gpu"]])  # each once
+    first = outcome.reruns[0].run.id  # the POST that timed out
+    assert {r.run.id: r.state for r in outcome.reruns} == {first: "found", ({ids["unit"], ids["gpu"]} - {first}).pop(): "sent"}
+    assert outcome.errors == []

@@ -1,0 +1,60 @@
+"""``/rerun-tier <tier>`` (alias ``/rerun-stage``): every active test of a tier, as the plan shards it.
+
+The shards are `ci.plan.plan`'s (the same planner and shard budget as ``pr-gpu.yml``, whose
+``--shard-budget`` is `DEFAULT_SHARD_BUDGET`; a test keeps the two in step), so a tier run by the bot
+splits exactly as CI would: one dispatch per non-empty shard, part ``i/N``. An unknown tier gets
+the list of tiers and the closest name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Mapping
+
+from ci.plan import PlanError, plan as plan_tier
+from ci.registry import Registry
+from ci.shard import ShardBudgetError
+from tools.rerun.commands import Command, quote
+from tools.rerun.dispatch import DispatchSpec
+from tools.rerun.work import Work
+
+DEFAULT_SHARD_BUDGET = 1800.0
+"""Seconds of est_time per shard; the same number as ``--shard-budget`` in ``pr-gpu.yml``."""
+
+
+def _unknown(registry: Registry, tier: str) -> str:
+    close = difflib.get_close_matches(tier, list(registry.tiers), n=1, cutoff=0.0)
+    closest = f" The closest name is `{close[0]}`." if close else ""
+    return (f"**{quote('/rerun-tier ' + tier)}**: there is no tier {quote(tier)}.{closest} "
+            f"Tiers: {', '.join(f'`{t}`' for t in registry.tiers)}.")
+
+
+def plan(registry: Registry, commands: list[Command], shard_budget: float = DEFAULT_SHARD_BUDGET,
+         durations: Mapping[str, float] | None = None) -> Work:
+    """The work of every runnable ``/rerun-tier`` command of one comment (each tier once)."""
+    work = Work()
+    for tier in dict.fromkeys(c.tier for c in commands if c.runnable and c.tier):
+        if tier not in registry.tiers:
+            work = work.merge(Work(notes=[_unknown(registry, tier)], complete=False))
+            continue
+        try:
+            tier_plan = plan_tier(registry, tier, shard_budget=shard_budget, durations=durations)
+        except (PlanError, ShardBudgetError) as exc:
+            work = work.merge(Work(notes=[f"**`/rerun-tier {tier}`**: cannot plan the tier: {quote(str(exc), 400)}"],
+                                   complete=False))
+            continue
+        shards = [s for s in tier_plan.shards if s.tests]
+        runner = registry.tiers[tier].runner_labels
+        specs = [DispatchSpec(tier, f"{s.index}/{s.count}", runner, s.tests) for s in shards]
+        inactive = sum(1 for n in tier_plan.not_run if n.reason != "not affected by the change")
+        summary = (f"`/rerun-tier {tier}`: {len(tier_plan.selected)} active file(s) in {len(shards)} shard(s) "
+                   f"(shard budget {shard_budget:g} s of est_time, est. makespan {tier_plan.makespan:.0f} s)"
+                   + (f"; {inactive} manual/quarantined file(s) not run" if inactive else "") + ".")
+        if not shards:
+            work = work.merge(Work(sections=[summary], notes=[f"Tier `{tier}` has no active test; nothing to run."]))
+            continue
+        work = work.merge(Work(specs, [], [summary]))
+    return work
+
+
+__all__ = ["DEFAULT_SHARD_BUDGET", "plan"]

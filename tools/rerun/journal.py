@@ -1,0 +1,176 @@
+"""The webhook server's delivery journal: SQLite in WAL mode, one row per accepted delivery.
+
+Contract:
+
+* `Journal.accept` records a delivery (id, raw payload) and commits before the server answers
+  202; a delivery id seen before is refused, across restarts (replay protection).
+* `Journal.finish` marks it handled; `Journal.fail` keeps it unfinished and counts the attempt.
+* `Journal.unfinished` lists every accepted delivery not marked handled, oldest first: the server
+  replays them when it starts, so a kill -9 loses nothing that got a 202.
+
+Durability: ``synchronous=NORMAL`` in WAL mode makes each commit reach the operating system before
+`accept` returns, which survives the process being killed (kill -9, OOM) but not a power loss
+of the machine; ``durable=True`` (``synchronous=FULL``) fsyncs every commit and survives that too,
+at the cost of one fsync per delivery. One connection serves all threads, behind a lock.
+
+Checkpoints (copying the WAL back into the database, with an fsync) never run inside a commit,
+where they would stall every acknowledgement queued behind the lock: a background thread with its
+own connection runs a PASSIVE checkpoint every `CHECKPOINT_EVERY` seconds (it never blocks
+writers), and a blocking RESTART one only when the WAL has grown past `MAX_WAL_FRAMES` pages
+because passive ones could not keep up.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ACCEPTED, DONE = "accepted", "done"
+JOURNAL_FILE = "deliveries.sqlite3"
+CHECKPOINT_EVERY = 1.0   # seconds
+MAX_WAL_FRAMES = 16384   # pages (64 MiB at 4 KiB) before a checkpoint may block writers
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY,
+    payload BLOB NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    received REAL NOT NULL,
+    finished REAL,
+    last_error TEXT
+)
+"""
+
+
+class JournalError(RuntimeError):
+    """The journal cannot be opened or written (the server must not answer 202 then)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One journalled delivery; ``payload`` is the raw request body; ``received`` epoch seconds."""
+
+    delivery: str
+    payload: bytes
+    state: str
+    attempts: int
+    received: float
+
+
+class Journal:
+    """See the module docstring. ``path`` ``":memory:"`` keeps it in memory (tests only)."""
+
+    def __init__(self, path: str | Path, *, durable: bool = False):
+        self.path = str(path)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if self.path != ":memory:" and str(mode).lower() != "wal":
+                raise JournalError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
+            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self._db.execute("PRAGMA wal_autocheckpoint=0")  # see the module docstring
+            self._db.execute(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open the delivery journal {self.path}: {exc}") from exc
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._checkpointer: threading.Thread | None = None
+        if self.path != ":memory:" and not self.path.startswith("file:"):
+            self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="journal-checkpoint",
+                                                  daemon=True)
+            self._checkpointer.start()
+
+    def _checkpoint_loop(self) -> None:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            while not self._closed.wait(CHECKPOINT_EVERY):
+                self.checkpoint(db)
+        except sqlite3.Error as exc:  # the journal keeps working; only its WAL grows
+            log.error("journal checkpoints stopped: %s", exc)
+        finally:
+            db.close()
+
+    def checkpoint(self, db: sqlite3.Connection | None = None) -> tuple[int, int]:
+        """One checkpoint (see the module docstring) on ``db`` (default: the journal's own connection,
+        under its lock): (WAL pages, pages copied back)."""
+        if db is None:
+            with self._lock:
+                return self.checkpoint(self._db)
+        _, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if frames > MAX_WAL_FRAMES and copied < frames:
+            log.warning("journal WAL at %d pages, passive checkpoints are behind: blocking one", frames)
+            _, frames, copied = db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        return frames, copied
+
+    @classmethod
+    def in_dir(cls, state_dir: str | Path, *, durable: bool = False) -> "Journal":
+        """The journal file inside ``state_dir`` (created, mode 0700, if missing)."""
+        directory = Path(state_dir)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return cls(directory / JOURNAL_FILE, durable=durable)
+
+    def accept(self, delivery: str, payload: bytes) -> bool:
+        """Record a new delivery; False (nothing written) if this id was recorded before."""
+        with self._lock:
+            try:
+                cursor = self._db.execute(
+                    "INSERT OR IGNORE INTO deliveries (id, payload, state, received) VALUES (?, ?, ?, ?)",
+                    (delivery, payload, ACCEPTED, time.time()))
+            except sqlite3.Error as exc:
+                raise JournalError(f"cannot record delivery {delivery[:80]!r}: {exc}") from exc
+            return cursor.rowcount == 1
+
+    def state(self, delivery: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT state FROM deliveries WHERE id = ?", (delivery,)).fetchone()
+        return row[0] if row else None
+
+    def forget(self, delivery: str) -> None:
+        """Remove an accepted delivery that was never acknowledged (the queue was full)."""
+        with self._lock:
+            self._db.execute("DELETE FROM deliveries WHERE id = ? AND state = ?", (delivery, ACCEPTED))
+
+    def finish(self, delivery: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE deliveries SET state = ?, finished = ?, attempts = attempts + 1, "
+                             "last_error = NULL WHERE id = ?", (DONE, time.time(), delivery))
+
+    def fail(self, delivery: str, error: str) -> None:
+        """Count a failed attempt; the delivery stays unfinished (replayed at the next start)."""
+        with self._lock:
+            self._db.execute("UPDATE deliveries SET attempts = attempts + 1, last_error = ? WHERE id = ?",
+                             (error[:2000], delivery))
+
+    def unfinished(self) -> list[Entry]:
+        with self._lock:
+            rows = self._db.execute("SELECT id, payload, state, attempts, received FROM deliveries "
+                                    "WHERE state = ? ORDER BY received, rowid", (ACCEPTED,)).fetchall()
+        return [Entry(r[0], bytes(r[1]), r[2], r[3], r[4]) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._db.execute("SELECT state, COUNT(*) FROM deliveries GROUP BY state").fetchall())
+
+    def prune(self, older_than: float) -> int:
+        """Delete handled deliveries finished more than ``older_than`` seconds ago; how many."""
+        with self._lock:
+            cursor = self._db.execute("DELETE FROM deliveries WHERE state = ? AND finished < ?",
+                                      (DONE, time.time() - older_than))
+        return cursor.rowcount
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._checkpointer is not None:
+            self._checkpointer.join(10)
+        with self._lock:
+            self._db.close()
+
+
+__all__ = ["ACCEPTED", "DONE", "Entry", "JOURNAL_FILE", "Journal", "JournalError"]

@@ -1,0 +1,164 @@
+"""``report``: a dispatched run's JUnit results, written into its row of the bot's reply, in place.
+
+`summarize` turns the run's JUnit XML into the row's result cell: passed / failed / skipped /
+errors, the time, the first `MAX_FAILING` failing node ids; an unreadable or missing report, one
+without a test case or with impossible times gives a cell saying the run produced no report.
+
+`Reporter.report` finds the bot's own reply for the comment (its marker, in comments by the bot's
+login only), replaces the row of (tier, part) and PATCHes the comment. GitHub has no conditional
+update for comments, so two reports for different rows of one reply (two tiers finishing at once)
+can lose one another's row: each reads the same body and the later PATCH writes the earlier row
+back to its placeholder. Detection, after every PATCH:
+
+1. re-read the comment at once, and again after ``settle`` seconds plus up to a quarter more (jitter);
+2. our row as written -> fine; our row holding *other* results -> a later report of the same row
+   (a re-run attempt) superseded ours -> fine; our row missing or back to a placeholder -> our
+   update was lost -> read, merge and PATCH again after a jittered pause, up to ``attempts`` times.
+
+A lost update is caught if the PATCH that erased ours lands before our last re-read, i.e. if every
+writer's read-to-PATCH span is shorter than ``settle``. Writers read right before they PATCH and
+never resend a stale body (each retry re-reads), so that span is one API round trip plus the
+client's timeout at most; ``settle`` defaults to more than the client's 10 s timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ci.junit import ERROR, FAILED, JUnitError, parse_junit
+from tools.rerun import replies
+from tools.rerun.commands import quote
+from tools.rerun.github import GitHubAPI, IssueComment
+from tools.rerun.runs_table import RunRow, find_row, put_row
+
+log = logging.getLogger(__name__)
+
+MAX_FAILING = 10
+MAX_SECONDS = 7 * 24 * 3600.0  # a run reporting more than a week of test time has a broken report
+
+
+class ReportError(RuntimeError):
+    """The results could not be written into the reply."""
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """Counts, total seconds, and the failing/erroring node ids (all of them, in report order)."""
+
+    passed: int
+    failed: int
+    skipped: int
+    errors: int
+    seconds: float
+    failing: tuple[str, ...]
+
+
+def summarize(path: str | Path, root: str | Path | None = None) -> RunResults | str:
+    """The results in one JUnit XML file, or a sentence saying why there are none."""
+    try:
+        report = parse_junit(path, root=root)
+    except JUnitError as exc:
+        return f"the JUnit report is missing or unreadable ({exc})"
+    if not report.cases:
+        return "the JUnit report holds no test case"
+    times = [c.time for c in report.cases] + [report.wall_time]
+    if not all(math.isfinite(t) and 0 <= t <= MAX_SECONDS for t in times):
+        return "the JUnit report has an impossible time (negative, infinite, NaN or over a week)"
+    counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
+    for case in report.cases:
+        counts[case.outcome] += 1
+    failing = tuple(f"{c.file}::{c.name}" if c.file else f"{c.classname}::{c.name}"
+                    for c in report.cases if c.outcome in (FAILED, ERROR))
+    seconds = report.wall_time or sum(c.time for c in report.cases)
+    return RunResults(counts["passed"], counts["failed"], counts["skipped"], counts["error"], seconds, failing)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+
+def result_cell(results: RunResults | str) -> str:
+    """The result cell (it starts with ``**``, which marks a row as holding results)."""
+    if isinstance(results, str):
+        return f"**no report**: the run produced no report: {quote(results, limit=200)}"
+    r = results
+    verdict = "**failed**" if r.failed or r.errors else "**passed**"
+    cell = (f"{verdict}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.errors} errors "
+            f"in {_duration(r.seconds)}")
+    if r.failing:
+        shown = "<br>".join(quote(node, limit=160) for node in r.failing[:MAX_FAILING])
+        more = len(r.failing) - MAX_FAILING
+        cell += "<br>failing:<br>" + shown + (f"<br>… and {more} more" if more > 0 else "")
+    return cell
+
+
+@dataclass(frozen=True)
+class ReportOutcome:
+    """``writes``: PATCHes sent; ``lost``: lost updates detected and repaired; ``superseded``:
+    a later report of the same row replaced ours (not an error)."""
+
+    comment_id: int
+    writes: int
+    lost: int
+    superseded: bool
+
+
+class Reporter:
+    """Writes one run's results into the bot's reply (see the module docstring)."""
+
+    def __init__(self, client: GitHubAPI, repo: str, bot_login: str, *, settle: float = 12.0,
+                 attempts: int = 6, sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None):
+        if settle < 0 or attempts < 1:
+            raise ValueError(f"settle must be >= 0 and attempts >= 1, got {settle} and {attempts}")
+        self.client, self.repo, self.bot_login = client, repo, bot_login
+        self.settle, self.attempts, self.sleep = settle, attempts, sleep
+        self.rng = rng or random.Random()
+
+    def find_reply(self, pr: int, comment_id: int) -> IssueComment:
+        for comment in self.client.list_issue_comments(self.repo, pr):
+            if comment.user == self.bot_login and replies.answers(comment.body, comment_id):
+                return comment
+        raise ReportError(f"no reply of {self.bot_login} for comment {comment_id} on #{pr}")
+
+    def report(self, pr: int, comment_id: int, tier: str, part: str, cell: str,
+               run_url: str | None = None) -> ReportOutcome:
+        """Put ``cell`` (and the run link) into the row (tier, part); raises `ReportError` when the
+        row keeps getting lost after ``attempts`` writes, `GitHubError` when GitHub fails."""
+        run = f"[run]({run_url})" if run_url else None
+        writes = lost = 0
+        for attempt in range(1, self.attempts + 1):
+            reply = self.find_reply(pr, comment_id)
+            current = find_row(reply.body, tier, part)
+            base = current or RunRow(tier, part, "—", "—", "—", "")
+            mine = base.with_result(cell, run)
+            self.client.edit_comment(self.repo, reply.id, replies.cap(put_row(reply.body, mine)))
+            writes += 1
+            verdict = self._check(reply.id, mine)
+            if verdict == "ok":
+                self.sleep(self.settle + self.rng.uniform(0, self.settle / 4))
+                verdict = self._check(reply.id, mine)
+            if verdict != "lost":
+                return ReportOutcome(reply.id, writes, lost, verdict == "superseded")
+            lost += 1
+            log.warning("the row %s %s of comment %d was overwritten by a concurrent edit; writing it again "
+                        "(attempt %d of %d)", tier, part, reply.id, attempt, self.attempts)
+            self.sleep(self.rng.uniform(0.2, 2.0) * attempt)
+        raise ReportError(f"the row {tier} {part} kept being overwritten by concurrent edits; gave up after "
+                          f"{self.attempts} writes")
+
+    def _check(self, reply_id: int, mine: RunRow) -> str:
+        """``ok``, ``superseded`` (a different result is there) or ``lost``."""
+        row = find_row(self.client.get_comment(self.repo, reply_id).body, mine.tier, mine.part)
+        if row == mine:
+            return "ok"
+        return "superseded" if row is not None and row.has_results else "lost"
+
+
+__all__ = ["MAX_FAILING", "ReportError", "ReportOutcome", "Reporter", "RunResults", "result_cell", "summarize"]

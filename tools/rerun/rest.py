@@ -1,0 +1,187 @@
+"""HTTP transport for the GitHub client: client timeouts, bounded retries, typed errors, redaction.
+
+Retried: connection errors and timeouts, 5xx, 429, and 403s that are rate limits (secondary rate
+limit message, ``Retry-After``, or ``x-ratelimit-remaining: 0``). The wait is ``Retry-After``
+seconds when given, else ``x-ratelimit-reset`` minus now when the primary limit is exhausted, else
+exponential backoff ``backoff_base * 2**attempt`` capped at ``backoff_cap``. When GitHub asks for a
+longer wait than ``max_wait`` or the waits would exceed ``total_wait_cap`` the client gives up
+with `GitHubError` instead of waiting less than asked. ``sleep`` and ``clock`` are injectable.
+
+Writes that must not happen twice (a workflow dispatch, a claim comment) pass ``confirm``: after a
+failure that may have taken effect anyway (a timeout or dropped connection after the request was
+sent, or a 5xx) and before any resend, ``confirm()`` is asked whether the effect is already there;
+True ends the call as a success (`request` returns None) instead of resending. Failures that
+certainly did not take effect (connection refused, 429 and rate-limit 403s) are resent directly.
+
+Every error message and log line goes through `secrets_file.redact`: a server that echoes the
+token, or a ``requests`` error that quotes a header, never prints it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import requests
+
+from tools.rerun.secrets_file import redact, remember
+
+log = logging.getLogger(__name__)
+
+
+class GitHubError(RuntimeError):
+    """A GitHub API call failed for good. ``status`` is the last HTTP status (None: no response)."""
+
+    def __init__(self, method: str, path: str, status: int | None, message: str, attempts: int = 1):
+        self.method, self.path, self.status, self.attempts = method, path, status, attempts
+        self.reason = redact(message)
+        where = f"{method} {path}"
+        super().__init__(redact(f"{where} failed after {attempts} attempt(s): "
+                                f"{'HTTP ' + str(status) + ': ' if status is not None else ''}{message}"))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Seconds. ``max_attempts`` counts the first try."""
+
+    max_attempts: int = 5
+    backoff_base: float = 0.5
+    backoff_cap: float = 8.0
+    max_wait: float = 60.0
+    total_wait_cap: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("backoff_base", "backoff_cap", "max_wait", "total_wait_cap"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+class RestClient:
+    """REST calls scoped to one API base URL and token. One instance per thread (it holds a
+    `requests.Session`); the bot gives each worker thread its own."""
+
+    def __init__(self, api_url: str, token: str | None, *, timeout: float = 10.0,
+                 retry: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.time, session: requests.Session | None = None):
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        self.api_url = api_url.rstrip("/")
+        self.timeout = timeout
+        self.retry = retry
+        self.sleep = sleep
+        self.clock = clock
+        self.session = session or _session(self.api_url)
+        self.session.headers.update({
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+            "User-Agent": "rerun-test-bot",
+        })
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {remember(token)}"
+
+    def request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
+                ok: tuple[int, ...] = (200, 201, 204),
+                confirm: Callable[[], bool] | None = None) -> requests.Response | None:
+        """One API call with retries; returns the response when its status is in ``ok``, or None
+        when ``confirm`` said a possibly-applied earlier attempt did take effect."""
+        url = path if path.startswith("http") else f"{self.api_url}{path}"
+        waited = 0.0
+        for attempt in range(1, self.retry.max_attempts + 1):
+            status: int | None = None
+            try:
+                response = self.session.request(method, url, json=json, params=params, timeout=self.timeout)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                message = f"{type(exc).__name__}: {exc}"
+                delay, maybe_applied = self._backoff(attempt), not _certainly_unsent(exc)
+            except requests.RequestException as exc:  # e.g. InvalidHeader: final, and it may quote a header
+                raise GitHubError(method, path, None, f"{type(exc).__name__}: {exc}", attempt) from None
+            else:
+                status = response.status_code
+                if status in ok:
+                    return response
+                message = _error_message(response)
+                delay = self._retry_delay(response, attempt)
+                if delay is None:
+                    raise GitHubError(method, path, status, message, attempt)
+                maybe_applied = status >= 500
+            if attempt == self.retry.max_attempts:
+                raise GitHubError(method, path, status, message, attempt)
+            if delay > self.retry.max_wait:
+                raise GitHubError(method, path, status,
+                                  f"{message} (GitHub asked to wait {delay:.0f}s, more than the "
+                                  f"{self.retry.max_wait:.0f}s limit)", attempt)
+            if waited + delay > self.retry.total_wait_cap:
+                raise GitHubError(method, path, status,
+                                  f"{message} (retrying would exceed the {self.retry.total_wait_cap:.0f}s "
+                                  f"total wait limit)", attempt)
+            log.warning("%s %s: %s; retry %d in %.2fs", method, path, redact(message), attempt, delay)
+            self.sleep(delay)
+            waited += delay
+            if confirm is not None and maybe_applied and confirm():
+                log.warning("%s %s: the failed attempt took effect after all; not resending", method, path)
+                return None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.retry.backoff_base * 2 ** (attempt - 1), self.retry.backoff_cap)
+
+    def _retry_delay(self, response: requests.Response, attempt: int) -> float | None:
+        """Seconds to wait before retrying, or None if the error is final."""
+        status = response.status_code
+        headers = response.headers
+        rate_limited = status == 429 or (status == 403 and (
+            "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"
+            or "rate limit" in _error_message(response).lower()))
+        if not (rate_limited or status >= 500):
+            return None
+        retry_after = headers.get("retry-after")
+        if retry_after is not None:
+            try:
+                return max(0.0, float(retry_after))
+            except ValueError:
+                log.warning("ignoring unparsable Retry-After %r", retry_after[:40])
+        if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
+            try:
+                return max(0.0, float(headers["x-ratelimit-reset"]) - self.clock())
+            except ValueError:
+                log.warning("ignoring unparsable x-ratelimit-reset %r", headers["x-ratelimit-reset"][:40])
+        return self._backoff(attempt)
+
+
+def _session(api_url: str) -> requests.Session:
+    """A session that reads the environment's proxy and CA-bundle settings once, here, instead of
+    on every request: with ``trust_env`` requests scans ``os.environ`` and stats ``~/.netrc`` per
+    call, which was a quarter of the bot's CPU time per delivery (profiled in bench/rerun_bot.py)."""
+    session = requests.Session()
+    session.proxies.update(requests.utils.get_environ_proxies(api_url))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        session.verify = bundle
+    session.trust_env = False
+    return session
+
+
+def _certainly_unsent(exc: Exception) -> bool:
+    """True when the request cannot have reached the server: the connection was never made."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    text = repr(exc)
+    return "NewConnectionError" in text or "Connection refused" in text
+
+
+def _error_message(response: requests.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return redact((response.text or response.reason or "").strip()[:200])
+    if isinstance(data, dict) and data.get("message"):
+        return redact(str(data["message"])[:500])
+    return redact(str(data)[:200])
+
+
+__all__ = ["GitHubError", "RestClient", "RetryPolicy"]
