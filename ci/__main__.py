@@ -23,7 +23,6 @@ COMMANDS: dict[str, str] = {
     "run": "run a tier or one shard through pytest and summarise it",
     "durations": "fold JUnit timings into recorded durations and report est_time drift",
     "job": "the main job: lint, then plan and run the cpu tier, then print the summary",
-    "approval": "decide whether a pull request's GPU tiers may run (same-repo branch, or a fork approved by label)",
     "init": f"write a starter {REGISTRY_FILENAME} for this repository (its test files, one cpu tier)",
     "import-suites": "convert SGLang-style run_suite.py suites and register_*_ci() calls into registry entries",
 }

@@ -1,5 +1,5 @@
 """The repository root: one rule for every command and the pytest plugin (standard library only,
-so lightweight commands such as ``ci approval`` never import YAML).
+so the CLI's dispatcher imports no YAML before a command asks for it).
 
 The root is the directory given to `set_repo_root` (the CLI's global ``--root DIR``), else the
 nearest directory at or above the working directory that holds ``registry.yaml``.

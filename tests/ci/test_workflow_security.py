@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ci.gpu_approval import DEFAULT_LABEL
+from tools.approval.gate import DEFAULT_LABEL
 from workflow_support import (DEPENDABOT, ROOT, WORKFLOW_DIR, WORKFLOWS, checkouts, load_workflow, needs,
                               run_scripts, step_named, triggers)
 
@@ -181,7 +181,7 @@ def test_a_forks_code_reaches_a_self_hosted_runner_only_through_the_approval_job
     jobs = wf["jobs"]
     gate = jobs["approval"]
     assert not _runs_pr_code(wf, gate) and not _self_hosted(gate)
-    assert "-m ci approval" in step_named(gate, "Decide")["run"]
+    assert "-m tools.approval" in step_named(gate, "Decide")["run"]
     assert gate["outputs"] == {"run": "${{ steps.decide.outputs.run }}", "sha": "${{ steps.decide.outputs.sha }}"}
     gated = 0
     for job_id, job in jobs.items():
@@ -204,10 +204,10 @@ def test_the_approval_label_is_spelled_the_same_everywhere():
 
 
 def test_the_approval_job_imports_nothing_it_does_not_install():
-    """pr-gpu.yml's approval job installs only requests before `python -m ci approval`."""
+    """pr-gpu.yml's approval job installs only requests before `python -m tools.approval`."""
     install = step_named(load_workflow(WORKFLOW_DIR / "pr-gpu.yml")["jobs"]["approval"], "Install")["run"]
     assert install == 'python3 -m pip install "requests>=2.31"'
-    code = ("import sys, ci.__main__, ci.commands.approval; "
+    code = ("import sys, tools.approval.__main__; "
             "extra = sorted({'yaml', 'torch', 'triton', 'numpy', 'pytest'} & set(sys.modules)); "
             "sys.exit(f'imported {extra}' if extra else 0)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -64,7 +64,7 @@ def test_pr_gpu_workflow_gates_plans_and_shards_the_gpu_tiers():
     assert triggers(wf) == {"pull_request_target"}
     assert wf["on"]["pull_request_target"]["types"] == ["opened", "synchronize", "reopened", "labeled"]
     jobs = wf["jobs"]
-    assert "-m ci approval --event \"$GITHUB_EVENT_PATH\"" in step_named(jobs["approval"], "Decide")["run"]
+    assert "-m tools.approval --event \"$GITHUB_EVENT_PATH\"" in step_named(jobs["approval"], "Decide")["run"]
     plan = step_named(jobs["plan"], "Plan GPU tiers")["run"]
     for expected in ("-m ci plan --gpu-tiers --base", "--format github-matrix --github-output", "--durations"):
         assert expected in plan, expected

@@ -32,7 +32,6 @@ class Permission:
         """write, maintain or admin."""
         return self.permission in TRUSTED_PERMISSIONS or self.role_name in TRUSTED_PERMISSIONS
 
-    can_trigger = is_writer  # the older name; ci/gpu_approval.py uses it
 
 
 @dataclass(frozen=True)

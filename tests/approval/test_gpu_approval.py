@@ -1,4 +1,4 @@
-"""The GPU approval gate (ci.gpu_approval, `python -m ci approval`) against a real HTTP server on
+"""The GPU approval gate (tools.approval.gate, `python -m tools.approval`) against a real HTTP server on
 127.0.0.1 (pytest-httpserver) playing GitHub's issue-events and permission endpoints."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 
-from ci.commands import approval
-from ci.gpu_approval import (EventError, IssueEventsGitHub, LabelEvent, PullRequestEvent, decide,
-                             parse_event)
 from ci.registry import find_repo_root
+from tools.approval import __main__ as approval
+from tools.approval.gate import (EventError, IssueEventsGitHub, LabelEvent, PullRequestEvent, decide,
+                                 parse_event)
 from tools.rerun.github import GitHubClient, GitHubError, RetryPolicy
 
 ROOT = find_repo_root()
@@ -359,11 +359,11 @@ def test_cli_needs_a_token_and_an_output_file(tmp_path, env, monkeypatch, capsys
     assert approval.main(["--event", str(tmp_path / "missing.json")]) == 2
 
 
-def test_python_m_ci_approval_end_to_end(tmp_path, env, httpserver):
+def test_python_m_tools_approval_end_to_end(tmp_path, env, httpserver):
     """The command as pr-gpu.yml runs it: a real process, a real HTTP server."""
     serve_events(httpserver, [label_event(2, "labeled", "tri")])
     serve_permission(httpserver, "tri", "read", "triage")
-    result = subprocess.run([sys.executable, "-m", "ci", "approval", "--event", write_event(tmp_path, payload()),
+    result = subprocess.run([sys.executable, "-m", "tools.approval", "--event", write_event(tmp_path, payload()),
                              "--label", LABEL, "--github-output"], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr

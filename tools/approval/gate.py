@@ -149,7 +149,7 @@ def decide(event: PullRequestEvent, label: str, github: ApprovalGitHub) -> Decis
     if not latest.actor:
         return no(f"`{label}` was applied by a deleted account, which cannot approve")
     permission = github.get_permission(event.repo, latest.actor)
-    if not permission.can_trigger:
+    if not permission.is_writer:
         return no(f"`{label}` was applied by {latest.actor}, whose permission is {permission.permission} "
                   f"(role {permission.role_name}); approving GPU runs needs write, maintain or admin")
     return Decision(True, event.head_sha,

@@ -1,4 +1,4 @@
-"""``python -m ci approval --event FILE``: may this pull request's GPU tiers run? (ci.gpu_approval)
+"""``python -m tools.approval --event FILE``: may this pull request's GPU tiers run? (tools.approval.gate)
 
 Reads a ``pull_request_target`` payload (``$GITHUB_EVENT_PATH``) and, for a fork's approval label,
 GitHub's issue events and the labeler's permission (token from ``$GITHUB_TOKEN``). Prints the
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ci.gpu_approval import DEFAULT_LABEL, EventError, IssueEventsGitHub, decide, parse_event
+from tools.approval.gate import DEFAULT_LABEL, EventError, IssueEventsGitHub, decide, parse_event
 from ci.summary import append_step_summary
 from tools.rerun.github import GitHubClient, GitHubError
 
@@ -25,7 +25,7 @@ DEFAULT_API = "https://api.github.com"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci approval", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.approval", description=__doc__.splitlines()[0])
     parser.add_argument("--event", required=True, metavar="FILE", help="pull_request_target payload JSON")
     parser.add_argument("--label", default=DEFAULT_LABEL, help="the approval label (default: %(default)s)")
     parser.add_argument("--api-url", help=f"GitHub API base URL (default: $GITHUB_API_URL or {DEFAULT_API})")
@@ -46,13 +46,13 @@ def main(argv: list[str]) -> int:
         if args.github_output and not target:
             raise EventError("--github-output needs $GITHUB_OUTPUT")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, EventError) as exc:
-        print(f"python -m ci approval: {args.event}: {exc}", file=sys.stderr)
+        print(f"python -m tools.approval: {args.event}: {exc}", file=sys.stderr)
         return 2
     api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
     try:
         decision = decide(event, args.label, IssueEventsGitHub(GitHubClient(api, token)))
     except GitHubError as exc:
-        print(f"python -m ci approval: cannot verify the approval of #{event.number}: {exc}", file=sys.stderr)
+        print(f"python -m tools.approval: cannot verify the approval of #{event.number}: {exc}", file=sys.stderr)
         return 1
     verdict = "run" if decision.run else "not run"
     print(f"GPU tiers of #{event.number} at {decision.sha}: {verdict}: {decision.reason}")
@@ -61,3 +61,7 @@ def main(argv: list[str]) -> int:
         with open(target, "a", encoding="utf-8") as fh:
             fh.write(f"run={'true' if decision.run else 'false'}\nsha={decision.sha}\n")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
