@@ -29,9 +29,10 @@ from ci.import_check import check_imports
 from ci.project import ProjectConfig
 from ci.registry import (
     REGISTRY_FILENAME, Problem, Registry, RegistryError, TestEntry, derived_timeout, display_path, gc_paused, link_problem,
-    parse_registry, read_registry_text, scan_test_tree, yaml_scalar,
+    parse_registry, read_registry_text, scan_test_tree,
 )
 from ci.registry_rules import MIN_TIMEOUT, TIMEOUT_FACTOR
+from ci.registry_writer import suggested_entry
 
 MISSING_FILE = "L001"
 UNREGISTERED = "L002"
@@ -39,25 +40,6 @@ DUPLICATE_BASENAME = "L003"
 MISSING_DEPENDENCY = "L004"
 LINK_OUTSIDE = "L006"
 GPU_TIMEOUT = "L007"
-
-DEFAULT_EST_TIME = 30
-PLACEHOLDER_OWNER = "@your-github-handle"
-
-
-def suggested_entry(path: str, registry: Registry | None = None) -> str:
-    """The YAML entry (indented for the ``tests:`` mapping) that registers ``path``.
-
-    The owner is the most common owner of registered files in the same directory, if any.
-    """
-    directory = path.rsplit("/", 1)[0]
-    owners = Counter(e.owner for e in (registry.tests.values() if registry else ())
-                     if e.path.rsplit("/", 1)[0] == directory)
-    owner = owners.most_common(1)[0][0] if owners else PLACEHOLDER_OWNER
-    return (f"  {path}:\n"
-            f"    tiers: [cpu]\n"
-            f"    est_time: {DEFAULT_EST_TIME}  # seconds, measured: pytest {path} --durations=0\n"
-            f"    owner: {yaml_scalar(owner)}\n"
-            f"    status: active\n")
 
 
 def lint_registry(root: Path, registry: Registry, test_files: list[str], links: Sequence[str] = ()) -> list[Problem]:

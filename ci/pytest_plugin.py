@@ -157,7 +157,7 @@ class RefusedTestFile(pytest.File):
 
 
 def _unregistered(state: _State, rel: str) -> str:
-    from ci.lint import suggested_entry  # deferred: only the error path needs it
+    from ci.registry_writer import suggested_entry  # deferred: only the error path needs it
 
     roots = ", ".join(f"{r}/" for r in state.registry.project.test_roots)
     return (f"{rel} is not registered in {state.registry.path}; every test file under {roots} needs an "

@@ -9,9 +9,11 @@ generated value carries the reason it was chosen.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Iterable, Mapping
 
 from ci.project import ProjectConfig
+from ci.registry_rules import derived_timeout
 from ci.registry_model import STR_TAG, Registry, Status, TestEntry, Tier, double_quoted, plain_tag, yaml_scalar
 
 # A string that is plain both in block and flow context and reads back as itself.
@@ -103,6 +105,31 @@ def render_registry(registry: Registry, *, header: str = "",
     return "\n".join(lines) + "\n"
 
 
+DEFAULT_EST_TIME = 30
+PLACEHOLDER_OWNER = "@your-github-handle"
+
+
+def suggested_entry(path: str, registry: Registry | None = None, tier: str | None = None) -> str:
+    """The YAML entry (indented for the ``tests:`` mapping) that registers ``path``: what lint, the
+    pytest plugin and the rerun bot show for an unregistered test file.
+
+    ``tier`` defaults to the registry's first tier without GPUs (else its first tier, else
+    ``cpu``); an entry on a GPU tier carries the timeout lint's L007 asks for. The owner is the
+    most common owner of registered files in the same directory, if any.
+    """
+    tiers = registry.tiers if registry is not None else {}
+    if tier is None:
+        tier = next((t.name for t in tiers.values() if not t.needs_gpu), next(iter(tiers), "cpu"))
+    directory = path.rsplit("/", 1)[0]
+    owners = Counter(e.owner for e in (registry.tests.values() if registry else ())
+                     if e.path.rsplit("/", 1)[0] == directory)
+    owner = owners.most_common(1)[0][0] if owners else PLACEHOLDER_OWNER
+    gpu = tier in tiers and tiers[tier].needs_gpu
+    new = entry(path, (tier,), DEFAULT_EST_TIME, owner,
+                timeout=derived_timeout(DEFAULT_EST_TIME) if gpu else None)
+    return "\n".join(render_entry(new, f"seconds, measured: pytest {path} --durations=0")) + "\n"
+
+
 def entry(path: str, tiers: tuple[str, ...], est_time: float, owner: str, *, status: Status = Status.ACTIVE,
           reason: str | None = None, timeout: float | None = None) -> TestEntry:
     """A `TestEntry` as a generator builds it (no position)."""
@@ -110,5 +137,5 @@ def entry(path: str, tiers: tuple[str, ...], est_time: float, owner: str, *, sta
                      timeout=None if timeout is None else float(timeout))
 
 
-__all__ = ["entry", "flow_item", "flow_list", "number", "render_entry", "render_project", "render_registry",
-           "render_tier"]
+__all__ = ["DEFAULT_EST_TIME", "PLACEHOLDER_OWNER", "entry", "flow_item", "flow_list", "number", "render_entry", "render_project", "render_registry",
+           "render_tier", "suggested_entry"]

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
-from ci.lint import PLACEHOLDER_OWNER
+from ci.registry_writer import PLACEHOLDER_OWNER
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, explicit_repo_root, find_repo_root, load_registry,
     parse_registry,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
 from ci.junit import JUnitError
-from ci.lint import PLACEHOLDER_OWNER
+from ci.registry_writer import PLACEHOLDER_OWNER
 from ci.registry import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, parse_registry
 from ci.registry_writer import render_registry
 from ci.starter import starter_registry

@@ -77,7 +77,8 @@ def test_unregistered_manual_folder_file_shows_yaml(fake: FakeGitHub, make_handl
     body = fake.bot_replies(PR)[0].body
     assert "`tests/manual/test_legacy_fp4_server.py` exists in the tree but is not registered" in body
     assert "```yaml\n  tests/manual/test_legacy_fp4_server.py:\n    tiers: [gpu_b200]\n" in body
-    assert "    status: active\n```" in body
+    # On a GPU tier the snippet carries the timeout lint's L007 asks for, so pasting it lints clean.
+    assert "    status: active\n    timeout: 120\n```" in body
     assert [r for _, r in fake.reactions] == ["eyes", "confused"]
     # Nothing to dispatch: no claim either, one reply.
     assert _writes(fake).count(("POST", f"/repos/{REPO}/issues/{PR}/comments")) == 1

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ci.registry import Registry, Status, TestEntry, yaml_scalar
+from ci.registry import Registry, Status, TestEntry
+from ci.registry_writer import render_entry, suggested_entry
 from tools.rerun.cmd_rerun_failed import RerunResult
 from tools.rerun.commands import MAX_TARGETS, Command, help_text, quote
 from tools.rerun.dispatch import DispatchResult
@@ -149,30 +150,15 @@ def lookalike_note(command: Command) -> str:
             f"exactly this, with a plain ASCII `/` and `-` and ordinary spaces:\n\n{shown}")
 
 
-def yaml_entry(path: str, tiers: Sequence[str], est_time: float | str, owner: str,
-               extra: Sequence[str] = ()) -> list[str]:
-    """Lines of a ``tests:`` entry as it appears in registry.yaml (two-space indent)."""
-    lines = [f"  {path}:", f"    tiers: [{', '.join(tiers)}]", f"    est_time: {est_time}",
-             f"    owner: {yaml_scalar(owner)}"]
-    return lines + [f"    {line}" for line in extra]
-
-
-def _entry_lines(entry: TestEntry) -> tuple[list[str], list[str]]:
-    """(lines kept, lines that make the entry inactive) of an existing entry."""
-    est = int(entry.est_time) if float(entry.est_time).is_integer() else entry.est_time
-    kept = yaml_entry(entry.path, entry.tiers, est, entry.owner)
-    if entry.timeout is not None:
-        kept.append(f"    timeout: {entry.timeout:g}")
-    if entry.reruns:
-        kept.append(f"    reruns: {entry.reruns}")
-    if entry.depends_on:
-        kept.append(f"    depends_on: [{', '.join(entry.depends_on)}]")
-    inactive = [f"    status: {entry.status.value}"]
-    if entry.reason is not None:
-        inactive.append(f"    reason: {yaml_scalar(entry.reason)}")
-    if entry.issue is not None:
-        inactive.append(f"    issue: {yaml_scalar(entry.issue)}")
-    return kept, inactive
+def _not_active_diff(entry: TestEntry) -> str:
+    """The registry change that makes a manual/quarantined entry active, as a unified diff body
+    (``status``, ``reason`` and ``issue`` are adjacent in `render_entry`'s order)."""
+    lines = []
+    for line in render_entry(entry):
+        lines.append(("-" if line.startswith(("    status:", "    reason:", "    issue:")) else " ") + line)
+    last_removed = max(i for i, line in enumerate(lines) if line.startswith("-"))
+    lines.insert(last_removed + 1, "+    status: active")
+    return "\n".join(lines)
 
 
 def explain(resolution: Resolution, registry: Registry) -> str:
@@ -195,8 +181,7 @@ def explain(resolution: Resolution, registry: Registry) -> str:
             return (head + "not registered, and several files in the tree have this name; pick one by "
                     f"path and register it first:\n{listed}")
         tier = r.requested_tier if r.requested_tier in registry.tiers else next(iter(registry.tiers), "cpu")
-        snippet = "\n".join(yaml_entry(r.path, [tier], "60  # seconds: measure it", "your-team",
-                                       ["status: active"]))
+        snippet = suggested_entry(r.path, registry, tier).rstrip("\n")
         return (head + f"`{r.path}` exists in the tree but is not registered in `registry.yaml`, so no CI "
                 f"job runs it and the bot cannot either. To make it runnable, add it under `tests:` "
                 f"(tiers: any of {', '.join(_code(t) for t in registry.tiers)}):\n\n"
@@ -205,9 +190,7 @@ def explain(resolution: Resolution, registry: Registry) -> str:
         entry = r.entry
         if entry is None:
             raise ValueError(f"NOT_ACTIVE resolution for {r.target!r} carries no entry")
-        kept, inactive = _entry_lines(entry)
-        diff = "\n".join([f" {line}" for line in kept] + [f"-{line}" for line in inactive]
-                         + ["+    status: active"])
+        diff = _not_active_diff(entry)
         why = f"reason: {quote(entry.reason or '', limit=300)}"
         if entry.issue:
             why += f"; issue: {entry.issue if entry.issue.startswith('https://') else quote(entry.issue)}"
