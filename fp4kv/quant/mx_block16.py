@@ -312,3 +312,8 @@ class BlockFP4KVQuantizeUtil:
         if _checks.resolve_backend(backend, packed.device) == "triton":
             return dequantize_triton(packed, scales, dtype)
         return dequantize_torch(packed, scales, dtype)
+
+
+FP4MXBlock16KVQuantizeUtil = BlockFP4KVQuantizeUtil
+"""SGLang's current name for this class (there, `BlockFP4KVQuantizeUtil` is the alias); the same
+class object under both names, neither deprecated."""
