@@ -15,6 +15,7 @@ On CPU the kernels run under Triton's interpreter; on a GPU tier they are compil
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -98,6 +99,23 @@ def test_nvfp4_dequantize_rounds_once_for_every_scale_byte_and_code(name, backen
         out = NVFP4KVQuantizeUtil.dequantize(packed.to(device), scales.to(device), g, dtype, backend=backend)
         want = oracle.nvfp4_dequantize(packed, scales, g, dtype)
         assert mismatches(out, want, NVFP4_SCALE_BYTES) == [], f"g={g!r} ({name}), {dtype}"
+
+
+def test_the_oracle_rounds_like_torch_from_fp32_and_like_numpy_from_fp64():
+    # The brute-force bf16/fp16 rounding of fp_oracle.py checked against other implementations:
+    # torch's fp32 -> bf16/fp16 casts (one rounding from fp32) and numpy's fp64 -> fp16 cast.
+    gen = torch.Generator().manual_seed(3)
+    patterns = torch.randint(-(2 ** 31), 2 ** 31 - 1, (200_000,), generator=gen, dtype=torch.int64)
+    x32 = patterns.to(torch.int32).view(torch.float32)
+    ties = torch.tensor([1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, -(1 + 2.0 ** -8), 65520.0, 65504.0, 2.0 ** -25,
+                         3 * 2.0 ** -26, 3.3895313892515355e38, 3.4e38], dtype=torch.float32)
+    x32 = torch.cat([x32, ties])
+    for dtype in (torch.bfloat16, torch.float16):
+        assert bool(oracle.same_bits(oracle.round_to(x32.double(), dtype), x32.to(dtype)).all()), dtype
+    x64 = torch.randn(200_000, generator=gen, dtype=torch.float64) * torch.exp2(
+        torch.randint(-30, 18, (200_000,), generator=gen).double())
+    want = torch.from_numpy(x64.numpy().astype(np.float16))
+    assert bool(oracle.same_bits(oracle.round_to(x64, torch.float16), want).all())
 
 
 @pytest.mark.parametrize("name, dtype", [
