@@ -18,13 +18,14 @@ from fp4kv.mem_cache import (
 )
 from fp4kv.quant import (
     BlockFP4KVQuantizeUtil,
+    FP4MXBlock16KVQuantizeUtil,
     NVFP4KVQuantizeUtil,
     NVFP4Tensor,
     resolve_deprecated_alias,
 )
 
 __all__ = [
-    "BlockFP4KVQuantizeUtil", "NVFP4KVQuantizeUtil", "NVFP4Tensor",
+    "BlockFP4KVQuantizeUtil", "FP4MXBlock16KVQuantizeUtil", "NVFP4KVQuantizeUtil", "NVFP4Tensor",
     "MHATokenToKVPool", "MLATokenToKVPool", "HybridLinearKVPool", "NotAFullAttentionLayerError",
     "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "HostKVMirror",
     "KVCacheFormat", "parse_kv_cache_dtype", "VALID_KV_CACHE_DTYPES",

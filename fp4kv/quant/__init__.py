@@ -1,7 +1,8 @@
 """FP4 E2M1 KV-cache quantization: recipes ``mx_block16`` and ``nvfp4`` (torch reference + Triton).
 
-`KVFP4QuantizeUtil` is the deprecated name of `BlockFP4KVQuantizeUtil`; it still resolves (with a
-one-time DeprecationWarning) so that call sites written before the rename keep working.
+`BlockFP4KVQuantizeUtil` and `FP4MXBlock16KVQuantizeUtil` (SGLang's current spelling) are one
+class. `KVFP4QuantizeUtil` is its deprecated old name; it still resolves (with a one-time
+DeprecationWarning) so that call sites written before the rename keep working.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from fp4kv.quant.mx_block16 import BlockFP4KVQuantizeUtil
+from fp4kv.quant.mx_block16 import BlockFP4KVQuantizeUtil, FP4MXBlock16KVQuantizeUtil
 from fp4kv.quant.nvfp4 import NVFP4KVQuantizeUtil, NVFP4Tensor
 
-__all__ = ["BlockFP4KVQuantizeUtil", "NVFP4KVQuantizeUtil", "NVFP4Tensor"]
+__all__ = ["BlockFP4KVQuantizeUtil", "FP4MXBlock16KVQuantizeUtil", "NVFP4KVQuantizeUtil", "NVFP4Tensor"]
 
 _DEPRECATED_ALIASES = {"KVFP4QuantizeUtil": "BlockFP4KVQuantizeUtil"}
 _warned: set[str] = set()

@@ -187,6 +187,15 @@ def tl_code_values_f32(codes):
 
 
 @lazy_jit
+def tl_block_tile(n_blocks, TILE: tl.constexpr):
+    """This program's TILE block rows (int64, so offsets never overflow), which of them exist, the
+    8 byte lanes of a block, and the ``[TILE, 8]`` mask: ``rows, row_ok, lanes, mask``."""
+    rows = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
+    row_ok = rows < n_blocks
+    return rows, row_ok, tl.arange(0, 8), row_ok[:, None]
+
+
+@lazy_jit
 def tl_load_pair_bits(x_ptr, even_at, mask, IN_BF16: tl.constexpr):
     """Load the even and odd elements at ``even_at`` / ``even_at + 1`` as int32 fp32 bits.
 

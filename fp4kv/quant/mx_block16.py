@@ -39,9 +39,11 @@ from typing import TYPE_CHECKING
 import torch
 
 from fp4kv.quant import _checks
+from fp4kv.quant._chunks import chunk_ranges
 from fp4kv.quant._jit import lazy_jit
 from fp4kv.quant.e2m1 import (
     bf16_code_table,
+    tl_block_tile,
     byte_pair_values_f32,
     tl_code_values_f32,
     tl_magnitude_codes_ties_away,
@@ -56,8 +58,6 @@ MIN_SCALE_BYTE = 94
 NAN_SCALE_BYTE = 0xFF
 if TYPE_CHECKING:  # kernels see `tl` through the scope that `lazy_jit` builds
     import triton.language as tl
-
-_CHUNK_BLOCKS = 32768  # torch path: 512 Ki elements per step bounds the temporaries (measured best of 8-32 Ki)
 
 
 def scale_bytes_from_amax_bits(amax_bits: torch.Tensor) -> torch.Tensor:
@@ -136,9 +136,8 @@ def quantize_torch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     blocks = x.reshape(-1, BLOCK_SIZE)
     packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
-    for start in range(0, blocks.shape[0], _CHUNK_BLOCKS):
-        stop = start + _CHUNK_BLOCKS
-        _quantize_blocks_torch(blocks[start:stop], packed[start:stop], scales[start:stop])
+    for part in chunk_ranges(blocks.shape[0]):
+        _quantize_blocks_torch(blocks[part], packed[part], scales[part])
     return packed.view(b, m, n // 2), scales.view(b, m * n // BLOCK_SIZE)
 
 
@@ -148,9 +147,8 @@ def dequantize_torch(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dt
     p = packed.reshape(-1, BLOCK_SIZE // 2)
     s = scales.reshape(-1)
     out = torch.empty((p.shape[0], BLOCK_SIZE), dtype=dtype, device=packed.device)
-    for start in range(0, p.shape[0], _CHUNK_BLOCKS):
-        stop = start + _CHUNK_BLOCKS
-        _dequantize_blocks_torch(p[start:stop], s[start:stop], out[start:stop])
+    for part in chunk_ranges(p.shape[0]):
+        _dequantize_blocks_torch(p[part], s[part], out[part])
     return out.view(b, m, 2 * half_n)
 
 
@@ -168,11 +166,8 @@ def _mx_quantize_kernel(x_ptr, packed_ptr, scales_ptr, n_blocks,
     ``[n_blocks]``. Even and odd elements are loaded as two ``[TILE, 8]`` tiles so that the pair
     making one byte lines up without a reshape.
     """
-    rows = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
-    row_ok = rows < n_blocks
-    pairs = tl.arange(0, 8)
+    rows, row_ok, pairs, mask = tl_block_tile(n_blocks, TILE)
     even_at = rows[:, None] * 16 + pairs[None, :] * 2
-    mask = row_ok[:, None]
     ev_bits, od_bits = tl_load_pair_bits(x_ptr, even_at, mask, IN_BF16)
     ev_abs = ev_bits & 0x7FFFFFFF
     od_abs = od_bits & 0x7FFFFFFF
@@ -200,10 +195,7 @@ def _mx_dequantize_kernel(packed_ptr, scales_ptr, out_ptr, n_blocks,
     for OUT_KIND 2 (see `tl_store_f32_as`; the interpreter cannot store bf16). Values are exact
     in fp32 (at most 2 significant bits times a power of two).
     """
-    rows = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
-    row_ok = rows < n_blocks
-    pairs = tl.arange(0, 8)
-    mask = row_ok[:, None]
+    rows, row_ok, pairs, mask = tl_block_tile(n_blocks, TILE)
     p = tl.load(packed_ptr + rows[:, None] * 8 + pairs[None, :], mask=mask, other=0).to(tl.int32)
     byte = tl.load(scales_ptr + rows, mask=row_ok, other=127).to(tl.int32)
     scale_bits = tl.where(byte == 0, 0x00400000, byte << 23)
@@ -312,3 +304,8 @@ class BlockFP4KVQuantizeUtil:
         if _checks.resolve_backend(backend, packed.device) == "triton":
             return dequantize_triton(packed, scales, dtype)
         return dequantize_torch(packed, scales, dtype)
+
+
+FP4MXBlock16KVQuantizeUtil = BlockFP4KVQuantizeUtil
+"""SGLang's current name for this class (there, `BlockFP4KVQuantizeUtil` is the alias); the same
+class object under both names, neither deprecated."""

@@ -10,7 +10,7 @@ NVIDIA's NVFP4 as the flashinfer KV-cache kernels store it (shared README, "The 
   stored as the raw E4M3 bits (``uint8 [M, K/16]``, linear layout);
 * codes: round-to-nearest-even of ``x / (s * g)`` on the E2M1 grid, saturating at 6; a block
   whose ``s`` is 0 (all zeros, or so small against g that s underflows) has all codes 0;
-* dequantize: ``E2M1[code] * (s * g)``.
+* dequantize: ``E2M1[code] * s * g``, rounded once to the output dtype.
 
 Exact arithmetic (what both backends compute, so their bytes agree bit for bit), all in fp32
 with IEEE round-to-nearest-even: ``g6 = g * 6``; ``t = amax / g6`` (correctly rounded
@@ -19,42 +19,36 @@ division); ``s = e4m3_rne(min(t, 448))`` by integer bit operations (normal and s
 ``tl.math.div_rn``, never the approximate ``/``); codes from the bits of ``y`` (sign | RNE
 magnitude; the sign of zero is kept, code 8, except in blocks whose ``s`` is 0: ``-0.0``
 encodes as code 8 here, unlike mx_block16, which follows SGLang's ``x < 0`` and gives it code 0;
-both decode to a zero). Dequantize:
-``(E2M1[code] * sg)`` in fp32, then one cast to the output dtype (RNE). flashinfer's CUDA kernel
-uses approximate reciprocals, so its bytes can differ from these in rare rounding corner cases.
+both decode to a zero). flashinfer's CUDA kernel uses approximate reciprocals, so its bytes can
+differ from these in rare rounding corner cases.
+
+Dequantize rounds once: ``E2M1[code] * s`` is exact in fp32, its product with g exact in fp64,
+and that exact value is rounded to the output dtype once, to nearest even (see
+`fp4kv.quant.rounding`). Rounding ``s * g`` to fp32 first, as this module once did, leaves many
+elements 1 ulp off when g is not a power of two (13 % of ``randn(4096, 8, 128)`` with its
+computed g; issue 15 saw 14-50 %).
 
 Non-finite input: a block holding NaN or +-Inf stores the E4M3 NaN pattern 0x7F as its scale
 and codes 0; it dequantizes to NaN for the whole block. `compute_global_scale` raises
 ValueError on non-finite input instead (no meaningful scale exists).
 """
 
-from __future__ import annotations  # also keeps `tl.constexpr` annotations as strings (Triton accepts them)
+from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import torch
 
 from fp4kv.quant import _checks
-from fp4kv.quant._jit import lazy_jit
-from fp4kv.quant.e2m1 import (
-    bf16_code_table,
-    byte_pair_values_f32,
-    tl_code_values_f32,
-    tl_magnitude_codes_rne,
-    tl_load_pair_bits,
-    tl_store_f32_as,
-)
-
-if TYPE_CHECKING:  # kernels see `tl` through the scope that `lazy_jit` builds
-    import triton.language as tl
+from fp4kv.quant._chunks import chunk_ranges
+from fp4kv.quant.e2m1 import bf16_code_table, code_values_f32
+from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_from_f32, e4m3_bits_to_f32
+from fp4kv.quant.nvfp4_triton import dequantize_triton, quantize_triton
+from fp4kv.quant.rounding import round_exact_f64_to
 
 BLOCK_SIZE = 16
-E4M3_MAX = 448.0
 E2M1_MAX = 6.0
-E4M3_NAN = 0x7F
 GLOBAL_SCALE_DIVISOR = E4M3_MAX * E2M1_MAX  # 2688: amax / 2688 is the dequantization global scale
-_CHUNK_BLOCKS = 32768  # torch path: 512 Ki elements per step bounds the temporaries (measured best of 8-32 Ki)
 _F32_MAX = torch.finfo(torch.float32).max
 MIN_GLOBAL_SCALE = 2.0 ** -126  # smallest normal fp32: the floor of `compute_global_scale`
 
@@ -66,36 +60,6 @@ class NVFP4Tensor(NamedTuple):
     packed: torch.Tensor
     block_scales: torch.Tensor
     global_scale: torch.Tensor
-
-
-# ------------------------------------------------------------------------------------------------
-# E4M3 by integer bit operations
-# ------------------------------------------------------------------------------------------------
-
-def e4m3_bits_from_f32(t: torch.Tensor) -> torch.Tensor:
-    """fp32 ``0 <= t <= 448`` -> int32 E4M3 bits (sign 0), round to nearest even.
-
-    Normal range (t >= 2^-6): keep 3 mantissa bits with RNE on the fp32 bits and rebias the
-    exponent (127 -> 7). Below: the subnormal ``m * 2^-9`` with ``m`` = RNE of the significand
-    shifted right; rounding up to ``m = 8`` lands exactly on the smallest normal's bits.
-    """
-    ti = t.view(torch.int32)
-    normal = ((ti + 0x7FFFF + ((ti >> 20) & 1)) >> 20) - ((127 - 7) << 3)
-    shift = (141 - (ti >> 23)).clamp_(1, 30)
-    full = (ti & 0x7FFFFF) | 0x800000
-    sub = (full + (1 << (shift - 1)) - 1 + ((full >> shift) & 1)) >> shift
-    return torch.where(ti >= 0x3C800000, normal, sub)
-
-
-def e4m3_bits_to_f32(bits: torch.Tensor) -> torch.Tensor:
-    """E4M3 bits (any integer dtype, 0..255) -> fp32 values; 0x7F and 0xFF are NaN."""
-    b = bits.to(torch.int32)
-    exp = (b >> 3) & 0xF
-    man = b & 7
-    normal = (((exp + 120) << 23) | (man << 20)).view(torch.float32)
-    value = torch.where(exp > 0, normal, man.to(torch.float32) * 2.0 ** -9)
-    value = torch.where((b & 0x80) != 0, -value, value)
-    return value.masked_fill_((b & 0x7F) == E4M3_NAN, math.nan)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -129,12 +93,30 @@ def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.
     scales.copy_(s_bits.masked_fill_(nonfinite, E4M3_NAN))
 
 
-def _dequantize_blocks_torch(packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
-                             out: torch.Tensor) -> None:
-    table = byte_pair_values_f32(packed.device)
-    values = table.index_select(0, packed.reshape(-1).to(torch.int32)).view(torch.float32)
-    sg = e4m3_bits_to_f32(scales) * g
-    out.copy_(values.view(-1, BLOCK_SIZE).mul_(sg[:, None]))
+def dequantize_pair_table(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int32 (bf16/fp16) or int64 (fp32) ``[65536]``: entry ``(scale_byte << 8) | packed_byte`` holds
+    the bits of that byte's two outputs, the low nibble's in the low half (little-endian order).
+
+    Each output is ``E2M1[code] * e4m3(scale_byte) * g`` rounded once to ``dtype``
+    (`round_exact_f64_to`); NaN scale bytes give NaN. 4096 values are computed per call, so the
+    cost does not depend on the input's size.
+    """
+    scale = e4m3_bits_to_f32(torch.arange(256, dtype=torch.int32, device=g.device))
+    code = code_values_f32(torch.arange(16, dtype=torch.int32, device=g.device))
+    exact = (scale[:, None] * code[None, :]).to(torch.float64) * g.to(torch.float64)  # both products exact
+    values = round_exact_f64_to(exact, dtype)  # [scale byte, code]
+    width = 8 * values.element_size()
+    bits = values.view(torch.int16 if width == 16 else torch.int32)
+    bits = bits.to(torch.int32 if width == 16 else torch.int64) & ((1 << width) - 1)
+    return ((bits[:, :, None] << width) | bits[:, None, :]).reshape(-1)  # [scale, high code, low code]
+
+
+def _dequantize_blocks_torch(packed: torch.Tensor, scales: torch.Tensor, table: torch.Tensor,
+                             out_pairs: torch.Tensor) -> None:
+    """packed ``[n, 8]``, scales ``[n]`` -> ``out_pairs [n, 8]`` (the output's bits, two values per
+    entry), one gather from `dequantize_pair_table`."""
+    index = (scales.to(torch.int32) << 8)[:, None] | packed
+    torch.index_select(table, 0, index.view(-1), out=out_pairs.view(-1))
 
 
 def quantize_torch(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,9 +124,8 @@ def quantize_torch(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torc
     blocks = x.reshape(-1, BLOCK_SIZE)
     packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
-    for start in range(0, blocks.shape[0], _CHUNK_BLOCKS):
-        stop = start + _CHUNK_BLOCKS
-        _quantize_blocks_torch(blocks[start:stop], g, packed[start:stop], scales[start:stop])
+    for part in chunk_ranges(blocks.shape[0]):
+        _quantize_blocks_torch(blocks[part], g, packed[part], scales[part])
     lead = x.shape[:-1]
     k = x.shape[-1]
     return packed.view(*lead, k // 2), scales.view(*lead, k // BLOCK_SIZE)
@@ -152,134 +133,18 @@ def quantize_torch(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torc
 
 def dequantize_torch(packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
                      dtype: torch.dtype) -> torch.Tensor:
-    """Reference dequantizer: packed ``[..., K/2]``, scales ``[..., K/16]`` -> ``[..., K]`` of ``dtype``."""
+    """Reference dequantizer: packed ``[..., K/2]``, scales ``[..., K/16]`` -> ``[..., K]`` of ``dtype``.
+
+    One gather per chunk from `dequantize_pair_table`, written straight into the output.
+    """
     p = packed.reshape(-1, BLOCK_SIZE // 2)
     s = scales.reshape(-1)
     out = torch.empty((p.shape[0], BLOCK_SIZE), dtype=dtype, device=packed.device)
-    for start in range(0, p.shape[0], _CHUNK_BLOCKS):
-        stop = start + _CHUNK_BLOCKS
-        _dequantize_blocks_torch(p[start:stop], s[start:stop], g, out[start:stop])
+    table = dequantize_pair_table(g, dtype)
+    out_pairs = out.view(table.dtype)  # [n, 8]: one entry per packed byte
+    for part in chunk_ranges(p.shape[0]):
+        _dequantize_blocks_torch(p[part], s[part], table, out_pairs[part])
     return out.view(*packed.shape[:-1], 2 * packed.shape[-1])
-
-
-# ------------------------------------------------------------------------------------------------
-# Triton kernels
-# ------------------------------------------------------------------------------------------------
-
-@lazy_jit
-def tl_e4m3_bits_from_f32(t):
-    """fp32 ``0 <= t <= 448`` -> int32 E4M3 bits, RNE (same integer formula as the torch version)."""
-    ti = t.to(tl.int32, bitcast=True)
-    normal = ((ti + 0x7FFFF + ((ti >> 20) & 1)) >> 20) - 960
-    shift = tl.minimum(tl.maximum(141 - (ti >> 23), 1), 30)
-    full = (ti & 0x7FFFFF) | 0x800000
-    sub = (full + (1 << (shift - 1)) - 1 + ((full >> shift) & 1)) >> shift
-    return tl.where(ti >= 0x3C800000, normal, sub)
-
-
-@lazy_jit
-def tl_e4m3_bits_to_f32(b):
-    """int32 E4M3 bits 0..255 -> fp32 (0x7F/0xFF -> NaN)."""
-    exp = (b >> 3) & 0xF
-    man = b & 7
-    normal = (((exp + 120) << 23) | (man << 20)).to(tl.float32, bitcast=True)
-    value = tl.where(exp > 0, normal, man.to(tl.float32) * 0.001953125)
-    value = tl.where((b & 0x80) != 0, -value, value)
-    return tl.where((b & 0x7F) == 0x7F, float("nan"), value)
-
-
-@lazy_jit
-def _nvfp4_quantize_kernel(x_ptr, g_ptr, packed_ptr, scales_ptr, n_blocks,
-                           IN_BF16: tl.constexpr, TILE: tl.constexpr):
-    """One program quantizes TILE blocks of 16.
-
-    x_ptr: flat ``n_blocks * 16`` elements (int16 bits when IN_BF16, else fp16/fp32); g_ptr: one
-    fp32 (the dequantization global scale); packed_ptr: uint8 ``[n_blocks, 8]``; scales_ptr:
-    uint8 ``[n_blocks]`` E4M3 bits.
-    """
-    rows = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
-    row_ok = rows < n_blocks
-    pairs = tl.arange(0, 8)
-    even_at = rows[:, None] * 16 + pairs[None, :] * 2
-    mask = row_ok[:, None]
-    ev_bits, od_bits = tl_load_pair_bits(x_ptr, even_at, mask, IN_BF16)
-    g = tl.load(g_ptr)
-    ev_abs = ev_bits & 0x7FFFFFFF
-    od_abs = od_bits & 0x7FFFFFFF
-    amax = tl.maximum(tl.max(ev_abs, axis=1), tl.max(od_abs, axis=1))
-    nonfinite = amax >= 0x7F800000
-    amax_f = tl.where(nonfinite, 0, amax).to(tl.float32, bitcast=True)
-    t = tl.minimum(tl.math.div_rn(amax_f, g * 6.0), 448.0)
-    s_bits = tl_e4m3_bits_from_f32(t)
-    empty = s_bits == 0
-    sg = tl.where(empty, 1.0, tl_e4m3_bits_to_f32(s_bits) * g)[:, None]
-    ev_y = tl.math.div_rn(ev_abs.to(tl.float32, bitcast=True), sg).to(tl.int32, bitcast=True)
-    od_y = tl.math.div_rn(od_abs.to(tl.float32, bitcast=True), sg).to(tl.int32, bitcast=True)
-    ev_code = tl_magnitude_codes_rne(ev_y) | ((ev_bits >> 28) & 8)
-    od_code = tl_magnitude_codes_rne(od_y) | ((od_bits >> 28) & 8)
-    packed = tl.where((empty | nonfinite)[:, None], 0, ev_code | (od_code << 4))
-    tl.store(packed_ptr + rows[:, None] * 8 + pairs[None, :], packed.to(tl.uint8), mask=mask)
-    tl.store(scales_ptr + rows, tl.where(nonfinite, 0x7F, s_bits).to(tl.uint8), mask=row_ok)
-
-
-@lazy_jit
-def _nvfp4_dequantize_kernel(packed_ptr, scales_ptr, g_ptr, out_ptr, n_blocks,
-                             OUT_KIND: tl.constexpr, TILE: tl.constexpr):
-    """One program dequantizes TILE blocks of 16: ``E2M1[code] * (e4m3(scale) * g)`` in fp32.
-
-    packed_ptr: uint8 ``[n_blocks, 8]``; scales_ptr: uint8 ``[n_blocks]``; g_ptr: one fp32;
-    out_ptr: flat ``n_blocks * 16``, int16 bits for OUT_KIND 0 (bf16, RNE on the bits) and 1
-    (fp16), fp32 for OUT_KIND 2.
-    """
-    rows = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
-    row_ok = rows < n_blocks
-    pairs = tl.arange(0, 8)
-    mask = row_ok[:, None]
-    p = tl.load(packed_ptr + rows[:, None] * 8 + pairs[None, :], mask=mask, other=0).to(tl.int32)
-    s_bits = tl.load(scales_ptr + rows, mask=row_ok, other=0).to(tl.int32)
-    g = tl.load(g_ptr)
-    sg = (tl_e4m3_bits_to_f32(s_bits) * g)[:, None]
-    ev = tl_code_values_f32(p & 15) * sg
-    od = tl_code_values_f32(p >> 4) * sg
-    even_at = rows[:, None] * 16 + pairs[None, :] * 2
-    tl_store_f32_as(out_ptr + even_at, ev, mask, OUT_KIND)
-    tl_store_f32_as(out_ptr + even_at + 1, od, mask, OUT_KIND)
-
-
-_TILE = 64
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def quantize_triton(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton quantizer, same contract and bytes as `quantize_torch`."""
-    flat = x.contiguous().view(-1)
-    n_blocks = flat.numel() // BLOCK_SIZE
-    lead, k = x.shape[:-1], x.shape[-1]
-    packed = torch.empty((*lead, k // 2), dtype=torch.uint8, device=x.device)
-    scales = torch.empty((*lead, k // BLOCK_SIZE), dtype=torch.uint8, device=x.device)
-    if n_blocks:
-        is_bf16 = x.dtype == torch.bfloat16
-        src = flat.view(torch.int16) if is_bf16 else flat
-        _nvfp4_quantize_kernel[(_cdiv(n_blocks, _TILE),)](src, g.reshape(1), packed, scales, n_blocks,
-                                                           IN_BF16=is_bf16, TILE=_TILE)
-    return packed, scales
-
-
-def dequantize_triton(packed: torch.Tensor, scales: torch.Tensor, g: torch.Tensor,
-                      dtype: torch.dtype) -> torch.Tensor:
-    """Triton dequantizer, same contract and bits as `dequantize_torch` (NaN bit patterns aside)."""
-    out = torch.empty((*packed.shape[:-1], 2 * packed.shape[-1]), dtype=dtype, device=packed.device)
-    n_blocks = out.numel() // BLOCK_SIZE
-    if n_blocks:
-        kind = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[dtype]
-        dst = out.view(torch.int16) if kind < 2 else out
-        _nvfp4_dequantize_kernel[(_cdiv(n_blocks, _TILE),)](packed.contiguous(), scales.contiguous(),
-                                                             g.reshape(1), dst, n_blocks,
-                                                             OUT_KIND=kind, TILE=_TILE)
-    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -346,7 +211,8 @@ class NVFP4KVQuantizeUtil:
             raise ValueError(f"x must have dtype bfloat16, float16 or float32, got {_checks.describe(x)}")
         if x.numel() == 0:
             return 1.0
-        amax = x.abs().amax().to(torch.float32)
+        low, high = torch.aminmax(x)  # no |x| temporary: the input may be most of memory
+        amax = torch.maximum(-low, high).to(torch.float32)
         if not bool(torch.isfinite(amax)):
             raise ValueError(f"compute_global_scale: x holds NaN or Inf, no global scale exists ({_checks.describe(x)})")
         if float(amax) == 0.0:

@@ -1,4 +1,4 @@
-"""Contract of recipe mx_block16 (`BlockFP4KVQuantizeUtil`) and its deprecated alias `KVFP4QuantizeUtil`.
+"""Contract of recipe mx_block16 (`BlockFP4KVQuantizeUtil`; its other names: test_public_names.py).
 
 Expected values are computed by hand from the format (shared README, "The FP4 formats"), not by
 running the implementation. Runs on the torch backend (the CPU production path); the Triton
@@ -8,13 +8,10 @@ kernels are held to these same bytes in test_triton_kernels.py.
 from __future__ import annotations
 
 import math
-import warnings
 
 import pytest
 import torch
 
-import fp4kv
-import fp4kv.quant
 from fp4kv.quant import BlockFP4KVQuantizeUtil
 from fp4kv.quant.e2m1 import magnitude_codes_ties_away
 
@@ -190,40 +187,6 @@ def test_round_trip_mse_on_standard_normal_bf16_matches_the_reference_0_0127():
     out = Q.batched_dequantize(*Q.batched_quantize(x), dtype=torch.float32)
     mse = ((out - x.float()) ** 2).mean().item()
     assert abs(mse - 0.0127) < 0.0004
-
-
-# ---------------------------------------------------------------------------------------------
-# deprecated alias
-# ---------------------------------------------------------------------------------------------
-
-def test_deprecated_alias_is_the_same_class_and_warns_once_naming_the_new_name():
-    fp4kv.quant._warned.clear()  # the once-per-process state, reset so this test sees the first use
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        from fp4kv.quant import KVFP4QuantizeUtil
-        again = fp4kv.quant.KVFP4QuantizeUtil
-        from fp4kv import KVFP4QuantizeUtil as top_level
-    assert KVFP4QuantizeUtil is BlockFP4KVQuantizeUtil is again is top_level
-    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert len(deprecations) == 1
-    assert "BlockFP4KVQuantizeUtil" in str(deprecations[0].message)
-
-
-@pytest.mark.parametrize("module", ["fp4kv", "fp4kv.quant"])
-def test_deprecation_warning_points_at_the_importing_line(module):
-    fp4kv.quant._warned.clear()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        exec(f"from {module} import KVFP4QuantizeUtil", {})  # line 1 of "<string>"
-    (warning,) = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert (warning.filename, warning.lineno) == ("<string>", 1)
-
-
-def test_unknown_attribute_still_raises_attribute_error():
-    with pytest.raises(AttributeError, match="NoSuchUtil"):
-        fp4kv.quant.NoSuchUtil  # noqa: B018
-    with pytest.raises(AttributeError, match="NoSuchUtil"):
-        fp4kv.NoSuchUtil  # noqa: B018
 
 
 # ---------------------------------------------------------------------------------------------

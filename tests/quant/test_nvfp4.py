@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fp4kv.quant import NVFP4KVQuantizeUtil, NVFP4Tensor
-from fp4kv.quant.nvfp4 import e4m3_bits_from_f32, e4m3_bits_to_f32
+from fp4kv.quant.e4m3 import e4m3_bits_from_f32, e4m3_bits_to_f32
 
 from quant_testutil import above, below, codes_of
 
@@ -97,12 +97,12 @@ def test_zero_or_underflowing_block_has_scale_0_and_codes_0(values):
     assert Q.dequantize(*q, dtype=torch.float32).abs().sum().item() == 0
 
 
-def test_dequantize_is_e2m1_times_scale_times_global_in_fp32():
+def test_dequantize_is_e2m1_times_scale_times_global_rounded_once_to_fp32():
     packed = torch.tensor([[0x53] + [0] * 7], dtype=torch.uint8)  # codes 3 (1.5), 5 (3.0)
     scales = torch.tensor([[0x41]], dtype=torch.uint8)  # E4M3 exponent 8, mantissa 1: 2.25
     out = Q.dequantize(packed, scales, 0.1, dtype=torch.float32)
-    sg = np.float32(2.25) * np.float32(0.1)
-    assert out[0, :2].tolist() == [float(np.float32(1.5) * sg), float(np.float32(3.0) * sg)]
+    g = float(np.float32(0.1))  # the global scale is an fp32 number; the products below are exact in fp64
+    assert out[0, :2].tolist() == [float(np.float32(1.5 * 2.25 * g)), float(np.float32(3.0 * 2.25 * g))]
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])

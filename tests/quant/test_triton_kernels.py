@@ -1,8 +1,9 @@
-"""The Triton kernels produce exactly the torch reference's bytes and dequantized bits.
+"""The Triton kernels produce exactly the torch reference's bytes and dequantized bits, and both
+equal the independent oracle (fp_oracle.py: fp64 arithmetic and torch's own casts).
 
 On CPU the kernels run under Triton's interpreter (conftest.py sets TRITON_INTERPRET=1), on small
 shapes; on a GPU tier the same properties run the compiled kernels on CUDA tensors against the
-torch reference computed on CPU, plus one larger shape. Inputs are property-based: every input
+torch reference computed on CPU and the oracle, plus one larger shape. Inputs are property-based: every input
 dtype, magnitudes over many binades (subnormal to near overflow), grid ties, signed zeros, NaN and
 Inf. Dequantized outputs are compared bit for bit, except that NaN payloads only need to be NaN.
 """
@@ -20,6 +21,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import fp_oracle as oracle
 from fp4kv.quant import BlockFP4KVQuantizeUtil, NVFP4KVQuantizeUtil
 
 # numpy, which runs the interpreter, warns about the overflows and NaNs these inputs provoke on purpose.
@@ -78,9 +80,12 @@ def test_mx_block16_kernels_match_the_torch_reference(dtype, data):
     packed, scales = BlockFP4KVQuantizeUtil.batched_quantize(x_dev, backend="triton")
     ref_packed, ref_scales = BlockFP4KVQuantizeUtil.batched_quantize(x_cpu, backend="torch")
     assert torch.equal(packed.cpu(), ref_packed) and torch.equal(scales.cpu(), ref_scales)
+    want_packed, want_scales = oracle.mx_quantize(x_cpu)
+    assert torch.equal(ref_packed, want_packed) and torch.equal(ref_scales, want_scales)
     out_dtype = data.draw(st.sampled_from(FLOAT_DTYPES))
     out = BlockFP4KVQuantizeUtil.batched_dequantize(packed, scales, out_dtype, backend="triton")
     assert_same_bits(out, BlockFP4KVQuantizeUtil.batched_dequantize(ref_packed, ref_scales, out_dtype, backend="torch"))
+    assert_same_bits(out, oracle.mx_dequantize(want_packed, want_scales, out_dtype))
 
 
 @SETTINGS
@@ -94,6 +99,7 @@ def test_mx_block16_dequantize_kernel_matches_on_arbitrary_bytes(data):
     for out_dtype in FLOAT_DTYPES:
         out = BlockFP4KVQuantizeUtil.batched_dequantize(packed.to(DEVICE), scales.to(DEVICE), out_dtype, backend="triton")
         assert_same_bits(out, BlockFP4KVQuantizeUtil.batched_dequantize(packed, scales, out_dtype, backend="torch"))
+        assert_same_bits(out, oracle.mx_dequantize(packed, scales, out_dtype))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,9 +116,12 @@ def test_nvfp4_kernels_match_the_torch_reference(dtype, data):
     q = NVFP4KVQuantizeUtil.quantize(rows_dev, g, backend="triton")
     ref = NVFP4KVQuantizeUtil.quantize(rows_cpu, g, backend="torch")
     assert torch.equal(q.packed.cpu(), ref.packed) and torch.equal(q.block_scales.cpu(), ref.block_scales)
+    want_packed, want_scales = oracle.nvfp4_quantize(rows_cpu, g)
+    assert torch.equal(ref.packed, want_packed) and torch.equal(ref.block_scales, want_scales)
     out_dtype = data.draw(st.sampled_from(FLOAT_DTYPES))
     out = NVFP4KVQuantizeUtil.dequantize(*q, dtype=out_dtype, backend="triton")
     assert_same_bits(out, NVFP4KVQuantizeUtil.dequantize(*ref, dtype=out_dtype, backend="torch"))
+    assert_same_bits(out, oracle.nvfp4_dequantize(want_packed, want_scales, g, out_dtype))
 
 
 @SETTINGS
@@ -127,6 +136,7 @@ def test_nvfp4_dequantize_kernel_matches_on_arbitrary_bytes(data):
     for out_dtype in FLOAT_DTYPES:
         out = NVFP4KVQuantizeUtil.dequantize(packed.to(DEVICE), scales.to(DEVICE), g, out_dtype, backend="triton")
         assert_same_bits(out, NVFP4KVQuantizeUtil.dequantize(packed, scales, g, out_dtype, backend="torch"))
+        assert_same_bits(out, oracle.nvfp4_dequantize(packed, scales, g, out_dtype))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,18 +145,33 @@ def test_nvfp4_dequantize_kernel_matches_on_arbitrary_bytes(data):
 
 @pytest.mark.skipif(not CUDA, reason="compiled Triton kernels need CUDA; the interpreter tests above cover CPU")
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_compiled_kernels_match_the_reference_on_a_kv_sized_tensor(dtype):
-    x = torch.randn(1024, 8, 128, generator=torch.Generator().manual_seed(0)).to(dtype)
+def test_compiled_kernels_match_the_reference_and_the_oracle_on_a_kv_sized_tensor(dtype):
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(1024, 8, 128, generator=gen) * torch.exp2(torch.randint(-30, 30, (1024, 8, 1), generator=gen))).to(dtype)
     x[3, 2, 7] = math.nan
+    x[5, 1, 0:16] = -0.0
     packed, scales = BlockFP4KVQuantizeUtil.batched_quantize(x.cuda())  # auto -> Triton on CUDA
     ref = BlockFP4KVQuantizeUtil.batched_quantize(x, backend="torch")
     assert torch.equal(packed.cpu(), ref[0]) and torch.equal(scales.cpu(), ref[1])
-    assert_same_bits(BlockFP4KVQuantizeUtil.batched_dequantize(packed, scales, dtype),
-                     BlockFP4KVQuantizeUtil.batched_dequantize(*ref, dtype=dtype))
-    q = NVFP4KVQuantizeUtil.quantize(x.cuda(), 0.002)
-    nref = NVFP4KVQuantizeUtil.quantize(x, 0.002, backend="torch")
+    want = oracle.mx_quantize(x)
+    assert torch.equal(ref[0], want[0]) and torch.equal(ref[1], want[1])
+    for out_dtype in FLOAT_DTYPES:
+        out = BlockFP4KVQuantizeUtil.batched_dequantize(packed, scales, out_dtype)
+        assert_same_bits(out, BlockFP4KVQuantizeUtil.batched_dequantize(*ref, dtype=out_dtype))
+        assert_same_bits(out, oracle.mx_dequantize(*want, dtype=out_dtype))
+    g = 0.0011160714784637094  # not a power of two (issue 15's example)
+    q = NVFP4KVQuantizeUtil.quantize(x.cuda(), g)
+    nref = NVFP4KVQuantizeUtil.quantize(x, g, backend="torch")
     assert torch.equal(q.packed.cpu(), nref.packed) and torch.equal(q.block_scales.cpu(), nref.block_scales)
-    assert_same_bits(NVFP4KVQuantizeUtil.dequantize(*q, dtype=dtype), NVFP4KVQuantizeUtil.dequantize(*nref, dtype=dtype))
+    nwant = oracle.nvfp4_quantize(x, g)
+    assert torch.equal(nref.packed, nwant[0]) and torch.equal(nref.block_scales, nwant[1])
+    for out_dtype in FLOAT_DTYPES:
+        out = NVFP4KVQuantizeUtil.dequantize(*q, dtype=out_dtype)
+        assert_same_bits(out, NVFP4KVQuantizeUtil.dequantize(*nref, dtype=out_dtype))
+        assert_same_bits(out, oracle.nvfp4_dequantize(*nwant, g=g, dtype=out_dtype))
+    # a calibrated global scale that lives on the GPU (never checked there, to avoid a sync)
+    on_device = NVFP4KVQuantizeUtil.quantize(x.cuda(), torch.tensor(g, device="cuda"))
+    assert torch.equal(on_device.packed.cpu(), nref.packed) and on_device.global_scale.is_cuda
 
 
 # ---------------------------------------------------------------------------------------------
