@@ -8,7 +8,8 @@
 * ``L002`` a ``tests/**/test_*.py`` file is not registered (at the file, with the entry to add);
 * ``L003`` two test files share a basename (``/rerun-test`` resolves basenames);
 * ``L004`` a ``depends_on`` or ``run_all_paths`` path does not exist (at the registry line);
-* ``I0xx`` import integrity, from `ci.import_check`.
+* ``I0xx`` import integrity, from `ci.import_check`;
+* ``L005`` (info, with ``info=True``) a ``depends_on`` entry the import graph covers, `ci.deps_lint`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ci.import_check import DEFAULT_FIRST_PARTY, check_imports
+from ci.import_check import check_imports, project_for
+from ci.import_index import ModuleIndex
 from ci.registry import (
     REGISTRY_FILENAME, Problem, Registry, gc_paused, iter_test_files, parse_registry, yaml_scalar,
 )
@@ -89,8 +91,10 @@ def lint_registry(root: Path, registry: Registry, test_files: list[str]) -> list
 
 
 def lint_repo(root: Path, registry_path: Path | None = None,
-              packages: tuple[str, ...] = DEFAULT_FIRST_PARTY) -> list[Problem]:
-    """Every problem in the repository at ``root`` (registry default ``root/registry.yaml``).
+              packages: tuple[str, ...] | None = None, *, info: bool = False) -> list[Problem]:
+    """Every problem in the repository at ``root`` (registry default ``root/registry.yaml``);
+    ``info=True`` adds the info-level ones that never fail lint (`ci.deps_lint.is_info`).
+    First-party code is what the registry's ``project`` says, or the ``packages`` given.
 
     Sorted by path, line, column; empty means clean. Raises FileNotFoundError if the registry
     file does not exist.
@@ -102,10 +106,15 @@ def lint_repo(root: Path, registry_path: Path | None = None,
         registry, problems = parse_registry(text, _display(registry_file, root))
         if registry is not None:
             problems += lint_registry(root, registry, iter_test_files(root, under=TESTS_DIR))
+        project = registry.project if registry is not None and packages is None else None
+        index = ModuleIndex(root, project_for(packages, project))  # one parse for both checks
+        problems += check_imports(root, index=index)
+        if info and registry is not None:
+            from ci.deps_lint import redundant_problems
+            problems += redundant_problems(root, registry, index)
         # Freed here by reference counting rather than traversed by the collection that
         # re-enabling the GC triggers (10,000 entries).
-        del registry
-        problems += check_imports(root, packages)
+        del registry, index
     return sorted(problems)
 
 

@@ -10,12 +10,7 @@ import pytest
 from ci.import_check import check_imports
 from ci.project import ProjectConfig
 
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for rel, body in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(body))
+from tree_testutil import write
 
 
 def found(root: Path) -> list[str]:
