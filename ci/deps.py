@@ -16,6 +16,7 @@ One index and one graph per command; the graph's per-file records are cached on 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -23,7 +24,7 @@ from typing import Iterable, Sequence
 from ci.import_cache import RecordCache, default_cache_path
 from ci.import_graph import ImportGraph
 from ci.import_index import ModuleIndex
-from ci.registry import Registry, normalize_path, path_is_under
+from ci.registry import Registry, gc_paused, normalize_path, path_is_under
 
 _DEFAULT = object()
 
@@ -59,8 +60,9 @@ class TestDependencies:
         if cache is not None and not isinstance(cache, RecordCache):
             cache = RecordCache(cache)  # type: ignore[arg-type]
         self.cache: RecordCache | None = cache  # type: ignore[assignment]
-        self.index = index if index is not None else ModuleIndex(root, registry.project)
-        self.graph = ImportGraph.build(self.index, self.cache)
+        with gc_paused():  # ~100,000 small objects and no cycles: collections only cost time
+            self.index = index if index is not None else ModuleIndex(root, registry.project)
+            self.graph = ImportGraph.build(self.index, self.cache)
         self._conftests: dict[str, tuple[str, ...]] = {}
         self.not_files = registered_non_files(self.root, registry)
         self._used_files: set[str] | None = None
@@ -76,8 +78,8 @@ class TestDependencies:
 
     # -- per test -------------------------------------------------------------------------------------
     def conftests(self, test: str) -> tuple[str, ...]:
-        """The conftest.py files pytest loads for ``test``: repository root first."""
-        folder = normalize_path(test).rpartition("/")[0]
+        """The conftest.py files pytest loads for ``test`` (normalized): repository root first."""
+        folder = test.rpartition("/")[0]
         known = self._conftests.get(folder)
         if known is None:
             parent = self.conftests(folder) if folder else ()
@@ -87,15 +89,15 @@ class TestDependencies:
         return known
 
     def roots(self, test: str) -> list[str]:
-        """The test file (when it is a .py file) and its conftests."""
-        test = normalize_path(test)
+        """The test file (normalized; when it is a .py file) and its conftests."""
         return ([test] if test.endswith(".py") else []) + [c for c in self.conftests(test) if c != test]
 
     def closure(self, test: str) -> dict[str, tuple[str | None, int, str]]:
         """Every file ``test`` runs: `ImportGraph.closure` of its roots."""
-        for rel in self.roots(test):
+        roots = self.roots(normalize_path(test))
+        for rel in roots:
             self.graph.ensure(rel)
-        return self.graph.closure(self.roots(test))
+        return self.graph.closure(roots)
 
     # -- per change -----------------------------------------------------------------------------------
     def impact(self, changed: Sequence[str] | None) -> Impact:
@@ -176,15 +178,18 @@ class TestDependencies:
 
 def registered_non_files(root: str | os.PathLike[str], registry: Registry) -> dict[str, str]:
     """Registered paths that are not regular files -> what they are; `ci.plan` never selects them
-    (a directory would run every test in it)."""
+    (a directory would run every test in it). One ``stat`` per entry."""
     found = {}
+    base = os.fspath(root)
     for path in registry.tests:
-        full = Path(root) / path
-        if full.is_dir():
-            found[path] = "is a directory, not a test file (registry keys name files)"
-        elif not full.exists():
+        try:
+            mode = os.stat(os.path.join(base, path)).st_mode
+        except OSError:  # missing, or a dangling symlink
             found[path] = "does not exist"
-        elif not full.is_file():
+            continue
+        if stat.S_ISDIR(mode):
+            found[path] = "is a directory, not a test file (registry keys name files)"
+        elif not stat.S_ISREG(mode):
             found[path] = "is not a regular file"
     return found
 

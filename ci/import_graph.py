@@ -26,8 +26,7 @@ import ast
 import hashlib
 import re
 from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
 from ci.import_index import Module, ModuleIndex, read_bytes
 from ci.import_names import statements
@@ -42,8 +41,7 @@ _DYNAMIC_CALL = re.compile(rb"import_module|__import__|importorskip|[\"']-m[\"']
 _DYNAMIC_FUNCS = {"import_module", "__import__", "importorskip"}
 
 
-@dataclass(frozen=True)
-class Edge:
+class Edge(NamedTuple):  # a tuple: 30,000 of them in a large tree
     """``source`` imports ``target`` (repo-relative paths) at ``line``; ``how`` says by what."""
 
     target: str
@@ -114,6 +112,7 @@ class ImportGraph:
         self._all: dict[str, list[str]] = {}             # rel -> literal __all__ (star imports)
         self._stars: list[tuple[Module, Module, int]] = []
         self._reverse: dict[str, list[str]] | None = None
+        self._resolved: dict[tuple[str | None, str], list[tuple[str, Module | None, bool]]] = {}
 
     @classmethod
     def build(cls, index: ModuleIndex, cache: RecordCache | None = None) -> ImportGraph:
@@ -127,6 +126,8 @@ class ImportGraph:
     def ensure(self, rel: str) -> Module | None:
         """Index and resolve one more file (a test or conftest outside the configured roots);
         None if ``rel`` is not a regular .py file."""
+        if rel in self.edges:
+            return self.index.by_rel[rel]
         module = self.index.add_file(rel)
         if module is not None and module.rel not in self.edges:
             self._add(module)
@@ -195,11 +196,20 @@ class ImportGraph:
             self._edge(out, namespace.get(".".join(parts[:depth])), 0, "package")
 
     def _absolute(self, module: Module, dotted: str, line: int, how: str, out: dict[str, Edge]) -> Module | None:
-        parts = dotted.split(".")
+        # Resolve each name once, or once per folder when a test-tree name there may shadow it.
+        folder = None
+        if module.basedir is not None:
+            top = dotted.partition(".")[0]
+            if any(top in namespace for namespace in self.index.search_path(module)):
+                folder = module.rel.rpartition("/")[0]
+        key = (folder, dotted)
+        steps = self._resolved.get(key)
+        if steps is None:
+            parts = dotted.split(".")
+            prefixes = [".".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+            steps = self._resolved[key] = [(p, *self.index.lookup(module, p)) for p in prefixes]
         found = None
-        for depth in range(1, len(parts) + 1):
-            prefix = ".".join(parts[:depth])
-            found, ours = self.index.lookup(module, prefix)
+        for prefix, found, ours in steps:
             if found is not None:
                 self._edge(out, found, line, how)
             elif ours:

@@ -226,6 +226,9 @@ class ModuleIndex:
         """The module for a regular .py file outside the configured roots (a registered test in an
         unusual place, a root ``conftest.py``), indexed on demand by pytest's rule; None if it is
         not a regular file."""
+        known = self.by_rel.get(rel)
+        if known is not None:
+            return known
         rel = normalize_path(rel)
         known = self.by_rel.get(rel)
         if known is not None:
@@ -268,9 +271,10 @@ class ModuleIndex:
         """(module, ours) for an absolute import in ``importer``: ``ours`` is True when the top-level
         name is first-party or a test-tree name on its search path (a missing one is an error)."""
         top = dotted.partition(".")[0]
-        for namespace in self.search_path(importer):
-            if top in namespace:
-                return namespace.get(dotted), True
+        if importer.basedir is not None:
+            for namespace in self.search_path(importer):
+                if top in namespace:
+                    return namespace.get(dotted), True
         if top in self.top_names:
             return self.modules.get(dotted), True
         return None, False

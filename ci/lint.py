@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ci.import_check import check_imports, project_for
 from ci.import_index import ModuleIndex
+from ci.project import ProjectConfig
 from ci.registry import (
     REGISTRY_FILENAME, Problem, Registry, gc_paused, iter_test_files, parse_registry, yaml_scalar,
 )
@@ -91,10 +92,12 @@ def lint_registry(root: Path, registry: Registry, test_files: list[str]) -> list
 
 
 def lint_repo(root: Path, registry_path: Path | None = None,
-              packages: tuple[str, ...] | None = None, *, info: bool = False) -> list[Problem]:
+              packages: tuple[str, ...] | None = None, *, info: bool = False,
+              project: ProjectConfig | None = None) -> list[Problem]:
     """Every problem in the repository at ``root`` (registry default ``root/registry.yaml``);
     ``info=True`` adds the info-level ones that never fail lint (`ci.deps_lint.is_info`).
-    First-party code is what the registry's ``project`` says, or the ``packages`` given.
+    First-party code is what ``project``, else the registry's ``project``, says, or the
+    ``packages`` given.
 
     Sorted by path, line, column; empty means clean. Raises FileNotFoundError if the registry
     file does not exist.
@@ -106,7 +109,8 @@ def lint_repo(root: Path, registry_path: Path | None = None,
         registry, problems = parse_registry(text, _display(registry_file, root))
         if registry is not None:
             problems += lint_registry(root, registry, iter_test_files(root, under=TESTS_DIR))
-        project = registry.project if registry is not None and packages is None else None
+        if project is None and packages is None and registry is not None:
+            project = registry.project
         index = ModuleIndex(root, project_for(packages, project))  # one parse for both checks
         problems += check_imports(root, index=index)
         if info and registry is not None:
