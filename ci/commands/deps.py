@@ -36,28 +36,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def render_tree(deps: TestDependencies, test: str) -> list[str]:
-    """The closure of ``test`` as an indented tree; a file shown before is marked ``(*)``."""
+    """The closure of ``test`` as an indented tree; a file shown before is marked ``(*)`` and not
+    expanded again (a package ``__init__`` shown before is left out). Iterative: import chains
+    can be deeper than Python's recursion limit."""
     graph = deps.graph
     lines = [test]
     shown = {test}
-
-    def visit(rel: str, line: int, how: str, depth: int) -> None:
+    stack = [(edge.target, edge.line, edge.how, 1) for edge in reversed(graph.edges.get(test, ()))]
+    stack += [(conftest, 0, "conftest", 1) for conftest in reversed(deps.conftests(test))]
+    while stack:
+        rel, line, how, depth = stack.pop()
         where = f"line {line}, {how}" if line else how
         if rel in shown:
-            if how == "package":
-                return  # every module imports its packages: repeating that is noise
-            lines.append(f"{'  ' * depth}{rel}  ({where}) (*)")
-            return
+            if how != "package":  # every module imports its packages: repeating that is noise
+                lines.append(f"{'  ' * depth}{rel}  ({where}) (*)")
+            continue
         shown.add(rel)
         lines.append(f"{'  ' * depth}{rel}  ({where})")
-        for edge in graph.edges.get(rel, ()):
-            visit(edge.target, edge.line, edge.how, depth + 1)
-
-    for conftest in deps.conftests(test):
-        visit(conftest, 0, "conftest", 1)
-    for edge in graph.edges.get(test, ()):
-        visit(edge.target, edge.line, edge.how, 1)
-    del visit  # a closure that refers to itself: break the cycle for the GC
+        stack += [(e.target, e.line, e.how, depth + 1) for e in reversed(graph.edges.get(rel, ()))]
     return lines
 
 
@@ -91,7 +87,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         registry, root = load(args)
-    except (RegistryError, OSError) as exc:
+    except (RegistryError, OSError, ValueError) as exc:  # ValueError: an undecodable registry
         print(f"python -m ci deps: {exc}", file=sys.stderr)
         return 2
     deps = TestDependencies(root, registry)

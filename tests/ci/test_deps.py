@@ -303,3 +303,20 @@ def test_fix_leaves_the_registry_alone_when_it_does_not_parse(repo, capsys):
     rc, _, err = run(lint_cmd, ["--root", str(repo), "--fix"], capsys)
     assert rc == 1 and "left as it was" in err
     assert (repo / "registry.yaml").read_text() == broken
+
+
+def test_a_chain_deeper_than_the_recursion_limit(tmp_path, capsys):
+    depth = 1500
+    files = {"registry.yaml": HEAD + "  tests/test_deep.py: {tiers: [cpu], est_time: 1, owner: me, status: active}\n",
+             "chain/__init__.py": "", "tests/test_deep.py": "import chain.m0\n"}
+    files.update({f"chain/m{i}.py": f"import chain.m{i + 1}\n" for i in range(depth - 1)})
+    files[f"chain/m{depth - 1}.py"] = ""
+    write(tmp_path, files)
+    rc, out, _ = run(deps_cmd, ["--registry", str(tmp_path / "registry.yaml"), "tests/test_deep.py"], capsys)
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[-1] == f"{'  ' * depth}chain/m{depth - 1}.py  (line 1, import)"
+    assert len(lines) == depth + 2  # the test, chain/__init__.py, and each module once
+    rc, out, _ = run(deps_cmd, ["--registry", str(tmp_path / "registry.yaml"), "--reverse", f"chain.m{depth - 1}"],
+                     capsys)
+    assert out.splitlines() == [f"tests/test_deep.py  [cpu]  imports chain/m{depth - 1}.py via chain.m{depth - 2}"]
