@@ -86,6 +86,19 @@ def extract_records(tree: ast.Module, source: bytes) -> list[Record]:
     return records
 
 
+_SHAPES = {"i": (int, str), "f": (int, int, str, list), "a": (int, list), "p": (int, list), "d": (int, str, bool),
+           "m": (int, str)}
+
+
+def _well_formed(record: object) -> bool:
+    """A cached record has the shape `extract_records` writes (a damaged cache is re-parsed)."""
+    if not (isinstance(record, list) and record and record[0] in _SHAPES):
+        return False
+    shape = _SHAPES[record[0]]
+    return len(record) == len(shape) + 1 and all(isinstance(v, t) for v, t in zip(record[1:], shape)) \
+        and all(isinstance(n, str) for n in (record[-1] if isinstance(record[-1], list) else ()))
+
+
 def _strings(node: ast.expr) -> list[str] | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
@@ -145,7 +158,7 @@ class ImportGraph:
         digest = content_hash(source) if self.cache is not None else ""
         if self.cache is not None:
             cached = self.cache.get(module.rel, digest)
-            if cached is not None:
+            if cached is not None and all(map(_well_formed, cached)):
                 return cached
         try:
             tree = ast.parse(source, filename=module.rel)

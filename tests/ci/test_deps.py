@@ -169,6 +169,18 @@ def test_a_cache_entry_with_another_hash_is_a_miss(repo):
     assert "lib/util.py" in deps.closure("tests/lib/test_core.py")
 
 
+@pytest.mark.parametrize("records", [[["i"]], [["f", 1, 0, "lib.util"]], [["i", "1", "lib.util"]], [[]], ["i"],
+                                     [["f", 1, 0, "lib", [1]]], [["zz", 1, "x"]]])
+def test_a_damaged_cache_entry_with_the_right_hash_is_parsed_again(repo, records):
+    cache_file = repo / "cache.json"
+    TestDependencies(repo, load_registry_text(repo), cache=cache_file)
+    data = json.loads(cache_file.read_bytes())
+    data["files"]["lib/core.py"][1] = records  # bit rot: the hash still matches the file
+    cache_file.write_text(json.dumps(data))
+    deps = TestDependencies(repo, load_registry_text(repo), cache=cache_file)
+    assert "lib/util.py" in deps.closure("tests/lib/test_core.py")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
 def test_an_unwritable_cache_is_no_error(repo):
     (repo / "ro").mkdir(mode=0o500)
