@@ -28,8 +28,9 @@ import functools
 import os
 import re
 
-from ci.import_index import SYNTAX_ERROR, Module, ModuleIndex, prefilter, read_bytes
+from ci.import_index import SYNTAX_ERROR, Module, ModuleIndex
 from ci.import_names import provided_names, statements
+from ci.import_scan import prefilter, read_bytes
 from ci.project import ProjectConfig
 from ci.registry import Problem, gc_paused
 

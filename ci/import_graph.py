@@ -28,8 +28,9 @@ import re
 from collections import deque
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
-from ci.import_index import Module, ModuleIndex, read_bytes
+from ci.import_index import Module, ModuleIndex
 from ci.import_names import statements
+from ci.import_scan import read_bytes
 
 if TYPE_CHECKING:
     from ci.import_cache import RecordCache
