@@ -20,6 +20,7 @@ from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, set_repo_root
 COMMANDS: dict[str, str] = {
     "lint": "check registry.yaml, the test tree and first-party imports",
     "plan": "select and shard the tests of a tier (text, JSON or a GitHub Actions matrix)",
+    "deps": "a test's import closure, or the tests a change to a file or module selects",
     "run": "run a tier or one shard through pytest and summarise it",
     "durations": "fold JUnit timings into recorded durations and report est_time drift",
     "job": "the main job: lint, then plan and run the cpu tier, then print the summary",

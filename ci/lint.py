@@ -14,18 +14,18 @@
   or leads nowhere (the plugin refuses to collect it);
 * ``L007`` an entry with a GPU tier has no ``timeout``, or one below what its est_time derives
   (`ci.registry.derived_timeout`): a hung GPU test must not hold a runner until the job's limit;
-* ``I0xx`` import integrity, from `ci.import_check`.
+* ``I0xx`` import integrity, from `ci.import_check`;
+* ``L005`` (info, with ``info=True``) a ``depends_on`` entry the import graph covers, `ci.deps_lint`.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from ci import import_check
-from ci.import_check import check_imports
+from ci.import_check import check_imports, project_for
+from ci.import_index import ModuleIndex
 from ci.project import ProjectConfig
 from ci.registry import (
     REGISTRY_FILENAME, Problem, Registry, RegistryError, TestEntry, derived_timeout, display_path, gc_paused, link_problem,
@@ -113,8 +113,13 @@ def _duplicate_basenames(every_path: set[str]) -> list[Problem]:
     return problems
 
 
-def lint_repo(root: Path, registry_path: Path | None = None) -> list[Problem]:
-    """Every problem in the repository at ``root`` (registry default ``root/registry.yaml``).
+def lint_repo(root: Path, registry_path: Path | None = None,
+              packages: tuple[str, ...] | None = None, *, info: bool = False,
+              project: ProjectConfig | None = None) -> list[Problem]:
+    """Every problem in the repository at ``root`` (registry default ``root/registry.yaml``);
+    ``info=True`` adds the info-level ones that never fail lint (`ci.deps_lint.is_info`).
+    First-party code is what ``project``, else the registry's ``project``, says, or the
+    ``packages`` given.
 
     Sorted by path, line, column; empty means clean. Raises FileNotFoundError if the registry
     file does not exist.
@@ -129,26 +134,20 @@ def lint_repo(root: Path, registry_path: Path | None = None) -> list[Problem]:
             registry, problems = parse_registry(read_registry_text(registry_file, display), display)
         except RegistryError as exc:
             registry, problems = None, list(exc.problems)
-        project = registry.project if registry is not None else ProjectConfig()
+        if project is None and packages is None:
+            project = registry.project if registry is not None else ProjectConfig()
         if registry is not None:
-            tree = scan_test_tree(root, project)
+            tree = scan_test_tree(root, registry.project)
             problems += lint_registry(root, registry, tree.files, tree.links)
+        index = ModuleIndex(root, project_for(packages, project))  # one parse for both checks
+        problems += check_imports(root, index=index)
+        if info and registry is not None:
+            from ci.deps_lint import redundant_problems
+            problems += redundant_problems(root, registry, index)
         # Freed here by reference counting rather than traversed by the collection that
         # re-enabling the GC triggers (10,000 entries).
-        del registry
-        problems += _check_imports(root, project)
+        del registry, index
     return sorted(problems)
-
-
-def _check_imports(root: Path, project: ProjectConfig) -> list[Problem]:
-    """`ci.import_check.check_imports` for the registry's project layout.
-
-    Bridge while two branches meet: the import check is gaining a ``project`` keyword (first_party,
-    source_roots, test_roots, generated_modules); until then it takes package names.
-    """
-    if "project" in inspect.signature(check_imports).parameters:
-        return check_imports(root, project=project)
-    return check_imports(root, project.first_party or getattr(import_check, "DEFAULT_FIRST_PARTY", ()))
 
 
 __all__ = ["DUPLICATE_BASENAME", "GPU_TIMEOUT", "LINK_OUTSIDE", "MISSING_DEPENDENCY", "MISSING_FILE", "UNREGISTERED",

@@ -1,7 +1,8 @@
-"""``python -m ci lint [--root DIR] [--registry FILE] [--format text|github|json]``.
+"""``python -m ci lint [--root DIR] [--registry FILE] [--format text|github|json] [--fix]``.
 
 Exit status: 0 clean, 1 problems found (one per line, ``file:line:col: CODE message`` first),
-2 usage error (bad option, missing root or registry).
+2 usage error (bad option, missing root or registry). Info-level findings (L005, a redundant
+``depends_on`` entry) are printed but never fail; ``--fix`` removes those entries first.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from ci.deps_lint import fix_registry, is_info
 from ci.lint import lint_repo
 from ci.registry import REGISTRY_FILENAME, Problem, RepoRootNotFound, find_repo_root
 
@@ -37,7 +39,7 @@ def format_github(problems: list[Problem]) -> str:
             if p.col:
                 props.append(f"col={p.col}")
         props.append(f"title={_escape_property(p.code)}")
-        lines.append(f"::error {','.join(props)}::{_escape_data(p.message)}")
+        lines.append(f"::{'notice' if is_info(p) else 'error'} {','.join(props)}::{_escape_data(p.message)}")
     return "\n".join(lines)
 
 
@@ -57,6 +59,8 @@ def main(argv: list[str]) -> int:
                              f"the cwd holding {REGISTRY_FILENAME})")
     parser.add_argument("--registry", type=Path, default=None, help=f"registry file (default: ROOT/{REGISTRY_FILENAME})")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format (default: text)")
+    parser.add_argument("--fix", action="store_true",
+                        help="remove redundant depends_on entries (L005) from the registry, then lint")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -73,9 +77,19 @@ def main(argv: list[str]) -> int:
     if not registry.is_file():
         print(f"python -m ci lint: registry {registry}: no such file", file=sys.stderr)
         return 2
-    problems = lint_repo(root, registry)
+    if args.fix:
+        try:
+            removed = fix_registry(root, registry)
+        except (OSError, ValueError) as exc:  # RegistryError is a ValueError
+            print(f"python -m ci lint --fix: {exc}; {registry} left as it was", file=sys.stderr)
+            return 1
+        for r in removed:
+            print(f"python -m ci lint --fix: removed {r.dependency!r} from {r.test!r} depends_on", file=sys.stderr)
+    problems = lint_repo(root, registry, info=True)
+    errors = [p for p in problems if not is_info(p)]
     if problems or args.format == "json":
         print(FORMATS[args.format](problems))
     if problems and args.format != "json":
-        print(f"python -m ci lint: {len(problems)} problem(s)", file=sys.stderr)
-    return 1 if problems else 0
+        print(f"python -m ci lint: {len(errors)} problem(s)"
+              + (f", {len(problems) - len(errors)} note(s)" if len(errors) < len(problems) else ""), file=sys.stderr)
+    return 1 if errors else 0

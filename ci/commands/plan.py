@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ci.changes import ChangesError, git_changed_files, read_changed_files
+from ci.deps import Impact, TestDependencies, registered_non_files
 from ci.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
 from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, find_repo_root, load_registry
 from ci.shard import ShardBudgetError
@@ -82,10 +83,17 @@ def read_durations(path: str | None) -> dict[str, float] | None:
 
 
 def make_plans(registry: Registry, tiers: list[str], args: argparse.Namespace, root: Path) -> list[Plan]:
+    """One plan per tier. With changed files, one import graph of the repository (its records
+    cached in ``.ci-cache/``) says which tests each change reaches, for every tier at once."""
     changes = changed_files(args, root)
     durations = read_durations(args.durations)
     shards, budget = getattr(args, "shards", None), getattr(args, "shard_budget", None)
-    return [plan(registry, t, changes, shards=shards, shard_budget=budget, durations=durations) for t in tiers]
+    if changes is None:
+        impact = Impact(None, not_files=registered_non_files(root, registry))
+    else:
+        impact = TestDependencies(root, registry).impact(changes)
+    return [plan(registry, t, changes, shards=shards, shard_budget=budget, durations=durations, impact=impact)
+            for t in tiers]
 
 
 def build_parser() -> argparse.ArgumentParser:

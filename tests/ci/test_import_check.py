@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 
 from ci.import_check import check_imports
+from ci.project import ProjectConfig
 
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for rel, body in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(body))
+from tree_testutil import write
 
 
 def found(root: Path) -> list[str]:
@@ -60,6 +56,7 @@ try:
     import json as maybe_json
 except ImportError as import_error:
     maybe_json = None
+    only_in_except = None
 else:
     in_else = 1
 finally:
@@ -97,7 +94,7 @@ def pkg(tmp_path: Path) -> Path:
 
 
 DEFINED = ["func", "Klass", "CONST", "a", "b", "c", "ann", "only_annotated", "total", "loop_var", "handle",
-           "maybe_json", "import_error", "in_else", "in_finally", "Ordered", "NotChecking", "in_while",
+           "maybe_json", "import_error", "only_in_except", "in_else", "in_finally", "Ordered", "NotChecking", "in_while",
            "walrus", "from_global", "os", "TYPE_CHECKING", "renamed_sub", "sub", "nested", "from_star",
            "listed", "Holder", "declares"]
 
@@ -275,3 +272,126 @@ def test_expected_failures_and_noqa_are_not_reported(tmp_path):
         "tests/test_use.py:11:9: I001 'fp4kv.quant' has no name 'Reported'",
         "tests/test_use.py:14:5: I001 'fp4kv.quant' has no name 'OtherCode'",
     ]
+
+
+# -- stale imports hide in every block of a try statement (issue 13) -------------------------------
+
+@pytest.mark.parametrize("block", ["except", "else", "finally", "for-else", "while-else", "nested-except"])
+def test_stale_import_in_every_try_and_loop_block_is_reported(tmp_path, block):
+    """``except ImportError: from old import Name`` fallbacks are exactly where stale names hide."""
+    stale = "from fp4kv.quant import KVFP4QuantizeUtil"
+    bodies = {
+        "except": f"try:\n    import json\nexcept ImportError:\n    {stale}\n",
+        "else": f"try:\n    import json\nexcept ImportError:\n    pass\nelse:\n    {stale}\n",
+        "finally": f"try:\n    import json\nfinally:\n    {stale}\n",
+        "for-else": f"for _ in ():\n    pass\nelse:\n    {stale}\n",
+        "while-else": f"while False:\n    pass\nelse:\n    {stale}\n",
+        "nested-except": (f"def outer():\n    def inner():\n        try:\n            pass\n"
+                          f"        except (ImportError, OSError) as exc:\n            {stale}\n    return inner\n"),
+    }
+    write(tmp_path, {"fp4kv/__init__.py": "", "fp4kv/quant/__init__.py": "class BlockFP4KVQuantizeUtil: ...\n",
+                     "fp4kv/user.py": bodies[block]})
+    [problem] = check_imports(tmp_path)
+    assert (problem.path, problem.code) == ("fp4kv/user.py", "I001")
+    assert problem.line == bodies[block].splitlines().index(next(
+        line for line in bodies[block].splitlines() if stale in line)) + 1
+
+
+# -- layout from ProjectConfig (issue 12) ---------------------------------------------------------
+
+ACME = {
+    "src/acme/__init__.py": "from acme.core import Engine\n",
+    "src/acme/core.py": "class Engine:\n    pass\n",
+    "src/beta/__init__.py": "",
+    "src/beta/util.py": "def helper():\n    return 1\n",
+    "src/single.py": "VALUE = 1\n",
+    "src/not_a_package/loose.py": "X = 1\n",
+    "test/registered/helpers.py": "def make():\n    return 1\n",
+    "test/registered/engine_test.py": """\
+        from acme import Engine, _version
+        from acme._version import version
+        import acme._version
+        from beta.util import helper
+        from single import VALUE
+        from helpers import make
+
+        def test_engine():
+            def nested():
+                from acme.core import OldEngine
+                return OldEngine
+            return nested
+        """,
+    "test/registered/deeper/util_test.py": "from helpers import make, gone\nimport beta.missing\n",
+    "test/registered/conftest.py": "",
+}
+
+
+def acme_project(**overrides) -> ProjectConfig:
+    settings = dict(source_roots=("src",), test_roots=("test/registered",), test_patterns=("*_test.py",),
+                    generated_modules=("acme._version",))
+    settings.update(overrides)
+    return ProjectConfig(**settings)
+
+
+@pytest.mark.parametrize("first_party", [(), ("acme", "beta", "single")])
+def test_src_layout_two_packages_tests_elsewhere_and_a_generated_module(tmp_path, first_party):
+    write(tmp_path, ACME)
+    problems = check_imports(tmp_path, project=acme_project(first_party=first_party))
+    assert [str(p) for p in problems] == [
+        "test/registered/deeper/util_test.py:1:1: I001 'helpers' has no name 'gone'",
+        "test/registered/deeper/util_test.py:2:1: I002 no first-party module 'beta.missing'",
+        "test/registered/engine_test.py:10:9: I001 'acme.core' has no name 'OldEngine' "
+        "(did you mean 'Engine'?)",
+    ]
+
+
+def test_a_generated_module_is_missing_without_the_setting(tmp_path):
+    write(tmp_path, ACME)
+    codes = {(p.line, p.code) for p in check_imports(tmp_path, project=acme_project(generated_modules=()))
+             if p.path == "test/registered/engine_test.py"}
+    assert codes == {(1, "I001"), (2, "I002"), (3, "I002"), (10, "I001")}
+
+
+def test_a_package_list_still_works_and_only_one_layout_may_be_given(tmp_path):
+    write(tmp_path, {"fp4kv/__init__.py": "", "other/__init__.py": "", "other/x.py": "from fp4kv import nope\n",
+                     "tests/test_a.py": "from other import gone\n"})
+    assert [p.path for p in check_imports(tmp_path, ("fp4kv", "other"))] == ["other/x.py", "tests/test_a.py"]
+    assert [p.path for p in check_imports(tmp_path, ("fp4kv",))] == []  # `other` is not first-party then
+    with pytest.raises(TypeError, match="not both"):
+        check_imports(tmp_path, ("fp4kv",), project=ProjectConfig())
+
+
+def test_helpers_resolve_the_way_pytest_prepend_mode_imports_them(tmp_path):
+    """A test's own folder is on sys.path (its basedir), and so are the folders of the conftests
+    above it; inside a package the basedir is the first folder up without __init__.py."""
+    write(tmp_path, {
+        "tests/conftest.py": "",
+        "tests/shared.py": "def shared(): ...\n",
+        "tests/unit/__init__.py": "",
+        "tests/unit/support.py": "def support(): ...\n",
+        "tests/unit/test_pkg.py": "from unit.support import support, nope\nfrom .support import support\n",
+        "tests/area/test_a.py": "from shared import shared, absent\nimport json\n",
+    })
+    assert found(tmp_path) == [
+        "tests/area/test_a.py:1:1: I001 'shared' has no name 'absent'",
+        "tests/unit/test_pkg.py:1:1: I001 'unit.support' has no name 'nope'",
+    ]
+
+
+def test_a_dangling_symlinked_test_file_is_no_traceback(tmp_path):
+    write(tmp_path, {"fp4kv/__init__.py": "", "tests/test_real.py": "from fp4kv import gone\n"})
+    (tmp_path / "tests" / "sub").mkdir()
+    (tmp_path / "tests" / "sub" / "test_x.py").symlink_to(tmp_path / "nowhere" / "test_x.py")
+    (tmp_path / "fp4kv" / "dangling.py").symlink_to(tmp_path / "nowhere.py")
+    assert found(tmp_path) == ["tests/test_real.py:1:1: I001 'fp4kv' has no name 'gone'"]
+
+
+def test_unparseable_bytes_are_reported_not_raised(tmp_path):
+    write(tmp_path, {"fp4kv/__init__.py": ""})
+    (tmp_path / "fp4kv" / "nul.py").write_bytes(b"import os\x00\nfrom fp4kv import x\n")
+    (tmp_path / "fp4kv" / "latin.py").write_bytes(b"from fp4kv import y\nNAME = 'caf\xe9'\n")
+    # UTF-16 hides its imports from the byte-level prefilter, so it is never parsed: no report,
+    # and above all no traceback (Python cannot import such a file either).
+    (tmp_path / "fp4kv" / "utf16.py").write_bytes("from fp4kv import z\n".encode("utf-16"))
+    assert sorted((p.path, p.code) for p in check_imports(tmp_path)) == [
+        ("fp4kv/latin.py", "I003"), ("fp4kv/nul.py", "I003")]

@@ -181,8 +181,11 @@ def test_text_and_json_renderings(registry):
 # -- CLI -----------------------------------------------------------------------------------------
 
 @pytest.fixture
-def repo(tmp_path):
+def repo(tmp_path, registry):
     (tmp_path / "registry.yaml").write_text(REGISTRY)
+    for path in registry.tests:  # plan never selects a registered path that is not a file
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("def test_ok():\n    pass\n")
     return tmp_path
 
 
@@ -265,3 +268,96 @@ def test_cli_errors_exit_2_with_message(repo, capsys):
     assert plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu",
                           "--durations", str(repo / "d.json")]) == 2
     assert "path -> seconds" in capsys.readouterr().err
+
+
+# -- selection from the import graph (ci plan builds it from the tree) ------------------------------
+
+GRAPH_REGISTRY = textwrap.dedent("""\
+    version: 1
+    run_all_paths: [ci/]
+    tiers:
+      cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+    tests:
+      tests/quant/test_q.py: {tiers: [cpu], est_time: 3, owner: q, status: active}
+      tests/mem/test_pool.py: {tiers: [cpu], est_time: 2, owner: m, status: active, depends_on: [data/golden.bin]}
+      tests/quant: {tiers: [cpu], est_time: 9, owner: q, status: active}
+    """)
+GRAPH_TREE = {
+    "registry.yaml": GRAPH_REGISTRY,
+    "ci/__init__.py": "",
+    "fp4kv/__init__.py": "",
+    "fp4kv/quant/__init__.py": "from fp4kv.quant.mx_block16 import quantize\n",
+    "fp4kv/quant/mx_block16.py": "from fp4kv.quant.e2m1 import encode\n\ndef quantize(x):\n    return encode(x)\n",
+    "fp4kv/quant/e2m1.py": "def encode(x):\n    return x\n",
+    "fp4kv/mem/pool.py": "def pool():\n    from fp4kv.quant import quantize\n    return quantize\n",
+    "fp4kv/mem/__init__.py": "",
+    "data/golden.bin": "\0",
+    "tests/quant/test_q.py": "from fp4kv.quant import quantize\n\ndef test_q():\n    assert quantize(1) == 1\n",
+    "tests/mem/test_pool.py": "from fp4kv.mem.pool import pool\n\ndef test_pool():\n    assert pool()\n",
+}
+
+
+@pytest.fixture
+def graph_repo(tmp_path):
+    for rel, body in GRAPH_TREE.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(body)
+    return tmp_path
+
+
+def plan_json(repo: Path, changed: list[str], capsys) -> dict:
+    (repo / "changed.txt").write_text("\n".join(changed) + "\n")
+    rc = plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--changed-files",
+                        str(repo / "changed.txt"), "--format", "json"])
+    assert rc == 0
+    return json.loads(capsys.readouterr().out)["plans"][0]
+
+
+def test_cli_selects_by_imports_and_says_why(graph_repo, capsys):
+    data = plan_json(graph_repo, ["fp4kv/quant/e2m1.py"], capsys)
+    assert {t["path"]: t["why"] for t in data["selected"]} == {
+        "tests/quant/test_q.py": "imports fp4kv/quant/e2m1.py via fp4kv.quant.mx_block16",
+        "tests/mem/test_pool.py": "imports fp4kv/quant/e2m1.py via fp4kv.quant.mx_block16"}
+    assert data["uncovered"] == []
+    data = plan_json(graph_repo, ["data/golden.bin", "fp4kv/mem/pool.py"], capsys)
+    assert {t["path"]: t["why"] for t in data["selected"]} == {
+        "tests/mem/test_pool.py": "changed: data/golden.bin (depends_on data/golden.bin)"}
+    assert (graph_repo / ".ci-cache" / "import-records.json").is_file()
+
+
+def test_cli_warns_about_changes_no_test_covers(graph_repo, capsys):
+    (graph_repo / "changed.txt").write_text("docs/notes.md\nfp4kv/quant/e2m1.py\nscripts/tool.py\n")
+    rc = plan_cmd.main(["--registry", str(graph_repo / "registry.yaml"), "--tier", "cpu",
+                        "--changed-files", str(graph_repo / "changed.txt")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "      tests/quant/test_q.py  (imports fp4kv/quant/e2m1.py via fp4kv.quant.mx_block16)" in out
+    assert out.splitlines()[-2:] == [
+        "warning: docs/notes.md changed but is covered by no test (no test imports it, no depends_on or "
+        "run_all_paths entry names it)",
+        "warning: scripts/tool.py changed but is covered by no test (no test imports it, no depends_on or "
+        "run_all_paths entry names it)"]
+    assert plan_json(graph_repo, ["docs/notes.md"], capsys)["uncovered"] == ["docs/notes.md"]
+
+
+def test_cli_a_deleted_module_selects_the_tests_that_still_import_it(graph_repo, capsys):
+    (graph_repo / "fp4kv" / "quant" / "e2m1.py").unlink()
+    data = plan_json(graph_repo, ["fp4kv/quant/e2m1.py"], capsys)
+    assert {t["path"] for t in data["selected"]} == {"tests/quant/test_q.py", "tests/mem/test_pool.py"}
+    assert data["selected"][0]["why"] == "imports fp4kv/quant/e2m1.py (deleted) via fp4kv.quant.mx_block16"
+
+
+def test_cli_a_registry_key_naming_a_directory_is_never_selected(graph_repo, capsys):
+    """Issue 13: `tests/quant` would run every test in the directory."""
+    for changed in (None, ["tests/quant/test_q.py"], ["ci/x.py"]):
+        args = ["--registry", str(graph_repo / "registry.yaml"), "--tier", "cpu", "--format", "json"]
+        if changed is not None:
+            (graph_repo / "changed.txt").write_text("\n".join(changed) + "\n")
+            args += ["--changed-files", str(graph_repo / "changed.txt")]
+        assert plan_cmd.main(args) == 0
+        data = json.loads(capsys.readouterr().out)["plans"][0]
+        assert "tests/quant" not in {t["path"] for t in data["selected"]}
+        (entry,) = [n for n in data["not_run"] if n["path"] == "tests/quant"]
+        assert entry == {"path": "tests/quant", "command": "",
+                         "reason": "tests/quant is a directory, not a test file (registry keys name files); "
+                                   "never selected"}

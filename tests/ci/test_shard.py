@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
 
 import pytest
 
+from bench import _split_baselines as baselines
 from ci.shard import ShardBudgetError, lower_bound, lpt, lpt_for_budget, parse_shard_spec
 
 
@@ -122,3 +124,47 @@ def test_parse_shard_spec(spec, expected):
 def test_parse_shard_spec_rejects(spec):
     with pytest.raises(ValueError, match="shard"):
         parse_shard_spec(spec)
+
+
+# -- the other splitters, as bench/_split_baselines.py restates them (issue 14) ---------------------
+
+def test_pytest_split_least_duration_is_lpt_with_the_same_choices():
+    """pytest-split's least_duration sorts longest first: it is LPT, and it breaks ties as ours does."""
+    for seed in range(40):
+        rng = random.Random(seed)
+        times = {f"t{rng.randrange(10_000):04d}_{i}": float(rng.choice([1, 2, 2, 3, 5, 8, rng.randint(1, 50)]))
+                 for i in range(rng.randint(1, 30))}
+        n = rng.randint(1, 6)
+        ours = [set(s.tests) for s in lpt(times, n).shards]
+        theirs = [set(g) for g in baselines.pytest_split_least_duration(times, n)]
+        assert ours == theirs, (seed, times, n)
+
+
+def test_pytest_split_least_duration_keeps_collection_order_within_a_group():
+    # longest first: a -> 1, b -> 2, m -> 2 (4 < 5), z -> 1 (5 = 5: the lower group index)
+    times = {"z": 1.0, "a": 5.0, "m": 1.0, "b": 4.0}
+    assert baselines.pytest_split_least_duration(times, 2) == [["z", "a"], ["m", "b"]]
+
+
+def test_pytest_split_duration_based_chunks_cuts_contiguous_runs_at_total_over_n():
+    assert baselines.pytest_split_duration_based_chunks({"a": 1, "b": 1, "c": 1, "d": 1}, 2) == [["a", "b"], ["c", "d"]]
+    # the first group reaches 3 = 6/2 with "a" alone; the rest is one contiguous run
+    assert baselines.pytest_split_duration_based_chunks({"a": 3, "b": 1, "c": 1, "d": 1}, 2) == [["a"], ["b", "c", "d"]]
+    # not balanced by design: 5 >= 4.5 closes group 1 late
+    assert baselines.pytest_split_duration_based_chunks({"a": 4, "b": 1, "c": 4}, 2) == [["a", "b"], ["c"]]
+    # items left over after the last boundary stay in the last group (upstream would index past it)
+    assert baselines.pytest_split_duration_based_chunks({"a": 2, "b": 2, "c": 0.0}, 2) == [["a"], ["b", "c"]]
+
+
+def test_pytest_split_gives_unknown_items_the_mean_of_the_collected_ones():
+    assert baselines.with_defaults(["a", "b", "c"], {"a": 2.0, "b": 4.0, "gone": 100.0}) == {"a": 2.0, "b": 4.0, "c": 3.0}
+    assert baselines.with_defaults(["a"], {}) == {"a": 1.0}
+
+
+def test_pytest_shard_hashes_the_id_little_endian():
+    ids = [f"tests/test_{i}.py::test_{i}" for i in range(200)]
+    groups = baselines.pytest_shard(dict.fromkeys(ids, 1.0), 7)
+    for g, members in enumerate(groups):
+        for item in members:  # the digest's bytes reversed, read big-endian: the same integer
+            assert int(bytes(reversed(hashlib.sha256(item.encode()).digest())).hex(), 16) % 7 == g
+    assert sorted(i for group in groups for i in group) == sorted(ids)

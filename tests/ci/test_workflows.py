@@ -190,17 +190,19 @@ def _git(repo: Path, *args: str) -> None:
 
 @pytest.fixture
 def pr_repo(tmp_path: Path) -> Path:
-    """A git repository with this registry and `ci` package, `origin/main` at its first commit, and a
-    second commit that changes fp4kv/quant (so the GPU tiers have tests to plan)."""
+    """A git repository with this registry, `ci`, `fp4kv` and `tests` (selection follows the import
+    graph, so the tests and what they import must be there), `origin/main` at its first commit, and
+    a second commit that changes fp4kv/quant/nvfp4.py (so the GPU tiers have tests to plan)."""
     repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "ci", repo / "ci", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("ci", "fp4kv", "tests"):
+        shutil.copytree(ROOT / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "registry.yaml", repo / "registry.yaml")
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "base")
     _git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
-    (repo / "fp4kv" / "quant").mkdir(parents=True)
-    (repo / "fp4kv" / "quant" / "changed.py").write_text("x = 1\n", encoding="utf-8")
+    with open(repo / "fp4kv" / "quant" / "nvfp4.py", "a", encoding="utf-8") as changed:
+        changed.write("# changed\n")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "change")
     return repo

@@ -1,0 +1,371 @@
+"""The module index: every first-party module and test-tree file of a repository, found once.
+
+Layout comes from `ci.project.ProjectConfig` (the registry's ``project:`` section):
+
+* ``source_roots`` hold the first-party packages: ``src/acme/x.py`` is module ``acme.x``;
+* ``first_party`` names them; empty means every package directory (one with ``__init__.py``)
+  and every ``.py`` module directly under a source root;
+* ``test_roots`` hold the tests and their helpers; every ``.py`` file under them is indexed
+  (helpers and ``conftest.py`` included, so ``test_patterns`` do not narrow it). Such a file is
+  imported the way pytest's default ``prepend`` import mode does it: its *basedir* (the first
+  directory upwards without ``__init__.py``) is on ``sys.path``, so ``from helper import x`` in
+  ``tests/mem/test_a.py`` means ``tests/mem/helper.py``. The basedirs of the ``conftest.py``
+  files above it are on the path too;
+* ``generated_modules`` (``acme._version``) exist only after a build: never missing, any name.
+
+Nothing is imported. Files are read with ``os.read`` and parsed at most once (`tree`); the import
+check (`ci.import_check`) and the import graph (`ci.import_graph`) share that parse.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+
+from ci.import_scan import DYNAMIC_IMPORT, IMPORTED_NAMES, prefilter, read_bytes
+from ci.project import ProjectConfig
+from ci.registry import Problem, normalize_path
+
+SYNTAX_ERROR = "I003"
+_SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
+Namespace = dict  # dotted name -> Module: the first-party modules, or one basedir's test modules
+
+
+@dataclass(slots=True, eq=False)  # one per .py file: 10,000 in a large tree
+class Module:
+    """One indexed module: a .py file, a package directory, or a generated module.
+
+    ``name`` is dotted within its namespace: the first-party one when ``space`` is None, else
+    pytest's name under basedir ``space``. ``rel`` is the repo-relative path used in messages and
+    by the graph. Modules hold no references to other modules (``star_from`` holds ``rel``
+    paths), so a dropped index is freed by reference counting, with the cyclic GC paused.
+    """
+
+    name: str
+    path: str | None             # filesystem path; None for a namespace directory or a generated module
+    rel: str                     # repo-relative path (a package: its __init__.py, or the directory)
+    is_package: bool
+    space: str | None = None     # None: first-party; else the basedir whose namespace holds it
+    basedir: str | None = None   # set for files under a test root: pytest's sys.path entry for it
+    submodules: set[str] = field(default_factory=set)
+    tree: ast.Module | None = None
+    source: bytes = b""
+    parsed: bool = False
+    scanned: bool = False        # `ModuleIndex.scan` has read it
+    may_import: bool = False     # ... and found something that may import indexed code
+    defined: bool = False        # definitions collected (ci.import_names)
+    own_names: set[str] = field(default_factory=set)
+    star_from: list[str] = field(default_factory=list)   # rel paths of first-party star sources
+    explicit_all: list[str] | None = None
+    open_names: bool = False     # accepts any attribute (third-party star, opaque __getattr__, generated)
+    names_known: bool = False
+    names: frozenset[str] | None = None
+    generated: bool = False
+
+
+class ModuleIndex:
+    """Discovers modules under ``root`` as ``project`` describes; see the module docstring."""
+
+    def __init__(self, root: str | os.PathLike[str], project: ProjectConfig | None = None):
+        self.root = os.fspath(root)
+        self.project = project or ProjectConfig()
+        self.modules: Namespace = {}                 # first-party dotted name -> Module
+        self.local: dict[str, Namespace] = {}        # basedir -> pytest-importable names there
+        self.by_rel: dict[str, Module] = {}          # every file (and package dir) by repo-relative path
+        self.top_names: set[str] = set()             # first-party top-level names
+        self.problems: list[Problem] = []
+        self._init_cache: dict[str, bool] = {}
+        self._search: dict[str, tuple[Namespace, ...]] = {}
+        self._test_roots = tuple(_rel_dir(r) for r in self.project.test_roots)
+        self.discover()
+        self._first_party = prefilter(tuple(sorted(self.top_names)))
+
+    # -- discovery (plain strings and os.scandir: pathlib costs more than parsing here) ------------
+    def discover(self) -> None:
+        explicit = self.project.first_party
+        self.top_names.update(explicit)
+        for source_root in self.project.source_roots:
+            base = _rel_dir(source_root)
+            top = os.path.join(self.root, base) if base else self.root
+            if explicit:
+                for name in explicit:
+                    if name in self.modules:
+                        continue  # found under an earlier source root, as Python's path order would
+                    if os.path.isdir(os.path.join(top, name)):
+                        self._walk_package(_join(base, name), name)
+                    elif os.path.isfile(os.path.join(top, name + ".py")):
+                        self._add(name, os.path.join(top, name + ".py"), _join(base, name + ".py"), False)
+                continue
+            try:
+                entries = sorted(os.scandir(top), key=lambda e: e.name)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                name = entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if (name.isidentifier() and name not in self.modules and name not in _SKIP_DIRS
+                            and self._has_init(_join(base, name))):
+                        self.top_names.add(name)
+                        self._walk_package(_join(base, name), name)
+                elif name.endswith(".py") and name[:-3].isidentifier() and entry.is_file():
+                    if name[:-3] not in self.modules:
+                        self.top_names.add(name[:-3])
+                        self._add(name[:-3], entry.path, _join(base, name), False)
+        for dotted in self.project.generated_modules:
+            self._add_generated(dotted)
+        for test_root in self._test_roots:
+            self._walk_tests(test_root)
+
+    def _add(self, name: str, path: str | None, rel: str, is_package: bool) -> Module:
+        """A first-party module."""
+        module = Module(name, path, rel, is_package)
+        self.modules[name] = module
+        self.by_rel.setdefault(rel, module)
+        return module
+
+    def namespace(self, module: Module) -> Namespace:
+        """The namespace ``module``'s name lives in (where its relative imports resolve)."""
+        return self.modules if module.space is None else self.local[module.space]
+
+    def _walk_package(self, rel: str, dotted: str) -> None:
+        directory = os.path.join(self.root, rel)
+        has_init = self._has_init(rel)
+        package = self._add(dotted, os.path.join(directory, "__init__.py") if has_init else None,
+                            f"{rel}/__init__.py" if has_init else rel, True)
+        modules, submodules = self.modules, package.submodules  # hoisted: this loop runs per file
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if name not in _SKIP_DIRS and name.isidentifier():
+                        submodules.add(name)
+                        self._walk_package(f"{rel}/{name}", f"{dotted}.{name}")
+                elif name.endswith(".py") and name != "__init__.py":
+                    stem = name[:-3]
+                    # is_file() follows a symlink: a dangling one is no module (and no traceback)
+                    if stem.isidentifier() and entry.is_file():
+                        submodules.add(stem)
+                        child = f"{dotted}.{stem}"
+                        module = Module(child, entry.path, f"{rel}/{name}", False)
+                        modules[child] = module
+                        self.by_rel[module.rel] = module
+
+    def _add_generated(self, dotted: str) -> None:
+        if dotted in self.modules:
+            return  # built already: the real file is indexed
+        module = self._add(dotted, None, f"<generated {dotted}>", False)
+        module.generated = module.open_names = module.parsed = module.defined = True
+        parent, _, leaf = dotted.rpartition(".")
+        if parent in self.modules:
+            self.modules[parent].submodules.add(leaf)
+        elif not parent:
+            self.top_names.add(dotted)
+
+    def _walk_tests(self, top: str) -> None:
+        """Index every .py file under test root ``top`` with pytest's prepend-mode name."""
+        if not os.path.isdir(os.path.join(self.root, top)):
+            return
+        stack = [(top, *self.package_context(top))]
+        while stack:
+            rel, basedir, prefix = stack.pop()
+            namespace = self.local.setdefault(basedir, {})
+            package = None
+            if prefix:
+                package = namespace.get(prefix)
+                if package is None:
+                    init_rel = f"{rel}/__init__.py"
+                    package = self.by_rel.get(init_rel) or Module(
+                        prefix, os.path.join(self.root, rel, "__init__.py"), init_rel, True, basedir)
+                    namespace[prefix] = package
+                    self.by_rel.setdefault(init_rel, package)
+                package.basedir = basedir
+            try:
+                entries = list(os.scandir(os.path.join(self.root, rel) if rel else self.root))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                name = entry.name
+                child_rel = _join(rel, name)
+                if entry.is_dir(follow_symlinks=False):
+                    if name in _SKIP_DIRS or name.startswith("."):
+                        continue
+                    if self._has_init(child_rel):
+                        stack.append((child_rel, basedir, f"{prefix}.{name}" if prefix else name))
+                        if package is not None:
+                            package.submodules.add(name)
+                    else:
+                        stack.append((child_rel, child_rel, ""))
+                elif name.endswith(".py") and name != "__init__.py" and entry.is_file():
+                    stem = name[:-3]
+                    dotted = f"{prefix}.{stem}" if prefix else stem
+                    module = self.by_rel.get(child_rel)
+                    if module is None:
+                        module = Module(dotted, entry.path, child_rel, False, basedir, basedir)
+                        self.by_rel[child_rel] = module
+                    module.basedir = basedir
+                    namespace.setdefault(dotted, module)
+                    if package is not None:
+                        package.submodules.add(stem)
+
+    def package_context(self, rel: str) -> tuple[str, str]:
+        """(basedir, dotted package name of ``rel``, "" if it is no package) by pytest's rule."""
+        parts = rel.split("/") if rel else []
+        names: list[str] = []
+        while parts and self._has_init("/".join(parts)):
+            names.insert(0, parts.pop())
+        return "/".join(parts), ".".join(names)
+
+    def _has_init(self, rel_dir: str) -> bool:
+        known = self._init_cache.get(rel_dir)
+        if known is None:
+            known = self._init_cache[rel_dir] = os.path.isfile(os.path.join(self.root, rel_dir, "__init__.py"))
+        return known
+
+    def add_file(self, rel: str) -> Module | None:
+        """The module for a regular .py file outside the configured roots (a registered test in an
+        unusual place, a root ``conftest.py``), indexed on demand by pytest's rule; None if it is
+        not a regular file."""
+        known = self.by_rel.get(rel)
+        if known is not None:
+            return known
+        rel = normalize_path(rel)
+        known = self.by_rel.get(rel)
+        if known is not None:
+            return known
+        path = os.path.join(self.root, rel)
+        if not (rel.endswith(".py") and os.path.isfile(path)):
+            return None
+        folder, _, name = rel.rpartition("/")
+        basedir, prefix = self.package_context(folder)
+        stem = name[:-3]
+        dotted = f"{prefix}.{stem}" if prefix else stem
+        namespace = self.local.setdefault(basedir, {})
+        module = Module(dotted, path, rel, False, basedir, basedir)
+        namespace.setdefault(dotted, module)
+        self.by_rel[rel] = module
+        return module
+
+    # -- name resolution -----------------------------------------------------------------------------
+    def search_path(self, importer: Module) -> tuple[Namespace, ...]:
+        """The test namespaces ``importer`` sees before the first-party ones: its own basedir, then
+        those of the conftest.py files above it, deepest first (pytest inserts each at the front)."""
+        if importer.basedir is None:
+            return ()
+        folder = importer.rel.rpartition("/")[0]
+        cached = self._search.get(folder)
+        if cached is None:
+            found = [self.local[importer.basedir]] if importer.basedir in self.local else []
+            parts = folder.split("/") if folder else []
+            for depth in range(len(parts), -1, -1):
+                directory = "/".join(parts[:depth])
+                if os.path.isfile(os.path.join(self.root, directory, "conftest.py")):
+                    conftest = self.add_file(_join(directory, "conftest.py"))
+                    space = None if conftest is None else self.namespace(conftest)
+                    if space is not None and all(space is not f for f in found):
+                        found.append(space)
+            cached = self._search[folder] = tuple(found)
+        return cached
+
+    def lookup(self, importer: Module, dotted: str) -> tuple[Module | None, bool]:
+        """(module, ours) for an absolute import in ``importer``: ``ours`` is True when the top-level
+        name is first-party or a test-tree name on its search path (a missing one is an error)."""
+        top = dotted.partition(".")[0]
+        if importer.basedir is not None:
+            for namespace in self.search_path(importer):
+                if top in namespace:
+                    return namespace.get(dotted), True
+        if top in self.top_names:
+            return self.modules.get(dotted), True
+        return None, False
+
+    def relative(self, module: Module, level: int, target: str | None) -> str | None:
+        """The dotted name ``from <level dots><target>`` means in ``module``; None beyond the top."""
+        parts = module.name.split(".")
+        base = parts if module.is_package else parts[:-1]
+        if level - 1 >= len(base):
+            return None
+        base = base[: len(base) - (level - 1)]
+        return ".".join([*base, target] if target else base) or None
+
+    def import_target(self, module: Module, level: int, target: str | None) -> tuple[Module | None, bool]:
+        """(module, ours) for the module part of ``from <level dots><target> import ...``."""
+        if level:
+            dotted = self.relative(module, level, target)
+            return (None if dotted is None else self.namespace(module).get(dotted)), True
+        return self.lookup(module, target or "")
+
+    # -- reading and parsing -----------------------------------------------------------------------
+    def scan(self, module: Module) -> bytes | None:
+        """The module's source if it may import indexed code (a cheap regex test), else None."""
+        if module.scanned:
+            return module.source if module.may_import else None
+        module.scanned = True
+        if module.path is None:
+            return None
+        try:
+            source = read_bytes(module.path)
+        except OSError as exc:  # vanished or unreadable since discovery: say so, never a traceback
+            self.problems.append(Problem(module.rel, 0, 0, SYNTAX_ERROR, f"cannot read: {exc.strerror}"))
+            module.parsed = True
+            return None
+        module.may_import = self._may_import(module, source)
+        if module.may_import:
+            module.source = source
+            return source
+        return None
+
+    def _may_import(self, module: Module, source: bytes) -> bool:
+        if self._first_party.search(source) or DYNAMIC_IMPORT.search(source):
+            return True
+        namespaces = self.search_path(module)
+        if not namespaces:
+            return False
+        # A test-tree file may import its neighbours by bare name; one generic regex lists the
+        # names it imports (a few per file), instead of one alternation per folder.
+        for from_name, import_names in IMPORTED_NAMES.findall(source):
+            for name in (from_name,) if from_name else import_names.split(b","):
+                top = name.strip().split(b" ", 1)[0].split(b".", 1)[0].decode("ascii", "replace")
+                if any(top in namespace for namespace in namespaces):
+                    return True
+        return False
+
+    def tree(self, module: Module, source: bytes | None = None) -> ast.Module | None:
+        """The module's syntax tree, parsed once (None: no file, a syntax error, unreadable)."""
+        if module.parsed:
+            return module.tree
+        module.parsed = True
+        if module.path is None:
+            return None
+        if source is None:
+            try:
+                source = module.source or read_bytes(module.path)
+            except OSError as exc:
+                self.problems.append(Problem(module.rel, 0, 0, SYNTAX_ERROR, f"cannot read: {exc.strerror}"))
+                return None
+        module.source = source
+        try:
+            module.tree = ast.parse(source, filename=module.rel)
+        except (SyntaxError, ValueError) as exc:  # ValueError: null bytes (Python < 3.12)
+            line, col = (exc.lineno or 0, exc.offset or 0) if isinstance(exc, SyntaxError) else (0, 0)
+            message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+            self.problems.append(Problem(module.rel, line, col, SYNTAX_ERROR, f"cannot parse: {message}"))
+            module.open_names = True  # reported once; importers are not blamed for it
+            return None
+        return module.tree
+
+    def files(self) -> list[Module]:
+        """Every indexed module that is a file, in path order."""
+        return [m for rel, m in sorted(self.by_rel.items()) if m.path is not None]
+
+
+def _rel_dir(path: str) -> str:
+    rel = normalize_path(path)
+    return "" if rel in ("", ".") else rel
+
+
+def _join(base: str, name: str) -> str:
+    return f"{base}/{name}" if base else name
+
+
+__all__ = ["Module", "ModuleIndex", "SYNTAX_ERROR"]

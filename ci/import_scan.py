@@ -1,0 +1,51 @@
+"""Reading source files fast, and deciding cheaply (a C regex search, no parse) whether one may
+import indexed code: most test files import nothing first-party, and ``ast.parse`` costs far more
+than a search. A match only means "parse this file"; a miss must be certain.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+
+def read_bytes(path: str) -> bytes:
+    """The file's bytes. os.open/os.read, not open(): no buffered file object per file, which is
+    about 3x faster over 10,000 small test files."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        chunks = [os.read(fd, _READ_SIZE)]
+        while len(chunks[-1]) == _READ_SIZE:  # a large file (a regular file reads short only at its end)
+            chunks.append(os.read(fd, _READ_SIZE))
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+_READ_SIZE = 1 << 16
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def prefilter(packages: tuple[str, ...]) -> re.Pattern[bytes]:
+    r"""Matches a file that may import first-party code: ``from <package>``, ``from .``, or an
+    ``import`` line naming a package, the keyword at the start of a line or after whitespace,
+    ``;`` or ``:``. The keyword comes first and the check of the character before it is a
+    lookbehind, so the regex engine skips ahead to an ``f`` or ``i`` (3-4x faster than leading
+    with ``(?:^|[\s;:])``, which it tries at every position)."""
+    names = b"|".join(re.escape(p.encode()) for p in packages) or b"(?!)"
+    return re.compile(rb"(?:from(?<![^\s;:]from)\s+(?:\.|(?:" + names + rb")\b)"
+                      rb"|import(?<![^\s;:]import)\s[^\n]*\b(?:" + names + rb")\b)")
+
+
+# The names a file imports absolutely (``from <name>`` / the ``import`` line), for test-tree files
+# whose neighbours are importable by bare name: one generic regex instead of one per folder.
+IMPORTED_NAMES = re.compile(rb"from(?<![^\s;:]from)[ \t]+([\w.]+)|import(?<![^\s;:]import)[ \t]+([^\n;#]*)")
+
+# What the prefilter cannot see: a keyword continued onto the next line with a backslash, and
+# imports by string (importlib.import_module, __import__, pytest.importorskip, pytest_plugins,
+# ``python -m <module>`` argument lists).
+DYNAMIC_IMPORT = re.compile(rb"(?:from|import)[ \t]*\\\r?\n|import_module|__import__|importorskip"
+                            rb"|pytest_plugins|[\"']-m[\"']")
+
+
+__all__ = ["DYNAMIC_IMPORT", "IMPORTED_NAMES", "prefilter", "read_bytes"]
