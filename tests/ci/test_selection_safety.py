@@ -81,8 +81,11 @@ def pytest_env() -> dict[str, str]:
             if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST"))}
 
 
-def run_pytest(root: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line",
+def run_pytest(root: Path, args: list[str], workers: int = 0) -> subprocess.CompletedProcess[str]:
+    """``workers``: pytest-xdist processes (0: none). The group runs use two: by the time they run,
+    the outer suite's other workers are done, and the machine's second core would sit idle."""
+    spread = ["-n", str(workers), "--dist", "loadfile"] if workers else []
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", *spread,
                            "-W", "ignore::pytest.PytestUnraisableExceptionWarning", *args],
                           cwd=root, env=pytest_env(), capture_output=True, text=True, timeout=600)
 
@@ -194,7 +197,7 @@ def test_every_test_a_break_fails_was_selected(tmp_path, record_property):
     misses = []
     for breaks, tests in sorted(groups.items(), key=lambda kv: sorted(kv[1])):
         breaker.apply(breaks)
-        done = run_pytest(copy, sorted(tests))
+        done = run_pytest(copy, sorted(tests), workers=2 if len(tests) > 1 else 0)
         if done.returncode != 0:
             for test in _failed_files(done.stdout) or tests:  # bisect for the first few only: minutes
                 misses.append(_culprit(copy, breaker, test, breaks) if len(misses) < DIAGNOSE else
