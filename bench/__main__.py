@@ -18,6 +18,11 @@ def available() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if "-h" in args or "--help" in args:
+        print(f"usage: python -m bench [name ...] [--quick] [benchmark flags]\n\nbenchmarks: {', '.join(available())}\n"
+              "each prints a table whose ratios are against a baseline measured in the same run;\n"
+              "`python -m bench NAME --help` is not forwarded: see the module docstring of bench/NAME.py")
+        return 0
     names = [a for a in args if not a.startswith("-")]
     flags = [a for a in args if a.startswith("-")]
     unknown = sorted(set(names) - set(available()))

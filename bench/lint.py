@@ -25,7 +25,7 @@ from bench.table import best_of, format_table
 from ci.import_check import check_imports
 from ci.lint import lint_registry, lint_repo
 from ci.project import ProjectConfig
-from ci.registry import _parse_precise, gc_paused, iter_test_files, parse_registry
+from ci.registry import _parse_precise, derived_timeout, gc_paused, iter_test_files, parse_registry
 
 HEADER = """version: 1
 run_all_paths: [registry.yaml]
@@ -57,8 +57,10 @@ def registry_text(n: int) -> str:
     """The synthetic registry: ``n`` entries for `synthetic_path` 0..n-1, depending on fp4kv modules."""
     lines = [HEADER]
     for i in range(n):
-        tiers = "[cpu, gpu_b200]" if i % 7 == 0 else "[cpu]"
-        lines.append(f"  {synthetic_path(i)}:\n    tiers: {tiers}\n    est_time: {1 + i % 50}\n"
+        gpu = i % 7 == 0
+        tiers = "[cpu, gpu_b200]" if gpu else "[cpu]"
+        timeout = f"    timeout: {derived_timeout(1 + i % 50)}\n" if gpu else ""  # lint's L007
+        lines.append(f"  {synthetic_path(i)}:\n    tiers: {tiers}\n    est_time: {1 + i % 50}\n{timeout}"
                      f"    owner: \"@team{i % 9}\"\n    status: active\n    depends_on: [fp4kv/mod{i % 20}.py]\n")
     return "".join(lines)
 

@@ -11,7 +11,8 @@ Contract:
   test file itself or lies under one of its ``depends_on`` prefixes (`path_is_under`), or when
   the impact gives a reason (a changed file in its import closure or a conftest above it); a
   change under any ``run_all_paths`` entry selects every active test. Without an impact, a
-  changed helper or conftest beside or above the test under ``tests/`` selects it instead.
+  changed helper or conftest beside or above the test inside a test root (``project.test_roots``)
+  selects it instead.
   ``changed_files=None`` means "no change filter" (run everything active); an empty list
   selects nothing. ``uncovered`` lists changed paths that select no registered test at all.
 - Times used for sharding: ``durations[path]`` when given (seconds, e.g. measured p90), else the
@@ -22,12 +23,14 @@ Contract:
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shlex
 from dataclasses import dataclass, fields
 from typing import Mapping, Sequence
 
 from ci.deps import Impact
+from ci.project import ProjectConfig
 from ci.registry import Registry, Status, TestEntry, Tier, path_is_under
 from ci.shard import ShardPlan, lpt, lpt_for_budget
 
@@ -131,7 +134,7 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
             detail = f"{entry.status.value}: {entry.reason}" + (f" ({entry.issue})" if entry.issue else "")
             not_run.append(NotRun(entry.path, detail, command))
             continue
-        why = _why_selected(entry, changed, trigger, impact)
+        why = _why_selected(entry, changed, trigger, impact, registry.project)
         if why is None:
             not_run.append(NotRun(entry.path, "not affected by the change", command))
             continue
@@ -152,7 +155,7 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
 
 
 def _why_selected(entry: TestEntry, changed: tuple[str, ...] | None, trigger: str | None,
-                  impact: Impact | None) -> str | None:
+                  impact: Impact | None, project: ProjectConfig) -> str | None:
     if changed is None:
         return "all active tests"
     if trigger is not None:
@@ -164,18 +167,20 @@ def _why_selected(entry: TestEntry, changed: tuple[str, ...] | None, trigger: st
     if impact is not None:
         return impact.reasons.get(entry.path)
     for path in changed:
-        if _is_test_support(path, entry.path):
+        if _is_test_support(path, entry.path, project):
             return f"changed: {path} (test support beside or above the test)"
     return None
 
 
-def _is_test_support(changed: str, test_path: str) -> bool:
+def _is_test_support(changed: str, test_path: str, project: ProjectConfig) -> bool:
     """True if ``changed`` is a non-test file (conftest.py, a helper module, data) in the test's
-    own folder or a folder above it inside ``tests/``: pytest loads conftests on that path and
-    tests import their neighbours, so such a change can break the test without being listed in
-    its ``depends_on``."""
+    own folder or a folder above it inside a test root (``project.test_roots``): pytest loads
+    conftests on that path and tests import their neighbours, so such a change can break the test
+    without being listed in its ``depends_on``. Used only without an import-graph impact."""
     folder, _, name = changed.rpartition("/")
-    if not (folder == "tests" or folder.startswith("tests/")) or name.startswith("test_"):
+    if any(fnmatch.fnmatchcase(name, pattern) for pattern in project.test_patterns):
+        return False
+    if not any(path_is_under(folder, root) for root in project.test_roots):
         return False
     return path_is_under(test_path, folder)
 

@@ -105,6 +105,25 @@ def test_changed_test_support_selects_the_tests_beside_and_below_it(registry):
     assert p.selected == ()  # another test file, or a sibling folder, is not support
 
 
+def test_test_support_follows_the_projects_test_roots_and_patterns():
+    """Another layout (SGLang's): tests under test/registered, named *_test.py."""
+    text = textwrap.dedent("""\
+        version: 1
+        project: {test_roots: [test/registered], test_patterns: ["*_test.py"]}
+        tiers:
+          cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+        tests:
+          test/registered/core/abort_test.py: {tiers: [cpu], est_time: 1, owner: me, status: active}
+        """)
+    registry, problems = parse_registry(text)
+    assert problems == []
+    p = plan(registry, "cpu", changed_files=["test/registered/util.py"])
+    assert [(t.path, t.why) for t in p.selected] == [
+        ("test/registered/core/abort_test.py", "changed: test/registered/util.py (test support beside or above the test)")]
+    for not_support in (["test/registered/core/other_test.py"], ["tests/util.py"], ["test/util.py"]):
+        assert plan(registry, "cpu", changed_files=not_support).selected == (), not_support
+
+
 def test_run_all_path_selects_everything_active(registry):
     p = plan(registry, "cpu", changed_files=["ci/plan.py"])
     assert len(p.selected) == 3
