@@ -250,6 +250,9 @@ def test_a_dangling_test_file_link_is_reported(tmp_path):
     assert lines(lint_registry(tmp_path, registry, tree.files, tree.links)) == [
         f"tests/test_gone.py:1:1: L006 is a symlink to {tmp_path / 'tests' / 'missing.py'}, which does not exist; "
         f"pytest refuses to collect it: keep test code in the repository"]
+    # The whole lint too: the import check skips the dangling link instead of a traceback.
+    (tmp_path / "registry.yaml").write_text(HEAD + entry("tests/real/test_a.py"))
+    assert [(p.path, p.code) for p in lint_repo(tmp_path)] == [("tests/test_gone.py", "L006")]
 
 
 @pytest.mark.parametrize("extra, expected", [

@@ -5,7 +5,6 @@ through the console script or ``python -m ci --root``, and takes the layout from
 
 from __future__ import annotations
 
-import inspect
 import json
 import subprocess
 import sys
@@ -14,14 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ci.import_check import check_imports
 from ci.registry import load_registry
 from tools.rerun.resolve import Kind, resolve_target
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("fp4kv-ci")
-# The import check takes the project layout (source roots, generated modules) once the branch that
-# teaches it `project=` is merged; until then this one check is expected to fail, strictly.
-IMPORT_CHECK_READS_PROJECT = "project" in inspect.signature(check_imports).parameters
 
 REGISTRY = """\
 version: 1
@@ -97,8 +92,6 @@ def ci(elsewhere: Path, *argv: str, script: bool = True) -> subprocess.Completed
     return subprocess.run([*command, *argv], cwd=elsewhere, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.xfail(not IMPORT_CHECK_READS_PROJECT, strict=True,
-                   reason="ci.import_check learns the project layout (project=) on another branch")
 def test_lint_finds_the_stale_nested_import_at_file_and_line(acme, elsewhere):
     result = ci(elsewhere, "--root", str(acme), "lint")
     assert result.returncode == 1, result.stdout + result.stderr
