@@ -16,9 +16,9 @@ import statistics
 from pathlib import Path
 
 from ci.commands import plan as plan_cmd
-from ci.deps import TestDependencies
-from ci.import_cache import default_cache_path
-from ci.plan import plan
+from ci.selection.deps import TestDependencies
+from ci.imports.cache import default_cache_path
+from ci.selection.plan import plan
 from ci.registry import Registry, TestEntry, load_registry, path_is_under
 
 SEED = 20260501
@@ -37,13 +37,13 @@ HAND_WRITTEN = {
     "tests/ci/test_lint.py": ("ci", "fp4kv", "tools", "bench", "tests"),
     "tests/ci/test_import_check.py": ("ci",),
     "tests/ci/test_registry_fastpath.py": ("ci", "bench/lint.py"),
-    "tests/ci/test_shard.py": ("ci/shard.py",),
-    "tests/ci/test_plan.py": ("ci/plan.py", "ci/shard.py", "ci/changes.py", "ci/commands/plan.py"),
-    "tests/ci/test_run.py": ("ci/runner.py", "ci/junit.py", "ci/summary.py", "ci/commands/run.py",
+    "tests/ci/test_shard.py": ("ci/selection/shard.py",),
+    "tests/ci/test_plan.py": ("ci/selection/plan.py", "ci/selection/shard.py", "ci/selection/changes.py", "ci/commands/plan.py"),
+    "tests/ci/test_run.py": ("ci/running/runner.py", "ci/results/junit.py", "ci/results/summary.py", "ci/commands/run.py",
                              "ci/pytest_plugin.py"),
-    "tests/ci/test_durations.py": ("ci/durations.py", "ci/junit.py", "ci/commands/durations.py"),
+    "tests/ci/test_durations.py": ("ci/results/durations.py", "ci/results/junit.py", "ci/commands/durations.py"),
     "tests/ci/test_workflows.py": (".github/workflows", "ci/commands", "ci/__main__.py"),
-    "tests/ci/test_job.py": ("ci/commands", "ci/lint.py", "ci/runner.py", "ci/pytest_plugin.py"),
+    "tests/ci/test_job.py": ("ci/commands", "ci/lint.py", "ci/running/runner.py", "ci/pytest_plugin.py"),
     **{f"tests/rerun/test_rerun_{name}.py": ("tools/rerun",)
        for name in ("commands", "handler", "github", "server", "load", "workflows")},
 }

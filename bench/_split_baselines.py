@@ -7,7 +7,7 @@ the shards' lists of test ids. Both tools split test *items*; the benchmark feed
 
 * `pytest_split_least_duration`: pytest-split's ``least_duration``. Items sorted by id, then
   (stable) by duration, longest first; each goes to the group with the smallest sum, ties to the
-  lowest group index. That is LPT: `ci.shard.lpt` makes the same choices.
+  lowest group index. That is LPT: `ci.selection.shard.lpt` makes the same choices.
 * `pytest_split_duration_based_chunks`: pytest-split's default ``duration_based_chunks``.
   Contiguous runs in collection order: a group takes items until its sum reaches total / N,
   then the next group starts. (Upstream would index past the last group if rounding left

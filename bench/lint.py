@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from bench.table import best_of, format_table
-from ci.import_check import check_imports
+from ci.imports.check import check_imports
 from ci.lint import lint_registry, lint_repo
 from ci.project import ProjectConfig
 from ci.registry import _parse_precise, derived_timeout, gc_paused, iter_test_files, parse_registry

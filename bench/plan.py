@@ -2,11 +2,11 @@
 
 1. Sharding: 10,000 synthetic test files (2,000 with --quick), lognormal durations (median
    20 s, sigma 1.2: a heavy tail), seeded. For each shard count N, makespan / lower bound
-   ``max(total / N, longest)`` (1.00 is optimal) for ours (`ci.shard.lpt`) and what other
+   ``max(total / N, longest)`` (1.00 is optimal) for ours (`ci.selection.shard.lpt`) and what other
    splitters do, restated from their source in `bench._split_baselines`: pytest-split's
    ``least_duration`` (also LPT) and its default ``duration_based_chunks``, pytest-shard's hash,
    and two naive references (round-robin, least-loaded in registry order without sorting).
-2. Planning time, best of 5, for `ci.plan.plan` (selection + LPT) at N = 64.
+2. Planning time, best of 5, for `ci.selection.plan.plan` (selection + LPT) at N = 64.
 3. The import index at 10,121 files (`bench._selection.build_repo`): building it cold (every
    file parsed) and warm (records from the content-hash cache), and a warm ``ci plan`` for a
    one-file change (in process, text and JSON output), against planning the same change
@@ -26,9 +26,9 @@ from pathlib import Path
 from bench import _selection
 from bench import _split_baselines as split
 from bench.table import best_of, format_table
-from ci.plan import plan
+from ci.selection.plan import plan
 from ci.registry import Registry, TestEntry, Tier, find_repo_root, load_registry
-from ci.shard import lower_bound, lpt
+from ci.selection.shard import lower_bound, lpt
 
 SEED = 20240601
 TARGET_WARM_PLAN_S = 0.5
@@ -76,7 +76,7 @@ def planning_time(times: dict[str, float]) -> None:
     print(format_table(["step (N=64)", "ms", "x round-robin"], [
         ["round-robin split (baseline)", f"{t_rr * 1e3:.2f}", "1.0"],
         ["LPT only", f"{t_lpt * 1e3:.2f}", f"{t_lpt / t_rr:.1f}"],
-        ["ci.plan.plan (select + LPT)", f"{t_plan * 1e3:.2f}", f"{t_plan / t_rr:.1f}"],
+        ["ci.selection.plan.plan (select + LPT)", f"{t_plan * 1e3:.2f}", f"{t_plan / t_rr:.1f}"],
     ], "planning time, best of 5"))
 
 

@@ -14,8 +14,8 @@
   or leads nowhere (the plugin refuses to collect it);
 * ``L007`` an entry with a GPU tier has no ``timeout``, or one below what its est_time derives
   (`ci.registry.derived_timeout`): a hung GPU test must not hold a runner until the job's limit;
-* ``I0xx`` import integrity, from `ci.import_check`;
-* ``L005`` (info, with ``info=True``) a ``depends_on`` entry the import graph covers, `ci.deps_lint`.
+* ``I0xx`` import integrity, from `ci.imports.check`;
+* ``L005`` (info, with ``info=True``) a ``depends_on`` entry the import graph covers, `ci.selection.deps_lint`.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from ci.import_check import check_imports, project_for
-from ci.import_index import ModuleIndex
+from ci.imports.check import check_imports, project_for
+from ci.imports.index import ModuleIndex
 from ci.project import ProjectConfig
 from ci.registry import (
     REGISTRY_FILENAME, Problem, Registry, RegistryError, TestEntry, derived_timeout, display_path, gc_paused, link_problem,
     parse_registry, read_registry_text, scan_test_tree,
 )
-from ci.registry_rules import MIN_TIMEOUT, TIMEOUT_FACTOR
-from ci.registry_writer import suggested_entry
+from ci.registry.rules import MIN_TIMEOUT, TIMEOUT_FACTOR
+from ci.registry.writer import suggested_entry
 
 MISSING_FILE = "L001"
 UNREGISTERED = "L002"
@@ -117,7 +117,7 @@ def lint_repo(root: Path, registry_path: Path | None = None,
               packages: tuple[str, ...] | None = None, *, info: bool = False,
               project: ProjectConfig | None = None) -> list[Problem]:
     """Every problem in the repository at ``root`` (registry default ``root/registry.yaml``);
-    ``info=True`` adds the info-level ones that never fail lint (`ci.deps_lint.is_info`).
+    ``info=True`` adds the info-level ones that never fail lint (`ci.selection.deps_lint.is_info`).
     First-party code is what ``project``, else the registry's ``project``, says, or the
     ``packages`` given.
 
@@ -142,7 +142,7 @@ def lint_repo(root: Path, registry_path: Path | None = None,
         index = ModuleIndex(root, project_for(packages, project))  # one parse for both checks
         problems += check_imports(root, index=index)
         if info and registry is not None:
-            from ci.deps_lint import redundant_problems
+            from ci.selection.deps_lint import redundant_problems
             problems += redundant_problems(root, registry, index)
         # Freed here by reference counting rather than traversed by the collection that
         # re-enabling the GC triggers (10,000 entries).

@@ -14,7 +14,7 @@ nothing. Test files are those under the registry's ``project.test_roots`` whose 
   error: its code is not the repository's, so it is never run;
 * every registered tier becomes a marker (``pytest -m gpu_b200``; markers are declared, so
   ``--strict-markers`` accepts them);
-* the item runs if at least one of its tiers' hardware is present (see `ci.hardware`), otherwise
+* the item runs if at least one of its tiers' hardware is present (see `ci.running.hardware`), otherwise
   it is skipped with the missing hardware as the reason; with ``--tier T`` only T's items are
   selected and they run only where T's hardware is present;
 * ``manual`` / ``quarantined`` files are skipped with the registry's reason and issue, unless the
@@ -44,7 +44,7 @@ from typing import Callable
 
 import pytest
 
-from ci.hardware import LazyHardware
+from ci.running.hardware import LazyHardware
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, Status, TestEntry, find_repo_root, link_problem,
     load_registry, path_is_under,
@@ -157,7 +157,7 @@ class RefusedTestFile(pytest.File):
 
 
 def _unregistered(state: _State, rel: str) -> str:
-    from ci.registry_writer import suggested_entry  # deferred: only the error path needs it
+    from ci.registry.writer import suggested_entry  # deferred: only the error path needs it
 
     roots = ", ".join(f"{r}/" for r in state.registry.project.test_roots)
     return (f"{rel} is not registered in {state.registry.path}; every test file under {roots} needs an "

@@ -8,7 +8,7 @@ Examples::
     python -m ci deps --reverse fp4kv/quant/e2m1.py --format json
 
 The closure is the test file, the conftest.py files pytest loads for it, and everything they
-import (see `ci.import_graph`). ``--reverse`` applies `ci plan`'s rules (imports, conftests,
+import (see `ci.imports.graph`). ``--reverse`` applies `ci plan`'s rules (imports, conftests,
 ``depends_on``, ``run_all_paths``) to a one-file change, for every tier. Exit status: 0, or 2 for
 a usage error (unknown test, module or file).
 """
@@ -20,8 +20,8 @@ import json
 import sys
 
 from ci.commands.plan import add_registry_arg, load
-from ci.deps import TestDependencies
-from ci.plan import plan
+from ci.selection.deps import TestDependencies
+from ci.selection.plan import plan
 from ci.registry import RegistryError, normalize_path
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
 from ci.commands.plan import add_registry_arg, load, registry_file
-from ci.durations import DEFAULT_MARGIN, DurationReport, collect, rewrite_est_times
-from ci.junit import JUnitError, parse_junit
+from ci.results.durations import DEFAULT_MARGIN, DurationReport, collect, rewrite_est_times
+from ci.results.junit import JUnitError, parse_junit
 from ci.registry import Registry, RegistryError
 
 EXIT_OK = 0

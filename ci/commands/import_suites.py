@@ -1,7 +1,7 @@
 """``python -m ci [--root DIR] import-suites [--suites run_suite.py ...] --tier-map SUITE=TIER ...``.
 
-Converts SGLang-style suite definitions into registry entries (`ci.suites` reads them with `ast`,
-never running them; `ci.suite_import` has the rules) and prints the resulting registry, or writes
+Converts SGLang-style suite definitions into registry entries (`ci.adopt.suites` reads them with `ast`,
+never running them; `ci.adopt.suite_import` has the rules) and prints the resulting registry, or writes
 it with ``--output FILE`` (atomically; an existing file only with ``--force``). The tiers, project
 layout and existing entries come from the repository's registry.yaml when it has one, else from
 what ``ci init`` would write (one ``cpu`` tier). Unmapped suites, disagreeing est_times and every
@@ -15,14 +15,14 @@ import sys
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
-from ci.registry_writer import PLACEHOLDER_OWNER
+from ci.registry.writer import PLACEHOLDER_OWNER
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, explicit_repo_root, find_repo_root, load_registry,
     parse_registry,
 )
-from ci.registry_writer import render_registry
-from ci.starter import empty_registry
-from ci.suite_import import import_suites, scan_sources
+from ci.registry.writer import render_registry
+from ci.adopt.starter import empty_registry
+from ci.adopt.suite_import import import_suites, scan_sources
 
 
 def _tier_map(values: list[str]) -> dict[str, list[str]]:

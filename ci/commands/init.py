@@ -3,7 +3,7 @@
 Writes a starter ``registry.yaml`` at the repository root (``--root DIR``; else the directory
 above the working directory that already holds a registry, which it then refuses to overwrite;
 else the git work tree's top; else the working directory): the layout it finds (``project:``), one ``cpu`` tier, and every test file on it, with
-est_time from the JUnit reports when given (see `ci.starter`). The file lints clean unless the
+est_time from the JUnit reports when given (see `ci.adopt.starter`). The file lints clean unless the
 tree itself has problems (shared basenames, stale imports), which it prints.
 
 Refuses to overwrite an existing registry unless ``--force``; the write is atomic (a crash leaves
@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
-from ci.junit import JUnitError
-from ci.registry_writer import PLACEHOLDER_OWNER
+from ci.results.junit import JUnitError
+from ci.registry.writer import PLACEHOLDER_OWNER
 from ci.registry import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, parse_registry
-from ci.registry_writer import render_registry
-from ci.starter import starter_registry
+from ci.registry.writer import render_registry
+from ci.adopt.starter import starter_registry
 
 HEADER = """\
 Which test files this repository has, where each runs and how long it takes.

@@ -13,11 +13,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ci.changes import ChangesError
+from ci.selection.changes import ChangesError
 from ci.commands.plan import UsageError, add_registry_arg, load, make_plans, registry_file
 from ci.commands.run import add_run_args, execute, split_extra
-from ci.junit import JUnitError
-from ci.plan import PlanError, to_text
+from ci.results.junit import JUnitError
+from ci.selection.plan import PlanError, to_text
 from ci.registry import Problem, RegistryError
 
 

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ci.deps_lint import fix_registry, is_info
+from ci.selection.deps_lint import fix_registry, is_info
 from ci.lint import lint_repo
 from ci.registry import REGISTRY_FILENAME, Problem, RepoRootNotFound, find_repo_root
 

@@ -18,11 +18,11 @@ import os
 import sys
 from pathlib import Path
 
-from ci.changes import ChangesError, git_changed_files, read_changed_files
-from ci.deps import Impact, TestDependencies, registered_non_files
-from ci.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
+from ci.selection.changes import ChangesError, git_changed_files, read_changed_files
+from ci.selection.deps import Impact, TestDependencies, registered_non_files
+from ci.selection.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
 from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, find_repo_root, load_registry
-from ci.shard import ShardBudgetError
+from ci.selection.shard import ShardBudgetError
 
 
 class UsageError(Exception):

@@ -20,15 +20,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ci.changes import ChangesError
-from ci.hardware import LazyHardware
+from ci.selection.changes import ChangesError
+from ci.running.hardware import LazyHardware
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
-from ci.junit import JUnitError, parse_junit
-from ci.plan import NotRun, PlanError
+from ci.results.junit import JUnitError, parse_junit
+from ci.selection.plan import NotRun, PlanError
 from ci.registry import Registry, RegistryError
-from ci.runner import build_invocation, parse_workers, run_invocation
-from ci.shard import ShardBudgetError, parse_shard_spec
-from ci.summary import DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, append_step_summary, summarize, to_markdown, to_text
+from ci.running.runner import build_invocation, parse_workers, run_invocation
+from ci.selection.shard import ShardBudgetError, parse_shard_spec
+from ci.results.summary import DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, append_step_summary, summarize, to_markdown, to_text
 
 NO_TESTS_COLLECTED = 5
 EMPTY_REPORT = 1

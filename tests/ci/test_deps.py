@@ -10,9 +10,9 @@ import pytest
 
 from ci.commands import deps as deps_cmd
 from ci.commands import lint as lint_cmd
-from ci.deps import TestDependencies
-from ci.deps_lint import _line_span, remove_dependencies
-from ci.import_cache import RecordCache
+from ci.selection.deps import TestDependencies
+from ci.selection.deps_lint import _line_span, remove_dependencies
+from ci.imports.cache import RecordCache
 from ci.lint import lint_repo
 from ci.registry import RegistryError, parse_registry
 

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 from ci.commands import durations as durations_cmd
-from ci.durations import collect, p90, propose, rewrite_est_times
-from ci.junit import JUnitError, parse_junit
+from ci.results.durations import collect, p90, propose, rewrite_est_times
+from ci.results.junit import JUnitError, parse_junit
 from ci.registry import RegistryError, parse_registry
 
 REGISTRY = textwrap.dedent("""\

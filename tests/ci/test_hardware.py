@@ -1,4 +1,4 @@
-"""ci.hardware: a tier's hardware identity (arch, device name, memory, features) is checked in full,
+"""ci.running.hardware: a tier's hardware identity (arch, device name, memory, features) is checked in full,
 and `ci run --tier T` on a runner that does not match fails with exit 3 saying what it found."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from ci.__main__ import main as ci_main
-from ci.hardware import (
+from ci.running.hardware import (
     OVERRIDE_ENV, Device, Hardware, capability_features, missing, parse_nvlink_status, parse_override, probe,
 )
 from ci.registry import Tier

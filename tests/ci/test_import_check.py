@@ -1,4 +1,4 @@
-"""ci/import_check.py on small throw-away trees: what counts as defined, what is reported where."""
+"""ci/imports/check.py on small throw-away trees: what counts as defined, what is reported where."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.import_check import check_imports
+from ci.imports.check import check_imports
 from ci.project import ProjectConfig
 
 from tree_testutil import write

@@ -1,4 +1,4 @@
-"""ci/import_graph.py and ci/deps.py on synthetic repositories: closures, reasons, deleted and
+"""ci/imports/graph.py and ci/selection/deps.py on synthetic repositories: closures, reasons, deleted and
 renamed modules, and random module graphs checked against what Python really imports."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ci.deps import TestDependencies
-from ci.import_graph import ImportGraph
-from ci.import_index import ModuleIndex
+from ci.selection.deps import TestDependencies
+from ci.imports.graph import ImportGraph
+from ci.imports.index import ModuleIndex
 from ci.project import ProjectConfig
 from ci.registry import parse_registry
 

@@ -12,7 +12,7 @@ import pytest
 
 from ci.__main__ import main as ci_main
 from ci.registry import Status, load_registry, parse_registry
-from ci.suites import read_registrations, read_run_suite
+from ci.adopt.suites import read_registrations, read_run_suite
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("fp4kv-ci")
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from ci.__main__ import main as ci_main
 from ci.project import ProjectConfig
 from ci.registry import Registry, Status, TestEntry, Tier, parse_registry
-from ci.registry_writer import render_registry
-from ci.starter import detect_project, roots_of_tests
+from ci.registry.writer import render_registry
+from ci.adopt.starter import detect_project, roots_of_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE_SCRIPT = Path(sys.executable).with_name("fp4kv-ci")
@@ -198,7 +198,7 @@ def test_what_the_writer_renders_parses_back_the_same(registry, comment):
 
 
 def test_the_writer_renders_the_block_style_the_fast_path_reads():
-    from ci.registry_fast import parse_fast
+    from ci.registry.fast_parse import parse_fast
 
     registry, _ = parse_registry((ROOT / "registry.yaml").read_text())
     assert parse_fast(render_registry(registry), "registry.yaml") is not None

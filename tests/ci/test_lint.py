@@ -12,7 +12,7 @@ import pytest
 
 from ci.commands import lint as cli
 from ci.lint import lint_registry, lint_repo
-from ci.registry_writer import suggested_entry
+from ci.registry.writer import suggested_entry
 from ci.registry import Problem, parse_registry, scan_test_tree
 
 ROOT = Path(__file__).resolve().parents[2]

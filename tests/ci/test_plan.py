@@ -1,4 +1,4 @@
-"""`ci.plan.plan` selection, not-run listing, sharding options and renderings; the `ci plan` CLI."""
+"""`ci.selection.plan.plan` selection, not-run listing, sharding options and renderings; the `ci plan` CLI."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ci.commands import plan as plan_cmd
-from ci.plan import PlanError, matrix_entries, plan, to_github_matrix, to_json, to_text
+from ci.selection.plan import PlanError, matrix_entries, plan, to_github_matrix, to_json, to_text
 from ci.registry import parse_registry
-from ci.shard import ShardBudgetError
+from ci.selection.shard import ShardBudgetError
 
 REGISTRY = textwrap.dedent("""\
     version: 1
@@ -125,9 +125,9 @@ def test_test_support_follows_the_projects_test_roots_and_patterns():
 
 
 def test_run_all_path_selects_everything_active(registry):
-    p = plan(registry, "cpu", changed_files=["ci/plan.py"])
+    p = plan(registry, "cpu", changed_files=["ci/selection/plan.py"])
     assert len(p.selected) == 3
-    assert p.run_all_trigger == "ci/plan.py (run_all_paths: ci)"
+    assert p.run_all_trigger == "ci/selection/plan.py (run_all_paths: ci)"
     assert {n.path for n in p.not_run} == {"tests/manual/test_m.py", "tests/q/test_broken.py"}
 
 

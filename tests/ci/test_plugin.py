@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from ci.hardware import OVERRIDE_ENV
+from ci.running.hardware import OVERRIDE_ENV
 
 pytest_plugins = ["pytester"]
 

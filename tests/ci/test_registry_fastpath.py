@@ -1,5 +1,5 @@
 """The lint fast paths: ci/registry.py's line scanner agrees with the node-tree parser, and
-ci/import_check.py's file reading and cycle-free index.
+ci/imports/check.py's file reading and cycle-free index.
 
 The fast path (`_parse_fast`) may only ever return a registry equal to the precise path's
 (`_parse_precise`), and only when the precise path finds no problem; everything else must fall
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from bench.lint import registry_text
-from ci import import_check
-from ci import registry_fast as fast_mod
-from ci import registry_precise as precise_mod
+from ci.imports import check as import_check
+from ci.registry import fast_parse as fast_mod
+from ci.registry import parse as precise_mod
 from ci.registry import Status, iter_test_files, parse_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,7 +315,7 @@ def test_the_ascii_character_check_equals_the_regex():
         assert fast_mod._has_odd_char(text) == (fast_mod._ODD_CHAR.search(text) is not None), repr(text)
 
 
-# --- ci/import_check.py ------------------------------------------------------------------------
+# --- ci/imports/check.py ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("size", [0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 * (1 << 16)])
 def test_read_returns_the_whole_file(tmp_path, size):

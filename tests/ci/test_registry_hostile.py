@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import registry_precise
+from ci.registry import parse as registry_precise
 from ci.__main__ import main as ci_main
 from ci.lint import lint_repo
 from ci.registry import RegistryError, decode_registry, load_registry, parse_registry

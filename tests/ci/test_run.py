@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from ci.commands import run as run_cmd
-from ci.junit import ERROR, FAILED, PASSED, SKIPPED, JUnitError, parse_junit
-from ci.junit import FileResult
-from ci.runner import build_invocation
-from ci.summary import append_step_summary, summarize, to_markdown, to_text
+from ci.results.junit import ERROR, FAILED, PASSED, SKIPPED, JUnitError, parse_junit
+from ci.results.junit import FileResult
+from ci.running.runner import build_invocation
+from ci.results.summary import append_step_summary, summarize, to_markdown, to_text
 
 REGISTRY = textwrap.dedent("""\
     version: 1

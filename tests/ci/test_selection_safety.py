@@ -34,8 +34,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ci.deps import TestDependencies
-from ci.plan import plan
+from ci.selection.deps import TestDependencies
+from ci.selection.plan import plan
 from ci.registry import find_repo_root, load_registry, path_is_under
 
 ROOT = find_repo_root()

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from bench import _split_baselines as baselines
-from ci.shard import ShardBudgetError, lower_bound, lpt, lpt_for_budget, parse_shard_spec
+from ci.selection.shard import ShardBudgetError, lower_bound, lpt, lpt_for_budget, parse_shard_spec
 
 
 def brute_force_makespan(times: dict[str, float], n: int) -> float:

@@ -3,7 +3,7 @@
 `BlockFP4KVQuantizeUtil` and `FP4MXBlock16KVQuantizeUtil` (SGLang's current spelling, which its
 own tests import) are one class and import silently; `KVFP4QuantizeUtil` (the name before the
 rename) is the same class with a once-per-process DeprecationWarning. The repository's import
-check (`ci.import_check`) must accept all three and still report a name that does not exist.
+check (`ci.imports.check`) must accept all three and still report a name that does not exist.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 import fp4kv
 import fp4kv.quant
-from ci.import_check import MISSING_NAME, check_imports
+from ci.imports.check import MISSING_NAME, check_imports
 
 CURRENT = ("BlockFP4KVQuantizeUtil", "FP4MXBlock16KVQuantizeUtil")
 DEPRECATED = "KVFP4QuantizeUtil"

@@ -66,7 +66,7 @@ def test_bad_or_missing_junit_says_no_report(tmp_path: Path, content: str | None
     if content is not None:
         path.write_text(content, encoding="utf-8")
     results = summarize(path)
-    # ci.junit refuses impossible times itself (naming the value); summarize checks them again.
+    # ci.results.junit refuses impossible times itself (naming the value); summarize checks them again.
     assert isinstance(results, str) and (why in results or "impossible time" in results), results
     assert result_cell(results).startswith("**no report**: the run produced no report: ")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ci.plan import plan
+from ci.selection.plan import plan
 from ci.registry import load_registry
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
 from tools.rerun.fake_github import FakeGitHub, Scripted

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from tools.approval.gate import DEFAULT_LABEL, EventError, IssueEventsGitHub, decide, parse_event
-from ci.summary import append_step_summary
+from ci.results.summary import append_step_summary
 from tools.rerun.github import GitHubClient, GitHubError
 
 DEFAULT_API = "https://api.github.com"

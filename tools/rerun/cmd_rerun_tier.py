@@ -1,6 +1,6 @@
 """``/rerun-tier <tier>`` (alias ``/rerun-stage``): every active test of a tier, as the plan shards it.
 
-The shards are `ci.plan.plan`'s (the same planner and shard budget as ``pr-gpu.yml``, whose
+The shards are `ci.selection.plan.plan`'s (the same planner and shard budget as ``pr-gpu.yml``, whose
 ``--shard-budget`` is `DEFAULT_SHARD_BUDGET`; a test keeps the two in step), so a tier run by the bot
 splits exactly as CI would: one dispatch per non-empty shard, part ``i/N``. An unknown tier gets
 the list of tiers and the closest name.
@@ -11,9 +11,9 @@ from __future__ import annotations
 import difflib
 from typing import Mapping
 
-from ci.plan import PlanError, plan as plan_tier
+from ci.selection.plan import PlanError, plan as plan_tier
 from ci.registry import Registry
-from ci.shard import ShardBudgetError
+from ci.selection.shard import ShardBudgetError
 from tools.rerun.commands import Command, quote
 from tools.rerun.dispatch import DispatchSpec
 from tools.rerun.work import Work

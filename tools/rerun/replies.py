@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ci.registry import Registry, Status, TestEntry
-from ci.registry_writer import render_entry, suggested_entry
+from ci.registry.writer import render_entry, suggested_entry
 from tools.rerun.cmd_rerun_failed import RerunResult
 from tools.rerun.commands import MAX_TARGETS, Command, help_text, quote
 from tools.rerun.dispatch import DispatchResult

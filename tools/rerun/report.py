@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ci.junit import ERROR, FAILED, JUnitError, parse_junit
+from ci.results.junit import ERROR, FAILED, JUnitError, parse_junit
 from tools.rerun import replies
 from tools.rerun.commands import quote
 from tools.rerun.github import GitHubAPI, IssueComment

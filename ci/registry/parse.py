@@ -2,7 +2,7 @@
 
 It works on PyYAML's node tree, so duplicate keys (which ``yaml.safe_load`` silently resolves to
 the last value) are caught and each problem points at its node. It is the one place problems come
-from: the fast path (`ci.registry_fast`) only ever accepts what this parser accepts.
+from: the fast path (`ci.registry.fast_parse`) only ever accepts what this parser accepts.
 
 Anchors and aliases are rejected before any node tree is built: the registry format needs neither,
 and an alias graph (``tiers: *x8`` with nested aliases) is exponential to walk.
@@ -16,12 +16,12 @@ import yaml
 
 from ci.gc_pause import gc_paused
 from ci.project import ProjectConfig
-from ci.registry_model import (
+from ci.registry.model import (
     ANCHOR_OR_ALIAS, DUPLICATE_KEY, INVALID_VALUE, MISSING_KEY, MISSING_REASON, NON_POSITIVE, SCHEMA_VERSION,
     STR_TAG, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem, Registry, Status, TestEntry, Tier,
     normalize_path,
 )
-from ci.registry_rules import (
+from ci.registry.rules import (
     PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, describe_scalar, device_name_problem, entry_path_problem, feature_problem, memory_problem,
     project_item_problem, project_value, seconds_problem,

@@ -1,6 +1,6 @@
 """On-disk cache of per-file import records, keyed by each file's content hash.
 
-`ci.import_graph.ImportGraph` asks `get(rel, hash)` before parsing a file and `put`s what it
+`ci.imports.graph.ImportGraph` asks `get(rel, hash)` before parsing a file and `put`s what it
 parsed; `save` writes the cache back when anything changed. A file whose content is unchanged is
 never parsed again, whatever its mtime (a fresh checkout, a branch switch back). The records are
 the raw import statements, before resolution, so the cache does not depend on the project

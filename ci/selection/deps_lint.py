@@ -6,7 +6,7 @@ change any selection:
 
 * it lies under a ``run_all_paths`` entry (a change there selects every test anyway), or
 * it is the test file itself, or
-* it is a file in the test's import closure (`ci.deps.TestDependencies.closure`, without the
+* it is a file in the test's import closure (`ci.selection.deps.TestDependencies.closure`, without the
   scripts ``depends_on`` names: those are why the entry exists), or a directory whose every file
   is (``__pycache__`` aside; one data file in it keeps the entry).
 
@@ -26,8 +26,8 @@ from typing import Mapping
 import yaml
 
 from ci.atomic_write import atomic_write_text
-from ci.deps import TestDependencies
-from ci.import_index import ModuleIndex
+from ci.selection.deps import TestDependencies
+from ci.imports.index import ModuleIndex
 from ci.registry import Problem, Registry, RegistryError, normalize_path, parse_registry, path_is_under
 
 REDUNDANT_DEPENDENCY = "L005"

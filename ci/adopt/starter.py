@@ -21,7 +21,7 @@ from typing import Iterable
 
 from ci.project import ProjectConfig
 from ci.registry import Registry, Tier, scan_test_tree
-from ci.registry_writer import entry
+from ci.registry.writer import entry
 
 DEFAULT_EST_TIME = 30
 DEFAULT_PATTERNS = ("test_*.py", "*_test.py")
@@ -97,8 +97,8 @@ def detect_project(root: Path) -> ProjectConfig:
 
 def measured_est_times(root: Path, reports: Iterable[Path], files: list[str]) -> tuple[dict[str, int], list[str]]:
     """{file: proposed est_time} from JUnit reports, and a note per report or file worth telling."""
-    from ci.durations import collect  # deferred: only --durations needs JUnit parsing
-    from ci.junit import parse_junit
+    from ci.results.durations import collect  # deferred: only --durations needs JUnit parsing
+    from ci.results.junit import parse_junit
 
     placeholder = Registry("registry.yaml", {"cpu": CPU_TIER},
                            {f: entry(f, ("cpu",), DEFAULT_EST_TIME, "-") for f in files})

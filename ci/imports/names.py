@@ -9,7 +9,7 @@ function reads plus the string literals it compares against. A module that star-
 third-party module, or whose ``__getattr__`` names nothing we can read, accepts every name
 (`provided_names` returns None).
 
-The functions here take the module index as an argument (`ci.import_index.ModuleIndex`, which
+The functions here take the module index as an argument (`ci.imports.index.ModuleIndex`, which
 resolves relative and star imports) and never import it, so the index can call them.
 """
 
@@ -19,7 +19,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
-    from ci.import_index import Module, ModuleIndex
+    from ci.imports.index import Module, ModuleIndex
 
 # Attributes the import system gives every module (``__path__`` only packages; accepting it on a
 # plain module is a miss we take rather than a false alarm).

@@ -2,15 +2,15 @@
 
 A registered test's *roots* are the test file and every ``conftest.py`` from the repository root
 down to its folder (pytest loads each); its *closure* is every file the roots import,
-transitively (`ci.import_graph`). `TestDependencies.impact` turns a list of changed paths into
+transitively (`ci.imports.graph`). `TestDependencies.impact` turns a list of changed paths into
 an `Impact`: for each test the graph selects, the reason
 (``imports fp4kv/quant/e2m1.py via fp4kv.quant.mx_block16``), and the changed paths that no
 registered test covers at all (neither closure, conftest, own path, ``depends_on`` nor
 ``run_all_paths``). A deleted module selects the files that still import its name, and through
-them their tests. `ci.plan` combines this with ``depends_on``, own paths and ``run_all_paths``.
+them their tests. `ci.selection.plan` combines this with ``depends_on``, own paths and ``run_all_paths``.
 
 One index and one graph per command; the graph's per-file records are cached on disk
-(`ci.import_cache`) unless ``cache=None``.
+(`ci.imports.cache`) unless ``cache=None``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ci.import_cache import RecordCache, default_cache_path
-from ci.import_graph import ImportGraph
-from ci.import_index import ModuleIndex
+from ci.imports.cache import RecordCache, default_cache_path
+from ci.imports.graph import ImportGraph
+from ci.imports.index import ModuleIndex
 from ci.registry import Registry, gc_paused, normalize_path, path_is_under
 
 _DEFAULT = object()
@@ -34,7 +34,7 @@ class Impact:
     """What a change set does to the registered tests.
 
     ``reasons``: test path -> why the import graph or a conftest selects it (own-path and
-    ``depends_on`` matches are `ci.plan`'s). ``uncovered``: changed paths that select no registered
+    ``depends_on`` matches are `ci.selection.plan`'s). ``uncovered``: changed paths that select no registered
     test by any rule. ``not_files``: registered paths that are not regular files -> what they are.
     """
 
@@ -206,7 +206,7 @@ class TestDependencies:
 
 
 def registered_non_files(root: str | os.PathLike[str], registry: Registry) -> dict[str, str]:
-    """Registered paths that are not regular files -> what they are; `ci.plan` never selects them
+    """Registered paths that are not regular files -> what they are; `ci.selection.plan` never selects them
     (a directory would run every test in it). One ``stat`` per entry."""
     found = {}
     base = os.fspath(root)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ci.atomic_write import atomic_write_bytes
-from ci.junit import FileResult
+from ci.results.junit import FileResult
 
 DEFAULT_THRESHOLD_PCT = 25.0
 DEFAULT_MIN_SECONDS = 5.0

@@ -1,4 +1,4 @@
-"""SGLang-style suites (`ci.suites`) -> registry entries, one per file.
+"""SGLang-style suites (`ci.adopt.suites`) -> registry entries, one per file.
 
 Rules (`import_suites`):
 
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ci.registry import Registry, Status, TestEntry, derived_timeout, scan_test_tree
-from ci.registry_rules import seconds_problem
-from ci.registry_writer import entry, number
-from ci.suites import Registration, Scan, read_registrations, read_run_suite
+from ci.registry.rules import seconds_problem
+from ci.registry.writer import entry, number
+from ci.adopt.suites import Registration, Scan, read_registrations, read_run_suite
 
 UNTIMED_EST_TIME = 60  # seconds; SGLang's own TestFile default
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist"}

@@ -2,7 +2,7 @@
 
 Catches the stale function-local import that pyflakes and ruff miss: ``def f(): from fp4kv.quant
 import KVFP4QuantizeUtil`` after the class was renamed. Nothing is imported; each file is parsed
-once with `ast` (`ci.import_index` finds and parses, `ci.import_names` says what a module defines).
+once with `ast` (`ci.imports.index` finds and parses, `ci.imports.names` says what a module defines).
 
 Checked uses, wherever they appear (module level, function and class bodies, nested functions,
 ``try`` bodies, ``except`` handlers, ``else``/``finally`` blocks, ``if TYPE_CHECKING``):
@@ -28,9 +28,9 @@ import functools
 import os
 import re
 
-from ci.import_index import SYNTAX_ERROR, Module, ModuleIndex
-from ci.import_names import provided_names, statements
-from ci.import_scan import prefilter, read_bytes
+from ci.imports.index import SYNTAX_ERROR, Module, ModuleIndex
+from ci.imports.names import provided_names, statements
+from ci.imports.scan import prefilter, read_bytes
 from ci.project import ProjectConfig
 from ci.registry import Problem, gc_paused
 

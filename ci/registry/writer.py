@@ -13,8 +13,8 @@ from collections import Counter
 from typing import Iterable, Mapping
 
 from ci.project import ProjectConfig
-from ci.registry_rules import derived_timeout
-from ci.registry_model import STR_TAG, Registry, Status, TestEntry, Tier, double_quoted, plain_tag, yaml_scalar
+from ci.registry.rules import derived_timeout
+from ci.registry.model import STR_TAG, Registry, Status, TestEntry, Tier, double_quoted, plain_tag, yaml_scalar
 
 # A string that is plain both in block and flow context and reads back as itself.
 _SAFE_PLAIN = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./@+=-]*")

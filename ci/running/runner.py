@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 PLUGIN = "ci.pytest_plugin"
-_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

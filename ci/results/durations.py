@@ -13,7 +13,7 @@ Contract:
   diff readable and deterministic. A file whose sample or proposed est_time exceeds
   `ci.registry.MAX_SECONDS` (one day) is refused with `DurationsError` naming the file and the
   reports: the registry cannot hold it, so the reports are wrong (each testcase time is already
-  checked by `ci.junit`).
+  checked by `ci.results.junit`).
 - The rewrite locates each ``est_time`` scalar through PyYAML node marks and replaces only those
   characters; comments, order, quoting of everything else stay byte-identical. The result is
   re-parsed and checked before it is returned.
@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 
 import yaml
 
-from ci.junit import JUnitReport
+from ci.results.junit import JUnitReport
 from ci.registry import MAX_SECONDS, Registry, RegistryError, derived_timeout, parse_registry
 
 DEFAULT_MARGIN = 0.10

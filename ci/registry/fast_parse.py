@@ -5,10 +5,10 @@ scalar, a resolver call per node), which is most of `python -m ci lint` at 10,00
 registry is written in a small subset of YAML: block mappings and block sequences by indentation,
 one `key: value` per line, values that are plain or simply quoted scalars or one-line flow lists.
 `parse_fast` reads exactly that subset, line by line, and builds the same `Registry` as the precise
-parser (`ci.registry_precise`). It never reports a problem: on any line outside the subset, and on
+parser (`ci.registry.parse`). It never reports a problem: on any line outside the subset, and on
 anything the precise parser would report, it gives up (`NotSimple`) and the caller takes the
 precise path, so every message, code and position comes from one place. The value rules both
-parsers apply live in `ci.registry_rules`.
+parsers apply live in `ci.registry.rules`.
 
 Scalar types come from PyYAML's own resolver (`plain_tag`), so `yes`, `~`, `0x1f` or `2024-01-01`
 mean what they mean to YAML; numbers are accepted only in forms whose value is plainly what
@@ -22,10 +22,10 @@ import re
 from typing import Any
 
 from ci.project import ProjectConfig
-from ci.registry_model import (
+from ci.registry.model import (
     SCHEMA_VERSION, STR_TAG, Registry, Status, TestEntry, Tier, normalize_path, plain_tag,
 )
-from ci.registry_rules import (
+from ci.registry.rules import (
     PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, device_name_problem, entry_path_problem, feature_problem, memory_problem, project_item_problem,
     project_value, seconds_problem,

@@ -22,9 +22,9 @@ from typing import Iterable
 
 from ci.gc_pause import gc_paused
 from ci.project import ProjectConfig
-from ci.registry_fast import parse_fast
-from ci.registry_model import NOT_UTF8, YAML_SYNTAX, Problem, Registry, RegistryError, normalize_path
-from ci.registry_precise import parse_precise
+from ci.registry.fast_parse import parse_fast
+from ci.registry.model import NOT_UTF8, YAML_SYNTAX, Problem, Registry, RegistryError, normalize_path
+from ci.registry.parse import parse_precise
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, set_repo_root
 
 # ---------------------------------------------------------------------------------------------

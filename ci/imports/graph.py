@@ -16,7 +16,7 @@ relative, resolved as Python would (`ModuleIndex.lookup`):
 
 A first-party import that resolves to nothing is kept in ``unresolved`` (dotted name -> importers)
 so that deleting a module selects its importers. Per-file import *records* (the raw statements,
-before resolution) can come from `ci.import_cache.RecordCache`, keyed by the file's content hash,
+before resolution) can come from `ci.imports.cache.RecordCache`, keyed by the file's content hash,
 so an unchanged tree is not parsed again.
 """
 
@@ -28,12 +28,12 @@ import re
 from collections import deque
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
-from ci.import_index import Module, ModuleIndex
-from ci.import_names import statements
-from ci.import_scan import read_bytes
+from ci.imports.index import Module, ModuleIndex
+from ci.imports.names import statements
+from ci.imports.scan import read_bytes
 
 if TYPE_CHECKING:
-    from ci.import_cache import RecordCache
+    from ci.imports.cache import RecordCache
 
 Record = list  # JSON-ready: ["i", line, dotted] | ["f", line, level, module, [names]] | ["a"|"p", line, [names]]
 #                            | ["d", line, dotted, is_prefix] | ["m", line, dotted]

@@ -4,11 +4,13 @@ Every consumer (the pytest plugin, lint, plan, run, the rerun bot) gets `Registr
 `TestEntry` and `ProjectConfig` objects from here and never touches raw YAML. The work is split by
 job:
 
-* `ci.registry_model`: the typed objects, `Problem` / `RegistryError`, path helpers;
-* `ci.registry_rules`: the keys and value rules both parsers share (and `derived_timeout`);
-* `ci.registry_precise`: the node-tree parser, every problem with ``file:line:col``;
-* `ci.registry_fast`: the line scanner for the plain block style (equal result, no problems);
-* `ci.registry_files`: the repository root, reading (UTF-8 only), loading, the test tree.
+* `ci.registry.model`: the typed objects, `Problem` / `RegistryError`, path helpers;
+* `ci.registry.rules`: the keys and value rules both parsers share (and `derived_timeout`);
+* `ci.registry.parse`: the node-tree parser, every problem with ``file:line:col``;
+* `ci.registry.fast_parse`: the line scanner for the plain block style (equal result, no problems);
+* `ci.registry.files`: the repository root, reading (UTF-8 only), loading, the test tree;
+* `ci.registry.writer`: the one renderer of entries (lint's suggestions, the plugin, the bot);
+* ``schema.json``: the same keys as JSON Schema, for editors (a test keeps it equal to `rules`).
 
 `parse_registry` collects *all* problems (lint wants every one); `load_registry` raises
 `RegistryError` holding them.
@@ -17,17 +19,17 @@ job:
 from __future__ import annotations
 
 from ci.project import ProjectConfig
-from ci.registry_files import (
+from ci.registry.files import (
     RepoRootNotFound, TestTree, decode_registry, display_path, explicit_repo_root, find_repo_root, gc_paused, iter_test_files,
     link_problem, load_registry, parse_registry, read_registry_text, scan_test_tree, set_repo_root,
 )
-from ci.registry_model import (
+from ci.registry.model import (
     ANCHOR_OR_ALIAS, DUPLICATE_KEY, INVALID_VALUE, MAX_SECONDS, MISSING_KEY, MISSING_REASON, NON_POSITIVE,
     NOT_UTF8, REGISTRY_FILENAME, SCHEMA_VERSION, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem,
     Registry, RegistryError, Status, TestEntry, Tier, normalize_path, path_is_under, sm_capability, yaml_scalar,
 )
-from ci.registry_precise import parse_precise as _parse_precise  # the benchmark times the precise path alone
-from ci.registry_rules import FEATURES, derived_timeout
+from ci.registry.parse import parse_precise as _parse_precise  # the benchmark times the precise path alone
+from ci.registry.rules import FEATURES, derived_timeout
 
 __all__ = [
     "ANCHOR_OR_ALIAS", "DUPLICATE_KEY", "FEATURES", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",

@@ -14,7 +14,7 @@ Layout comes from `ci.project.ProjectConfig` (the registry's ``project:`` sectio
 * ``generated_modules`` (``acme._version``) exist only after a build: never missing, any name.
 
 Nothing is imported. Files are read with ``os.read`` and parsed at most once (`tree`); the import
-check (`ci.import_check`) and the import graph (`ci.import_graph`) share that parse.
+check (`ci.imports.check`) and the import graph (`ci.imports.graph`) share that parse.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 
-from ci.import_scan import DYNAMIC_IMPORT, IMPORTED_NAMES, prefilter, read_bytes
+from ci.imports.scan import DYNAMIC_IMPORT, IMPORTED_NAMES, prefilter, read_bytes
 from ci.project import ProjectConfig
 from ci.registry import Problem, normalize_path
 
@@ -54,7 +54,7 @@ class Module:
     parsed: bool = False
     scanned: bool = False        # `ModuleIndex.scan` has read it
     may_import: bool = False     # ... and found something that may import indexed code
-    defined: bool = False        # definitions collected (ci.import_names)
+    defined: bool = False        # definitions collected (ci.imports.names)
     own_names: set[str] = field(default_factory=set)
     star_from: list[str] = field(default_factory=list)   # rel paths of first-party star sources
     explicit_all: list[str] | None = None

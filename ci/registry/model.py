@@ -2,8 +2,8 @@
 
 `Registry` holds `Tier`s, `TestEntry`s and the `ProjectConfig`; `Problem` is one finding located in
 a file (``file:line:col``) and `RegistryError` carries every problem of a registry that cannot be
-loaded. Nothing here reads files or YAML; the parsers (`ci.registry_precise`, `ci.registry_fast`)
-build these objects and `ci.registry_files` loads them.
+loaded. Nothing here reads files or YAML; the parsers (`ci.registry.parse`, `ci.registry.fast_parse`)
+build these objects and `ci.registry.files` loads them.
 """
 
 from __future__ import annotations
@@ -78,11 +78,11 @@ class Tier:
     """A class of CI machine. The name is also the pytest marker (``pytest -m gpu_b200``).
 
     ``arch`` is ``"cpu"`` or a CUDA SM name such as ``"sm_90"``; ``gpu_count`` is how many GPUs a
-    job on this tier gets. What identifies the tier's GPUs, all checked by `ci.hardware` before a
+    job on this tier gets. What identifies the tier's GPUs, all checked by `ci.running.hardware` before a
     tier's tests run: ``arch`` (exact compute capability), ``device_name`` (a regular expression
     searched, case-insensitively, in the device name, e.g. ``"H200"``: H100 and H200 are both
     sm_90), ``min_memory_gib`` (each device's total memory, GiB = 2**30 bytes) and ``features``
-    (``fp8``, ``fp4``, ``nvlink``; see `ci.registry_rules.FEATURES`).
+    (``fp8``, ``fp4``, ``nvlink``; see `ci.registry.rules.FEATURES`).
     """
 
     name: str

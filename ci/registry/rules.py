@@ -1,9 +1,9 @@
 """What a valid registry is: its keys and the value rules both parsers share.
 
-The precise parser (`ci.registry_precise`) reports a rule's message at the offending node; the fast
-path (`ci.registry_fast`) gives up on any value a rule rejects. Keeping each rule here, once, is
+The precise parser (`ci.registry.parse`) reports a rule's message at the offending node; the fast
+path (`ci.registry.fast_parse`) gives up on any value a rule rejects. Keeping each rule here, once, is
 what keeps the two parsers' verdicts equal (``tests/ci/test_registry_fastpath.py`` checks it), and
-``tests/ci/test_registry.py`` checks that ``ci/registry.schema.json`` names the same keys.
+``tests/ci/test_registry.py`` checks that ``ci/registry/schema.json`` names the same keys.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from ci.registry_model import MAX_SECONDS, is_sm, normalize_path, sm_capability
+from ci.registry.model import MAX_SECONDS, is_sm, normalize_path, sm_capability
 
 TOP_KEYS = {"version", "run_all_paths", "project", "tiers", "tests"}
 TOP_REQUIRED = {"version", "tiers", "tests"}
@@ -26,7 +26,7 @@ TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout
 TEST_REQUIRED = {"tiers", "est_time", "owner", "status"}
 
 # Hardware features a tier may require, and the oldest compute capability that has each (None:
-# not a property of the architecture; `ci.hardware` probes it). fp8 tensor cores arrived with
+# not a property of the architecture; `ci.running.hardware` probes it). fp8 tensor cores arrived with
 # Ada/Hopper (sm_89/sm_90), fp4 with Blackwell (sm_100); nvlink links two or more GPUs.
 FEATURES: dict[str, tuple[int, int] | None] = {"fp8": (8, 9), "fp4": (10, 0), "nvlink": None}
 MAX_MEMORY_GIB = 1 << 20  # 1 PiB per device: anything larger is a unit mistake

@@ -1,7 +1,7 @@
 """Select the tests of a tier (optionally only those a change affects) and shard them with LPT.
 
 `plan` is pure: it reads the typed `Registry` and, when given, an `Impact` (what the import
-graph says about the change, `ci.deps`), never the file system or git, and never prints.
+graph says about the change, `ci.selection.deps`), never the file system or git, and never prints.
 Contract:
 - Every test registered for the tier appears exactly once, either in ``selected`` or in
   ``not_run`` (with the reason and the exact command that would run it). Nothing is dropped.
@@ -29,10 +29,10 @@ import shlex
 from dataclasses import dataclass, fields
 from typing import Mapping, Sequence
 
-from ci.deps import Impact
+from ci.selection.deps import Impact
 from ci.project import ProjectConfig
 from ci.registry import Registry, Status, TestEntry, Tier, path_is_under
-from ci.shard import ShardPlan, lpt, lpt_for_budget
+from ci.selection.shard import ShardPlan, lpt, lpt_for_budget
 
 
 class PlanError(ValueError):

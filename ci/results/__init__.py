@@ -1,0 +1,1 @@
+"""Reading what a run produced: JUnit reports, per-file summaries, recorded durations."""

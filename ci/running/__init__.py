@@ -1,0 +1,1 @@
+"""Running a tier's tests through pytest on a machine that fits the tier."""
