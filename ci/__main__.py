@@ -12,6 +12,7 @@ never pays for torch or pytest.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -55,7 +56,24 @@ def _split_root(args: list[str]) -> tuple[str | None, list[str]]:
     return root, args
 
 
+# What a shell reports for a process killed by SIGPIPE (128 + 13): the reader left, as in `| head`.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status. A reader that closes the pipe early (``| head``) ends
+    the command quietly with `EXIT_BROKEN_PIPE`, never a traceback."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         root, args = _split_root(list(sys.argv[1:] if argv is None else argv))
     except ValueError as exc:

@@ -4,6 +4,7 @@ plugin's ``pytest11`` entry point (registered once, however many ways ask for it
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,18 @@ def test_the_entry_point_alone_loads_the_plugin(repo):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr  # a collection error
     assert "tests/test_stray.py is not registered in" in result.stdout
+
+
+@pytest.mark.parametrize("command", [["plan", "--tier", "cpu"], ["lint", "--format", "json"], ["--help"]])
+def test_a_reader_that_left_ends_the_command_quietly(repo: Path, command: list[str]) -> None:
+    """``python -m ci plan | head -1``: the reader closes the pipe before the command writes. The
+    command must stop with 141 (what a shell shows for SIGPIPE) and no traceback on stderr."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte
+    try:
+        result = subprocess.run([sys.executable, "-m", "ci", "--root", str(repo), *command], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""
+    assert result.returncode == 141
