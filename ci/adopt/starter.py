@@ -1,11 +1,16 @@
 """A starter registry for a repository that has none: its layout, its test files, one cpu tier.
 
-`detect_project` reads the layout from the tree: test files are what pytest's default patterns
-(``test_*.py``, ``*_test.py``) find outside hidden, virtual-env and build directories; the test
-roots are the top-level directories holding them (so a new subdirectory is covered too); source roots
+`detect_project` reads the layout from the tree. Test roots and patterns come from the
+repository's own pytest configuration when it has one (`ci.adopt.pytest_config`: ``testpaths``
+and ``python_files`` of every ``pytest.ini`` / ``pyproject.toml`` / ``tox.ini`` / ``setup.cfg``,
+at the root or in a subfolder such as ``test/``), since that is what its CI runs. Without one,
+test files are what pytest's default patterns (``test_*.py``, ``*_test.py``) find outside hidden,
+virtual-env and build directories, and the test roots are the top-level directories holding them
+(so a new subdirectory is covered too). Source roots
 are ``src``/``python``/``lib`` when they hold a package, else ``.``; first-party packages are the
 package directories (``__init__.py``) directly under the source roots; generated modules come
-from a setuptools-scm / hatch-vcs ``version_file`` in ``pyproject.toml``.
+from the build configuration (`ci.adopt.build_config`: setuptools-scm / hatch-vcs version files,
+setuptools-rust and maturin extension modules, ``setup.py`` extensions, ``.pyi``-only stubs).
 
 `starter_registry` turns that into a `Registry` that lints clean: every test file registered on
 the ``cpu`` tier, est_time from JUnit reports when given (the p90 of the samples plus 10 %, as
@@ -19,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
+from ci.adopt.build_config import generated_modules
+from ci.adopt.pytest_config import PytestConfig, find_pytest_configs
 from ci.project import ProjectConfig
-from ci.registry import Registry, Tier, scan_test_tree
+from ci.registry import Registry, Tier, normalize_path, path_is_under, scan_test_tree
 from ci.registry.writer import entry
 
 DEFAULT_EST_TIME = 30
@@ -55,44 +62,33 @@ def _packages(directory: Path) -> list[str]:
             and (Path(e.path) / "__init__.py").is_file()]
 
 
-def _generated_modules(root: Path, source_roots: tuple[str, ...]) -> tuple[str, ...]:
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: no TOML reader in the standard library
-        return ()
-    try:
-        data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ()
-    tool = data.get("tool", {})
-    scm = tool.get("setuptools_scm", {})
-    hatch = tool.get("hatch", {}).get("build", {}).get("hooks", {}).get("vcs", {})
-    out = []
-    for file in (scm.get("version_file"), scm.get("write_to"), hatch.get("version-file")):
-        if not isinstance(file, str) or not file.endswith(".py"):
-            continue
-        path = PurePosixPath(file.replace("\\", "/")).with_suffix("")
-        for source in sorted(source_roots, key=len, reverse=True):
-            prefix = () if source == "." else PurePosixPath(source).parts
-            if path.parts[:len(prefix)] == prefix:
-                module = ".".join(path.parts[len(prefix):])
-                if module and module not in out:
-                    out.append(module)
-                break
-    return tuple(out)
+def _configured_tests(root: Path, configs: list[PytestConfig]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(test roots, patterns) from the readable pytest configurations whose roots exist; None if none.
+    A root inside another root is dropped (the outer one covers it)."""
+    usable = [c for c in configs if c.problem is None and any((root / r).is_dir() for r in c.test_roots)]
+    if not usable:
+        return None
+    roots = list(dict.fromkeys(normalize_path(r) for c in usable for r in c.test_roots if (root / r).is_dir()))
+    outer = tuple(r for r in roots if not any(o != r and path_is_under(r, o) for o in roots))
+    return outer, tuple(dict.fromkeys(p for c in usable for p in c.python_files))
 
 
-def detect_project(root: Path) -> ProjectConfig:
-    """The repository's layout, read from its tree (see the module docstring)."""
-    found = scan_test_tree(root, ProjectConfig(test_roots=(".",), test_patterns=DEFAULT_PATTERNS)).files
-    names = [p.rsplit("/", 1)[-1] for p in found]
-    patterns = tuple(p for p in DEFAULT_PATTERNS
-                     if any(PurePosixPath(n).match(p) for n in names)) or DEFAULT_PATTERNS[:1]
-    test_roots = roots_of_tests(found) if found else ("tests",)
+def detect_project(root: Path, configs: list[PytestConfig] | None = None) -> ProjectConfig:
+    """The repository's layout, read from its tree (see the module docstring). ``configs``: its
+    pytest configurations, when the caller has found them already."""
+    configured = _configured_tests(root, find_pytest_configs(root) if configs is None else configs)
+    if configured is not None:
+        test_roots, patterns = configured
+    else:
+        found = scan_test_tree(root, ProjectConfig(test_roots=(".",), test_patterns=DEFAULT_PATTERNS)).files
+        names = [p.rsplit("/", 1)[-1] for p in found]
+        patterns = tuple(p for p in DEFAULT_PATTERNS
+                         if any(PurePosixPath(n).match(p) for n in names)) or DEFAULT_PATTERNS[:1]
+        test_roots = roots_of_tests(found) if found else ("tests",)
     sources = tuple(d for d in SOURCE_DIRS if _packages(root / d)) or (".",)
     first_party = tuple(dict.fromkeys(p for s in sources for p in _packages(root / s)))
     return ProjectConfig(first_party=first_party, source_roots=sources, test_roots=test_roots,
-                         test_patterns=patterns, generated_modules=_generated_modules(root, sources))
+                         test_patterns=patterns, generated_modules=generated_modules(root, sources, first_party))
 
 
 def measured_est_times(root: Path, reports: Iterable[Path], files: list[str]) -> tuple[dict[str, int], list[str]]:
@@ -108,17 +104,25 @@ def measured_est_times(root: Path, reports: Iterable[Path], files: list[str]) ->
     return {path: m.proposed for path, m in result.measurements.items()}, notes
 
 
-def empty_registry(root: Path) -> Registry:
-    """The starter registry without tests: the detected layout, the ``cpu`` tier, run_all_paths."""
-    run_all = tuple(p for p in RUN_ALL_CANDIDATES if (root / p).is_file() or p == "registry.yaml")
-    return Registry("registry.yaml", {"cpu": CPU_TIER}, {}, run_all, project=detect_project(root))
+def empty_registry(root: Path, configs: list[PytestConfig] | None = None) -> Registry:
+    """The starter registry without tests: the detected layout, the ``cpu`` tier, run_all_paths
+    (with every pytest configuration the layout was read from: a change there changes what runs)."""
+    configs = find_pytest_configs(root) if configs is None else configs
+    candidates = (*RUN_ALL_CANDIDATES, *(c.path for c in configs if c.problem is None))
+    run_all = tuple(dict.fromkeys(p for p in candidates if (root / p).is_file() or p == "registry.yaml"))
+    return Registry("registry.yaml", {"cpu": CPU_TIER}, {}, run_all, project=detect_project(root, configs))
 
 
 def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) -> Starter:
     """The starter registry for the repository at ``root`` (see the module docstring)."""
-    base = empty_registry(root)
+    configs = find_pytest_configs(root)
+    base = empty_registry(root, configs)
     files = scan_test_tree(root, base.project).files
     measured, notes = measured_est_times(root, list(reports), files) if reports else ({}, [])
+    notes = [c.problem for c in configs if c.problem is not None] + notes
+    used = [c.path for c in configs if c.problem is None]
+    if used:
+        notes.insert(0, f"test roots and patterns from {', '.join(used)}")
     tests = {f: entry(f, ("cpu",), measured.get(f, DEFAULT_EST_TIME), owner) for f in files}
     if reports:
         unmeasured = [f for f in files if f not in measured]

@@ -1,0 +1,134 @@
+"""Modules that exist only after a build, read from the build configuration (never run).
+
+The import check must not call them missing, so ``ci init`` writes them to
+``project.generated_modules``. Found in every ``pyproject.toml`` and ``setup.py`` at the root, in
+a source root, or a few folders below (`MAX_DEPTH`; SGLang keeps its package's in ``python/``):
+
+* setuptools-scm (``[tool.setuptools_scm] version_file`` / ``write_to``) and hatch-vcs
+  (``[tool.hatch.build.hooks.vcs] version-file``): a path relative to that ``pyproject.toml``'s
+  folder, turned into a dotted name under the source root that holds it;
+* setuptools-rust (``[[tool.setuptools-rust.ext-modules]] target``) and maturin
+  (``[tool.maturin] module-name``): dotted names as written;
+* ``setup.py`` calls ``Extension("pkg._C", ...)`` / ``RustExtension("pkg._core", ...)`` with a
+  literal name (read with `ast`);
+* ``.pyi`` stubs under a source root with no ``.py`` beside them (a compiled module's interface).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path, PurePosixPath
+
+from ci.adopt.pytest_config import SKIP_DIRS, read_config_text, read_toml
+
+MAX_DEPTH = 3
+_EXTENSION_CALLS = {"Extension", "RustExtension", "CUDAExtension", "CppExtension", "Pybind11Extension"}
+
+
+def _files_named(root: Path, names: tuple[str, ...], max_depth: int) -> list[str]:
+    """Repo-relative paths of files called one of ``names``, at most ``max_depth`` folders down."""
+    import fnmatch
+
+    out: list[str] = []
+    stack = [(root, "", 0)]
+    while stack:
+        folder, rel, depth = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False) and entry.name in names:
+                out.append(rel + entry.name)
+            elif (depth < max_depth and entry.is_dir(follow_symlinks=False)
+                  and not any(fnmatch.fnmatch(entry.name, p) for p in SKIP_DIRS)):
+                stack.append((Path(entry.path), f"{rel}{entry.name}/", depth + 1))
+    return sorted(out)
+
+
+def dotted_under(path: str, source_roots: tuple[str, ...]) -> str | None:
+    """The dotted module of repo-relative ``path`` (``python/pkg/_version.py`` -> ``pkg._version``)
+    under the deepest source root holding it; None if no source root holds it."""
+    parts = PurePosixPath(path).with_suffix("").parts
+    for source in sorted(source_roots, key=len, reverse=True):
+        prefix = () if source in ("", ".") else PurePosixPath(source).parts
+        if parts[:len(prefix)] == prefix and len(parts) > len(prefix):
+            return ".".join(parts[len(prefix):])
+    return None
+
+
+def _from_pyproject(root: Path, rel: str, source_roots: tuple[str, ...]) -> list[str]:
+    try:
+        data = read_toml(root / rel)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    tool = data.get("tool")
+    tool = tool if isinstance(tool, dict) else {}
+    folder = PurePosixPath(rel).parent
+    out: list[str] = []
+    scm = tool.get("setuptools_scm") if isinstance(tool.get("setuptools_scm"), dict) else {}
+    hatch = tool.get("hatch", {})
+    vcs = hatch.get("build", {}).get("hooks", {}).get("vcs", {}) if isinstance(hatch, dict) else {}
+    for file in (scm.get("version_file"), scm.get("write_to"), vcs.get("version-file") if isinstance(vcs, dict) else None):
+        if isinstance(file, str) and file.endswith(".py"):
+            path = PurePosixPath(folder, file.replace("\\", "/")).as_posix()
+            module = dotted_under(os.path.normpath(path).replace(os.sep, "/"), source_roots)
+            if module:
+                out.append(module)
+    rust = tool.get("setuptools-rust", {})
+    for ext in (rust.get("ext-modules", []) if isinstance(rust, dict) else []):
+        if isinstance(ext, dict) and isinstance(ext.get("target"), str):
+            out.append(ext["target"])
+    maturin = tool.get("maturin", {})
+    if isinstance(maturin, dict) and isinstance(maturin.get("module-name"), str):
+        out.append(maturin["module-name"])
+    return out
+
+
+def _from_setup_py(root: Path, rel: str) -> list[str]:
+    try:
+        tree = ast.parse(read_config_text(root / rel))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in _EXTENSION_CALLS and isinstance(node.args[0].value, str):
+                out.append(node.args[0].value)
+    return out
+
+
+def _stub_only(root: Path, source_roots: tuple[str, ...]) -> list[str]:
+    out = []
+    for source in source_roots:
+        base = root / source
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = [d for d in dirnames if not d.startswith((".", "__pycache__")) and d != "node_modules"]
+            names = set(filenames)
+            for name in filenames:
+                if name.endswith(".pyi") and name[:-1] not in names and not (name == "__init__.pyi"):
+                    rel = Path(dirpath, name).relative_to(root).as_posix()
+                    module = dotted_under(rel, source_roots)
+                    if module:
+                        out.append(module)
+    return out
+
+
+def generated_modules(root: Path, source_roots: tuple[str, ...], first_party: tuple[str, ...] = (),
+                      max_depth: int = MAX_DEPTH) -> tuple[str, ...]:
+    """Every module the build configuration below ``root`` says a build creates (see the module
+    docstring), sorted; only those under ``first_party`` packages when that is given."""
+    found: list[str] = []
+    for rel in _files_named(root, ("pyproject.toml", "setup.py"), max_depth):
+        found += _from_pyproject(root, rel, source_roots) if rel.endswith(".toml") else _from_setup_py(root, rel)
+    found += _stub_only(root, source_roots)
+    valid = {m for m in found if all(part.isidentifier() for part in m.split("."))}
+    if first_party:
+        valid = {m for m in valid if m.split(".", 1)[0] in first_party}
+    return tuple(sorted(valid))
+
+
+__all__ = ["MAX_DEPTH", "dotted_under", "generated_modules"]
