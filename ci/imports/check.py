@@ -27,9 +27,10 @@ import difflib
 import functools
 import os
 import re
+from typing import Iterator
 
 from ci.imports.index import SYNTAX_ERROR, Module, ModuleIndex
-from ci.imports.names import provided_names, statements
+from ci.imports.names import child_statements, ensure_definitions, provided_names, statements
 from ci.imports.scan import prefilter, read_bytes
 from ci.project import ProjectConfig
 from ci.registry import Problem, gc_paused
@@ -47,15 +48,53 @@ _prefilter = prefilter
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*([A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _LOOKUP_ERRORS = {"AttributeError", "ImportError", "ModuleNotFoundError"}
+_RAISES_CONTEXTS = {"raises", "assertRaises", "assertRaisesRegex"}
+_FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_AMBIGUOUS = None  # an alias bound to different modules in one scope: its uses are not checked
+
+
+def _scoped_statements(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt, tuple[int, ...]]]:
+    """`statements`, each with its scope chain as Python resolves names there: the ids of the
+    enclosing function and class bodies, outermost first (the module is 0). A class body is in
+    the chain of its own statements only: methods do not see names bound in the class body."""
+    stack: list[tuple[ast.stmt, tuple[int, ...], tuple[int, ...]]] = [(s, (0,), ()) for s in reversed(body)]
+    while stack:
+        stmt, chain, classes = stack.pop()
+        yield stmt, chain
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner, inner_classes = tuple(c for c in chain if c not in classes) + (id(stmt),), classes
+        elif isinstance(stmt, ast.ClassDef):
+            inner, inner_classes = chain + (id(stmt),), classes + (id(stmt),)
+        else:
+            inner, inner_classes = chain, classes
+        for child_stmt in reversed(list(child_statements(stmt))):
+            stack.append((child_stmt, inner, inner_classes))
+
+
+def _scoped_nodes(tree: ast.Module) -> Iterator[tuple[ast.AST, tuple[int, ...]]]:
+    """Every node of ``tree`` with its scope chain (as in `_scoped_statements`), iteratively."""
+    stack: list[tuple[ast.AST, tuple[int, ...], tuple[int, ...]]] = [(tree, (0,), ())]
+    while stack:
+        node, chain, classes = stack.pop()
+        yield node, chain
+        if isinstance(node, _FUNCTION_SCOPES):
+            inner, inner_classes = tuple(c for c in chain if c not in classes) + (id(node),), classes
+        elif isinstance(node, ast.ClassDef):
+            inner, inner_classes = chain + (id(node),), classes + (id(node),)
+        else:
+            inner, inner_classes = chain, classes
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, inner, inner_classes))
 
 
 def _expects_lookup_error(expr: ast.expr) -> bool:
-    """``pytest.raises(AttributeError)`` / ``raises((ImportError, X), match=...)`` and the like."""
+    """``pytest.raises(AttributeError)`` / ``raises((ImportError, X), match=...)`` and unittest's
+    ``self.assertRaises(ImportError)`` / ``assertRaisesRegex(AttributeError, ...)`` as a context."""
     if not (isinstance(expr, ast.Call) and expr.args):
         return False
     func = expr.func
-    if not ((isinstance(func, ast.Attribute) and func.attr == "raises")
-            or (isinstance(func, ast.Name) and func.id == "raises")):
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name not in _RAISES_CONTEXTS:
         return False
     first = expr.args[0]
     candidates = first.elts if isinstance(first, ast.Tuple) else [first]
@@ -69,7 +108,8 @@ class _UseChecker:
         self.index = index
         self.module = module
         self.tree = tree
-        self.aliases: dict[str, Module] = {}  # local name -> first-party module it is bound to
+        # local name -> {scope id: the first-party module it is bound to there, or _AMBIGUOUS}
+        self.aliases: dict[str, dict[int, Module | None]] = {}
 
     def report(self, node: ast.AST, code: str, message: str) -> None:
         line = node.lineno
@@ -105,21 +145,41 @@ class _UseChecker:
         return provided is None or name in provided
 
     def submodule(self, package: Module, name: str) -> Module | None:
+        """The submodule ``package.name`` is at run time; None when there is none, or when the
+        package's own code binds ``name`` to something else (``from .registry import registry``:
+        the attribute is then that object, not the submodule)."""
         if name not in package.submodules:
+            return None
+        ensure_definitions(self.index, package)
+        if name in package.own_names and name not in package.submodule_bindings:
             return None
         return self.index.namespace(package).get(f"{package.name}.{name}")
 
+    def bind(self, name: str, scope: int, module: Module) -> None:
+        scopes = self.aliases.setdefault(name, {})
+        scopes[scope] = module if scopes.get(scope, module) is module else _AMBIGUOUS
+
+    def alias_at(self, name: str, chain: tuple[int, ...]) -> Module | None:
+        """The module ``name`` is bound to where ``chain`` is the scope chain: the innermost scope
+        that binds it decides; None when none does or that binding is ambiguous."""
+        scopes = self.aliases.get(name)
+        if scopes:
+            for scope in reversed(chain):
+                if scope in scopes:
+                    return scopes[scope]
+        return None
+
     def run(self) -> None:
-        for stmt in statements(self.tree.body):
+        for stmt, chain in _scoped_statements(self.tree.body):
             if isinstance(stmt, ast.Import):
-                self.check_import(stmt)
+                self.check_import(stmt, chain[-1])
             elif isinstance(stmt, ast.ImportFrom):
-                self.check_import_from(stmt)
+                self.check_import_from(stmt, chain[-1])
         if not self.aliases:
             return
-        nodes = list(ast.walk(self.tree))  # only files that bind a first-party module name
+        nodes = list(_scoped_nodes(self.tree))  # only files that bind a first-party module name
         # An alias name that the file also assigns or takes as a parameter is ambiguous: skip it.
-        for node in nodes:
+        for node, _ in nodes:
             if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 self.aliases.pop(node.id, None)
             elif isinstance(node, ast.arg):
@@ -129,7 +189,7 @@ class _UseChecker:
         if self.aliases:
             self.check_attributes(nodes)
 
-    def check_import(self, node: ast.Import) -> None:
+    def check_import(self, node: ast.Import, scope: int) -> None:
         for alias in node.names:
             target, ours = self.index.lookup(self.module, alias.name)
             if not ours:
@@ -138,14 +198,14 @@ class _UseChecker:
                 self.report(node, MISSING_MODULE, f"no first-party module {alias.name!r}")
                 continue
             if alias.asname:
-                self.aliases[alias.asname] = target
+                self.bind(alias.asname, scope, target)
             else:
                 top = alias.name.split(".", 1)[0]
                 bound, _ = self.index.lookup(self.module, top)
                 if bound is not None:
-                    self.aliases[top] = bound
+                    self.bind(top, scope, bound)
 
-    def check_import_from(self, node: ast.ImportFrom) -> None:
+    def check_import_from(self, node: ast.ImportFrom, scope: int) -> None:
         if node.level:
             dotted = self.index.relative(self.module, node.level, node.module)
             if dotted is None:
@@ -168,12 +228,12 @@ class _UseChecker:
                 continue
             submodule = self.submodule(target, alias.name)
             if submodule is not None:
-                self.aliases[alias.asname or alias.name] = submodule
+                self.bind(alias.asname or alias.name, scope, submodule)
 
-    def check_attributes(self, nodes: list[ast.AST]) -> None:
-        attributes = [n for n in nodes if isinstance(n, ast.Attribute)]
-        inner = {id(n.value) for n in attributes}
-        for node in attributes:
+    def check_attributes(self, nodes: list[tuple[ast.AST, tuple[int, ...]]]) -> None:
+        attributes = [(n, chain) for n, chain in nodes if isinstance(n, ast.Attribute)]
+        inner = {id(n.value) for n, _ in attributes}
+        for node, chain_of_scopes in attributes:
             if not isinstance(node.ctx, ast.Load):
                 continue
             chain: list[ast.Attribute] = []
@@ -184,7 +244,9 @@ class _UseChecker:
             # Only the outermost attribute of a chain starts a check, so each chain is seen once.
             if not isinstance(base, ast.Name) or base.id not in self.aliases or id(node) in inner:
                 continue
-            module = self.aliases[base.id]
+            module = self.alias_at(base.id, chain_of_scopes)
+            if module is None:
+                continue
             for attr_node in reversed(chain):
                 submodule = self.submodule(module, attr_node.attr)
                 if submodule is not None:

@@ -56,6 +56,9 @@ class Module:
     may_import: bool = False     # ... and found something that may import indexed code
     defined: bool = False        # definitions collected (ci.imports.names)
     own_names: set[str] = field(default_factory=set)
+    # own names bound by importing this package's same-named submodule (``from . import sub``):
+    # every other own name that is also a submodule's is an object shadowing that submodule
+    submodule_bindings: set[str] = field(default_factory=set)
     star_from: list[str] = field(default_factory=list)   # rel paths of first-party star sources
     explicit_all: list[str] | None = None
     open_names: bool = False     # accepts any attribute (third-party star, opaque __getattr__, generated)

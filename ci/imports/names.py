@@ -31,6 +31,16 @@ MODULE_ATTRIBUTES = frozenset({
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
+def child_statements(stmt: ast.stmt) -> Iterator[ast.stmt]:
+    """The statements directly inside ``stmt``'s blocks (body, else, finally, handlers, cases)."""
+    for name in _BLOCKS:
+        for child in getattr(stmt, name, None) or ():
+            if isinstance(child, (ast.excepthandler, ast.match_case)):
+                yield from child.body
+            else:
+                yield child
+
+
 def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Every statement in ``body`` and in nested blocks (function and class bodies, ``except``
     handlers, ``else``/``finally`` blocks, ``match`` cases), without visiting expressions: imports
@@ -39,14 +49,7 @@ def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     while stack:
         stmt = stack.pop()
         yield stmt
-        for name in _BLOCKS:
-            block = getattr(stmt, name, None)
-            if block:
-                for child in reversed(block):
-                    if isinstance(child, (ast.excepthandler, ast.match_case)):
-                        stack.extend(reversed(child.body))
-                    else:
-                        stack.append(child)
+        stack.extend(reversed(list(child_statements(stmt))))
 
 
 def provided_names(index: ModuleIndex, module: Module) -> frozenset[str] | None:
@@ -141,7 +144,12 @@ def _collect_definitions(module: Module, tree: ast.Module, index: ModuleIndex, *
                         elif not ours:
                             module.open_names = True  # third-party star: cannot know, accept
                     else:
-                        names.add(alias.asname or alias.name)
+                        bound = alias.asname or alias.name
+                        names.add(bound)
+                        if bound == alias.name and alias.name in module.submodules:
+                            source, _ = index.import_target(module, stmt.level, stmt.module)
+                            if source is module:  # `from . import sub` in pkg/__init__: the submodule itself
+                                module.submodule_bindings.add(bound)
             elif isinstance(stmt, (ast.For, ast.AsyncFor)):
                 names.update(_bound_names(stmt.target))
                 visit_block(stmt.body)
@@ -217,4 +225,4 @@ def _getattr_names(fn: ast.FunctionDef, dicts: dict[str, ast.Dict]) -> set[str]:
     return found
 
 
-__all__ = ["MODULE_ATTRIBUTES", "ensure_definitions", "provided_names", "statements"]
+__all__ = ["MODULE_ATTRIBUTES", "child_statements", "ensure_definitions", "provided_names", "statements"]
