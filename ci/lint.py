@@ -140,7 +140,7 @@ def lint_repo(root: Path, registry_path: Path | None = None,
             tree = scan_test_tree(root, registry.project)
             problems += lint_registry(root, registry, tree.files, tree.links)
         index = ModuleIndex(root, project_for(packages, project))  # one parse for both checks
-        problems += check_imports(root, index=index)
+        problems += check_imports(root, index=index, history=True)
         if info and registry is not None:
             from ci.selection.deps_lint import redundant_problems
             problems += redundant_problems(root, registry, index)

@@ -27,9 +27,11 @@ import difflib
 import functools
 import os
 import re
+from dataclasses import dataclass
 from typing import Iterator
 
 from ci.imports.index import SYNTAX_ERROR, Module, ModuleIndex
+from ci.imports.renames import find_renames
 from ci.imports.names import child_statements, ensure_definitions, provided_names, statements
 from ci.imports.scan import prefilter, read_bytes
 from ci.project import ProjectConfig
@@ -101,13 +103,50 @@ def _expects_lookup_error(expr: ast.expr) -> bool:
     return any(isinstance(c, ast.Name) and c.id in _LOOKUP_ERRORS for c in candidates)
 
 
+@dataclass(frozen=True)
+class _Missing:
+    """An I001 found, its message not yet written: ``module`` lacks ``name``, used at path:line:col."""
+
+    path: str
+    line: int
+    col: int
+    module: Module
+    name: str
+
+
+def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.PathLike[str] | None) -> list[Problem]:
+    """The I001 problems of ``pending``. With ``root`` (a git checkout) each says what history
+    knows (`ci.imports.renames`: ``renamed to New in abc1234 (#123)``); otherwise, or where
+    history has nothing, the nearest name by spelling."""
+    wanted = {(m.module.rel, m.name) for m in pending if m.module.path is not None}
+    history = find_renames(root, wanted) if root is not None else {}
+
+    def label(rel: str) -> str:
+        module = index.by_rel.get(rel)
+        return module.name if module is not None else rel
+
+    problems = []
+    for missing in pending:
+        found = history.get((missing.module.rel, missing.name))
+        if found is not None:
+            hint = f" ({found.describe(label)})"
+        else:
+            provided = provided_names(index, missing.module) or frozenset()
+            close = difflib.get_close_matches(missing.name, sorted(provided), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.append(Problem(missing.path, missing.line, missing.col, MISSING_NAME,
+                                f"{missing.module.name!r} has no name {missing.name!r}{hint}"))
+    return problems
+
+
 class _UseChecker:
     """Walks one file's tree and reports first-party imports of names that do not exist."""
 
-    def __init__(self, index: ModuleIndex, module: Module, tree: ast.Module):
+    def __init__(self, index: ModuleIndex, module: Module, tree: ast.Module, pending: list[_Missing]):
         self.index = index
         self.module = module
         self.tree = tree
+        self.pending = pending
         # local name -> {scope id: the first-party module it is bound to there, or _AMBIGUOUS}
         self.aliases: dict[str, dict[int, Module | None]] = {}
 
@@ -135,10 +174,11 @@ class _UseChecker:
         return ranges
 
     def missing_name(self, node: ast.AST, module: Module, name: str) -> None:
-        provided = provided_names(self.index, module) or frozenset()
-        close = difflib.get_close_matches(name, sorted(provided), n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        self.report(node, MISSING_NAME, f"{module.name!r} has no name {name!r}{hint}")
+        """Recorded in ``pending``: its message waits for what history says (`finish_missing`)."""
+        line = node.lineno
+        if any(first <= line <= last for first, last in self.expected_failures) or self.noqa(line, MISSING_NAME):
+            return
+        self.pending.append(_Missing(self.module.rel, line, node.col_offset + 1, module, name))
 
     def has(self, module: Module, name: str) -> bool:
         provided = provided_names(self.index, module)
@@ -268,9 +308,11 @@ def project_for(packages: tuple[str, ...] | None, project: ProjectConfig | None)
 
 
 def check_imports(root: str | os.PathLike[str], packages: tuple[str, ...] | None = None, *,
-                  project: ProjectConfig | None = None, index: ModuleIndex | None = None) -> list[Problem]:
+                  project: ProjectConfig | None = None, index: ModuleIndex | None = None,
+                  history: bool = False) -> list[Problem]:
     """Check every .py file of the repository at ``root`` laid out as ``project`` says (or as
-    first-party ``packages`` of ``root``); ``index`` reuses an index built for other work.
+    first-party ``packages`` of ``root``); ``index`` reuses an index built for other work;
+    ``history``: name what became of a missing name from git history (`finish_missing`).
 
     Returns problems sorted by path, line, column; empty means every first-party import resolves.
     """
@@ -279,6 +321,7 @@ def check_imports(root: str | os.PathLike[str], packages: tuple[str, ...] | None
     with gc_paused():
         if index is None:
             index = ModuleIndex(root, project_for(packages, project))
+        pending: list[_Missing] = []
         for module in index.files():
             if module.parsed:
                 tree = module.tree
@@ -290,7 +333,8 @@ def check_imports(root: str | os.PathLike[str], packages: tuple[str, ...] | None
                     continue
                 tree = index.tree(module, source)
             if tree is not None:
-                _UseChecker(index, module, tree).run()
+                _UseChecker(index, module, tree, pending).run()
+        index.problems += finish_missing(index, pending, root if history else None)
         problems = sorted(set(index.problems))
         # Freed here by reference counting (unless the caller keeps it), rather than traversed by
         # the collection that re-enabling the GC triggers.
@@ -299,4 +343,4 @@ def check_imports(root: str | os.PathLike[str], packages: tuple[str, ...] | None
 
 
 __all__ = ["DEFAULT_FIRST_PARTY", "MISSING_MODULE", "MISSING_NAME", "SYNTAX_ERROR", "check_imports",
-           "project_for"]
+           "finish_missing", "project_for"]
