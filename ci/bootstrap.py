@@ -40,7 +40,8 @@ else:  # run as ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".bootstrap-stamp"
-EXTRAS = "test"
+EXTRAS = "fp4kv,test"
+CONSTRAINTS = ROOT / "ci" / "constraints.txt"  # optional: pins of this repository's own environment
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def decide(recorded: Stamp | None, current: Stamp, *, venv_exists: bool, venv_py
     if recorded.project is None:
         return Decision(Action.INSTALL, "the last install did not finish")
     if recorded.project != current.project:
-        return Decision(Action.INSTALL, f"pyproject.toml or the [{EXTRAS}] extras changed")
+        return Decision(Action.INSTALL, f"pyproject.toml, the [{EXTRAS}] extras or {CONSTRAINTS.name} changed")
     return Decision(Action.NOTHING, "the stamp matches this interpreter and pyproject.toml")
 
 
@@ -122,10 +123,12 @@ def current_interpreter() -> Interpreter:
     return Interpreter(os.path.realpath(base), " ".join(sys.version.split()))
 
 
-def project_fingerprint(pyproject: Path, extras: str = EXTRAS) -> str:
-    """sha256 of the project file and the extras installed."""
+def project_fingerprint(pyproject: Path, extras: str = EXTRAS, constraints: Path | None = None) -> str:
+    """sha256 of the project file, the extras installed and the constraints file (if any)."""
     digest = hashlib.sha256(pyproject.read_bytes())
-    digest.update(f"|{extras}".encode())
+    digest.update(f"|{extras}|".encode())
+    if constraints is not None and constraints.is_file():
+        digest.update(constraints.read_bytes())
     return digest.hexdigest()
 
 
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="only report what a bootstrap would do and why (exit 1 unless up to date)")
     args = parser.parse_args(argv)
 
-    current = Stamp(current_interpreter(), project_fingerprint(ROOT / "pyproject.toml"))
+    current = Stamp(current_interpreter(), project_fingerprint(ROOT / "pyproject.toml", constraints=CONSTRAINTS))
     decision = decide(_read_stamp() if VENV.exists() else None, current, venv_exists=VENV.exists(),
                       venv_python_exists=_venv_python().exists(), force=args.force)
     if args.check:
@@ -182,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"bootstrap: installing the project and its [{EXTRAS}] extras into {VENV.name}/", flush=True)
     cmd = [str(_venv_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-           "-e", f".[{EXTRAS}]"]
+           "-e", f".[{EXTRAS}]", *(["-c", str(CONSTRAINTS)] if CONSTRAINTS.is_file() else [])]
     result = subprocess.run(cmd, cwd=ROOT)
     if result.returncode != 0:
         print(f"bootstrap: failed (exit {result.returncode}): {' '.join(cmd)}", file=sys.stderr)

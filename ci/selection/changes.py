@@ -27,9 +27,12 @@ def read_changed_files(path: str | Path) -> list[str]:
 
 
 def git_changed_files(base: str, cwd: str | Path) -> list[str]:
-    """``git diff --name-only BASE...HEAD`` in ``cwd`` (files changed on this branch since BASE)."""
+    """``git diff --name-only BASE...HEAD`` in ``cwd`` (files changed on this branch since BASE),
+    relative to ``cwd``: the registry's root may be a subfolder of the git repository (an
+    adopter's ``app/``), and its paths are relative to it; changes outside it are left out."""
     # --no-renames: a file moved out of a depends_on folder must show its old path too.
-    cmd = ["git", "diff", "--name-only", "--no-renames", f"{base}...HEAD"]
+    # core.quotepath=off: a non-ASCII path comes back as itself, not as a quoted octal escape.
+    cmd = ["git", "-c", "core.quotepath=off", "diff", "--name-only", "--no-renames", "--relative", f"{base}...HEAD"]
     try:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     except OSError as exc:

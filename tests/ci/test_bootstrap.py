@@ -41,7 +41,7 @@ def stamp(interpreter: Interpreter = PY, project: str | None = PROJECT) -> Stamp
     # --force never reinstalls into another interpreter's venv
     (stamp(Interpreter("/opt/py/bin/python3.12", PY.version)), stamp(), True, True, True, Action.RECREATE,
      "the interpreter changed"),
-    (stamp(project="b" * 64), stamp(), True, True, False, Action.INSTALL, "pyproject.toml or the [test] extras changed"),
+    (stamp(project="b" * 64), stamp(), True, True, False, Action.INSTALL, "pyproject.toml, the [fp4kv,test] extras or constraints.txt changed"),
     (stamp(project=None), stamp(), True, True, False, Action.INSTALL, "the last install did not finish"),
     (stamp(), stamp(), True, True, True, Action.INSTALL, "--force"),
     (stamp(), stamp(), True, True, False, Action.NOTHING, "matches"),
@@ -168,7 +168,7 @@ def test_a_changed_interpreter_recreates_the_venv(project, tmp_path):
     old_file.write_text("")
     proc = bootstrap(second, project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "install into the existing .venv: pyproject.toml or the [test] extras changed" in proc.stdout
+    assert "install into the existing .venv: pyproject.toml, the [fp4kv,test] extras or constraints.txt changed" in proc.stdout
     assert old_file.exists()
 
     # An install that fails (here: the package directory is gone) is not stamped as done.

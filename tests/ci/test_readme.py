@@ -63,11 +63,14 @@ def test_bootstrap_is_idempotent_when_nothing_changed(tmp_path: Path) -> None:
     """A second bootstrap with an unchanged pyproject.toml reuses the environment."""
     from ci import bootstrap
 
-    fingerprint = bootstrap.project_fingerprint(ROOT / "pyproject.toml")
-    assert fingerprint == bootstrap.project_fingerprint(ROOT / "pyproject.toml")
+    fingerprint = bootstrap.project_fingerprint(ROOT / "pyproject.toml", constraints=bootstrap.CONSTRAINTS)
+    assert fingerprint == bootstrap.project_fingerprint(ROOT / "pyproject.toml", constraints=bootstrap.CONSTRAINTS)
     changed = tmp_path / "pyproject.toml"
     changed.write_bytes((ROOT / "pyproject.toml").read_bytes() + b"\n# changed\n")
-    assert bootstrap.project_fingerprint(changed) != fingerprint
+    assert bootstrap.project_fingerprint(changed, constraints=bootstrap.CONSTRAINTS) != fingerprint
+    pins = tmp_path / "constraints.txt"
+    pins.write_bytes(bootstrap.CONSTRAINTS.read_bytes() + b"numpy==2.0.0\n")
+    assert bootstrap.project_fingerprint(ROOT / "pyproject.toml", constraints=pins) != fingerprint
 
 
 def test_bootstrap_reports_up_to_date_in_this_checkout() -> None:
