@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, load_registry
 from tools.rerun import cmd_rerun_failed, cmd_rerun_test, cmd_rerun_tier, replies
+from tools.rerun.fit import fit
 from tools.rerun.cmd_rerun_failed import RerunResult
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
 from tools.rerun.comment_lines import RERUN_FAILED, RERUN_TEST, RERUN_TIER
@@ -103,8 +104,9 @@ class Handler:
         return None
 
     def _write(self, event: CommentEvent, outcome: Outcome, reply: "_ReplyRef", body: str) -> None:
-        """Post the reply, or edit it if it exists; always capped under GitHub's limit."""
-        body = replies.cap(body)
+        """Post the reply, or edit it if it exists; always fitted under GitHub's limit (`fit.fit`:
+        a long runs table has its cells shortened, never its rows cut)."""
+        body = fit(body)
         outcome.reply = body
         if self.config.dry_run:
             return
