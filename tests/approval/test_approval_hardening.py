@@ -38,7 +38,7 @@ def comment_payload(body: str, *, user: str = "maint", action: str = "created", 
     issue: dict[str, Any] = {"number": PR, "state": state}
     if on_pr:
         issue["pull_request"] = {"url": f"https://api.github.com/repos/{REPO}/pulls/{PR}"}
-    return {"action": action, "repository": {"full_name": REPO}, "issue": issue,
+    return {"action": action, "repository": {"full_name": REPO, "default_branch": "main"}, "issue": issue,
             "comment": {"id": 7, "body": body, "user": {"login": user}}}
 
 
@@ -76,11 +76,11 @@ def serve_head_seen(server: HTTPServer, *created: str) -> None:
         {"total_count": len(runs), "workflow_runs": runs})
 
 
-def serve_pull(server: HTTPServer, head: str = SHA, state: str = "open") -> None:
+def serve_pull(server: HTTPServer, head: str = SHA, state: str = "open", base: str = "main") -> None:
     server.expect_request(f"/repos/{REPO}/pulls/{PR}", headers=AUTH).respond_with_json(
         {"number": PR, "state": state, "user": {"login": "mallory"},
          "head": {"sha": head, "ref": "fix", "repo": {"full_name": FORK}},
-         "base": {"ref": "main", "repo": {"full_name": REPO}}})
+         "base": {"ref": base, "repo": {"full_name": REPO}}})
 
 
 @pytest.fixture
@@ -178,6 +178,13 @@ def test_a_push_after_the_review_is_not_approved_by_the_comment(github, httpserv
     serve_pull(httpserver, head="f" * 40)
     d = decide_comment(parse_comment_event(comment_payload(f"/ok-to-test-gpu {SHA[:12]}")), github)
     assert not d.run and d.sha == "f" * 40 and f"names {SHA[:12]} but the head" in d.reason
+
+
+def test_a_comment_approval_needs_a_pull_request_into_the_default_branch(github, httpserver) -> None:
+    serve_permission(httpserver, "maint", "admin")
+    serve_pull(httpserver, base="release-1.2")
+    d = decide_comment(parse_comment_event(comment_payload(f"/ok-to-test-gpu {SHA[:12]}")), github)
+    assert not d.run and "targets `release-1.2`, not the default branch `main`" in d.reason
 
 
 @pytest.mark.parametrize("payload, reason", [

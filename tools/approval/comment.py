@@ -10,7 +10,9 @@ exactly the pull request's current head, and only when
   the payload's ``author_association``);
 - the comment's first non-blank line is ``/ok-to-test-gpu <hex>`` with 7 to 40 hex digits;
 - the pull request's head, read from GitHub after the comment, starts with that prefix. A push
-  after the review changes the head, and the comment then approves nothing.
+  after the review changes the head, and the comment then approves nothing;
+- the pull request targets the default branch: an ``issue_comment`` run knows no base branch, so
+  pr-gpu.yml plans against the default branch (for another base, apply the label).
 
 What runs is that head commit (`Decision.sha`), as with the label.
 """
@@ -41,6 +43,7 @@ class ApprovalComment:
     author: str
     command: str | None
     prefix: str | None
+    default_branch: str | None = None
 
 
 def _text(data: Any, *keys: str) -> str:
@@ -71,7 +74,8 @@ def parse_comment_event(data: Any) -> ApprovalComment:
         repo=_text(data, "repository", "full_name"), number=number, action=_text(data, "action"),
         state=_text(data, "issue", "state"), is_pull_request=isinstance(data["issue"].get("pull_request"), dict),
         author=_text(data, "comment", "user", "login"), command=first if match else None,
-        prefix=match["sha"] if match else None)
+        prefix=match["sha"] if match else None,
+        default_branch=_text(data, "repository", "default_branch") if "default_branch" in data["repository"] else None)
 
 
 def decide_comment(event: ApprovalComment, github: ApprovalGitHub) -> Decision:
@@ -97,6 +101,10 @@ def decide_comment(event: ApprovalComment, github: ApprovalGitHub) -> Decision:
     pull = github.get_pull(event.repo, event.number)
     if pull.state != "open":
         return no(f"pull request #{event.number} is {pull.state}", pull.head_sha)
+    if event.default_branch is None or pull.base_ref != event.default_branch:
+        return no(f"#{event.number} targets `{pull.base_ref}`, not the default branch "
+                  f"`{event.default_branch}`: a comment approval plans against the default branch; apply the "
+                  f"label instead", pull.head_sha)
     if not pull.head_sha.startswith(event.prefix):
         return no(f"the approval names {event.prefix} but the head of #{event.number} is now "
                   f"{pull.head_sha[:12]}: a push came after the review; review {pull.head_sha[:12]} and approve "
