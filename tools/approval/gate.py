@@ -19,8 +19,8 @@
 
 Nothing approves by default: a closed pull request, a malformed payload or an unknown action does
 not run; a GitHub API failure raises `GitHubError` (the gate job then fails instead of guessing).
-The GitHub side is a small protocol (`ApprovalGitHub`); `IssueEventsGitHub` implements it over the
-bot's REST client (retries, timeouts, typed errors).
+The GitHub side is a small protocol (`ApprovalGitHub`); `tools.approval.github_api.IssueEventsGitHub`
+implements it over the bot's REST client (retries, timeouts, typed errors).
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ Order of work (nothing is dispatched before the comment is claimed):
    before any resend) and re-run failed jobs, then edit the reply into the table (state ``done``,
    or ``incomplete`` when a GitHub call failed for good) and react ``rocket`` or ``confused``.
 
-Every body is capped under GitHub's 65,536 characters (`replies.cap`). ``Outcome.errors`` lists the
-GitHub failures: the CLI then exits non-zero and ``serve`` keeps the delivery unfinished. Dry run
-(``dry_run=True``) still reads but never writes: no reactions, claim, dispatches or replies.
+Every body is fitted under GitHub's 65,536 characters (`fit.fit`: cells shortened, rows kept).
+``Outcome.errors`` lists the GitHub failures: the CLI then exits non-zero and ``serve`` keeps the
+delivery unfinished. Dry run (``dry_run=True``) still reads but never writes: no reactions, claim,
+dispatches or replies.
 """
 
 from __future__ import annotations
