@@ -33,6 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,11 @@ class Journal:
         self._lock = threading.Lock()
         self.healthy = True
         self.last_error: str | None = None
-        self.probe()  # a read-only file or directory, or a full disk, is refused here
+        try:
+            self.probe()  # a read-only file or directory, or a full disk, is refused here
+        except JournalError:
+            self._db_close_quietly()
+            raise
         self._closed = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if self.path != ":memory:" and not self.path.startswith("file:"):
@@ -123,7 +128,7 @@ class Journal:
             self.healthy, self.last_error = True, None
             return cursor
 
-    def _read(self, what: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    def _read(self, what: str, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
         with self._lock:
             try:
                 return self._db.execute(sql, params).fetchall()
@@ -192,11 +197,11 @@ class Journal:
     def unfinished(self) -> list[Entry]:
         rows = self._read("unfinished", "SELECT id, payload, state, attempts, received FROM deliveries "
                           "WHERE state = ? ORDER BY received, rowid", (ACCEPTED,))
-        return [Entry(str(r[0]), bytes(r[1]), str(r[2]), int(r[3]), float(r[4])) for r in rows]  # type: ignore[arg-type]
+        return [Entry(str(r[0]), bytes(r[1]), str(r[2]), int(r[3]), float(r[4])) for r in rows]
 
     def counts(self) -> dict[str, int]:
         rows = self._read("counts", "SELECT state, COUNT(*) FROM deliveries GROUP BY state")
-        return {str(state): int(count) for state, count in rows}  # type: ignore[call-overload]
+        return {str(state): int(count) for state, count in rows}
 
     def prune(self, older_than: float) -> int:
         """Delete handled deliveries finished more than ``older_than`` seconds ago; how many."""
