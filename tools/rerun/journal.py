@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools.rerun.secrets_file import redact
+
 log = logging.getLogger(__name__)
 
 ACCEPTED, DONE = "accepted", "done"
@@ -192,7 +194,7 @@ class Journal:
     def fail(self, delivery: str, error: str) -> None:
         """Count a failed attempt; the delivery stays unfinished (replayed at the next start)."""
         self._write(f"fail {delivery[:80]!r}", "UPDATE deliveries SET attempts = attempts + 1, last_error = ? "
-                    "WHERE id = ?", (error[:2000], delivery))
+                    "WHERE id = ?", (redact(error)[:2000], delivery))  # redacted before it is cut
 
     def unfinished(self) -> list[Entry]:
         rows = self._read("unfinished", "SELECT id, payload, state, attempts, received FROM deliveries "
