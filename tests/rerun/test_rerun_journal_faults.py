@@ -25,9 +25,12 @@ from typing import Any, Callable
 import pytest
 import requests
 
-from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.dispatch import RunLookup
+from tools.rerun.fake_github import FakeGitHub, Scripted
+from tools.rerun.handler import BotConfig
 from tools.rerun.journal import DONE, JOURNAL_FILE, Journal
 from tools.rerun.server import ServerConfig, WebhookApp, running, signature
+from tools.rerun.worker_process import ProcessWorkers, WorkerSpec
 
 from rerun_support import PR, REPO, ROOT, TOKEN, comment_payload
 
@@ -295,3 +298,22 @@ def test_the_queue_holds_exactly_queue_size_and_then_answers_503_busy(make_handl
         assert app.wait_idle(30)
         assert _post(server.url, bodies[4], "q4").status_code == 202  # GitHub's redelivery gets in
         assert app.wait_idle(30) and app.stats.accepted == 5
+
+
+def test_the_worker_process_holds_exactly_its_capacity(api_url: str, fake: FakeGitHub, repo_root: Path) -> None:
+    """`serve`'s pool: ``capacity`` deliveries in flight, the next one refused until one reports."""
+    slow = Scripted(delay=2.0, route=True)
+    fake.fail("GET", r"/collaborators/", slow, slow)  # the first two deliveries take 2 s each
+    config = BotConfig(repo_root=repo_root, lookup=RunLookup(wait=0.3, link_wait=0.2, interval=0.02))
+    pool = ProcessWorkers(WorkerSpec(api_url, TOKEN, config, workers=2), capacity=2)
+    reports: list[str] = []
+    pool.start(lambda delivery, result, error: reports.append(delivery))
+    try:
+        payloads = [comment_payload("/rerun-test test_pack.py", comment_id=940_000 + i) for i in range(3)]
+        assert pool.put("p0", payloads[0]) and pool.put("p1", payloads[1])
+        assert not pool.put("p2", payloads[2])  # two in flight: full
+        assert _wait_for(lambda: len(reports) >= 1, 30)
+        assert pool.put("p2", payloads[2])
+        assert _wait_for(lambda: len(reports) == 3, 30) and sorted(reports) == ["p0", "p1", "p2"]
+    finally:
+        pool.stop()
