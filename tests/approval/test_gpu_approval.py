@@ -27,6 +27,7 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
 LABEL = "ok-to-test-gpu"
 TOKEN = "t0ken"
 EVENTS = f"/repos/{REPO}/issues/{PR}/events"
+RUNS = f"/repos/{REPO}/actions/runs"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -68,6 +69,14 @@ def serve_permission(server: HTTPServer, user: str, permission: str | None, role
             {"permission": permission, "role_name": role or permission, "user": {"login": user}})
 
 
+@pytest.fixture(autouse=True)
+def head_seen_long_ago(httpserver: HTTPServer) -> None:
+    """The head commit's first workflow run, an hour before any label of these tests: outside the
+    push window (tests/approval/test_approval_hardening.py covers the window itself)."""
+    httpserver.expect_request(RUNS, query_string={"head_sha": SHA, "per_page": "100"}, headers=AUTH).respond_with_json(
+        {"total_count": 1, "workflow_runs": [{"id": 1, "head_sha": SHA, "created_at": "2026-12-01T09:00:00Z"}]})
+
+
 @pytest.fixture
 def github(httpserver: HTTPServer) -> IssueEventsGitHub:
     client = GitHubClient(httpserver.url_for(""), TOKEN, timeout=5,
@@ -106,7 +115,7 @@ def test_a_fork_runs_when_a_maintainer_applied_the_label(github, httpserver):
     d = decide(parse_event(payload()), LABEL, github)
     assert d.run and d.sha == SHA and d.approver == "maint"
     assert "applied by maint (maintain)" in d.reason
-    assert paths(httpserver) == [EVENTS, f"/repos/{REPO}/collaborators/maint/permission"]
+    assert paths(httpserver) == [EVENTS, f"/repos/{REPO}/collaborators/maint/permission", RUNS]
 
 
 @pytest.mark.parametrize("permission,role", [("write", "write"), ("admin", "admin"), ("write", "maintain")])

@@ -61,8 +61,9 @@ def test_pr_workflow_runs_lint_and_the_cpu_tier_on_hosted_runners_only():
 
 def test_pr_gpu_workflow_gates_plans_and_shards_the_gpu_tiers():
     wf = load_workflow(WORKFLOW_DIR / "pr-gpu.yml")
-    assert triggers(wf) == {"pull_request_target"}
+    assert triggers(wf) == {"pull_request_target", "issue_comment"}  # issue_comment: /ok-to-test-gpu <sha>
     assert wf["on"]["pull_request_target"]["types"] == ["opened", "synchronize", "reopened", "labeled"]
+    assert wf["on"]["issue_comment"]["types"] == ["created"]
     jobs = wf["jobs"]
     assert "-m tools.approval --event \"$GITHUB_EVENT_PATH\"" in step_named(jobs["approval"], "Decide")["run"]
     plan = step_named(jobs["plan"], "Plan GPU tiers")["run"]

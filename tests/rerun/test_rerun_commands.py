@@ -76,7 +76,7 @@ def test_unsafe_targets_rejected(target: str, problem: str) -> None:
 def test_quote_escapes_markdown_and_html() -> None:
     shown = quote("<img src=x>|`@everyone\x07")
     assert "<img" not in shown and "|" not in shown and "`" not in shown.removeprefix("<code>")
-    assert "@everyone" not in shown and "\\x07" in shown
+    assert "@everyone" not in shown and "&#92;x07" in shown
     long = quote("a" * 100, limit=10)
     assert long.endswith("(90 more characters)")
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ci.registry import find_repo_root, load_registry
+from tools.rerun.commands import quote
 from tools.rerun.fake_github import FakeGitHub, Scripted
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
 from tools.rerun.github import GitHubError
@@ -42,7 +43,7 @@ def test_story_command_dispatches_on_gpu_tier(fake: FakeGitHub, make_handler) ->
     assert [c for c, _ in fake.reactions] == [101, 101] and [r for _, r in fake.reactions] == ["eyes", "rocket"]
     (reply,) = fake.bot_replies(PR)
     assert find_marker(reply.body, 101).state == "done" and reply.edits == 1  # claimed, then edited
-    assert f"| <code>test_kvfp4_quant_dequant.py</code> | `{STORY_FILE}` | `gpu_b200` |" in reply.body
+    assert f"| {quote('test_kvfp4_quant_dequant.py')} | `{STORY_FILE}` | `gpu_b200` |" in reply.body
     row = find_row(reply.body, "gpu_b200", "targets")
     (run,) = fake.runs
     assert row is not None and row.result == "dispatched" and row.tests == f"`{STORY_FILE}`"
@@ -109,7 +110,7 @@ def test_ambiguous_unknown_and_tier_errors(fake: FakeGitHub, make_handler) -> No
     assert "several registered files have this name" in reply
     assert "`tests/a/test_dup.py`" in reply and "`tests/b/test_dup.py`" in reply
     assert "Did you mean:\n  * `tests/quant/test_kvfp4_quant_dequant.py`" in reply
-    assert "<code>gpu_b200_x4</code> is not one of this file's tiers; use one of `cpu`, `gpu_h100`, `gpu_b200`" in reply
+    assert f"{quote('gpu_b200_x4')} is not one of this file's tiers; use one of `cpu`, `gpu_h100`, `gpu_b200`" in reply
 
 
 def test_unsafe_targets_are_quoted_escaped_and_never_dispatched(fake: FakeGitHub, make_handler) -> None:
@@ -119,7 +120,7 @@ def test_unsafe_targets_are_quoted_escaped_and_never_dispatched(fake: FakeGitHub
     reply = fake.bot_replies(PR)[0].body
     assert "refused: the target contains `..`" in reply
     assert "is an absolute path" in reply
-    assert "<code>test_$(id).py</code>" in reply and "<code>$</code>" in reply
+    assert quote("test_$(id).py") in reply and quote("$") in reply
     # The safe target in the same comment still runs.
     assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_pack.py"] * 2
 
@@ -196,7 +197,7 @@ def test_dispatch_failure_is_reported_in_reply(fake: FakeGitHub, make_handler) -
     outcome = make_handler().handle(comment_payload("/rerun-test test_kvfp4_quant_dequant.py", comment_id=515))
     assert outcome.status == "partial" and len(outcome.errors) == 1  # the CLI exits non-zero
     reply = fake.bot_replies(PR)[0].body
-    assert "dispatch failed:" in reply and "HTTP 400: boom" in reply
+    assert "dispatch failed:" in reply and quote("HTTP 400: boom").removeprefix("<code>") in reply
     assert find_marker(reply, 515).state == "incomplete"  # a replay resumes it
     assert [r for _, r in fake.reactions] == ["eyes", "confused"]
 
@@ -273,7 +274,7 @@ def test_owner_runs_every_active_file_of_the_team_on_its_gpu_tiers(fake: FakeGit
     # quant's active files (test_broken.py is quarantined); one dispatch per tier, never cpu.
     assert by_tier == {"gpu_h100": ["tests/quant/test_pack.py"],
                        "gpu_b200": ["tests/quant/test_kvfp4_quant_dequant.py", "tests/quant/test_pack.py"]}
-    assert "| <code>--owner &#64;QUANT</code> | 2 file(s) | `gpu_h100`, `gpu_b200` |" in fake.bot_replies(PR)[0].body
+    assert f"| {quote('--owner @QUANT')} | 2 file(s) | `gpu_h100`, `gpu_b200` |" in fake.bot_replies(PR)[0].body
 
 
 def test_owner_with_cpu_only_files_tier_filter_and_unknown_owner(fake: FakeGitHub, make_handler) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tools.rerun.commands import quote
 from tools.rerun.fake_github import FakeGitHub
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
 from tools.rerun.report import Reporter, ReportError, RunResults, result_cell, summarize
@@ -47,7 +48,7 @@ def test_summarize_counts_time_and_failing_ids(tmp_path: Path) -> None:
         ["tests/quant/test_pack.py::test_err"] + [f"tests/quant/test_pack.py::test_bad[{i}]" for i in range(12)]))
     cell = result_cell(results)
     assert cell.startswith("**failed**: 2 passed, 12 failed, 1 skipped, 1 errors in 12.5 s<br>failing:<br>")
-    assert cell.count("<code>tests/quant/test_pack.py::") == 10 and cell.endswith("… and 3 more")
+    assert cell.count(quote("tests/quant/test_pack.py::").removesuffix("</code>")) == 10 and cell.endswith("… and 3 more")
     assert result_cell(summarize(_junit(tmp_path / "ok.xml", _case("a"), "754"))) == \
         "**passed**: 1 passed, 0 failed, 0 skipped, 0 errors in 12 min 34 s"
 
@@ -164,7 +165,7 @@ def test_cli_report_writes_the_row_and_exits_non_zero_without_a_report(api_url: 
     ok = run("--junit", str(junit), "--run-url", "https://github.com/acme/llm-serving/actions/runs/5")
     assert ok.returncode == 0, ok.stderr
     row = find_row(fake.bot_replies(PR)[0].body, "gpu_b200", "1/2")
-    assert row.result.startswith("**failed**: 1 passed, 1 failed") and "test_pack.py::test_b" in row.result
+    assert row.result.startswith("**failed**: 1 passed, 1 failed") and quote("tests/quant/test_pack.py::test_b") in row.result
     assert row.run == "[run](https://github.com/acme/llm-serving/actions/runs/5)"
     missing = run("--junit", str(tmp_path / "nope.xml"))
     assert missing.returncode == 1 and "missing or unreadable" in missing.stderr

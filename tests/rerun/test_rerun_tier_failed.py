@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ci.selection.plan import plan
 from ci.registry import load_registry
+from tools.rerun.commands import quote
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
 from tools.rerun.fake_github import FakeGitHub, Scripted
 from tools.rerun.handler import BotConfig
@@ -40,7 +41,7 @@ def test_unknown_tier_lists_the_tiers_and_the_closest(fake: FakeGitHub, make_han
     outcome = make_handler().handle(comment_payload("/rerun-tier gpu_b20"))
     assert outcome.status == "partial" and fake.dispatches == []
     body = fake.bot_replies(PR)[0].body
-    assert "there is no tier <code>gpu_b20</code>. The closest name is `gpu_b200`." in body
+    assert f"there is no tier {quote('gpu_b20')}. The closest name is `gpu_b200`." in body
     assert "Tiers: `cpu`, `gpu_h100`, `gpu_b200`." in body
 
 

@@ -12,23 +12,30 @@
   cannot approve. What runs is the head commit the event carries, the one the pull request had
   when the label was applied; a later push (``synchronize``) never runs, so every new commit needs
   a new approval (pr-gpu.yml removes the label on such a push so that re-applying it is one click).
+  A label names no commit, so a push that lands just before it would be approved unseen: the label
+  is refused when GitHub first saw the head commit less than ``push_window`` seconds
+  (`PUSH_WINDOW`) before the label was applied. Re-applying it later, or the comment approval of
+  `tools.approval.comment` (``/ok-to-test-gpu <sha-prefix>``, bound to the commit reviewed), approves.
 
 Nothing approves by default: a closed pull request, a malformed payload or an unknown action does
 not run; a GitHub API failure raises `GitHubError` (the gate job then fails instead of guessing).
-The GitHub side is a small protocol (`ApprovalGitHub`); `IssueEventsGitHub` implements it over the
-bot's REST client (retries, timeouts, typed errors).
+The GitHub side is a small protocol (`ApprovalGitHub`); `tools.approval.github_api.IssueEventsGitHub`
+implements it over the bot's REST client (retries, timeouts, typed errors).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
-from tools.rerun.github import GitHubClient, GitHubError, Permission
+from tools.approval.github_api import IssueEventsGitHub, LabelEvent, parse_time
+from tools.rerun.github import Permission, PullRequest
 
 DEFAULT_LABEL = "ok-to-test-gpu"
 PUSH_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+PUSH_WINDOW = 120.0  # seconds: a label applied sooner after the head commit appeared is refused
 _SHA = re.compile(r"[0-9a-f]{40}")
 
 
@@ -58,17 +65,6 @@ class PullRequestEvent:
 
 
 @dataclass(frozen=True)
-class LabelEvent:
-    """One ``labeled``/``unlabeled`` issue event; ``actor`` is "" for a deleted account."""
-
-    id: int
-    action: str
-    label: str
-    actor: str
-    created_at: str
-
-
-@dataclass(frozen=True)
 class Decision:
     """``run``: start the GPU tiers on ``sha``. ``reason`` says why, for the job summary."""
 
@@ -79,11 +75,17 @@ class Decision:
 
 
 class ApprovalGitHub(Protocol):
-    def label_events(self, repo: str, number: int) -> list[LabelEvent]:
-        """Every labeled/unlabeled event of the issue or pull request, oldest first."""
+    def latest_label_event(self, repo: str, number: int, label: str) -> LabelEvent | None:
+        """The newest labeled/unlabeled event of ``label`` on the issue or pull request."""
+
+    def head_first_seen(self, repo: str, sha: str) -> datetime | None:
+        """When GitHub first ran a workflow for commit ``sha`` (None: never)."""
 
     def get_permission(self, repo: str, user: str) -> Permission:
         """The user's permission on ``repo`` (``none`` for a non-collaborator)."""
+
+    def get_pull(self, repo: str, number: int) -> PullRequest:
+        """The pull request as GitHub has it now."""
 
 
 def _get(data: Any, path: str) -> Any:
@@ -120,11 +122,13 @@ def parse_event(data: Any) -> PullRequestEvent:
 
 
 def how_to_approve(label: str) -> str:
-    return (f"a user with write access reviews the commit and applies the `{label}` label "
-            f"(again after every push), or comments `/rerun-test <file>`")
+    return (f"a user with write access reviews the head commit and comments `/ok-to-test-gpu <sha-prefix>` "
+            f"naming it, or applies the `{label}` label (again after every push), or comments "
+            f"`/rerun-test <file>`")
 
 
-def decide(event: PullRequestEvent, label: str, github: ApprovalGitHub) -> Decision:
+def decide(event: PullRequestEvent, label: str, github: ApprovalGitHub, *,
+           push_window: float = PUSH_WINDOW) -> Decision:
     """Apply the module's rules to one event; calls GitHub only for a fork's approval label."""
     def no(reason: str) -> Decision:
         return Decision(False, event.head_sha, reason)
@@ -140,10 +144,9 @@ def decide(event: PullRequestEvent, label: str, github: ApprovalGitHub) -> Decis
     fork = event.head_repo or "a deleted fork"
     if event.action != "labeled":
         return no(f"pull request from {fork}: GPU tiers run after approval: {how_to_approve(label)}")
-    events = [e for e in github.label_events(event.repo, event.number) if e.label == label]
-    if not events:
+    latest = github.latest_label_event(event.repo, event.number, label)
+    if latest is None:
         return no(f"GitHub lists no `{label}` label event on #{event.number}")
-    latest = max(events, key=lambda e: e.id)
     if latest.action != "labeled":
         return no(f"`{label}` was removed again by {latest.actor or 'a deleted user'} at {latest.created_at}")
     if not latest.actor:
@@ -152,46 +155,19 @@ def decide(event: PullRequestEvent, label: str, github: ApprovalGitHub) -> Decis
     if not permission.is_writer:
         return no(f"`{label}` was applied by {latest.actor}, whose permission is {permission.permission} "
                   f"(role {permission.role_name}); approving GPU runs needs write, maintain or admin")
+    labelled = parse_time(latest.created_at, f"issue event {latest.id}")
+    seen = github.head_first_seen(event.repo, event.head_sha)
+    if seen is None or (labelled - seen).total_seconds() < push_window:
+        when = "GitHub lists no run of it yet" if seen is None else (
+            f"it appeared {max(0, round((labelled - seen).total_seconds()))} s before the label")
+        return no(f"`{label}` was applied by {latest.actor} less than {push_window:.0f} s after the head commit "
+                  f"{event.head_sha[:12]} appeared ({when}): the label may have been meant for the commit "
+                  f"before it. Review {event.head_sha[:12]} and comment `/ok-to-test-gpu {event.head_sha[:12]}`, "
+                  f"or apply the label again")
     return Decision(True, event.head_sha,
                     f"pull request from {fork}: `{label}` applied by {latest.actor} "
                     f"({permission.role_name}) at {latest.created_at}", approver=latest.actor)
 
 
-class IssueEventsGitHub:
-    """`ApprovalGitHub` over `GitHubClient`: reads ``/repos/{repo}/issues/{n}/events`` (pages of
-    100, at most ``max_pages``; more raises, since the latest event could be on a page not read)."""
-
-    def __init__(self, client: GitHubClient, max_pages: int = 50):
-        if max_pages < 1:
-            raise ValueError(f"max_pages must be >= 1, got {max_pages}")
-        self.client = client
-        self.max_pages = max_pages
-
-    def label_events(self, repo: str, number: int) -> list[LabelEvent]:
-        first = f"/repos/{repo}/issues/{number}/events"
-        path: str | None = first
-        params: dict[str, Any] | None = {"per_page": 100}
-        out: list[LabelEvent] = []
-        for _ in range(self.max_pages):
-            response = self.client.request("GET", path, params=params)
-            page = response.json()
-            if not isinstance(page, list):
-                raise GitHubError("GET", first, response.status_code, f"expected a list of events, got {page!r:.80}")
-            out += [_label_event(item) for item in page
-                    if isinstance(item, dict) and item.get("event") in ("labeled", "unlabeled")]
-            path, params = response.links.get("next", {}).get("url"), None
-            if not path:
-                return out
-        raise GitHubError("GET", first, None, f"more than {self.max_pages} pages of issue events")
-
-    def get_permission(self, repo: str, user: str) -> Permission:
-        return self.client.get_permission(repo, user)
-
-
-def _label_event(item: dict[str, Any]) -> LabelEvent:
-    try:
-        actor = item.get("actor") or {}
-        return LabelEvent(int(item["id"]), str(item["event"]), str(item["label"]["name"]),
-                          str(actor.get("login") or ""), str(item.get("created_at") or ""))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise GitHubError("GET", "issue events", 200, f"unexpected event shape: {exc!r}") from exc
+__all__ = ["ApprovalGitHub", "DEFAULT_LABEL", "Decision", "EventError", "IssueEventsGitHub", "LabelEvent",
+           "PUSH_WINDOW", "PullRequestEvent", "decide", "how_to_approve", "parse_event"]

@@ -3,7 +3,7 @@
 ``handle --event PATH`` handles one ``issue_comment`` payload (GitHub Actions: ``$GITHUB_EVENT_PATH``),
 with ``GITHUB_TOKEN``, ``GITHUB_API_URL`` and ``GITHUB_REPOSITORY`` from the environment unless
 ``--token-file`` / ``--api-url`` / ``--repo`` say otherwise. ``serve`` runs the webhook server with
-its delivery journal in ``--state-dir``. ``report`` writes a dispatched run's JUnit results into
+its delivery journal in ``--state-dir`` (one server per state directory: a second one exits 2). ``report`` writes a dispatched run's JUnit results into
 its row of the bot's reply. ``--dry-run`` reads from GitHub but writes nothing and prints the reply
 and the dispatches it would make.
 Exit status: 0 handled or ignored, 1 GitHub failure (or, for ``report``, a missing or bad JUnit
@@ -101,6 +101,7 @@ def _handle(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from tools.rerun.journal import Journal
     from tools.rerun.server import ServerConfig, WebhookApp, WebhookServer
+    from tools.rerun.state_lock import StateLock
     from tools.rerun.worker_process import ProcessWorkers, WorkerSpec
 
     # The server process only parses, verifies, journals and acknowledges (the handlers run in the
@@ -109,7 +110,8 @@ def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL)
     secret = read_secret(args.secret_file, "webhook secret").encode()
     token, config, api = _token(args), _config(args), _api(args)
-    journal = Journal.in_dir(args.state_dir, durable=args.durable)
+    lock = StateLock.acquire(args.state_dir)  # held until this process ends: one server per journal
+    journal = Journal.in_dir(args.state_dir, durable=args.durable)  # JournalError: corrupt, read-only
     pruned = journal.prune(PRUNE_AFTER)
     server_config = ServerConfig(secret=secret, workers=args.workers)
     pool = ProcessWorkers(WorkerSpec(api, token, config, args.workers), server_config.queue_size)
@@ -128,6 +130,7 @@ def _serve(args: argparse.Namespace) -> int:
         server.server_close()
         app.stop()
         journal.close()
+        lock.release()
     return 0
 
 

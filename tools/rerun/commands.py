@@ -16,6 +16,7 @@ passes comment text to a shell.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 
 from tools.rerun.comment_lines import (RERUN_FAILED, RERUN_STAGE, RERUN_TEST, RERUN_TIER, LookAlike,
@@ -203,14 +204,22 @@ def check_target(target: str) -> None:
         raise UnsafeTarget("has `[` or `]` in the file part (they belong in a node id after `::`)")
 
 
+# Every ASCII punctuation character is a Markdown or HTML metacharacter somewhere (emphasis, links,
+# autolinks, tables, entities, raw HTML); quoted text gets each as a numeric entity, which GitHub
+# shows as the character and never parses. `/`, `,` and `-` start nothing inline and stay readable.
+_ENTITIES = {ord(c): f"&#{ord(c)};" for c in string.punctuation if c not in "/,-"}
+# GFM links an e-mail address found in text even when written with entities; an empty HTML comment
+# before the `@` splits the text so nothing is linked (and `&#64;` is no @-mention either).
+_ENTITIES[ord("@")] = "<!-- -->&#64;"
+
+
 def quote(text: str, limit: int = 80) -> str:
-    """``text`` as inline code that is safe in Markdown and HTML: control and non-ASCII characters
-    become escapes, HTML specials entities, ``|`` cannot break a table. Longer than ``limit``
-    characters is cut with an explicit note of how much was left out."""
+    """``text`` as inline code that renders as exactly that text in GitHub-flavoured Markdown and
+    HTML: control and non-ASCII characters become escapes (``\\u200b``), every Markdown and HTML
+    metacharacter an entity, so nothing in it is a link, emphasis, a mention, a tag or a table
+    cell break. Longer than ``limit`` characters is cut with an explicit note of how much was left out."""
     shown, rest = text[:limit], len(text) - limit
-    escaped = shown.encode("unicode_escape").decode("ascii")
-    escaped = (escaped.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-               .replace("|", "&#124;").replace("`", "&#96;").replace("@", "&#64;"))
+    escaped = shown.encode("unicode_escape").decode("ascii").translate(_ENTITIES)
     suffix = f"… ({rest} more characters)" if rest > 0 else ""
     return f"<code>{escaped}</code>{suffix}"
 

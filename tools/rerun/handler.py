@@ -18,9 +18,10 @@ Order of work (nothing is dispatched before the comment is claimed):
    before any resend) and re-run failed jobs, then edit the reply into the table (state ``done``,
    or ``incomplete`` when a GitHub call failed for good) and react ``rocket`` or ``confused``.
 
-Every body is capped under GitHub's 65,536 characters (`replies.cap`). ``Outcome.errors`` lists the
-GitHub failures: the CLI then exits non-zero and ``serve`` keeps the delivery unfinished. Dry run
-(``dry_run=True``) still reads but never writes: no reactions, claim, dispatches or replies.
+Every body is fitted under GitHub's 65,536 characters (`fit.fit`: cells shortened, rows kept).
+``Outcome.errors`` lists the GitHub failures: the CLI then exits non-zero and ``serve`` keeps the
+delivery unfinished. Dry run (``dry_run=True``) still reads but never writes: no reactions, claim,
+dispatches or replies.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, Callable
 
 from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, load_registry
 from tools.rerun import cmd_rerun_failed, cmd_rerun_test, cmd_rerun_tier, replies
+from tools.rerun.fit import fit
 from tools.rerun.cmd_rerun_failed import RerunResult
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
 from tools.rerun.comment_lines import RERUN_FAILED, RERUN_TEST, RERUN_TIER
@@ -103,8 +105,9 @@ class Handler:
         return None
 
     def _write(self, event: CommentEvent, outcome: Outcome, reply: "_ReplyRef", body: str) -> None:
-        """Post the reply, or edit it if it exists; always capped under GitHub's limit."""
-        body = replies.cap(body)
+        """Post the reply, or edit it if it exists; always fitted under GitHub's limit (`fit.fit`:
+        a long runs table has its cells shortened, never its rows cut)."""
+        body = fit(body)
         outcome.reply = body
         if self.config.dry_run:
             return

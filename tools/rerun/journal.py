@@ -7,6 +7,11 @@ Contract:
 * `Journal.finish` marks it handled; `Journal.fail` keeps it unfinished and counts the attempt.
 * `Journal.unfinished` lists every accepted delivery not marked handled, oldest first: the server
   replays them when it starts, so a kill -9 loses nothing that got a 202.
+* Every SQLite failure (a full disk, a read-only or corrupt file) is a `JournalError`, never a raw
+  ``sqlite3`` exception. Opening checks the file (``PRAGMA quick_check``) and that it can be
+  written (`Journal.probe`), so a corrupt or read-only journal is refused at start, not at the
+  first delivery. `Journal.healthy` is False from a failed write until the next successful one
+  (`Journal.probe` is a write that touches no delivery); the server's ``/healthz`` reports it.
 
 Durability: ``synchronous=NORMAL`` in WAL mode makes each commit reach the operating system before
 `accept` returns, which survives the process being killed (kill -9, OOM) but not a power loss
@@ -28,6 +33,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from tools.rerun.secrets_file import redact
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +53,8 @@ CREATE TABLE IF NOT EXISTS deliveries (
     received REAL NOT NULL,
     finished REAL,
     last_error TEXT
-)
+);
+CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY CHECK (id = 1), at REAL NOT NULL);
 """
 
 
@@ -76,16 +85,62 @@ class Journal:
                 raise JournalError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             self._db.execute("PRAGMA wal_autocheckpoint=0")  # see the module docstring
-            self._db.execute(_SCHEMA)
+            self._db.executescript(_SCHEMA)
+            check = self._db.execute("PRAGMA quick_check").fetchall()
+            if check != [("ok",)]:
+                raise JournalError(f"the delivery journal {self.path} is corrupt (SQLite quick_check: "
+                                   f"{'; '.join(str(row[0]) for row in check[:3])[:300]}); move it aside to start "
+                                   f"with an empty one (its unfinished deliveries are then not replayed)")
         except sqlite3.Error as exc:
-            raise JournalError(f"cannot open the delivery journal {self.path}: {exc}") from exc
+            self._db_close_quietly()
+            raise JournalError(f"cannot open the delivery journal {self.path}: {exc}") from None
+        except JournalError:
+            self._db_close_quietly()
+            raise
         self._lock = threading.Lock()
+        self.healthy = True
+        self.last_error: str | None = None
+        try:
+            self.probe()  # a read-only file or directory, or a full disk, is refused here
+        except JournalError:
+            self._db_close_quietly()
+            raise
         self._closed = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if self.path != ":memory:" and not self.path.startswith("file:"):
             self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="journal-checkpoint",
                                                   daemon=True)
             self._checkpointer.start()
+
+    def _db_close_quietly(self) -> None:
+        try:
+            self._db.close()
+        except (AttributeError, sqlite3.Error):
+            pass
+
+    def _write(self, what: str, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
+        """One committed write under the lock; a failure is a `JournalError` and marks the journal
+        unhealthy until a later write succeeds."""
+        with self._lock:
+            try:
+                cursor = self._db.execute(sql, params)
+            except sqlite3.Error as exc:
+                self.healthy, self.last_error = False, f"{what}: {exc}"
+                raise JournalError(f"cannot write the delivery journal {self.path} ({what}): {exc}") from None
+            self.healthy, self.last_error = True, None
+            return cursor
+
+    def _read(self, what: str, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise JournalError(f"cannot read the delivery journal {self.path} ({what}): {exc}") from None
+
+    def probe(self) -> None:
+        """A write that touches no delivery: raises `JournalError` (and leaves the journal
+        unhealthy) while the journal cannot be written; marks it healthy when it can."""
+        self._write("probe", "INSERT OR REPLACE INTO probe (id, at) VALUES (1, ?)", (time.time(),))
 
     def _checkpoint_loop(self) -> None:
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
@@ -118,51 +173,42 @@ class Journal:
 
     def accept(self, delivery: str, payload: bytes) -> bool:
         """Record a new delivery; False (nothing written) if this id was recorded before."""
-        with self._lock:
-            try:
-                cursor = self._db.execute(
-                    "INSERT OR IGNORE INTO deliveries (id, payload, state, received) VALUES (?, ?, ?, ?)",
-                    (delivery, payload, ACCEPTED, time.time()))
-            except sqlite3.Error as exc:
-                raise JournalError(f"cannot record delivery {delivery[:80]!r}: {exc}") from exc
-            return cursor.rowcount == 1
+        cursor = self._write(f"record delivery {delivery[:80]!r}",
+                             "INSERT OR IGNORE INTO deliveries (id, payload, state, received) VALUES (?, ?, ?, ?)",
+                             (delivery, payload, ACCEPTED, time.time()))
+        return cursor.rowcount == 1
 
     def state(self, delivery: str) -> str | None:
-        with self._lock:
-            row = self._db.execute("SELECT state FROM deliveries WHERE id = ?", (delivery,)).fetchone()
-        return row[0] if row else None
+        rows = self._read("state", "SELECT state FROM deliveries WHERE id = ?", (delivery,))
+        return str(rows[0][0]) if rows else None
 
     def forget(self, delivery: str) -> None:
         """Remove an accepted delivery that was never acknowledged (the queue was full)."""
-        with self._lock:
-            self._db.execute("DELETE FROM deliveries WHERE id = ? AND state = ?", (delivery, ACCEPTED))
+        self._write("forget", "DELETE FROM deliveries WHERE id = ? AND state = ?", (delivery, ACCEPTED))
 
     def finish(self, delivery: str) -> None:
-        with self._lock:
-            self._db.execute("UPDATE deliveries SET state = ?, finished = ?, attempts = attempts + 1, "
-                             "last_error = NULL WHERE id = ?", (DONE, time.time(), delivery))
+        """Mark a delivery handled; `JournalError` when that cannot be written (it stays unfinished)."""
+        self._write(f"finish {delivery[:80]!r}", "UPDATE deliveries SET state = ?, finished = ?, "
+                    "attempts = attempts + 1, last_error = NULL WHERE id = ?", (DONE, time.time(), delivery))
 
     def fail(self, delivery: str, error: str) -> None:
         """Count a failed attempt; the delivery stays unfinished (replayed at the next start)."""
-        with self._lock:
-            self._db.execute("UPDATE deliveries SET attempts = attempts + 1, last_error = ? WHERE id = ?",
-                             (error[:2000], delivery))
+        self._write(f"fail {delivery[:80]!r}", "UPDATE deliveries SET attempts = attempts + 1, last_error = ? "
+                    "WHERE id = ?", (redact(error)[:2000], delivery))  # redacted before it is cut
 
     def unfinished(self) -> list[Entry]:
-        with self._lock:
-            rows = self._db.execute("SELECT id, payload, state, attempts, received FROM deliveries "
-                                    "WHERE state = ? ORDER BY received, rowid", (ACCEPTED,)).fetchall()
-        return [Entry(r[0], bytes(r[1]), r[2], r[3], r[4]) for r in rows]
+        rows = self._read("unfinished", "SELECT id, payload, state, attempts, received FROM deliveries "
+                          "WHERE state = ? ORDER BY received, rowid", (ACCEPTED,))
+        return [Entry(str(r[0]), bytes(r[1]), str(r[2]), int(r[3]), float(r[4])) for r in rows]
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._db.execute("SELECT state, COUNT(*) FROM deliveries GROUP BY state").fetchall())
+        rows = self._read("counts", "SELECT state, COUNT(*) FROM deliveries GROUP BY state")
+        return {str(state): int(count) for state, count in rows}
 
     def prune(self, older_than: float) -> int:
         """Delete handled deliveries finished more than ``older_than`` seconds ago; how many."""
-        with self._lock:
-            cursor = self._db.execute("DELETE FROM deliveries WHERE state = ? AND finished < ?",
-                                      (DONE, time.time() - older_than))
+        cursor = self._write("prune", "DELETE FROM deliveries WHERE state = ? AND finished < ?",
+                             (DONE, time.time() - older_than))
         return cursor.rowcount
 
     def close(self) -> None:

@@ -19,6 +19,9 @@ A lost update is caught if the PATCH that erased ours lands before our last re-r
 writer's read-to-PATCH span is shorter than ``settle``. Writers read right before they PATCH and
 never resend a stale body (each retry re-reads), so that span is one API round trip plus the
 client's timeout at most; ``settle`` defaults to more than the client's 10 s timeout.
+
+A reply too long for GitHub (many shards, long failing lists) goes through `tools.rerun.fit`,
+which shortens cells and never drops a row, so a row that holds results keeps them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Callable
 from ci.results.junit import ERROR, FAILED, JUnitError, parse_junit
 from tools.rerun import replies
 from tools.rerun.commands import quote
+from tools.rerun.fit import STEPS, fit, shorten
 from tools.rerun.github import GitHubAPI, IssueComment
 from tools.rerun.runs_table import RunRow, find_row, put_row
 
@@ -138,7 +142,9 @@ class Reporter:
             current = find_row(reply.body, tier, part)
             base = current or RunRow(tier, part, "—", "—", "—", "")
             mine = base.with_result(cell, run)
-            self.client.edit_comment(self.repo, reply.id, replies.cap(put_row(reply.body, mine)))
+            body = fit(put_row(reply.body, mine))  # shortens cells to fit; never drops a row
+            mine = find_row(body, tier, part) or mine  # as written (its cells may be shortened)
+            self.client.edit_comment(self.repo, reply.id, body)
             writes += 1
             verdict = self._check(reply.id, mine)
             if verdict == "ok":
@@ -156,7 +162,7 @@ class Reporter:
     def _check(self, reply_id: int, mine: RunRow) -> str:
         """``ok``, ``superseded`` (a different result is there) or ``lost``."""
         row = find_row(self.client.get_comment(self.repo, reply_id).body, mine.tier, mine.part)
-        if row == mine:
+        if row == mine or row in {shorten(mine, step) for step in STEPS}:  # a later `fit` shortened it
             return "ok"
         return "superseded" if row is not None and row.has_results else "lost"
 

@@ -175,13 +175,15 @@ def _certainly_unsent(exc: Exception) -> bool:
 
 
 def _error_message(response: requests.Response) -> str:
+    """The error text of a failed response, redacted *before* it is cut to 500/200 characters, so a
+    secret straddling the cut cannot leave its first characters in the message."""
     try:
         data = response.json()
     except ValueError:
-        return redact((response.text or response.reason or "").strip()[:200])
+        return redact((response.text or response.reason or "").strip())[:200]
     if isinstance(data, dict) and data.get("message"):
-        return redact(str(data["message"])[:500])
-    return redact(str(data)[:200])
+        return redact(str(data["message"]))[:500]
+    return redact(str(data))[:200]
 
 
 __all__ = ["GitHubError", "RestClient", "RetryPolicy"]

@@ -1,6 +1,7 @@
 """Webhook server for self-hosted setups: verify, journal, acknowledge fast, handle in background workers.
 
-HTTP contract (``POST`` any path; ``GET /healthz`` answers 200):
+HTTP contract (``POST`` any path; ``GET /healthz`` answers 200, or 503 naming the failure while
+the journal cannot be written or acknowledged deliveries wait to be marked in it):
 
 * 411 without ``Content-Length``; 413 when it exceeds ``max_body`` (checked before reading, and the
   read never goes past it); 401 when ``X-Hub-Signature-256`` is missing or is not
@@ -19,6 +20,12 @@ process) or `tools.rerun.worker_process.ProcessWorkers` (the same threads in a c
 GIL). From the workers' reports the app marks each delivery handled in the journal, or leaves it
 unfinished when the handler raised or reported GitHub failures; `WebhookApp.start` replays every
 unfinished one.
+
+A mark that cannot be written (a full disk) is kept in memory and written again every
+``journal_retry`` seconds by a background thread (which also probes an unhealthy journal), so the
+server recovers when the disk does, without a restart and without new traffic. Until then the
+delivery is still unfinished on disk: a restart replays it, which the handler's claim makes
+harmless.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ class ServerConfig:
     queue_size: int = 1024
     delivery_cache: int = 10_000
     read_timeout: float = 10.0
+    journal_retry: float = 1.0  # seconds between attempts to write marks a full disk refused
 
     def __post_init__(self) -> None:
         if not self.secret:
@@ -70,6 +78,8 @@ class ServerConfig:
         for name in ("max_body", "workers", "queue_size", "delivery_cache"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.journal_retry > 0:
+            raise ValueError(f"journal_retry must be > 0 seconds, got {self.journal_retry}")
 
 
 @dataclass
@@ -81,6 +91,7 @@ class Stats:
     skipped_comments: int = 0
     unfinished: int = 0
     errors: int = 0
+    journal_failures: int = 0
 
 
 class WebhookApp:
@@ -102,10 +113,25 @@ class WebhookApp:
         self.stats = Stats()
         self._cond = threading.Condition()
         self._in_flight: set[str] = set()  # handed to the pool and not reported back yet
+        self._unmarked: dict[str, str | None] = {}  # reported, mark not written yet: delivery -> error
+        self._stopping = threading.Event()
+        self._retrier: threading.Thread | None = None
+
+    def health(self) -> str | None:
+        """None when healthy, else why not (the journal cannot be written, or marks are waiting)."""
+        with self._cond:
+            waiting = len(self._unmarked)
+        if not self.journal.healthy:
+            return f"the delivery journal cannot be written: {self.journal.last_error}"
+        if waiting:
+            return f"{waiting} handled deliveries are not marked in the journal yet"
+        return None
 
     def start(self) -> None:
         """Start the pool, then hand it every unfinished delivery of the journal (a replay)."""
         self.pool.start(self._record)
+        self._retrier = threading.Thread(target=self._retry_loop, name="journal-retry", daemon=True)
+        self._retrier.start()
         for entry in self.journal.unfinished():
             try:
                 payload = json.loads(entry.payload)
@@ -123,6 +149,38 @@ class WebhookApp:
 
     def stop(self, timeout: float = 10.0) -> None:
         self.pool.stop(timeout)
+        self._stopping.set()
+        if self._retrier is not None:
+            self._retrier.join(timeout)
+
+    def _retry_loop(self) -> None:
+        while not self._stopping.wait(self.config.journal_retry):
+            self.flush_marks()
+
+    def flush_marks(self) -> bool:
+        """Write the marks a failing journal refused (or probe it when none wait); True when
+        nothing is left waiting and the journal can be written."""
+        with self._cond:
+            waiting = list(self._unmarked.items())
+        try:
+            for delivery, error in waiting:
+                self._mark(delivery, error)
+                with self._cond:
+                    self._unmarked.pop(delivery, None)
+            if not waiting and not self.journal.healthy:
+                self.journal.probe()
+        except JournalError as exc:
+            log.warning("the delivery journal still cannot be written: %s", exc)
+            return False
+        if waiting:
+            log.info("the delivery journal can be written again: %d late mark(s) written", len(waiting))
+        return True
+
+    def _mark(self, delivery: str, error: str | None) -> None:
+        if error is None:
+            self.journal.finish(delivery)
+        else:
+            self.journal.fail(delivery, error)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until every delivery handed to the pool has been reported back."""
@@ -130,11 +188,16 @@ class WebhookApp:
             return self._cond.wait_for(lambda: not self._in_flight, timeout)
 
     def _record(self, delivery: str, result: str, error: str | None) -> None:
-        """A worker's report: mark the journal (this process is its only writer), count, release."""
-        if result in (UNFINISHED, ERROR):
-            self.journal.fail(delivery, error or result)
-        else:
-            self.journal.finish(delivery)
+        """A worker's report: mark the journal (this process is its only writer), count, release.
+        Never raises: a mark the journal refuses waits for `flush_marks`."""
+        mark = (error or result) if result in (UNFINISHED, ERROR) else None
+        try:
+            self._mark(delivery, mark)
+        except JournalError as exc:
+            log.error("%s; the mark is written again once the journal can be written", exc)
+            with self._cond:
+                self._unmarked[delivery] = mark
+                self.stats.journal_failures += 1
         with self._cond:
             self._in_flight.discard(delivery)
             setattr(self.stats, result, getattr(self.stats, result) + 1)
@@ -144,7 +207,7 @@ class WebhookApp:
         """Journal and queue one issue_comment delivery: ``accepted``, ``duplicate`` or ``busy``.
         Raises `JournalError` when the journal cannot be written (then nothing is queued)."""
         with self._cond:
-            if delivery in self._in_flight:
+            if delivery in self._in_flight or delivery in self._unmarked:  # handled, its mark waits
                 self.stats.duplicate_deliveries += 1
                 return "duplicate"
             self._in_flight.add(delivery)
@@ -193,7 +256,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         if self.path == "/healthz":
-            self._answer(200, "ok")
+            problem = self.server.app.health()
+            self._answer(200, "ok") if problem is None else self._answer(503, problem)
         else:
             self._answer(404, "not found")
 

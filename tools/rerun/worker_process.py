@@ -95,7 +95,10 @@ class ProcessWorkers:
             delivery, result, error = item
             with self._lock:
                 self._pending -= 1
-            self._report(delivery, result, error)
+            try:
+                self._report(delivery, result, error)
+            except Exception:  # this thread is the only reader of results: it must outlive any report
+                log.exception("recording the result of delivery %s failed", delivery)
 
     def _watch(self) -> None:
         self.process.join()

@@ -1,0 +1,112 @@
+"""Adopting ci on SGLang's real tree: ``python -m bench adoption --repo=PATH [--commits=A,B] [--quick]``.
+
+``PATH`` is a git repository holding SGLang's history (this project's ``fetch`` of
+``github:nokiaMS/sglang`` gives one, without a work tree). For each commit (default: the one
+before PR #28013, which still has the stale ``KVFP4QuantizeUtil`` imports, and the newest), the
+commit is checked out into a temporary worktree, and there, as a CI maintainer would, without
+any configuration of our own:
+
+1. ``fp4kv-ci init`` writes the starter registry (timed);
+2. ``fp4kv-ci lint`` runs on it (wall time, best of 3; ``--quick``: once), its problems counted
+   by code, the stale imports of the seed bug counted, and every I001/I002 listed for a reader
+   to judge (real or false).
+
+Baseline in the same run: ``git ls-files '*.py'`` piped through ``python -c`` ``ast.parse`` of
+every file, the least any import check must do. Nothing is written outside the temporary folder.
+Without ``--repo`` it says so and does nothing (it needs a repository this project does not ship).
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.table import format_table
+
+SEED_NAME = "KVFP4QuantizeUtil"
+DEFAULT_COMMITS = ("627ed3476~1", "HEAD")  # the commit before "Fix invalid KVFP4QuantizeUtil references (#28013)"
+_CODE = re.compile(r":\d+:\d+: ([A-Z]\d{3}) ")
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    for arg in argv:
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _cli(root: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "ci", "--root", str(root), *args], capture_output=True, text=True,
+                            timeout=1800)
+    return time.perf_counter() - start, result
+
+
+def _parse_all(root: Path) -> float:
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    start = time.perf_counter()
+    for rel in files:
+        try:
+            ast.parse((root / rel).read_bytes())
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OSError):
+            pass
+    return time.perf_counter() - start
+
+
+def measure(repo: Path, commit: str, repeat: int) -> tuple[list[object], list[str]]:
+    """One table row for ``commit`` and its import problems, from a temporary worktree."""
+    with tempfile.TemporaryDirectory(prefix="bench-adoption-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-f", str(tree), commit],
+                       check=True, capture_output=True)
+        try:
+            sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True,
+                                 check=True).stdout.strip()
+            t_init, init = _cli(tree, "init", "--owner", "@sglang")
+            if init.returncode != 0:
+                raise RuntimeError(f"init failed at {commit}: {init.stderr[-2000:]}")
+            registered = (tree / "registry.yaml").read_text().count("\n    tiers: [")
+            runs = [_cli(tree, "lint") for _ in range(repeat)]
+            t_lint = min(t for t, _ in runs)
+            out = runs[-1][1].stdout
+            t_parse = _parse_all(tree)
+        finally:
+            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], capture_output=True)
+    codes = collections.Counter(_CODE.findall(out))
+    imports = [line for line in out.splitlines() if re.search(r": I00[12] ", line)]
+    seed = sum(SEED_NAME in line.split(" I001 ", 1)[-1] for line in imports if " I001 " in line)
+    row = [commit, sha, registered, sum(codes.values()), codes.get("L003", 0), codes.get("I001", 0),
+           codes.get("I002", 0), seed, f"{t_init:.1f}", f"{t_lint:.1f}", f"{t_parse:.1f}", f"{t_lint / t_parse:.1f}x"]
+    return row, imports
+
+
+def main(argv: list[str]) -> int:
+    repo = _flag(argv, "repo")
+    if repo is None:
+        print("bench adoption: give --repo=PATH, a git repository with SGLang's history (see the module docstring); "
+              "nothing measured")
+        return 0
+    commits = tuple((_flag(argv, "commits") or ",".join(DEFAULT_COMMITS)).split(","))
+    repeat = 1 if "--quick" in argv else 3
+    rows, listings = [], []
+    for commit in commits:
+        row, imports = measure(Path(repo), commit, repeat)
+        rows.append(row)
+        listings.append((commit, imports))
+    print(format_table(["commit", "sha", "test files", "problems", "L003", "I001", "I002", f"{SEED_NAME} hits",
+                        "init s", "lint s", "ast.parse s", "lint / parse"], rows,
+                       title=f"ci init + ci lint on SGLang, lint best of {repeat}"))
+    for commit, imports in listings:
+        print(f"\nimport problems at {commit} ({len(imports)}):")
+        print("\n".join(f"  {line}" for line in imports))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

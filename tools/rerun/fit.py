@@ -1,0 +1,98 @@
+"""Fitting a bot reply under GitHub's comment limit without ever dropping a runs-table row.
+
+`replies.cap` cuts a body at a line boundary; for a reply whose runs table is long (a `/rerun-tier`
+of many shards, each row holding failing node ids) that cut falls inside the table and drops rows,
+results included. `fit` shortens the table's cells first, in steps, stopping at the first step
+that fits:
+
+1. every tests cell becomes a count (``7 test(s)``), every failing list keeps its first
+   `SHORT_FAILING` ids;
+2. result cells keep the verdict, the counts and the time (the failing ids are in the run's log
+   and its JUnit report, which the row links);
+3. runner cells become ``…`` (the tier names the runner);
+4. result cells keep the verdict and the non-zero counts only (``**failed**: 41 passed, 1 failed``).
+
+Every row keeps its key, its run link and the start of its result cell (``**failed**: 1 passed,
+...``), so `runs_table.find_row` and `RunRow.has_results` read it as before, and a later report
+edits it in place. Only a reply still too long after step 4 (a step-4 row is about 130
+characters, so some 450 rows with results fit) goes through `replies.cap`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from tools.rerun.replies import MAX_BODY_CHARS, _size, cap
+from tools.rerun.runs_table import RunRow, parse_row
+
+SHORT_FAILING = 3
+STEPS = (1, 2, 3, 4)
+FAILING = "<br>failing:<br>"
+_MORE = re.compile(r"… and (\d+) more$")
+_COUNTS = re.compile(r"(\*\*[a-z ]+\*\*): (\d+) passed, (\d+) failed, (\d+) skipped, (\d+) errors in .*")
+_SHORTEST = re.compile(r"\*\*[a-z ]+\*\*(?:: [0-9a-z ,]+)?")
+_COUNTED = re.compile(r"\d+ test\(s\)")
+
+
+def _count_tests(cell: str) -> str:
+    """``<n> test(s)`` for a tests cell of ``<br>``-separated entries ending in ``… and N more``."""
+    if not cell or cell == "—" or _COUNTED.fullmatch(cell):
+        return cell
+    items = cell.split("<br>")
+    more = _MORE.fullmatch(items[-1])
+    count = len(items) - 1 + int(more[1]) if more else len(items)
+    return f"{count} test(s)"
+
+
+def _short_result(cell: str, step: int) -> str:
+    head, sep, failing = cell.partition(FAILING)
+    if step >= 4:
+        counts = _COUNTS.fullmatch(head)
+        if counts is None:
+            return head if _SHORTEST.fullmatch(head) else head.split(":", 1)[0]  # ``**no report**``
+        kept = [f"{n} {what}" for n, what in zip(counts.groups()[1:], ("passed", "failed", "skipped", "errors"))
+                if n != "0"]
+        return f"{counts[1]}: {', '.join(kept) or 'no test'}"
+    if step >= 2:
+        if cell.startswith("**no report**") and len(head) > 60:
+            return "**no report**: the run produced no report (the reason is in its log)"
+        return head + (" (failing ids: in the run)" if sep else "")
+    if not sep:
+        return cell
+    ids = failing.split("<br>")
+    more = _MORE.fullmatch(ids[-1])
+    total = len(ids) - 1 + int(more[1]) if more else len(ids)
+    ids = [i for i in ids if not _MORE.fullmatch(i)]
+    shown = ids[:SHORT_FAILING]
+    rest = total - len(shown)
+    return head + FAILING + "<br>".join(shown) + (f"<br>… and {rest} more" if rest > 0 else "")
+
+
+def shorten(row: RunRow, step: int) -> RunRow:
+    """``row`` with its cells shortened to ``step`` (1 to 4, see the module docstring)."""
+    row = replace(row, tests=_count_tests(row.tests))
+    if row.has_results:
+        row = replace(row, result=_short_result(row.result, step))
+    if step >= 3:
+        row = replace(row, runner="…")
+    return row
+
+
+def fit(body: str, limit: int = MAX_BODY_CHARS) -> str:
+    """``body`` if it fits ``limit`` characters, else with its runs-table cells shortened step by
+    step until it does (see the module docstring); `replies.cap` only as the last resort."""
+    if _size(body) <= limit:
+        return body
+    lines = body.split("\n")
+    rows = {i: row for i, line in enumerate(lines) if (row := parse_row(line)) is not None}
+    for step in STEPS:
+        for i, row in rows.items():
+            lines[i] = shorten(row, step).render()
+        shortened = "\n".join(lines)
+        if _size(shortened) <= limit:
+            return shortened
+    return cap(shortened, limit)
+
+
+__all__ = ["STEPS", "SHORT_FAILING", "fit", "shorten"]
