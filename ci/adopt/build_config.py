@@ -11,6 +11,9 @@ a source root, or a few folders below (`MAX_DEPTH`; SGLang keeps its package's i
   (``[tool.maturin] module-name``): dotted names as written;
 * ``setup.py`` calls ``Extension("pkg._C", ...)`` / ``RustExtension("pkg._core", ...)`` with a
   literal name (read with `ast`);
+* ``Cargo.toml`` crates that name their Python module in package metadata
+  (``[package.metadata.<tool>] python-module`` or maturin's ``name``: SGLang's setup.py builds
+  every crate of its ``rust/`` workspace that declares one);
 * ``.pyi`` stubs under a source root with no ``.py`` beside them (a compiled module's interface).
 """
 
@@ -86,6 +89,22 @@ def _from_pyproject(root: Path, rel: str, source_roots: tuple[str, ...]) -> list
     return out
 
 
+def _from_cargo(root: Path, rel: str) -> list[str]:
+    try:
+        data = read_toml(root / rel)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    package = data.get("package")
+    metadata = package.get("metadata") if isinstance(package, dict) else None
+    out = []
+    for tool, table in (metadata.items() if isinstance(metadata, dict) else ()):
+        if isinstance(table, dict):
+            for key in ("python-module", "python_module", "module-name") + (("name",) if tool == "maturin" else ()):
+                if isinstance(table.get(key), str):
+                    out.append(table[key])
+    return out
+
+
 def _from_setup_py(root: Path, rel: str) -> list[str]:
     try:
         tree = ast.parse(read_config_text(root / rel))
@@ -122,8 +141,13 @@ def generated_modules(root: Path, source_roots: tuple[str, ...], first_party: tu
     """Every module the build configuration below ``root`` says a build creates (see the module
     docstring), sorted; only those under ``first_party`` packages when that is given."""
     found: list[str] = []
-    for rel in _files_named(root, ("pyproject.toml", "setup.py"), max_depth):
-        found += _from_pyproject(root, rel, source_roots) if rel.endswith(".toml") else _from_setup_py(root, rel)
+    for rel in _files_named(root, ("pyproject.toml", "setup.py", "Cargo.toml"), max_depth):
+        if rel.endswith("Cargo.toml"):
+            found += _from_cargo(root, rel)
+        elif rel.endswith(".toml"):
+            found += _from_pyproject(root, rel, source_roots)
+        else:
+            found += _from_setup_py(root, rel)
     found += _stub_only(root, source_roots)
     valid = {m for m in found if all(part.isidentifier() for part in m.split("."))}
     if first_party:

@@ -139,6 +139,19 @@ def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.P
     return problems
 
 
+def _catches_import_error(handler_type: ast.expr | None) -> bool:
+    """``except ImportError`` / ``except (ModuleNotFoundError, X)`` (a bare ``except`` is not
+    taken as intent: it hides everything)."""
+    names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
+    return any(isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError") for n in names)
+
+
+def _raises(body: list[ast.stmt]) -> bool:
+    """A ``raise`` anywhere in a handler's body (``except ImportError: raise`` or ``raise
+    RuntimeError("install X")``): the import is required after all."""
+    return any(isinstance(stmt, ast.Raise) for stmt in statements(body))
+
+
 class _UseChecker:
     """Walks one file's tree and reports first-party imports of names that do not exist."""
 
@@ -209,11 +222,29 @@ class _UseChecker:
                     return scopes[scope]
         return None
 
+    @functools.cached_property
+    def guarded(self) -> list[tuple[int, int]]:
+        """Line ranges of ``try`` bodies with an ``except ImportError`` / ``ModuleNotFoundError``
+        handler that falls back rather than raising: an import there is allowed to fail (an
+        optional module), so a
+        missing module or name in an import statement there is not reported. Attribute uses are
+        still checked: ``mod.missing`` raises AttributeError, which that handler does not catch."""
+        ranges = []
+        for stmt in statements(self.tree.body):
+            if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))) and stmt.body and any(
+                    _catches_import_error(handler.type) and not _raises(handler.body) for handler in stmt.handlers):
+                ranges.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno))
+        return ranges
+
     def run(self) -> None:
         for stmt, chain in _scoped_statements(self.tree.body):
-            if isinstance(stmt, ast.Import):
+            if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                continue
+            if self.guarded and any(first <= stmt.lineno <= last for first, last in self.guarded):
+                self.bind_only(stmt, chain[-1])
+            elif isinstance(stmt, ast.Import):
                 self.check_import(stmt, chain[-1])
-            elif isinstance(stmt, ast.ImportFrom):
+            else:
                 self.check_import_from(stmt, chain[-1])
         if not self.aliases:
             return
@@ -228,6 +259,19 @@ class _UseChecker:
                 self.aliases.pop(node.name, None)
         if self.aliases:
             self.check_attributes(nodes)
+
+    def bind_only(self, node: ast.Import | ast.ImportFrom, scope: int) -> None:
+        """A guarded import: report nothing about it, but bind what exists, so that uses of the
+        alias are still checked (`check_attributes`)."""
+        saved = self.index.problems, self.pending
+        self.index.problems, self.pending = [], []
+        try:
+            if isinstance(node, ast.Import):
+                self.check_import(node, scope)
+            else:
+                self.check_import_from(node, scope)
+        finally:
+            self.index.problems, self.pending = saved
 
     def check_import(self, node: ast.Import, scope: int) -> None:
         for alias in node.names:

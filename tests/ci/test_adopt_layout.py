@@ -156,9 +156,14 @@ def test_generated_modules_from_setup_py_stubs_and_maturin(tmp_path: Path) -> No
                      "pyproject.toml": "[tool.maturin]\nmodule-name = 'acme._rs'\n[tool.hatch.build.hooks.vcs]\n"
                                        "version-file = 'src/acme/_v.py'\n",
                      "src/acme/__init__.py": "", "src/acme/typed.pyi": "x: int\n", "src/acme/typed.py": "x = 1\n",
-                     "src/acme/_stub_only.pyi": "y: int\n", "other/pyproject.toml": "[tool.maturin]\nmodule-name = 'zed._rs'\n"})
+                     "src/acme/_stub_only.pyi": "y: int\n", "other/pyproject.toml": "[tool.maturin]\nmodule-name = 'zed._rs'\n",
+                     # SGLang's rust/ workspace: each crate names its module in its own metadata
+                     "rust/mm/Cargo.toml": "[package]\nname = 'mm'\n[package.metadata.sglang]\n"
+                                           "python-module = 'acme.mm._core'\n",
+                     "rust/old/Cargo.toml": "[package]\nname = 'old'\n[package.metadata.maturin]\nname = 'acme._old'\n",
+                     "rust/plain/Cargo.toml": "[package]\nname = 'plain'\n[dependencies]\npyo3 = '0.22'\n"})
     assert generated_modules(tmp_path, ("src",), ("acme",)) == (
-        "acme._C", "acme._rs", "acme._stub_only", "acme._v", "acme.native._core")
+        "acme._C", "acme._old", "acme._rs", "acme._stub_only", "acme._v", "acme.mm._core", "acme.native._core")
     assert "zed._rs" in generated_modules(tmp_path, ("src",))  # no first-party filter: everything found
 
 
