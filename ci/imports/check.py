@@ -225,10 +225,8 @@ class _UseChecker:
     @functools.cached_property
     def guarded(self) -> list[tuple[int, int]]:
         """Line ranges of ``try`` bodies with an ``except ImportError`` / ``ModuleNotFoundError``
-        handler that falls back rather than raising: an import there is allowed to fail (an
-        optional module), so a
-        missing module or name in an import statement there is not reported. Attribute uses are
-        still checked: ``mod.missing`` raises AttributeError, which that handler does not catch."""
+        handler that falls back rather than raising: a module imported there may be absent (an
+        optional module, a private fork's), see `bind_only`."""
         ranges = []
         for stmt in statements(self.tree.body):
             if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))) and stmt.body and any(
@@ -261,17 +259,18 @@ class _UseChecker:
             self.check_attributes(nodes)
 
     def bind_only(self, node: ast.Import | ast.ImportFrom, scope: int) -> None:
-        """A guarded import: report nothing about it, but bind what exists, so that uses of the
-        alias are still checked (`check_attributes`)."""
-        saved = self.index.problems, self.pending
-        self.index.problems, self.pending = [], []
+        """A guarded import (`guarded`): a module that is absent is the optional-module idiom and
+        not reported (I002); a name missing from a first-party module that exists is still a stale
+        import (I001), guard or not: the fallback hides it at run time. Aliases bind as usual."""
+        saved = self.index.problems
+        self.index.problems = []
         try:
             if isinstance(node, ast.Import):
                 self.check_import(node, scope)
             else:
                 self.check_import_from(node, scope)
         finally:
-            self.index.problems, self.pending = saved
+            self.index.problems = saved + [p for p in self.index.problems if p.code != MISSING_MODULE]
 
     def check_import(self, node: ast.Import, scope: int) -> None:
         for alias in node.names:
