@@ -23,7 +23,7 @@ import ast
 import os
 from pathlib import Path, PurePosixPath
 
-from ci.adopt.pytest_config import SKIP_DIRS, read_config_text, read_toml
+from ci.adopt.pytest_config import read_config_text, read_toml, shallow_folders
 
 MAX_DEPTH = 3
 _EXTENSION_CALLS = {"Extension", "RustExtension", "CUDAExtension", "CppExtension", "Pybind11Extension"}
@@ -31,23 +31,7 @@ _EXTENSION_CALLS = {"Extension", "RustExtension", "CUDAExtension", "CppExtension
 
 def _files_named(root: Path, names: tuple[str, ...], max_depth: int) -> list[str]:
     """Repo-relative paths of files called one of ``names``, at most ``max_depth`` folders down."""
-    import fnmatch
-
-    out: list[str] = []
-    stack = [(root, "", 0)]
-    while stack:
-        folder, rel, depth = stack.pop()
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_file(follow_symlinks=False) and entry.name in names:
-                out.append(rel + entry.name)
-            elif (depth < max_depth and entry.is_dir(follow_symlinks=False)
-                  and not any(fnmatch.fnmatch(entry.name, p) for p in SKIP_DIRS)):
-                stack.append((Path(entry.path), f"{rel}{entry.name}/", depth + 1))
-    return sorted(out)
+    return sorted(rel + name for rel, files in shallow_folders(root, max_depth) for name in names if name in files)
 
 
 def dotted_under(path: str, source_roots: tuple[str, ...]) -> str | None:

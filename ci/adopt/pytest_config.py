@@ -24,6 +24,7 @@ import posixpath
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -128,11 +129,10 @@ def read_pytest_config(root: Path, rel: str) -> PytestConfig | None:
     return PytestConfig(rel, roots, files)
 
 
-def find_pytest_configs(root: Path, max_depth: int = MAX_DEPTH) -> list[PytestConfig]:
-    """Every pytest configuration at most ``max_depth`` folders below ``root``, shallowest first;
-    in one folder only the file pytest itself would use (the first of `CONFIG_FILES` holding a
-    pytest section)."""
-    found: list[PytestConfig] = []
+def shallow_folders(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[str, set[str]]]:
+    """Each folder at most ``max_depth`` below ``root`` (outside `SKIP_DIRS`, never through a
+    symlink), as (repo-relative prefix ending in ``/`` or ``""``, names of its regular files),
+    parents before children, siblings in name order. An unreadable folder is passed over."""
     stack = [(root, "", 0)]
     while stack:
         folder, rel, depth = stack.pop()
@@ -140,18 +140,26 @@ def find_pytest_configs(root: Path, max_depth: int = MAX_DEPTH) -> list[PytestCo
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError:
             continue
-        names = {e.name for e in entries if e.is_file(follow_symlinks=False)}
+        yield rel, {e.name for e in entries if e.is_file(follow_symlinks=False)}
+        if depth < max_depth:
+            stack += [(Path(e.path), f"{rel}{e.name}/", depth + 1) for e in reversed(entries)
+                      if e.is_dir(follow_symlinks=False) and not _skip(e.name)]
+
+
+def find_pytest_configs(root: Path, max_depth: int = MAX_DEPTH) -> list[PytestConfig]:
+    """Every pytest configuration at most ``max_depth`` folders below ``root``, shallowest first;
+    in one folder only the file pytest itself would use (the first of `CONFIG_FILES` holding a
+    pytest section)."""
+    found: list[PytestConfig] = []
+    for rel, names in shallow_folders(root, max_depth):
         for candidate in CONFIG_FILES:
             if candidate in names:
                 config = read_pytest_config(root, f"{rel}{candidate}")
                 if config is not None:
                     found.append(config)
                     break
-        if depth < max_depth:
-            stack += [(Path(e.path), f"{rel}{e.name}/", depth + 1) for e in reversed(entries)
-                      if e.is_dir(follow_symlinks=False) and not _skip(e.name)]
     return sorted(found, key=lambda c: (c.path.count("/"), c.path))
 
 
 __all__ = ["CONFIG_FILES", "MAX_DEPTH", "PYTEST_DEFAULT_FILES", "PytestConfig", "find_pytest_configs",
-           "read_config_text", "read_pytest_config", "read_toml"]
+           "read_config_text", "read_pytest_config", "read_toml", "shallow_folders"]
