@@ -23,7 +23,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 
-from ci.imports.scan import DYNAMIC_IMPORT, IMPORTED_NAMES, prefilter, read_bytes
+from ci.imports.scan import DYNAMIC_IMPORT, IMPORTED_NAMES, parse_python, prefilter, read_bytes
 from ci.project import ProjectConfig
 from ci.registry import Problem, normalize_path
 
@@ -344,14 +344,10 @@ class ModuleIndex:
                 self.problems.append(Problem(module.rel, 0, 0, SYNTAX_ERROR, f"cannot read: {exc.strerror}"))
                 return None
         module.source = source
-        try:
-            module.tree = ast.parse(source, filename=module.rel)
-        except (SyntaxError, ValueError) as exc:  # ValueError: null bytes (Python < 3.12)
-            line, col = (exc.lineno or 0, exc.offset or 0) if isinstance(exc, SyntaxError) else (0, 0)
-            message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
-            self.problems.append(Problem(module.rel, line, col, SYNTAX_ERROR, f"cannot parse: {message}"))
+        module.tree, failure = parse_python(source, module.rel)
+        if failure is not None:
+            self.problems.append(Problem(module.rel, failure.line, failure.col, SYNTAX_ERROR, failure.message))
             module.open_names = True  # reported once; importers are not blamed for it
-            return None
         return module.tree
 
     def files(self) -> list[Module]:

@@ -5,8 +5,10 @@ than a search. A match only means "parse this file"; a miss must be certain.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+from dataclasses import dataclass
 
 
 def read_bytes(path: str) -> bytes:
@@ -20,6 +22,31 @@ def read_bytes(path: str) -> bytes:
     finally:
         os.close(fd)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+@dataclass(frozen=True, slots=True)
+class ParseFailure:
+    """Why a source file has no syntax tree: where (1-based line and column, 0 when unknown) and
+    what, as the import check reports it (I003)."""
+
+    line: int
+    col: int
+    message: str
+
+
+def parse_python(source: bytes, filename: str) -> tuple[ast.Module | None, ParseFailure | None]:
+    """``(tree, None)``, or ``(None, failure)`` for anything ``ast.parse`` refuses: a syntax error,
+    a NUL byte (ValueError before Python 3.12), or an expression nested too deeply for the parser
+    (CPython raises RecursionError, or MemoryError for a long run of unary operators, on a
+    200,000-term expression). Never raises for any file content."""
+    try:
+        return ast.parse(source, filename=filename), None
+    except SyntaxError as exc:
+        return None, ParseFailure(exc.lineno or 0, exc.offset or 0, f"cannot parse: {exc.msg}")
+    except ValueError as exc:
+        return None, ParseFailure(0, 0, f"cannot parse: {exc}")
+    except (RecursionError, MemoryError):
+        return None, ParseFailure(0, 0, "cannot parse: an expression is nested too deeply for Python's parser")
 
 
 _READ_SIZE = 1 << 16
@@ -48,4 +75,4 @@ DYNAMIC_IMPORT = re.compile(rb"(?:from|import)[ \t]*\\\r?\n|import_module|__impo
                             rb"|pytest_plugins|[\"']-m[\"']")
 
 
-__all__ = ["DYNAMIC_IMPORT", "IMPORTED_NAMES", "prefilter", "read_bytes"]
+__all__ = ["DYNAMIC_IMPORT", "IMPORTED_NAMES", "ParseFailure", "parse_python", "prefilter", "read_bytes"]
