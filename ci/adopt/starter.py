@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from ci.project import ProjectConfig
+from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 from ci.registry import Registry, Tier, scan_test_tree
 from ci.registry.writer import entry
 
@@ -61,7 +62,7 @@ def _generated_modules(root: Path, source_roots: tuple[str, ...]) -> tuple[str, 
     except ImportError:  # Python 3.10: no TOML reader in the standard library
         return ()
     try:
-        data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular(root / "pyproject.toml", MAX_CONFIG_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return ()
     tool = data.get("tool", {})

@@ -10,18 +10,14 @@ import os
 import re
 from dataclasses import dataclass
 
+from ci.regular_file import MAX_SOURCE_BYTES, read_regular
+
 
 def read_bytes(path: str) -> bytes:
-    """The file's bytes. os.open/os.read, not open(): no buffered file object per file, which is
-    about 3x faster over 10,000 small test files."""
-    fd = os.open(path, _READ_FLAGS)
-    try:
-        chunks = [os.read(fd, _READ_SIZE)]
-        while len(chunks[-1]) == _READ_SIZE:  # a large file (a regular file reads short only at its end)
-            chunks.append(os.read(fd, _READ_SIZE))
-    finally:
-        os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    """The source file's bytes, by `ci.regular_file.read_regular` (os.open/os.read, no buffered
+    file object: about 3x faster than open() over 10,000 small test files). Raises OSError,
+    `UnreadableFile` for a FIFO, a device or a file over `MAX_SOURCE_BYTES`."""
+    return read_regular(path, MAX_SOURCE_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +44,6 @@ def parse_python(source: bytes, filename: str) -> tuple[ast.Module | None, Parse
     except (RecursionError, MemoryError):
         return None, ParseFailure(0, 0, "cannot parse: an expression is nested too deeply for Python's parser")
 
-
-_READ_SIZE = 1 << 16
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 def prefilter(packages: tuple[str, ...]) -> re.Pattern[bytes]:

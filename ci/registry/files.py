@@ -25,6 +25,7 @@ from ci.project import ProjectConfig
 from ci.registry.fast_parse import parse_fast
 from ci.registry.model import NOT_UTF8, YAML_SYNTAX, Problem, Registry, RegistryError, normalize_path
 from ci.registry.parse import parse_precise
+from ci.regular_file import MAX_REGISTRY_BYTES, read_regular
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, set_repo_root
 
 # ---------------------------------------------------------------------------------------------
@@ -68,7 +69,7 @@ def read_registry_text(file: str | os.PathLike[str], display: str | None = None)
     file = Path(file)
     display = display if display is not None else display_path(file)
     try:
-        data = file.read_bytes()
+        data = read_regular(file, MAX_REGISTRY_BYTES)
     except OSError as exc:
         reason = "it is a directory" if file.is_dir() else exc.strerror
         raise RegistryError([Problem(display, 0, 0, YAML_SYNTAX, f"cannot read registry: {reason}")]) from None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ci.limits import MAX_SECONDS
+from ci.regular_file import MAX_REPORT_BYTES, read_regular
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 
@@ -89,10 +90,11 @@ def parse_junit(path: str | Path, *, root: str | Path | None = None,
     """Parse one pytest JUnit XML file; see the module docstring for the folding rules."""
     source = str(path)
     try:
-        tree = ET.parse(source)
-    except (OSError, ET.ParseError) as exc:
+        top = ET.fromstring(read_regular(source, MAX_REPORT_BYTES))
+    except OSError as exc:
+        raise JUnitError(f"{source}: cannot read JUnit XML: {exc.strerror}") from exc
+    except ET.ParseError as exc:
         raise JUnitError(f"{source}: cannot read JUnit XML: {exc}") from exc
-    top = tree.getroot()
     if top.tag == "testsuites":
         suites = top.findall("testsuite")
     elif top.tag == "testsuite":

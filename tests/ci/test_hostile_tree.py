@@ -4,11 +4,13 @@ goes on; none prints a traceback, hangs, or reads without bound."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from ci.__main__ import main as ci_main
+from ci.regular_file import MAX_SOURCE_BYTES, UnreadableFile, read_regular
 
 from tree_testutil import write
 
@@ -52,3 +54,80 @@ def test_an_expression_too_deep_to_parse_is_i003_at_that_file(tmp_path, capsys, 
     assert [t["path"] for t in json.loads(out)["plans"][0]["selected"]] == ["tests/test_ok.py"]  # it goes on
     rc, out, _ = run_ci(capsys, tmp_path, "deps", "tests/test_deep.py")
     assert rc == 0 and out.splitlines()[0] == "tests/test_deep.py"
+
+
+# -- item 2: only regular files are read, each with a size bound -------------------------------------
+
+def hostile_files(root: Path, where: str) -> None:
+    """A FIFO named like a test, a test-named symlink to /dev/zero, in ``where``."""
+    (root / where).mkdir(parents=True, exist_ok=True)
+    os.mkfifo(root / where / "test_fifo.py")
+    (root / where / "test_zero.py").symlink_to("/dev/zero")
+
+
+@pytest.mark.timeout(60)
+def test_read_regular_refuses_what_is_not_a_regular_file_or_too_big(tmp_path):
+    hostile_files(tmp_path, "t")
+    with pytest.raises(UnreadableFile, match="is a FIFO, not a regular file"):
+        read_regular(tmp_path / "t/test_fifo.py", 100)
+    with pytest.raises(UnreadableFile, match="is a character device, not a regular file"):
+        read_regular(tmp_path / "t/test_zero.py", 100)
+    with pytest.raises(UnreadableFile, match="is a directory, not a regular file"):
+        read_regular(tmp_path / "t", 100)
+    (tmp_path / "big").write_bytes(b"x" * 101)
+    with pytest.raises(UnreadableFile, match="is 101 bytes, over the limit of 100 bytes"):
+        read_regular(tmp_path / "big", 100)
+    assert read_regular(tmp_path / "big", 101) == b"x" * 101
+    (tmp_path / "empty").write_bytes(b"")
+    assert read_regular(tmp_path / "empty", 0) == b""
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "missing", 100)
+
+
+SUITE_REPO = {
+    "registry.yaml": HEAD.replace("tests:\n", "project:\n  test_roots: [test]\ntests: {}\n"),
+    "test/srt/test_real.py": "register_cpu_ci(est_time=3, suite='unit')\n",
+}
+
+
+@pytest.mark.timeout(60)
+def test_import_suites_skips_fifos_devices_and_huge_files_with_a_note(tmp_path, capsys):
+    write(tmp_path, SUITE_REPO)
+    hostile_files(tmp_path, "test/srt")
+    suite = tmp_path / "test/srt/run_suite.py"
+    suite.write_text("suites = {'unit': []}\n# " + "x" * MAX_SOURCE_BYTES + "\n")
+    rc, out, err = run_ci(capsys, tmp_path, "import-suites", "--suites", str(suite), "--tier-map", "unit=cpu")
+    assert rc == 0
+    assert "test/srt/test_real.py:" in out
+    notes = [line for line in err.splitlines() if "cannot read it" in line]
+    assert notes == [
+        f"note: test/srt/run_suite.py: cannot read it (is {suite.stat().st_size:,} bytes, over the limit of "
+        f"{MAX_SOURCE_BYTES:,} bytes (4 MiB) for this kind of file); skipped",
+        "note: test/srt/test_fifo.py: cannot read it (is a FIFO, not a regular file); skipped",
+        "note: test/srt/test_zero.py: cannot read it (is a character device, not a regular file); skipped"]
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_or_device_given_as_registry_report_or_list_is_one_clear_error(tmp_path, capsys):
+    write(tmp_path, {"ci/__init__.py": "", "registry.yaml": HEAD + entry("tests/test_ok.py"), "tests/test_ok.py": ""})
+    hostile_files(tmp_path, "in")
+    fifo, zero = tmp_path / "in/test_fifo.py", tmp_path / "in/test_zero.py"
+    rc, out, err = run_ci(capsys, tmp_path, "lint", "--registry", str(fifo))
+    assert rc == 2 and f"registry {fifo}: not a regular file" in err
+    rc, out, err = run_ci(capsys, tmp_path, "plan", "--tier", "cpu", "--changed-files", str(zero))
+    assert rc == 2 and "cannot read changed-files list" in err and "is a character device" in err
+    rc, out, err = run_ci(capsys, tmp_path, "plan", "--tier", "cpu", "--durations", str(fifo))
+    assert rc == 2 and f"cannot read durations file {fifo}: is a FIFO, not a regular file" in err
+    rc, out, err = run_ci(capsys, tmp_path, "durations", str(zero))
+    assert rc == 2 and f"{zero}: cannot read JUnit XML: is a character device, not a regular file" in err
+
+
+@pytest.mark.timeout(60)
+def test_the_import_index_never_opens_a_fifo_or_device(tmp_path, capsys, monkeypatch):
+    write(tmp_path, {"ci/__init__.py": "", "lib/__init__.py": "", "registry.yaml": HEAD + entry("tests/test_ok.py"),
+                     "tests/test_ok.py": "import lib\n"})
+    hostile_files(tmp_path, "lib")
+    hostile_files(tmp_path, "tests/helpers")
+    rc, out, err = run_ci(capsys, tmp_path, "lint")
+    assert rc == 1  # the test-named links are L006; the FIFO is no file at all
+    assert all(" I003 " not in line for line in out.splitlines())
