@@ -21,7 +21,7 @@ from typing import Iterable
 
 from ci.project import ProjectConfig
 from ci.regular_file import MAX_CONFIG_BYTES, read_regular
-from ci.registry import Registry, Tier, scan_test_tree
+from ci.registry import Registry, Tier, entry_is, link_problem, scan_test_tree
 from ci.registry.writer import entry
 
 DEFAULT_EST_TIME = 30
@@ -52,7 +52,7 @@ def _packages(directory: Path) -> list[str]:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError:
         return []
-    return [e.name for e in entries if e.is_dir() and e.name.isidentifier() and not e.name.startswith((".", "_"))
+    return [e.name for e in entries if entry_is(e, "dir") and e.name.isidentifier() and not e.name.startswith((".", "_"))
             and (Path(e.path) / "__init__.py").is_file()]
 
 
@@ -118,7 +118,8 @@ def empty_registry(root: Path) -> Registry:
 def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) -> Starter:
     """The starter registry for the repository at ``root`` (see the module docstring)."""
     base = empty_registry(root)
-    files = scan_test_tree(root, base.project).files
+    tree = scan_test_tree(root, base.project)
+    files = tree.files
     measured, notes = measured_est_times(root, list(reports), files) if reports else ({}, [])
     tests = {f: entry(f, ("cpu",), measured.get(f, DEFAULT_EST_TIME), owner) for f in files}
     if reports:
@@ -133,6 +134,11 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
         if len(paths) > 1:
             notes.append(f"{len(paths)} test files are named {name} ({', '.join(paths)}); `lint` reports them "
                          f"(L003) because /rerun-test resolves basenames: rename all but one")
+    for link in tree.links:
+        problem = link_problem(root, link)
+        if problem is not None:
+            notes.append(f"{link} {problem}; `lint` reports it (L006): fix or remove the link")
+    notes += [f"{p.path}: {p.message}; `lint` reports it ({p.code})" for p in tree.unreadable]
     return Starter(base.with_tests(tests), tuple(notes))
 
 

@@ -131,3 +131,55 @@ def test_the_import_index_never_opens_a_fifo_or_device(tmp_path, capsys, monkeyp
     rc, out, err = run_ci(capsys, tmp_path, "lint")
     assert rc == 1  # the test-named links are L006; the FIFO is no file at all
     assert all(" I003 " not in line for line in out.splitlines())
+
+
+# -- item 3: symlink loops and unreadable directories ---------------------------------------------
+
+LOOP = "is a symlink loop (following it leads back to a link on the way), so it names no file"
+
+
+def test_symlink_loops_are_one_l006_each_in_lint_and_init(tmp_path, capsys):
+    write(tmp_path, {"ci/__init__.py": "", "lib/__init__.py": "", "tests/test_ok.py": "import lib\n"})
+    (tmp_path / "tests/test_self.py").symlink_to("test_self.py")
+    (tmp_path / "tests/test_a.py").symlink_to("test_b.py")
+    (tmp_path / "tests/test_b.py").symlink_to("test_a.py")
+    (tmp_path / "tests/loopdir").symlink_to("loopdir")
+    (tmp_path / "lib/mod.py").symlink_to("mod.py")
+    rc, out, _ = run_ci(capsys, tmp_path, "init")
+    assert rc == 0 and (tmp_path / "registry.yaml").is_file()
+    assert [line for line in out.splitlines() if line.startswith("note:")] == [
+        f"note: tests/{name} {LOOP}; `lint` reports it (L006): fix or remove the link"
+        for name in ("loopdir", "test_a.py", "test_b.py", "test_self.py")]
+    rc, out, _ = run_ci(capsys, tmp_path, "lint")
+    assert rc == 1
+    assert out.splitlines() == [f"tests/{name}:1:1: L006 {LOOP}; fix or remove the link"
+                                     for name in ("loopdir", "test_a.py", "test_b.py", "test_self.py")]
+
+
+def deny(monkeypatch, tmp_path: Path, rel: str) -> None:
+    """``os.scandir`` of ``tmp_path/rel`` raises PermissionError, as for a mode-000 directory. The
+    tests run as root (in CI too), which ignores directory modes, so chmod cannot show it."""
+    real, denied = os.scandir, os.path.join(str(tmp_path), rel)
+
+    def scandir(path=".", *args):
+        if os.path.normpath(os.fspath(path)) == denied:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, *args)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_an_unreadable_test_directory_is_one_l008_in_lint_and_a_note_in_init(tmp_path, capsys, monkeypatch):
+    write(tmp_path, {"ci/__init__.py": "", "lib/__init__.py": "", "lib/hidden/__init__.py": "",
+                     "tests/test_ok.py": "import lib\n", "tests/locked/test_secret.py": ""})
+    deny(monkeypatch, tmp_path, "tests/locked")
+    deny_message = ("cannot list this directory (Permission denied): the files in it are neither checked nor run; "
+                    "fix its permissions or remove it")
+    rc, out, _ = run_ci(capsys, tmp_path, "init")
+    assert rc == 0
+    assert f"note: tests/locked: {deny_message}; `lint` reports it (L008)" in out.splitlines()
+    rc, out, _ = run_ci(capsys, tmp_path, "lint")
+    assert (rc, out.splitlines()) == (1, [f"tests/locked:0:0: L008 {deny_message}"])
+    deny(monkeypatch, tmp_path, "lib/hidden")  # a first-party package: the import index says it
+    rc, out, _ = run_ci(capsys, tmp_path, "lint")
+    assert rc == 1 and f"lib/hidden:0:0: L008 {deny_message}" in out.splitlines()
