@@ -24,7 +24,7 @@ from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
 from ci.results.junit import JUnitError, parse_junit
-from ci.selection.plan import NotRun, PlanError
+from ci.selection.plan import NotRun, PlanError, explicit_target_problem
 from ci.registry import Registry, RegistryError
 from ci.running.runner import build_invocation, parse_workers, run_invocation
 from ci.running.watchdog import KILLED_RETURNCODES
@@ -94,6 +94,11 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     if args.paths:
         if args.shard or args.changed_files or args.base:
             raise UsageError("explicit paths cannot be combined with --shard, --changed-files or --base")
+        refused = [(p, explicit_target_problem(registry, str(root), p)) for p in args.paths]
+        refused = [f"{p} {why}" for p, why in refused if why is not None]
+        if refused:
+            raise UsageError("not running what `ci plan` would never select (registry keys that are test files):\n  "
+                             + "\n  ".join(refused))
         files = list(args.paths)
         label = "explicit"
     else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import stat
 import fnmatch
 import os
 import re
@@ -210,6 +211,22 @@ def iter_test_files(root: str | os.PathLike[str], patterns: Iterable[str] = ("te
     return scan_test_tree(root, ProjectConfig(test_roots=(under,), test_patterns=tuple(patterns))).files
 
 
+def registered_file_problem(root: str | os.PathLike[str], path: str) -> str | None:
+    """The one rule for which registry keys name a test that can run: None when ``path`` (a
+    repo-relative registry key) is a regular file under ``root``, symlinks followed; otherwise what
+    it is, in words. ``ci plan`` never selects, ``ci run`` refuses and the rerun bot never
+    dispatches any other key: a directory would run every test below it. One ``stat``."""
+    try:
+        mode = os.stat(os.path.join(os.fspath(root), path)).st_mode
+    except OSError:  # missing, a dangling symlink, a loop
+        return "does not exist"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a test file (registry keys name files)"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    return None
+
+
 def link_problem(root: str | os.PathLike[str], rel: str) -> str | None:
     """None if the symlink at repo-relative ``rel`` resolves to an existing path inside ``root``;
     otherwise what is wrong with it, in words."""
@@ -225,7 +242,7 @@ def link_problem(root: str | os.PathLike[str], rel: str) -> str | None:
 
 
 __all__ = [
-    "RepoRootNotFound", "TestTree", "UNREADABLE_DIR", "entry_is", "unreadable_dir_problem", "decode_registry", "display_path", "explicit_repo_root", "find_repo_root",
+    "RepoRootNotFound", "TestTree", "UNREADABLE_DIR", "entry_is", "registered_file_problem", "unreadable_dir_problem", "decode_registry", "display_path", "explicit_repo_root", "find_repo_root",
     "gc_paused",
     "iter_test_files", "link_problem", "load_registry", "parse_registry", "read_registry_text", "scan_test_tree",
     "set_repo_root",
