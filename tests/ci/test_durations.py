@@ -195,6 +195,10 @@ ABSURD = [
     pytest.param([("tests/test_a.py", "t", "1e308")], "above 86400", id="1e308"),
     pytest.param([("tests/test_a.py", "t", "9" * 400)], "not a finite number", id="400-digits"),
     pytest.param([("tests/test_a.py", "t", "86401")], "above 86400", id="over-one-day"),
+    # float() reads each of these; a JUnit time is plain ASCII decimal (issue #22)
+    *[pytest.param([("tests/test_a.py", "t", raw)], "not a plain decimal number of seconds", id=f"junit-{name}")
+      for name, raw in (("underscore", "5_0"), ("arabic-indic", "\u0665"), ("space", " 5"), ("plus", "+5"),
+                        ("leading-zero", "05"), ("fullwidth", "\uff15"))],
     # each case below a day, but the file's sum (or p90 plus the margin) is not
     pytest.param([("tests/test_a.py", "t1", "50000"), ("tests/test_a.py", "t2", "50000")],
                  "above the limit of 86400", id="file-sum-over-one-day"),
