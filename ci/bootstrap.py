@@ -34,8 +34,10 @@ from pathlib import Path
 
 if __package__:
     from ci.atomic_write import atomic_write_text
+    from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 else:  # run as ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
     from atomic_write import atomic_write_text
+    from regular_file import MAX_CONFIG_BYTES, read_regular
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -125,10 +127,10 @@ def current_interpreter() -> Interpreter:
 
 def project_fingerprint(pyproject: Path, extras: str = EXTRAS, constraints: Path | None = None) -> str:
     """sha256 of the project file, the extras installed and the constraints file (if any)."""
-    digest = hashlib.sha256(pyproject.read_bytes())
+    digest = hashlib.sha256(read_regular(pyproject, MAX_CONFIG_BYTES))
     digest.update(f"|{extras}|".encode())
     if constraints is not None and constraints.is_file():
-        digest.update(constraints.read_bytes())
+        digest.update(read_regular(constraints, MAX_CONFIG_BYTES))
     return digest.hexdigest()
 
 
@@ -138,7 +140,7 @@ def _venv_python() -> Path:
 
 def _read_stamp() -> Stamp | None:
     try:
-        return Stamp.from_text(STAMP.read_text(encoding="utf-8"))
+        return Stamp.from_text(read_regular(STAMP, MAX_CONFIG_BYTES).decode("utf-8"))
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -10,8 +10,10 @@
 * ``L002`` a test file is not registered (at the file, with the entry to add);
 * ``L003`` two test files share a basename (``/rerun-test`` resolves basenames);
 * ``L004`` a ``depends_on`` or ``run_all_paths`` path does not exist (at the registry line);
-* ``L006`` a test file (or a directory under a test root) is a symlink that leaves the repository
-  or leads nowhere (the plugin refuses to collect it);
+* ``L006`` a test file (or a directory under a test root) is a symlink that leaves the repository,
+  leads nowhere, or is a loop (the plugin refuses to collect it);
+* ``L008`` a directory under a test root (or a package) cannot be listed: what is in it is
+  unknown, so it is a problem, never silently nothing (`ci.registry.unreadable_dir_problem`);
 * ``L007`` an entry with a GPU tier has no ``timeout``, or one below what its est_time derives
   (`ci.registry.derived_timeout`): a hung GPU test must not hold a runner until the job's limit;
 * ``I0xx`` import integrity, from `ci.imports.check`;
@@ -79,8 +81,9 @@ def lint_registry(root: Path, registry: Registry, test_files: list[str], links: 
     for path in links:
         problem = link_problem(root, path)
         if problem is not None:
-            problems.append(Problem(path, 1, 1, LINK_OUTSIDE,
-                                    f"{problem}; pytest refuses to collect it: keep test code in the repository"))
+            advice = ("fix or remove the link" if problem.startswith("is a symlink loop")
+                      else "pytest refuses to collect it: keep test code in the repository")
+            problems.append(Problem(path, 1, 1, LINK_OUTSIDE, f"{problem}; {advice}"))
     problems += _duplicate_basenames(on_disk | registry.tests.keys())
     return problems
 
@@ -138,7 +141,7 @@ def lint_repo(root: Path, registry_path: Path | None = None,
             project = registry.project if registry is not None else ProjectConfig()
         if registry is not None:
             tree = scan_test_tree(root, registry.project)
-            problems += lint_registry(root, registry, tree.files, tree.links)
+            problems += lint_registry(root, registry, tree.files, tree.links) + tree.unreadable
         index = ModuleIndex(root, project_for(packages, project))  # one parse for both checks
         problems += check_imports(root, index=index, history=True)
         if info and registry is not None:
@@ -147,7 +150,7 @@ def lint_repo(root: Path, registry_path: Path | None = None,
         # Freed here by reference counting rather than traversed by the collection that
         # re-enabling the GC triggers (10,000 entries).
         del registry, index
-    return sorted(problems)
+    return sorted(set(problems))  # an unreadable directory: the tree scan and the index both say so
 
 
 __all__ = ["DUPLICATE_BASENAME", "GPU_TIMEOUT", "LINK_OUTSIDE", "MISSING_DEPENDENCY", "MISSING_FILE", "UNREGISTERED",

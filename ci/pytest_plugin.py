@@ -23,8 +23,10 @@ nothing. Test files are those under the registry's ``project.test_roots`` whose 
   included) may take S seconds in one pytest process. Each test's pytest-timeout is what remains
   of it (or the test's own ``@pytest.mark.timeout`` when that is smaller); once it is spent, the
   file's remaining tests fail at setup without running. Under xdist each worker holds the budget
-  for the tests of the file it runs. A registry timeout without pytest-timeout loaded is a usage
-  error, never silently unenforced;
+  for the tests of the file it runs. A test that outlives its limit by `KILL_GRACE` (it swallowed
+  pytest-timeout's signal, or is stuck in C code) is killed with its pytest process and reported
+  as a timeout (`ci.running.watchdog`; under xdist the file's remaining tests then fail at setup).
+  A registry timeout without pytest-timeout loaded is a usage error, never silently unenforced;
 * ``reruns: N`` becomes ``pytest.mark.flaky(reruns=N)`` (pytest-rerunfailures) unless the test
   sets its own.
 
@@ -37,6 +39,8 @@ import fnmatch
 import math
 import os
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +49,7 @@ from typing import Callable
 import pytest
 
 from ci.running.hardware import LazyHardware
+from ci.running.watchdog import KILL_GRACE, Watchdog, read_record
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, Status, TestEntry, find_repo_root, link_problem,
     load_registry, path_is_under,
@@ -62,6 +67,9 @@ class _State:
     hardware: LazyHardware = field(default_factory=LazyHardware)
     spent: dict[Path, float] = field(default_factory=dict)  # seconds each budgeted file has used here
     paths: dict[Path, str | None] = field(default_factory=dict)  # memo of `_relative_test_path`
+    records: Path | None = None  # where a killed test's timeout is recorded (shared with xdist workers)
+    owns_records: bool = False
+    watchdog: Watchdog = field(default_factory=Watchdog)
 
 
 _STATE = pytest.StashKey[_State]()
@@ -115,6 +123,43 @@ def pytest_configure(config: pytest.Config) -> None:
         named_files=_named_files(config) if tier is None else set(),
         is_test_name=re.compile(patterns).match,
     )
+    state = config.stash[_STATE]
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:  # an xdist worker: the controller made the directory
+        shared = workerinput.get("ci_timeout_records")
+        state.records = Path(shared) if shared else None
+    elif any(e.timeout is not None for e in registry.tests.values()):
+        state.records, state.owns_records = Path(tempfile.mkdtemp(prefix="ci-timeouts-")), True
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None:
+        return
+    state.watchdog.close()
+    if state.owns_records and state.records is not None:
+        shutil.rmtree(state.records, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # pytest-xdist, on the controller: one per worker
+    state = node.config.stash.get(_STATE, None)
+    if state is not None and state.records is not None:
+        node.workerinput["ci_timeout_records"] = str(state.records)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> None:  # pytest-xdist
+    """A worker killed by a `Watchdog` crashed on purpose: report the timeout it recorded."""
+    config = getattr(sched, "config", None)
+    state = config.stash.get(_STATE, None) if config is not None else None
+    if state is None:
+        return
+    rel = _relative_test_path(state, config.rootpath / crashitem.split("::", 1)[0])
+    record = read_record(state.records, rel) if rel is not None else None
+    if record is not None and record[0] == crashitem:
+        report.longrepr = record[1]
+        report.when = "call"  # a timeout is the test's failure (JUnit <failure>), not a crash in setup
 
 
 def _named_files(config: pytest.Config) -> set[Path]:
@@ -269,7 +314,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     state, entry = found
     spent = state.spent.get(item.path, 0.0)
     remaining = entry.timeout - spent
-    if remaining < 0.001:  # each test's limit is whole ms below what is left, so this is "all spent"
+    killed = read_record(state.records, entry.path)
+    armed = False
+    if killed is not None:  # an earlier worker was killed at this file's budget
+        item.stash[_EXHAUSTED] = (f"{entry.path}: the file's timeout of {entry.timeout:g} s (registry.yaml) is "
+                                  f"used up ({killed[0]} was killed at it); not running this test")
+    elif remaining < 0.001:  # each test's limit is whole ms below what is left, so this is "all spent"
         item.stash[_EXHAUSTED] = (f"{entry.path}: the file's timeout of {entry.timeout:g} s (registry.yaml) is "
                                   f"used up ({spent:.1f} s spent by its earlier tests here); not running this test")
     else:
@@ -279,11 +329,36 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         seconds = left if not own_seconds or own_seconds <= 0 else min(float(own_seconds), left)
         kwargs = {k: v for k, v in (own.kwargs.items() if own is not None else ()) if k != "timeout"}
         item.add_marker(pytest.mark.timeout(seconds, **kwargs), append=False)
+        armed = _arm(state, item, entry, left + KILL_GRACE)
     start = time.monotonic()
     try:
         return (yield)
     finally:
+        if armed:
+            state.watchdog.disarm()
         state.spent[item.path] = spent + (time.monotonic() - start)
+
+
+def _arm(state: _State, item: pytest.Item, entry: TestEntry, seconds: float) -> bool:
+    """Arm the kill of this process ``seconds`` from now (`ci.running.watchdog`); False (and a
+    warning) when its helper cannot start: pytest-timeout's signal still applies."""
+    if not state.watchdog.started():
+        capman = item.config.pluginmanager.getplugin("capturemanager")
+        try:
+            if capman is not None:  # the helper inherits stderr: the real one, not this test's capture
+                with capman.global_and_fixture_disabled():
+                    state.watchdog.start()
+            else:
+                state.watchdog.start()
+        except OSError as exc:
+            item.warn(pytest.PytestWarning(f"cannot start the timeout watchdog ({exc}): a test that ignores "
+                                           f"pytest-timeout's signal will not be killed"))
+            return False
+    state.watchdog.arm(seconds, entry.path, item.nodeid,
+                       f"Timeout: {item.nodeid} ran past its file's timeout of {entry.timeout:g} s (registry.yaml) "
+                       f"and did not stop at pytest-timeout's signal (it caught it, or is stuck in C code): "
+                       f"killed with its pytest process", state.records)
+    return True
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
+from ci.regular_file import MAX_CONFIG_BYTES, read_regular
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -33,7 +35,6 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 PYTEST_DEFAULT_FILES = ("test_*.py", "*_test.py")
 MAX_DEPTH = 3
-MAX_CONFIG_BYTES = 1 << 20
 # Directories never searched: what pytest skips by default, plus vendored code and caches.
 SKIP_DIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}", "__pycache__",
              "site-packages", "*.egg-info", "3rdparty", "third_party", "thirdparty", "vendor", "_vendor")
@@ -58,15 +59,9 @@ def _skip(name: str) -> bool:
 
 
 def read_config_text(path: Path) -> str:
-    """A configuration file's text: a regular file of at most `MAX_CONFIG_BYTES`, UTF-8. Raises
-    OSError (not a regular file, too large, unreadable) or UnicodeDecodeError."""
-    if not path.is_file():
-        raise OSError("not a regular file")
-    with open(path, "rb") as handle:
-        data = handle.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise OSError(f"larger than {MAX_CONFIG_BYTES} bytes")
-    return data.decode("utf-8")
+    """A configuration file's text: a regular file within `MAX_CONFIG_BYTES`, UTF-8. Raises
+    OSError (not a regular file, too large, unreadable; `ci.regular_file`) or UnicodeDecodeError."""
+    return read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
 
 
 def read_toml(path: Path) -> dict[str, object]:

@@ -27,7 +27,7 @@ from typing import Iterable
 from ci.adopt.build_config import generated_modules
 from ci.adopt.pytest_config import PytestConfig, find_pytest_configs
 from ci.project import ProjectConfig
-from ci.registry import Registry, Tier, normalize_path, path_is_under, scan_test_tree
+from ci.registry import Registry, Tier, entry_is, link_problem, normalize_path, path_is_under, scan_test_tree
 from ci.registry.writer import entry
 
 DEFAULT_EST_TIME = 30
@@ -58,7 +58,7 @@ def _packages(directory: Path) -> list[str]:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError:
         return []
-    return [e.name for e in entries if e.is_dir() and e.name.isidentifier() and not e.name.startswith((".", "_"))
+    return [e.name for e in entries if entry_is(e, "dir") and e.name.isidentifier() and not e.name.startswith((".", "_"))
             and (Path(e.path) / "__init__.py").is_file()]
 
 
@@ -117,7 +117,8 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
     """The starter registry for the repository at ``root`` (see the module docstring)."""
     configs = find_pytest_configs(root)
     base = empty_registry(root, configs)
-    files = scan_test_tree(root, base.project).files
+    tree = scan_test_tree(root, base.project)
+    files = tree.files
     measured, notes = measured_est_times(root, list(reports), files) if reports else ({}, [])
     notes = [c.problem for c in configs if c.problem is not None] + notes
     used = [c.path for c in configs if c.problem is None]
@@ -136,6 +137,11 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
         if len(paths) > 1:
             notes.append(f"{len(paths)} test files are named {name} ({', '.join(paths)}); `lint` reports them "
                          f"(L003) because /rerun-test resolves basenames: rename all but one")
+    for link in tree.links:
+        problem = link_problem(root, link)
+        if problem is not None:
+            notes.append(f"{link} {problem}; `lint` reports it (L006): fix or remove the link")
+    notes += [f"{p.path}: {p.message}; `lint` reports it ({p.code})" for p in tree.unreadable]
     return Starter(base.with_tests(tests), tuple(notes))
 
 

@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 from ci.registry import Registry, Status, TestEntry, derived_timeout, scan_test_tree
 from ci.registry.rules import seconds_problem
 from ci.registry.writer import entry, number
+from ci.imports.scan import read_bytes
 from ci.adopt.suites import Registration, Scan, read_registrations, read_run_suite
 
 UNTIMED_EST_TIME = 60  # seconds; SGLang's own TestFile default
@@ -66,11 +67,13 @@ def scan_sources(root: Path, suite_files: Iterable[Path], test_roots: Iterable[s
                     continue
                 seen.add(rel)
                 try:
-                    data = path.read_bytes()
-                except OSError:
+                    data = read_bytes(os.fspath(path))
+                except OSError as exc:  # a FIFO, a device, a file over the bound: never blocks or reads it all
+                    scan.warnings.append(f"{rel}: cannot read it ({exc.strerror}); skipped")
                     continue
                 if b"register_" in data and b"_ci(" in data:
                     scan.extend(read_registrations(path, rel))
+    scan.warnings = list(dict.fromkeys(scan.warnings))  # a run_suite.py under a test root is read twice
     return scan
 
 

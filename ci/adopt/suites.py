@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from ci.imports.scan import parse_python, read_bytes
 from ci.registry import normalize_path
 
 _REGISTER_ARGS = ("est_time", "suite", "nightly", "disabled")  # the positional order
@@ -63,11 +64,17 @@ _NOT_LITERAL = object()
 
 
 def _parse(path: Path, display: str, scan: Scan) -> ast.Module | None:
+    """The file's syntax tree, or None with a warning: it is not a regular file, is over
+    `ci.regular_file.MAX_SOURCE_BYTES`, cannot be read, or does not parse."""
     try:
-        return ast.parse(path.read_bytes(), filename=display)
-    except (OSError, SyntaxError, ValueError) as exc:
-        scan.warnings.append(f"{display}: cannot read it as Python ({exc}); skipped")
+        tree, failure = parse_python(read_bytes(os.fspath(path)), display)
+    except OSError as exc:
+        scan.warnings.append(f"{display}: cannot read it ({exc.strerror}); skipped")
         return None
+    if failure is not None:
+        where = f"{display}:{failure.line}" if failure.line else display
+        scan.warnings.append(f"{where}: cannot read it as Python ({failure.message}); skipped")
+    return tree
 
 
 def _testfile_default(tree: ast.Module) -> float | None:

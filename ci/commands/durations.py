@@ -21,7 +21,7 @@ from ci.atomic_write import atomic_write_text
 from ci.commands.plan import add_registry_arg, load, registry_file
 from ci.results.durations import DEFAULT_MARGIN, DurationReport, collect, rewrite_est_times
 from ci.results.junit import JUnitError, parse_junit
-from ci.registry import Registry, RegistryError
+from ci.registry import Registry, RegistryError, read_registry_text
 
 EXIT_OK = 0
 EXIT_DRIFT = 1
@@ -95,7 +95,7 @@ def _outputs(args: argparse.Namespace, registry: Registry, result: DurationRepor
     outputs: list[tuple[Path, str]] = []
     if new is not None:
         file = registry_file(args)
-        text = file.read_text(encoding="utf-8")
+        text = read_registry_text(file)
         updated = rewrite_est_times(text, new, registry.path)
         if updated != text:
             outputs.append((file, updated))

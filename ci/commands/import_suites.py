@@ -70,9 +70,10 @@ def main(argv: list[str]) -> int:
             root = find_repo_root()
         except RepoRootNotFound:
             root = Path.cwd().resolve()
-    missing = [str(f) for f in args.suites if not f.is_file()]
+    missing = [f"{f} ({'not a regular file' if f.exists() else 'no such file'})" for f in args.suites
+               if not f.is_file()]
     if missing:
-        print(f"python -m ci import-suites: no such file: {', '.join(missing)}", file=sys.stderr)
+        print(f"python -m ci import-suites: cannot read: {', '.join(missing)}", file=sys.stderr)
         return 2
     if args.output is not None and args.output.exists() and not args.force:
         print(f"python -m ci import-suites: {args.output} exists; not overwriting it (--force replaces it)",

@@ -75,7 +75,8 @@ def main(argv: list[str]) -> int:
         return 2
     registry = args.registry if args.registry is not None else root / REGISTRY_FILENAME
     if not registry.is_file():
-        print(f"python -m ci lint: registry {registry}: no such file", file=sys.stderr)
+        what = "not a regular file" if registry.exists() else "no such file"
+        print(f"python -m ci lint: registry {registry}: {what}", file=sys.stderr)
         return 2
     if args.fix:
         try:

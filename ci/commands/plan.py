@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.selection.changes import ChangesError, git_changed_files, read_changed_files
 from ci.selection.deps import Impact, TestDependencies, registered_non_files
 from ci.selection.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
@@ -73,8 +74,10 @@ def read_durations(path: str | None) -> dict[str, float] | None:
     if path is None:
         return None
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(read_regular(path, MAX_REPORT_BYTES))
+    except OSError as exc:
+        raise UsageError(f"cannot read durations file {path}: {exc.strerror}") from exc
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
         raise UsageError(f"cannot read durations file {path}: {exc}") from exc
     if not isinstance(data, dict) or not all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in data.items()):

@@ -24,9 +24,10 @@ from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
 from ci.results.junit import JUnitError, parse_junit
-from ci.selection.plan import NotRun, PlanError
+from ci.selection.plan import NotRun, PlanError, explicit_target_problem
 from ci.registry import Registry, RegistryError
 from ci.running.runner import build_invocation, parse_workers, run_invocation
+from ci.running.watchdog import KILLED_RETURNCODES
 from ci.selection.shard import ShardBudgetError, parse_shard_spec
 from ci.results.summary import DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, append_step_summary, summarize, to_markdown, to_text
 
@@ -93,6 +94,11 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     if args.paths:
         if args.shard or args.changed_files or args.base:
             raise UsageError("explicit paths cannot be combined with --shard, --changed-files or --base")
+        refused = [(p, explicit_target_problem(registry, str(root), p)) for p in args.paths]
+        refused = [f"{p} {why}" for p, why in refused if why is not None]
+        if refused:
+            raise UsageError("not running what `ci plan` would never select (registry keys that are test files):\n  "
+                             + "\n  ".join(refused))
         files = list(args.paths)
         label = "explicit"
     else:
@@ -119,7 +125,9 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     rc = run_invocation(inv)
     sys.stdout.flush()
     if not inv.junit.is_file():
-        print(f"ci run: pytest exited {rc} and wrote no JUnit report ({inv.junit})", file=sys.stderr)
+        why = (": a test ran past its file's timeout and was killed with pytest (its line is above)"
+               if rc in KILLED_RETURNCODES else "")
+        print(f"ci run: pytest exited {rc} and wrote no JUnit report ({inv.junit}){why}", file=sys.stderr)
         return rc or 1
     report = parse_junit(inv.junit, root=root, known_files=registry.tests)
     summary = summarize(report.files, {p: e.est_time for p, e in registry.tests.items()}, report.wall_time,

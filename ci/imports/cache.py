@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
+from ci.regular_file import MAX_REPORT_BYTES, read_regular
 
 CACHE_DIR = ".ci-cache"
 CACHE_FILE = "import-records.json"
@@ -45,7 +46,7 @@ class RecordCache:
 
     def _load(self) -> None:
         try:
-            data = json.loads(self.path.read_bytes())
+            data = json.loads(read_regular(self.path, MAX_REPORT_BYTES))
         except (OSError, ValueError):
             return
         if isinstance(data, dict) and data.get("key") == self.key and isinstance(data.get("files"), dict):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
 from ci.imports.index import Module, ModuleIndex
 from ci.imports.names import statements
-from ci.imports.scan import read_bytes
+from ci.imports.scan import parse_python, read_bytes
 
 if TYPE_CHECKING:
     from ci.imports.cache import RecordCache
@@ -161,12 +161,8 @@ class ImportGraph:
             cached = self.cache.get(module.rel, digest)
             if cached is not None and all(map(_well_formed, cached)):
                 return cached
-        try:
-            tree = ast.parse(source, filename=module.rel)
-        except (SyntaxError, ValueError):
-            records: list[Record] = []  # the import check reports it (I003)
-        else:
-            records = extract_records(tree, source)
+        tree, _ = parse_python(source, module.rel)  # a failure: the import check reports it (I003)
+        records: list[Record] = [] if tree is None else extract_records(tree, source)
         if self.cache is not None:
             self.cache.put(module.rel, digest, records)
         return records
@@ -274,8 +270,8 @@ class ImportGraph:
         ``__init__`` that imports nothing is never read for records)."""
         if target.rel not in self._all and target.path is not None and not target.parsed:
             try:
-                tree = ast.parse(read_bytes(target.path), filename=target.rel)
-            except (OSError, SyntaxError, ValueError):
+                tree, _ = parse_python(read_bytes(target.path), target.rel)
+            except OSError:
                 tree = None
             for record in extract_records(tree, b"") if tree is not None else ():
                 if record[0] == "a":

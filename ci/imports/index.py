@@ -23,9 +23,9 @@ import ast
 import os
 from dataclasses import dataclass, field
 
-from ci.imports.scan import DYNAMIC_IMPORT, IMPORTED_NAMES, prefilter, read_bytes
+from ci.imports.scan import DYNAMIC_IMPORT, IMPORTED_NAMES, parse_python, prefilter, read_bytes
 from ci.project import ProjectConfig
-from ci.registry import Problem, normalize_path
+from ci.registry import Problem, entry_is, normalize_path, unreadable_dir_problem
 
 SYNTAX_ERROR = "I003"
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
@@ -104,6 +104,9 @@ class ModuleIndex:
                 entries = sorted(os.scandir(top), key=lambda e: e.name)
             except (FileNotFoundError, NotADirectoryError):
                 continue
+            except OSError as exc:
+                self.problems.append(unreadable_dir_problem(base, exc))
+                continue
             for entry in entries:
                 name = entry.name
                 if entry.is_dir(follow_symlinks=False):
@@ -111,7 +114,7 @@ class ModuleIndex:
                             and self._has_init(_join(base, name))):
                         self.top_names.add(name)
                         self._walk_package(_join(base, name), name)
-                elif name.endswith(".py") and name[:-3].isidentifier() and entry.is_file():
+                elif name.endswith(".py") and name[:-3].isidentifier() and entry_is(entry, "file"):
                     if name[:-3] not in self.modules:
                         self.top_names.add(name[:-3])
                         self._add(name[:-3], entry.path, _join(base, name), False)
@@ -137,22 +140,26 @@ class ModuleIndex:
         package = self._add(dotted, os.path.join(directory, "__init__.py") if has_init else None,
                             f"{rel}/__init__.py" if has_init else rel, True)
         modules, submodules = self.modules, package.submodules  # hoisted: this loop runs per file
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                name = entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    if name not in _SKIP_DIRS and name.isidentifier():
-                        submodules.add(name)
-                        self._walk_package(f"{rel}/{name}", f"{dotted}.{name}")
-                elif name.endswith(".py") and name != "__init__.py":
-                    stem = name[:-3]
-                    # is_file() follows a symlink: a dangling one is no module (and no traceback)
-                    if stem.isidentifier() and entry.is_file():
-                        submodules.add(stem)
-                        child = f"{dotted}.{stem}"
-                        module = Module(child, entry.path, f"{rel}/{name}", False)
-                        modules[child] = module
-                        self.by_rel[module.rel] = module
+        try:
+            entries = list(os.scandir(directory))
+        except OSError as exc:  # unreadable (or gone): one problem at it, the package stays empty
+            self.problems.append(unreadable_dir_problem(rel, exc))
+            return
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if name not in _SKIP_DIRS and name.isidentifier():
+                    submodules.add(name)
+                    self._walk_package(f"{rel}/{name}", f"{dotted}.{name}")
+            elif name.endswith(".py") and name != "__init__.py":
+                stem = name[:-3]
+                # is_file() follows a symlink: a dangling one or a loop is no module (and no traceback)
+                if stem.isidentifier() and entry_is(entry, "file"):
+                    submodules.add(stem)
+                    child = f"{dotted}.{stem}"
+                    module = Module(child, entry.path, f"{rel}/{name}", False)
+                    modules[child] = module
+                    self.by_rel[module.rel] = module
 
     def _add_generated(self, dotted: str) -> None:
         if dotted in self.modules:
@@ -187,6 +194,9 @@ class ModuleIndex:
                 entries = list(os.scandir(os.path.join(self.root, rel) if rel else self.root))
             except (FileNotFoundError, NotADirectoryError):
                 continue
+            except OSError as exc:  # the test-tree scan reports the same problem: lint shows it once
+                self.problems.append(unreadable_dir_problem(rel, exc))
+                continue
             for entry in entries:
                 name = entry.name
                 child_rel = _join(rel, name)
@@ -199,7 +209,7 @@ class ModuleIndex:
                             package.submodules.add(name)
                     else:
                         stack.append((child_rel, child_rel, ""))
-                elif name.endswith(".py") and name != "__init__.py" and entry.is_file():
+                elif name.endswith(".py") and name != "__init__.py" and entry_is(entry, "file"):
                     stem = name[:-3]
                     dotted = f"{prefix}.{stem}" if prefix else stem
                     module = self.by_rel.get(child_rel)
@@ -347,14 +357,10 @@ class ModuleIndex:
                 self.problems.append(Problem(module.rel, 0, 0, SYNTAX_ERROR, f"cannot read: {exc.strerror}"))
                 return None
         module.source = source
-        try:
-            module.tree = ast.parse(source, filename=module.rel)
-        except (SyntaxError, ValueError) as exc:  # ValueError: null bytes (Python < 3.12)
-            line, col = (exc.lineno or 0, exc.offset or 0) if isinstance(exc, SyntaxError) else (0, 0)
-            message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
-            self.problems.append(Problem(module.rel, line, col, SYNTAX_ERROR, f"cannot parse: {message}"))
+        module.tree, failure = parse_python(source, module.rel)
+        if failure is not None:
+            self.problems.append(Problem(module.rel, failure.line, failure.col, SYNTAX_ERROR, failure.message))
             module.open_names = True  # reported once; importers are not blamed for it
-            return None
         return module.tree
 
     def files(self) -> list[Module]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ci.project import ProjectConfig
 from ci.registry.files import (
-    RepoRootNotFound, TestTree, decode_registry, display_path, explicit_repo_root, find_repo_root, gc_paused, iter_test_files,
+    UNREADABLE_DIR, RepoRootNotFound, TestTree, decode_registry, entry_is, registered_file_problem, unreadable_dir_problem, display_path, explicit_repo_root, find_repo_root, gc_paused, iter_test_files,
     link_problem, load_registry, parse_registry, read_registry_text, scan_test_tree, set_repo_root,
 )
 from ci.registry.model import (
@@ -34,7 +34,7 @@ from ci.registry.rules import FEATURES, derived_timeout
 __all__ = [
     "ANCHOR_OR_ALIAS", "DUPLICATE_KEY", "FEATURES", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
     "NON_POSITIVE", "NOT_UTF8", "REGISTRY_FILENAME", "SCHEMA_VERSION", "UNKNOWN_KEY", "UNKNOWN_TIER", "WRONG_TYPE",
-    "YAML_SYNTAX", "Problem", "ProjectConfig", "Registry", "RegistryError", "RepoRootNotFound", "Status",
+    "UNREADABLE_DIR", "YAML_SYNTAX", "entry_is", "registered_file_problem", "unreadable_dir_problem", "Problem", "ProjectConfig", "Registry", "RegistryError", "RepoRootNotFound", "Status",
     "TestEntry", "TestTree", "Tier", "decode_registry", "derived_timeout", "display_path", "explicit_repo_root",
     "find_repo_root",
     "gc_paused", "iter_test_files", "link_problem", "load_registry", "normalize_path", "parse_registry",

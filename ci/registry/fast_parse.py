@@ -28,7 +28,7 @@ from ci.registry.model import (
 from ci.registry.rules import (
     PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, device_name_problem, entry_path_problem, feature_problem, memory_problem, project_item_problem,
-    project_value, seconds_problem,
+    project_value, reruns_problem, seconds_problem,
 )
 
 class _NotSimple(Exception):
@@ -60,7 +60,8 @@ _FLOW = re.compile(rf"\[ *((?:{_FLOW_ITEM} *, *)*{_FLOW_ITEM})? *\]" + _COMMENT)
 _FLOW_ITEMS = re.compile(r"""("[^"\\]*"|'[^']*')|([A-Za-z0-9_./][A-Za-z0-9_./@+=*-]*)""")  # (quoted, plain)
 _PLAIN_START = re.compile(r"""[^-?:,\[\]{}#&*!|>'"%@` ]""")  # not a YAML indicator
 _INT = re.compile(r"0|[1-9][0-9]{0,17}")           # int(text) == SafeConstructor's value
-_FLOAT = re.compile(r"[0-9]{1,17}\.[0-9]{1,17}")  # float(text) == SafeConstructor's value
+# float(text) == SafeConstructor's value; no leading zero, as `ci.registry.rules.number_text_problem`
+_FLOAT = re.compile(r"(?:0|[1-9][0-9]{0,16})\.[0-9]{1,17}")
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 
@@ -305,7 +306,7 @@ class _FastTests:
                 or (status is Status.QUARANTINED and not (issue or "").strip())):
             raise _NotSimple
         reruns = fields.get("reruns", 0)
-        if type(reruns) is not int or reruns < 0:
+        if type(reruns) is not int or reruns_problem(reruns) is not None:
             raise _NotSimple
         timeout = fields.get("timeout")
         return TestEntry(

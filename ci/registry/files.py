@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import codecs
+import errno
+import stat
 import fnmatch
 import os
 import re
@@ -25,6 +27,7 @@ from ci.project import ProjectConfig
 from ci.registry.fast_parse import parse_fast
 from ci.registry.model import NOT_UTF8, YAML_SYNTAX, Problem, Registry, RegistryError, normalize_path
 from ci.registry.parse import parse_precise
+from ci.regular_file import MAX_REGISTRY_BYTES, read_regular
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, set_repo_root
 
 # ---------------------------------------------------------------------------------------------
@@ -68,7 +71,7 @@ def read_registry_text(file: str | os.PathLike[str], display: str | None = None)
     file = Path(file)
     display = display if display is not None else display_path(file)
     try:
-        data = file.read_bytes()
+        data = read_regular(file, MAX_REGISTRY_BYTES)
     except OSError as exc:
         reason = "it is a directory" if file.is_dir() else exc.strerror
         raise RegistryError([Problem(display, 0, 0, YAML_SYNTAX, f"cannot read registry: {reason}")]) from None
@@ -124,13 +127,36 @@ _SKIP = re.compile("|".join(fnmatch.translate(p) for p in _SKIP_DIRS)).match
 @dataclass(frozen=True)
 class TestTree:
     """``files``: repo-relative test files, sorted. ``links``: every symlink met under the test roots
-    that is a test file or a directory (dangling ones included), repo-relative, sorted; whether
-    each stays inside the repository is for the caller to judge (`link_problem`)."""
+    that is a test file or a directory (dangling ones and loops included), repo-relative, sorted;
+    whether each stays inside the repository is for the caller to judge (`link_problem`).
+    ``unreadable``: each directory under a test root that could not be listed, as the `Problem`
+    (`UNREADABLE_DIR`) to report at it, sorted: its test files are unknown, never silently none."""
 
     __test__ = False  # not a pytest test class, despite the name
 
     files: list[str]
     links: list[str] = field(default_factory=list)
+    unreadable: list[Problem] = field(default_factory=list)
+
+
+UNREADABLE_DIR = "L008"
+
+
+def unreadable_dir_problem(rel: str, exc: OSError) -> Problem:
+    """The one problem for a directory that cannot be listed (the test-tree scan and the import
+    index both meet it; equal problems, so a caller reporting both reports it once)."""
+    return Problem(rel or ".", 0, 0, UNREADABLE_DIR,
+                   f"cannot list this directory ({exc.strerror or exc}): the files in it are neither checked "
+                   f"nor run; fix its permissions or remove it")
+
+
+def entry_is(entry: os.DirEntry[str], kind: str) -> bool:
+    """``entry.is_file()`` / ``entry.is_dir()`` following symlinks, False instead of raising for a
+    symlink that cannot be followed (a loop: ELOOP; a denied directory on the way)."""
+    try:
+        return entry.is_file() if kind == "file" else entry.is_dir()
+    except OSError:
+        return False
 
 
 def scan_test_tree(root: str | os.PathLike[str], project: ProjectConfig = ProjectConfig()) -> TestTree:
@@ -142,6 +168,7 @@ def scan_test_tree(root: str | os.PathLike[str], project: ProjectConfig = Projec
     matches = re.compile("|".join(translated)).match if translated else (lambda name: None)
     found: set[str] = set()
     links: set[str] = set()
+    unreadable: dict[str, Problem] = {}
     for under in project.test_roots:
         prefix = normalize_path(under)
         stack = [(os.path.join(root, prefix), "" if prefix in ("", ".") else prefix + "/")]
@@ -149,7 +176,10 @@ def scan_test_tree(root: str | os.PathLike[str], project: ProjectConfig = Projec
             directory, rel = stack.pop()
             try:
                 entries = list(os.scandir(directory))
-            except (FileNotFoundError, NotADirectoryError, PermissionError):
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:  # PermissionError and the like: one problem at that directory
+                unreadable[rel] = unreadable_dir_problem(rel.rstrip("/"), exc)
                 continue
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):  # as rglob's "**" before Python 3.13
@@ -158,13 +188,21 @@ def scan_test_tree(root: str | os.PathLike[str], project: ProjectConfig = Projec
                 elif entry.is_symlink():
                     if matches(entry.name):
                         links.add(rel + entry.name)
-                        if entry.is_file():
+                        if entry_is(entry, "file"):
                             found.add(rel + entry.name)
-                    elif entry.is_dir() and not _SKIP(entry.name):
+                    elif not _SKIP(entry.name) and (entry_is(entry, "dir") or _is_loop(entry.path)):
                         links.add(rel + entry.name)
                 elif matches(entry.name) and entry.is_file():
                     found.add(rel + entry.name)
-    return TestTree(sorted(found), sorted(links))
+    return TestTree(sorted(found), sorted(links), [unreadable[k] for k in sorted(unreadable)])
+
+
+def _is_loop(path: str) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def iter_test_files(root: str | os.PathLike[str], patterns: Iterable[str] = ("test_*.py",),
@@ -173,10 +211,28 @@ def iter_test_files(root: str | os.PathLike[str], patterns: Iterable[str] = ("te
     return scan_test_tree(root, ProjectConfig(test_roots=(under,), test_patterns=tuple(patterns))).files
 
 
+def registered_file_problem(root: str | os.PathLike[str], path: str) -> str | None:
+    """The one rule for which registry keys name a test that can run: None when ``path`` (a
+    repo-relative registry key) is a regular file under ``root``, symlinks followed; otherwise what
+    it is, in words. ``ci plan`` never selects, ``ci run`` refuses and the rerun bot never
+    dispatches any other key: a directory would run every test below it. One ``stat``."""
+    try:
+        mode = os.stat(os.path.join(os.fspath(root), path)).st_mode
+    except OSError:  # missing, a dangling symlink, a loop
+        return "does not exist"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a test file (registry keys name files)"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    return None
+
+
 def link_problem(root: str | os.PathLike[str], rel: str) -> str | None:
     """None if the symlink at repo-relative ``rel`` resolves to an existing path inside ``root``;
     otherwise what is wrong with it, in words."""
     real_root = os.path.realpath(root)
+    if _is_loop(os.path.join(root, rel)):
+        return "is a symlink loop (following it leads back to a link on the way), so it names no file"
     target = os.path.realpath(os.path.join(root, rel))
     if not os.path.exists(target):
         return f"is a symlink to {target}, which does not exist"
@@ -186,7 +242,7 @@ def link_problem(root: str | os.PathLike[str], rel: str) -> str | None:
 
 
 __all__ = [
-    "RepoRootNotFound", "TestTree", "decode_registry", "display_path", "explicit_repo_root", "find_repo_root",
+    "RepoRootNotFound", "TestTree", "UNREADABLE_DIR", "entry_is", "registered_file_problem", "unreadable_dir_problem", "decode_registry", "display_path", "explicit_repo_root", "find_repo_root",
     "gc_paused",
     "iter_test_files", "link_problem", "load_registry", "parse_registry", "read_registry_text", "scan_test_tree",
     "set_repo_root",

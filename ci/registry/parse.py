@@ -10,6 +10,7 @@ and an alias graph (``tiers: *x8`` with nested aliases) is exponential to walk.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import yaml
@@ -24,7 +25,7 @@ from ci.registry.model import (
 from ci.registry.rules import (
     PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, describe_scalar, device_name_problem, entry_path_problem, feature_problem, memory_problem,
-    project_item_problem, project_value, seconds_problem,
+    number_text_problem, project_item_problem, project_value, reruns_problem, seconds_problem,
 )
 
 
@@ -88,6 +89,12 @@ class PreciseParser:
             expected = " or ".join(t.__name__ for t in types)
             self.problem(node, WRONG_TYPE, f"{what} must be {expected}, got {describe_scalar(node.value)}")
             return None
+        # YAML also reads 5_0, 0x10, 017, 1:30, 1e3 as numbers (.inf and .nan: the range rules say so)
+        if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+            message = number_text_problem(node.value, integer=float not in types)
+            if message is not None:
+                self.problem(node, INVALID_VALUE, f"{what} {message}")
+                return None
         return value
 
     def string_list(self, node: yaml.Node, what: str, *, non_empty: bool = True) -> tuple[str, ...] | None:
@@ -295,8 +302,9 @@ class PreciseParser:
         reruns = 0
         if "reruns" in fields:
             reruns = self.scalar(value("reruns"), f"{what} reruns", (int,))
-            if reruns is not None and reruns < 0:
-                self.problem(value("reruns"), INVALID_VALUE, f"{what} reruns must be >= 0")
+            message = reruns_problem(reruns) if reruns is not None else None
+            if message is not None:
+                self.problem(value("reruns"), INVALID_VALUE, f"{what} reruns {message}")
         depends_on: tuple[str, ...] | None = ()
         if "depends_on" in fields:
             depends_on = self.string_list(value("depends_on"), f"{what} depends_on", non_empty=False)

@@ -13,6 +13,7 @@ import math
 import re
 from typing import Any
 
+from ci.limits import is_plain_decimal
 from ci.registry.model import MAX_SECONDS, is_sm, normalize_path, sm_capability
 
 TOP_KEYS = {"version", "run_all_paths", "project", "tiers", "tests"}
@@ -30,6 +31,9 @@ TEST_REQUIRED = {"tiers", "est_time", "owner", "status"}
 # Ada/Hopper (sm_89/sm_90), fp4 with Blackwell (sm_100); nvlink links two or more GPUs.
 FEATURES: dict[str, tuple[int, int] | None] = {"fp8": (8, 9), "fp4": (10, 0), "nvlink": None}
 MAX_MEMORY_GIB = 1 << 20  # 1 PiB per device: anything larger is a unit mistake
+# Reruns of a failing test: a test that needs more is broken, and 1,000,000 reruns of a GPU test
+# would hold a runner for days.
+MAX_RERUNS = 10
 
 # A GPU-tier entry's timeout is derived from its est_time: TIMEOUT_FACTOR times it, at least
 # MIN_TIMEOUT (a first CUDA/Triton compile alone can take a minute), at most MAX_SECONDS.
@@ -47,6 +51,25 @@ def seconds_problem(value: int | float) -> str | None:
     if 0 < value <= MAX_SECONDS:  # false for NaN too; compared before any float() of a huge int
         return None
     return f"must be a finite number > 0 and at most {MAX_SECONDS} seconds (one day), got {describe_scalar(value)}"
+
+
+def number_text_problem(text: str, *, integer: bool) -> str | None:
+    """None if a number is written plainly (`ci.limits.is_plain_decimal`): ``30``, ``2.5``."""
+    if is_plain_decimal(text, integer=integer):
+        return None
+    example = "such as 3" if integer else "such as 30 or 2.5"
+    return (f"must be written as a plain decimal number {example} (ASCII digits, no leading zero, '_', "
+            f"exponent, '+' or 0x/0o prefix), got {describe_scalar(text)}")
+
+
+def reruns_problem(value: int) -> str | None:
+    """None if ``value`` is a valid ``reruns``: 0 to `MAX_RERUNS`."""
+    if 0 <= value <= MAX_RERUNS:
+        return None
+    if value < 0:
+        return "must be >= 0"
+    return (f"must be at most {MAX_RERUNS}, got {describe_scalar(value)}: a test that fails that often is "
+            f"broken; quarantine it (status: quarantined) instead")
 
 
 def entry_path_problem(raw: str) -> str | None:
@@ -136,7 +159,7 @@ def describe_scalar(value: Any) -> str:
 
 
 __all__ = [
-    "FEATURES", "MAX_MEMORY_GIB", "MIN_TIMEOUT", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
+    "FEATURES", "MAX_MEMORY_GIB", "MAX_RERUNS", "MIN_TIMEOUT", "number_text_problem", "reruns_problem", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
     "TIER_KEYS", "TIER_REQUIRED", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
     "describe_scalar", "device_name_problem", "feature_problem", "memory_problem", "project_item_problem",
     "project_value", "seconds_problem", "entry_path_problem",

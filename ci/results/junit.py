@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ci.limits import MAX_SECONDS
+from ci.limits import MAX_SECONDS, is_plain_decimal
+from ci.regular_file import MAX_REPORT_BYTES, read_regular
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 
@@ -89,10 +90,11 @@ def parse_junit(path: str | Path, *, root: str | Path | None = None,
     """Parse one pytest JUnit XML file; see the module docstring for the folding rules."""
     source = str(path)
     try:
-        tree = ET.parse(source)
-    except (OSError, ET.ParseError) as exc:
+        top = ET.fromstring(read_regular(source, MAX_REPORT_BYTES))
+    except OSError as exc:
+        raise JUnitError(f"{source}: cannot read JUnit XML: {exc.strerror}") from exc
+    except ET.ParseError as exc:
         raise JUnitError(f"{source}: cannot read JUnit XML: {exc}") from exc
-    top = tree.getroot()
     if top.tag == "testsuites":
         suites = top.findall("testsuite")
     elif top.tag == "testsuite":
@@ -155,6 +157,8 @@ def _seconds(raw: str | None, what: str, limit: float = math.inf) -> float:
         raise JUnitError(f"{what} is {shown}: negative")
     if value > limit:
         raise JUnitError(f"{what} is {shown}: above {limit:.0f} s, the longest a test file may be registered for")
+    if not is_plain_decimal(raw, exponent=True):  # float() also reads "5_0", " 5", Arabic-Indic digits
+        raise JUnitError(f"{what} is {shown}: not a plain decimal number of seconds such as 1.234 (ASCII digits)")
     return value
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ci.atomic_write import atomic_write_bytes
+from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.results.junit import FileResult
 
 DEFAULT_THRESHOLD_PCT = 25.0
@@ -128,7 +129,7 @@ def append_step_summary(markdown: str, env: Mapping[str, str] | None = None) -> 
         return None
     path = Path(target)
     try:
-        earlier = path.read_bytes()
+        earlier = read_regular(path, MAX_REPORT_BYTES)
     except FileNotFoundError:
         earlier = b""
     atomic_write_bytes(path, earlier + markdown.encode("utf-8"))

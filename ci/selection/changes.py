@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.registry import normalize_path
 
 
@@ -19,9 +20,11 @@ class ChangesError(RuntimeError):
 def read_changed_files(path: str | Path) -> list[str]:
     """One path per line; blank lines and ``#`` comments are ignored."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_regular(path, MAX_REPORT_BYTES).decode("utf-8")
     except OSError as exc:
         raise ChangesError(f"cannot read changed-files list {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ChangesError(f"cannot read changed-files list {path}: not UTF-8 at byte offset {exc.start}") from exc
     lines = (line.strip() for line in text.splitlines())
     return sorted({normalize_path(line) for line in lines if line and not line.startswith("#")})
 

@@ -16,7 +16,6 @@ One index and one graph per command; the graph's per-file records are cached on 
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -24,7 +23,7 @@ from typing import Iterable, Sequence
 from ci.imports.cache import RecordCache, default_cache_path
 from ci.imports.graph import ImportGraph
 from ci.imports.index import ModuleIndex
-from ci.registry import Registry, gc_paused, normalize_path, path_is_under
+from ci.registry import Registry, gc_paused, normalize_path, path_is_under, registered_file_problem
 
 _DEFAULT = object()
 
@@ -209,17 +208,10 @@ def registered_non_files(root: str | os.PathLike[str], registry: Registry) -> di
     """Registered paths that are not regular files -> what they are; `ci.selection.plan` never selects them
     (a directory would run every test in it). One ``stat`` per entry."""
     found = {}
-    base = os.fspath(root)
     for path in registry.tests:
-        try:
-            mode = os.stat(os.path.join(base, path)).st_mode
-        except OSError:  # missing, or a dangling symlink
-            found[path] = "does not exist"
-            continue
-        if stat.S_ISDIR(mode):
-            found[path] = "is a directory, not a test file (registry keys name files)"
-        elif not stat.S_ISREG(mode):
-            found[path] = "is not a regular file"
+        problem = registered_file_problem(root, path)  # the rule ci run and the rerun bot use too
+        if problem is not None:
+            found[path] = problem
     return found
 
 

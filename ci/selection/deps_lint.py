@@ -28,7 +28,8 @@ import yaml
 from ci.atomic_write import atomic_write_text
 from ci.selection.deps import TestDependencies
 from ci.imports.index import ModuleIndex
-from ci.registry import Problem, Registry, RegistryError, normalize_path, parse_registry, path_is_under
+from ci.registry import (Problem, Registry, RegistryError, normalize_path, parse_registry, path_is_under,
+                         read_registry_text)
 
 REDUNDANT_DEPENDENCY = "L005"
 INFO_CODES = frozenset({REDUNDANT_DEPENDENCY})
@@ -118,7 +119,7 @@ def fix_registry(root: str | os.PathLike[str], registry_file: str | os.PathLike[
     what was removed. Raises `RegistryError` for a registry that does not parse, ValueError if
     the rewrite would change anything else, OSError if it cannot be written (file untouched)."""
     registry_file = Path(registry_file)
-    text = registry_file.read_text(encoding="utf-8")
+    text = read_registry_text(registry_file)
     registry, problems = parse_registry(text, registry_file.name)
     if registry is None:
         raise RegistryError(problems)

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import shlex
 from dataclasses import dataclass, fields
 from typing import Mapping, Sequence
 
 from ci.selection.deps import Impact
 from ci.project import ProjectConfig
-from ci.registry import Registry, Status, TestEntry, Tier, path_is_under
+from ci.registry import Registry, Status, TestEntry, Tier, normalize_path, path_is_under, registered_file_problem
 from ci.selection.shard import ShardPlan, lpt, lpt_for_budget
 
 
@@ -248,3 +249,21 @@ def to_text(plans: Sequence[Plan]) -> str:
         lines.append(f"warning: {path} changed but is covered by no test "
                      "(no test imports it, no depends_on or run_all_paths entry names it)")
     return "\n".join(lines)
+
+
+def explicit_target_problem(registry: Registry, root: str, target: str) -> str | None:
+    """Why an explicit target of ``ci run`` (``path`` or ``path::node``, repo-relative or absolute
+    under ``root``) is refused, or None: it must be a registry key that `plan` could select, by
+    `ci.registry.registered_file_problem` (the rule the rerun bot follows too). A directory
+    would make pytest run every test below it, registered or not."""
+    file_part = target.split("::", 1)[0]
+    if os.path.isabs(file_part):
+        file_part = os.path.relpath(file_part, root)
+    rel = normalize_path(file_part)
+    if rel not in registry.tests:
+        below = sorted(p for p in registry.tests if path_is_under(p, rel) and p != rel)
+        if below:
+            shown = ", ".join(below[:3]) + (f" and {len(below) - 3} more" if len(below) > 3 else "")
+            return f"is not a registered test file but a directory holding {shown}: name the files"
+        return f"is not registered in {registry.path}"
+    return registered_file_problem(root, rel)

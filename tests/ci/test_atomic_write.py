@@ -83,6 +83,42 @@ def test_owner_is_kept(tmp_path):
     assert (target.stat().st_uid, target.stat().st_gid) == (4321, 4322)
 
 
+def _other_group() -> int | None:
+    """A group this process may give its file (root: any; else a supplementary one), or None."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return 4322 if os.getgid() != 4322 else 4323
+    return next((g for g in os.getgroups() if g != os.getgid()), None)
+
+
+def test_a_group_that_differs_with_the_same_owner_is_kept(tmp_path):
+    gid = _other_group()
+    if gid is None:
+        pytest.skip("this user belongs to no second group")
+    target = tmp_path / "registry.yaml"
+    target.write_text("old\n")
+    os.chown(target, os.getuid(), gid)  # the owner is this process's user: only the group differs
+    atomic_write_text(target, "new\n")
+    assert (target.stat().st_uid, target.stat().st_gid) == (os.getuid(), gid)
+
+
+def test_the_new_file_and_its_directory_are_fsynced(tmp_path, monkeypatch):
+    """Durability, not only atomicity: the data before the rename, the rename itself after it."""
+    synced: list[tuple[str, int]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        info = os.fstat(fd)
+        synced.append(("dir" if stat.S_ISDIR(info.st_mode) else "file", info.st_ino))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    target = tmp_path / "registry.yaml"
+    target.write_text("old\n")
+    atomic_write_text(target, "new\n")
+    # the temporary file, which the rename made the target (same inode), then the directory
+    assert synced == [("file", target.stat().st_ino), ("dir", tmp_path.stat().st_ino)]
+
+
 def test_errors_leave_the_target_and_no_temporary_file(tmp_path):
     (tmp_path / "adir").mkdir()
     with pytest.raises(IsADirectoryError):

@@ -114,7 +114,7 @@ def venv_says(project: Path) -> dict[str, str]:
 def project(tmp_path):
     root = tmp_path / "proj"
     (root / "ci").mkdir(parents=True)
-    for name in ("bootstrap.py", "atomic_write.py"):  # the script and the one module it uses
+    for name in ("bootstrap.py", "atomic_write.py", "regular_file.py"):  # the script and the modules it uses
         shutil.copy2(REPO / "ci" / name, root / "ci" / name)
     (root / "tiny").mkdir()
     (root / "tiny" / "__init__.py").write_text("")

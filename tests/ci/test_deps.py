@@ -370,3 +370,32 @@ def test_a_script_in_depends_on_brings_its_imports_and_stays_needed(repo, capsys
     assert "lib/util.py" not in deps.closure("tests/lib/test_script.py", scripts=False)
     notes = [p.message for p in lint_repo(repo, info=True) if "test_script" in p.message]
     assert notes == []
+
+
+def test_a_change_to_an_outer_conftest_selects_tests_that_also_have_a_nearer_one(tmp_path):
+    """pytest loads every conftest.py above a test, not only the nearest: a change to any of them
+    (or to what it imports) selects the test."""
+    write(tmp_path, {
+        "ci/__init__.py": "", "lib/__init__.py": "", "lib/fixtures.py": "", "lib/near.py": "",
+        "conftest.py": "", "tests/conftest.py": "import lib.fixtures\n",
+        "tests/deep/conftest.py": "import lib.near\n", "tests/deep/test_deep.py": "",
+        "tests/test_top.py": "",
+    })
+    registry, problems = parse_registry(HEAD + "".join(
+        f"  {p}:\n    tiers: [cpu]\n    est_time: 1\n    owner: me\n    status: active\n"
+        for p in ("tests/deep/test_deep.py", "tests/test_top.py")))
+    assert problems == []
+    deps = TestDependencies(tmp_path, registry, cache=None)
+    assert deps.conftests("tests/deep/test_deep.py") == ("conftest.py", "tests/conftest.py", "tests/deep/conftest.py")
+
+    def selected(*changed: str) -> dict[str, str]:
+        return deps.impact(list(changed)).reasons
+
+    assert selected("conftest.py") == {"tests/deep/test_deep.py": "conftest conftest.py changed",
+                                       "tests/test_top.py": "conftest conftest.py changed"}
+    assert selected("tests/conftest.py") == {"tests/deep/test_deep.py": "conftest tests/conftest.py changed",
+                                             "tests/test_top.py": "conftest tests/conftest.py changed"}
+    assert selected("lib/fixtures.py") == {
+        "tests/deep/test_deep.py": "conftest tests/conftest.py imports lib/fixtures.py",
+        "tests/test_top.py": "conftest tests/conftest.py imports lib/fixtures.py"}
+    assert selected("lib/near.py") == {"tests/deep/test_deep.py": "conftest tests/deep/conftest.py imports lib/near.py"}

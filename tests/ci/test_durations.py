@@ -4,7 +4,11 @@ leaves every other byte of registry.yaml alone, and the CLI."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -195,6 +199,10 @@ ABSURD = [
     pytest.param([("tests/test_a.py", "t", "1e308")], "above 86400", id="1e308"),
     pytest.param([("tests/test_a.py", "t", "9" * 400)], "not a finite number", id="400-digits"),
     pytest.param([("tests/test_a.py", "t", "86401")], "above 86400", id="over-one-day"),
+    # float() reads each of these; a JUnit time is plain ASCII decimal (issue #22)
+    *[pytest.param([("tests/test_a.py", "t", raw)], "not a plain decimal number of seconds", id=f"junit-{name}")
+      for name, raw in (("underscore", "5_0"), ("arabic-indic", "\u0665"), ("space", " 5"), ("plus", "+5"),
+                        ("leading-zero", "05"), ("fullwidth", "\uff15"))],
     # each case below a day, but the file's sum (or p90 plus the margin) is not
     pytest.param([("tests/test_a.py", "t1", "50000"), ("tests/test_a.py", "t2", "50000")],
                  "above the limit of 86400", id="file-sum-over-one-day"),
@@ -249,3 +257,58 @@ def test_help_documents_the_exit_codes(capsys):
     out = " ".join(capsys.readouterr().out.split())
     for line in ("0 ", "1 drift found (with --check)", "2 bad input", "3 cannot write"):
         assert line in out, out
+
+
+def test_junit_from_pytest_rerunfailures_last_attempt_decides_and_every_attempt_counts(tmp_path):
+    """A real pytest run with pytest-rerunfailures: it writes one <testcase> per attempt, the
+    earlier ones without their failure, so only the last one says how the test ended."""
+    (tmp_path / "test_flaky.py").write_text(textwrap.dedent("""\
+        import pathlib
+        import time
+
+        def attempt(name):
+            counter = pathlib.Path(__file__).with_name(name)
+            n = int(counter.read_text()) if counter.exists() else 0
+            counter.write_text(str(n + 1))
+            return n
+
+        def test_passes_on_the_third_attempt():
+            n = attempt("flaky.count")
+            time.sleep(0.1 * (n + 1))
+            assert n == 2
+
+        def test_always_fails():
+            attempt("broken.count")
+            assert False
+        """))
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_rerunfailures", "-p", "no:cacheprovider",
+                    "--reruns", "2", "--junitxml=j.xml", "-o", "junit_family=xunit1", "-q", "test_flaky.py"],
+                   cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    attempts = {}
+    for case in ET.parse(tmp_path / "j.xml").getroot().iter("testcase"):
+        attempts.setdefault(case.get("name"), []).append(float(case.get("time")))
+    assert [len(a) for a in attempts.values()] == [3, 3]  # the premise: one <testcase> per attempt
+    report = parse_junit(tmp_path / "j.xml")
+    cases = {c.name: c for c in report.cases}
+    flaky, broken = cases["test_passes_on_the_third_attempt"], cases["test_always_fails"]
+    assert (flaky.outcome, flaky.reruns) == ("passed", 2)
+    assert (broken.outcome, broken.reruns) == ("failed", 2)  # its first attempts carry no <failure>
+    assert flaky.time == pytest.approx(sum(attempts[flaky.name])) and flaky.time >= 0.6  # 0.1 + 0.2 + 0.3 s
+    assert report.files["test_flaky.py"].time == pytest.approx(sum(map(sum, attempts.values())))
+    assert (report.files["test_flaky.py"].passed, report.files["test_flaky.py"].failed) == (1, 1)
+
+
+@pytest.mark.parametrize("measured_c, measured_b, drifting", [
+    (110.0, 2.5, []),     # c: 10 s over (> 5 s) but only 10 % (< 25 %): not drift
+    (125.0, 2.5, []),     # c: exactly 25 %: not drift
+    (125.5, 2.5, ["tests/test_c.py"]),  # c: over 25 % and over 5 s
+    (100.0, 6.0, []),     # b: +140 % but only 3.5 s (< 5 s): not drift
+    (100.0, 7.6, ["tests/test_b.py"]),  # b: +204 % and 5.1 s
+    (74.0, 2.5, ["tests/test_c.py"]),   # c: 26 s under: drift is either way
+])
+def test_drift_needs_both_25_percent_and_5_seconds(tmp_path, registry, measured_c, measured_b, drifting):
+    (tmp_path / "r.xml").write_text(junit([("tests/test_c.py", "t", measured_c, "passed"),
+                                           ("tests/test_b.py", "t", measured_b, "passed")]))
+    result = collect([parse_junit(tmp_path / "r.xml")], registry)
+    assert [d.path for d in result.drifts] == drifting

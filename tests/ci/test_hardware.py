@@ -3,6 +3,8 @@ and `ci run --tier T` on a runner that does not match fails with exit 3 saying w
 
 from __future__ import annotations
 
+import os
+import sys
 import textwrap
 
 import pytest
@@ -160,3 +162,68 @@ def test_ci_run_on_a_mislabelled_runner_exits_3_saying_what_it_found(tmp_path, m
     assert ("refusing to run --tier gpu_h200 here: tier gpu_h200 needs 1 GPU with sm_90, name matching 'H200', "
             ">= 130 GiB (fp8); this machine has 1x NVIDIA H100 80GB HBM3 (sm_90, 79.6 GiB, fp8)") in err
     assert not (tmp_path / ".ci-reports").exists()  # no pytest was started
+
+
+# -- probe() against a fake torch and a fake nvidia-smi; the count rule -----------------------------
+
+GPU_H100_X2 = tier("gpu_h100_x2", 2, "sm_90", ("fp8",), "H100", 75)
+
+
+def test_a_two_gpu_tier_needs_two_fitting_gpus_not_two_gpus():
+    fits = Device((9, 0), "NVIDIA H100 80GB HBM3", 79.6, frozenset({"fp8"}))
+    small = Device((9, 0), "NVIDIA H100 PCIe", 40.0, frozenset({"fp8"}))  # the right name, too little memory
+    assert missing(GPU_H100_X2, Hardware((fits, fits))) is None
+    gap = missing(GPU_H100_X2, Hardware((fits, small)))
+    assert gap == ("tier gpu_h100_x2 needs 2 GPUs with sm_90, name matching 'H100', >= 75 GiB (fp8); this machine "
+                   "has 1x NVIDIA H100 80GB HBM3 (sm_90, 79.6 GiB, fp8); "
+                   "1x NVIDIA H100 PCIe (sm_90, 40.0 GiB, fp8): 40.0 GiB < 75 GiB")
+
+
+def fake_torch(devices: list[tuple[str, int, int, int, str]]):
+    """A stand-in for ``torch`` with CUDA devices (name, major, minor, total bytes, uuid)."""
+    import types
+
+    props = [types.SimpleNamespace(name=n, major=a, minor=b, total_memory=m, uuid=u) for n, a, b, m, u in devices]
+    cuda = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: len(props),
+                                 get_device_properties=lambda i: props[i])
+    return types.SimpleNamespace(cuda=cuda)
+
+
+def fake_nvidia_smi(tmp_path, monkeypatch, output: str) -> None:
+    """A real executable named nvidia-smi first on PATH, printing ``output`` for ``nvlink --status``."""
+    (tmp_path / "out.txt").write_text(output)
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\n[ \"$1 $2\" = 'nvlink --status' ] && exec cat {tmp_path / 'out.txt'}\nexit 9\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+
+
+LINKED_PAIR = """\
+GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-11111111-0000-1111-2222-333333333333)
+\t Link 0: 26.562 GB/s
+GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-22222222-0000-1111-2222-333333333333)
+\t Link 0: 26.562 GB/s
+"""
+
+
+def test_probe_reports_memory_in_gib_and_nvlink_for_exactly_two_linked_gpus(tmp_path, monkeypatch):
+    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
+    fake_nvidia_smi(tmp_path, monkeypatch, LINKED_PAIR)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch([
+        ("NVIDIA H100 80GB HBM3", 9, 0, 80 * 2**30, "11111111-0000-1111-2222-333333333333"),
+        ("NVIDIA H100 80GB HBM3", 9, 0, 80 * 2**30, "GPU-22222222-0000-1111-2222-333333333333"),
+    ]))
+    found = probe()
+    assert [d.memory_gib for d in found.devices] == [80.0, 80.0]  # GiB: 2**30 bytes, not 10**9
+    assert [d.features for d in found.devices] == [frozenset({"fp8", "nvlink"})] * 2
+    assert found.source == "torch.cuda; nvlink: nvidia-smi"
+    assert missing(tier("nvl", 2, "sm_90", ("fp8", "nvlink"), "H100", 80), found) is None
+
+
+def test_probe_asks_nvidia_smi_only_with_two_or_more_gpus(tmp_path, monkeypatch):
+    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
+    fake_nvidia_smi(tmp_path, monkeypatch, LINKED_PAIR)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch([
+        ("NVIDIA H100 80GB HBM3", 9, 0, 80 * 2**30, "11111111-0000-1111-2222-333333333333")]))
+    found = probe()
+    assert found.devices[0].features == frozenset({"fp8"}) and found.source == "torch.cuda; nvlink: one GPU"

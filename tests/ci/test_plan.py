@@ -255,7 +255,8 @@ def test_cli_base_uses_git_diff(repo, capsys):
     rc = plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--base", "no-such-ref"])
     assert rc == 2
     err = capsys.readouterr().err
-    assert "git diff --name-only --no-renames no-such-ref...HEAD" in err and "fetch-depth: 0" in err
+    assert "git -c core.quotepath=off diff --name-only --no-renames --relative no-such-ref...HEAD" in err
+    assert "fetch-depth: 0" in err
 
 
 def test_cli_base_lists_both_sides_of_a_rename(repo, capsys):

@@ -110,6 +110,8 @@ BAD_DOCUMENTS = {
     "boolean est_time": _edit("est_time: 12", "est_time: true"),
     "zero timeout": _edit("timeout: 60", "timeout: 0"),
     "negative reruns": _edit("reruns: 1", "reruns: -1"),
+    "reruns over the bound": _edit("reruns: 1", "reruns: 11"),
+    "a million reruns": _edit("reruns: 1", "reruns: 1000000"),
     "float reruns": _edit("reruns: 1", "reruns: 1.5"),
     "bad status": _edit("status: active", "status: disabled"),
     "quarantined without issue": _edit("    issue: https://example.org/issues/7\n", ""),
@@ -184,6 +186,12 @@ PARSER_ONLY = {
                                 "is not a regular expression"),
     "first_party a keyword": (_edit("tiers:\n", "project:\n  first_party: [import]\ntiers:\n"),
                               "'import' is not a top-level package name"),
+    # YAML 1.1 reads each of these as a number (JSON sees that number); only plain decimals count
+    **{f"est_time {text}": (_edit("est_time: 12", f"est_time: {text}"), "est_time must be written as a plain decimal")
+       for text in ("5_0", "0x10", "014", "1:30", "1.2e+1", "12.", "012.5", "+12", "1_000.5")},
+    "timeout 0x3c": (_edit("timeout: 60", "timeout: 0x3c"), "timeout must be written as a plain decimal"),
+    "reruns 0x1": (_edit("reruns: 1", "reruns: 0x1"), "reruns must be written as a plain decimal number such as 3"),
+    "gpu_count 01": (_edit("gpu_count: 1", "gpu_count: 01"), "gpu_count must be written as a plain decimal"),
 }
 
 

@@ -148,12 +148,6 @@ OUTSIDE_THE_SUBSET = {
                      + "    tests/b/test_three.py: {tiers: [cpu], est_time: 3, owner: o, status: active}\n"),
     "block scalar": _swap("reason: flaky NCCL init", "reason: |\n        flaky NCCL init"),
     "document markers": "---\n" + DOC + "...\n",
-    "underscored int": _swap("est_time: 12", "est_time: 1_2"),
-    "octal int": _swap("est_time: 12", "est_time: 014"),
-    "hex int": _swap("est_time: 12", "est_time: 0xC"),
-    "sexagesimal": _swap("est_time: 12", "est_time: 1:30"),
-    "exponent float": _swap("est_time: 12", "est_time: 1.2e+1"),
-    "float without fraction": _swap("est_time: 12", "est_time: 12."),
     "tab in a value": _swap("no GPU;", "no\tGPU;"),
     "CRLF line ends": DOC.replace("\n", "\r\n"),
     "byte order mark": "\ufeff" + DOC,
@@ -247,6 +241,17 @@ WITH_PROBLEMS = {
     "duplicate pattern": _swap("check_*.py", "test_*.py"),
     "bad generated module": _swap("[acme._version]", "[acme.-version]"),
     "project as a list": _swap("  first_party: [acme, acme_tools]\n", "  - acme\n"),
+    # YAML reads these as numbers; the registry takes plain decimals only (issue #22)
+    "underscored int": _swap("est_time: 12", "est_time: 1_2"),
+    "octal int": _swap("est_time: 12", "est_time: 014"),
+    "hex int": _swap("est_time: 12", "est_time: 0xC"),
+    "sexagesimal": _swap("est_time: 12", "est_time: 1:30"),
+    "exponent float": _swap("est_time: 12", "est_time: 1.2e+1"),
+    "float without fraction": _swap("est_time: 12", "est_time: 12."),
+    "float with a leading zero": _swap("est_time: 12", "est_time: 012.5"),
+    "hex gpu_count": _swap("gpu_count: 1", "gpu_count: 0x1"),
+    "reruns over the bound": _swap("reruns: 0", "reruns: 1000000"),
+    "reruns just over the bound": _swap("reruns: 0", "reruns: 11"),
 }
 
 
@@ -267,6 +272,7 @@ VALUES = [
     "test_*.py", "*_test.py", "'*_test.py'", "[test_*.py]", "[*_test.py]", "[a*]", "[a, *b]", "B[200", "B200|GB200",
     "fp8", "nvlink", "[fp8, nvlink]", "[fp4]", "80", "86400", "86401", "86400.0", "1e400", "99999999999999999999999",
     "[.]", "[src/]", "[../x]", "[/x]", "[a.b]", "[a-b]", "[if]", "[x.py]", "[.py]",
+    "10", "11", "1000000", "05.5", "0.5", "00.5", "\u0665", "\u0665.\u0665", "1_000.5", "+5", "-0",
 ]
 
 

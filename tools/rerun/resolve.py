@@ -4,7 +4,12 @@ Rules, in order (first match wins):
 
 1. unsafe text (`commands.check_target`) -> `Kind.UNSAFE`;
 2. a path (has ``/``) registered exactly, or a basename registered once -> that entry;
-   a basename registered more than once -> `Kind.AMBIGUOUS` with the candidates;
+   a basename registered more than once -> `Kind.AMBIGUOUS` with the candidates. Only registry
+   keys ``ci plan`` could select count: `ci.registry.registered_file_problem` (the one rule plan,
+   ``ci run`` and the bot share) rules out a key naming a directory (pytest would run everything
+   below it), a dangling link or anything else that is no regular file. Such a key resolves as
+   `Kind.UNKNOWN`, its ``detail`` saying what it is and its candidates the runnable registered
+   files below it (or the closest ones);
 3. not registered but the file exists in the tree -> `Kind.UNREGISTERED` (the reply shows the YAML
    to add); a basename found more than once in the tree lists all of them;
 4. otherwise `Kind.UNKNOWN` with the closest registered paths/basenames (difflib);
@@ -24,7 +29,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ci.registry import Registry, TestEntry, normalize_path
+from ci.registry import Registry, TestEntry, normalize_path, path_is_under, registered_file_problem
 from tools.rerun.commands import UnsafeTarget, check_target
 
 # Directories never searched for unregistered files (virtual envs, VCS and build output).
@@ -108,6 +113,17 @@ def suggestions(registry: Registry, name: str) -> tuple[str, ...]:
     return tuple(p for base in close for p in by_base[base])[:MAX_SUGGESTIONS]
 
 
+def _not_runnable(registry: Registry, root: Path, target: str, entry: TestEntry, node: str | None,
+                  tier: str | None) -> Resolution:
+    """A registry key that names no runnable test file (see rule 2): `Kind.UNKNOWN`, never run."""
+    below = tuple(p for p in registry.tests
+                  if p != entry.path and path_is_under(p, entry.path) and registered_file_problem(root, p) is None)
+    candidates = below[:MAX_SUGGESTIONS] or tuple(
+        p for p in suggestions(registry, entry.path) if p != entry.path and registered_file_problem(root, p) is None)
+    return Resolution(target, Kind.UNKNOWN, node_id=node, requested_tier=tier, candidates=candidates,
+                      detail=f"{entry.path} {registered_file_problem(root, entry.path)}")
+
+
 def resolve_target(registry: Registry, root: Path, target: str, tier: str | None = None) -> Resolution:
     """Resolve one target (see the module docstring for the rules)."""
     try:
@@ -121,13 +137,18 @@ def resolve_target(registry: Registry, root: Path, target: str, tier: str | None
     entry: TestEntry | None
     if "/" in name:
         entry = registry.entry(name)
+        if entry is not None and registered_file_problem(root, entry.path) is not None:
+            return _not_runnable(registry, root, target, entry, node, tier)
         if entry is None:
             if _is_file_in_tree(root, name):
                 return Resolution(target, Kind.UNREGISTERED, path=name, node_id=node, requested_tier=tier)
             return Resolution(target, Kind.UNKNOWN, node_id=node, requested_tier=tier,
                               candidates=suggestions(registry, name))
     else:
-        matches = registry.by_basename(name)
+        every = registry.by_basename(name)
+        matches = [e for e in every if registered_file_problem(root, e.path) is None]
+        if not matches and every:
+            return _not_runnable(registry, root, target, every[0], node, tier)
         if len(matches) > 1:
             return Resolution(target, Kind.AMBIGUOUS, node_id=node, requested_tier=tier,
                               candidates=tuple(e.path for e in matches))

@@ -1,0 +1,88 @@
+"""`timeout:` kills (issue #22): a test that swallows pytest-timeout's signal, or sits in C code
+that never returns to the interpreter, is killed at its file's budget and reported as a timeout.
+Real pytest subprocesses: the kill ends a process, so nothing here can run in-process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+REGISTRY = """\
+version: 1
+tiers:
+  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+tests:
+  tests/test_swallow.py: {tiers: [cpu], est_time: 1, timeout: 1, owner: me, status: active}
+  tests/test_c_loop.py: {tiers: [cpu], est_time: 1, timeout: 1, owner: me, status: active}
+"""
+SWALLOW = """\
+import time
+
+def test_swallows_the_timeout():
+    end = time.monotonic() + 30  # without the kill: passes after 30 s
+    while time.monotonic() < end:
+        try:
+            time.sleep(0.05)
+        except BaseException:  # pytest-timeout's Failed too
+            pass
+
+def test_after_the_kill():
+    pass
+"""
+C_LOOP = """\
+def test_c_loop():
+    sum(range(6 * 10**8))  # ~15 s in C: the signal handler runs only when it returns
+"""
+
+
+def make_repo(root: Path) -> None:
+    (root / "tests").mkdir(parents=True)
+    (root / "registry.yaml").write_text(REGISTRY)
+    (root / "tests/test_swallow.py").write_text(SWALLOW)
+    (root / "tests/test_c_loop.py").write_text(C_LOOP)
+
+
+def pytest(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "CI_HARDWARE_OVERRIDE": "none"}
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "-p", "pytest_timeout",
+                           "-p", "no:cacheprovider", "-o", "junit_family=xunit1", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    return proc, time.monotonic() - start
+
+
+def test_under_xdist_each_is_killed_at_its_budget_and_reported_as_a_timeout(tmp_path):
+    make_repo(tmp_path)
+    # the swallowing file first: its second test is then still to run when the first is killed
+    proc, elapsed = pytest(tmp_path, "-p", "xdist", "-n", "1", "--junitxml=junit.xml", "tests/test_swallow.py",
+                           "tests/test_c_loop.py")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert elapsed < 25, proc.stdout  # 30 s and 15 s without the kill; ~2 s each with it, plus restarts
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
+    for name, file in (("test_swallows_the_timeout", "test_swallow.py"), ("test_c_loop", "test_c_loop.py")):
+        failure = cases[name].find("failure")
+        assert failure is not None, ET.tostring(cases[name])
+        assert (f"Timeout: tests/{file}::{name} ran past its file's timeout of 1 s (registry.yaml) and did not stop "
+                f"at pytest-timeout's signal") in failure.get("message", "") + (failure.text or "")
+    # The rest of the file, on the next worker: its budget is spent, so it fails at setup.
+    error = cases["test_after_the_kill"].find("error")
+    assert error is not None and "tests/test_swallow.py::test_swallows_the_timeout was killed at it" in (
+        error.get("message", "") + (error.text or "")), ET.tostring(cases["test_after_the_kill"])
+
+
+def test_without_xdist_the_pytest_process_is_killed_at_the_budget(tmp_path):
+    make_repo(tmp_path)
+    proc, elapsed = pytest(tmp_path, "tests/test_swallow.py")
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    assert elapsed < 15
+    assert ("+++ Timeout: tests/test_swallow.py::test_swallows_the_timeout ran past its file's timeout of 1 s "
+            "(registry.yaml)") in proc.stderr
