@@ -41,6 +41,7 @@ import torch
 
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
+from fp4kv.quant._workspace import Workspace
 from fp4kv.quant.e2m1 import bf16_code_table, code_values_f32
 from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_from_f32, e4m3_bits_to_f32
 from fp4kv.quant.nvfp4_triton import dequantize_triton, quantize_triton
@@ -67,29 +68,35 @@ class NVFP4Tensor(NamedTuple):
 # ------------------------------------------------------------------------------------------------
 
 def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.Tensor,
-                           scales: torch.Tensor) -> None:
+                           scales: torch.Tensor, work: Workspace | None = None) -> None:
     """blocks ``[n, 16]`` float, g fp32 0-dim -> writes packed ``[n, 8]`` and block scales ``[n]``.
 
     ``y = x / (s * g)`` in fp32 (signed, so -0.0 and negatives that round to zero get code 8),
-    then its code is looked up from its top 16 bits plus a sticky bit in a table built from
-    `magnitude_codes_rne` (see `bf16_code_table`).
+    then its code is looked up from its top 16 bits with a sticky bit OR-ed into the lowest
+    (``(y | ((y & 0xFFFF) + 0xFFFF)) >> 16``: the addition carries into bit 16 exactly when a low
+    bit is set) in a table built from `magnitude_codes_rne` (see `bf16_code_table`). All
+    full-size temporaries live in ``work`` (one is made if None) and every op on them is int32 or
+    fp32 (16-bit and bool ones are not vectorised on CPU).
     """
-    x = blocks.to(torch.float32)
-    amax = (x.view(torch.int32) & 0x7FFFFFFF).amax(dim=1)
+    n = blocks.shape[0]
+    wide, index, codes, pairs, amax, _ = (work or Workspace(n, blocks.device)).take(n)
+    x = blocks if blocks.dtype == torch.float32 else wide.view(torch.float32).copy_(blocks)
+    torch.amax(torch.bitwise_and(x.view(torch.int32), 0x7FFFFFFF, out=index), dim=1, out=amax)
     nonfinite = amax >= 0x7F800000
     t = (amax.masked_fill(nonfinite, 0).view(torch.float32) / (g * E2M1_MAX)).clamp_(max=E4M3_MAX)
     s_bits = e4m3_bits_from_f32(t)
     empty = s_bits == 0
     sg = (e4m3_bits_to_f32(s_bits) * g).masked_fill_(empty, 1.0)  # codes of empty blocks are zeroed
-    y_bits = (x / sg[:, None]).view(torch.int32)
-    index = (y_bits >> 16) & 0xFFFF
-    index |= (y_bits & 0xFFFF) != 0
-    codes = bf16_code_table(blocks.device, "even").index_select(0, index.view(-1)).view(-1, BLOCK_SIZE)
+    y_bits = torch.div(x, sg[:, None], out=index.view(torch.float32)).view(torch.int32)
+    key = torch.bitwise_and(y_bits, 0xFFFF, out=wide).add_(0xFFFF).bitwise_or_(y_bits)
+    key.bitwise_right_shift_(16).bitwise_and_(0xFFFF)
+    torch.index_select(bf16_code_table(blocks.device, "even"), 0, key.view(-1), out=codes.view(-1))
     dead = empty | nonfinite
     if bool(dead.any()):
         codes.masked_fill_(dead[:, None], 0)
-    pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
-    packed.copy_((pairs | (pairs >> 4)) & 0xFF)
+    code_pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
+    torch.bitwise_right_shift(code_pairs, 4, out=pairs)
+    packed.copy_(pairs.bitwise_or_(code_pairs))  # the low byte is even | odd << 4; the cast keeps it
     scales.copy_(s_bits.masked_fill_(nonfinite, E4M3_NAN))
 
 
@@ -124,8 +131,10 @@ def quantize_torch(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torc
     blocks = x.reshape(-1, BLOCK_SIZE)
     packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
-    for part in chunk_ranges(blocks.shape[0]):
-        _quantize_blocks_torch(blocks[part], g, packed[part], scales[part])
+    parts = list(chunk_ranges(blocks.shape[0]))
+    work = Workspace(max((p.stop - p.start for p in parts), default=0), x.device)
+    for part in parts:
+        _quantize_blocks_torch(blocks[part], g, packed[part], scales[part], work)
     lead = x.shape[:-1]
     k = x.shape[-1]
     return packed.view(*lead, k // 2), scales.view(*lead, k // BLOCK_SIZE)
