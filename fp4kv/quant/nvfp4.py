@@ -43,7 +43,7 @@ from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
 from fp4kv.quant._workspace import Workspace
 from fp4kv.quant.e2m1 import bf16_code_table, code_values_f32
-from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_from_f32, e4m3_bits_to_f32
+from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_to_f32
 from fp4kv.quant.nvfp4_triton import dequantize_triton, quantize_triton
 from fp4kv.quant.rounding import round_exact_f64_to
 
@@ -51,7 +51,8 @@ BLOCK_SIZE = 16
 E2M1_MAX = 6.0
 GLOBAL_SCALE_DIVISOR = E4M3_MAX * E2M1_MAX  # 2688: amax / 2688 is the dequantization global scale
 _F32_MAX = torch.finfo(torch.float32).max
-MIN_GLOBAL_SCALE = 2.0 ** -126  # smallest normal fp32: the floor of `compute_global_scale`
+MIN_GLOBAL_SCALE = 2.0 ** -126
+_E4M3_SMALLEST_NORMAL_BITS = 0x3C800000  # fp32 bits of 2^-6  # smallest normal fp32: the floor of `compute_global_scale`
 
 
 class NVFP4Tensor(NamedTuple):
@@ -66,6 +67,23 @@ class NVFP4Tensor(NamedTuple):
 # ------------------------------------------------------------------------------------------------
 # torch reference
 # ------------------------------------------------------------------------------------------------
+
+def block_scales_e4m3(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 ``0 <= t <= 448`` -> (int32 E4M3 bits, their fp32 values), round to nearest even.
+
+    The same results as `fp4kv.quant.e4m3.e4m3_bits_from_f32` and `e4m3_bits_to_f32` (a test
+    holds them to torch's own ``float8_e4m3fn`` cast), in plain vectorised ops only (those use
+    per-element shift counts, which torch runs one element at a time): the normal range keeps 3 mantissa bits of the fp32 bits with RNE; below
+    2^-6 the subnormal count ``m = t * 2^9`` (exact) is rounded by `torch.round`, which ties to
+    even, and ``m = 8`` is the smallest normal's bits.
+    """
+    ti = t.view(torch.int32)
+    rounded = (ti + 0x7FFFF + ((ti >> 20) & 1)) & -0x100000
+    count = (t * 512.0).round_()
+    normal = ti >= _E4M3_SMALLEST_NORMAL_BITS
+    bits = torch.where(normal, (rounded >> 20) - ((127 - 7) << 3), count.to(torch.int32))
+    return bits, torch.where(normal, rounded.view(torch.float32), count.mul_(2.0 ** -9))
+
 
 def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.Tensor,
                            scales: torch.Tensor, work: Workspace | None = None) -> None:
@@ -84,9 +102,9 @@ def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.
     torch.amax(torch.bitwise_and(x.view(torch.int32), 0x7FFFFFFF, out=index), dim=1, out=amax)
     nonfinite = amax >= 0x7F800000
     t = (amax.masked_fill(nonfinite, 0).view(torch.float32) / (g * E2M1_MAX)).clamp_(max=E4M3_MAX)
-    s_bits = e4m3_bits_from_f32(t)
+    s_bits, s = block_scales_e4m3(t)
     empty = s_bits == 0
-    sg = (e4m3_bits_to_f32(s_bits) * g).masked_fill_(empty, 1.0)  # codes of empty blocks are zeroed
+    sg = s.mul_(g).masked_fill_(empty, 1.0)  # codes of empty blocks are zeroed
     y_bits = torch.div(x, sg[:, None], out=index.view(torch.float32)).view(torch.int32)
     key = torch.bitwise_and(y_bits, 0xFFFF, out=wide).add_(0xFFFF).bitwise_or_(y_bits)
     key.bitwise_right_shift_(16).bitwise_and_(0xFFFF)
