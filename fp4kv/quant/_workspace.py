@@ -1,10 +1,10 @@
 """Preallocated per-call scratch for the chunked torch quantizers, and mx_block16's offset code table.
 
-Why a workspace: every chunk of a call needs the same few 1-2 MB temporaries. Allocating them
-afresh per chunk makes the allocator hand back untouched pages often enough that page faults
-showed up in the profile as the largest cost of some elementwise ops (see docs/fp4kv-peer.md);
-one set per call, reused by every chunk and written with ``out=``, removes that. The set is sized
-for one chunk (`fp4kv.quant._chunks.CHUNK_BLOCKS` blocks at most), so a call's extra memory stays
+Why a workspace: every chunk of a call needs the same few 1-2 MB temporaries. Allocated afresh
+per chunk they cost page faults whenever the allocator hands back fresh pages (measured: one
+[32768, 16] bf16 chunk took 2.0 ms instead of 1.4 ms single-threaded); one set per call, reused
+by every chunk and written with ``out=``, avoids that. The set is sized for one chunk
+(`fp4kv.quant._chunks.CHUNK_BLOCKS` blocks at most: about 5 MB), so a call's extra memory stays
 bounded whatever the input's size, and it is never shared between calls (thread safe).
 """
 
