@@ -1,4 +1,10 @@
-"""FP4 KV quantization speed, error and memory: ``python -m bench quant [--quick] [--big]``.
+"""FP4 KV quantization speed, error and memory: ``python -m bench quant [--quick] [--big] [--race]``.
+
+``--race [--fresh=N] [--repeat=R]``: mx_block16 against the peer's math (SGLang, restated in
+`bench._peer_mx_block16`), eager and under ``torch.compile``, and a ``clone()`` of the input, in
+the same process, at ``[4096, 8, 128]`` and ``[32768, 8, 128]``, bf16/fp16/fp32, quantize and
+dequantize (see `bench._quant_race`). Docs quote only ratios from such a run, with its date and
+load.
 
 Speed: mx_block16 and nvfp4 quantize/dequantize of ``randn(4096, 8, 128)`` bf16 (``--quick``:
 ``randn(512, 8, 128)``) on the torch path (CPU); with CUDA present also the compiled Triton
@@ -172,6 +178,10 @@ def _big() -> int:
 def main(argv: list[str]) -> int:
     if "--big" in argv:
         return _big()
+    if "--race" in argv:
+        from bench import _quant_race  # imports the peer restatement and torch.compile only here
+
+        return _quant_race.main(argv)
     quick = "--quick" in argv
     shape = (512, 8, 128) if quick else (4096, 8, 128)
     repeat = 3 if quick else 5

@@ -41,8 +41,8 @@ import torch
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
 from fp4kv.quant._jit import lazy_jit
+from fp4kv.quant._workspace import OFFSET_TABLE_BIAS, Workspace, offset_code_table
 from fp4kv.quant.e2m1 import (
-    bf16_code_table,
     tl_block_tile,
     byte_pair_values_f32,
     tl_code_values_f32,
@@ -60,14 +60,16 @@ if TYPE_CHECKING:  # kernels see `tl` through the scope that `lazy_jit` builds
     import triton.language as tl
 
 
-def scale_bytes_from_amax_bits(amax_bits: torch.Tensor) -> torch.Tensor:
+def scale_bytes_from_amax_bits(amax_bits: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """int32 bits of per-block fp32 ``amax >= 0`` -> int32 scale byte (94..253, or 255 if non-finite).
 
     With ``amax = 1.f * 2^(E-127)``: ``amax <= 6 * 2^e`` first holds at ``e = E - 129`` when the
     mantissa ``f <= 0.5`` and at ``e = E - 128`` otherwise; so ``byte = E - 2 (+1 if f > 0.5)``.
+    ``out``: an int32 tensor of the same shape to write into (returned).
     """
-    byte = (amax_bits >> 23) - 2 + ((amax_bits & 0x7FFFFF) > 0x400000).to(torch.int32)
-    byte = byte.clamp_(min=MIN_SCALE_BYTE)
+    byte = torch.bitwise_right_shift(amax_bits, 23, out=out) if out is not None else amax_bits >> 23
+    byte.sub_(2).add_((amax_bits & 0x7FFFFF) > 0x400000)
+    byte.clamp_(min=MIN_SCALE_BYTE)
     return byte.masked_fill_(amax_bits >= 0x7F800000, NAN_SCALE_BYTE)
 
 
@@ -83,43 +85,42 @@ def scale_values_f32(scale_bytes: torch.Tensor) -> torch.Tensor:
 # torch reference
 # ------------------------------------------------------------------------------------------------
 
-def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor) -> None:
+def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
+                           work: Workspace | None = None) -> None:
     """blocks ``[n, 16]`` float -> writes packed ``[n, 8]`` uint8 and scales ``[n]`` uint8.
 
-    Works on the bits: int16 for bf16 input, fp32 bits in int32 otherwise. The scale byte comes
-    from the bits of each block's amax; ``|x| / 2^e`` is the magnitude bits minus ``e`` in the
-    exponent field (a result below zero, or in the subnormal range, stands for a value far below
-    0.25 and is clamped to +0, code 0). The sign bit of inputs ``< 0`` (not of ``-0.0``) is put
-    back and the code is looked up from the top 16 bits in a table built from
-    `magnitude_codes_ties_away` (see `bf16_code_table`).
+    Works on the bits, in int32 (int16 and broadcast int16 ops are not vectorised on CPU; int32
+    ones are): ``top16`` is the bf16 bit pattern (or fp32 bits >> 16) sign-extended. The scale
+    byte comes from the bits of each block's amax; one broadcast subtraction of the block's
+    exponent, in bf16's exponent field, and one lookup in `offset_code_table` give each code with
+    its sign (see there). Fix-ups only where a chunk needs them: blocks holding NaN/Inf get codes
+    0, and ``-0.0`` (not ``< 0``, so the peer gives it code 0) gets code 0. ``work``: scratch
+    reused across chunks (one is made if None).
     """
+    n = blocks.shape[0]
+    wide, index, codes, pairs, amax_bits, byte = (work or Workspace(n, blocks.device)).take(n)
     if blocks.dtype == torch.bfloat16:
-        bits, drop = blocks.view(torch.int16), 16
+        top = blocks.view(torch.int16)
+        wide.copy_(top)  # sign-extends
+        torch.amax(torch.bitwise_and(wide, 0x7FFF, out=index), dim=1, out=amax_bits).bitwise_left_shift_(16)
+        negative_zero, full = -32768, top
     else:
-        bits, drop = blocks.to(torch.float32).view(torch.int32), 0
-    sign_bit = -(1 << (31 - drop))  # 0x8000 as int16, 0x80000000 as int32
-    magnitude = bits & ~sign_bit
-    byte = scale_bytes_from_amax_bits(magnitude.amax(dim=1).to(torch.int32) << drop)
-    nonfinite = byte == NAN_SCALE_BYTE
-    shift = ((byte - SCALE_BIAS) << (23 - drop)).masked_fill_(nonfinite, 0).to(bits.dtype)
-    magnitude -= shift[:, None]
-    magnitude.clamp_(min=0)
-    magnitude |= bits & sign_bit
-    if drop:
-        index = magnitude.view(torch.uint16).to(torch.int32)
-    else:
-        index = (magnitude >> 16) & 0xFFFF
-    codes = bf16_code_table(blocks.device, "away").index_select(0, index.view(-1)).view(-1, BLOCK_SIZE)
-    if bool(nonfinite.any()):
-        codes.masked_fill_(nonfinite[:, None], 0)
-    # -0.0 is not < 0, so the peer gives it code 0 (not 8). Rare in real data: one compare pass,
-    # and the fix-up only when a block holds one.
-    negative_zero = bits == sign_bit
-    if bool(negative_zero.any()):
-        codes.masked_fill_(negative_zero, 0)
-    pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
-    packed.copy_((pairs | (pairs >> 4)) & 0xFF)
+        full = blocks.view(torch.int32) if blocks.dtype == torch.float32 else blocks.to(torch.float32).view(torch.int32)
+        torch.amax(torch.bitwise_and(full, 0x7FFFFFFF, out=index), dim=1, out=amax_bits)
+        torch.bitwise_right_shift(full, 16, out=wide)
+        negative_zero = -(1 << 31)
+    scale_bytes_from_amax_bits(amax_bits, out=byte)
     scales.copy_(byte)
+    offset = byte.sub_(SCALE_BIAS).bitwise_left_shift_(7).sub_(OFFSET_TABLE_BIAS)
+    torch.sub(wide, offset[:, None], out=index)
+    torch.index_select(offset_code_table(blocks.device), 0, index.view(-1), out=codes.view(-1))
+    if int(amax_bits.max()) >= 0x7F800000:
+        codes.masked_fill_((scales == NAN_SCALE_BYTE)[:, None], 0)
+    if int(full.min()) == negative_zero:  # -0.0 is the smallest signed pattern: one reduction finds it
+        codes.masked_fill_(full == negative_zero, 0)
+    code_pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
+    torch.bitwise_right_shift(code_pairs, 4, out=pairs)
+    packed.copy_(pairs.bitwise_or_(code_pairs))  # the low byte is even | odd << 4; the cast keeps it
 
 
 def _dequantize_blocks_torch(packed: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
@@ -136,8 +137,10 @@ def quantize_torch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     blocks = x.reshape(-1, BLOCK_SIZE)
     packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
-    for part in chunk_ranges(blocks.shape[0]):
-        _quantize_blocks_torch(blocks[part], packed[part], scales[part])
+    parts = list(chunk_ranges(blocks.shape[0]))
+    work = Workspace(max((p.stop - p.start for p in parts), default=0), x.device)
+    for part in parts:
+        _quantize_blocks_torch(blocks[part], packed[part], scales[part], work)
     return packed.view(b, m, n // 2), scales.view(b, m * n // BLOCK_SIZE)
 
 

@@ -41,8 +41,9 @@ import torch
 
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
+from fp4kv.quant._workspace import Workspace
 from fp4kv.quant.e2m1 import bf16_code_table, code_values_f32
-from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_from_f32, e4m3_bits_to_f32
+from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_to_f32
 from fp4kv.quant.nvfp4_triton import dequantize_triton, quantize_triton
 from fp4kv.quant.rounding import round_exact_f64_to
 
@@ -50,7 +51,8 @@ BLOCK_SIZE = 16
 E2M1_MAX = 6.0
 GLOBAL_SCALE_DIVISOR = E4M3_MAX * E2M1_MAX  # 2688: amax / 2688 is the dequantization global scale
 _F32_MAX = torch.finfo(torch.float32).max
-MIN_GLOBAL_SCALE = 2.0 ** -126  # smallest normal fp32: the floor of `compute_global_scale`
+MIN_GLOBAL_SCALE = 2.0 ** -126
+_E4M3_SMALLEST_NORMAL_BITS = 0x3C800000  # fp32 bits of 2^-6  # smallest normal fp32: the floor of `compute_global_scale`
 
 
 class NVFP4Tensor(NamedTuple):
@@ -66,30 +68,53 @@ class NVFP4Tensor(NamedTuple):
 # torch reference
 # ------------------------------------------------------------------------------------------------
 
+def block_scales_e4m3(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 ``0 <= t <= 448`` -> (int32 E4M3 bits, their fp32 values), round to nearest even.
+
+    The same results as `fp4kv.quant.e4m3.e4m3_bits_from_f32` and `e4m3_bits_to_f32` (a test
+    holds them to torch's own ``float8_e4m3fn`` cast), in plain vectorised ops only (those use
+    per-element shift counts, which torch runs one element at a time): the normal range keeps 3 mantissa bits of the fp32 bits with RNE; below
+    2^-6 the subnormal count ``m = t * 2^9`` (exact) is rounded by `torch.round`, which ties to
+    even, and ``m = 8`` is the smallest normal's bits.
+    """
+    ti = t.view(torch.int32)
+    rounded = (ti + 0x7FFFF + ((ti >> 20) & 1)) & -0x100000
+    count = (t * 512.0).round_()
+    normal = ti >= _E4M3_SMALLEST_NORMAL_BITS
+    bits = torch.where(normal, (rounded >> 20) - ((127 - 7) << 3), count.to(torch.int32))
+    return bits, torch.where(normal, rounded.view(torch.float32), count.mul_(2.0 ** -9))
+
+
 def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.Tensor,
-                           scales: torch.Tensor) -> None:
+                           scales: torch.Tensor, work: Workspace | None = None) -> None:
     """blocks ``[n, 16]`` float, g fp32 0-dim -> writes packed ``[n, 8]`` and block scales ``[n]``.
 
     ``y = x / (s * g)`` in fp32 (signed, so -0.0 and negatives that round to zero get code 8),
-    then its code is looked up from its top 16 bits plus a sticky bit in a table built from
-    `magnitude_codes_rne` (see `bf16_code_table`).
+    then its code is looked up from its top 16 bits with a sticky bit OR-ed into the lowest
+    (``(y | ((y & 0xFFFF) + 0xFFFF)) >> 16``: the addition carries into bit 16 exactly when a low
+    bit is set) in a table built from `magnitude_codes_rne` (see `bf16_code_table`). All
+    full-size temporaries live in ``work`` (one is made if None) and every op on them is int32 or
+    fp32 (16-bit and bool ones are not vectorised on CPU).
     """
-    x = blocks.to(torch.float32)
-    amax = (x.view(torch.int32) & 0x7FFFFFFF).amax(dim=1)
+    n = blocks.shape[0]
+    wide, index, codes, pairs, amax, _ = (work or Workspace(n, blocks.device)).take(n)
+    x = blocks if blocks.dtype == torch.float32 else wide.view(torch.float32).copy_(blocks)
+    torch.amax(torch.bitwise_and(x.view(torch.int32), 0x7FFFFFFF, out=index), dim=1, out=amax)
     nonfinite = amax >= 0x7F800000
     t = (amax.masked_fill(nonfinite, 0).view(torch.float32) / (g * E2M1_MAX)).clamp_(max=E4M3_MAX)
-    s_bits = e4m3_bits_from_f32(t)
+    s_bits, s = block_scales_e4m3(t)
     empty = s_bits == 0
-    sg = (e4m3_bits_to_f32(s_bits) * g).masked_fill_(empty, 1.0)  # codes of empty blocks are zeroed
-    y_bits = (x / sg[:, None]).view(torch.int32)
-    index = (y_bits >> 16) & 0xFFFF
-    index |= (y_bits & 0xFFFF) != 0
-    codes = bf16_code_table(blocks.device, "even").index_select(0, index.view(-1)).view(-1, BLOCK_SIZE)
+    sg = s.mul_(g).masked_fill_(empty, 1.0)  # codes of empty blocks are zeroed
+    y_bits = torch.div(x, sg[:, None], out=index.view(torch.float32)).view(torch.int32)
+    key = torch.bitwise_and(y_bits, 0xFFFF, out=wide).add_(0xFFFF).bitwise_or_(y_bits)
+    key.bitwise_right_shift_(16).bitwise_and_(0xFFFF)
+    torch.index_select(bf16_code_table(blocks.device, "even"), 0, key.view(-1), out=codes.view(-1))
     dead = empty | nonfinite
     if bool(dead.any()):
         codes.masked_fill_(dead[:, None], 0)
-    pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
-    packed.copy_((pairs | (pairs >> 4)) & 0xFF)
+    code_pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
+    torch.bitwise_right_shift(code_pairs, 4, out=pairs)
+    packed.copy_(pairs.bitwise_or_(code_pairs))  # the low byte is even | odd << 4; the cast keeps it
     scales.copy_(s_bits.masked_fill_(nonfinite, E4M3_NAN))
 
 
@@ -124,8 +149,10 @@ def quantize_torch(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torc
     blocks = x.reshape(-1, BLOCK_SIZE)
     packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
-    for part in chunk_ranges(blocks.shape[0]):
-        _quantize_blocks_torch(blocks[part], g, packed[part], scales[part])
+    parts = list(chunk_ranges(blocks.shape[0]))
+    work = Workspace(max((p.stop - p.start for p in parts), default=0), x.device)
+    for part in parts:
+        _quantize_blocks_torch(blocks[part], g, packed[part], scales[part], work)
     lead = x.shape[:-1]
     k = x.shape[-1]
     return packed.view(*lead, k // 2), scales.view(*lead, k // BLOCK_SIZE)

@@ -15,6 +15,7 @@ import torch
 
 from fp4kv.quant import NVFP4KVQuantizeUtil, NVFP4Tensor
 from fp4kv.quant.e4m3 import e4m3_bits_from_f32, e4m3_bits_to_f32
+from fp4kv.quant import nvfp4
 
 from quant_testutil import above, below, codes_of
 
@@ -40,6 +41,20 @@ def test_e4m3_encoding_matches_torch_float8_cast_on_a_sweep_of_fp32_bit_patterns
     t = torch.cat([bits.view(torch.float32), ties])
     expected = t.to(torch.float8_e4m3fn).view(torch.uint8).to(torch.int32)
     assert torch.equal(e4m3_bits_from_f32(t), expected)
+
+
+def test_block_scales_of_the_torch_path_match_torch_float8_cast_and_its_value():
+    """`block_scales_e4m3` (the torch quantizer's vectorised block-scale rounding) against
+    torch's cast, on the same sweep plus every subnormal midpoint and the top of the range."""
+    bits = torch.arange(0, 0x43E00001, 331, dtype=torch.int32)
+    midpoints = (torch.arange(0, 17, dtype=torch.float32) + 0.5) * 2.0 ** -9  # subnormal ties
+    edges = torch.tensor([0.0, 448.0, 2 ** -6, 2 ** -6 - 2 ** -30, 2 ** -9, 2 ** -10, 2 ** -10 + 2 ** -40,
+                          432.0, 440.0, 447.99, 1.0625, 1.1875])
+    t = torch.cat([bits.view(torch.float32), midpoints, edges])
+    cast = t.to(torch.float8_e4m3fn)
+    got_bits, got_values = nvfp4.block_scales_e4m3(t)
+    assert torch.equal(got_bits, cast.view(torch.uint8).to(torch.int32))
+    assert torch.equal(got_values, cast.to(torch.float32))
 
 
 def test_e4m3_decoding_matches_torch_for_all_256_patterns():
