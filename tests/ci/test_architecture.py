@@ -66,9 +66,12 @@ def upward_edges(edges: dict[str, list[Edge]]) -> list[str]:
 
 
 def cycles(edges: dict[str, list[Edge]]) -> list[list[str]]:
-    """Import cycles between files (strongly connected components of two or more files), package
-    edges left out. Tarjan's algorithm, iterative, so a deep chain cannot overflow the stack."""
-    graph = {s: sorted({e.target for e in es if e.how != "package" and e.target != s}) for s, es in edges.items()}
+    """Import cycles between files (strongly connected components of two or more files). Package
+    edges are left out, and so are ``-m`` edges: running ``python -m bench`` in a subprocess is
+    not importing it (a benchmark may start a fresh process of its own entry point). Tarjan's
+    algorithm, iterative, so a deep chain cannot overflow the stack."""
+    graph = {s: sorted({e.target for e in es if e.how not in ("package", "-m") and e.target != s})
+             for s, es in edges.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()
@@ -181,7 +184,7 @@ def test_package_edges_are_not_choices() -> None:
 def test_cycles_are_found_and_package_edges_ignored() -> None:
     edges = _edges([("a.py", "b.py", "from"), ("b.py", "c.py", "import"), ("c.py", "a.py", "string"),
                     ("d.py", "a.py", "from"), ("p/m.py", "p/__init__.py", "package"),
-                    ("p/__init__.py", "p/m.py", "from")])
+                    ("p/__init__.py", "p/m.py", "from"), ("x.py", "y.py", "from"), ("y.py", "x.py", "-m")])
     assert cycles(edges) == [["a.py", "b.py", "c.py"]]
 
 
