@@ -119,14 +119,17 @@ def ingest(store: Store, report: PreparedReport) -> IngestResult:
         ids = _node_ids(store, {row.node: row.file for row in report.rows})
         store.insert_cases([(ids[r.node], report_id, r.attempt, r.outcome, r.kind, r.time, int(r.retried),
                              r.fingerprint, r.message) for r in report.rows])
+    store.node_ids.update(ids)  # committed now: safe to remember
     return IngestResult(report.source, report.report_key, True, report.cases, len(report.rows))
 
 
 def _node_ids(store: Store, files: dict[str, str]) -> dict[str, int]:
     """Ids of every node in ``files`` ({node: file}), inserting the new ones (in sorted order, so
-    two PostgreSQL transactions inserting the same new nodes cannot deadlock)."""
-    names = sorted(files)
-    ids: dict[str, int] = {}
+    two PostgreSQL transactions inserting the same new nodes cannot deadlock). Nodes this
+    connection saw committed come from `Store.node_ids` without a query."""
+    known = store.node_ids
+    ids = {n: known[n] for n in files if n in known}
+    names = sorted(n for n in files if n not in ids)
     for start in range(0, len(names), _NODE_CHUNK):
         chunk = names[start:start + _NODE_CHUNK]
         marks = ", ".join("?" * len(chunk))

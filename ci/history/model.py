@@ -60,10 +60,12 @@ class RunIdentity:
         return self.event in DEFAULT_BRANCH_EVENTS
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CaseRow:
     """One attempt of one test in one report, as stored. ``attempt`` counts from 0 within the
-    report (pytest-rerunfailures' reruns); ``retried`` is true for every attempt but the last."""
+    report (pytest-rerunfailures' reruns); ``retried`` is true for every attempt but the last.
+    Not frozen, only slotted: a million of them are built per benchmark run, and a frozen
+    dataclass's ``__init__`` costs three times as much; nothing mutates one after `case_rows`."""
 
     node: str
     file: str

@@ -85,6 +85,9 @@ class Store:
         self.conn = conn
         self.dialect = dialect
         self.location = location
+        # node -> id of nodes known to be committed (ids never change once committed), so ingest
+        # looks up only nodes it has not seen on this connection.
+        self.node_ids: dict[str, int] = {}
 
     def __enter__(self) -> "Store":
         return self
@@ -219,6 +222,7 @@ def _connect_sqlite(location: str, create: bool) -> Store:
         if create:
             conn.execute("PRAGMA journal_mode = WAL")  # readers never block the one writer
         conn.execute("PRAGMA synchronous = NORMAL")  # durable against a killed process (WAL)
+        conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: a million-row primary key stays in memory
     except BaseException:
         conn.close()
         raise

@@ -38,7 +38,7 @@ class JUnitError(ValueError):
 MAX_DETAIL_CHARS = 4000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Attempt:
     """One ``<testcase>`` element: its outcome, time, and the ``message`` attribute and text (the
     last `MAX_DETAIL_CHARS`) of its ``<failure>``/``<error>``/``<skipped>`` child, ``""`` if none."""
@@ -126,9 +126,19 @@ def parse_junit(path: str | Path, *, root: str | Path | None = None,
         for case in suite.iter("testcase"):
             classname, name = case.get("classname", ""), case.get("name", "")
             file = case.get("file") or resolver.resolve(classname, name)
-            key = (file, classname, name)
-            what = f"{source}: time of testcase {file or classname}::{name}"
-            attempts.setdefault(key, []).append(_attempt(case, _seconds(case.get("time"), what, MAX_SECONDS)))
+            raw = case.get("time")
+            try:  # the common case, without building the error message
+                seconds = float(raw) if raw else 0.0
+            except ValueError:
+                seconds = -1.0
+            if not 0.0 <= seconds <= MAX_SECONDS:  # also false for nan
+                seconds = _seconds(raw, f"{source}: time of testcase {file or classname}::{name}", MAX_SECONDS)
+            attempt = _attempt(case, seconds) if len(case) else Attempt(PASSED, seconds)
+            runs = attempts.get((file, classname, name))
+            if runs is None:
+                attempts[(file, classname, name)] = [attempt]
+            else:
+                runs.append(attempt)
     cases = tuple(
         CaseResult(file, classname, name, runs[-1].outcome, sum(a.time for a in runs), len(runs) - 1, tuple(runs))
         for (file, classname, name), runs in attempts.items())
