@@ -21,7 +21,8 @@ The rule (docs/history.md#the-score says why):
   (Brown, Cai and DasGupta, 2001). A node is listed only with at least one flaky failure.
 
 `flaky_scores` reads only the nodes that ever failed (one partial index) and their history (one
-primary-key range each), so its cost grows with the flaky part of the history, not all of it.
+primary-key lookup per report and node), so its cost grows with the failing part of the history,
+not all of it.
 """
 
 from __future__ import annotations
@@ -148,10 +149,12 @@ def rank(scores: Iterable[FlakyScore]) -> list[FlakyScore]:
     return sorted(scores, key=lambda s: (-s.interval.low, -s.score, s.node, s.tier))
 
 
+# CROSS JOIN makes SQLite walk the reports and look each candidate up by the primary key
+# (report_id, node_id, attempt); PostgreSQL plans it as the inner join it is.
 _HISTORY = """SELECT n.node, n.file, r.tier, r.repo, r.sha, r.event, r.id, c.attempt, c.kind, c.fingerprint,
     c.message, r.run_url, r.ingested_at
-    FROM cases c JOIN reports r ON r.id = c.report_id JOIN nodes n ON n.id = c.node_id
-    WHERE c.node_id IN ({marks}){tier}
+    FROM reports r CROSS JOIN cases c JOIN nodes n ON n.id = c.node_id
+    WHERE c.report_id = r.id AND c.node_id IN ({marks}){tier}
     ORDER BY c.node_id, r.tier, r.id, c.attempt"""
 
 

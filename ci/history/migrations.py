@@ -6,8 +6,11 @@ once released, only followed by a new one. ``{id}`` and ``{float}`` are the only
 
 Tables: ``reports`` (one row per ingested JUnit file with its run's identity; ``report_key`` is
 unique and makes ingest idempotent), ``nodes`` (a test node id once), ``cases`` (one row per
-attempt of a test in a report; the primary key starts with the node, so one node's history is one
-index range), ``schema_version``. ``cases`` carries no foreign keys: its rows are written only with
+attempt of a test in a report), ``schema_version``. ``cases`` is keyed report first, so a report's
+rows are appended at the end of the key: keyed node first, every report would touch one index page
+per test (measured: 14,000 rows/s against 68,000 at 300,000 rows on SQLite, and falling). A node's
+history is read as one key lookup per report instead, and only for the nodes the partial index
+``cases_failed`` names. ``cases`` carries no foreign keys: its rows are written only with
 their report, in one transaction, and ids come from the same transaction; a key check per row
 would halve PostgreSQL's ingest rate (measured: bench/history.py) for nothing.
 """
@@ -42,8 +45,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             file TEXT NOT NULL
         )""",
         """CREATE TABLE cases (
-            node_id INTEGER NOT NULL,
-            report_id INTEGER NOT NULL,
+            node_id BIGINT NOT NULL,
+            report_id BIGINT NOT NULL,
             attempt INTEGER NOT NULL,
             outcome TEXT NOT NULL,
             kind TEXT NOT NULL,
@@ -51,7 +54,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             retried INTEGER NOT NULL,
             fingerprint TEXT NOT NULL,
             message TEXT NOT NULL,
-            PRIMARY KEY (node_id, report_id, attempt)
+            PRIMARY KEY (report_id, node_id, attempt)
         )""",
         "CREATE INDEX cases_failed ON cases (node_id) WHERE kind = 'fail'",
     ),

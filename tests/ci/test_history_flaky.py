@@ -132,3 +132,18 @@ def test_interval_coverage_of_a_known_failure_rate() -> None:
         _, interval = posterior(ev.failures, ev.trials, 0.90)
         covered += interval.low <= p <= interval.high
     assert 0.86 <= covered / histories <= 0.94, covered / histories
+
+
+def test_flaky_names_the_registered_owner(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.ci.history_support import Case, write_report
+
+    store = str(tmp_path / "h.sqlite")
+    file = "tests/ci/test_durations.py"  # registered in this repository, owner @ci-infra
+    for i, outcome in enumerate(["passed", "failed", "passed", "passed", "passed", "passed"]):
+        report = write_report(tmp_path, [Case(file, "test_x", outcome, "AssertionError: 1 != 2")])
+        assert ci_main(["history", "ingest", str(report), "--repo", REPO, "--sha", f"{i:07x}", "--event", "push",
+                        "--tier", "cpu", "--store", store]) == 0
+    capsys.readouterr()
+    assert ci_main(["flaky", "--store", store, "--format", "json"]) == 0
+    (found,) = json.loads(capsys.readouterr().out)["flaky"]
+    assert (found["node"], found["owner"], found["trials"], found["failures"]) == (f"{file}::test_x", "@ci-infra", 6, 1)
