@@ -2,7 +2,8 @@
 
 Contract:
 - `prepare` reads one report with `ci.results.junit.parse_junit` (the one JUnit reader, with its
-  refusals: unreadable XML, impossible times) and checks the run identity; any problem raises
+  refusals: unreadable XML, impossible times), checks the run identity and that no two testcases
+  give one test id; any problem raises
   `JUnitError` or `ValueError` before the store is touched. `prepare_all` prepares every report
   first, so one bad report in a batch writes nothing at all.
 - A report's key is the SHA-256 of its bytes and of its run identity. `ingest` writes the report
@@ -87,6 +88,12 @@ def prepare(path: str | Path, identity: RunIdentity, *, root: str | Path | None 
     report = parse_junit(path, root=root, known_files=known_files)
     digest = hashlib.sha256(data).hexdigest()
     rows = tuple(row for case in report.cases for row in case_rows(case))
+    seen: set[tuple[str, int]] = set()
+    for row in rows:
+        if (row.node, row.attempt) in seen:
+            raise JUnitError(f"{path}: two testcases give one test id {row.node!r} (different classes or "
+                             "files that read the same); refusing the report")
+        seen.add((row.node, row.attempt))
     return PreparedReport(str(path), identity, digest, report_key(digest, identity), len(report.cases), rows)
 
 

@@ -91,6 +91,19 @@ def test_bad_input_is_refused_whole(store_location: str, tmp_path: Path, capsys:
     assert counts(store_location) == (1, 1, 1)
 
 
+def test_store_from_the_environment_and_colliding_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    location = tmp_path / "env" / "h.sqlite"
+    monkeypatch.setenv("CI_HISTORY_STORE", str(location))
+    good = write_report(tmp_path, [Case("tests/a/test_a.py", "test_ok")])
+    assert ci_main(["history", "ingest", str(good), *ARGS]) == 0
+    assert counts(str(location)) == (1, 1, 1)
+    # Two different files whose cases read as one test id (a class path that spells the other file):
+    clash = write_report(tmp_path, [Case("tests/a/test_a.py", "test_x", classname="tests.a.test_a.K"),
+                                    Case("tests/a/test_a.py", "test_x", classname="K")])
+    assert ci_main(["history", "ingest", str(clash), *ARGS]) == 2
+    assert counts(str(location)) == (1, 1, 1)
+
+
 def test_a_store_that_cannot_be_written_is_exit_3(tmp_path: Path, pg_server: str) -> None:
     good = write_report(tmp_path, [Case("tests/a/test_a.py", "test_ok")])
     (tmp_path / "file").write_text("")
