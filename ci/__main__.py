@@ -27,6 +27,8 @@ COMMANDS: dict[str, str] = {
     "job": "the main job: lint, then plan and run the cpu tier, then print the summary",
     "init": f"write a starter {REGISTRY_FILENAME} for this repository (its test files, one cpu tier)",
     "import-suites": "convert SGLang-style run_suite.py suites and register_*_ci() calls into registry entries",
+    "history": "store JUnit reports with their run's identity in the test history (`history ingest`)",
+    "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
 }
 
 

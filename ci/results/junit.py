@@ -7,7 +7,10 @@ Contract:
 - pytest-xdist interleaves test cases from workers; order does not matter here.
 - pytest-rerunfailures writes one ``<testcase>`` per attempt with the same id; the *last* one is
   the outcome, the earlier ones count as reruns, and all attempts' times are summed (that is the
-  time the file really cost).
+  time the file really cost). Each attempt is kept in ``CaseResult.attempts`` with its own outcome
+  and failure text; pytest writes a rerun attempt as an empty ``<testcase>`` (its failure text is
+  lost), so an earlier attempt reads ``passed`` unless its element says otherwise: it was rerun,
+  so it failed (`ci.history` counts it so).
 - Collection errors (``classname=""``, ``name="tests.test_x"``) become an ``error`` for that file.
 - Times are seconds. Malformed XML raises `JUnitError` naming the file, and so does a time that is
   not a finite, non-negative number, or a testcase time above `ci.registry.MAX_SECONDS` (one day:
@@ -32,6 +35,21 @@ class JUnitError(ValueError):
     """A JUnit XML file could not be read or does not look like pytest's output."""
 
 
+# How much of a failure's text an `Attempt` keeps (the end: the exception line is last).
+MAX_DETAIL_CHARS = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One ``<testcase>`` element: its outcome, time, and the ``message`` attribute and text (the
+    last `MAX_DETAIL_CHARS`) of its ``<failure>``/``<error>``/``<skipped>`` child, ``""`` if none."""
+
+    outcome: str
+    time: float
+    message: str = ""
+    detail: str = ""
+
+
 @dataclass(frozen=True)
 class CaseResult:
     """One test (all its attempts folded). ``file`` is repo-relative POSIX, or ``""`` if unknown."""
@@ -42,6 +60,7 @@ class CaseResult:
     outcome: str
     time: float
     reruns: int = 0
+    attempts: tuple[Attempt, ...] = ()
 
 
 @dataclass
@@ -102,18 +121,26 @@ def parse_junit(path: str | Path, *, root: str | Path | None = None,
     else:
         raise JUnitError(f"{source}: root element is <{top.tag}>, expected <testsuites> or <testsuite>")
     resolver = _FileResolver(Path(root) if root is not None else None, set(known_files))
-    attempts: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+    attempts: dict[tuple[str, str, str], list[Attempt]] = {}
     wall = 0.0
     for suite in suites:
         wall += _seconds(suite.get("time"), f"{source}: testsuite time")
         for case in suite.iter("testcase"):
             classname, name = case.get("classname", ""), case.get("name", "")
             file = case.get("file") or resolver.resolve(classname, name)
-            key = (file, classname, name)
-            what = f"{source}: time of testcase {file or classname}::{name}"
-            attempts.setdefault(key, []).append((_outcome(case), _seconds(case.get("time"), what, MAX_SECONDS)))
+            raw = case.get("time")
+            # The common case without building an error message; anything unusual goes to `_seconds`.
+            seconds = float(raw) if raw and is_plain_decimal(raw, exponent=True) else (0.0 if not raw else -1.0)
+            if not 0.0 <= seconds <= MAX_SECONDS:  # also false for nan
+                seconds = _seconds(raw, f"{source}: time of testcase {file or classname}::{name}", MAX_SECONDS)
+            attempt = _attempt(case, seconds) if len(case) else Attempt(PASSED, seconds)
+            runs = attempts.get((file, classname, name))
+            if runs is None:
+                attempts[(file, classname, name)] = [attempt]
+            else:
+                runs.append(attempt)
     cases = tuple(
-        CaseResult(file, classname, name, runs[-1][0], sum(t for _, t in runs), len(runs) - 1)
+        CaseResult(file, classname, name, runs[-1].outcome, sum(a.time for a in runs), len(runs) - 1, tuple(runs))
         for (file, classname, name), runs in attempts.items())
     files: dict[str, FileResult] = {}
     for case in cases:
@@ -130,16 +157,14 @@ def merge_file_results(reports: Iterable[JUnitReport]) -> dict[str, FileResult]:
     return out
 
 
-def _outcome(case: ET.Element) -> str:
+def _attempt(case: ET.Element, seconds: float) -> Attempt:
     # pytest writes a teardown error as a second child next to <failure>; the error wins.
-    tags = {child.tag for child in case}
-    if "error" in tags:
-        return ERROR
-    if "failure" in tags:
-        return FAILED
-    if "skipped" in tags:
-        return SKIPPED
-    return PASSED
+    children = {child.tag: child for child in case if child.tag in ("error", "failure", "skipped")}
+    for tag, outcome in (("error", ERROR), ("failure", FAILED), ("skipped", SKIPPED)):
+        child = children.get(tag)
+        if child is not None:
+            return Attempt(outcome, seconds, child.get("message", ""), (child.text or "")[-MAX_DETAIL_CHARS:])
+    return Attempt(PASSED, seconds)
 
 
 def _seconds(raw: str | None, what: str, limit: float = math.inf) -> float:

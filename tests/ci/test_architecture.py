@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ci.imports", ("ci/imports/",)),
     ("ci.selection", ("ci/selection/",)),
     ("ci.results", ("ci/results/",)),
+    ("ci.history", ("ci/history/",)),
     ("ci.running", ("ci/running/",)),
     ("ci.adopt", ("ci/adopt/",)),
     ("ci top", ("ci/lint.py", "ci/pytest_plugin.py", "ci/bootstrap.py")),

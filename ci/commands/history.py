@@ -1,0 +1,105 @@
+"""``python -m ci history ingest REPORT.xml [...] --repo R --sha S --event E --tier T``: store JUnit
+reports with their run's identity in the test history.
+
+Every report is read and checked first (the JUnit reader's refusals, and the identity's), so one
+bad report writes nothing; then each report is one transaction. The same report with the same
+identity a second time adds nothing (it is reported as already stored). The store is ``--store``,
+else $CI_HISTORY_STORE, else .ci-history/history.sqlite (a PostgreSQL URL,
+``postgresql://user:pass@host/db``, or a SQLite file path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ci.history.ingest import ingest, prepare_all
+from ci.history.model import EVENTS, RunIdentity
+from ci.history.store import DEFAULT_SQLITE, ENV_VAR, describe, open_store, resolve_location
+from ci.registry import Registry, RegistryError, load_registry
+from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound
+from ci.results.junit import JUnitError
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_WRITE_FAILED = 3
+
+EXIT_CODES = f"""\
+exit status:
+  {EXIT_OK}  every report stored (or already stored)
+  {EXIT_BAD_INPUT}  bad input: arguments, or a report that cannot be read, is not pytest's JUnit XML
+     or holds an impossible time; nothing was written
+  {EXIT_WRITE_FAILED}  the store cannot be opened or written; the reports stored before it failed
+     are listed, the one it failed on is not stored at all
+"""
+
+
+def add_store_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="URL_OR_PATH",
+                        help=f"postgresql://... or a SQLite file (default: ${ENV_VAR}, else {DEFAULT_SQLITE})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ci history", description=__doc__.splitlines()[0],
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ingest")
+    ing = sub.add_parser("ingest", help="store JUnit reports with their run's identity",
+                         description=__doc__.split("\n\n", 1)[1], epilog=EXIT_CODES,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ing.add_argument("reports", nargs="+", metavar="REPORT.xml")
+    ing.add_argument("--repo", required=True, help="owner/name")
+    ing.add_argument("--sha", required=True, help="the commit the run tested")
+    ing.add_argument("--event", required=True, choices=EVENTS, help="what started the run")
+    ing.add_argument("--tier", required=True, help="the registry tier the reports ran")
+    ing.add_argument("--pr", type=int, help="pull request number")
+    ing.add_argument("--runner", default="", help="the machine's name")
+    ing.add_argument("--shard", default="", help="e.g. 2/4")
+    ing.add_argument("--run-id", default="", help="the CI run's id")
+    ing.add_argument("--attempt", type=int, default=1, help="the CI run's attempt (default 1)")
+    ing.add_argument("--run-url", default="", help="a link to the run, shown by `ci flaky`")
+    ing.add_argument("--registry", metavar="PATH",
+                     help=f"{REGISTRY_FILENAME} whose paths resolve xunit2 reports (default: the repository's, if any)")
+    add_store_arg(ing)
+    return parser
+
+
+def find_registry(registry: str | None) -> tuple[Registry | None, Path | None]:
+    """``--registry``, else the repository's registry if there is one (xunit2 reports resolve their
+    paths by it, `ci flaky` reads owners from it); ``(None, None)`` outside a repository."""
+    from ci.commands.plan import registry_file
+
+    try:
+        path = registry_file(argparse.Namespace(registry=registry))
+    except RepoRootNotFound:
+        return None, None
+    if registry is None and not path.is_file():
+        return None, None
+    return load_registry(path), path.parent
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    identity = RunIdentity(args.repo, args.sha, args.event, args.tier, args.pr, args.runner, args.shard,
+                           args.run_id, args.attempt, args.run_url)
+    try:
+        registry, root = find_registry(args.registry)
+        prepared = prepare_all(args.reports, identity, root=root, known_files=registry.tests if registry else ())
+    except (JUnitError, ValueError, RegistryError, OSError) as exc:
+        print(f"python -m ci history ingest: {exc}; nothing was written", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    where = describe(resolve_location(args.store))
+    done: list[str] = []
+    try:
+        with open_store(args.store) as store:
+            for report in prepared:
+                result = ingest(store, report)
+                state = "stored" if result.added else "already stored"
+                print(f"{report.source}: {state}, {result.cases} test(s), {result.attempts} attempt(s)")
+                done.append(report.source)
+    except Exception as exc:  # StoreError, or a driver's own (disk full, connection lost)
+        stored = f"; stored before it: {', '.join(done)}" if done else ""
+        print(f"python -m ci history ingest: {where}: {exc}{stored}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    print(f"history: {where}")
+    return EXIT_OK

@@ -1,0 +1,7 @@
+"""The test history: every JUnit report with its run's identity, and what it says about flakiness.
+
+`store` (one schema and query set for SQLite and PostgreSQL, versioned migrations), `ingest`
+(idempotent, one transaction per report), `classify` (broken vs failed, failure fingerprints),
+`beta` (the Beta distribution's quantiles, standard library only) and `flaky` (the evidence rule
+and the score). See docs/history.md.
+"""

@@ -1,0 +1,106 @@
+"""Broken vs failed, and the fingerprint of a failure.
+
+Contract:
+- `kind_of` maps one JUnit attempt to ``pass``, ``skip``, ``fail`` or ``broken``. Broken is a
+  failure the code caused for certain, never evidence of flakiness and never to be retried: an
+  ``ImportError``, ``ModuleNotFoundError``, ``SyntaxError`` (and its ``IndentationError`` /
+  ``TabError`` subclasses), a collection error (pytest's ``classname=""`` testcase or its
+  ``collection failure`` message), or a missing GPU (`MISSING_GPU`). The exception type is read
+  from the failure's ``message`` attribute (``Type: text``) or, failing that, from the last ``E``
+  line of its text, so a traceback that merely mentions ImportError on the way is not broken.
+- `fingerprint` normalises the failure's first line (hex addresses, temporary directories, paths,
+  numbers) so one cause gives one fingerprint across runs: ``(hash, normalised text)``.
+- `RERUN_EXCEPT` are the regular expressions a rerun plugin should never retry (pytest-rerunfailures'
+  ``rerun_except``): the same broken types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from ci.history.model import BROKEN, FAIL, PASS, SKIP
+from ci.results.junit import ERROR, FAILED, PASSED, SKIPPED, Attempt
+
+BROKEN_TYPES = frozenset({"ImportError", "ModuleNotFoundError", "SyntaxError", "IndentationError", "TabError"})
+MISSING_GPU = re.compile(
+    r"no CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|NVIDIA driver on your system is too old"
+    r"|CUDA driver version is insufficient|Torch not compiled with CUDA enabled|cudaErrorNoDevice"
+    r"|RuntimeError: No HIP GPUs are available", re.I)
+RERUN_EXCEPT = tuple(rf"\b{t}\b" for t in sorted(BROKEN_TYPES)) + (f"(?i){MISSING_GPU.pattern}",)
+
+_TYPE_AT_START = re.compile(r"\s*((?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failed)))\b")
+_E_LINE = re.compile(r"^E\s+((?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failed)))\b", re.M)
+
+
+def exception_type(attempt: Attempt) -> str:
+    """The failure's exception class name (last dotted part), ``""`` if none can be read."""
+    match = _TYPE_AT_START.match(attempt.message)
+    if match:
+        return match.group(2)
+    found = _E_LINE.findall(attempt.detail)
+    return found[-1][1] if found else ""
+
+
+def is_broken(attempt: Attempt, classname: str) -> bool:
+    """True when this failed attempt is breakage (see the module docstring)."""
+    if attempt.outcome not in (FAILED, ERROR):
+        return False
+    if (classname == "" and attempt.outcome == ERROR) or attempt.message == "collection failure":
+        return True
+    if exception_type(attempt) in BROKEN_TYPES:
+        return True
+    return bool(MISSING_GPU.search(attempt.message) or MISSING_GPU.search(_last_e_lines(attempt.detail)))
+
+
+def kind_of(attempt: Attempt, classname: str, *, retried: bool, final_broken: bool) -> str:
+    """``pass`` / ``skip`` / ``fail`` / ``broken`` for one attempt. A ``retried`` attempt (one
+    pytest-rerunfailures ran again) failed whatever its element says; it is broken when the
+    case's final attempt is (the same breakage, retried)."""
+    if retried and attempt.outcome in (PASSED, SKIPPED):
+        return BROKEN if final_broken else FAIL
+    if attempt.outcome == PASSED:
+        return PASS
+    if attempt.outcome == SKIPPED:
+        return SKIP
+    return BROKEN if is_broken(attempt, classname) or (retried and final_broken) else FAIL
+
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_TMP = re.compile(r"(?:/tmp|/var/folders|/private/var|\S*/pytest-of-[^/\s]+)/\S*")
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:/[\w.+@-]+){2,}/?")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_LONG_HEX = re.compile(r"\b[0-9a-fA-F]{12,}\b")
+_NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_SPACE = re.compile(r"\s+")
+MAX_FINGERPRINT_TEXT = 300
+
+
+def normalise(text: str) -> str:
+    """One line with the run-specific parts replaced: ``0x...`` -> ``<addr>``, temporary
+    directories -> ``<tmp>``, other absolute paths -> ``<path>``, UUIDs and long hex ids -> ``<id>``,
+    numbers -> ``<n>``; whitespace folded; at most `MAX_FINGERPRINT_TEXT` characters."""
+    text = _HEX.sub("<addr>", text)
+    text = _TMP.sub("<tmp>", text)
+    text = _PATH.sub("<path>", text)
+    text = _UUID.sub("<id>", text)
+    text = _LONG_HEX.sub("<id>", text)
+    text = _NUMBER.sub("<n>", text)
+    return _SPACE.sub(" ", text).strip()[:MAX_FINGERPRINT_TEXT]
+
+
+def fingerprint(attempt: Attempt) -> tuple[str, str]:
+    """``(12 hex digits, normalised text)`` of a failed attempt; ``("", "")`` when it has no text
+    (a retried attempt, whose text pytest's JUnit does not keep)."""
+    first = attempt.message.splitlines()[0] if attempt.message.strip() else _last_e_lines(attempt.detail, 1)
+    if attempt.message == "collection failure":
+        first = _last_e_lines(attempt.detail, 1) or first
+    text = normalise(first)
+    if not text:
+        return "", ""
+    return hashlib.sha256(text.encode()).hexdigest()[:12], text
+
+
+def _last_e_lines(detail: str, count: int = 3) -> str:
+    lines = [line[1:].strip() for line in detail.splitlines() if line.startswith("E ")]
+    return "\n".join(lines[-count:])

@@ -1,0 +1,194 @@
+"""Flakiness per test node and tier, from evidence that the code did not change.
+
+The rule (docs/history.md#the-score says why):
+
+- A node's attempts on a tier are grouped by commit (repo, sha), in the order their reports were
+  ingested. Skipped and *broken* attempts (`ci.history.classify`) never count: breakage is the
+  code's doing. What is left of a group is a pass group, a fail group, or mixed (a failure and a
+  pass on one sha: flaky for certain).
+- Default-branch groups (a push or nightly report among them) form the branch's sequence. Their
+  every attempt is a trial, except those of a *fail streak* (consecutive fail groups) of
+  `STREAK_LIMIT` or more commits, or one not yet ended by a pass, or one with no pass before it:
+  that is the code breaking (and maybe being fixed), not chance. A shorter streak between passes
+  is a flip, and its failures are flaky evidence.
+- Other groups (pull requests, bot reruns) add only their retries, every attempt after the
+  first: whether a retry happens depends on the first outcome, but a retry's own outcome does not,
+  so this keeps the failure-rate estimate unbiased. A group that never passed adds nothing (the
+  pull request may have broken the test).
+- The score is the mean of the failure rate's posterior under the Jeffreys prior,
+  Beta(failures + 1/2, trials - failures + 1/2), with its equal-tailed credible interval (90 % by
+  default): the interval with the best frequentist coverage among the simple binomial ones
+  (Brown, Cai and DasGupta, 2001). A node is listed only with at least one flaky failure.
+
+`flaky_scores` reads only the nodes that ever failed (one partial index) and their history (one
+primary-key lookup per report and node), so its cost grows with the failing part of the history,
+not all of it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ci.history.beta import beta_ppf
+from ci.history.model import (BROKEN, DEFAULT_BRANCH_EVENTS, FAIL, PASS, EvidenceRow, FlakyScore,
+                              Interval)
+from ci.history.store import Store
+
+STREAK_LIMIT = 3
+DEFAULT_LEVEL = 0.90
+PRIOR = 0.5  # Jeffreys: Beta(1/2, 1/2)
+MAX_EXAMPLES = 3
+NO_TEXT = "(retried attempt: pytest's JUnit keeps no failure text)"
+_CHUNK = 500
+
+
+@dataclass
+class Evidence:
+    """What one node's history on one tier says (see the module docstring)."""
+
+    failures: int = 0
+    trials: int = 0
+    flaky_failures: int = 0
+    broken: int = 0
+    reports: set[int] = field(default_factory=set)
+    flaky_rows: list[EvidenceRow] = field(default_factory=list)
+
+
+@dataclass
+class _Group:
+    default: bool = False
+    attempts: list[EvidenceRow] = field(default_factory=list)
+
+    @property
+    def fails(self) -> list[EvidenceRow]:
+        return [a for a in self.attempts if a.kind == FAIL]
+
+    @property
+    def status(self) -> str:
+        kinds = {a.kind for a in self.attempts}
+        return "mixed" if kinds == {PASS, FAIL} else ("fail" if FAIL in kinds else "pass")
+
+
+def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
+    """Fold one node's attempts on one tier, in ingest order, by the rule above."""
+    out = Evidence()
+    groups: dict[tuple[str, str], _Group] = {}
+    for row in rows:
+        out.reports.add(row.report_id)
+        group = groups.setdefault((row.repo, row.sha), _Group())
+        group.default = group.default or row.event in DEFAULT_BRANCH_EVENTS
+        if row.kind == BROKEN:
+            out.broken += 1
+        elif row.kind in (PASS, FAIL):
+            group.attempts.append(row)
+    live = [g for g in groups.values() if g.attempts]
+    for group in (g for g in live if not g.default and g.status != "fail"):
+        out.trials += len(group.attempts) - 1
+        out.failures += sum(a.kind == FAIL for a in group.attempts[1:])
+        if group.status == "mixed":
+            _flaky(out, group.fails)
+    branch = [g for g in live if g.default]
+    i = 0
+    while i < len(branch):
+        if branch[i].status != "fail":
+            _count(out, branch[i].attempts)
+            if branch[i].status == "mixed":
+                _flaky(out, branch[i].fails)
+            i += 1
+            continue
+        end = i
+        while end < len(branch) and branch[end].status == "fail":
+            end += 1
+        if end - i < STREAK_LIMIT and i > 0 and end < len(branch):  # a flip: passes on both sides
+            for group in branch[i:end]:
+                _count(out, group.attempts)
+                _flaky(out, group.attempts)
+        i = end
+    return out
+
+
+def _count(out: Evidence, attempts: Sequence[EvidenceRow]) -> None:
+    out.trials += len(attempts)
+    out.failures += sum(a.kind == FAIL for a in attempts)
+
+
+def _flaky(out: Evidence, fails: Sequence[EvidenceRow]) -> None:
+    out.flaky_failures += len(fails)
+    out.flaky_rows.extend(fails)
+
+
+def posterior(failures: int, trials: int, level: float = DEFAULT_LEVEL) -> tuple[float, Interval]:
+    """The posterior mean failure rate and its equal-tailed ``level`` credible interval."""
+    if not 0 <= failures <= trials:
+        raise ValueError(f"failures {failures} not within 0..trials {trials}")
+    if not 0 < level < 1:
+        raise ValueError(f"credible level {level} not within (0, 1)")
+    a, b = failures + PRIOR, trials - failures + PRIOR
+    tail = (1.0 - level) / 2.0
+    return a / (a + b), Interval(beta_ppf(tail, a, b), beta_ppf(1.0 - tail, a, b))
+
+
+def score(node: str, file: str, tier: str, ev: Evidence, level: float = DEFAULT_LEVEL) -> FlakyScore:
+    """A `FlakyScore` from a node's `Evidence` (owner left empty for the caller)."""
+    mean, interval = posterior(ev.failures, ev.trials, level)
+    prints = Counter((r.fingerprint, r.message or NO_TEXT) for r in ev.flaky_rows)
+    latest = sorted(ev.flaky_rows, key=lambda r: (r.report_id, r.attempt), reverse=True)
+    examples: list[str] = []
+    for row in latest:
+        if row.run_url and row.run_url not in examples:
+            examples.append(row.run_url)
+    return FlakyScore(node, file, tier, mean, interval, ev.failures, ev.trials, ev.flaky_failures, ev.broken,
+                      len(ev.reports), tuple((fp, text, n) for (fp, text), n in prints.most_common()),
+                      latest[0].ingested_at if latest else "", tuple(examples[:MAX_EXAMPLES]))
+
+
+def rank(scores: Iterable[FlakyScore]) -> list[FlakyScore]:
+    """Most certainly flaky first: by the interval's lower end, then the score, then the node."""
+    return sorted(scores, key=lambda s: (-s.interval.low, -s.score, s.node, s.tier))
+
+
+# CROSS JOIN makes SQLite walk the reports and look each candidate up by the primary key
+# (report_id, node_id, attempt); PostgreSQL plans it as the inner join it is.
+_HISTORY = """SELECT n.node, n.file, r.tier, r.repo, r.sha, r.event, r.id, c.attempt, c.kind, c.fingerprint,
+    c.message, r.run_url, r.ingested_at
+    FROM reports r CROSS JOIN cases c JOIN nodes n ON n.id = c.node_id
+    WHERE c.report_id = r.id AND c.node_id IN ({marks}){tier}
+    ORDER BY c.node_id, r.tier, r.id, c.attempt"""
+
+
+def candidate_nodes(store: Store) -> list[int]:
+    """Ids of the nodes with at least one non-broken failure (the partial index ``cases_failed``)."""
+    return sorted(int(r[0]) for r in store.fetchall("SELECT DISTINCT node_id FROM cases WHERE kind = 'fail'"))
+
+
+def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
+                 level: float = DEFAULT_LEVEL) -> list[FlakyScore]:
+    """Every (node, tier) with flaky evidence and at least ``min_trials`` trials, ranked."""
+    out: list[FlakyScore] = []
+    ids = candidate_nodes(store)
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
+        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=" AND r.tier = ?" if tier else "")
+        rows = store.fetchall(query, [*chunk, tier] if tier else chunk)
+        for key, history in _by_node_tier(rows):
+            ev = evidence(history)
+            if ev.flaky_failures and ev.trials >= min_trials:
+                out.append(score(key[0], key[1], key[2], ev, level))
+    return rank(out)
+
+
+def _by_node_tier(rows: Sequence[tuple]) -> Iterable[tuple[tuple[str, str, str], list[EvidenceRow]]]:
+    current: tuple[str, str, str] | None = None
+    batch: list[EvidenceRow] = []
+    for node, file, tier, repo, sha, event, report_id, attempt, kind, fp, message, url, seen in rows:
+        key = (node, file, tier)
+        if key != current:
+            if current is not None:
+                yield current, batch
+            current, batch = key, []
+        batch.append(EvidenceRow(node, tier, repo, sha, event, int(report_id), int(attempt), kind, fp, message,
+                                 url, seen))
+    if current is not None:
+        yield current, batch

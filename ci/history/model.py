@@ -1,0 +1,138 @@
+"""Typed records of the history: a run's identity, one stored attempt, one flaky score.
+
+Contract: every record is a frozen dataclass; `RunIdentity.check` is the one validation of the
+identity a report is ingested with (`ValueError` naming the field).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+
+# Events a report may come from. push and nightly run the default branch: their order is the
+# branch's history, so a pass -> fail -> pass between them is a flip (see `ci.history.flaky`).
+EVENTS = ("push", "pull_request", "nightly", "rerun")
+DEFAULT_BRANCH_EVENTS = ("push", "nightly")
+
+# What one attempt of a test was (`ci.history.classify.kind_of`).
+PASS, FAIL, BROKEN, SKIP = "pass", "fail", "broken", "skip"
+
+_SHA = re.compile(r"[0-9a-fA-F]{7,64}\Z")
+_TEXT_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Where a report came from. ``repo``, ``sha``, ``event`` and ``tier`` are required; ``attempt``
+    is the CI run's attempt (GitHub's ``run_attempt``), 1 for the first."""
+
+    repo: str
+    sha: str
+    event: str
+    tier: str
+    pr: int | None = None
+    runner: str = ""
+    shard: str = ""
+    run_id: str = ""
+    attempt: int = 1
+    run_url: str = ""
+
+    def check(self) -> None:
+        """Raise ValueError naming the first field that is missing or impossible."""
+        for name in ("repo", "sha", "event", "tier"):
+            if not getattr(self, name):
+                raise ValueError(f"--{name.replace('_', '-')} is required and may not be empty")
+        if not _SHA.match(self.sha):
+            raise ValueError(f"--sha {self.sha!r} is not a hexadecimal commit id (7 to 64 digits)")
+        if self.event not in EVENTS:
+            raise ValueError(f"--event {self.event!r} is not one of {', '.join(EVENTS)}")
+        if self.pr is not None and self.pr <= 0:
+            raise ValueError(f"--pr {self.pr} is not a pull request number")
+        if self.attempt < 1:
+            raise ValueError(f"--attempt {self.attempt} must be 1 or more")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, str) and (len(value) > _TEXT_LIMIT or "\x00" in value):
+                raise ValueError(f"--{f.name.replace('_', '-')} is longer than {_TEXT_LIMIT} characters or holds NUL")
+
+    @property
+    def default_branch(self) -> bool:
+        return self.event in DEFAULT_BRANCH_EVENTS
+
+
+@dataclass(slots=True)
+class CaseRow:
+    """One attempt of one test in one report, as stored. ``attempt`` counts from 0 within the
+    report (pytest-rerunfailures' reruns); ``retried`` is true for every attempt but the last.
+    Not frozen, only slotted: a million of them are built per benchmark run, and a frozen
+    dataclass's ``__init__`` costs three times as much; nothing mutates one after `case_rows`."""
+
+    node: str
+    file: str
+    attempt: int
+    outcome: str
+    kind: str
+    time: float
+    retried: bool
+    fingerprint: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one report's ingest did: ``added`` False when the same report (content and identity)
+    was already stored, in which case nothing was written."""
+
+    source: str
+    report_key: str
+    added: bool
+    cases: int
+    attempts: int
+
+
+@dataclass(frozen=True)
+class EvidenceRow:
+    """One stored attempt of a candidate node, with its report's identity, as `ci.history.flaky`
+    reads it (ordered by report id, then attempt)."""
+
+    node: str
+    tier: str
+    repo: str
+    sha: str
+    event: str
+    report_id: int
+    attempt: int
+    kind: str
+    fingerprint: str
+    message: str
+    run_url: str
+    ingested_at: str
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class FlakyScore:
+    """A node's flakiness on one tier. ``failures`` / ``trials`` are the counts the Beta posterior
+    is built from; ``flaky_failures`` the failures that are evidence of flakiness (same sha as a
+    pass, or a short streak between passes on the default branch); ``broken`` attempts are
+    counted apart and never enter the score."""
+
+    node: str
+    file: str
+    tier: str
+    score: float
+    interval: Interval
+    failures: int
+    trials: int
+    flaky_failures: int
+    broken: int
+    runs: int
+    fingerprints: tuple[tuple[str, str, int], ...]
+    last_seen: str
+    examples: tuple[str, ...]
+    owner: str = ""
