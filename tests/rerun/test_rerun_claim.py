@@ -9,6 +9,7 @@ import pytest
 from tools.rerun.dispatch import DispatchSpec, dispatch_inputs, run_name
 from tools.rerun.fake_github import MAX_COMMENT_CHARS, FakeGitHub, Scripted
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
+from tools.rerun.fit import max_rows
 from tools.rerun.github import GitHubError
 from tools.rerun.replies import MAX_BODY_CHARS, cap, find_marker, marker
 from tools.rerun.runs_table import find_row, rows_in
@@ -62,19 +63,22 @@ def test_twenty_long_node_ids_give_a_reply_github_accepts(fake: FakeGitHub, make
 
 def test_a_reply_over_the_limit_is_fitted_and_still_marks_the_comment(fake: FakeGitHub, make_handler,
                                                                       tmp_path: Path) -> None:
-    """A tier split into 400 one-file shards: the full runs table is over GitHub's limit, so its cells
-    are shortened (tools.rerun.fit); every row is kept, nothing is truncated."""
-    entries = "".join(f"  tests/t/test_{i:03d}.py: {{tiers: [gpu_b200], est_time: 1, owner: o, status: active}}\n"
-                      for i in range(400))
+    """A tier split into as many shards as one reply holds (`fit.max_rows`), each of 8 files with
+    long names: the full runs table is over GitHub's limit, so its cells are shortened
+    (tools.rerun.fit); every row is kept, nothing is truncated."""
+    shards = max_rows("gpu_b200")
+    long_dir = "very_long_directory_name_" * 4
+    entries = "".join(f"  tests/{long_dir}/test_{i:04d}.py: {{tiers: [gpu_b200], est_time: 1, owner: o, status: active}}\n"
+                      for i in range(8 * shards))
     (tmp_path / "registry.yaml").write_text(REGISTRY.split("tests:")[0] + "tests:\n" + entries)
     payload = comment_payload("/rerun-tier gpu_b200", comment_id=4008)
-    assert make_handler(root=tmp_path, shard_budget=1).handle(payload).status == "dispatched"
+    assert make_handler(root=tmp_path, shard_budget=8).handle(payload).status == "dispatched"
     (reply,) = fake.bot_replies(PR)
     assert len(reply.body) <= MAX_BODY_CHARS and "**… truncated:**" not in reply.body
-    assert len(rows_in(reply.body)) == 400
+    assert len(rows_in(reply.body)) == shards
     assert find_marker(reply.body, 4008).state == "done"
-    assert make_handler(root=tmp_path, shard_budget=1).handle(payload).status == "duplicate"
-    assert len(fake.dispatches) == 400 and len({d["inputs"]["part"] for d in fake.dispatches}) == 400
+    assert make_handler(root=tmp_path, shard_budget=8).handle(payload).status == "duplicate"
+    assert len(fake.dispatches) == shards and len({d["inputs"]["part"] for d in fake.dispatches}) == shards
 
 
 def test_a_dispatch_that_timed_out_but_landed_is_found_by_run_name(fake: FakeGitHub, make_handler,

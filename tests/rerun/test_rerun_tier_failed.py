@@ -103,3 +103,55 @@ def test_rerun_post_that_timed_out_but_took_effect_is_not_resent(fake: FakeGitHu
     first = outcome.reruns[0].run.id  # the POST that timed out
     assert {r.run.id: r.state for r in outcome.reruns} == {first: "found", ({ids["unit"], ids["gpu"]} - {first}).pop(): "sent"}
     assert outcome.errors == []
+
+
+def _tier_registry(files: int, est_time: float):
+    from ci.registry import parse_registry
+
+    lines = ["version: 1", "tiers:", "  gpu_x:", "    description: one GPU", "    runner_labels: [gpu-x]",
+             "    gpu_count: 1", "    arch: sm_90", "tests:"]
+    for i in range(files):
+        lines += [f"  tests/t{i}/test_{i}.py:", "    tiers: [gpu_x]", f"    est_time: {est_time:g}",
+                  "    timeout: 86400", "    owner: \"@t\"", "    status: active"]
+    registry, problems = parse_registry("\n".join(lines) + "\n")
+    assert registry is not None, problems
+    return registry
+
+
+def test_a_tier_with_more_shards_than_one_reply_can_hold_is_refused_whole() -> None:
+    """One reply row per shard and a row with a result is never dropped: a tier whose shards
+    could not all fit is refused before anything is dispatched, with what to do instead."""
+    from tools.rerun.cmd_rerun_tier import plan as tier_work
+    from tools.rerun.commands import parse_comment
+    from tools.rerun.fit import max_rows
+
+    limit = max_rows("gpu_x")
+    assert 150 <= limit <= 400
+    at_limit = tier_work(_tier_registry(limit, DEFAULT_SHARD_BUDGET), parse_comment("/rerun-tier gpu_x"))
+    assert len(at_limit.dispatches) == limit and at_limit.complete
+    over = tier_work(_tier_registry(limit + 1, DEFAULT_SHARD_BUDGET), parse_comment("/rerun-tier gpu_x"))
+    assert over.dispatches == [] and not over.complete
+    assert f"{limit + 1} shards" in over.notes[0] and f"at most {limit} rows" in over.notes[0]
+
+
+def test_the_row_limit_is_what_fit_really_keeps() -> None:
+    """`max_rows` rows, each at its longest (github.com's longest run link, five-digit counts,
+    failing ids), fit one reply with every row and every verdict kept."""
+    from tools.rerun.fit import _LONGEST_RUN, fit, max_rows
+    from tools.rerun.replies import MAX_BODY_CHARS
+    from tools.rerun.runs_table import RunRow, parse_row
+
+    tier = "gpu_h200_long_tier_name"
+    n = max_rows(tier)
+    failing = "<br>failing:<br>" + "<br>".join(f"<code>tests/t/test_x.py::test_{i}[{'p' * 60}]</code>" for i in range(3))
+    rows = [RunRow(tier, f"{i}/{n}", "`self-hosted, linux, gpu-h200`", "<br>".join(["`tests/a/test_b.py`"] * 5),
+                   _LONGEST_RUN, f"**failed**: 99999 passed, 99999 failed, 99999 skipped, 99999 errors in 9999.9 s{failing}")
+            for i in range(1, n + 1)]
+    header = "x" * 6000  # the reply's text around the table
+    body = header + "\n| tier | part | runner | tests | run | result |\n|---|---|---|---|---|---|\n" + "\n".join(
+        r.render() for r in rows)
+    fitted = fit(body)
+    assert len(fitted) <= MAX_BODY_CHARS
+    kept = [parse_row(line) for line in fitted.split("\n") if parse_row(line) is not None]
+    assert [r.key for r in kept] == [r.key for r in rows]
+    assert all(r.result.startswith("**failed**: 99999 passed") for r in kept)

@@ -16,6 +16,7 @@ from ci.registry import Registry
 from ci.selection.shard import ShardBudgetError
 from tools.rerun.commands import Command, quote
 from tools.rerun.dispatch import DispatchSpec
+from tools.rerun.fit import max_rows
 from tools.rerun.work import Work
 
 DEFAULT_SHARD_BUDGET = 1800.0
@@ -44,6 +45,15 @@ def plan(registry: Registry, commands: list[Command], shard_budget: float = DEFA
                                    complete=False))
             continue
         shards = [s for s in tier_plan.shards if s.tests]
+        limit = max_rows(tier)
+        if len(shards) > limit:
+            # One reply row per shard, and a row holding a result is never dropped: refuse rather
+            # than dispatch runs whose results could not all be shown.
+            work = work.merge(Work(notes=[
+                f"**`/rerun-tier {tier}`**: {len(shards)} shards of {shard_budget:g} s est_time would not fit one "
+                f"reply with all their results (at most {limit} rows); nothing dispatched. Run the tier from its "
+                f"workflow, or in parts: `/rerun-test --owner @team --tier {tier}`."], complete=False))
+            continue
         runner = registry.tiers[tier].runner_labels
         specs = [DispatchSpec(tier, f"{s.index}/{s.count}", runner, s.tests) for s in shards]
         inactive = sum(1 for n in tier_plan.not_run if n.reason != "not affected by the change")

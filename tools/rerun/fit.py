@@ -14,8 +14,9 @@ that fits:
 
 Every row keeps its key, its run link and the start of its result cell (``**failed**: 1 passed,
 ...``), so `runs_table.find_row` and `RunRow.has_results` read it as before, and a later report
-edits it in place. Only a reply still too long after step 4 (a step-4 row is about 130
-characters, so some 450 rows with results fit) goes through `replies.cap`.
+edits it in place. So that no reply ever needs more, ``/rerun-tier`` refuses a tier with more
+shards than `max_rows` (the worst case of step 4, about 200 rows); `replies.cap` stays the last
+resort for anything else.
 """
 
 from __future__ import annotations
@@ -77,6 +78,21 @@ def shorten(row: RunRow, step: int) -> RunRow:
     if step >= 3:
         row = replace(row, runner="…")
     return row
+
+
+# The longest run link a row can hold on github.com: owner 39 and repository 100 characters, a
+# 20-digit run id.
+_LONGEST_RUN = f"[run](https://github.com/{'o' * 39}/{'r' * 100}/actions/runs/{'9' * 20})"
+# Room kept for everything in a reply that is not a runs-table row (header, notes, the marker).
+REPLY_OVERHEAD = 8_000
+
+
+def max_rows(tier: str, limit: int = MAX_BODY_CHARS) -> int:
+    """How many rows of ``tier`` one reply holds with every result kept, whatever the results:
+    rows at `fit`'s last step with the longest run link and five-digit counts."""
+    worst = RunRow(tier, "99999/99999", "…", "99999 test(s)", _LONGEST_RUN,
+                   "**failed**: 99999 passed, 99999 failed, 99999 skipped, 99999 errors")
+    return max(0, (limit - REPLY_OVERHEAD) // (_size(worst.render()) + 1))
 
 
 def fit(body: str, limit: int = MAX_BODY_CHARS) -> str:
