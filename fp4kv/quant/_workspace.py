@@ -10,9 +10,14 @@ bounded whatever the input's size, and it is never shared between calls (thread 
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
+from fp4kv.quant._chunks import chunk_ranges
 from fp4kv.quant.e2m1 import SIGN_BIT, magnitude_codes_ties_away
+
+BLOCK_SIZE = 16  # both recipes' block: 16 elements, 8 packed bytes, one scale byte
 
 BLOCK = 16
 
@@ -70,3 +75,18 @@ def offset_code_table(device: torch.device) -> torch.Tensor:
 
 
 _TABLES: dict[torch.device, torch.Tensor] = {}
+
+
+def quantize_blocks_in_chunks(x: torch.Tensor, kernel: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Workspace], None]
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` as 16-element blocks, quantized chunk by chunk (`chunk_ranges`) with one `Workspace`:
+    ``kernel(blocks, packed, scales, work)`` fills a chunk's packed ``uint8 [n, 8]`` and scale
+    ``uint8 [n]`` rows. Returns ``(packed [blocks, 8], scales [blocks])``; the caller shapes them."""
+    blocks = x.reshape(-1, BLOCK_SIZE)
+    packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
+    scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
+    parts = list(chunk_ranges(blocks.shape[0]))
+    work = Workspace(max((p.stop - p.start for p in parts), default=0), x.device)
+    for part in parts:
+        kernel(blocks[part], packed[part], scales[part], work)
+    return packed, scales

@@ -41,7 +41,7 @@ import torch
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
 from fp4kv.quant._jit import lazy_jit
-from fp4kv.quant._workspace import OFFSET_TABLE_BIAS, Workspace, offset_code_table
+from fp4kv.quant._workspace import OFFSET_TABLE_BIAS, Workspace, offset_code_table, quantize_blocks_in_chunks
 from fp4kv.quant.e2m1 import (
     tl_block_tile,
     byte_pair_values_f32,
@@ -134,13 +134,7 @@ def _dequantize_blocks_torch(packed: torch.Tensor, scales: torch.Tensor, out: to
 def quantize_torch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference quantizer: ``x [B, M, N]`` -> ``(packed uint8 [B, M, N/2], scales uint8 [B, M*N/16])``."""
     b, m, n = x.shape
-    blocks = x.reshape(-1, BLOCK_SIZE)
-    packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
-    scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
-    parts = list(chunk_ranges(blocks.shape[0]))
-    work = Workspace(max((p.stop - p.start for p in parts), default=0), x.device)
-    for part in parts:
-        _quantize_blocks_torch(blocks[part], packed[part], scales[part], work)
+    packed, scales = quantize_blocks_in_chunks(x, _quantize_blocks_torch)
     return packed.view(b, m, n // 2), scales.view(b, m * n // BLOCK_SIZE)
 
 

@@ -41,7 +41,7 @@ import torch
 
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
-from fp4kv.quant._workspace import Workspace
+from fp4kv.quant._workspace import Workspace, quantize_blocks_in_chunks
 from fp4kv.quant.e2m1 import bf16_code_table, code_values_f32
 from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_to_f32
 from fp4kv.quant.nvfp4_triton import dequantize_triton, quantize_triton
@@ -146,13 +146,8 @@ def _dequantize_blocks_torch(packed: torch.Tensor, scales: torch.Tensor, table: 
 
 def quantize_torch(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference quantizer: ``x [..., K]``, g fp32 0-dim -> (packed ``[..., K/2]``, scales ``[..., K/16]``)."""
-    blocks = x.reshape(-1, BLOCK_SIZE)
-    packed = torch.empty((blocks.shape[0], BLOCK_SIZE // 2), dtype=torch.uint8, device=x.device)
-    scales = torch.empty((blocks.shape[0],), dtype=torch.uint8, device=x.device)
-    parts = list(chunk_ranges(blocks.shape[0]))
-    work = Workspace(max((p.stop - p.start for p in parts), default=0), x.device)
-    for part in parts:
-        _quantize_blocks_torch(blocks[part], g, packed[part], scales[part], work)
+    packed, scales = quantize_blocks_in_chunks(
+        x, lambda blocks, packed_rows, scale_rows, work: _quantize_blocks_torch(blocks, g, packed_rows, scale_rows, work))
     lead = x.shape[:-1]
     k = x.shape[-1]
     return packed.view(*lead, k // 2), scales.view(*lead, k // BLOCK_SIZE)

@@ -12,15 +12,8 @@ import pytest
 from ci.__main__ import main as ci_main
 from ci.regular_file import MAX_SOURCE_BYTES, UnreadableFile, read_regular
 
-from tree_testutil import write
+from tree_testutil import CPU_REGISTRY_HEAD as HEAD, write
 
-HEAD = """\
-version: 1
-run_all_paths: [ci/]
-tiers:
-  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
-tests:
-"""
 
 
 def entry(path: str) -> str:

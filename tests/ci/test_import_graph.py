@@ -17,15 +17,8 @@ from ci.imports.index import ModuleIndex
 from ci.project import ProjectConfig
 from ci.registry import parse_registry
 
-from tree_testutil import write
+from tree_testutil import CPU_REGISTRY_HEAD as HEAD, write
 
-HEAD = """\
-version: 1
-run_all_paths: [ci/]
-tiers:
-  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
-tests:
-"""
 
 
 def registry_for(tests: dict[str, str]) -> str:

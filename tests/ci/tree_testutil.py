@@ -6,6 +6,16 @@ import textwrap
 from pathlib import Path
 
 
+# The smallest registry with a cpu tier, up to its `tests:` key: append entries to it.
+CPU_REGISTRY_HEAD = """\
+version: 1
+run_all_paths: [ci/]
+tiers:
+  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+tests:
+"""
+
+
 def write(root: Path, files: dict[str, str]) -> None:
     """Write ``files`` (repo-relative path -> text, dedented) under ``root``, making folders."""
     for rel, body in files.items():
