@@ -49,10 +49,21 @@ _read = read_bytes
 _prefilter = prefilter
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*([A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-_LOOKUP_ERRORS = {"AttributeError", "ImportError", "ModuleNotFoundError"}
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+_LOOKUP_ERRORS = _IMPORT_ERRORS | {"AttributeError"}
 _RAISES_CONTEXTS = {"raises", "assertRaises", "assertRaisesRegex"}
 _FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _AMBIGUOUS = None  # an alias bound to different modules in one scope: its uses are not checked
+
+
+def _enter(node: ast.AST, chain: tuple[int, ...], classes: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The scope chain and enclosing class ids inside ``node``: a function (or lambda) starts a
+    scope that does not see the class bodies around it; a class body is a scope of its own."""
+    if isinstance(node, _FUNCTION_SCOPES):
+        return tuple(c for c in chain if c not in classes) + (id(node),), classes
+    if isinstance(node, ast.ClassDef):
+        return chain + (id(node),), classes + (id(node),)
+    return chain, classes
 
 
 def _scoped_statements(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt, tuple[int, ...]]]:
@@ -63,12 +74,7 @@ def _scoped_statements(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt, tuple[i
     while stack:
         stmt, chain, classes = stack.pop()
         yield stmt, chain
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            inner, inner_classes = tuple(c for c in chain if c not in classes) + (id(stmt),), classes
-        elif isinstance(stmt, ast.ClassDef):
-            inner, inner_classes = chain + (id(stmt),), classes + (id(stmt),)
-        else:
-            inner, inner_classes = chain, classes
+        inner, inner_classes = _enter(stmt, chain, classes)
         for child_stmt in reversed(list(child_statements(stmt))):
             stack.append((child_stmt, inner, inner_classes))
 
@@ -79,14 +85,15 @@ def _scoped_nodes(tree: ast.Module) -> Iterator[tuple[ast.AST, tuple[int, ...]]]
     while stack:
         node, chain, classes = stack.pop()
         yield node, chain
-        if isinstance(node, _FUNCTION_SCOPES):
-            inner, inner_classes = tuple(c for c in chain if c not in classes) + (id(node),), classes
-        elif isinstance(node, ast.ClassDef):
-            inner, inner_classes = chain + (id(node),), classes + (id(node),)
-        else:
-            inner, inner_classes = chain, classes
+        inner, inner_classes = _enter(node, chain, classes)
         for child in ast.iter_child_nodes(node):
             stack.append((child, inner, inner_classes))
+
+
+def _names_one_of(expr: ast.expr | None, names: set[str]) -> bool:
+    """``expr`` is a name in ``names``, or a tuple holding one (``(ImportError, X)``)."""
+    candidates = expr.elts if isinstance(expr, ast.Tuple) else [expr]
+    return any(isinstance(c, ast.Name) and c.id in names for c in candidates)
 
 
 def _expects_lookup_error(expr: ast.expr) -> bool:
@@ -98,9 +105,7 @@ def _expects_lookup_error(expr: ast.expr) -> bool:
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
     if name not in _RAISES_CONTEXTS:
         return False
-    first = expr.args[0]
-    candidates = first.elts if isinstance(first, ast.Tuple) else [first]
-    return any(isinstance(c, ast.Name) and c.id in _LOOKUP_ERRORS for c in candidates)
+    return _names_one_of(expr.args[0], _LOOKUP_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -139,13 +144,6 @@ def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.P
     return problems
 
 
-def _catches_import_error(handler_type: ast.expr | None) -> bool:
-    """``except ImportError`` / ``except (ModuleNotFoundError, X)`` (a bare ``except`` is not
-    taken as intent: it hides everything)."""
-    names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
-    return any(isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError") for n in names)
-
-
 def _raises(body: list[ast.stmt]) -> bool:
     """A ``raise`` anywhere in a handler's body (``except ImportError: raise`` or ``raise
     RuntimeError("install X")``): the import is required after all."""
@@ -163,11 +161,16 @@ class _UseChecker:
         # local name -> {scope id: the first-party module it is bound to there, or _AMBIGUOUS}
         self.aliases: dict[str, dict[int, Module | None]] = {}
 
+    def suppressed(self, line: int, code: str) -> bool:
+        """Not reported: inside an expected-failure block, ``# noqa``, or a missing module inside
+        a ``try`` that falls back on ImportError (`guarded`: the optional-module idiom; a name
+        missing from a module that exists is still reported there, the fallback hides it)."""
+        return (any(first <= line <= last for first, last in self.expected_failures) or self.noqa(line, code)
+                or (code == MISSING_MODULE and any(first <= line <= last for first, last in self.guarded)))
+
     def report(self, node: ast.AST, code: str, message: str) -> None:
-        line = node.lineno
-        if any(first <= line <= last for first, last in self.expected_failures) or self.noqa(line, code):
-            return
-        self.index.problems.append(Problem(self.module.rel, line, node.col_offset + 1, code, message))
+        if not self.suppressed(node.lineno, code):
+            self.index.problems.append(Problem(self.module.rel, node.lineno, node.col_offset + 1, code, message))
 
     def noqa(self, line: int, code: str) -> bool:
         """flake8 convention: ``# noqa`` silences every code on the line, ``# noqa: I001,X`` those."""
@@ -188,10 +191,8 @@ class _UseChecker:
 
     def missing_name(self, node: ast.AST, module: Module, name: str) -> None:
         """Recorded in ``pending``: its message waits for what history says (`finish_missing`)."""
-        line = node.lineno
-        if any(first <= line <= last for first, last in self.expected_failures) or self.noqa(line, MISSING_NAME):
-            return
-        self.pending.append(_Missing(self.module.rel, line, node.col_offset + 1, module, name))
+        if not self.suppressed(node.lineno, MISSING_NAME):
+            self.pending.append(_Missing(self.module.rel, node.lineno, node.col_offset + 1, module, name))
 
     def has(self, module: Module, name: str) -> bool:
         provided = provided_names(self.index, module)
@@ -226,23 +227,19 @@ class _UseChecker:
     def guarded(self) -> list[tuple[int, int]]:
         """Line ranges of ``try`` bodies with an ``except ImportError`` / ``ModuleNotFoundError``
         handler that falls back rather than raising: a module imported there may be absent (an
-        optional module, a private fork's), see `bind_only`."""
+        optional module, a private fork's), see `suppressed`."""
         ranges = []
         for stmt in statements(self.tree.body):
             if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))) and stmt.body and any(
-                    _catches_import_error(handler.type) and not _raises(handler.body) for handler in stmt.handlers):
+                    _names_one_of(handler.type, _IMPORT_ERRORS) and not _raises(handler.body) for handler in stmt.handlers):
                 ranges.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno))
         return ranges
 
     def run(self) -> None:
         for stmt, chain in _scoped_statements(self.tree.body):
-            if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                continue
-            if self.guarded and any(first <= stmt.lineno <= last for first, last in self.guarded):
-                self.bind_only(stmt, chain[-1])
-            elif isinstance(stmt, ast.Import):
+            if isinstance(stmt, ast.Import):
                 self.check_import(stmt, chain[-1])
-            else:
+            elif isinstance(stmt, ast.ImportFrom):
                 self.check_import_from(stmt, chain[-1])
         if not self.aliases:
             return
@@ -257,20 +254,6 @@ class _UseChecker:
                 self.aliases.pop(node.name, None)
         if self.aliases:
             self.check_attributes(nodes)
-
-    def bind_only(self, node: ast.Import | ast.ImportFrom, scope: int) -> None:
-        """A guarded import (`guarded`): a module that is absent is the optional-module idiom and
-        not reported (I002); a name missing from a first-party module that exists is still a stale
-        import (I001), guard or not: the fallback hides it at run time. Aliases bind as usual."""
-        saved = self.index.problems
-        self.index.problems = []
-        try:
-            if isinstance(node, ast.Import):
-                self.check_import(node, scope)
-            else:
-                self.check_import_from(node, scope)
-        finally:
-            self.index.problems = saved + [p for p in self.index.problems if p.code != MISSING_MODULE]
 
     def check_import(self, node: ast.Import, scope: int) -> None:
         for alias in node.names:

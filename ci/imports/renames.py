@@ -15,6 +15,7 @@ spelling. Nothing is written; git runs with its pager, prompts and external diff
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
@@ -65,12 +66,14 @@ class Rename:
 
 def is_git_checkout(root: str | os.PathLike[str]) -> bool:
     """True when ``root`` is inside a git work tree and git runs."""
-    try:
-        result = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture_output=True,
-                                text=True, timeout=PER_LOOKUP_SECONDS, env={**os.environ, **_ENV})
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return result.returncode == 0 and result.stdout.strip() == "true"
+    answer = _git(Path(root), ["rev-parse", "--is-inside-work-tree"], time.monotonic() + PER_LOOKUP_SECONDS)
+    return (answer or "").strip() == "true"
+
+
+def _pr(subject: str) -> str | None:
+    """The pull request a commit subject names at its end (``... (#21954)``), if any."""
+    match = _PR.search(subject)
+    return match.group(1) if match else None
 
 
 def _git(root: Path, args: list[str], deadline: float) -> str | None:
@@ -103,8 +106,6 @@ def replacement_in(diff: str, name: str) -> str | None:
                 if match and (match.group(1) or match.group(2)) != name:
                     added.append(match.group(1) or match.group(2))
         if added:
-            import difflib
-
             ranked = difflib.get_close_matches(name, added, n=1, cutoff=0.0)
             return ranked[0] if ranked else added[0]
         return None
@@ -178,19 +179,17 @@ def _history(root: Path, pending: set[tuple[str, str]], deadline: float) -> dict
     patch = _git(root, ["log", "-p", "-U0", "--no-color", "--no-ext-diff", "--format=%x01%h%x00%s",
                         "-G", _GIT_DEFINITION.format(name=f"({names})"), "--",
                         *sorted({path for path, _ in pending})], deadline)
+    removal = {name: re.compile(_DEFINITION.format(name=re.escape(name))) for _, name in pending}
     found: dict[tuple[str, str], Rename] = {}
     for chunk in (patch or "").split("\x01")[1:]:
         head, _, body = chunk.partition("\n")
         commit, _, subject = head.partition("\0")
         diffs = _file_diffs(body)
-        match = _PR.search(subject)
         for path, name in pending:
             if (path, name) in found or path not in diffs:
                 continue
-            removal = re.compile(_DEFINITION.format(name=re.escape(name)))
-            if any(line.startswith("-") and removal.search(line[1:]) for line in diffs[path].splitlines()):
-                found[(path, name)] = Rename(path, name, commit, match.group(1) if match else None,
-                                             replacement_in(diffs[path], name))
+            if any(line.startswith("-") and removal[name].search(line[1:]) for line in diffs[path].splitlines()):
+                found[(path, name)] = Rename(path, name, commit, _pr(subject), replacement_in(diffs[path], name))
     return found
 
 
@@ -204,11 +203,10 @@ def _through_copy(root: Path, path: str, name: str, origin: tuple[str, str], dea
     if touched is None:
         return None
     commit, subject = touched
-    match = _PR.search(subject)
     target = path if commit == created else old
     diff = _git(root, ["diff", "-U0", "--no-color", "--no-ext-diff", f"{commit}^:{old}", f"{commit}:{target}"],
                 deadline)
-    return Rename(path, name, commit, match.group(1) if match else None, replacement_in(diff or "", name))
+    return Rename(path, name, commit, _pr(subject), replacement_in(diff or "", name))
 
 
 def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,

@@ -22,6 +22,8 @@ from workflow_support import ROOT, WORKFLOWS
 ACTION = ROOT / "action.yml"
 PINNED = re.compile(r"^\s*(?:-\s*)?uses:\s*(?P<action>[\w.-]+/[\w./-]+)@(?P<ref>\S+)(?P<comment>.*)$")
 SCRIPTS = Path(sysconfig.get_path("scripts"))
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x", "GIT_CONFIG_GLOBAL": os.devnull}
 
 
 def action() -> dict[str, Any]:
@@ -114,14 +116,12 @@ def adopter(tmp_path: Path) -> tuple[Path, str]:
     (repo / "app" / "lib" / "core.py").write_text("def f():\n    return 1\n")
     (repo / "app" / "tests" / "test_core.py").write_text("from lib.core import f\n\n\ndef test_f():\n    assert f() == 1\n")
     (repo / "app" / "tests" / "test_other.py").write_text("def test_o():\n    assert True\n")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x", "GIT_CONFIG_GLOBAL": os.devnull}
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, env=env, capture_output=True)
+        subprocess.run(["git", *args], cwd=repo, check=True, env=GIT_ENV, capture_output=True)
     base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
     (repo / "app" / "lib" / "core.py").write_text("def f():\n    return 1  # changed\n")
     for args in (["add", "-A"], ["commit", "-qm", "change core"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, env=env, capture_output=True)
+        subprocess.run(["git", *args], cwd=repo, check=True, env=GIT_ENV, capture_output=True)
     return repo, base
 
 
@@ -159,9 +159,7 @@ def test_changed_files_are_relative_to_the_registry_root_and_unquoted(adopter: t
     repo, base = adopter
     (repo / "app" / "tests" / "data_ü.txt").write_text("x")
     (repo / "outside.txt").write_text("x")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x", "GIT_CONFIG_GLOBAL": os.devnull}
     for args in (["add", "-A"], ["commit", "-qm", "more"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, env=env, capture_output=True)
+        subprocess.run(["git", *args], cwd=repo, check=True, env=GIT_ENV, capture_output=True)
     assert git_changed_files(base, repo / "app") == ["lib/core.py", "tests/data_ü.txt"]
     assert git_changed_files(base, repo) == ["app/lib/core.py", "app/tests/data_ü.txt", "outside.txt"]
