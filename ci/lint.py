@@ -8,7 +8,8 @@
   manual/quarantined without reason or issue);
 * ``L001`` a registered test file does not exist, or is a directory (at the registry entry);
 * ``L002`` a test file is not registered (at the file, with the entry to add);
-* ``L003`` two test files share a basename (``/rerun-test`` resolves basenames);
+* ``L003`` two test files share a basename (``/rerun-test`` resolves basenames), unless
+  ``project: unique_basenames: false`` allows it;
 * ``L004`` a ``depends_on`` or ``run_all_paths`` path does not exist (at the registry line);
 * ``L006`` a test file (or a directory under a test root) is a symlink that leaves the repository,
   leads nowhere, or is a loop (the plugin refuses to collect it);
@@ -84,7 +85,8 @@ def lint_registry(root: Path, registry: Registry, test_files: list[str], links: 
             advice = ("fix or remove the link" if problem.startswith("is a symlink loop")
                       else "pytest refuses to collect it: keep test code in the repository")
             problems.append(Problem(path, 1, 1, LINK_OUTSIDE, f"{problem}; {advice}"))
-    problems += _duplicate_basenames(on_disk | registry.tests.keys())
+    if registry.project.unique_basenames:
+        problems += _duplicate_basenames(on_disk | registry.tests.keys())
     return problems
 
 
@@ -112,7 +114,8 @@ def _duplicate_basenames(every_path: set[str]) -> list[Problem]:
             others = ", ".join(p for p in paths if p != path)
             problems.append(Problem(path, 1, 1, DUPLICATE_BASENAME,
                                     f"basename {name!r} is also used by {others}; "
-                                    f"/rerun-test resolves files by basename, rename one"))
+                                    f"/rerun-test resolves files by basename: rename one, or set "
+                                    f"'unique_basenames: false' under 'project:' (/rerun-test then asks for a path)"))
     return problems
 
 

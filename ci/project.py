@@ -9,7 +9,22 @@ Paths are repo-relative POSIX; ``"."`` is the repository root.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DynamicImport:
+    """``importer`` (a dotted module) loads, by a name it computes, modules matching ``targets``
+    (globs of dotted names: ``"acme.models.*"``; ``*`` also crosses dots, as in fnmatch)."""
+
+    importer: str
+    targets: tuple[str, ...]
+
+    def loads(self, dotted: str) -> bool:
+        """True if ``dotted`` is a module the importer may load."""
+        return any(fnmatch.fnmatchcase(dotted, target) for target in self.targets)
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,11 @@ class ProjectConfig:
     * ``test_patterns``: file-name globs of test files (``"test_*.py"``, ``"*_test.py"``).
     * ``generated_modules``: dotted modules that exist only after a build (``"acme._version"``);
       importing them is never reported as missing.
+    * ``unique_basenames``: True (default) makes two test files with one basename a lint error
+      (L003); False allows it, and ``/rerun-test NAME.py`` then asks which path is meant.
+    * ``dynamic_imports``: what modules that import by a computed name
+      (``importlib.import_module(name)``) may load; the import graph gives each such importer an
+      edge to every indexed module its globs match, so a change to one selects the importer's tests.
     """
 
     first_party: tuple[str, ...] = ()
@@ -31,6 +51,25 @@ class ProjectConfig:
     test_roots: tuple[str, ...] = ("tests",)
     test_patterns: tuple[str, ...] = ("test_*.py",)
     generated_modules: tuple[str, ...] = ()
+    unique_basenames: bool = True
+    dynamic_imports: tuple[DynamicImport, ...] = ()
+
+    def dynamic_targets(self, importer: str) -> tuple[str, ...]:
+        """The globs ``importer`` may load by a computed name (none: an empty tuple)."""
+        return tuple(t for d in self.dynamic_imports if d.importer == importer for t in d.targets)
 
 
-__all__ = ["ProjectConfig"]
+# A dotted module glob: identifier characters, dots between parts, and ``*``, ``?``, ``[...]``.
+_DOTTED_GLOB = re.compile(r"(?:[A-Za-z_*?\[][\w*?\[\]!-]*)(?:\.[\w*?\[\]!-]+)*")
+
+
+def dotted_glob_problem(glob: str) -> str | None:
+    """None if ``glob`` is a usable module glob (not one matching everything)."""
+    if not _DOTTED_GLOB.fullmatch(glob) or ".." in glob:
+        return f"{glob!r} is not a glob of dotted module names such as 'acme.models.*'"
+    if glob.strip("*?.") == "":
+        return f"{glob!r} matches every module; name the package the importer loads from"
+    return None
+
+
+__all__ = ["DynamicImport", "ProjectConfig", "dotted_glob_problem"]

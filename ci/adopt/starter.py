@@ -20,7 +20,7 @@ the ``cpu`` tier, est_time from JUnit reports when given (the p90 of the samples
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
@@ -133,10 +133,14 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
     basenames: dict[str, list[str]] = {}
     for f in files:
         basenames.setdefault(f.rsplit("/", 1)[-1], []).append(f)
-    for name, paths in sorted(basenames.items()):
-        if len(paths) > 1:
-            notes.append(f"{len(paths)} test files are named {name} ({', '.join(paths)}); `lint` reports them "
-                         f"(L003) because /rerun-test resolves basenames: rename all but one")
+    shared = {name: paths for name, paths in sorted(basenames.items()) if len(paths) > 1}
+    if shared:
+        # A tree with shared basenames renames nothing on day one: allow them, and say what it costs.
+        base = replace(base, project=replace(base.project, unique_basenames=False))
+        examples = "; ".join(f"{name} ({', '.join(paths)})" for name, paths in list(shared.items())[:3])
+        notes.append(f"{len(shared)} basename(s) are shared by several test files, e.g. {examples}; wrote "
+                     f"'unique_basenames: false' under project: so lint allows them, and /rerun-test NAME.py asks "
+                     f"for a path when NAME is shared (rename them and drop the line to make lint keep names unique)")
     for link in tree.links:
         problem = link_problem(root, link)
         if problem is not None:

@@ -26,7 +26,7 @@ from ci.regular_file import MAX_REPORT_BYTES, read_regular
 
 CACHE_DIR = ".ci-cache"
 CACHE_FILE = "import-records.json"
-FORMAT = 1
+FORMAT = 2
 
 
 def default_cache_path(root: str | os.PathLike[str]) -> Path:

@@ -12,7 +12,11 @@ relative, resolved as Python would (`ModuleIndex.lookup`):
   ``pytest.importorskip``, ``pytest_plugins = [...]``, and ``[..., "-m", "a.b", ...]`` argument
   lists (``python -m``; a package's ``__main__`` too); an f-string such as
   ``import_module(f"ci.commands.{name}")`` imports every indexed module whose name starts with
-  its literal prefix.
+  its literal prefix;
+* imports by a computed name (``importlib.import_module(name)``) that the project's
+  ``dynamic_imports`` describes: an edge from the importer to every indexed module its globs match
+  (``how`` is ``dynamic``). One it does not describe is kept in ``computed`` (file -> lines), so
+  lint can ask for an entry.
 
 A first-party import that resolves to nothing is kept in ``unresolved`` (dotted name -> importers)
 so that deleting a module selects its importers. Per-file import *records* (the raw statements,
@@ -31,12 +35,13 @@ from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 from ci.imports.index import Module, ModuleIndex
 from ci.imports.names import statements
 from ci.imports.scan import parse_python, read_bytes
+from ci.project import DynamicImport
 
 if TYPE_CHECKING:
     from ci.imports.cache import RecordCache
 
 Record = list  # JSON-ready: ["i", line, dotted] | ["f", line, level, module, [names]] | ["a"|"p", line, [names]]
-#                            | ["d", line, dotted, is_prefix] | ["m", line, dotted]
+#                            | ["d", line, dotted, is_prefix] | ["m", line, dotted] | ["c", line]
 
 _DYNAMIC_CALL = re.compile(rb"import_module|__import__|importorskip|[\"']-m[\"']")
 _DYNAMIC_FUNCS = {"import_module", "__import__", "importorskip"}
@@ -47,7 +52,7 @@ class Edge(NamedTuple):  # a tuple: 30,000 of them in a large tree
 
     target: str
     line: int
-    how: str  # import, from, star, string, plugin, -m, package
+    how: str  # import, from, star, string, plugin, -m, package, dynamic
 
 
 def content_hash(source: bytes) -> str:
@@ -78,6 +83,8 @@ def extract_records(tree: ast.Module, source: bytes) -> list[Record]:
                 elif (isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant)
                       and isinstance(arg.values[0].value, str)):
                     records.append(["d", node.lineno, arg.values[0].value, True])
+                else:
+                    records.append(["c", node.lineno])
             elif isinstance(node, (ast.List, ast.Tuple)):
                 elts = node.elts
                 for flag, value in zip(elts, elts[1:]):
@@ -88,7 +95,7 @@ def extract_records(tree: ast.Module, source: bytes) -> list[Record]:
 
 
 _SHAPES = {"i": (int, str), "f": (int, int, str, list), "a": (int, list), "p": (int, list), "d": (int, str, bool),
-           "m": (int, str)}
+           "m": (int, str), "c": (int,)}
 
 
 def _well_formed(record: object) -> bool:
@@ -123,6 +130,7 @@ class ImportGraph:
         self.cache = cache
         self.edges: dict[str, list[Edge]] = {}
         self.unresolved: dict[str, set[str]] = {}       # dotted first-party name -> importer rels
+        self.computed: dict[str, list[int]] = {}         # rel -> lines importing by a name no glob describes
         self._all: dict[str, list[str]] = {}             # rel -> literal __all__ (star imports)
         self._stars: list[tuple[Module, Module, int]] = []
         self._reverse: dict[str, list[str]] | None = None
@@ -170,6 +178,7 @@ class ImportGraph:
     # -- resolution ---------------------------------------------------------------------------------
     def _add(self, module: Module) -> None:
         out: dict[str, Edge] = {}
+        computed: list[int] = []
         self._parents(module, out)
         for record in self._records(module):
             kind, line = record[0], record[1]
@@ -191,6 +200,11 @@ class ImportGraph:
                     self._prefix(module, record[2], line, out)
                 else:
                     self._absolute(module, record[2], line, "string", out)
+            elif kind == "c":
+                computed.append(line)
+        described = module.space is None and self._dynamic(module, computed[0] if computed else 0, out)
+        if computed and module.space is None and not described:  # a test selects itself by its path
+            self.computed[module.rel] = computed
         out.pop(module.rel, None)
         self.edges[module.rel] = sorted(out.values(), key=lambda e: (e.line, e.target))
 
@@ -254,6 +268,16 @@ class ImportGraph:
                 self._edge(out, child, line, "from")
             elif target.is_package:  # a name or a submodule we cannot see (yet, or any more)
                 self.unresolved.setdefault(f"{target.name}.{imported}", set()).add(module.rel)
+
+    def _dynamic(self, module: Module, line: int, out: dict[str, Edge]) -> bool:
+        """Edges to what ``project: dynamic_imports`` says ``module`` loads by a computed name;
+        False when it says nothing about ``module``."""
+        targets = self.index.project.dynamic_targets(module.name)
+        loads = DynamicImport(module.name, targets).loads
+        for dotted, target in sorted(self.index.modules.items()) if targets else ():
+            if loads(dotted):
+                self._edge(out, target, line, "dynamic")
+        return bool(targets)
 
     def _prefix(self, module: Module, prefix: str, line: int, out: dict[str, Edge]) -> None:
         for namespace in self.index.search_path(module):

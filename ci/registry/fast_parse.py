@@ -21,13 +21,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ci.project import ProjectConfig
+from ci.project import DynamicImport, ProjectConfig
 from ci.registry.model import (
     SCHEMA_VERSION, STR_TAG, Registry, Status, TestEntry, Tier, normalize_path, plain_tag,
 )
 from ci.registry.rules import (
-    PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
-    arch_problem, device_name_problem, entry_path_problem, feature_problem, memory_problem, project_item_problem,
+    PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
+    arch_problem, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem, project_item_problem,
     project_value, reruns_problem, seconds_problem,
 )
 
@@ -64,13 +64,17 @@ _INT = re.compile(r"0|[1-9][0-9]{0,17}")           # int(text) == SafeConstructo
 _FLOAT = re.compile(r"(?:0|[1-9][0-9]{0,16})\.[0-9]{1,17}")
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
-def _plain(text: str) -> str | int | float:
-    """A plain scalar -> its value; `_NotSimple` unless it is a string or a simple number."""
+def _plain(text: str) -> str | int | float | bool:
+    """A plain scalar -> its value; `_NotSimple` unless it is a string, a simple number, or
+    ``true``/``false`` (the other spellings YAML 1.1 reads as booleans take the precise path)."""
     tag = plain_tag(text)
     if tag == STR_TAG:
         return text
+    if tag == _BOOL_TAG and text in ("true", "false"):
+        return text == "true"
     if tag == _INT_TAG and _INT.fullmatch(text):
         return int(text)
     if tag == _FLOAT_TAG and _FLOAT.fullmatch(text):
@@ -258,13 +262,27 @@ def _fast_tier(name: str, fields: Any) -> Tier:
 def _fast_project(fields: Any) -> ProjectConfig:
     """`PreciseParser.project` for a section it would find no problem in; `_NotSimple` otherwise."""
     fields = _fields(fields, PROJECT_KEYS, set())
-    values: dict[str, tuple[str, ...]] = {}
+    values: dict[str, object] = {}
     for key, value in fields.items():
-        items = _strings(value, non_empty=key in PROJECT_NON_EMPTY)
-        for item in items:
-            _valid(project_item_problem(key, item))
-        values[key] = project_value(key, items)
-    return ProjectConfig(**values)
+        if key == PROJECT_FLAG:
+            if type(value) is not bool:
+                raise _NotSimple
+            values[key] = value
+        elif key == PROJECT_DYNAMIC:
+            if type(value) is not _Block:
+                raise _NotSimple
+            dynamic = []
+            for importer, targets in value.items():
+                targets = _strings(targets, non_empty=True)
+                _valid(dynamic_import_problem(importer, targets))
+                dynamic.append(DynamicImport(importer, targets))
+            values[key] = tuple(dynamic)
+        else:
+            items = _strings(value, non_empty=key in PROJECT_NON_EMPTY)
+            for item in items:
+                _valid(project_item_problem(key, item))
+            values[key] = project_value(key, items)
+    return ProjectConfig(**values)  # type: ignore[arg-type]
 
 
 class _FastTests:

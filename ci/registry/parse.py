@@ -16,15 +16,15 @@ from typing import Any
 import yaml
 
 from ci.gc_pause import gc_paused
-from ci.project import ProjectConfig
+from ci.project import DynamicImport, ProjectConfig
 from ci.registry.model import (
     ANCHOR_OR_ALIAS, DUPLICATE_KEY, INVALID_VALUE, MISSING_KEY, MISSING_REASON, NON_POSITIVE, SCHEMA_VERSION,
     STR_TAG, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem, Registry, Status, TestEntry, Tier,
     normalize_path,
 )
 from ci.registry.rules import (
-    PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
-    arch_problem, describe_scalar, device_name_problem, entry_path_problem, feature_problem, memory_problem,
+    PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
+    arch_problem, describe_scalar, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem,
     number_text_problem, project_item_problem, project_value, reruns_problem, seconds_problem,
 )
 
@@ -90,7 +90,7 @@ class PreciseParser:
             self.problem(node, WRONG_TYPE, f"{what} must be {expected}, got {describe_scalar(node.value)}")
             return None
         # YAML also reads 5_0, 0x10, 017, 1:30, 1e3 as numbers (.inf and .nan: the range rules say so)
-        if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        if (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and math.isfinite(value)):
             message = number_text_problem(node.value, integer=float not in types)
             if message is not None:
                 self.problem(node, INVALID_VALUE, f"{what} {message}")
@@ -190,16 +190,37 @@ class PreciseParser:
         fields = self.mapping(node, "project", PROJECT_KEYS)
         if fields is None:
             return None
-        values: dict[str, tuple[str, ...]] = {}
+        values: dict[str, object] = {}
         for key, (_, value_node) in fields.items():
             what = f"project {key}"
+            if key == PROJECT_FLAG:
+                flag = self.scalar(value_node, what, (bool,))
+                if flag is not None:
+                    values[key] = flag
+                continue
+            if key == PROJECT_DYNAMIC:
+                dynamic = self.dynamic_imports(value_node, what)
+                if dynamic is not None:
+                    values[key] = dynamic
+                continue
             items = self.string_list(value_node, what, non_empty=key in PROJECT_NON_EMPTY)
             if items is None:
                 continue
             if all([self.check(item_node, what, project_item_problem(key, item))
                     for item_node, item in zip(value_node.value, items)]):
                 values[key] = project_value(key, items)
-        return ProjectConfig(**values)
+        return ProjectConfig(**values)  # type: ignore[arg-type]
+
+    def dynamic_imports(self, node: yaml.Node, what: str) -> tuple[DynamicImport, ...] | None:
+        entries = self.mapping(node, what, None)
+        if entries is None:
+            return None
+        out = []
+        for importer, (key_node, value_node) in entries.items():
+            targets = self.string_list(value_node, f"{what} {importer}")
+            if targets is not None and self.check(key_node, what, dynamic_import_problem(importer, targets)):
+                out.append(DynamicImport(importer, targets))
+        return tuple(out)
 
     def tiers(self, node: yaml.Node) -> dict[str, Tier]:
         entries = self.mapping(node, "tiers", None)

@@ -14,11 +14,15 @@ import re
 from typing import Any
 
 from ci.limits import is_plain_decimal
+from ci.project import dotted_glob_problem
 from ci.registry.model import MAX_SECONDS, is_sm, normalize_path, sm_capability
 
 TOP_KEYS = {"version", "run_all_paths", "project", "tiers", "tests"}
 TOP_REQUIRED = {"version", "tiers", "tests"}
-PROJECT_KEYS = {"first_party", "source_roots", "test_roots", "test_patterns", "generated_modules"}
+PROJECT_KEYS = {"first_party", "source_roots", "test_roots", "test_patterns", "generated_modules", "unique_basenames",
+                "dynamic_imports"}
+# The project keys whose value is not a list of strings.
+PROJECT_FLAG, PROJECT_DYNAMIC = "unique_basenames", "dynamic_imports"
 # Lists that must name at least one item (an empty first_party means: discover the packages).
 PROJECT_NON_EMPTY = {"source_roots", "test_roots", "test_patterns"}
 TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib"}
@@ -145,6 +149,17 @@ def project_item_problem(key: str, item: str) -> str | None:
     raise KeyError(key)
 
 
+def dynamic_import_problem(importer: str, targets: tuple[str, ...]) -> str | None:
+    """None if ``importer: [targets]`` is a valid ``project: dynamic_imports`` entry."""
+    if project_item_problem("generated_modules", importer) is not None:
+        return f"{importer!r} is not a dotted module name such as 'acme.models.registry'"
+    for target in targets:
+        problem = dotted_glob_problem(target)
+        if problem is not None:
+            return problem
+    return None
+
+
 def project_value(key: str, items: tuple[str, ...]) -> tuple[str, ...]:
     """The typed value of project list ``key`` (root directories in normal form)."""
     if key in ("source_roots", "test_roots"):
@@ -162,5 +177,5 @@ __all__ = [
     "FEATURES", "MAX_MEMORY_GIB", "MAX_RERUNS", "MIN_TIMEOUT", "number_text_problem", "reruns_problem", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
     "TIER_KEYS", "TIER_REQUIRED", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
     "describe_scalar", "device_name_problem", "feature_problem", "memory_problem", "project_item_problem",
-    "project_value", "seconds_problem", "entry_path_problem",
+    "project_value", "seconds_problem", "dynamic_import_problem", "PROJECT_FLAG", "PROJECT_DYNAMIC", "entry_path_problem",
 ]

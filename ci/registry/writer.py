@@ -46,6 +46,11 @@ def render_project(project: ProjectConfig) -> list[str]:
     lines = ["project:"]
     for key in ("first_party", "source_roots", "test_roots", "test_patterns", "generated_modules"):
         lines.append(f"  {key}: {flow_list(getattr(project, key))}")
+    if not project.unique_basenames:
+        lines.append("  unique_basenames: false")
+    if project.dynamic_imports:
+        lines.append("  dynamic_imports:")
+        lines += [f"    {d.importer}: {flow_list(d.targets)}" for d in project.dynamic_imports]
     return lines
 
 

@@ -12,6 +12,12 @@ Contract:
   lost), so an earlier attempt reads ``passed`` unless its element says otherwise: it was rerun,
   so it failed (`ci.history` counts it so).
 - Collection errors (``classname=""``, ``name="tests.test_x"``) become an ``error`` for that file.
+- Paths are mapped to the repository: pytest writes them relative to its rootdir, the folder of the
+  configuration file it ran with (``test/`` for a ``test/pytest.ini``), not the repository root. A
+  path that is neither a known file nor a file under ``root`` is read as the tail of a known file
+  (``registered/a/test_x.py`` -> ``test/registered/a/test_x.py``); a tail that several known files
+  share is settled by the one whose cut-off folder holds a pytest configuration, else left as
+  written.
 - Times are seconds. Malformed XML raises `JUnitError` naming the file, and so does a time that is
   not a finite, non-negative number, or a testcase time above `ci.registry.MAX_SECONDS` (one day:
   no test file may be estimated longer, so one test that long is a corrupt report).
@@ -127,7 +133,8 @@ def parse_junit(path: str | Path, *, root: str | Path | None = None,
         wall += _seconds(suite.get("time"), f"{source}: testsuite time")
         for case in suite.iter("testcase"):
             classname, name = case.get("classname", ""), case.get("name", "")
-            file = case.get("file") or resolver.resolve(classname, name)
+            reported = case.get("file")
+            file = resolver.path(reported) if reported else resolver.resolve(classname, name)
             raw = case.get("time")
             # The common case without building an error message; anything unusual goes to `_seconds`.
             seconds = float(raw) if raw and is_plain_decimal(raw, exponent=True) else (0.0 if not raw else -1.0)
@@ -188,23 +195,61 @@ def _seconds(raw: str | None, what: str, limit: float = math.inf) -> float:
 
 
 class _FileResolver:
-    """Dotted classname (``tests.quant.test_x.TestK``) -> ``tests/quant/test_x.py``."""
+    """Reported paths and dotted classnames -> repo-relative test files (see the module docstring)."""
 
     def __init__(self, root: Path | None, known: set[str]):
         self.root = root
         self.known = known
         self.cache: dict[str, str] = {}
+        self._tails: dict[str, list[str]] | None = None
 
     def resolve(self, classname: str, name: str) -> str:
+        """The file of a testcase without a ``file`` attribute, ``""`` if none is found."""
         dotted = classname or name  # a collection error carries the module in ``name``
         if dotted not in self.cache:
             self.cache[dotted] = self._lookup(dotted)
         return self.cache[dotted]
 
+    def path(self, reported: str) -> str:
+        """A reported ``file`` attribute as a repo-relative path (as written when nothing fits)."""
+        key = "\0" + reported
+        if key not in self.cache:
+            self.cache[key] = self._exact(reported) or self._tail(reported) or reported
+        return self.cache[key]
+
     def _lookup(self, dotted: str) -> str:
         parts = dotted.split(".")
-        for cut in range(len(parts), 0, -1):
-            candidate = "/".join(parts[:cut]) + ".py"
-            if candidate in self.known or (self.root is not None and (self.root / candidate).is_file()):
+        candidates = ["/".join(parts[:cut]) + ".py" for cut in range(len(parts), 0, -1)]
+        for candidate in candidates:
+            if self._exact(candidate):
                 return candidate
+        for candidate in candidates:
+            found = self._tail(candidate)
+            if found:
+                return found
         return ""
+
+    def _exact(self, rel: str) -> str:
+        if rel in self.known or (self.root is not None and (self.root / rel).is_file()):
+            return rel
+        return ""
+
+    def _tail(self, rel: str) -> str:
+        if self._tails is None:
+            self._tails = {}
+            for known in sorted(self.known):
+                parts = known.split("/")
+                for cut in range(1, len(parts)):
+                    self._tails.setdefault("/".join(parts[cut:]), []).append(known)
+        matches = self._tails.get(rel, ())
+        if len(matches) > 1 and self.root is not None:
+            matches = [m for m in matches if _holds_pytest_config(self.root / m[: -len(rel) - 1])]
+        return matches[0] if len(matches) == 1 else ""
+
+
+# pytest's configuration file names; any of them can make a folder pytest's rootdir.
+_PYTEST_CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def _holds_pytest_config(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in _PYTEST_CONFIG_NAMES)

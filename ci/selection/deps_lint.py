@@ -32,7 +32,8 @@ from ci.registry import (Problem, Registry, RegistryError, normalize_path, parse
                          read_registry_text)
 
 REDUNDANT_DEPENDENCY = "L005"
-INFO_CODES = frozenset({REDUNDANT_DEPENDENCY})
+COMPUTED_IMPORT = "L009"
+INFO_CODES = frozenset({REDUNDANT_DEPENDENCY, COMPUTED_IMPORT})
 
 
 def is_info(problem: Problem) -> bool:
@@ -111,7 +112,22 @@ def redundant_problems(root: str | os.PathLike[str], registry: Registry,
     return [Problem(registry.path, r.line, r.col, REDUNDANT_DEPENDENCY,
                     f"{r.test!r} depends_on {r.dependency!r} is redundant: {r.reason} "
                     f"(`python -m ci lint --fix` removes it)")
-            for r in find_redundant(deps)]
+            for r in find_redundant(deps)] + computed_import_problems(deps)
+
+
+def computed_import_problems(deps: TestDependencies) -> list[Problem]:
+    """L009 (info level) at each first-party import by a computed name that ``project:
+    dynamic_imports`` does not describe: selection cannot see what it loads, so a change to a
+    module loaded that way selects none of the tests that reach it through the importer."""
+    out = []
+    for rel, lines in sorted(deps.graph.computed.items()):
+        module = deps.index.by_rel[rel]
+        package = module.name if module.is_package else module.name.rpartition(".")[0] or module.name
+        out += [Problem(rel, line, 1, COMPUTED_IMPORT,
+                        f"imports a module by a computed name, so selection cannot see what it loads; say what "
+                        f"it may load under 'project: dynamic_imports:', e.g. {module.name}: [\"{package}.*\"]")
+                for line in lines]
+    return out
 
 
 def fix_registry(root: str | os.PathLike[str], registry_file: str | os.PathLike[str]) -> list[Redundant]:

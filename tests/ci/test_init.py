@@ -129,11 +129,14 @@ def test_init_takes_est_time_from_a_junit_report(src_repo, tmp_path, capsys):
     assert "1 file(s) had no time in the report(s) and got est_time 30: test/registered/io/reader_test.py" in out
 
 
-def test_init_says_what_lint_will_report(src_repo, capsys):
+def test_init_allows_shared_basenames_and_says_so(src_repo, capsys):
     write(src_repo, {"test/registered/io/test_core.py": PASSING})
     assert ci_main(["--root", str(src_repo), "init"]) == 0
-    assert ("note: 2 test files are named test_core.py (test/registered/core/test_core.py, "
-            "test/registered/io/test_core.py)") in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert ("note: 1 basename(s) are shared by several test files, e.g. test_core.py "
+            "(test/registered/core/test_core.py, test/registered/io/test_core.py); wrote 'unique_basenames: false'") in out
+    assert "unique_basenames: false" in (src_repo / "registry.yaml").read_text()
+    assert ci_main(["--root", str(src_repo), "lint"]) == 0
 
 
 def test_init_with_a_bad_report_writes_nothing(src_repo, tmp_path, capsys):

@@ -59,10 +59,23 @@ def test_tree_checks_point_at_the_right_place(tmp_path):
         "registry.yaml:16:3: L001 registered test file 'tests/gone/test_gone.py' does not exist",
         "tests/a/test_new.py:1:1: L002 test file is not registered in registry.yaml; add under 'tests:'",
         "tests/a/test_x.py:1:1: L003 basename 'test_x.py' is also used by tests/b/test_x.py; "
-        "/rerun-test resolves files by basename, rename one",
+        "/rerun-test resolves files by basename: rename one, or set 'unique_basenames: false' under 'project:' "
+        "(/rerun-test then asks for a path)",
         "tests/b/test_x.py:1:1: L003 basename 'test_x.py' is also used by tests/a/test_x.py; "
-        "/rerun-test resolves files by basename, rename one",
+        "/rerun-test resolves files by basename: rename one, or set 'unique_basenames: false' under 'project:' "
+        "(/rerun-test then asks for a path)",
     ]
+
+
+def test_shared_basenames_are_allowed_when_the_project_says_so(tmp_path):
+    head = HEAD.replace("tiers:", "project:\n  unique_basenames: false\ntiers:", 1)
+    assert head != HEAD
+    write(tmp_path, {"ci/__init__.py": "", "registry.yaml": head + entry("tests/a/test_x.py") + entry("tests/b/test_x.py"),
+                     "tests/a/test_x.py": "", "tests/b/test_x.py": ""})
+    assert lines(lint_repo(tmp_path)) == []
+    # the default still refuses them: the same tree with the line removed
+    (tmp_path / "registry.yaml").write_text(HEAD + entry("tests/a/test_x.py") + entry("tests/b/test_x.py"))
+    assert [p.code for p in lint_repo(tmp_path)] == ["L003", "L003"]
 
 
 def test_unregistered_message_carries_an_entry_that_parses(tmp_path):

@@ -38,6 +38,9 @@ project:
   test_roots: [test/registered, "tests"]
   test_patterns: ["test_*.py", '*_test.py', check_*.py]
   generated_modules: [acme._version]
+  unique_basenames: false
+  dynamic_imports:
+    acme.models.registry: ["acme.models.*", "acme.extra.model_?"]
 tiers:
   cpu:
     description: x86-64 Linux, no GPU; C# and http://x (a=b), [ok]
@@ -114,13 +117,16 @@ def test_the_fast_path_reads_the_block_style():
     assert fast.tiers["gpu_b200"].runner_labels == ("self-hosted", "gpu-b200", "x y")
     assert fast.tiers["gpu_b200"].description == "one B200 \u2014 'quoted' # not a comment"
     assert fast.tests["tests/a/test_one.py"].depends_on == ("fp4kv/quant", "ci/registry.py", "README.md")
-    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (47, 5)
+    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (50, 5)
     assert fast.project.source_roots == ("src", "python")
     assert fast.project.test_patterns == ("test_*.py", "*_test.py", "check_*.py")
     assert (fast.tiers["gpu_b200"].device_name, fast.tiers["gpu_b200"].min_memory_gib) == ("B200|GB200", 170.5)
     assert fast.tiers["gpu_b200_x2"].features == ("fp8", "fp4", "nvlink")
     assert fast.tests["tests/b/test_three.py"].status is Status.MANUAL
     assert fast.run_all_paths == ("ci", "registry.yaml")
+    assert fast.project.unique_basenames is False
+    assert [(d.importer, d.targets) for d in fast.project.dynamic_imports] == [
+        ("acme.models.registry", ("acme.models.*", "acme.extra.model_?"))]
 
 
 def test_the_fast_path_reads_the_benchmark_registry():
@@ -159,6 +165,7 @@ OUTSIDE_THE_SUBSET = {
     "all on one indented document": "".join("  " + line + "\n" for line in DOC.splitlines()),
     "project list over two lines": _swap("first_party: [acme, acme_tools]", "first_party: [acme,\n    acme_tools]"),
     "escaped pattern": _swap("'*_test.py'", '"\\x2a_test.py"'),
+    "YAML 1.1 boolean spelling": _swap("unique_basenames: false", "unique_basenames: no"),
 }
 
 
@@ -240,6 +247,13 @@ WITH_PROBLEMS = {
     "pattern not .py": _swap("check_*.py", "check_*"),
     "duplicate pattern": _swap("check_*.py", "test_*.py"),
     "bad generated module": _swap("[acme._version]", "[acme.-version]"),
+    "unique_basenames a string": _swap("unique_basenames: false", "unique_basenames: 'false'"),
+    "unique_basenames a number": _swap("unique_basenames: false", "unique_basenames: 0"),
+    "dynamic glob of everything": _swap('["acme.models.*", "acme.extra.model_?"]', '["*"]'),
+    "dynamic importer not dotted": _swap("    acme.models.registry:", "    acme/models/registry:"),
+    "dynamic targets empty": _swap('["acme.models.*", "acme.extra.model_?"]', "[]"),
+    "dynamic targets a string": _swap('["acme.models.*", "acme.extra.model_?"]', '"acme.models.*"'),
+    "dynamic_imports a list": _swap("    acme.models.registry: [", "    - ["),
     "project as a list": _swap("  first_party: [acme, acme_tools]\n", "  - acme\n"),
     # YAML reads these as numbers; the registry takes plain decimals only (issue #22)
     "underscored int": _swap("est_time: 12", "est_time: 1_2"),
@@ -397,7 +411,7 @@ def test_duplicate_basenames_are_reported_in_sorted_path_order(tmp_path):
     for rel in on_disk:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
-    text = DOC.replace("tests/a/test_one.py", "tests/e/test_y.py").replace("tests/a/test_two.py", "tests/a/test_x.py")
+    text = DOC.replace("  unique_basenames: false\n", "").replace("tests/a/test_one.py", "tests/e/test_y.py").replace("tests/a/test_two.py", "tests/a/test_x.py")
     registry, problems = parse_registry(text, "r.yaml")
     assert problems == []
     found = [(p.path, p.message) for p in lint_registry(tmp_path, registry, sorted(on_disk))
@@ -406,6 +420,7 @@ def test_duplicate_basenames_are_reported_in_sorted_path_order(tmp_path):
     for path in sorted(set(on_disk) | registry.tests.keys()):
         by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
     expected = [(path, f"basename {name!r} is also used by {', '.join(p for p in paths if p != path)}; "
-                       f"/rerun-test resolves files by basename, rename one")
+                       f"/rerun-test resolves files by basename: rename one, or set 'unique_basenames: false' "
+                       f"under 'project:' (/rerun-test then asks for a path)")
                 for name, paths in by_name.items() if len(paths) > 1 for path in paths]
     assert found == expected and len(found) == 6
