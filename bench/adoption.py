@@ -9,7 +9,10 @@ any configuration of our own:
 1. ``fp4kv-ci init`` writes the starter registry (timed);
 2. ``fp4kv-ci lint`` runs on it (wall time, best of 3; ``--quick``: once), its problems counted
    by code, the stale imports of the seed bug counted, and every I001/I002 listed for a reader
-   to judge (real or false).
+   to judge (real or false);
+3. where the commit registers tests in-source (``register_*_ci``, SGLang's ``ci_register.py``),
+   ``fp4kv-ci import-suites`` maps its suites onto tiers, and each per-commit tier's files are
+   compared with what SGLang's own selection runs for the same suites (`bench._sglang_suites`).
 
 Baseline in the same run: ``git ls-files '*.py'`` piped through ``python -c`` ``ast.parse`` of
 every file, the least any import check must do. Nothing is written outside the temporary folder.
@@ -27,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._sglang_suites import compare
 from bench.table import format_table
 
 SEED_NAME = "KVFP4QuantizeUtil"
@@ -59,8 +63,9 @@ def _parse_all(root: Path) -> float:
     return time.perf_counter() - start
 
 
-def measure(repo: Path, commit: str, repeat: int) -> tuple[list[object], list[str]]:
-    """One table row for ``commit`` and its import problems, from a temporary worktree."""
+def measure(repo: Path, commit: str, repeat: int) -> tuple[list[object], list[str], tuple | None]:
+    """One table row for ``commit``, its import problems and the import-suites comparison (None
+    where the commit has no in-source registrations), from a temporary worktree."""
     with tempfile.TemporaryDirectory(prefix="bench-adoption-") as tmp:
         tree = Path(tmp) / "tree"
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-f", str(tree), commit],
@@ -76,14 +81,16 @@ def measure(repo: Path, commit: str, repeat: int) -> tuple[list[object], list[st
             t_lint = min(t for t, _ in runs)
             out = runs[-1][1].stdout
             t_parse = _parse_all(tree)
+            suites = compare(tree) if (tree / "python/sglang/test/ci/ci_register.py").is_file() else None
         finally:
             subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], capture_output=True)
     codes = collections.Counter(_CODE.findall(out))
     imports = [line for line in out.splitlines() if re.search(r": I00[12] ", line)]
     seed = sum(SEED_NAME in line.split(" I001 ", 1)[-1] for line in imports if " I001 " in line)
-    row = [commit, sha, registered, sum(codes.values()), codes.get("L003", 0), codes.get("I001", 0),
-           codes.get("I002", 0), seed, f"{t_init:.1f}", f"{t_lint:.1f}", f"{t_parse:.1f}", f"{t_lint / t_parse:.1f}x"]
-    return row, imports
+    other = sum(n for code, n in codes.items() if code not in ("L003", "L009", "I001", "I002"))
+    row = [commit, sha, registered, sum(codes.values()), codes.get("L003", 0), codes.get("L009", 0), other,
+           codes.get("I001", 0), codes.get("I002", 0), seed, f"{t_init:.1f}", f"{t_lint:.1f}", f"{t_parse:.1f}", f"{t_lint / t_parse:.1f}x"]
+    return row, imports, suites
 
 
 def main(argv: list[str]) -> int:
@@ -94,14 +101,22 @@ def main(argv: list[str]) -> int:
         return 0
     commits = tuple((_flag(argv, "commits") or ",".join(DEFAULT_COMMITS)).split(","))
     repeat = 1 if "--quick" in argv else 3
-    rows, listings = [], []
+    rows, listings, comparisons = [], [], []
     for commit in commits:
-        row, imports = measure(Path(repo), commit, repeat)
+        row, imports, suites = measure(Path(repo), commit, repeat)
         rows.append(row)
         listings.append((commit, imports))
-    print(format_table(["commit", "sha", "test files", "problems", "L003", "I001", "I002", f"{SEED_NAME} hits",
+        if suites is not None:
+            comparisons.append((commit, suites))
+    print(format_table(["commit", "sha", "test files", "problems", "L003", "L009 (info)", "other", "I001", "I002",
+                        f"{SEED_NAME} hits",
                         "init s", "lint s", "ast.parse s", "lint / parse"], rows,
                        title=f"ci init + ci lint on SGLang, lint best of {repeat}"))
+    for commit, (suite_rows, seconds, summary) in comparisons:
+        print()
+        print(format_table(["tier", "suites", "SGLang runs", "ours", "only SGLang", "only ours"], suite_rows,
+                           title=f"import-suites at {commit}: per-commit tiers vs SGLang's own selection "
+                                 f"({seconds:.1f} s; {summary})"))
     for commit, imports in listings:
         print(f"\nimport problems at {commit} ({len(imports)}):")
         print("\n".join(f"  {line}" for line in imports))

@@ -2,14 +2,21 @@
 
 Rules (`import_suites`):
 
-* a file's tiers are the ``tier_map`` tiers of its suites, in the registry's tier order; a file in
-  several suites (or registered in-source and in a run_suite.py) gets one entry with every tier;
+* a suite's tiers are its ``tier_map`` entry, else those of every glob entry matching it
+  (``stage-b-*-1-gpu-large``); a file's tiers are its suites' tiers, in the registry's tier order;
+  a file in several suites (or registered in-source and in a run_suite.py) gets one entry with
+  every tier;
+* a registration runs only on tiers of its own backend (``register_amd_ci`` never lands on a CUDA
+  tier: `ci.registry.Tier.backend`), and a nightly or weekly one (``nightly=True``, or a suite
+  named ``nightly-...`` / ``weekly-...``) only on a ``schedule: nightly`` tier; every refused
+  suite -> tier pair is a note with its file count;
 * est_time: when its mapped registrations disagree, the **largest** wins, and the entry's
   est_time line says so with every value and where it came from. Why the largest: est_time sizes
   the shards and derives the timeout, so an underestimate makes a shard overrun and a slow but
   healthy file time out, while an overestimate only costs some packing; ``ci durations --write``
   later replaces it with measured times either way;
-* a file whose every mapped registration is ``disabled="..."`` is ``status: manual`` with that reason;
+* tiers come from the registrations that are not ``disabled="..."``; a file whose every mapped
+  registration is disabled is ``status: manual`` with those reasons;
 * a file only in suites the tier map does not map is ``status: manual`` ("only in suites ...") on
   ``manual_tier``; every unmapped suite is listed in `Imported.unmapped`;
 * a test file on disk (the project's roots and patterns) found in neither source is ``status:
@@ -21,12 +28,13 @@ Rules (`import_suites`):
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ci.registry import Registry, Status, TestEntry, derived_timeout, scan_test_tree
+from ci.registry import NIGHTLY, Registry, Status, TestEntry, Tier, derived_timeout, scan_test_tree
 from ci.registry.rules import seconds_problem
 from ci.registry.writer import entry, number
 from ci.imports.scan import read_bytes
@@ -100,6 +108,34 @@ def _est_time(path: str, regs: list[Registration], notes: list[str]) -> tuple[fl
     return best.est_time, f"largest of {listed}"
 
 
+def is_glob(pattern: str) -> bool:
+    """True for a ``--tier-map`` suite pattern with wildcards (``stage-b-*-1-gpu-large``)."""
+    return any(c in pattern for c in "*?[")
+
+
+def tiers_for(suite: str, tier_map: Mapping[str, list[str]]) -> list[str]:
+    """The tiers ``suite`` maps to: its exact entry, else those of every glob entry matching it."""
+    if suite in tier_map:
+        return list(tier_map[suite])
+    out: list[str] = []
+    for pattern, tiers in tier_map.items():
+        if is_glob(pattern) and fnmatch.fnmatchcase(suite, pattern):
+            out += [t for t in tiers if t not in out]
+    return out
+
+
+def _refusal(r: Registration, tier: Tier) -> str | None:
+    """Why registration ``r`` may not run on ``tier`` (None: it may)."""
+    if r.backend is not None and r.backend != tier.backend:
+        return (f"{r.how} is for {r.backend} machines and tier {tier.name!r} is a {tier.backend} tier "
+                f"(arch {tier.arch}); a suite runs on its own backend")
+    if r.cadence != "per-commit" and tier.schedule != NIGHTLY:
+        why = "nightly=True" if r.nightly else f"a suite named {r.cadence}-..."
+        return (f"{r.cadence} registrations ({why}) would run on every commit on tier {tier.name!r} "
+                f"(schedule {tier.schedule}); map the suite to a 'schedule: nightly' tier")
+    return None
+
+
 def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str, list[str]], *,
                   owner: str, manual_tier: str) -> Imported:
     """The registry ``base`` with entries from ``scan`` (see the module docstring).
@@ -117,13 +153,28 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
         by_path.setdefault(r.path, []).append(r)
     used = {r.suite for r in scan.registrations}
     unmapped: dict[str, list[str]] = {}
+    placed: dict[int, list[str]] = {}  # id(registration) -> the tiers it may run on
+    refused: dict[tuple[str, str], tuple[str, set[str]]] = {}  # (suite, tier) -> (why, files)
     for r in scan.registrations:
-        if r.suite not in tier_map:
+        tiers = tiers_for(r.suite, tier_map)
+        if not tiers:
             unmapped.setdefault(r.suite, [])
             if r.path not in unmapped[r.suite]:
                 unmapped[r.suite].append(r.path)
-    notes += [f"--tier-map names suite {s!r}, which no run_suite.py or register_*_ci() call uses"
-              for s in sorted(set(tier_map) - used)]
+        placed[id(r)] = []
+        for tier in tiers:
+            why = _refusal(r, base.tiers[tier])
+            if why is None:
+                placed[id(r)].append(tier)
+            else:
+                refused.setdefault((r.suite, tier), (why, set()))[1].add(r.path)
+    for (suite, tier), (why, files) in sorted(refused.items()):
+        notes.append(f"suite {suite!r} -> tier {tier!r} refused for {len(files)} file(s) (e.g. {min(files)}): {why}")
+    for pattern in sorted(tier_map):
+        if is_glob(pattern) and not any(fnmatch.fnmatchcase(suite, pattern) for suite in used):
+            notes.append(f"--tier-map pattern {pattern!r} matches no suite of any run_suite.py or register_*_ci() call")
+        elif not is_glob(pattern) and pattern not in used:
+            notes.append(f"--tier-map names suite {pattern!r}, which no run_suite.py or register_*_ci() call uses")
     order = list(base.tiers)
     entries: dict[str, TestEntry] = {}
     comments: dict[str, str] = {}
@@ -131,17 +182,23 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
         if not (root / path).is_file():
             notes.append(f"{path}: registered in {', '.join(r.where for r in regs)} but not a file here; left out")
             continue
-        mapped = [r for r in regs if r.suite in tier_map]
-        est, comment = _est_time(path, mapped or regs, notes)
-        if mapped:
-            tiers = tuple(sorted({t for r in mapped for t in tier_map[r.suite]}, key=order.index))
-            live = [r for r in mapped if r.disabled is None]
-            status, reason = ((Status.ACTIVE, None) if live else
-                              (Status.MANUAL, "disabled in source: " + "; ".join(sorted({r.disabled for r in mapped}))))
-        else:
-            tiers = (manual_tier,)
+        mapped = [r for r in regs if placed[id(r)]]
+        live = [r for r in mapped if r.disabled is None]
+        est, comment = _est_time(path, live or mapped or regs, notes)
+        if live:
+            tiers = tuple(sorted({t for r in live for t in placed[id(r)]}, key=order.index))
+            status, reason = Status.ACTIVE, None
+        elif mapped:
+            tiers = tuple(sorted({t for r in mapped for t in placed[id(r)]}, key=order.index))
             status = Status.MANUAL
-            reason = f"only in suite(s) {', '.join(sorted({r.suite for r in regs}))}, which --tier-map does not map"
+            reason = "disabled in source: " + "; ".join(sorted({r.disabled for r in mapped if r.disabled}))
+        else:
+            tiers, status = (manual_tier,), Status.MANUAL
+            suites = ", ".join(sorted({r.suite for r in regs}))
+            if any(tiers_for(r.suite, tier_map) for r in regs):
+                reason = f"its suite(s) {suites} map only to tiers of another backend or schedule (see the notes)"
+            else:
+                reason = f"only in suite(s) {suites}, which --tier-map does not map"
         entries[path] = entry(path, tiers, est, owner, status=status, reason=reason)
         if comment:
             comments[path] = comment
@@ -164,4 +221,4 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
     return Imported(registry, comments, unmapped, notes)
 
 
-__all__ = ["Imported", "UNTIMED_EST_TIME", "import_suites", "scan_sources"]
+__all__ = ["Imported", "UNTIMED_EST_TIME", "import_suites", "is_glob", "scan_sources", "tiers_for"]

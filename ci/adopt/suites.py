@@ -42,6 +42,22 @@ class Registration:
     disabled: str | None = None
     nightly: bool = False
 
+    @property
+    def cadence(self) -> str:
+        """``nightly`` for ``nightly=True`` or a suite named ``nightly-...`` (SGLang: "the stage name
+        carries the cadence"), ``weekly`` for ``weekly-...``, else ``per-commit``."""
+        if self.nightly or self.suite.startswith("nightly-"):
+            return "nightly"
+        return "weekly" if self.suite.startswith("weekly-") else "per-commit"
+
+    @property
+    def backend(self) -> str | None:
+        """The machine kind a ``register_<backend>_ci`` call names (``cuda``, ``amd``, ``npu``,
+        ``cpu``, ...); None for a run_suite.py ``TestFile``, which names none."""
+        if self.how.startswith("register_") and self.how.endswith("_ci"):
+            return self.how[len("register_"):-len("_ci")]
+        return None
+
 
 @dataclass
 class Scan:
@@ -121,7 +137,12 @@ def read_run_suite(path: Path, root: Path) -> Scan:
         return scan
     default = _testfile_default(tree)
     base = PurePosixPath(display).parent
-    for suite, value in _suite_dicts(tree):
+    dicts = _suite_dicts(tree)
+    if not dicts:
+        scan.warnings.append(f"{display}: defines no suites (no `suites = {{...}}` dict, `suites[...] = [...]` or "
+                             f"`suites.update(...)`); tests registered in-source with register_*_ci() calls under "
+                             f"the test roots are read without --suites")
+    for suite, value in dicts:
         if suite is None:
             if not isinstance(value, ast.Dict):
                 scan.warnings.append(f"{display}:{value.lineno}: a suites dict that is not a literal {{...}}; skipped")

@@ -4,7 +4,8 @@ Converts SGLang-style suite definitions into registry entries (`ci.adopt.suites`
 never running them; `ci.adopt.suite_import` has the rules) and prints the resulting registry, or writes
 it with ``--output FILE`` (atomically; an existing file only with ``--force``). The tiers, project
 layout and existing entries come from the repository's registry.yaml when it has one, else from
-what ``ci init`` would write (one ``cpu`` tier). Unmapped suites, disagreeing est_times and every
+what ``ci init`` would write (one ``cpu`` tier). A source holding no registration at all is an
+error (exit 2), never an empty import. Unmapped suites, disagreeing est_times and every
 file that could not be placed are listed on stderr. Exit status: 0, or 2 on bad input.
 """
 
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--suites", nargs="*", type=Path, default=[], metavar="run_suite.py",
                         help="file(s) defining suites = {name: [TestFile(path, seconds), ...]}")
     parser.add_argument("--tier-map", action="append", default=[], metavar="SUITE=TIER",
-                        help="run SUITE's files on TIER (repeatable; a suite may map to several tiers)")
+                        help="run SUITE's files on TIER (repeatable; a suite may map to several tiers; SUITE may "
+                             "be a glob such as 'stage-b-*-1-gpu-large', used for suites with no exact entry)")
     parser.add_argument("--owner", default=PLACEHOLDER_OWNER, help=f"owner of new entries (default {PLACEHOLDER_OWNER})")
     parser.add_argument("--manual-tier", default=None,
                         help="tier of manual entries (default: cpu if defined, else the first tier)")
@@ -84,6 +86,13 @@ def main(argv: list[str]) -> int:
         manual_tier = args.manual_tier or ("cpu" if "cpu" in base.tiers else next(iter(base.tiers), "cpu"))
         scan = scan_sources(root, [f.resolve() for f in args.suites], base.project.test_roots)
         imported = import_suites(root, base, scan, tier_map, owner=args.owner, manual_tier=manual_tier)
+        if not scan.registrations:
+            for warning in scan.warnings:
+                print(f"warning: {warning}", file=sys.stderr)
+            where = ", ".join(f.as_posix() for f in args.suites) or "no --suites file"
+            print(f"python -m ci import-suites: found no suite registration ({where}; no register_*_ci() call "
+                  f"under {', '.join(base.project.test_roots)}); nothing imported", file=sys.stderr)
+            return 2
     except (RegistryError, ValueError, OSError) as exc:
         print(f"python -m ci import-suites: {exc}", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.selection.changes import ChangesError, git_changed_files, read_changed_files
 from ci.selection.deps import Impact, TestDependencies, registered_non_files
 from ci.selection.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
-from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, find_repo_root, load_registry
+from ci.registry import PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, Registry, RegistryError, find_repo_root, load_registry
 from ci.selection.shard import ShardBudgetError
 
 
@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--tier", action="append", metavar="T", help="tier to plan (repeatable)")
     which.add_argument("--all-tiers", action="store_true", help="every tier in the registry")
     which.add_argument("--gpu-tiers", action="store_true", help="every tier with gpu_count > 0")
+    parser.add_argument("--schedule", choices=(*SCHEDULES, "all"), default=PER_COMMIT,
+                        help="with --all-tiers / --gpu-tiers: only tiers of this schedule (default per-commit: "
+                             "nightly tiers run in the nightly workflow, which passes 'all'); --tier plans what it names")
     add_selection_args(parser)
     add_shard_args(parser)
     parser.add_argument("--format", choices=("text", "json", "github-matrix"), default="text")
@@ -118,10 +121,9 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         registry, root = load(args)
-        if args.all_tiers:
-            tiers = list(registry.tiers)
-        elif args.gpu_tiers:
-            tiers = [t.name for t in registry.tiers.values() if t.needs_gpu]
+        if args.all_tiers or args.gpu_tiers:
+            tiers = [t.name for t in registry.tiers.values() if (t.needs_gpu or args.all_tiers)
+                     and args.schedule in ("all", t.schedule)]
         else:
             tiers = args.tier
         plans = make_plans(registry, tiers, args, root)

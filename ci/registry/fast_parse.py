@@ -23,12 +23,12 @@ from typing import Any
 
 from ci.project import DynamicImport, ProjectConfig
 from ci.registry.model import (
-    SCHEMA_VERSION, STR_TAG, Registry, Status, TestEntry, Tier, normalize_path, plain_tag,
+    PER_COMMIT, SCHEMA_VERSION, STR_TAG, Registry, Status, TestEntry, Tier, normalize_path, plain_tag,
 )
 from ci.registry.rules import (
     PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem, project_item_problem,
-    project_value, reruns_problem, seconds_problem,
+    project_value, reruns_problem, schedule_problem, seconds_problem,
 )
 
 class _NotSimple(Exception):
@@ -255,8 +255,12 @@ def _fast_tier(name: str, fields: Any) -> Tier:
             raise _NotSimple
         _valid(memory_problem(memory, arch))
         memory = float(memory)
+    schedule = fields.get("schedule", PER_COMMIT)
+    if type(schedule) is not str:
+        raise _NotSimple
+    _valid(schedule_problem(schedule))
     return Tier(name, description, _strings(fields["runner_labels"], non_empty=True), gpu_count, arch,
-                features, device_name, memory, line=fields.line)
+                features, device_name, memory, line=fields.line, schedule=schedule)
 
 
 def _fast_project(fields: Any) -> ProjectConfig:

@@ -21,6 +21,8 @@ from ci.project import ProjectConfig
 from ci.repo_root import REGISTRY_FILENAME
 
 SCHEMA_VERSION = 1
+PER_COMMIT, NIGHTLY = "per-commit", "nightly"
+SCHEDULES = (PER_COMMIT, NIGHTLY)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,6 +85,9 @@ class Tier:
     searched, case-insensitively, in the device name, e.g. ``"H200"``: H100 and H200 are both
     sm_90), ``min_memory_gib`` (each device's total memory, GiB = 2**30 bytes) and ``features``
     (``fp8``, ``fp4``, ``nvlink``; see `ci.registry.rules.FEATURES`).
+
+    ``schedule`` is when the tier runs unasked: ``per-commit`` (pull requests and pushes plan it)
+    or ``nightly`` (only the nightly workflow does, and whoever names the tier).
     """
 
     name: str
@@ -94,10 +99,17 @@ class Tier:
     device_name: str | None = None
     min_memory_gib: float | None = None
     line: int = 0
+    schedule: str = PER_COMMIT
 
     @property
     def needs_gpu(self) -> bool:
         return self.gpu_count > 0
+
+    @property
+    def backend(self) -> str:
+        """The kind of machine: ``cpu``, or ``cuda`` for an ``sm_*`` arch (the only GPUs whose
+        hardware `ci.running.hardware` can check)."""
+        return "cpu" if self.arch == "cpu" else "cuda"
 
 
 @dataclass(frozen=True)
@@ -243,7 +255,7 @@ def sm_capability(arch: str) -> tuple[int, int]:
 
 __all__ = [
     "ANCHOR_OR_ALIAS", "DUPLICATE_KEY", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
-    "NON_POSITIVE", "NOT_UTF8", "REGISTRY_FILENAME", "SCHEMA_VERSION", "STR_TAG", "UNKNOWN_KEY", "UNKNOWN_TIER",
+    "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "STR_TAG", "UNKNOWN_KEY", "UNKNOWN_TIER",
     "WRONG_TYPE", "YAML_SYNTAX", "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "double_quoted", "is_sm",
     "normalize_path", "path_is_under", "plain_tag", "sm_capability", "yaml_scalar",
 ]

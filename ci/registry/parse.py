@@ -20,12 +20,12 @@ from ci.project import DynamicImport, ProjectConfig
 from ci.registry.model import (
     ANCHOR_OR_ALIAS, DUPLICATE_KEY, INVALID_VALUE, MISSING_KEY, MISSING_REASON, NON_POSITIVE, SCHEMA_VERSION,
     STR_TAG, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem, Registry, Status, TestEntry, Tier,
-    normalize_path,
+    PER_COMMIT, normalize_path,
 )
 from ci.registry.rules import (
     PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, describe_scalar, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem,
-    number_text_problem, project_item_problem, project_value, reruns_problem, seconds_problem,
+    number_text_problem, project_item_problem, project_value, reruns_problem, schedule_problem, seconds_problem,
 )
 
 
@@ -271,10 +271,15 @@ class PreciseParser:
             memory = self.scalar(value("min_memory_gib"), f"{what} min_memory_gib", (int, float))
             if memory is not None and arch is not None:
                 self.check(value("min_memory_gib"), what, memory_problem(memory, arch))
+        schedule = PER_COMMIT
+        if "schedule" in fields:
+            schedule = self.scalar(value("schedule"), f"{what} schedule", (str,))
+            if schedule is not None:
+                self.check(value("schedule"), what, schedule_problem(schedule))
         if len(self.problems) != before:
             return None
         return Tier(name, description, labels, gpu_count, arch, features, device_name,
-                    None if memory is None else float(memory), line=key_node.start_mark.line + 1)
+                    None if memory is None else float(memory), line=key_node.start_mark.line + 1, schedule=schedule)
 
     def tests(self, node: yaml.Node, tiers: dict[str, Tier]) -> dict[str, TestEntry]:
         entries = self.mapping(node, "tests", None)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ci.limits import is_plain_decimal
 from ci.project import dotted_glob_problem
-from ci.registry.model import MAX_SECONDS, is_sm, normalize_path, sm_capability
+from ci.registry.model import MAX_SECONDS, SCHEDULES, is_sm, normalize_path, sm_capability
 
 TOP_KEYS = {"version", "run_all_paths", "project", "tiers", "tests"}
 TOP_REQUIRED = {"version", "tiers", "tests"}
@@ -25,7 +25,8 @@ PROJECT_KEYS = {"first_party", "source_roots", "test_roots", "test_patterns", "g
 PROJECT_FLAG, PROJECT_DYNAMIC = "unique_basenames", "dynamic_imports"
 # Lists that must name at least one item (an empty first_party means: discover the packages).
 PROJECT_NON_EMPTY = {"source_roots", "test_roots", "test_patterns"}
-TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib"}
+TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib",
+             "schedule"}
 TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
 TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on"}
 TEST_REQUIRED = {"tiers", "est_time", "owner", "status"}
@@ -87,6 +88,13 @@ def arch_problem(arch: str) -> str | None:
     if arch == "cpu" or is_sm(arch):
         return None
     return f"arch must be 'cpu' or 'sm_<major><minor>' such as 'sm_90', got {arch!r}"
+
+
+def schedule_problem(schedule: str) -> str | None:
+    """None if ``schedule`` is a tier schedule."""
+    if schedule in SCHEDULES:
+        return None
+    return f"schedule must be one of {', '.join(SCHEDULES)}, got {describe_scalar(schedule)}"
 
 
 def feature_problem(feature: str, arch: str, gpu_count: int) -> str | None:
@@ -177,5 +185,5 @@ __all__ = [
     "FEATURES", "MAX_MEMORY_GIB", "MAX_RERUNS", "MIN_TIMEOUT", "number_text_problem", "reruns_problem", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
     "TIER_KEYS", "TIER_REQUIRED", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
     "describe_scalar", "device_name_problem", "feature_problem", "memory_problem", "project_item_problem",
-    "project_value", "seconds_problem", "dynamic_import_problem", "PROJECT_FLAG", "PROJECT_DYNAMIC", "entry_path_problem",
+    "project_value", "seconds_problem", "dynamic_import_problem", "schedule_problem", "PROJECT_FLAG", "PROJECT_DYNAMIC", "entry_path_problem",
 ]

@@ -14,7 +14,7 @@ from typing import Iterable, Mapping
 
 from ci.project import ProjectConfig
 from ci.registry.rules import derived_timeout
-from ci.registry.model import STR_TAG, Registry, Status, TestEntry, Tier, double_quoted, plain_tag, yaml_scalar
+from ci.registry.model import PER_COMMIT, STR_TAG, Registry, Status, TestEntry, Tier, double_quoted, plain_tag, yaml_scalar
 
 # A string that is plain both in block and flow context and reads back as itself.
 _SAFE_PLAIN = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./@+=-]*")
@@ -66,6 +66,8 @@ def render_tier(tier: Tier) -> list[str]:
         lines.append(f"    min_memory_gib: {number(tier.min_memory_gib)}")
     if tier.features:
         lines.append(f"    features: {flow_list(tier.features)}")
+    if tier.schedule != PER_COMMIT:
+        lines.append(f"    schedule: {tier.schedule}")
     return lines
 
 

@@ -61,6 +61,7 @@ tiers:
     gpu_count: 2
     arch: sm_100
     features: [fp8, fp4, nvlink]
+    schedule: nightly
     min_memory_gib: 170
 tests:
     # an indented comment
@@ -117,11 +118,12 @@ def test_the_fast_path_reads_the_block_style():
     assert fast.tiers["gpu_b200"].runner_labels == ("self-hosted", "gpu-b200", "x y")
     assert fast.tiers["gpu_b200"].description == "one B200 \u2014 'quoted' # not a comment"
     assert fast.tests["tests/a/test_one.py"].depends_on == ("fp4kv/quant", "ci/registry.py", "README.md")
-    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (50, 5)
+    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (51, 5)
     assert fast.project.source_roots == ("src", "python")
     assert fast.project.test_patterns == ("test_*.py", "*_test.py", "check_*.py")
     assert (fast.tiers["gpu_b200"].device_name, fast.tiers["gpu_b200"].min_memory_gib) == ("B200|GB200", 170.5)
     assert fast.tiers["gpu_b200_x2"].features == ("fp8", "fp4", "nvlink")
+    assert (fast.tiers["gpu_b200_x2"].schedule, fast.tiers["gpu_b200"].schedule) == ("nightly", "per-commit")
     assert fast.tests["tests/b/test_three.py"].status is Status.MANUAL
     assert fast.run_all_paths == ("ci", "registry.yaml")
     assert fast.project.unique_basenames is False
@@ -237,6 +239,8 @@ WITH_PROBLEMS = {
     "zero memory": _swap("min_memory_gib: 170.5", "min_memory_gib: 0"),
     "memory on cpu": _swap("    arch: cpu\n", "    arch: cpu\n    min_memory_gib: 4\n"),
     "device name on cpu": _swap("    arch: cpu\n", "    arch: cpu\n    device_name: x\n"),
+    "unknown schedule": _swap("schedule: nightly", "schedule: weekly"),
+    "schedule a list": _swap("schedule: nightly", "schedule: [nightly]"),
     "unknown project key": _swap("  generated_modules:", "  generated:"),
     "bad first_party": _swap("[acme, acme_tools]", "[acme, acme.tools]"),
     "keyword first_party": _swap("[acme, acme_tools]", "[acme, class]"),

@@ -3,7 +3,8 @@
 The shards are `ci.selection.plan.plan`'s (the same planner and shard budget as ``pr-gpu.yml``, whose
 ``--shard-budget`` is `DEFAULT_SHARD_BUDGET`; a test keeps the two in step), so a tier run by the bot
 splits exactly as CI would: one dispatch per non-empty shard, part ``i/N``. An unknown tier gets
-the list of tiers and the closest name.
+the list of tiers and the closest name. A ``schedule: nightly`` tier runs when named (that is how
+a pull request gets it at all), and the reply says no pull request plans it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import difflib
 from typing import Mapping
 
 from ci.selection.plan import PlanError, plan as plan_tier
-from ci.registry import Registry
+from ci.registry import NIGHTLY, Registry
 from ci.selection.shard import ShardBudgetError
 from tools.rerun.commands import Command, quote
 from tools.rerun.dispatch import DispatchSpec
@@ -59,7 +60,9 @@ def plan(registry: Registry, commands: list[Command], shard_budget: float = DEFA
         inactive = sum(1 for n in tier_plan.not_run if n.reason != "not affected by the change")
         summary = (f"`/rerun-tier {tier}`: {len(tier_plan.selected)} active file(s) in {len(shards)} shard(s) "
                    f"(shard budget {shard_budget:g} s of est_time, est. makespan {tier_plan.makespan:.0f} s)"
-                   + (f"; {inactive} manual/quarantined file(s) not run" if inactive else "") + ".")
+                   + (f"; {inactive} manual/quarantined file(s) not run" if inactive else "") + "."
+                   + (" A nightly tier: no pull request plans it, so this run is the only check of its files "
+                      "on this change." if registry.tiers[tier].schedule == NIGHTLY else ""))
         if not shards:
             work = work.merge(Work(sections=[summary], notes=[f"Tier `{tier}` has no active test; nothing to run."]))
             continue
