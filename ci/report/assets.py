@@ -1,6 +1,6 @@
 """The page's style sheet and script, inline (the page loads nothing, from anywhere).
 
-The script only filters rows and opens a cell's run; the page is whole without it. Its keys:
+The script only filters rows (and, by tier, the plans) and opens a cell's run; the page is whole without it. Its keys:
 ``/`` focuses the text filter; ``t``, ``o`` and ``s`` focus the tier, owner and status selects
 (ordinary form controls: arrows or first letters choose); Escape clears every filter.
 """
@@ -20,7 +20,7 @@ h1{font-size:18px;margin:0 0 4px}h2{font-size:15px;margin:18px 0 6px}
 .meta{color:var(--muted)}
 nav a{margin-right:12px}
 main{padding:0 16px 24px}
-#filters{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid var(--line);z-index:2}
+#filters{position:sticky;top:0;height:40px;background:#fff;padding:8px 0;border-bottom:1px solid var(--line);z-index:2}
 #filters label{margin-right:12px}
 #filters input{width:30em}
 table{border-collapse:collapse}
@@ -54,6 +54,7 @@ JS = r"""
   var SHORTCUT = {t: 'tier', o: 'owner', s: 'status'};
   function typing(el){ return el && (el.tagName === 'INPUT' || el.tagName === 'SELECT'); }
   var rows = Array.prototype.slice.call(document.querySelectorAll('tr[data-tier]'));
+  var plans = Array.prototype.slice.call(document.querySelectorAll('div.plan'));  // by tier only
   function apply(){
     var tier = f.tier.value, owner = f.owner.value, status = f.status.value, text = f.text.value.toLowerCase();
     var shown = {};
@@ -64,6 +65,7 @@ JS = r"""
       r.classList.toggle('hidden', !ok);
       var t = r.closest('table').id; shown[t] = (shown[t] || 0) + (ok ? 1 : 0);
     });
+    plans.forEach(function(p){ p.classList.toggle('hidden', !!tier && p.dataset.tier !== tier); });
     document.querySelectorAll('[data-count-of]').forEach(function(el){
       el.textContent = (shown[el.dataset.countOf] || 0) + ' of ' + el.dataset.total + ' shown';
     });

@@ -15,10 +15,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+from collections import Counter
 from typing import Iterable
 
 from ci.report.assets import CSS, JS, script_hash
-from ci.report.model import LETTERS, MEANING, STATUSES, PullView, Report, TierPlan
+from ci.report.model import LETTERS, MEANING, STATUSES, PullView, Report, Run, TierPlan
 
 CLASS = {"pass": "p", "fail": "f", "flaky": "k", "broken": "b", "skipped": "s", "quarantined": "q", "manual": "m",
          "not-run": "n"}
@@ -95,9 +96,15 @@ def _count(table: str, total: int) -> str:
     return f' <span class="count" data-count-of="{table}" data-total="{total}">{total} shown</span>'
 
 
+def run_label(run: Run, shas: Counter[str]) -> str:
+    """A column's label: the short sha, or the run id where several shown runs share the sha."""
+    return run.run_id[-7:] if shas[run.sha] > 1 and run.run_id else run.sha[:7]
+
+
 def _matrix(report: Report) -> str:
-    heads = "".join(f'<th class="r" title="{esc(r.sha)} {esc(r.event)} {esc(r.started)}">'
-                    f'<a href="{esc(safe_url(r.url))}">{esc(r.sha[:7])}</a></th>' for r in report.runs)
+    shas = Counter(r.sha for r in report.runs)
+    heads = "".join(f'<th class="r" title="{esc(r.sha)} run {esc(r.run_id)} {esc(r.event)} {esc(r.started)}">'
+                    f'<a href="{esc(safe_url(r.url))}">{esc(run_label(r, shas))}</a></th>' for r in report.runs)
     body = []
     for row in report.rows:
         # the shortest valid cell: an unquoted class, no end tag (HTML closes a td at the next one)

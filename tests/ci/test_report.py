@@ -8,6 +8,7 @@ out by hand from the fixture's story, and the flaky intervals come from scipy's 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from ci.__main__ import main as ci_main
 from ci.history.store import open_store
 from ci.registry import load_registry
 from ci.report.build import build_report, cell
-from ci.report.html import render
+from ci.report.html import render, run_label
 from ci.report.model import FileRow, Report, Run
 from ci.report.query import FileResult
 from ci.report.write import write_report
@@ -205,3 +206,10 @@ def test_one_result_folds_as_many_do(counts: tuple[int, int, int, int, int], sec
     one = FileResult(1, "f", passed, failed, retried, broken, skipped, sum(counts), seconds)
     empty = FileResult(2, "f", 0, 0, 0, 0, 0, 0, 0.0)
     assert cell([(1, one)]) == cell([(1, one), (1, empty)])
+
+
+def test_runs_of_one_commit_are_told_apart_by_run_id() -> None:
+    runs = [Run(0, "a" * 40, "push", "1001", "", ""), Run(1, "a" * 40, "nightly", "1002", "", ""),
+            Run(2, "b" * 40, "push", "1003", "", "")]
+    shas = Counter(r.sha for r in runs)
+    assert [run_label(r, shas) for r in runs] == ["1001", "1002", "bbbbbbb"]

@@ -142,4 +142,6 @@ def test_filters_from_the_keyboard(tab: Tab, tmp_path: Path) -> None:
     tab.key("t")
     tab.key("ArrowDown")  # every tier -> cpu
     assert sorted(_visible(tab)) == sorted(f"{t} {f}" for t, f in EXPECTED if t == "cpu")
+    assert tab.eval("[...document.querySelectorAll('div.plan')].filter(p => p.offsetParent !== null)"
+                    ".map(p => p.dataset.tier)") == ["cpu"]
     assert tab.errors == []
