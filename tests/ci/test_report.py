@@ -8,6 +8,11 @@ out by hand from the fixture's story, and the flaky intervals come from scipy's 
 from __future__ import annotations
 
 import json
+import random
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -213,3 +218,91 @@ def test_runs_of_one_commit_are_told_apart_by_run_id() -> None:
             Run(2, "b" * 40, "push", "1003", "", "")]
     shas = Counter(r.sha for r in runs)
     assert [run_label(r, shas) for r in runs] == ["1001", "1002", "bbbbbbb"]
+
+
+_REWRITER = """
+import sys
+from ci.report.model import FileRow, Report, Run
+from ci.report.write import write_report
+runs = tuple(Run(i, f"{i:07x}", "push", str(i), "", "") for i in range(30))
+for n in range(10 ** 9):  # two reports of different sizes, in turn, until killed
+    rows = tuple(FileRow("cpu", f"tests/test_{i}.py", "@o", "active", ("pass",) * 30, (1.0,) * 30)
+                 for i in range(2000 if n % 2 else 300))
+    write_report(Report("t", "acme/x", runs, rows, (), (), (), None, 0.9), sys.argv[1])
+    print(n, flush=True)
+"""
+
+
+def test_kill_9_while_writing_leaves_whole_files(tmp_path: Path) -> None:
+    """SIGKILL a child that rewrites the page and its JSON in a loop: each file on disk is a whole
+    one (the JSON parses with 300 or 2,000 rows, the page ends with its closing tag). A kill rarely
+    lands inside the few milliseconds of a write; the size-cap test below is the one that makes a
+    write fail midway every time."""
+    out = tmp_path / "hud"
+    rng = random.Random(5)
+    for _ in range(4):
+        child = subprocess.Popen([sys.executable, "-c", _REWRITER, str(out)], stdout=subprocess.PIPE, text=True,
+                                 cwd=Path(__file__).resolve().parents[2])
+        assert child.stdout is not None and child.stdout.readline()  # at least one whole write
+        time.sleep(rng.uniform(0.0, 0.3))
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+        assert len(json.loads((out / "report.json").read_text())["rows"]) in (300, 2000)
+        assert (out / "index.html").read_text(encoding="utf-8").endswith("</script></body></html>")
+
+
+def test_a_store_that_is_not_a_database_is_exit_3(known: tuple[str, Path], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _, registry = known
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"\xff\xfe not a database " * 100)
+    assert ci_main(["report", "--html", str(tmp_path / "o"), "--registry", str(registry), "--store", str(junk)]) == 3
+    err = capsys.readouterr().err
+    assert str(junk) in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_screenshot_without_a_browser_is_exit_3(known: tuple[str, Path], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    location, registry = known
+    monkeypatch.setenv("CHROMIUM", str(tmp_path / "no-such-browser"))
+    assert ci_main(["report", "--html", str(tmp_path / "o"), "--registry", str(registry), "--store", location,
+                    "--screenshot", str(tmp_path / "s.png")]) == 3
+    assert "screenshot: cannot start" in capsys.readouterr().err
+    assert (tmp_path / "o" / "index.html").is_file() and not (tmp_path / "s.png").exists()
+
+
+_CAPPED = """
+import resource, signal, sys
+from ci.report.model import FileRow, Report, Run
+from ci.report.write import write_report
+runs = tuple(Run(i, f"{i:07x}", "push", str(i), "", "") for i in range(30))
+def report(n):
+    rows = tuple(FileRow("cpu", f"tests/test_{i}.py", "@o", "active", ("pass",) * 30, (1.0,) * 30) for i in range(n))
+    return Report("t", "acme/x", runs, rows, (), (), (), None, 0.9)
+write_report(report(10), sys.argv[1])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails with EFBIG instead
+cap = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+try:
+    write_report(report(2000), sys.argv[1])
+except OSError as exc:
+    print("refused:", exc.strerror)
+"""
+
+
+# The larger report's JSON is 867 kB and its page 1.2 MB (the first report's: 7 kB and 15 kB).
+@pytest.mark.parametrize(("cap", "json_rows"), [(200_000, 10), (1_000_000, 2000)])
+def test_a_write_that_fails_midway_keeps_the_previous_files(tmp_path: Path, cap: int, json_rows: int) -> None:
+    """The second, larger report cannot be written whole (a file size cap): below the JSON's size
+    both files stay the first report's, between the two sizes the JSON is the new one and the
+    page the old one; either way each file is whole. A plain write would leave one torn."""
+    out = tmp_path / "hud"
+    done = subprocess.run([sys.executable, "-c", _CAPPED, str(out), str(cap)], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and "refused: File too large" in done.stdout, done.stderr
+    assert len(json.loads((out / "report.json").read_text())["rows"]) == json_rows
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert page.endswith("</script></body></html>") and page.count("<tr data-tier=") == 10
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "report.json"]  # no temporary file left

@@ -145,3 +145,20 @@ def test_filters_from_the_keyboard(tab: Tab, tmp_path: Path) -> None:
     assert tab.eval("[...document.querySelectorAll('div.plan')].filter(p => p.offsetParent !== null)"
                     ".map(p => p.dataset.tier)") == ["cpu"]
     assert tab.errors == []
+
+
+def test_a_click_on_a_cell_opens_its_run(browser: Browser, page: Path) -> None:
+    """A real mouse click on the cell of (cpu, tests/test_a.py) in run 2 navigates to run 2's link;
+    the navigation is caught (Fetch) and refused, so nothing leaves the machine."""
+    tab = browser.open(page)
+    tab.send("Fetch.enable", {"patterns": [{"urlPattern": "https://*"}, {"urlPattern": "http://*"}]})
+    x, y = tab.eval("""(() => { const row = [...document.querySelectorAll('#matrix tbody tr')]
+        .find(r => r.dataset.tier === 'cpu' && r.dataset.text === 'tests/test_a.py');
+        const c = row.querySelectorAll('td')[2]; c.scrollIntoView({block: 'center'}); const b = c.getBoundingClientRect();
+        return [b.left + b.width / 2, b.top + b.height / 2]; })()""")
+    for kind in ("mousePressed", "mouseReleased"):
+        tab.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+    paused = browser.wait_event("Fetch.requestPaused", tab.session, timeout=10)["params"]
+    tab.send("Fetch.failRequest", {"requestId": paused["requestId"], "errorReason": "BlockedByClient"})
+    assert paused["request"]["url"] == "https://ci.example/run/2"
+    tab.close()
