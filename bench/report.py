@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from bench.table import format_table
 from ci.history.ingest import PreparedReport, ingest, report_key
@@ -100,7 +101,7 @@ def build(root: Path, files: int, runs: int) -> str:
     return location
 
 
-def _best(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
+def _best(fn: Callable[[], None], repeat: int = 3) -> float:
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()

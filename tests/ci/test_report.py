@@ -27,7 +27,7 @@ from ci.history.store import open_store
 from ci.registry import load_registry
 from ci.report.build import build_report, cell
 from ci.report.html import render, run_label
-from ci.report.model import FileRow, Report, Run
+from ci.report.model import DurationRow, FileRow, Report, Run
 from ci.report.query import FileResult
 from ci.report.write import write_report
 from ci.selection.plan import plan
@@ -222,7 +222,7 @@ def test_runs_of_one_commit_are_told_apart_by_run_id() -> None:
 
 _REWRITER = """
 import sys
-from ci.report.model import FileRow, Report, Run
+from ci.report.model import DurationRow, FileRow, Report, Run
 from ci.report.write import write_report
 runs = tuple(Run(i, f"{i:07x}", "push", str(i), "", "") for i in range(30))
 for n in range(10 ** 9):  # two reports of different sizes, in turn, until killed
@@ -275,7 +275,7 @@ def test_screenshot_without_a_browser_is_exit_3(known: tuple[str, Path], tmp_pat
 
 _CAPPED = """
 import resource, signal, sys
-from ci.report.model import FileRow, Report, Run
+from ci.report.model import DurationRow, FileRow, Report, Run
 from ci.report.write import write_report
 runs = tuple(Run(i, f"{i:07x}", "push", str(i), "", "") for i in range(30))
 def report(n):
@@ -306,3 +306,14 @@ def test_a_write_that_fails_midway_keeps_the_previous_files(tmp_path: Path, cap:
     page = (out / "index.html").read_text(encoding="utf-8")
     assert page.endswith("</script></body></html>") and page.count("<tr data-tier=") == 10
     assert sorted(p.name for p in out.iterdir()) == ["index.html", "report.json"]  # no temporary file left
+
+
+def test_a_page_of_2000_files_by_30_runs_stays_a_few_megabytes() -> None:
+    """The issue's size bound, on the worst case of a cell (every row a full 30 runs, long paths,
+    a duration line each); bench/report.py measures the real page."""
+    runs = tuple(Run(i, f"{i:040x}", "push", str(10 ** 9 + i), f"https://ci.example/run/{i}", "") for i in range(30))
+    rows = tuple(FileRow("cpu", f"tests/area{i % 40}/sub/test_module_number_{i}.py", f"@team{i % 10}", "active",
+                         ("pass", "fail", "flaky") * 10, (12.5,) * 30) for i in range(2000))
+    durations = tuple(DurationRow("cpu", r.file, r.owner, 30, 12.5, 12.5, 10.0, 60.0, False, False) for r in rows)
+    page = render(Report("t", REPO, runs, rows, (), durations, (), None, 0.9)).encode()
+    assert len(page) < 4_000_000, len(page)
