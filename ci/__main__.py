@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "import-suites": "convert SGLang-style run_suite.py suites and register_*_ci() calls into registry entries",
     "history": "store JUnit reports with their run's identity in the test history (`history ingest`)",
     "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
+    "report": "the HUD: one static HTML page (and JSON) of the history, flaky tests, durations, plans, a pull request",
 }
 
 

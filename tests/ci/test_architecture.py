@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ci.selection", ("ci/selection/",)),
     ("ci.results", ("ci/results/",)),
     ("ci.history", ("ci/history/",)),
+    ("ci.report", ("ci/report/",)),
     ("ci.running", ("ci/running/",)),
     ("ci.adopt", ("ci/adopt/",)),
     ("ci top", ("ci/lint.py", "ci/pytest_plugin.py", "ci/bootstrap.py")),

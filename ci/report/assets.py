@@ -1,0 +1,96 @@
+"""The page's style sheet and script, inline (the page loads nothing, from anywhere).
+
+The script only filters rows (and, by tier, the plans) and opens a cell's run; the page is whole without it. Its keys:
+``/`` focuses the text filter; ``t``, ``o`` and ``s`` focus the tier, owner and status selects
+(ordinary form controls: arrows or first letters choose); Escape clears every filter.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+CSS = """
+:root{--pass:#009E73;--fail:#D55E00;--flaky:#E69F00;--broken:#CC79A7;--skipped:#56B4E9;--q:#7f7f7f;
+--manual:#c8c8c8;--none:#f2f2f2;--ink:#1b1b1b;--muted:#5d5d5d;--line:#d6d6d6}
+*{box-sizing:border-box}
+body{font:13px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink);margin:0;background:#fff}
+header{padding:10px 16px;border-bottom:1px solid var(--line);background:#fafafa}
+h1{font-size:18px;margin:0 0 4px}h2{font-size:15px;margin:18px 0 6px}
+.meta{color:var(--muted)}
+nav a{margin-right:12px}
+main{padding:0 16px 24px}
+#filters{position:sticky;top:0;height:40px;background:#fff;padding:8px 0;border-bottom:1px solid var(--line);z-index:2}
+#filters label{margin-right:12px}
+#filters input{width:30em}
+table{border-collapse:collapse}
+th,td{padding:1px 6px;text-align:left;white-space:nowrap}
+thead th{position:sticky;top:40px;background:#fff;border-bottom:1px solid var(--line)}
+tbody tr:nth-child(even){background:#fafafa}
+.num{text-align:right;font-variant-numeric:tabular-nums}
+.mx td,td.c{width:20px;min-width:20px;padding:0;text-align:center;font-weight:700;border:1px solid #fff}
+.mx td{cursor:pointer}
+.mx tbody th{font-weight:400}
+.mx th.r{width:20px;padding:0;text-align:center;font-size:10px}
+.mx th.r a{writing-mode:vertical-rl;text-decoration:none;color:var(--muted)}
+.p{background:var(--pass);color:#fff}.f{background:var(--fail);color:#fff}.k{background:var(--flaky);color:#000}
+.b{background:var(--broken);color:#000}.s{background:var(--skipped);color:#000}.q{background:var(--q);color:#fff}
+.m{background:var(--manual);color:#000}.n{background:var(--none);color:var(--muted)}
+.legend span.c{display:inline-block;width:18px;text-align:center;font-weight:700;margin:0 3px 0 10px}
+.drift{color:var(--fail);font-weight:700}
+.hidden{display:none}
+code{font:12px ui-monospace,Menlo,Consolas,monospace}
+svg text{font:11px system-ui,sans-serif}
+.sp{width:120px;height:18px}.sp polyline{fill:none;stroke:#0072B2;vector-effect:non-scaling-stroke}
+.sp line{stroke:#7f7f7f;stroke-dasharray:3 2;vector-effect:non-scaling-stroke}
+.count{color:var(--muted);font-weight:400;font-size:12px}
+.empty{color:var(--muted)}
+"""
+
+JS = r"""
+(function(){
+  var f = {tier: document.getElementById('f-tier'), owner: document.getElementById('f-owner'),
+           status: document.getElementById('f-status'), text: document.getElementById('f-text')};
+  var SHORTCUT = {t: 'tier', o: 'owner', s: 'status'};
+  function typing(el){ return el && (el.tagName === 'INPUT' || el.tagName === 'SELECT'); }
+  var rows = Array.prototype.slice.call(document.querySelectorAll('tr[data-tier]'));
+  var plans = Array.prototype.slice.call(document.querySelectorAll('div.plan'));  // by tier only
+  function apply(){
+    var tier = f.tier.value, owner = f.owner.value, status = f.status.value, text = f.text.value.toLowerCase();
+    var shown = {};
+    rows.forEach(function(r){
+      var ok = (!tier || r.dataset.tier === tier) && (!owner || r.dataset.owner === owner)
+        && (!status || (' ' + r.dataset.status + ' ').indexOf(' ' + status + ' ') >= 0)
+        && (!text || r.dataset.text.toLowerCase().indexOf(text) >= 0);
+      r.classList.toggle('hidden', !ok);
+      var t = r.closest('table').id; shown[t] = (shown[t] || 0) + (ok ? 1 : 0);
+    });
+    plans.forEach(function(p){ p.classList.toggle('hidden', !!tier && p.dataset.tier !== tier); });
+    document.querySelectorAll('[data-count-of]').forEach(function(el){
+      el.textContent = (shown[el.dataset.countOf] || 0) + ' of ' + el.dataset.total + ' shown';
+    });
+  }
+  ['tier', 'owner', 'status'].forEach(function(k){ f[k].addEventListener('change', apply); });
+  f.text.addEventListener('input', apply);
+  document.addEventListener('keydown', function(e){
+    if (e.key === '/' && document.activeElement !== f.text) { e.preventDefault(); f.text.focus(); f.text.select(); }
+    else if (SHORTCUT[e.key] && !typing(e.target)) { e.preventDefault(); f[SHORTCUT[e.key]].focus(); }
+    else if (e.key === 'Escape') {
+      f.tier.value = ''; f.owner.value = ''; f.status.value = ''; f.text.value = ''; apply();
+      if (document.activeElement) document.activeElement.blur();
+    }
+  });
+  var heads = document.querySelectorAll('#matrix thead th.r');
+  document.getElementById('matrix').addEventListener('click', function(e){
+    var td = e.target.closest('td'); if (!td) return;
+    var th = heads[td.cellIndex - 2], a = th && th.querySelector('a');
+    if (a && a.href) window.location.href = a.href;
+  });
+  apply();
+})();
+"""
+
+
+def script_hash() -> str:
+    """The CSP source that allows `JS` and no other script: ``'sha256-...'``."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(JS.encode()).digest()).decode() + "'"

@@ -1,0 +1,145 @@
+"""Typed records of the HUD: what the page shows, before it is rendered.
+
+Contract: every record is a frozen dataclass of plain values (str, int, float, tuples of them),
+so `ci.report.write` can dump the whole `Report` as JSON with `dataclasses.asdict` and the HTML
+renderer never sees the store or the registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# A matrix cell's status, and how it is drawn: a letter as well as a colour (colour-blind safe).
+PASS, FAIL, FLAKY, BROKEN, SKIPPED, QUARANTINED, MANUAL, NOT_RUN = (
+    "pass", "fail", "flaky", "broken", "skipped", "quarantined", "manual", "not-run")
+STATUSES = (PASS, FAIL, FLAKY, BROKEN, SKIPPED, QUARANTINED, MANUAL, NOT_RUN)
+LETTERS = {PASS: "✓", FAIL: "✗", FLAKY: "~", BROKEN: "B", SKIPPED: "S", QUARANTINED: "Q", MANUAL: "M",
+           NOT_RUN: "·"}
+MEANING = {PASS: "passed", FAIL: "failed", FLAKY: "failed, then passed on a retry", BROKEN:
+           "broken (ImportError, collection error, no GPU)", SKIPPED: "every test skipped (no hardware)",
+           QUARANTINED: "quarantined in the registry, not run", MANUAL: "manual in the registry, not run",
+           NOT_RUN: "no result in this run"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One column of the matrix: a CI run of the default branch (its reports share repo, sha and
+    run id; a run without a run id is its commit). ``index`` counts from 0, oldest first."""
+
+    index: int
+    sha: str
+    event: str
+    run_id: str
+    url: str
+    started: str  # ingested_at of its first report (UTC, ISO 8601)
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """One row of the matrix: a registered (or once-seen) file on one tier. ``cells[i]`` is its
+    status in run ``i``; ``times[i]`` the seconds its tests took there (None: no sample)."""
+
+    tier: str
+    file: str
+    owner: str
+    registry_status: str  # active, manual, quarantined; "unregistered" for a file only the history knows
+    cells: tuple[str, ...]
+    times: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class DurationRow:
+    """A file's measured time on a tier over the runs shown, against the registry."""
+
+    tier: str
+    file: str
+    owner: str
+    samples: int
+    p50: float
+    p90: float
+    est_time: float | None
+    timeout: float | None
+    drift: bool          # p90 off est_time by more than the rule of `ci durations` allows
+    over_timeout: bool   # p90 above the timeout: the file will be killed
+
+
+@dataclass(frozen=True)
+class FlakyRow:
+    """A ranked flaky test (from `ci.history.flaky`), with what the page links to."""
+
+    rank: int
+    tier: str
+    node: str
+    file: str
+    owner: str
+    score: float
+    low: float
+    high: float
+    failures: int
+    trials: int
+    examples: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One test file's slot on a shard: ``start`` and ``length`` in seconds from the shard's start."""
+
+    file: str
+    start: float
+    length: float
+
+
+@dataclass(frozen=True)
+class ShardLane:
+    index: int
+    load: float
+    bars: tuple[Bar, ...]
+
+
+@dataclass(frozen=True)
+class TierPlan:
+    """The plan of one tier as a timeline: its shards, the makespan and the lower bound."""
+
+    tier: str
+    shards: tuple[ShardLane, ...]
+    makespan: float
+    lower_bound: float
+    selected: int
+    not_run: int
+
+
+@dataclass(frozen=True)
+class PullTest:
+    """One test of a pull request's view: was it selected (and why), did it run, its result, and
+    the command that runs it when it did not."""
+
+    tier: str
+    file: str
+    owner: str
+    selected: bool
+    why: str
+    status: str          # a matrix status; NOT_RUN when no report of the pull request has it
+    rerun: str           # "/rerun-test FILE" when it did not run, else ""
+
+
+@dataclass(frozen=True)
+class PullView:
+    pr: int
+    sha: str
+    changed: tuple[str, ...]
+    tests: tuple[PullTest, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the page shows. ``generated`` is UTC ISO 8601; ``repo`` the default branch's."""
+
+    generated: str
+    repo: str
+    runs: tuple[Run, ...]
+    rows: tuple[FileRow, ...]
+    flaky: tuple[FlakyRow, ...]
+    durations: tuple[DurationRow, ...]
+    plans: tuple[TierPlan, ...]
+    pull: PullView | None
+    level: float

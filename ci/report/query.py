@@ -1,0 +1,120 @@
+"""Read what the HUD needs from a history store in one pass: the default branch's last runs, and
+each report's results folded per test file.
+
+Contract:
+- `default_branch_runs` lists the reports of push and nightly events (of ``repo``, else of the
+  repository that wrote the newest report) and groups them into runs: one run per (repo, sha,
+  run id), in the order their first report was ingested; the last ``limit`` are returned.
+- `file_results` is one grouped query per 500 reports (never one per cell): for each report and
+  file, how many attempts passed, failed finally, failed and were retried, were broken, skipped,
+  and the seconds they took (reruns included, as `ci durations` counts them).
+- Reads only; never creates or migrates a store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ci.history.model import DEFAULT_BRANCH_EVENTS
+from ci.history.store import Store
+
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One stored report's identity, as the HUD reads it."""
+
+    id: int
+    repo: str
+    sha: str
+    pr: int | None
+    event: str
+    tier: str
+    run_id: str
+    attempt: int
+    run_url: str
+    ingested_at: str
+
+
+@dataclass(frozen=True)
+class RunReports:
+    """The reports of one run, oldest first."""
+
+    key: tuple[str, str, str]
+    reports: tuple[ReportRow, ...]
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file's attempts in one report, counted by kind."""
+
+    report_id: int
+    file: str
+    passed: int
+    failed: int       # final attempts that failed
+    retried: int      # attempts that failed and were retried
+    broken: int       # final attempts that were broken
+    skipped: int
+    attempts: int
+    time: float
+
+
+_REPORT_COLUMNS = "id, repo, sha, pr, event, tier, run_id, attempt, run_url, ingested_at"
+
+
+def _report(row: tuple) -> ReportRow:
+    rid, repo, sha, pr, event, tier, run_id, attempt, url, seen = row
+    return ReportRow(int(rid), repo, sha, None if pr is None else int(pr), event, tier, run_id, int(attempt),
+                     url, seen)
+
+
+def newest_repo(store: Store) -> str | None:
+    """The repository of the newest report, or None for an empty store."""
+    rows = store.fetchall("SELECT repo FROM reports ORDER BY id DESC LIMIT 1")
+    return rows[0][0] if rows else None
+
+
+def default_branch_runs(store: Store, repo: str, limit: int) -> list[RunReports]:
+    """The last ``limit`` runs of the default branch of ``repo``, oldest first."""
+    marks = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
+    rows = store.fetchall(f"SELECT {_REPORT_COLUMNS} FROM reports WHERE repo = ? AND event IN ({marks}) ORDER BY id",
+                          (repo, *DEFAULT_BRANCH_EVENTS))
+    runs: dict[tuple[str, str, str], list[ReportRow]] = {}
+    for row in rows:
+        report = _report(row)
+        runs.setdefault((report.repo, report.sha, report.run_id), []).append(report)
+    ordered = [RunReports(key, tuple(reports)) for key, reports in runs.items()]
+    return ordered[-limit:] if limit else ordered
+
+
+def pull_request_reports(store: Store, repo: str, pr: int) -> list[ReportRow]:
+    """Every report of pull request ``pr`` of ``repo``, oldest first."""
+    return [_report(r) for r in store.fetchall(
+        f"SELECT {_REPORT_COLUMNS} FROM reports WHERE repo = ? AND pr = ? ORDER BY id", (repo, pr))]
+
+
+_FILE_RESULTS = """SELECT c.report_id, n.file,
+    SUM(CASE WHEN c.kind = 'pass' THEN 1 ELSE 0 END),
+    SUM(CASE WHEN c.kind = 'fail' AND c.retried = 0 THEN 1 ELSE 0 END),
+    SUM(CASE WHEN c.kind = 'fail' AND c.retried = 1 THEN 1 ELSE 0 END),
+    SUM(CASE WHEN c.kind = 'broken' AND c.retried = 0 THEN 1 ELSE 0 END),
+    SUM(CASE WHEN c.kind = 'skip' THEN 1 ELSE 0 END),
+    COUNT(*), SUM(c.time)
+    FROM cases c JOIN nodes n ON n.id = c.node_id
+    WHERE c.report_id IN ({marks})
+    GROUP BY c.report_id, n.file"""
+
+
+def file_results(store: Store, report_ids: Sequence[int]) -> list[FileResult]:
+    """Every (report, file) of ``report_ids``, its attempts counted by kind (see the module docstring)."""
+    out: list[FileResult] = []
+    ids = sorted(set(report_ids))
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
+        for rid, file, passed, failed, retried, broken, skipped, attempts, time in store.fetchall(
+                _FILE_RESULTS.format(marks=", ".join("?" * len(chunk))), chunk):
+            out.append(FileResult(int(rid), file, int(passed), int(failed), int(retried), int(broken), int(skipped),
+                                  int(attempts), float(time or 0.0)))
+    return out

@@ -1,0 +1,91 @@
+"""A repository and a history whose every HUD cell, rank and bar is known (for tests/ci/test_report*.py).
+
+Six pushes of the default branch (runs 0..5, run ids "100".."105", links https://ci.example/run/N):
+
+- ``tests/test_a.py`` (cpu, @alpha, est_time 10, timeout 60): pass, pass, FAIL, pass, flaky (failed,
+  passed on its rerun), pass; 10 s a run, 40 s in run 4 (p90 40: drift).
+- ``tests/test_b.py`` (cpu and gpu_h100, @beta, est_time 2): on cpu ``test_wobble`` fails and passes
+  on its rerun in runs 1, 3 and 5 (flaky), ``test_ok`` always passes; on gpu_h100 every test skips
+  (no hardware).
+- ``tests/test_c.py`` (cpu, quarantined) and ``tests/test_d.py`` (gpu_h100, manual): never run.
+- ``tests/test_e.py`` (cpu, @alpha, est_time 7): passes in every run.
+- `EVIL_FILE` (unregistered, a name full of markup): fails in run 5 only.
+
+Pull request 7 (sha `PR_SHA`) changed tests/test_a.py and tests/test_b.py; its cpu run holds
+only tests/test_a.py, which passed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
+from ci.history.store import open_store
+from tests.ci.history_support import Case, write_report
+from tests.ci.tree_testutil import write
+
+REPO = "acme/gpu"
+RUNS = 6
+PR = 7
+PR_SHA = "beef00017"
+EVIL_FILE = 'tests/evil_<script>window.__pwned=1</script>"q\'&.py'
+EVIL_NAME = 'test_<img src=x onerror="window.__pwned=2">**md**'
+
+REGISTRY = """\
+version: 1
+tiers:
+  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+  gpu_h100: {description: h100, runner_labels: [gpu-h100], gpu_count: 1, arch: sm_90}
+tests:
+  tests/test_a.py: {tiers: [cpu], est_time: 10, timeout: 60, owner: "@alpha", status: active}
+  tests/test_b.py: {tiers: [cpu, gpu_h100], est_time: 2, owner: "@beta", status: active}
+  tests/test_c.py: {tiers: [cpu], est_time: 3, owner: "@beta", status: quarantined, reason: "wrong scale", issue: "https://example.com/i/1"}
+  tests/test_d.py: {tiers: [gpu_h100], est_time: 4, owner: "@gamma", status: manual, reason: "needs a person"}
+  tests/test_e.py: {tiers: [cpu], est_time: 7, owner: "@alpha", status: active}
+"""
+
+# The expected matrix (tier, file) -> status per run, as the module docstring tells it.
+EXPECTED = {
+    ("cpu", "tests/test_a.py"): ["pass", "pass", "fail", "pass", "flaky", "pass"],
+    ("cpu", "tests/test_b.py"): ["pass", "flaky", "pass", "flaky", "pass", "flaky"],
+    ("cpu", "tests/test_c.py"): ["quarantined"] * RUNS,
+    ("cpu", "tests/test_e.py"): ["pass"] * RUNS,
+    ("gpu_h100", "tests/test_b.py"): ["skipped"] * RUNS,
+    ("gpu_h100", "tests/test_d.py"): ["manual"] * RUNS,
+    ("cpu", EVIL_FILE): ["not-run"] * 5 + ["fail"],
+}
+
+
+def write_repo(root: Path) -> Path:
+    """The repository (registry and test files) under ``root``; its registry path."""
+    write(root, {"registry.yaml": REGISTRY, **{f"tests/test_{x}.py": "def test_x():\n    pass\n" for x in "abcde"}})
+    return root / "registry.yaml"
+
+
+def _cpu_cases(run: int) -> list[Case]:
+    a_time = 40.0 if run == 4 else 10.0
+    if run == 2:
+        a = Case("tests/test_a.py", "test_one", "failed", "AssertionError: off by one", "E   AssertionError", time=a_time)
+    else:
+        a = Case("tests/test_a.py", "test_one", reruns=1 if run == 4 else 0, time=a_time / (2 if run == 4 else 1))
+    cases = [a, Case("tests/test_b.py", "test_ok", time=0.5),
+             Case("tests/test_b.py", "test_wobble", reruns=1 if run % 2 else 0, time=0.5),
+             Case("tests/test_e.py", "test_e", time=7.0)]
+    if run == RUNS - 1:
+        cases.append(Case(EVIL_FILE, EVIL_NAME, "failed", "AssertionError: <b>bold</b>", "E   x"))
+    return cases
+
+
+def build_history(store_location: str, directory: Path) -> None:
+    """Ingest the history of the module docstring into the store at ``store_location``."""
+    with open_store(store_location) as store:
+        for run in range(RUNS):
+            sha = f"{run:07x}abc"
+            for tier, cases in (("cpu", _cpu_cases(run)),
+                                ("gpu_h100", [Case("tests/test_b.py", "test_ok", "skipped", "no GPU")])):
+                ident = RunIdentity(REPO, sha, "push", tier, run_id=str(100 + run),
+                                    run_url=f"https://ci.example/run/{run}")
+                assert ingest(store, prepare(write_report(directory, cases), ident)).added
+        ident = RunIdentity(REPO, PR_SHA, "pull_request", "cpu", pr=PR, run_id="900", run_url="https://ci.example/run/pr")
+        assert ingest(store, prepare(write_report(directory, [Case("tests/test_a.py", "test_one")]), ident)).added

@@ -1,0 +1,164 @@
+"""The HUD in a real browser: headless Chromium (Debian's ``chromium``) driven over the DevTools
+protocol (`ci.report.browser`), on the known history of tests/ci/report_support.py.
+
+Checked: no console error or uncaught exception, no request but the page itself from its own
+folder, no injected script runs, every matrix cell, flaky rank and shard bar where the fixture
+puts it (by layout, not only by markup), and the filters through real key presses. Screenshots
+go to the test's tmp_path and, when set, ``$CI_ARTIFACTS``. Without chromium this FAILS (CI's
+.ci/run installs it): a browser test that skips would check nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ci.__main__ import main as ci_main
+from ci.report.browser import Browser, Tab, find_chromium
+from tests.ci.report_support import EVIL_FILE, EXPECTED, PR, RUNS, build_history, write_repo
+
+LETTER = {"pass": "✓", "fail": "✗", "flaky": "~", "skipped": "S", "quarantined": "Q", "manual": "M", "not-run": "·"}
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("hud")
+    registry = write_repo(base / "repo")
+    (base / "xml").mkdir()
+    store = str(base / "history.sqlite")
+    build_history(store, base / "xml")
+    changed = base / "changed.txt"
+    changed.write_text("tests/test_a.py\ntests/test_b.py\n")
+    assert ci_main(["report", "--html", str(base / "out"), "--store", store, "--registry", str(registry),
+                    "--shards", "2", "--pr", str(PR), "--changed-files", str(changed), "--min-runs", "1"]) == 0
+    return base / "out" / "index.html"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert find_chromium(), "no chromium: install it (Debian: apt-get install chromium); .ci/run does in CI"
+    with Browser(width=1400, height=900) as b:
+        yield b
+
+
+@pytest.fixture
+def tab(browser: Browser, page: Path) -> Tab:
+    return browser.open(page)
+
+
+def _save(tab: Tab, name: str, tmp_path: Path, full: bool = False) -> Path:
+    shot = tmp_path / name
+    shot.write_bytes(tab.screenshot(full_page=full))
+    if os.environ.get("CI_ARTIFACTS"):
+        target = Path(os.environ["CI_ARTIFACTS"]) / "report"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, target / name)
+    return shot
+
+
+def _visible(tab: Tab) -> list[str]:
+    return tab.eval("[...document.querySelectorAll('#matrix tbody tr')].filter(r => r.offsetParent !== null)"
+                    ".map(r => r.dataset.tier + ' ' + r.dataset.text)")
+
+
+def test_page_loads_clean_and_asks_for_nothing_else(tab: Tab, page: Path, tmp_path: Path) -> None:
+    assert tab.first_paint_ms() is not None
+    assert tab.errors == []
+    own = page.parent.resolve().as_uri() + "/"
+    assert tab.requests and all(url.startswith(own) for url in tab.requests), tab.requests
+    assert tab.eval("window.__pwned === undefined") is True  # no injected script or handler ran
+    assert tab.eval("document.querySelectorAll('script').length") == 1
+    assert tab.eval("document.querySelectorAll('#matrix img, #durations img').length") == 0
+    # the markup-laden file name is shown as the text it is
+    assert EVIL_FILE in tab.eval("[...document.querySelectorAll('#matrix tbody th')].map(t => t.textContent)")
+    assert _save(tab, "report-top.png", tmp_path).stat().st_size > 10_000
+    _save(tab, "report-full.png", tmp_path, full=True)
+
+
+def test_matrix_cells_sit_under_their_runs(tab: Tab) -> None:
+    rows = tab.eval("""[...document.querySelectorAll('#matrix tbody tr')].map(r => ({key: r.dataset.tier + '|' +
+        r.dataset.text, cells: [...r.querySelectorAll('td')].map(c => [c.className, c.textContent,
+        c.getBoundingClientRect().left + c.getBoundingClientRect().width / 2])}))""")
+    heads = tab.eval("""[...document.querySelectorAll('#matrix thead th.r')].map(h => [h.getBoundingClientRect().left,
+        h.getBoundingClientRect().right, h.querySelector('a').href])""")
+    assert [h[2] for h in heads] == [f"https://ci.example/run/{i}" for i in range(RUNS)]
+    got = {tuple(r["key"].split("|", 1)): r["cells"] for r in rows}
+    assert set(got) == set(EXPECTED)
+    classes = {"pass": "p", "fail": "f", "flaky": "k", "skipped": "s", "quarantined": "q", "manual": "m", "not-run": "n"}
+    for key, statuses in EXPECTED.items():
+        cells = got[key]
+        assert [c[0] for c in cells] == [classes[s] for s in statuses], key
+        assert [c[1] for c in cells] == [LETTER[s] for s in statuses], key
+        for (_, _, centre), (left, right, _) in zip(cells, heads):
+            assert left <= centre <= right, key  # each cell sits in its run's column
+
+
+def test_flaky_ranks_and_plan_bars(tab: Tab) -> None:
+    ranks = tab.eval("[...document.querySelectorAll('#flaky tbody tr')].map(r => [r.cells[0].textContent,"
+                     " r.cells[1].textContent, r.cells[3].textContent])")
+    assert ranks == [["1", "tests/test_b.py::test_wobble", "@beta"], ["2", "tests/test_a.py::test_one", "@alpha"]]
+    # cpu, 2 shards: a (10 s) alone; e (7 s) then b (2 s). The axis is 900 px for the 10 s makespan.
+    bars = tab.eval("""(() => { const svg = document.querySelector('svg.gantt[data-tier="cpu"]'), o = svg.getBoundingClientRect();
+        return [...svg.querySelectorAll('rect.bar')].map(b => { const r = b.getBoundingClientRect();
+        return [b.dataset.file, +b.dataset.shard, Math.round(r.left - o.left), Math.round(r.width), Math.round(r.top - o.top)]; }); })()""")
+    assert sorted(bars) == sorted([["tests/test_a.py", 1, 60, 900, 4], ["tests/test_e.py", 2, 60, 630, 20],
+                                   ["tests/test_b.py", 2, 690, 180, 20]])
+    makespan = tab.eval("(() => { const svg = document.querySelector('svg.gantt[data-tier=\"cpu\"]');"
+                        " return Math.round(svg.querySelector('line.makespan').getBoundingClientRect().left"
+                        " - svg.getBoundingClientRect().left); })()")
+    assert makespan == 960
+
+
+def test_pull_request_view_names_the_rerun(tab: Tab) -> None:
+    rows = tab.eval("[...document.querySelectorAll('#pull tbody tr')].map(r => [...r.cells].map(c => c.textContent))")
+    by_key = {(r[0], r[1]): r for r in rows}
+    assert by_key[("cpu", "tests/test_a.py")][2:6] == ["selected", "changed: tests/test_a.py", "✓", "pass"]
+    assert by_key[("cpu", "tests/test_b.py")][6] == "/rerun-test tests/test_b.py --tier cpu"
+    assert by_key[("cpu", "tests/test_a.py")][6] == ""
+
+
+def test_filters_from_the_keyboard(tab: Tab, tmp_path: Path) -> None:
+    everything = _visible(tab)
+    assert len(everything) == len(EXPECTED)
+    tab.key("/")
+    assert tab.eval("document.activeElement.id") == "f-text"
+    tab.type("test_b")
+    assert _visible(tab) == ["cpu tests/test_b.py", "gpu_h100 tests/test_b.py"]
+    assert tab.eval("document.querySelector('[data-count-of=matrix]').textContent") == "2 of 7 shown"
+    _save(tab, "report-filtered.png", tmp_path)
+    tab.key("Escape")
+    assert _visible(tab) == everything and tab.eval("document.getElementById('f-text').value") == ""
+    tab.key("s")  # the status select; its options: every status, pass, fail, ...
+    assert tab.eval("document.activeElement.id") == "f-status"
+    tab.key("ArrowDown")
+    tab.key("ArrowDown")
+    assert tab.eval("document.getElementById('f-status').value") == "fail"
+    assert _visible(tab) == ["cpu tests/test_a.py", f"cpu {EVIL_FILE}"]
+    tab.key("Escape")
+    tab.key("t")
+    tab.key("ArrowDown")  # every tier -> cpu
+    assert sorted(_visible(tab)) == sorted(f"{t} {f}" for t, f in EXPECTED if t == "cpu")
+    assert tab.eval("[...document.querySelectorAll('div.plan')].filter(p => p.offsetParent !== null)"
+                    ".map(p => p.dataset.tier)") == ["cpu"]
+    assert tab.errors == []
+
+
+def test_a_click_on_a_cell_opens_its_run(browser: Browser, page: Path) -> None:
+    """A real mouse click on the cell of (cpu, tests/test_a.py) in run 2 navigates to run 2's link;
+    the navigation is caught (Fetch) and refused, so nothing leaves the machine."""
+    tab = browser.open(page)
+    tab.send("Fetch.enable", {"patterns": [{"urlPattern": "https://*"}, {"urlPattern": "http://*"}]})
+    x, y = tab.eval("""(() => { const row = [...document.querySelectorAll('#matrix tbody tr')]
+        .find(r => r.dataset.tier === 'cpu' && r.dataset.text === 'tests/test_a.py');
+        const c = row.querySelectorAll('td')[2]; c.scrollIntoView({block: 'center'}); const b = c.getBoundingClientRect();
+        return [b.left + b.width / 2, b.top + b.height / 2]; })()""")
+    for kind in ("mousePressed", "mouseReleased"):
+        tab.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+    paused = browser.wait_event("Fetch.requestPaused", tab.session, timeout=10)["params"]
+    tab.send("Fetch.failRequest", {"requestId": paused["requestId"], "errorReason": "BlockedByClient"})
+    assert paused["request"]["url"] == "https://ci.example/run/2"
+    tab.close()
