@@ -27,8 +27,10 @@ nothing. Test files are those under the registry's ``project.test_roots`` whose 
   pytest-timeout's signal, or is stuck in C code) is killed with its pytest process and reported
   as a timeout (`ci.running.watchdog`; under xdist the file's remaining tests then fail at setup).
   A registry timeout without pytest-timeout loaded is a usage error, never silently unenforced;
-* ``reruns: N`` becomes ``pytest.mark.flaky(reruns=N)`` (pytest-rerunfailures) unless the test
-  sets its own.
+* ``reruns: N`` becomes ``pytest.mark.flaky(reruns=N, rerun_except=...)`` (pytest-rerunfailures)
+  unless the test sets its own: a failure that is breakage (`ci.history.classify.RERUN_EXCEPT`:
+  ImportError, ModuleNotFoundError, SyntaxError, a missing GPU) is never retried, so a rename
+  that breaks an import fails once instead of being rerun into looking flaky.
 
 Files outside the test roots are left alone.
 """
@@ -48,6 +50,7 @@ from typing import Callable
 
 import pytest
 
+from ci.history.classify import RERUN_EXCEPT
 from ci.running.hardware import LazyHardware
 from ci.running.watchdog import KILL_GRACE, Watchdog, read_record
 from ci.registry import (
@@ -271,7 +274,7 @@ def _apply(state: _State, item: pytest.Item, entry: TestEntry) -> None:
     for tier in entry.tiers:
         item.add_marker(tier)
     if entry.reruns and item.get_closest_marker("flaky") is None:
-        item.add_marker(pytest.mark.flaky(reruns=entry.reruns))
+        item.add_marker(pytest.mark.flaky(reruns=entry.reruns, rerun_except=list(RERUN_EXCEPT)))
 
     if (entry.status is not Status.ACTIVE and not state.include_inactive
             and item.path.resolve() not in state.named_files):
