@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "import-suites": "convert SGLang-style run_suite.py suites and register_*_ci() calls into registry entries",
     "history": "store JUnit reports with their run's identity in the test history (`history ingest`)",
     "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
+    "quarantine": "quarantine flaky tests in registry.yaml from the history, and release cleared ones (dry run by default)",
 }
 
 

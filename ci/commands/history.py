@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from ci.history.ingest import ingest, prepare_all
 from ci.history.model import EVENTS, RunIdentity
-from ci.history.store import DEFAULT_SQLITE, ENV_VAR, describe, open_store, resolve_location
+from ci.history.store import DEFAULT_SQLITE, ENV_VAR, Store, StoreMissing, describe, open_store, resolve_location
 from ci.registry import Registry, RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound
 from ci.results.junit import JUnitError
@@ -38,6 +39,23 @@ exit status:
 def add_store_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="URL_OR_PATH",
                         help=f"postgresql://... or a SQLite file (default: ${ENV_VAR}, else {DEFAULT_SQLITE})")
+
+
+T = TypeVar("T")
+
+
+def read_history(location: str | None, prog: str, read: Callable[[Store], T]) -> tuple[T | None, int]:
+    """``(read(store), 0)`` on the existing store; else ``(None, 2)`` when there is no history
+    there yet, ``(None, 3)`` when it cannot be opened or read, each said on stderr as ``prog: ...``."""
+    try:
+        with open_store(location, create=False) as store:
+            return read(store), 0
+    except StoreMissing as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None, 2
+    except Exception as exc:  # StoreError, or a driver's own: the store could not be read
+        print(f"{prog}: {describe(resolve_location(location))}: {exc}", file=sys.stderr)
+        return None, 3
 
 
 def build_parser() -> argparse.ArgumentParser:

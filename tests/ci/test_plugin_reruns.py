@@ -79,17 +79,26 @@ def test_own_marker_is_kept():
 '''
 
 
-def test_breakage_runs_once_and_a_real_flake_is_still_rerun(tmp_path: Path) -> None:
-    (tmp_path / "registry.yaml").write_text(REGISTRY)
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_seed.py").write_text(TESTS)
-    log, junit = tmp_path / "attempts.log", tmp_path / "junit.xml"
-    env = {**os.environ, "ATTEMPT_LOG": str(log), "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "CI_HARDWARE_OVERRIDE": "none"}
+def run_pytest(tmp_path: Path, registry: str, files: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """A real pytest process with the plugin, pytest-rerunfailures and pytest-timeout in a
+    throw-away repository; (the process, its xunit1 JUnit report). $ATTEMPT_LOG is a file."""
+    (tmp_path / "registry.yaml").write_text(registry)
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    junit = tmp_path / "junit.xml"
+    env = {**os.environ, "ATTEMPT_LOG": str(tmp_path / "attempts.log"), "PYTHONPATH": str(ROOT),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "CI_HARDWARE_OVERRIDE": "none"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "-p", "pytest_rerunfailures", "-p", "pytest_timeout",
-         "-p", "no:cacheprovider", "--junitxml", str(junit), "-o", "junit_family=xunit1", "tests"],
+         "-p", "no:cacheprovider", "--junitxml", str(junit), "-o", "junit_family=xunit1", *args, "tests"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return proc, junit
+
+
+def test_breakage_runs_once_and_a_real_flake_is_still_rerun(tmp_path: Path) -> None:
+    proc, junit = run_pytest(tmp_path, REGISTRY, {"tests/test_seed.py": TESTS})
+    log = tmp_path / "attempts.log"
     assert proc.returncode == 1, proc.stdout + proc.stderr
     counts: dict[str, int] = {}
     for line in log.read_text().splitlines():
