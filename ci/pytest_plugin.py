@@ -19,7 +19,8 @@ nothing. Test files are those under the registry's ``project.test_roots`` whose 
   selected and they run only where T's hardware is present;
 * ``manual`` / ``quarantined`` files are skipped with the registry's reason and issue, unless the
   file was named on the command line (without ``--tier``) or ``--include-inactive`` is given;
-  with ``--run-quarantined`` (the nightly job) a quarantined file's tests run non-blocking;
+  with ``--run-quarantined`` (or ``CI_RUN_QUARANTINED=1``: the nightly job) a quarantined
+  file's tests run non-blocking;
 * a test named in its entry's ``quarantined_nodes`` runs non-blocking: ``xfail(strict=False)``
   with the registry's reason, so its failure never fails the job and its pass is a pass; the
   failure's first line is kept in the xfail reason (`ci.history.classify.quarantined_reason`),
@@ -82,6 +83,8 @@ class _State:
 
 
 _STATE = pytest.StashKey[_State]()
+# `--run-quarantined` for a pytest that `python -m ci run` starts (the nightly job sets it).
+RUN_QUARANTINED_ENV = "CI_RUN_QUARANTINED"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -132,7 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # CI (`--tier`, e.g. from `python -m ci run`) passes shard file lists: naming a file there
         # is not a developer asking for it, so only --include-inactive runs inactive files.
         named_files=_named_files(config) if tier is None else set(),
-        run_quarantined=config.getoption("run_quarantined"),
+        run_quarantined=config.getoption("run_quarantined") or os.environ.get(RUN_QUARANTINED_ENV) == "1",
         is_test_name=re.compile(patterns).match,
     )
     state = config.stash[_STATE]

@@ -11,6 +11,7 @@ else $CI_HISTORY_STORE, else .ci-history/history.sqlite (a PostgreSQL URL,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -73,13 +74,22 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--pr", type=int, help="pull request number")
     ing.add_argument("--runner", default="", help="the machine's name")
     ing.add_argument("--shard", default="", help="e.g. 2/4")
-    ing.add_argument("--run-id", default="", help="the CI run's id")
-    ing.add_argument("--attempt", type=int, default=1, help="the CI run's attempt (default 1)")
+    ing.add_argument("--run-id", default=os.environ.get("GITHUB_RUN_ID", ""),
+                     help="the CI run's id (default: $GITHUB_RUN_ID, set on GitHub's runners)")
+    ing.add_argument("--attempt", type=int, default=_github_attempt(),
+                     help="the CI run's attempt (default: $GITHUB_RUN_ATTEMPT, else 1)")
     ing.add_argument("--run-url", default="", help="a link to the run, shown by `ci flaky`")
     ing.add_argument("--registry", metavar="PATH",
                      help=f"{REGISTRY_FILENAME} whose paths resolve xunit2 reports (default: the repository's, if any)")
     add_store_arg(ing)
     return parser
+
+
+def _github_attempt() -> int:
+    """$GITHUB_RUN_ATTEMPT when it is a number (GitHub's runners set it), else 1; a bad value is
+    left to `RunIdentity.check` only when given with --attempt."""
+    value = os.environ.get("GITHUB_RUN_ATTEMPT", "")
+    return int(value) if value.isdigit() else 1
 
 
 def find_registry(registry: str | None) -> tuple[Registry | None, Path | None]:

@@ -26,7 +26,7 @@ from typing import Iterator
 from ci.atomic_write import atomic_write_text
 from ci.commands.history import add_store_arg, read_history
 from ci.history.quarantine import Quarantine, Release, describe_score, to_quarantine, to_release
-from ci.registry import QuarantinedNode, RegistryError, parse_registry, read_registry_text
+from ci.registry import QuarantinedNode, RegistryError, Status, load_registry, parse_registry, read_registry_text
 from ci.registry.quarantine_edit import (Edit, QuarantineFile, QuarantineNodes, ReleaseFile, ReleaseNodes,
                                          edit_quarantines)
 from ci.repo_root import RepoRootNotFound
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--apply", action="store_true", help="write the quarantines")
     parser.add_argument("--release", action="store_true", help="write the releases")
+    parser.add_argument("--list-files", metavar="TIER",
+                        help="only print the quarantined files of TIER, one a line (the nightly job runs them "
+                             "non-blocking); reads no history")
     parser.add_argument("--registry", metavar="PATH", help="registry.yaml to read and edit (default: the repository's)")
     add_store_arg(parser)
     return parser
@@ -74,12 +77,30 @@ def main(argv: list[str]) -> int:
     except RepoRootNotFound as exc:
         print(f"python -m ci quarantine: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.list_files is not None:
+        return _list_files(path, args.list_files)
     try:
         with registry_lock(path):
             return _run(args, path)
     except OSError as exc:
         print(f"python -m ci quarantine: {path}: {exc.strerror or exc}; left as it was", file=sys.stderr)
         return EXIT_CANNOT
+
+
+def _list_files(path: Path, tier: str) -> int:
+    try:
+        registry = load_registry(path)
+    except (RegistryError, OSError) as exc:
+        print(f"python -m ci quarantine: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if tier not in registry.tiers:
+        print(f"python -m ci quarantine: --list-files {tier!r}: unknown tier; known: {', '.join(registry.tiers)}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for entry in registry.tests.values():
+        if entry.status is Status.QUARANTINED and tier in entry.tiers:
+            print(entry.path)
+    return EXIT_OK
 
 
 def _run(args: argparse.Namespace, path: Path) -> int:
