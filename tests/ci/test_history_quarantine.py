@@ -175,3 +175,40 @@ def test_bad_policy_is_refused_with_its_line(tmp_path: Path, capsys: pytest.Capt
     err = capsys.readouterr().err
     assert "registry.yaml:7:14: R009 quarantine threshold must be a number strictly between 0 and 1" in err, err
     assert quarantine(tmp_path / "registry.yaml", str(tmp_path / "none.sqlite")) == 2
+
+
+def test_a_second_editor_waits_for_the_first(tmp_path: Path) -> None:
+    """`ci quarantine` edits under an exclusive lock on the registry's directory: while another
+    holder has it, an --apply waits, then edits the registry as it is by then."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+    import time
+
+    registry = build(str(tmp_path / "h.sqlite"), tmp_path)
+    fd = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "ci", "quarantine", "--apply", "--registry", str(registry),
+                                  "--store", str(tmp_path / "h.sqlite")], cwd=Path(__file__).resolve().parents[2],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        assert child.poll() is None, "it did not wait for the lock"
+        registry.write_text(REGISTRY + "  # an edit made meanwhile\n")
+    finally:
+        os.close(fd)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    text = registry.read_text()
+    assert text.endswith("  # an edit made meanwhile\n") and "quarantined_nodes:" in text
+
+
+def test_a_registry_that_is_not_utf8_is_refused_and_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "h.sqlite")
+    ingest_one(store, [Case(KnownHistory.FILE, "test_stable")], tmp_path, "abcdef0")
+    registry = tmp_path / "registry.yaml"
+    data = REGISTRY.encode().replace(b"known truth", b"known \xff truth")
+    registry.write_bytes(data)
+    assert quarantine(registry, store, "--apply") == 2
+    assert "UTF-8" in capsys.readouterr().err and registry.read_bytes() == data
