@@ -94,3 +94,6 @@ def test_a_quarantined_file_is_skipped_unless_run_quarantined(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stdout
     assert "3 xfailed, 2 xpassed" in proc.stdout, proc.stdout
     assert kinds(junit, tmp_path)["test_flaky"][0] == ["fail"]
+    # what `python -m ci run` passes on: the environment (the nightly job sets it)
+    proc, _ = run_pytest(tmp_path, CPU_REGISTRY_HEAD + entry, files, env={"CI_RUN_QUARANTINED": "1"})
+    assert proc.returncode == 0 and "3 xfailed, 2 xpassed" in proc.stdout, proc.stdout

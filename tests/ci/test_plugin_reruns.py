@@ -79,7 +79,8 @@ def test_own_marker_is_kept():
 '''
 
 
-def run_pytest(tmp_path: Path, registry: str, files: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess, Path]:
+def run_pytest(tmp_path: Path, registry: str, files: dict[str, str], *args: str,
+               env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, Path]:
     """A real pytest process with the plugin, pytest-rerunfailures and pytest-timeout in a
     throw-away repository; (the process, its xunit1 JUnit report). $ATTEMPT_LOG is a file."""
     (tmp_path / "registry.yaml").write_text(registry)
@@ -88,7 +89,7 @@ def run_pytest(tmp_path: Path, registry: str, files: dict[str, str], *args: str)
         (tmp_path / rel).write_text(text)
     junit = tmp_path / "junit.xml"
     env = {**os.environ, "ATTEMPT_LOG": str(tmp_path / "attempts.log"), "PYTHONPATH": str(ROOT),
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "CI_HARDWARE_OVERRIDE": "none"}
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "CI_HARDWARE_OVERRIDE": "none", **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "-p", "pytest_rerunfailures", "-p", "pytest_timeout",
          "-p", "no:cacheprovider", "--junitxml", str(junit), "-o", "junit_family=xunit1", *args, "tests"],
