@@ -113,10 +113,11 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         print(f"python -m ci quarantine: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     found, status = read_history(args.store, "python -m ci quarantine",
-                                 lambda store: (to_quarantine(store, registry), to_release(store, registry)))
+                                 lambda store: (to_quarantine(store, registry), to_release(store, registry, held=True)))
     if found is None:
         return status
-    quarantines, releases = found
+    quarantines, considered = found
+    releases = [r for r in considered if r.ready]
     policy = registry.quarantine
     print(f"policy: quarantine at interval low >= {policy.threshold:g} over >= {policy.min_runs} runs; release after "
           f"{policy.release_runs} clean runs with interval high < {policy.threshold:g} ({policy.level:.0%} interval)".replace("%", " %"))
@@ -129,6 +130,11 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         print(f"{'release' if args.release else 'would release'} {r.node}{' (whole file)' if r.whole_file else ''}: "
               f"{r.clean_runs} clean runs in a row on {r.tier}; since quarantined "
               f"{describe_score(r.failures / r.trials if r.trials else 0.0, r.interval, r.trials, r.tier)}")
+    for r in considered:
+        if not r.ready:
+            print(f"held {r.node}: {r.clean_runs} clean runs in a row on {r.tier} (release needs "
+                  f"{policy.release_runs}), interval high since quarantined {r.interval.high * 100:.1f} % "
+                  f"(release needs < {policy.threshold * 100:g} %)")
     edits = _edits(quarantines if args.apply else [], releases if args.release else [], policy.issue)
     if not quarantines and not releases:
         print("nothing to change")

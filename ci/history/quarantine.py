@@ -52,6 +52,7 @@ class Release:
     failures: int
     trials: int
     interval: Interval
+    ready: bool = True  # False: held, `clean_runs` or `interval.high` not there yet
 
 
 def newest_ingest(store: Store) -> str:
@@ -149,24 +150,26 @@ def _release(store: Store, policy: QuarantinePolicy, entry: TestEntry, node: str
         _, interval = posterior(e.failures, e.trials, policy.level)
         if worst is None or interval.high > worst[0]:
             worst = (interval.high, e.failures, e.trials, interval)
-    if worst is None or streak < policy.release_runs or worst[0] >= policy.threshold:
+    if worst is None:
         return None
-    return Release(entry.path, node, whole, ev.tier, streak, worst[1], worst[2], worst[3])
+    ready = streak >= policy.release_runs and worst[0] < policy.threshold
+    return Release(entry.path, node, whole, ev.tier, streak, worst[1], worst[2], worst[3], ready)
 
 
-def to_release(store: Store, registry: Registry) -> list[Release]:
-    """See the module docstring."""
+def to_release(store: Store, registry: Registry, *, held: bool = False) -> list[Release]:
+    """See the module docstring; with ``held``, the quarantines not ready yet too (``ready``
+    False), so a caller can say why each is still held."""
     policy = registry.quarantine
     out: list[Release] = []
     for entry in registry.tests.values():
         if entry.status is Status.QUARANTINED and entry.evidence is not None:
             found = _release(store, policy, entry, entry.path, True, entry.evidence)
-            if found is not None:
+            if found is not None and (found.ready or held):
                 out.append(found)
         for q in entry.quarantined_nodes:
             if q.evidence is not None:
                 found = _release(store, policy, entry, q.node, False, q.evidence)
-                if found is not None:
+                if found is not None and (found.ready or held):
                     out.append(found)
     return out
 
