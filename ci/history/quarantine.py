@@ -85,7 +85,8 @@ def to_quarantine(store: Store, registry: Registry) -> list[Quarantine]:
     out: list[Quarantine] = []
     for file, scores in sorted(by_file.items()):
         whole = not registry.tests[file].quarantined_nodes and set(_known_nodes(store, file)) == {s.node for s in scores}
-        for s in sorted(scores, key=lambda s: s.node):
+        # node order for node entries; for a whole file its most certain node's evidence first
+        for s in sorted(scores, key=lambda s: (-s.interval.low, s.node) if whole else (0.0, s.node)):
             ev = _evidence_of(s, since)
             reason = f"flaky {describe_score(s.score, s.interval, s.trials, s.tier)} (ci quarantine)"
             out.append(Quarantine(file, file if whole else s.node, whole, s, ev, reason))

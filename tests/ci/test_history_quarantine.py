@@ -216,3 +216,22 @@ def test_a_registry_that_is_not_utf8_is_refused_and_kept(tmp_path: Path, capsys:
     registry.write_bytes(data)
     assert quarantine(registry, store, "--apply") == 2
     assert "UTF-8" in capsys.readouterr().err and registry.read_bytes() == data
+
+
+def test_a_whole_file_rests_on_its_most_certain_node(tmp_path: Path) -> None:
+    from ci.history.quarantine import to_quarantine
+
+    store = str(tmp_path / "h.sqlite")
+    rng = random.Random(5)
+    with open_store(store) as opened:
+        for i in range(150):
+            cases = [Case(SINGLE, "test_a", "failed" if rng.random() < 0.1 else "passed", "AssertionError: a"),
+                     Case(SINGLE, "test_z", "failed" if rng.random() < 0.4 else "passed", "AssertionError: z")]
+            ingest(opened, prepare(write_report(tmp_path, cases), RunIdentity(REPO, f"{i:07x}", "push", TIER)))
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(REGISTRY)
+    with open_store(store, create=False) as opened:
+        (decision,) = to_quarantine(opened, load_registry(registry))
+    assert decision.whole_file and decision.node == SINGLE
+    # (0.4 reads lower than it is: runs of 3 failures in a row count as breakage, not chance)
+    assert decision.score.node == f"{SINGLE}::test_z" and decision.evidence.score > 0.15
