@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "history": "store JUnit reports with their run's identity in the test history (`history ingest`)",
     "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
     "report": "the HUD: one static HTML page (and JSON) of the history, flaky tests, durations, plans, a pull request",
+    "quarantine": "quarantine flaky tests in registry.yaml from the history, and release cleared ones (dry run by default)",
 }
 
 

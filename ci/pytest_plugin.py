@@ -19,6 +19,12 @@ nothing. Test files are those under the registry's ``project.test_roots`` whose 
   selected and they run only where T's hardware is present;
 * ``manual`` / ``quarantined`` files are skipped with the registry's reason and issue, unless the
   file was named on the command line (without ``--tier``) or ``--include-inactive`` is given;
+  with ``--run-quarantined`` (or ``CI_RUN_QUARANTINED=1``: the nightly job) a quarantined
+  file's tests run non-blocking;
+* a test named in its entry's ``quarantined_nodes`` runs non-blocking: ``xfail(strict=False)``
+  with the registry's reason, so its failure never fails the job and its pass is a pass; the
+  failure's first line is kept in the xfail reason (`ci.history.classify.quarantined_reason`),
+  so the history still counts it;
 * ``timeout: S`` is the whole file's budget: its tests together (setup, call and teardown, reruns
   included) may take S seconds in one pytest process. Each test's pytest-timeout is what remains
   of it (or the test's own ``@pytest.mark.timeout`` when that is smaller); once it is spent, the
@@ -27,8 +33,10 @@ nothing. Test files are those under the registry's ``project.test_roots`` whose 
   pytest-timeout's signal, or is stuck in C code) is killed with its pytest process and reported
   as a timeout (`ci.running.watchdog`; under xdist the file's remaining tests then fail at setup).
   A registry timeout without pytest-timeout loaded is a usage error, never silently unenforced;
-* ``reruns: N`` becomes ``pytest.mark.flaky(reruns=N)`` (pytest-rerunfailures) unless the test
-  sets its own.
+* ``reruns: N`` becomes ``pytest.mark.flaky(reruns=N, rerun_except=...)`` (pytest-rerunfailures)
+  unless the test sets its own: a failure that is breakage (`ci.history.classify.RERUN_EXCEPT`:
+  ImportError, ModuleNotFoundError, SyntaxError, a missing GPU) is never retried, so a rename
+  that breaks an import fails once instead of being rerun into looking flaky.
 
 Files outside the test roots are left alone.
 """
@@ -48,6 +56,7 @@ from typing import Callable
 
 import pytest
 
+from ci.history.classify import RERUN_EXCEPT, quarantined_reason
 from ci.running.hardware import LazyHardware
 from ci.running.watchdog import KILL_GRACE, Watchdog, read_record
 from ci.registry import (
@@ -63,6 +72,7 @@ class _State:
     tier: str | None
     include_inactive: bool
     named_files: set[Path]
+    run_quarantined: bool
     is_test_name: Callable[[str], object]
     hardware: LazyHardware = field(default_factory=LazyHardware)
     spent: dict[Path, float] = field(default_factory=dict)  # seconds each budgeted file has used here
@@ -73,6 +83,8 @@ class _State:
 
 
 _STATE = pytest.StashKey[_State]()
+# `--run-quarantined` for a pytest that `python -m ci run` starts (the nightly job sets it).
+RUN_QUARANTINED_ENV = "CI_RUN_QUARANTINED"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,6 +95,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="select only the tests registered for TIER; skip them unless TIER's hardware is here")
     group.addoption("--include-inactive", action="store_true", default=False,
                     help="also run tests whose registry status is manual or quarantined")
+    group.addoption("--run-quarantined", action="store_true", default=False,
+                    help="run quarantined files' tests non-blocking (xfail, not strict) instead of skipping them")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -121,6 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # CI (`--tier`, e.g. from `python -m ci run`) passes shard file lists: naming a file there
         # is not a developer asking for it, so only --include-inactive runs inactive files.
         named_files=_named_files(config) if tier is None else set(),
+        run_quarantined=config.getoption("run_quarantined") or os.environ.get(RUN_QUARANTINED_ENV) == "1",
         is_test_name=re.compile(patterns).match,
     )
     state = config.stash[_STATE]
@@ -271,9 +286,13 @@ def _apply(state: _State, item: pytest.Item, entry: TestEntry) -> None:
     for tier in entry.tiers:
         item.add_marker(tier)
     if entry.reruns and item.get_closest_marker("flaky") is None:
-        item.add_marker(pytest.mark.flaky(reruns=entry.reruns))
+        item.add_marker(pytest.mark.flaky(reruns=entry.reruns, rerun_except=list(RERUN_EXCEPT)))
 
-    if (entry.status is not Status.ACTIVE and not state.include_inactive
+    quarantine = _quarantine_reason(state, item, entry)
+    if quarantine is not None:
+        item.add_marker(pytest.mark.xfail(strict=False, reason=quarantined_reason(quarantine)))
+        item.stash[_QUARANTINED] = quarantine
+    elif (entry.status is not Status.ACTIVE and not state.include_inactive
             and item.path.resolve() not in state.named_files):
         issue = f" ({entry.issue})" if entry.issue else ""
         item.add_marker(pytest.mark.skip(
@@ -289,6 +308,31 @@ def _apply(state: _State, item: pytest.Item, entry: TestEntry) -> None:
             return
         reasons.append(gap)
     item.add_marker(pytest.mark.skip(reason="; ".join(reasons)))
+
+
+_QUARANTINED = pytest.StashKey[str]()
+
+
+def _quarantine_reason(state: _State, item: pytest.Item, entry: TestEntry) -> str | None:
+    """The registry's reason ``item`` runs non-blocking, or None: a node quarantined on its own,
+    or any test of a quarantined file under ``--run-quarantined``."""
+    node = entry.quarantined_node(f"{entry.path}::{item.nodeid.split('::', 1)[1]}") if "::" in item.nodeid else None
+    if node is not None:
+        return node.reason
+    if entry.status is Status.QUARANTINED and state.run_quarantined:
+        return entry.reason or "quarantined"
+    return None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Outermost, after pytest's xfail handling: a quarantined test's xfail reason gets the
+    failure's first line, so its JUnit ``<skipped>`` still says what failed."""
+    report = yield
+    reason = item.stash.get(_QUARANTINED, None)
+    if reason is not None and getattr(report, "wasxfail", None) is not None and call.excinfo is not None:
+        report.wasxfail = quarantined_reason(reason, f"{call.excinfo.typename}: {call.excinfo.value}")
+    return report
 
 
 # --- the whole-file timeout ------------------------------------------------------------------------

@@ -16,10 +16,10 @@ import json
 import sys
 from dataclasses import asdict, replace
 
-from ci.commands.history import add_store_arg, find_registry
+from ci.commands.history import add_store_arg, find_registry, read_history
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
 from ci.history.model import FlakyScore
-from ci.history.store import StoreMissing, describe, open_store, resolve_location
+from ci.history.store import describe, resolve_location
 from ci.registry import RegistryError
 
 EXIT_OK = 0
@@ -63,15 +63,10 @@ def main(argv: list[str]) -> int:
         print(f"python -m ci flaky: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     where = describe(resolve_location(args.store))
-    try:
-        with open_store(args.store, create=False) as store:
-            scores = flaky_scores(store, tier=args.tier, min_trials=args.min_runs, level=args.level)
-    except StoreMissing as exc:
-        print(f"python -m ci flaky: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception as exc:  # StoreError, or a driver's own: the store could not be read
-        print(f"python -m ci flaky: {where}: {exc}", file=sys.stderr)
-        return EXIT_CANNOT_READ
+    scores, status = read_history(args.store, "python -m ci flaky", lambda store: flaky_scores(
+        store, tier=args.tier, min_trials=args.min_runs, level=args.level))
+    if scores is None:
+        return status
     scores = [replace(s, owner=owners.get(s.file, "")) for s in scores]
     shown = scores[:args.limit] if args.limit else scores
     if args.format == "json":

@@ -11,12 +11,14 @@ else $CI_HISTORY_STORE, else .ci-history/history.sqlite (a PostgreSQL URL,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from ci.history.ingest import ingest, prepare_all
 from ci.history.model import EVENTS, RunIdentity
-from ci.history.store import DEFAULT_SQLITE, ENV_VAR, describe, open_store, resolve_location
+from ci.history.store import DEFAULT_SQLITE, ENV_VAR, Store, StoreMissing, describe, open_store, resolve_location
 from ci.registry import Registry, RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound
 from ci.results.junit import JUnitError
@@ -40,6 +42,23 @@ def add_store_arg(parser: argparse.ArgumentParser) -> None:
                         help=f"postgresql://... or a SQLite file (default: ${ENV_VAR}, else {DEFAULT_SQLITE})")
 
 
+T = TypeVar("T")
+
+
+def read_history(location: str | None, prog: str, read: Callable[[Store], T]) -> tuple[T | None, int]:
+    """``(read(store), 0)`` on the existing store; else ``(None, 2)`` when there is no history
+    there yet, ``(None, 3)`` when it cannot be opened or read, each said on stderr as ``prog: ...``."""
+    try:
+        with open_store(location, create=False) as store:
+            return read(store), 0
+    except StoreMissing as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None, 2
+    except Exception as exc:  # StoreError, or a driver's own: the store could not be read
+        print(f"{prog}: {describe(resolve_location(location))}: {exc}", file=sys.stderr)
+        return None, 3
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci history", description=__doc__.splitlines()[0],
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -55,13 +74,22 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--pr", type=int, help="pull request number")
     ing.add_argument("--runner", default="", help="the machine's name")
     ing.add_argument("--shard", default="", help="e.g. 2/4")
-    ing.add_argument("--run-id", default="", help="the CI run's id")
-    ing.add_argument("--attempt", type=int, default=1, help="the CI run's attempt (default 1)")
+    ing.add_argument("--run-id", default=os.environ.get("GITHUB_RUN_ID", ""),
+                     help="the CI run's id (default: $GITHUB_RUN_ID, set on GitHub's runners)")
+    ing.add_argument("--attempt", type=int, default=_github_attempt(),
+                     help="the CI run's attempt (default: $GITHUB_RUN_ATTEMPT, else 1)")
     ing.add_argument("--run-url", default="", help="a link to the run, shown by `ci flaky`")
     ing.add_argument("--registry", metavar="PATH",
                      help=f"{REGISTRY_FILENAME} whose paths resolve xunit2 reports (default: the repository's, if any)")
     add_store_arg(ing)
     return parser
+
+
+def _github_attempt() -> int:
+    """$GITHUB_RUN_ATTEMPT when it is a number (GitHub's runners set it), else 1; a bad value is
+    left to `RunIdentity.check` only when given with --attempt."""
+    value = os.environ.get("GITHUB_RUN_ATTEMPT", "")
+    return int(value) if value.isdigit() else 1
 
 
 def find_registry(registry: str | None) -> tuple[Registry | None, Path | None]:

@@ -2,6 +2,6 @@
 
 `store` (one schema and query set for SQLite and PostgreSQL, versioned migrations), `ingest`
 (idempotent, one transaction per report), `classify` (broken vs failed, failure fingerprints),
-`beta` (the Beta distribution's quantiles, standard library only) and `flaky` (the evidence rule
-and the score). See docs/history.md.
+`beta` (the Beta distribution's quantiles, standard library only), `flaky` (the evidence rule
+and the score) and `quarantine` (what `ci quarantine` should change). See docs/history.md.
 """

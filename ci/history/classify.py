@@ -10,6 +10,9 @@ Contract:
   line of its text, so a traceback that merely mentions ImportError on the way is not broken.
 - `fingerprint` normalises the failure's first line (hex addresses, temporary directories, paths,
   numbers) so one cause gives one fingerprint across runs: ``(hash, normalised text)``.
+- A quarantined test's failure is reported by pytest as an xfail (a ``<skipped>``): the plugin
+  writes its reason as `quarantined_reason` does, naming the failure, and `kind_of` reads such a
+  skip back as the failure it was (``fail``, or ``broken``), so quarantined runs keep counting.
 - `RERUN_EXCEPT` are the regular expressions a rerun plugin should never retry (pytest-rerunfailures'
   ``rerun_except``): the same broken types.
 """
@@ -28,6 +31,26 @@ MISSING_GPU = re.compile(
     r"|CUDA driver version is insufficient|Torch not compiled with CUDA enabled|cudaErrorNoDevice"
     r"|RuntimeError: No HIP GPUs are available", re.I)
 RERUN_EXCEPT = tuple(rf"\b{t}\b" for t in sorted(BROKEN_TYPES)) + (f"(?i){MISSING_GPU.pattern}",)
+
+QUARANTINED = "quarantined (registry.yaml): "
+_FAILED_WITH = "; failed with: "
+
+
+def quarantined_reason(reason: str, failure: str = "") -> str:
+    """The xfail reason of a quarantined test: ``reason``, and when it failed, the failure's
+    first line (``Type: text``), which `quarantined_failure` reads back."""
+    text = QUARANTINED + " ".join(reason.split())
+    first = failure.strip().splitlines()[0] if failure.strip() else ""
+    return text + (_FAILED_WITH + first if first else "")
+
+
+def quarantined_failure(attempt: Attempt) -> Attempt | None:
+    """A quarantined test's failure hidden in a skip, as the failed attempt it was; else None."""
+    if attempt.outcome != SKIPPED or not attempt.message.startswith(QUARANTINED):
+        return None
+    _, _, failure = attempt.message.partition(_FAILED_WITH)
+    return Attempt(FAILED, attempt.time, failure or "quarantined test failed", "")
+
 
 _TYPE_AT_START = re.compile(r"\s*((?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failed)))\b")
 _E_LINE = re.compile(r"^E\s+((?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failed)))\b", re.M)
@@ -57,6 +80,9 @@ def kind_of(attempt: Attempt, classname: str, *, retried: bool, final_broken: bo
     """``pass`` / ``skip`` / ``fail`` / ``broken`` for one attempt. A ``retried`` attempt (one
     pytest-rerunfailures ran again) failed whatever its element says; it is broken when the
     case's final attempt is (the same breakage, retried)."""
+    hidden = quarantined_failure(attempt)
+    if hidden is not None:
+        return BROKEN if is_broken(hidden, classname) else FAIL
     if retried and attempt.outcome in (PASSED, SKIPPED):
         return BROKEN if final_broken else FAIL
     if attempt.outcome == PASSED:
@@ -92,6 +118,7 @@ def normalise(text: str) -> str:
 def fingerprint(attempt: Attempt) -> tuple[str, str]:
     """``(12 hex digits, normalised text)`` of a failed attempt; ``("", "")`` when it has no text
     (a retried attempt, whose text pytest's JUnit does not keep)."""
+    attempt = quarantined_failure(attempt) or attempt
     first = attempt.message.splitlines()[0] if attempt.message.strip() else _last_e_lines(attempt.detail, 1)
     if attempt.message == "collection failure":
         first = _last_e_lines(attempt.detail, 1) or first

@@ -164,10 +164,19 @@ def candidate_nodes(store: Store) -> list[int]:
 
 
 def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
-                 level: float = DEFAULT_LEVEL) -> list[FlakyScore]:
-    """Every (node, tier) with flaky evidence and at least ``min_trials`` trials, ranked."""
+                 level: float = DEFAULT_LEVEL, nodes: Sequence[str] | None = None) -> list[FlakyScore]:
+    """Every (node, tier) with flaky evidence and at least ``min_trials`` trials, ranked; with
+    ``nodes``, only those test ids."""
     out: list[FlakyScore] = []
     ids = candidate_nodes(store)
+    if nodes is not None:
+        wanted: set[int] = set()
+        names = sorted(set(nodes))
+        for start in range(0, len(names), _CHUNK):
+            chunk = names[start:start + _CHUNK]
+            wanted.update(int(r[0]) for r in store.fetchall(
+                f"SELECT id FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
+        ids = [i for i in ids if i in wanted]
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start:start + _CHUNK]
         query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=" AND r.tier = ?" if tier else "")

@@ -25,7 +25,8 @@ from ci.registry.files import (
 )
 from ci.registry.model import (
     ANCHOR_OR_ALIAS, DUPLICATE_KEY, INVALID_VALUE, MAX_SECONDS, MISSING_KEY, MISSING_REASON, NON_POSITIVE,
-    NIGHTLY, NOT_UTF8, PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, SCHEMA_VERSION, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem,
+    NIGHTLY, NOT_UTF8, PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, SCHEMA_VERSION, QuarantineEvidence, QuarantinePolicy,
+    QuarantinedNode, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem,
     Registry, RegistryError, Status, TestEntry, Tier, normalize_path, path_is_under, sm_capability, yaml_scalar,
 )
 from ci.registry.parse import parse_precise as _parse_precise  # the benchmark times the precise path alone
@@ -33,7 +34,8 @@ from ci.registry.rules import FEATURES, derived_timeout
 
 __all__ = [
     "ANCHOR_OR_ALIAS", "DUPLICATE_KEY", "FEATURES", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
-    "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "UNKNOWN_KEY", "UNKNOWN_TIER", "WRONG_TYPE",
+    "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
+    "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "UNKNOWN_KEY", "UNKNOWN_TIER", "WRONG_TYPE",
     "UNREADABLE_DIR", "YAML_SYNTAX", "entry_is", "registered_file_problem", "unreadable_dir_problem", "Problem", "ProjectConfig", "Registry", "RegistryError", "RepoRootNotFound", "Status",
     "TestEntry", "TestTree", "Tier", "decode_registry", "derived_timeout", "display_path", "explicit_repo_root",
     "find_repo_root",

@@ -23,12 +23,13 @@ from typing import Any
 
 from ci.project import DynamicImport, ProjectConfig
 from ci.registry.model import (
-    PER_COMMIT, SCHEMA_VERSION, STR_TAG, Registry, Status, TestEntry, Tier, normalize_path, plain_tag,
+    PER_COMMIT, SCHEMA_VERSION, STR_TAG, QuarantinePolicy, Registry, Status, TestEntry, Tier, normalize_path, plain_tag,
 )
 from ci.registry.rules import (
-    PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
-    arch_problem, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem, project_item_problem,
-    project_value, reruns_problem, schedule_problem, seconds_problem,
+    POLICY_KEYS, PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS,
+    TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED, arch_problem, device_name_problem, dynamic_import_problem,
+    entry_path_problem, feature_problem, memory_problem, policy_problem, project_item_problem, project_value,
+    reruns_problem, schedule_problem, seconds_problem,
 )
 
 class _NotSimple(Exception):
@@ -318,6 +319,8 @@ class _FastTests:
     def entry(self, path: str, fields: Any) -> TestEntry:
         """`PreciseParser.test` for an entry it would find no problem in; `_NotSimple` otherwise."""
         fields = _fields(fields, TEST_KEYS, TEST_REQUIRED)
+        if "evidence" in fields or "quarantined_nodes" in fields:
+            raise _NotSimple  # nested quarantine records: `ci.registry.quarantine_parse` reads them
         _valid(entry_path_problem(path))
         owner, status, reason, issue = fields["owner"], fields["status"], fields.get("reason"), fields.get("issue")
         if (type(owner) is not str or type(status) is not str or status not in _STATUSES
@@ -361,9 +364,19 @@ def parse_fast(text: str, path: str) -> Registry | None:
             raise _NotSimple
         entries = _FastTests(tiers)
         tests = {raw: entries.entry(raw, fields) for raw, fields in tests.items()}
+        policy = _fast_policy(top["quarantine"]) if "quarantine" in top else QuarantinePolicy()
     except _NotSimple:
         return None
-    return Registry(path, tiers, tests, tuple(normalize_path(p) for p in run_all), top["version"], project)
+    return Registry(path, tiers, tests, tuple(normalize_path(p) for p in run_all), top["version"], project,
+                    quarantine=policy)
+
+
+def _fast_policy(fields: Any) -> QuarantinePolicy:
+    """`ci.registry.quarantine_parse.parse_policy` for a section it would find no problem in."""
+    fields = _fields(fields, POLICY_KEYS, set())
+    for key, value in fields.items():
+        _valid(policy_problem(key, value))
+    return QuarantinePolicy(**fields, line=fields.line)
 
 
 __all__ = ["parse_fast"]

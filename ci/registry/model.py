@@ -113,6 +113,52 @@ class Tier:
 
 
 @dataclass(frozen=True)
+class QuarantinePolicy:
+    """The registry's top-level ``quarantine:`` section: when ``ci quarantine`` acts.
+
+    A (node, tier) is quarantined when at least ``min_runs`` trials stand behind its flakiness
+    score and the lower end of its ``level`` credible interval is at or above ``threshold``; it is
+    released after ``release_runs`` clean runs in a row since the quarantine, once the upper end
+    of the interval over the runs since the quarantine is below ``threshold``. ``issue`` is the
+    link a file-level quarantine names (else its example run)."""
+
+    threshold: float = 0.05
+    min_runs: int = 30
+    release_runs: int = 20
+    level: float = 0.90
+    issue: str | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class QuarantineEvidence:
+    """What a quarantine rested on, as ``ci quarantine --apply`` recorded it (``evidence:``).
+    ``since`` is the ``ingested_at`` of the newest report it read: runs after it count towards
+    release."""
+
+    tier: str
+    score: float
+    interval: tuple[float, float]
+    runs: int
+    failures: int
+    trials: int
+    fingerprint: str
+    example: str
+    since: str
+
+
+@dataclass(frozen=True)
+class QuarantinedNode:
+    """One test of a file quarantined on its own (``quarantined_nodes:``): it still runs, and its
+    failure does not fail the job (the plugin marks it ``xfail(strict=False)``)."""
+
+    node: str
+    reason: str
+    evidence: QuarantineEvidence | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class TestEntry:
     """One registered test file.
 
@@ -137,6 +183,12 @@ class TestEntry:
     depends_on: tuple[str, ...] = ()
     line: int = 0
     col: int = 0
+    evidence: QuarantineEvidence | None = None  # a file-level quarantine written by ci quarantine
+    quarantined_nodes: tuple[QuarantinedNode, ...] = ()
+
+    def quarantined_node(self, node: str) -> QuarantinedNode | None:
+        """The node-level quarantine of test id ``node`` (``path::name``), or None."""
+        return next((q for q in self.quarantined_nodes if q.node == node), None)
 
     @property
     def basename(self) -> str:
@@ -158,6 +210,7 @@ class Registry:
     run_all_paths: tuple[str, ...] = ()
     version: int = SCHEMA_VERSION
     project: ProjectConfig = field(default_factory=ProjectConfig)
+    quarantine: QuarantinePolicy = field(default_factory=QuarantinePolicy)
     _by_basename: dict[str, list[TestEntry]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -255,7 +308,8 @@ def sm_capability(arch: str) -> tuple[int, int]:
 
 __all__ = [
     "ANCHOR_OR_ALIAS", "DUPLICATE_KEY", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
-    "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "STR_TAG", "UNKNOWN_KEY", "UNKNOWN_TIER",
+    "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
+    "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "STR_TAG", "UNKNOWN_KEY", "UNKNOWN_TIER",
     "WRONG_TYPE", "YAML_SYNTAX", "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "double_quoted", "is_sm",
     "normalize_path", "path_is_under", "plain_tag", "sm_capability", "yaml_scalar",
 ]

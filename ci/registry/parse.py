@@ -19,9 +19,10 @@ from ci.gc_pause import gc_paused
 from ci.project import DynamicImport, ProjectConfig
 from ci.registry.model import (
     ANCHOR_OR_ALIAS, DUPLICATE_KEY, INVALID_VALUE, MISSING_KEY, MISSING_REASON, NON_POSITIVE, SCHEMA_VERSION,
-    STR_TAG, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem, Registry, Status, TestEntry, Tier,
-    PER_COMMIT, normalize_path,
+    STR_TAG, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem, QuarantinePolicy, Registry, Status,
+    TestEntry, Tier, PER_COMMIT, normalize_path,
 )
+from ci.registry.quarantine_parse import parse_evidence, parse_nodes, parse_policy
 from ci.registry.rules import (
     PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, describe_scalar, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem,
@@ -164,9 +165,11 @@ class PreciseParser:
         project = self.project(top["project"][1]) if "project" in top else ProjectConfig()
         tiers = self.tiers(top["tiers"][1]) if "tiers" in top else {}
         tests = self.tests(top["tests"][1], tiers) if "tests" in top else {}
+        policy = parse_policy(self, *top["quarantine"]) if "quarantine" in top else QuarantinePolicy()
         if self.problems:
             return None
-        return Registry(self.path, tiers, tests, tuple(normalize_path(p) for p in run_all), version, project)
+        return Registry(self.path, tiers, tests, tuple(normalize_path(p) for p in run_all), version, project,
+                        quarantine=policy)
 
     def anchors_and_aliases(self) -> bool:
         """Report every anchor (``&x``) and alias (``*x``) from the event stream, which is linear in
@@ -334,6 +337,13 @@ class PreciseParser:
         depends_on: tuple[str, ...] | None = ()
         if "depends_on" in fields:
             depends_on = self.string_list(value("depends_on"), f"{what} depends_on", non_empty=False)
+        evidence = None
+        if "evidence" in fields:
+            if status is not Status.QUARANTINED:
+                self.problem(value("evidence"), INVALID_VALUE, f"{what} has evidence but is not quarantined")
+            evidence = parse_evidence(self, value("evidence"), what, test_tiers or ())
+        nodes = parse_nodes(self, value("quarantined_nodes"), path, test_tiers or ()) \
+            if "quarantined_nodes" in fields else ()
         if len(self.problems) != before:
             return None
         return TestEntry(
@@ -341,6 +351,7 @@ class PreciseParser:
             reason=reason, issue=issue, timeout=None if timeout is None else float(timeout),
             reruns=reruns, depends_on=tuple(normalize_path(p) for p in depends_on),
             line=key_node.start_mark.line + 1, col=key_node.start_mark.column + 1,
+            evidence=evidence, quarantined_nodes=nodes,
         )
 
 

@@ -17,7 +17,7 @@ from ci.limits import is_plain_decimal
 from ci.project import dotted_glob_problem
 from ci.registry.model import MAX_SECONDS, SCHEDULES, is_sm, normalize_path, sm_capability
 
-TOP_KEYS = {"version", "run_all_paths", "project", "tiers", "tests"}
+TOP_KEYS = {"version", "run_all_paths", "project", "tiers", "tests", "quarantine"}
 TOP_REQUIRED = {"version", "tiers", "tests"}
 PROJECT_KEYS = {"first_party", "source_roots", "test_roots", "test_patterns", "generated_modules", "unique_basenames",
                 "dynamic_imports"}
@@ -28,7 +28,15 @@ PROJECT_NON_EMPTY = {"source_roots", "test_roots", "test_patterns"}
 TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib",
              "schedule"}
 TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
-TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on"}
+TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on",
+             "evidence", "quarantined_nodes"}
+# The quarantine's keys (`ci.registry.quarantine_parse` reads them; the fast path leaves an entry
+# with evidence or quarantined_nodes to the precise parser).
+QUARANTINE_TEST_KEYS = {"evidence", "quarantined_nodes"}
+POLICY_KEYS = {"threshold", "min_runs", "release_runs", "level", "issue"}
+EVIDENCE_KEYS = {"tier", "score", "interval", "runs", "failures", "trials", "fingerprint", "example", "since"}
+NODE_KEYS = {"node", "reason", "evidence"}
+NODE_REQUIRED = {"node", "reason"}
 TEST_REQUIRED = {"tiers", "est_time", "owner", "status"}
 
 # Hardware features a tier may require, and the oldest compute capability that has each (None:
@@ -75,6 +83,33 @@ def reruns_problem(value: int) -> str | None:
         return "must be >= 0"
     return (f"must be at most {MAX_RERUNS}, got {describe_scalar(value)}: a test that fails that often is "
             f"broken; quarantine it (status: quarantined) instead")
+
+
+def policy_problem(key: str, value: Any) -> str | None:
+    """None if ``value`` is valid for ``quarantine.<key>`` (`ci.registry.model.QuarantinePolicy`)."""
+    if key in ("threshold", "level"):
+        if type(value) is not float or not 0.0 < value < 1.0:
+            return f"must be a number strictly between 0 and 1 such as 0.05, got {describe_scalar(value)}"
+    elif key in ("min_runs", "release_runs"):
+        if type(value) is not int or not 1 <= value <= 1_000_000:
+            return f"must be a whole number from 1 to 1000000, got {describe_scalar(value)}"
+    elif key == "issue":
+        if type(value) is not str or not value.strip():
+            return f"must be a non-blank link, got {describe_scalar(value)}"
+    else:
+        raise KeyError(key)
+    return None
+
+
+def node_id_problem(node: str, path: str) -> str | None:
+    """None if ``node`` is a pytest test id inside the file ``path`` (``path::name[::name]``)."""
+    prefix = path + "::"
+    rest = node[len(prefix):] if node.startswith(prefix) else ""
+    if not rest or any(not part.strip() or part != part.strip() for part in rest.split("::")):
+        return f"node {describe_scalar(node)} must be a test id in this file: {prefix}<test name>"
+    if not node.isprintable() or "\n" in node:
+        return f"node {describe_scalar(node)} holds unprintable characters"
+    return None
 
 
 def entry_path_problem(raw: str) -> str | None:
@@ -184,6 +219,8 @@ def describe_scalar(value: Any) -> str:
 __all__ = [
     "FEATURES", "MAX_MEMORY_GIB", "MAX_RERUNS", "MIN_TIMEOUT", "number_text_problem", "reruns_problem", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
     "TIER_KEYS", "TIER_REQUIRED", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
-    "describe_scalar", "device_name_problem", "feature_problem", "memory_problem", "project_item_problem",
-    "project_value", "seconds_problem", "dynamic_import_problem", "schedule_problem", "PROJECT_FLAG", "PROJECT_DYNAMIC", "entry_path_problem",
+    "describe_scalar", "device_name_problem", "EVIDENCE_KEYS", "NODE_KEYS", "NODE_REQUIRED", "POLICY_KEYS",
+    "QUARANTINE_TEST_KEYS", "node_id_problem", "policy_problem", "feature_problem", "memory_problem", "project_item_problem",
+    "project_value", "seconds_problem", "dynamic_import_problem", "schedule_problem", "PROJECT_FLAG", "PROJECT_DYNAMIC",
+    "entry_path_problem",
 ]

@@ -183,7 +183,8 @@ def test_reruns_become_markers_unless_the_test_sets_its_own(pytester, repo):
         import pytest
 
         def test_default(request):
-            assert request.node.get_closest_marker("flaky").kwargs == {"reruns": 2}
+            marker = request.node.get_closest_marker("flaky")
+            assert marker.kwargs["reruns"] == 2 and r"\\bImportError\\b" in marker.kwargs["rerun_except"]
 
         @pytest.mark.flaky(reruns=5)
         def test_own(request):

@@ -310,8 +310,8 @@ tests:
 def test_problem_string_format():
     _, problems = parse_registry(GOOD + "extra: 1\n", "conf/registry.yaml")
     assert [str(p) for p in problems] == [
-        "conf/registry.yaml:31:1: R003 unknown key 'extra' in registry; allowed: project, run_all_paths, tests, tiers, "
-        "version"]
+        "conf/registry.yaml:31:1: R003 unknown key 'extra' in registry; allowed: project, quarantine, run_all_paths, "
+        "tests, tiers, version"]
 
 
 def test_load_registry_raises_with_every_problem(tmp_path):

@@ -141,9 +141,21 @@ def _report(args: argparse.Namespace) -> int:
     if not repo:
         raise ValueError("report needs --repo owner/name (or $GITHUB_REPOSITORY)")
     results = summarize(args.junit, root=Path.cwd())
+    notes: dict[str, str] = {}
+    history = args.history or os.environ.get("CI_HISTORY_STORE")
+    if history and not isinstance(results, str):
+        from ci.history.store import describe
+        from tools.rerun.flake_notes import flake_notes
+
+        try:
+            notes = flake_notes(history, args.tier, results.failing)
+        except Exception as exc:  # a history that cannot be read costs the notes, never the row
+            print(f"rerun-test report: history {describe(history)}: {exc}; the row has no flake notes",
+                  file=sys.stderr)
     reporter = Reporter(GitHubClient(_api(args), _token(args)), repo, args.bot_login, settle=args.settle_seconds)
     try:
-        done = reporter.report(args.pr, args.comment_id, args.tier, args.part, result_cell(results), args.run_url)
+        done = reporter.report(args.pr, args.comment_id, args.tier, args.part, result_cell(results, notes),
+                               args.run_url)
     except (GitHubError, ReportError) as exc:
         print(f"rerun-test report: {exc}", file=sys.stderr)
         return 1
@@ -193,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--tier", required=True, help="tier of the run (its row in the reply)")
     report.add_argument("--part", default=TARGETS_PART, help="`targets` or shard `i/N` (default: %(default)s)")
     report.add_argument("--run-url", help="link to the run")
+    report.add_argument("--history", metavar="URL_OR_PATH",
+                        help="test history store (`ci history ingest`): each failure says whether it is a known "
+                             "flake (default: $CI_HISTORY_STORE; none: no notes)")
     report.add_argument("--settle-seconds", type=float, default=12.0,
                         help="re-read the reply this long after writing, to catch a lost update (default: %(default)s)")
     return parser

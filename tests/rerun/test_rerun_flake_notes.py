@@ -1,0 +1,117 @@
+"""The bot's result rows say what the history knows of each failure: ``flaky 9 % ±4 over 120 runs
+on gpu_b200`` for a known flake, ``new`` otherwise, written through the fake GitHub by the real
+``report`` command, on SQLite and on a real PostgreSQL. A history that cannot be read costs the
+notes, never the row; `fit` still keeps every row of the longest reply."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from ci.history.flaky import flaky_scores
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
+from ci.history.store import open_store
+from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
+from tools.rerun.commands import quote
+from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.fit import fit, max_rows, shorten
+from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
+from tools.rerun.replies import MAX_BODY_CHARS
+from tools.rerun.flake_notes import flake_notes, note
+from tools.rerun.report import RunResults, result_cell
+from tools.rerun.runs_table import RunRow, find_row, table
+
+from rerun_support import PR, REPO, ROOT, TOKEN
+
+COMMENT = 6101
+FILE = "tests/quant/test_pack.py"
+TIER = "gpu_b200"
+
+
+def flaky_history(location: str, directory: Path) -> None:
+    """``test_b`` fails 1 run in 10 on gpu_b200 whatever the commit; ``test_c`` never failed."""
+    rng = random.Random(11)
+    with open_store(location) as store:
+        for i in range(120):
+            failed = rng.random() < 0.1 or i in (3, 40, 77)  # seeded: at least three flips
+            cases = [Case(FILE, "test_b", "failed" if failed else "passed", "AssertionError: accuracy 0.81 < 0.85"),
+                     Case(FILE, "test_c")]
+            identity = RunIdentity(REPO, f"{i:07x}aa", "push", TIER, run_url=f"https://ci.example/r/{i}")
+            assert ingest(store, prepare(write_report(directory, cases), identity)).added
+
+
+def _junit(path: Path, *failing: str) -> Path:
+    body = "".join(f'<testcase classname="tests.quant.test_pack" name="{n}" file="{FILE}" time="0.5">'
+                   f'{"<failure message=" + chr(39) + "x" + chr(39) + "/>" if n in failing else ""}</testcase>'
+                   for n in ("test_a", "test_b", "test_c"))
+    path.write_text(f'<?xml version="1.0"?><testsuites><testsuite name="pytest" time="3.0">{body}</testsuite>'
+                    f'</testsuites>', encoding="utf-8")
+    return path
+
+
+def _report(api_url: str, fake: FakeGitHub, tmp_path: Path, junit: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    fake.comments.pop(PR, None)
+    body = (f"<!-- rerun-test:comment={COMMENT} state=done sha={'a' * 40} -->\n@maintainer 1 run(s) dispatched.\n\n"
+            + table([RunRow(TIER, "targets", "`self-hosted`", f"`{FILE}`", "[run](https://x/1)", "dispatched")]) + "\n")
+    fake.add_comment(PR, BOT_LOGIN, body)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    proc = subprocess.run([sys.executable, "-m", "tools.rerun", "report", "--junit", str(junit), "--pr", str(PR),
+                           "--comment-id", str(COMMENT), "--tier", TIER, "--api-url", api_url, "--token-file",
+                           str(tmp_path / "token"), "--repo", REPO, "--settle-seconds", "0", *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    row = find_row(fake.bot_replies(PR)[0].body, TIER, "targets")
+    return proc, row.result if row else ""
+
+
+def test_rows_name_known_flakes_and_new_failures(api_url: str, fake: FakeGitHub, store_location: str,
+                                                 tmp_path: Path) -> None:
+    flaky_history(store_location, tmp_path)
+    with open_store(store_location, create=False) as store:
+        (score,) = flaky_scores(store, tier=TIER, min_trials=5)
+    expected = note(score)
+    assert expected.startswith("flaky ") and f"over {score.trials} runs on {TIER}" in expected
+    assert abs(score.score - 0.1) < 0.06 and score.trials == 120
+
+    proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "one.xml", "test_b"), "--history", store_location)
+    assert proc.returncode == 0, proc.stderr
+    assert cell.startswith(f"**failed**: 2 passed, 1 failed, 0 skipped, 0 errors in 3.0 s · {expected}<br>failing:<br>")
+    assert f"{quote(FILE + '::test_b')} · {expected}" in cell
+
+    proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "three.xml", "test_a", "test_b", "test_c"),
+                         "--history", store_location)
+    assert proc.returncode == 0, proc.stderr
+    assert "in 3.0 s · 1 known flake, 2 new<br>failing:<br>" in cell
+    assert f"{quote(FILE + '::test_c')} · new" in cell and f"{quote(FILE + '::test_b')} · {expected}" in cell
+
+    # the same failure on another tier is new there: flakiness is per node and tier
+    assert flake_notes(store_location, "gpu_h100", [f"{FILE}::test_b"]) == {f"{FILE}::test_b": "new"}
+
+
+def test_without_a_readable_history_the_row_has_no_notes(api_url: str, fake: FakeGitHub, tmp_path: Path) -> None:
+    junit = _junit(tmp_path / "j.xml", "test_b")
+    proc, cell = _report(api_url, fake, tmp_path, junit)
+    assert proc.returncode == 0 and cell.startswith("**failed**: 2 passed, 1 failed, 0 skipped, 0 errors in 3.0 s<br>")
+    assert " · " not in cell
+    proc, cell = _report(api_url, fake, tmp_path, junit, "--history", str(tmp_path / "none.sqlite"))
+    assert proc.returncode == 0 and " · " not in cell and cell.startswith("**failed**: 2 passed, 1 failed")
+    assert "no history there yet" in proc.stderr and "the row has no flake notes" in proc.stderr
+    assert not (tmp_path / "none.sqlite").exists(), "the report never creates a store"
+
+
+def test_notes_never_cost_a_row_of_the_longest_reply() -> None:
+    """`fit`'s last step keeps the verdict and the counts only, so a row with notes shortens to
+    exactly the row `max_rows` is computed from."""
+    failing = tuple(f"tests/t/test_x.py::test_{i}[{'p' * 60}]" for i in range(12))
+    notes = {n: "flaky 100 % ±50 over 99999 runs on gpu_h200_long_tier_name" for n in failing}
+    cell = result_cell(RunResults(99999, 99999, 99999, 99999, 9999.9, failing), notes)
+    plain = result_cell(RunResults(99999, 99999, 99999, 99999, 9999.9, failing))
+    row, bare = (RunRow("gpu_h200", "1/2", "…", "1 test(s)", "[run](x)", c) for c in (cell, plain))
+    assert len(cell) > len(plain) and shorten(row, 4) == shorten(bare, 4)
+    n = max_rows("gpu_h200")
+    body = "x" * 6000 + "\n" + table([RunRow("gpu_h200", f"{i}/{n}", "`self-hosted`", "`a`", "[run](x)", cell)
+                                      for i in range(1, n + 1)])
+    fitted = fit(body)
+    assert len(fitted) <= MAX_BODY_CHARS and fitted.count("**failed**: 99999 passed") == n
