@@ -29,6 +29,7 @@ from typing import Sequence
 
 from ci.imports.check import check_imports, project_for
 from ci.imports.index import ModuleIndex
+from ci.quarantine_nodes import unknown_node_problems
 from ci.project import ProjectConfig
 from ci.registry import (
     REGISTRY_FILENAME, Problem, Registry, RegistryError, TestEntry, derived_timeout, display_path, gc_paused, link_problem,
@@ -145,6 +146,7 @@ def lint_repo(root: Path, registry_path: Path | None = None,
         if registry is not None:
             tree = scan_test_tree(root, registry.project)
             problems += lint_registry(root, registry, tree.files, tree.links) + tree.unreadable
+            problems += unknown_node_problems(root, registry)
         index = ModuleIndex(root, project_for(packages, project))  # one parse for both checks
         problems += check_imports(root, index=index, history=True)
         if info and registry is not None:

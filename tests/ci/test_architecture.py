@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ci.report", ("ci/report/",)),
     ("ci.running", ("ci/running/",)),
     ("ci.adopt", ("ci/adopt/",)),
-    ("ci top", ("ci/lint.py", "ci/pytest_plugin.py", "ci/bootstrap.py")),
+    ("ci top", ("ci/lint.py", "ci/quarantine_nodes.py", "ci/pytest_plugin.py", "ci/bootstrap.py")),
     ("ci.commands", ("ci/commands/",)),
     ("ci entry point", ("ci/__main__.py",)),
     ("tools", ("tools/",)),

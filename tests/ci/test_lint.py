@@ -288,3 +288,45 @@ def test_lint_outside_any_repository_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli.main([]) == 2
     assert f"no registry.yaml in {tmp_path.resolve()} or any directory above it" in capsys.readouterr().err
+
+
+QUARANTINED_TESTS = """\
+import pytest
+from base import Inherited
+
+
+def test_plain():
+    pass
+
+
+@pytest.mark.parametrize("x", [1, 2])
+def test_param(x):
+    pass
+
+
+test_generated = pytest.mark.skip(reason="made by a factory")(lambda: None)
+
+
+class TestKind:
+    def test_method(self):
+        pass
+
+
+class TestMore(Inherited):
+    pass
+"""
+
+
+@pytest.mark.parametrize("node, known", [
+    ("test_plain", True), ("test_param[1]", True), ("test_generated", True), ("TestKind::test_method", True),
+    ("TestMore::test_from_base", True),  # maybe inherited: the file alone cannot say
+    ("test_gone", False), ("TestKind::test_gone", False), ("TestGone::test_method", False),
+    ("test_plain::test_inner", False), ("TestKind::test_method::deeper", False),
+])
+def test_a_quarantined_node_must_name_a_test_of_its_file(tmp_path, node, known):
+    quarantined = (f"    quarantined_nodes:\n      - node: tests/q/test_k.py::{node}\n"
+                   f"        reason: flaky on purpose\n")
+    write(tmp_path, {"ci/__init__.py": "", "tests/q/test_k.py": QUARANTINED_TESTS,
+                     "registry.yaml": HEAD + entry("tests/q/test_k.py") + quarantined})
+    found = [p for p in lint_repo(tmp_path) if p.code == "L010"]
+    assert found == [] if known else [(p.path, p.line) for p in found] == [("registry.yaml", 16)], found
