@@ -1,5 +1,5 @@
-"""Preallocated per-call scratch for the chunked torch quantizers, mx_block16's offset code table,
-and a table lookup that runs on every intra-op thread.
+"""Preallocated per-call scratch for the chunked torch quantizers, their nibble packing, and
+mx_block16's offset code table.
 
 Why a workspace: every chunk of a call needs the same few 1-4 MB temporaries. Allocated afresh
 per chunk they cost page faults whenever the allocator hands back fresh pages (measured: one
@@ -12,7 +12,6 @@ calls (thread safe).
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import torch
@@ -28,8 +27,6 @@ OFFSET_TABLE_SIZE = OFFSET_TABLE_BIAS + 16576 + 1
 """Largest index + 1: 16576 (= bf16 bits of 6.0) is the largest ``top16 - shift`` of a finite block."""
 _POSITIVE_FROM = -16160
 """``top16 - shift`` below this stands for a negative input (see `offset_code_table`)."""
-_GATHER_ROWS = 64
-"""`gather_table` splits a lookup into up to this many rows, which torch hands to its threads."""
 
 
 class Workspace:
@@ -56,18 +53,6 @@ def pack_code_pairs(codes: torch.Tensor, packed: torch.Tensor, work: Workspace) 
     code_pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
     pairs = torch.bitwise_right_shift(code_pairs, 4, out=work.get("pairs", codes.shape[0], torch.int16, BLOCK_SIZE // 2))
     packed.copy_(pairs.bitwise_or_(code_pairs))  # the low byte is even | odd << 4; the cast keeps it
-
-
-def gather_table(table: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> None:
-    """``out = table[index]`` for a 1-D ``table``, a contiguous int64 ``index`` and ``out`` of its shape.
-
-    Why not ``index_select``: torch runs a 1-D index_select in one thread. `torch.gather` over
-    an expanded ``[rows, len(table)]`` view of the table (no copy) splits the work by rows, which
-    torch's intra-op threads share: at 2 threads, ``[4096, 8, 128]`` worth of codes take 1.2 ms
-    instead of 1.8 ms (int32 index_select), int64 index widening included in neither.
-    """
-    rows = math.gcd(index.numel(), _GATHER_ROWS) or 1
-    torch.gather(table.expand(rows, table.shape[0]), 1, index.view(rows, -1), out=out.view(rows, -1))
 
 
 def offset_code_table(device: torch.device) -> torch.Tensor:

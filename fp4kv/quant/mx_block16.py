@@ -44,7 +44,6 @@ from fp4kv.quant._jit import lazy_jit
 from fp4kv.quant._workspace import (
     OFFSET_TABLE_BIAS,
     Workspace,
-    gather_table,
     offset_code_table,
     pack_code_pairs,
     quantize_blocks_in_chunks,
@@ -134,27 +133,26 @@ def _quantize_bf16_blocks(blocks: torch.Tensor, packed: torch.Tensor, scales: to
     The block max is taken on the int16 magnitudes (``top16 & 0x7FFF``: their integer order is
     the float order, and bf16 -> fp32 is exact, so it is the fp32 amax's top half); the scale
     byte and the block's table offset are then looked up by that amax (`_bf16_amax_tables`, one
-    lookup each instead of half a dozen small ops per chunk). The code index is formed in int64,
-    the width `gather_table` takes, so that the lookup runs on every intra-op thread.
+    lookup each instead of half a dozen small ops per chunk on its 32-bit bits).
     """
     n = blocks.shape[0]
     top = blocks.view(torch.int16)
     magnitude = torch.bitwise_and(top, 0x7FFF, out=work.get("magnitude16", n, torch.int16, BLOCK_SIZE))
     amax = torch.amax(magnitude, dim=1, out=work.get("amax16", n, torch.int16))
-    amax_index = work.get("amax64", n, torch.int64).copy_(amax)
+    amax_index = work.get("amax32", n, torch.int32).copy_(amax)
     byte_table, offset_table = _bf16_amax_tables(blocks.device)
     torch.index_select(byte_table, 0, amax_index, out=scales)
-    offset = torch.index_select(offset_table, 0, amax_index, out=work.get("offset64", n, torch.int64))
-    index = work.get("index64", n, torch.int64, BLOCK_SIZE).copy_(top).sub_(offset[:, None])
+    offset = torch.index_select(offset_table, 0, amax_index, out=work.get("offset32", n, torch.int32))
+    index = work.get("index32", n, torch.int32, BLOCK_SIZE).copy_(top).sub_(offset[:, None])
     codes = work.get("codes", n, torch.uint8, BLOCK_SIZE)
-    gather_table(offset_code_table(blocks.device), index, codes)
+    torch.index_select(offset_code_table(blocks.device), 0, index.view(-1), out=codes.view(-1))
     if int(top.min()) == _BF16_NEGATIVE_ZERO:  # -0.0 is the smallest signed pattern
         codes.masked_fill_(top == _BF16_NEGATIVE_ZERO, 0)
     pack_code_pairs(codes, packed, work)
 
 
 def _bf16_amax_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(scale bytes uint8 ``[32768]``, offsets int64 ``[32768]``) indexed by a block's amax as bf16
+    """(scale bytes uint8 ``[32768]``, offsets int32 ``[32768]``) indexed by a block's amax as bf16
     magnitude bits: the byte is `scale_bytes_from_amax_bits` of those bits ``<< 16`` (exactly the
     fp32 amax), the offset ``((byte - 127) << 7) - OFFSET_TABLE_BIAS`` is what is subtracted from
     each ``top16`` to index `offset_code_table` (byte 255 included: it keeps the index in range)."""
@@ -162,7 +160,7 @@ def _bf16_amax_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]
     if tables is None:
         byte = scale_bytes_from_amax_bits(torch.arange(32768, dtype=torch.int32) << 16)
         offset = ((byte - SCALE_BIAS) << 7) - OFFSET_TABLE_BIAS
-        tables = _AMAX_TABLES[device] = (byte.to(torch.uint8).to(device), offset.to(torch.int64).to(device))
+        tables = _AMAX_TABLES[device] = (byte.to(torch.uint8).to(device), offset.to(device))
     return tables
 
 

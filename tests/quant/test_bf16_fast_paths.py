@@ -1,5 +1,5 @@
-"""The bf16 paths of the torch quantizers (int16 block max, lookups by the block's amax, int64
-code index for a threaded gather), held to the fp64 oracle on EVERY bf16 bit pattern.
+"""The bf16 paths of the torch quantizers (int16 block max, scale bytes and offsets looked up by
+the block's amax), held to the fp64 oracle on EVERY bf16 bit pattern.
 
 Three sets of blocks, each pattern in each:
 * alone in its block (the rest zeros): the scale byte of every possible amax, including
@@ -7,8 +7,7 @@ Three sets of blocks, each pattern in each:
 * after an anchor that fixes the block's scale (6 * 2^k, the bf16 just above it, 3 * 2^k where
   the exponent steps, tiny anchors at SGLang's clamp): the code of every pattern against every
   decision bound at several scales, with both signs, saturation above 6 and underflow to 0;
-* a short last chunk (3 blocks), so that a chunk whose size is not a multiple of 64 rows goes
-  through the gather too.
+* three random blocks, and a last chunk shorter than the others.
 Enough blocks that nvfp4 builds its per-call amax tables; the per-block path is checked too.
 """
 
@@ -18,8 +17,7 @@ import pytest
 import torch
 
 import fp4kv.quant.nvfp4 as nvfp4
-from fp4kv.quant import BlockFP4KVQuantizeUtil, NVFP4KVQuantizeUtil
-from fp4kv.quant._workspace import gather_table
+from fp4kv.quant import BlockFP4KVQuantizeUtil, NVFP4KVQuantizeUtil, _chunks
 
 import fp_oracle as oracle
 
@@ -56,7 +54,7 @@ def all_blocks() -> torch.Tensor:
 def test_the_sets_hold_every_pattern_and_enough_blocks_for_the_nvfp4_tables():
     blocks = all_blocks()
     assert blocks.shape[0] >= nvfp4.BF16_TABLE_MIN_BLOCKS
-    assert blocks.shape[0] % 64 != 0  # a short last chunk
+    assert blocks.shape[0] > _chunks.CHUNK_BLOCKS and blocks.shape[0] % _chunks.CHUNK_BLOCKS != 0
     assert torch.unique(alone_blocks().view(torch.int16)).numel() == 65536
 
 
@@ -96,13 +94,3 @@ def test_nvfp4_tables_are_used_from_the_threshold_on(monkeypatch):
     assert built == []
     NVFP4KVQuantizeUtil.quantize(x, 1.0, backend="torch")
     assert built == [1]
-
-
-@pytest.mark.parametrize("numel", [1, 7, 48, 64, 100, 4096 + 16])
-def test_gather_table_equals_indexing_at_any_size(numel):
-    gen = torch.Generator().manual_seed(numel)
-    table = torch.randint(0, 256, (1000,), generator=gen).to(torch.uint8)
-    index = torch.randint(0, 1000, (numel,), generator=gen)
-    out = torch.empty(numel, dtype=torch.uint8)
-    gather_table(table, index, out)
-    assert torch.equal(out, table[index])
