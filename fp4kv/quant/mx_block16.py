@@ -98,10 +98,10 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
     Works on the bits: ``top16`` is the bf16 bit pattern (or fp32 bits >> 16) sign-extended. The
     scale byte comes from the bits of each block's amax; one broadcast subtraction of the block's
     exponent, in bf16's exponent field, and one lookup in `offset_code_table` give each code with
-    its sign (see there). ``-0.0`` (not ``< 0``, so the peer gives it code 0) is fixed up where a
-    chunk holds one. Codes of blocks holding NaN/Inf (scale byte 0xFF) are left for the caller to
-    zero (`quantize_torch` does, once per call). ``work``: scratch reused across chunks (one is
-    made if None). bf16 has its own path (`_quantize_bf16_blocks`); fp16 and fp32 work in int32.
+    its sign (see there). Fix-ups only where a chunk needs them: blocks holding NaN/Inf get codes
+    0, and ``-0.0`` (not ``< 0``, so the peer gives it code 0) gets code 0. ``work``: scratch
+    reused across chunks (one is made if None). bf16 has its own path (`_quantize_bf16_blocks`);
+    fp16 and fp32 work in int32.
     """
     work = work or Workspace(blocks.shape[0], blocks.device)
     if blocks.dtype == torch.bfloat16:
@@ -121,7 +121,15 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
     negative_zero = -(1 << 31)
     if int(full.min()) == negative_zero:  # -0.0 is the smallest signed pattern: one reduction finds it
         codes.masked_fill_(full == negative_zero, 0)
+    _zero_non_finite_blocks(codes, scales)
     pack_code_pairs(codes, packed, work)
+
+
+def _zero_non_finite_blocks(codes: torch.Tensor, scales: torch.Tensor) -> None:
+    """Codes 0 for the blocks whose scale byte is 0xFF (NaN/Inf); 0xFF is the largest byte, so one
+    reduction over the chunk's scales says whether there is any."""
+    if int(scales.max()) == NAN_SCALE_BYTE:
+        codes.masked_fill_((scales == NAN_SCALE_BYTE)[:, None], 0)
 
 
 _BF16_NEGATIVE_ZERO = -32768  # 0x8000 as int16
@@ -148,6 +156,7 @@ def _quantize_bf16_blocks(blocks: torch.Tensor, packed: torch.Tensor, scales: to
     torch.index_select(offset_code_table(blocks.device), 0, index.view(-1), out=codes.view(-1))
     if int(top.min()) == _BF16_NEGATIVE_ZERO:  # -0.0 is the smallest signed pattern
         codes.masked_fill_(top == _BF16_NEGATIVE_ZERO, 0)
+    _zero_non_finite_blocks(codes, scales)
     pack_code_pairs(codes, packed, work)
 
 
@@ -179,9 +188,6 @@ def quantize_torch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference quantizer: ``x [B, M, N]`` -> ``(packed uint8 [B, M, N/2], scales uint8 [B, M*N/16])``."""
     b, m, n = x.shape
     packed, scales = quantize_blocks_in_chunks(x, _quantize_blocks_torch)
-    non_finite = scales == NAN_SCALE_BYTE
-    if bool(non_finite.any()):  # one check per call: such blocks store codes 0
-        packed[non_finite] = 0
     return packed.view(b, m, n // 2), scales.view(b, m * n // BLOCK_SIZE)
 
 

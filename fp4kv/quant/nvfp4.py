@@ -119,9 +119,9 @@ def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.
     ``y = x / (s * g)`` in fp32 (signed, so -0.0 and negatives that round to zero get code 8),
     then its code is looked up from its top 16 bits with a sticky bit OR-ed into the lowest
     (``(y | ((y & 0xFFFF) + 0xFFFF)) >> 16``: the addition carries into bit 16 exactly when a low
-    bit is set) in a table built from `magnitude_codes_rne` (see `bf16_code_table`). Codes of
-    blocks with scale 0 or NaN are left for the caller to zero (`quantize_torch` does, once per
-    call). bf16 blocks take their amax on int16 magnitudes (integer order is float order, and the
+    bit is set) in a table built from `magnitude_codes_rne` (see `bf16_code_table`). Blocks with
+    scale 0 or NaN get codes 0 (0 and 0x7F are the smallest and largest scale bytes, so one
+    `aminmax` of the chunk's scales says whether any is there). bf16 blocks take their amax on int16 magnitudes (integer order is float order, and the
     widening to fp32 is exact) and, given ``tables`` (`bf16_amax_tables`), their scales and
     divisors by lookup. Full-size temporaries live in ``work`` (one is made if None).
     """
@@ -152,6 +152,9 @@ def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.
     key.add_(0xFFFF).bitwise_or_(y_bits).bitwise_right_shift_(16).bitwise_and_(0xFFFF)
     codes = work.get("codes", n, torch.uint8, BLOCK_SIZE)
     torch.index_select(bf16_code_table(blocks.device, "even"), 0, key.view(-1), out=codes.view(-1))
+    low, high = torch.aminmax(scales)
+    if int(low) == 0 or int(high) == E4M3_NAN:
+        codes.masked_fill_(((scales == 0) | (scales == E4M3_NAN))[:, None], 0)
     pack_code_pairs(codes, packed, work)
 
 
@@ -188,9 +191,6 @@ def quantize_torch(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torc
     packed, scales = quantize_blocks_in_chunks(
         x, lambda blocks, packed_rows, scale_rows, work: _quantize_blocks_torch(blocks, g, packed_rows, scale_rows,
                                                                                work, tables))
-    dead = (scales == 0) | (scales == E4M3_NAN)  # empty or non-finite blocks store codes 0
-    if bool(dead.any()):
-        packed[dead] = 0
     lead = x.shape[:-1]
     k = x.shape[-1]
     return packed.view(*lead, k // 2), scales.view(*lead, k // BLOCK_SIZE)
