@@ -1,11 +1,13 @@
-"""Preallocated per-call scratch for the chunked torch quantizers, and mx_block16's offset code table.
+"""Preallocated per-call scratch for the chunked torch quantizers, their nibble packing, and
+mx_block16's offset code table.
 
-Why a workspace: every chunk of a call needs the same few 1-2 MB temporaries. Allocated afresh
+Why a workspace: every chunk of a call needs the same few 1-4 MB temporaries. Allocated afresh
 per chunk they cost page faults whenever the allocator hands back fresh pages (measured: one
 [32768, 16] bf16 chunk took 2.0 ms instead of 1.4 ms single-threaded); one set per call, reused
-by every chunk and written with ``out=``, avoids that. The set is sized for one chunk
-(`fp4kv.quant._chunks.CHUNK_BLOCKS` blocks at most: about 5 MB), so a call's extra memory stays
-bounded whatever the input's size, and it is never shared between calls (thread safe).
+by every chunk and written with ``out=``, avoids that. Each buffer is sized for one chunk
+(`fp4kv.quant._chunks.CHUNK_BLOCKS` blocks at most: under 12 MB for all of them together), so a
+call's extra memory stays bounded whatever the input's size, and it is never shared between
+calls (thread safe).
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from fp4kv.quant.e2m1 import SIGN_BIT, magnitude_codes_ties_away
 
 BLOCK_SIZE = 16  # both recipes' block: 16 elements, 8 packed bytes, one scale byte
 
-BLOCK = 16
-
 OFFSET_TABLE_BIAS = 49152
 """Added to ``top16 - shift`` (see `offset_code_table`) so that every index it can take is >= 0."""
 OFFSET_TABLE_SIZE = OFFSET_TABLE_BIAS + 16576 + 1
@@ -30,23 +30,29 @@ _POSITIVE_FROM = -16160
 
 
 class Workspace:
-    """Scratch for one quantize call, for chunks of up to ``rows`` blocks: ``wide`` and ``index``
-    int32 ``[rows, 16]``, ``codes`` uint8 ``[rows, 16]``, ``pairs`` int16 ``[rows, 8]``, and
-    per-block ``block_a``/``block_b`` int32 ``[rows]`` (128 KB at full size: fresh ones would be
-    mapped and faulted in on every chunk). `take` returns views of the first ``n`` rows."""
+    """Scratch for one quantize call, for chunks of up to ``rows`` blocks: named buffers
+    ``[rows]`` or ``[rows, width]``, each made on first use and reused by every later chunk."""
 
     def __init__(self, rows: int, device: torch.device) -> None:
-        self.wide = torch.empty((rows, BLOCK), dtype=torch.int32, device=device)
-        self.index = torch.empty((rows, BLOCK), dtype=torch.int32, device=device)
-        self.codes = torch.empty((rows, BLOCK), dtype=torch.uint8, device=device)
-        self.pairs = torch.empty((rows, BLOCK // 2), dtype=torch.int16, device=device)
-        self.block_a = torch.empty((rows,), dtype=torch.int32, device=device)
-        self.block_b = torch.empty((rows,), dtype=torch.int32, device=device)
+        self.rows = rows
+        self.device = device
+        self._buffers: dict[str, torch.Tensor] = {}
 
-    def take(self, n: int) -> tuple[torch.Tensor, ...]:
-        """(wide, index, codes, pairs, block_a, block_b) views for ``n <= rows`` blocks."""
-        return (self.wide[:n], self.index[:n], self.codes[:n], self.pairs[:n], self.block_a[:n],
-                self.block_b[:n])
+    def get(self, name: str, n: int, dtype: torch.dtype, width: int = 0) -> torch.Tensor:
+        """The first ``n <= rows`` rows of buffer ``name`` (``dtype``, ``[rows]`` if ``width`` is 0,
+        else ``[rows, width]``). One name always means one dtype and width."""
+        buffer = self._buffers.get(name)
+        if buffer is None:
+            shape = (self.rows, width) if width else (self.rows,)
+            buffer = self._buffers[name] = torch.empty(shape, dtype=dtype, device=self.device)
+        return buffer[:n]
+
+
+def pack_code_pairs(codes: torch.Tensor, packed: torch.Tensor, work: Workspace) -> None:
+    """uint8 codes ``[n, 16]`` (values 0..15) -> writes ``packed [n, 8]``, element 2j in the low nibble."""
+    code_pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
+    pairs = torch.bitwise_right_shift(code_pairs, 4, out=work.get("pairs", codes.shape[0], torch.int16, BLOCK_SIZE // 2))
+    packed.copy_(pairs.bitwise_or_(code_pairs))  # the low byte is even | odd << 4; the cast keeps it
 
 
 def offset_code_table(device: torch.device) -> torch.Tensor:

@@ -41,7 +41,7 @@ import torch
 
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
-from fp4kv.quant._workspace import Workspace, quantize_blocks_in_chunks
+from fp4kv.quant._workspace import Workspace, pack_code_pairs, quantize_blocks_in_chunks
 from fp4kv.quant.e2m1 import bf16_code_table, code_values_f32
 from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_to_f32
 from fp4kv.quant.nvfp4_triton import dequantize_triton, quantize_triton
@@ -85,37 +85,77 @@ def block_scales_e4m3(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return bits, torch.where(normal, rounded.view(torch.float32), count.mul_(2.0 ** -9))
 
 
+def block_scales_and_divisors(amax_bits: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int32 fp32 bits of block amaxes (``>= 0``) -> (uint8 block scale bytes, fp32 divisors ``s * g``).
+
+    The scale byte is ``e4m3(amax / (6 * g))`` saturated at 448, or ``E4M3_NAN`` for a non-finite
+    amax. The divisor of a block whose codes must be zeroed (scale 0, or NaN) is 1.0, so that the
+    division stays finite; the caller zeroes those codes.
+    """
+    nonfinite = amax_bits >= 0x7F800000
+    t = (amax_bits.masked_fill(nonfinite, 0).view(torch.float32) / (g * E2M1_MAX)).clamp_(max=E4M3_MAX)
+    s_bits, s = block_scales_e4m3(t)
+    sg = s.mul_(g).masked_fill_((s_bits == 0) | nonfinite, 1.0)
+    return s_bits.masked_fill_(nonfinite, E4M3_NAN).to(torch.uint8), sg
+
+
+BF16_TABLE_MIN_BLOCKS = 32768
+"""From this many blocks on, bf16 input gets its scales and divisors from tables over every
+possible bf16 amax (`bf16_amax_tables`, 32768 entries: built once per call, so not worth it below)."""
+
+
+def bf16_amax_tables(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`block_scales_and_divisors` of every bf16 magnitude pattern 0..0x7FFF (as fp32 bits ``<< 16``,
+    exactly the fp32 amax), for global scale ``g``: lookups by a block's int16 amax."""
+    patterns = torch.arange(32768, dtype=torch.int32, device=g.device) << 16
+    return block_scales_and_divisors(patterns, g)
+
+
 def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.Tensor,
-                           scales: torch.Tensor, work: Workspace | None = None) -> None:
+                           scales: torch.Tensor, work: Workspace | None = None,
+                           tables: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
     """blocks ``[n, 16]`` float, g fp32 0-dim -> writes packed ``[n, 8]`` and block scales ``[n]``.
 
     ``y = x / (s * g)`` in fp32 (signed, so -0.0 and negatives that round to zero get code 8),
     then its code is looked up from its top 16 bits with a sticky bit OR-ed into the lowest
     (``(y | ((y & 0xFFFF) + 0xFFFF)) >> 16``: the addition carries into bit 16 exactly when a low
-    bit is set) in a table built from `magnitude_codes_rne` (see `bf16_code_table`). All
-    full-size temporaries live in ``work`` (one is made if None) and every op on them is int32 or
-    fp32 (16-bit and bool ones are not vectorised on CPU).
+    bit is set) in a table built from `magnitude_codes_rne` (see `bf16_code_table`). Blocks with
+    scale 0 or NaN get codes 0 (0 and 0x7F are the smallest and largest scale bytes, so one
+    `aminmax` of the chunk's scales says whether any is there). bf16 blocks take their amax on int16 magnitudes (integer order is float order, and the
+    widening to fp32 is exact) and, given ``tables`` (`bf16_amax_tables`), their scales and
+    divisors by lookup. Full-size temporaries live in ``work`` (one is made if None).
     """
     n = blocks.shape[0]
-    wide, index, codes, pairs, amax, _ = (work or Workspace(n, blocks.device)).take(n)
-    x = blocks if blocks.dtype == torch.float32 else wide.view(torch.float32).copy_(blocks)
-    torch.amax(torch.bitwise_and(x.view(torch.int32), 0x7FFFFFFF, out=index), dim=1, out=amax)
-    nonfinite = amax >= 0x7F800000
-    t = (amax.masked_fill(nonfinite, 0).view(torch.float32) / (g * E2M1_MAX)).clamp_(max=E4M3_MAX)
-    s_bits, s = block_scales_e4m3(t)
-    empty = s_bits == 0
-    sg = s.mul_(g).masked_fill_(empty, 1.0)  # codes of empty blocks are zeroed
+    work = work or Workspace(n, blocks.device)
+    index = work.get("index32", n, torch.int32, BLOCK_SIZE)
+    if blocks.dtype == torch.bfloat16:
+        magnitude = torch.bitwise_and(blocks.view(torch.int16), 0x7FFF,
+                                      out=work.get("magnitude16", n, torch.int16, BLOCK_SIZE))
+        amax16 = torch.amax(magnitude, dim=1, out=work.get("amax16", n, torch.int16))
+        if tables is not None:
+            amax_index = work.get("amax64", n, torch.int64).copy_(amax16)
+            torch.index_select(tables[0], 0, amax_index, out=scales)
+            sg = torch.index_select(tables[1], 0, amax_index, out=work.get("divisor", n, torch.float32))
+        else:
+            s_bits, sg = block_scales_and_divisors(amax16.to(torch.int32) << 16, g)
+            scales.copy_(s_bits)
+    else:
+        x = blocks if blocks.dtype == torch.float32 else work.get("x32", n, torch.float32, BLOCK_SIZE).copy_(blocks)
+        amax = torch.amax(torch.bitwise_and(x.view(torch.int32), 0x7FFFFFFF, out=index), dim=1,
+                          out=work.get("amax32", n, torch.int32))
+        s_bits, sg = block_scales_and_divisors(amax, g)
+        scales.copy_(s_bits)
+    if blocks.dtype == torch.bfloat16:
+        x = work.get("x32", n, torch.float32, BLOCK_SIZE).copy_(blocks)
     y_bits = torch.div(x, sg[:, None], out=index.view(torch.float32)).view(torch.int32)
-    key = torch.bitwise_and(y_bits, 0xFFFF, out=wide).add_(0xFFFF).bitwise_or_(y_bits)
-    key.bitwise_right_shift_(16).bitwise_and_(0xFFFF)
+    key = torch.bitwise_and(y_bits, 0xFFFF, out=work.get("key32", n, torch.int32, BLOCK_SIZE))
+    key.add_(0xFFFF).bitwise_or_(y_bits).bitwise_right_shift_(16).bitwise_and_(0xFFFF)
+    codes = work.get("codes", n, torch.uint8, BLOCK_SIZE)
     torch.index_select(bf16_code_table(blocks.device, "even"), 0, key.view(-1), out=codes.view(-1))
-    dead = empty | nonfinite
-    if bool(dead.any()):
-        codes.masked_fill_(dead[:, None], 0)
-    code_pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
-    torch.bitwise_right_shift(code_pairs, 4, out=pairs)
-    packed.copy_(pairs.bitwise_or_(code_pairs))  # the low byte is even | odd << 4; the cast keeps it
-    scales.copy_(s_bits.masked_fill_(nonfinite, E4M3_NAN))
+    low, high = torch.aminmax(scales)
+    if int(low) == 0 or int(high) == E4M3_NAN:
+        codes.masked_fill_(((scales == 0) | (scales == E4M3_NAN))[:, None], 0)
+    pack_code_pairs(codes, packed, work)
 
 
 def dequantize_pair_table(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -146,8 +186,11 @@ def _dequantize_blocks_torch(packed: torch.Tensor, scales: torch.Tensor, table: 
 
 def quantize_torch(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference quantizer: ``x [..., K]``, g fp32 0-dim -> (packed ``[..., K/2]``, scales ``[..., K/16]``)."""
+    n_blocks = x.numel() // BLOCK_SIZE
+    tables = bf16_amax_tables(g) if x.dtype == torch.bfloat16 and n_blocks >= BF16_TABLE_MIN_BLOCKS else None
     packed, scales = quantize_blocks_in_chunks(
-        x, lambda blocks, packed_rows, scale_rows, work: _quantize_blocks_torch(blocks, g, packed_rows, scale_rows, work))
+        x, lambda blocks, packed_rows, scale_rows, work: _quantize_blocks_torch(blocks, g, packed_rows, scale_rows,
+                                                                               work, tables))
     lead = x.shape[:-1]
     k = x.shape[-1]
     return packed.view(*lead, k // 2), scales.view(*lead, k // BLOCK_SIZE)
