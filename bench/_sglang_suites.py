@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from ci.registry import Status, load_registry
@@ -66,8 +67,6 @@ def sglang_selection(tree: Path) -> dict[tuple[str, str], set[str]]:
     test = tree / "test"
     files = [f for f in glob.glob(os.path.join(test, "registered", "**", "*.py"), recursive=True)
              if not f.endswith(("/conftest.py", "/__init__.py", "/cpu/utils.py", "/run_tests.py"))]
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "No CI registry found in ...": SGLang's own sanity check, off
         registered = register.collect_tests(files, sanity_check=False)

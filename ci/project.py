@@ -59,6 +59,10 @@ class ProjectConfig:
         return tuple(t for d in self.dynamic_imports if d.importer == importer for t in d.targets)
 
 
+# The files pytest reads its configuration from, in its order of precedence within one folder;
+# the folder holding the one it used is its rootdir.
+PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
 # A dotted module glob: identifier characters, dots between parts, and ``*``, ``?``, ``[...]``.
 _DOTTED_GLOB = re.compile(r"(?:[A-Za-z_*?\[][\w*?\[\]!-]*)(?:\.[\w*?\[\]!-]+)*")
 
@@ -72,4 +76,4 @@ def dotted_glob_problem(glob: str) -> str | None:
     return None
 
 
-__all__ = ["DynamicImport", "ProjectConfig", "dotted_glob_problem"]
+__all__ = ["DynamicImport", "PYTEST_CONFIG_FILES", "ProjectConfig", "dotted_glob_problem"]

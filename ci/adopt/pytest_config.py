@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
+from ci.project import PYTEST_CONFIG_FILES
 from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 
 if sys.version_info >= (3, 11):
@@ -38,8 +39,6 @@ MAX_DEPTH = 3
 # Directories never searched: what pytest skips by default, plus vendored code and caches.
 SKIP_DIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}", "__pycache__",
              "site-packages", "*.egg-info", "3rdparty", "third_party", "thirdparty", "vendor", "_vendor")
-# In pytest's order of precedence within one directory.
-CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
 @dataclass(frozen=True)
@@ -143,11 +142,11 @@ def shallow_folders(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[st
 
 def find_pytest_configs(root: Path, max_depth: int = MAX_DEPTH) -> list[PytestConfig]:
     """Every pytest configuration at most ``max_depth`` folders below ``root``, shallowest first;
-    in one folder only the file pytest itself would use (the first of `CONFIG_FILES` holding a
+    in one folder only the file pytest itself would use (the first of `PYTEST_CONFIG_FILES` holding a
     pytest section)."""
     found: list[PytestConfig] = []
     for rel, names in shallow_folders(root, max_depth):
-        for candidate in CONFIG_FILES:
+        for candidate in PYTEST_CONFIG_FILES:
             if candidate in names:
                 config = read_pytest_config(root, f"{rel}{candidate}")
                 if config is not None:
@@ -156,5 +155,5 @@ def find_pytest_configs(root: Path, max_depth: int = MAX_DEPTH) -> list[PytestCo
     return sorted(found, key=lambda c: (c.path.count("/"), c.path))
 
 
-__all__ = ["CONFIG_FILES", "MAX_DEPTH", "PYTEST_DEFAULT_FILES", "PytestConfig", "find_pytest_configs",
+__all__ = ["MAX_DEPTH", "PYTEST_DEFAULT_FILES", "PytestConfig", "find_pytest_configs",
            "read_config_text", "read_pytest_config", "read_toml", "shallow_folders"]

@@ -152,11 +152,12 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
     for r in scan.registrations:
         by_path.setdefault(r.path, []).append(r)
     used = {r.suite for r in scan.registrations}
+    suite_tiers = {suite: tiers_for(suite, tier_map) for suite in used}
     unmapped: dict[str, list[str]] = {}
     placed: dict[int, list[str]] = {}  # id(registration) -> the tiers it may run on
     refused: dict[tuple[str, str], tuple[str, set[str]]] = {}  # (suite, tier) -> (why, files)
     for r in scan.registrations:
-        tiers = tiers_for(r.suite, tier_map)
+        tiers = suite_tiers[r.suite]
         if not tiers:
             unmapped.setdefault(r.suite, [])
             if r.path not in unmapped[r.suite]:
@@ -195,7 +196,7 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
         else:
             tiers, status = (manual_tier,), Status.MANUAL
             suites = ", ".join(sorted({r.suite for r in regs}))
-            if any(tiers_for(r.suite, tier_map) for r in regs):
+            if any(suite_tiers[r.suite] for r in regs):
                 reason = f"its suite(s) {suites} map only to tiers of another backend or schedule (see the notes)"
             else:
                 reason = f"only in suite(s) {suites}, which --tier-map does not map"

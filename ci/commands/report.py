@@ -13,11 +13,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ci.commands.history import add_store_arg
+from ci.commands.history import add_store_arg, read_history
 from ci.commands.plan import (UsageError, add_registry_arg, add_selection_args, add_shard_args, load, make_plans,
                               read_durations)
 from ci.history.flaky import DEFAULT_LEVEL
-from ci.history.store import StoreMissing, describe, open_store, resolve_location
 from ci.registry import RegistryError
 from ci.report.build import build_report
 from ci.report.write import write_report
@@ -78,17 +77,11 @@ def main(argv: list[str]) -> int:
         print(f"python -m ci report: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     changed = pr_plans[0].changed_files or () if pr_plans else ()
-    where = describe(resolve_location(args.store))
-    try:
-        with open_store(args.store, create=False) as store:
-            report = build_report(store, registry, plans, runs=args.runs, repo=args.repo, pr=args.pr,
-                                  pr_plans=pr_plans, changed=changed, level=args.level, min_trials=args.min_runs)
-    except StoreMissing as exc:
-        print(f"python -m ci report: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception as exc:  # StoreError, or a driver's own: the store could not be read
-        print(f"python -m ci report: {where}: {exc}", file=sys.stderr)
-        return EXIT_CANNOT
+    report, status = read_history(args.store, "python -m ci report", lambda store: build_report(
+        store, registry, plans, runs=args.runs, repo=args.repo, pr=args.pr, pr_plans=pr_plans, changed=changed,
+        level=args.level, min_trials=args.min_runs))
+    if report is None:
+        return status  # 2: no history there yet; 3: the store cannot be read (read_history said which)
     try:
         page, data = write_report(report, args.html)
     except OSError as exc:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ci.limits import MAX_SECONDS, is_plain_decimal
+from ci.project import PYTEST_CONFIG_FILES
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
@@ -247,9 +248,5 @@ class _FileResolver:
         return matches[0] if len(matches) == 1 else ""
 
 
-# pytest's configuration file names; any of them can make a folder pytest's rootdir.
-_PYTEST_CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-
-
 def _holds_pytest_config(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in _PYTEST_CONFIG_NAMES)
+    return any((folder / name).is_file() for name in PYTEST_CONFIG_FILES)

@@ -10,6 +10,7 @@ the files with a ``register_<B>_ci`` call naming that suite (``suite=``, or ``st
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 
@@ -96,8 +97,6 @@ def test_each_per_commit_tier_runs_what_sglang_runs_per_commit(imported: tuple[P
     root, _ = imported
     registry = load_registry(root / "registry.yaml")
     tier_of = {pair.split("=")[0]: pair.split("=")[1] for pair in TIER_MAP}
-    import fnmatch
-
     for tier in registry.tiers.values():
         if tier.schedule != "per-commit":
             continue
