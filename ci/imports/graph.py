@@ -202,9 +202,10 @@ class ImportGraph:
                     self._absolute(module, record[2], line, "string", out)
             elif kind == "c":
                 computed.append(line)
-        described = module.space is None and self._dynamic(module, computed[0] if computed else 0, out)
-        if computed and module.space is None and not described:  # a test selects itself by its path
-            self.computed[module.rel] = computed
+        if module.space is None:  # first-party; a test file selects itself by its own path
+            described = self._dynamic(module, computed[0] if computed else 0, out)
+            if computed and not described:
+                self.computed[module.rel] = computed
         out.pop(module.rel, None)
         self.edges[module.rel] = sorted(out.values(), key=lambda e: (e.line, e.target))
 
@@ -273,11 +274,13 @@ class ImportGraph:
         """Edges to what ``project: dynamic_imports`` says ``module`` loads by a computed name;
         False when it says nothing about ``module``."""
         targets = self.index.project.dynamic_targets(module.name)
+        if not targets:
+            return False
         loads = DynamicImport(module.name, targets).loads
-        for dotted, target in sorted(self.index.modules.items()) if targets else ():
+        for dotted, target in sorted(self.index.modules.items()):
             if loads(dotted):
                 self._edge(out, target, line, "dynamic")
-        return bool(targets)
+        return True
 
     def _prefix(self, module: Module, prefix: str, line: int, out: dict[str, Edge]) -> None:
         for namespace in self.index.search_path(module):
