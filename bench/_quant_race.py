@@ -31,12 +31,16 @@ import torch
 from bench import _peer_mx_block16 as peer
 from bench.table import format_table
 from fp4kv.quant import BlockFP4KVQuantizeUtil as MX
+from fp4kv.quant import NVFP4KVQuantizeUtil as NV
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 SHAPES = [(4096, 8, 128), (32768, 8, 128)]
 QUICK_SHAPES = [(512, 8, 128)]
-CONTENDERS = ["clone", "ours quantize", "peer quantize eager", "peer quantize compiled",
-              "ours dequantize", "peer dequantize eager", "peer dequantize compiled"]
+CONTENDERS = ["clone", "copy_ into a buffer", "ours quantize", "peer quantize eager", "peer quantize compiled",
+              "ours dequantize", "peer dequantize eager", "peer dequantize compiled", "ours nvfp4 quantize"]
+"""``copy_ into a buffer`` (no allocation, so no page faults) shows how much of the clone's time at
+the large shape is fresh pages; ``ours nvfp4 quantize`` is the other recipe's torch path with its
+global scale computed beforehand (the peer has no nvfp4)."""
 
 
 def _timed_rounds(fns: Sequence[Callable[[], object]], rounds: int) -> list[list[float]]:
@@ -65,9 +69,12 @@ def race_case(dtype: torch.dtype, shape: tuple[int, int, int], rounds: int) -> d
     peer_q, peer_dq = torch.compile(peer.quantize, dynamic=False), torch.compile(peer.dequantize, dynamic=False)
     compile_q = _first_call(lambda: peer_q(x))
     compile_dq = _first_call(lambda: peer_dq(packed, scales, dtype))
-    fns = [lambda: x.clone(), ours_q, lambda: peer.quantize(x), lambda: peer_q(x),
+    buffer = torch.empty_like(x)
+    g = NV.compute_global_scale(x)
+    fns = [lambda: x.clone(), lambda: buffer.copy_(x), ours_q, lambda: peer.quantize(x), lambda: peer_q(x),
            lambda: MX.batched_dequantize(packed, scales, dtype, backend="torch"),
-           lambda: peer.dequantize(packed, scales, dtype), lambda: peer_dq(packed, scales, dtype)]
+           lambda: peer.dequantize(packed, scales, dtype), lambda: peer_dq(packed, scales, dtype),
+           lambda: NV.quantize(x.view(-1, shape[-1]), g, backend="torch")]
     for fn in fns:  # warm-up (tables, allocator, caches)
         fn()
     samples = _timed_rounds(fns, rounds)
@@ -112,7 +119,7 @@ def _load() -> str:
 def report(runs: list[dict[str, dict[str, object]]], rounds: int) -> str:
     """Tables: per case, median-over-processes of median ms and of each ratio; compile seconds."""
     cases = list(runs[0])
-    lines = [f"mx_block16 race, CPU, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+    lines = [f"mx_block16 race (and our nvfp4), CPU, {torch.get_num_threads()} threads, torch {torch.__version__}; "
              f"{len(runs)} process(es) x {rounds} interleaved rounds; load average now {_load()}; "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
     rows = []

@@ -41,13 +41,8 @@ import torch
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
 from fp4kv.quant._jit import lazy_jit
-from fp4kv.quant._workspace import (
-    OFFSET_TABLE_BIAS,
-    Workspace,
-    offset_code_table,
-    pack_code_pairs,
-    quantize_blocks_in_chunks,
-)
+from fp4kv.quant._int16_codes import TIES_AWAY_BIAS, lanes64, pack_int16_codes, spread_per_block, ties_away_codes
+from fp4kv.quant._workspace import Workspace, quantize_blocks_in_chunks
 from fp4kv.quant.e2m1 import (
     tl_block_tile,
     byte_pair_values_f32,
@@ -95,81 +90,64 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
                            work: Workspace | None = None) -> None:
     """blocks ``[n, 16]`` float -> writes packed ``[n, 8]`` uint8 and scales ``[n]`` uint8.
 
-    Works on the bits: ``top16`` is the bf16 bit pattern (or fp32 bits >> 16) sign-extended. The
-    scale byte comes from the bits of each block's amax; one broadcast subtraction of the block's
-    exponent, in bf16's exponent field, and one lookup in `offset_code_table` give each code with
-    its sign (see there). Fix-ups only where a chunk needs them: blocks holding NaN/Inf get codes
-    0, and ``-0.0`` (not ``< 0``, so the peer gives it code 0) gets code 0. ``work``: scratch
-    reused across chunks (one is made if None). bf16 has its own path (`_quantize_bf16_blocks`);
-    fp16 and fp32 work in int32.
+    Works on the bits, in int16 (see `fp4kv.quant._int16_codes`): ``top16`` is the bf16 bit
+    pattern (for fp16/fp32, the fp32 bits ``>> 16``; ties away from zero make that truncation
+    exact). The scale byte comes from the bits of each block's amax; adding the block's shift
+    (its exponent in bf16's exponent field, with `TIES_AWAY_BIAS`) to the magnitudes gives
+    `ties_away_codes` its input. Fix-ups only where a chunk needs them: blocks holding NaN/Inf
+    get codes 0, and ``-0.0`` (not ``< 0``, so the peer gives it code 0) gets code 0. ``work``:
+    scratch reused across chunks (one is made if None).
     """
-    work = work or Workspace(blocks.shape[0], blocks.device)
-    if blocks.dtype == torch.bfloat16:
-        _quantize_bf16_blocks(blocks, packed, scales, work)
-        return
     n = blocks.shape[0]
-    full = blocks.view(torch.int32) if blocks.dtype == torch.float32 else blocks.to(torch.float32).view(torch.int32)
-    index = work.get("index32", n, torch.int32, BLOCK_SIZE)
-    amax_bits = torch.amax(torch.bitwise_and(full, 0x7FFFFFFF, out=index), dim=1, out=work.get("amax32", n, torch.int32))
-    wide = torch.bitwise_right_shift(full, 16, out=work.get("top32", n, torch.int32, BLOCK_SIZE))
-    byte = scale_bytes_from_amax_bits(amax_bits, out=work.get("byte32", n, torch.int32))
-    scales.copy_(byte)
-    offset = byte.sub_(SCALE_BIAS).bitwise_left_shift_(7).sub_(OFFSET_TABLE_BIAS)
-    torch.sub(wide, offset[:, None], out=index)
-    codes = work.get("codes", n, torch.uint8, BLOCK_SIZE)
-    torch.index_select(offset_code_table(blocks.device), 0, index.view(-1), out=codes.view(-1))
-    negative_zero = -(1 << 31)
-    if int(full.min()) == negative_zero:  # -0.0 is the smallest signed pattern: one reduction finds it
+    work = work or Workspace(n, blocks.device)
+    magnitude = work.get("magnitude16", n, torch.int16, BLOCK_SIZE)
+    if blocks.dtype == torch.bfloat16:
+        top = blocks.view(torch.int16)
+        torch.bitwise_and(top, 0x7FFF, out=magnitude)
+        # int16 order of magnitudes is float order, and bf16 -> fp32 is exact: this is the fp32
+        # amax's top half, so the block's byte and shift are looked up by it (`_bf16_amax_tables`)
+        amax = torch.amax(magnitude, dim=1, out=work.get("amax16", n, torch.int16))
+        amax_index = work.get("amax32", n, torch.int32).copy_(amax)
+        byte_table, shift_table = _bf16_amax_tables(blocks.device)
+        torch.index_select(byte_table, 0, amax_index, out=scales)
+        block_lanes = torch.index_select(shift_table, 0, amax_index, out=work.get("lanes64", n, torch.int64))
+        negative_zero = _BF16_NEGATIVE_ZERO if int(top.min()) == _BF16_NEGATIVE_ZERO else None
+        full = top
+    else:
+        full = (blocks if blocks.dtype == torch.float32
+                else work.get("x32", n, torch.float32, BLOCK_SIZE).copy_(blocks)).view(torch.int32)
+        wide = work.get("wide32", n, torch.int32, BLOCK_SIZE)
+        amax_bits = torch.amax(torch.bitwise_and(full, 0x7FFFFFFF, out=wide), dim=1, out=work.get("amax32", n, torch.int32))
+        byte = scale_bytes_from_amax_bits(amax_bits, out=work.get("byte32", n, torch.int32))
+        scales.copy_(byte)
+        block_lanes = lanes64(byte.sub_(SCALE_BIAS).bitwise_left_shift_(7).add_(TIES_AWAY_BIAS).neg_())
+        top = work.get("top16", n, torch.int16, BLOCK_SIZE).copy_(torch.bitwise_right_shift(full, 16, out=wide))
+        torch.bitwise_and(top, 0x7FFF, out=magnitude)
+        negative_zero = -(1 << 31) if int(full.min()) == -(1 << 31) else None  # -0.0: the smallest pattern
+    spread = spread_per_block(block_lanes, work.get("spread16", n, torch.int16, BLOCK_SIZE))
+    p = magnitude.add_(spread)
+    codes = ties_away_codes(p, top, out=spread, scratch=work.get("scratch16", n, torch.int16, BLOCK_SIZE))
+    if negative_zero is not None:
         codes.masked_fill_(full == negative_zero, 0)
-    _zero_non_finite_blocks(codes, scales)
-    pack_code_pairs(codes, packed, work)
-
-
-def _zero_non_finite_blocks(codes: torch.Tensor, scales: torch.Tensor) -> None:
-    """Codes 0 for the blocks whose scale byte is 0xFF (NaN/Inf); 0xFF is the largest byte, so one
-    reduction over the chunk's scales says whether there is any."""
-    if int(scales.max()) == NAN_SCALE_BYTE:
+    if int(scales.max()) == NAN_SCALE_BYTE:  # 0xFF is the largest byte: one reduction says if any
         codes.masked_fill_((scales == NAN_SCALE_BYTE)[:, None], 0)
+    pack_int16_codes(codes, packed, work.get("pairs32", n, torch.int32, BLOCK_SIZE // 2))
 
 
 _BF16_NEGATIVE_ZERO = -32768  # 0x8000 as int16
 
 
-def _quantize_bf16_blocks(blocks: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, work: Workspace) -> None:
-    """`_quantize_blocks_torch` for bf16 blocks: the same bytes from fewer and narrower passes.
-
-    The block max is taken on the int16 magnitudes (``top16 & 0x7FFF``: their integer order is
-    the float order, and bf16 -> fp32 is exact, so it is the fp32 amax's top half); the scale
-    byte and the block's table offset are then looked up by that amax (`_bf16_amax_tables`, one
-    lookup each instead of half a dozen small ops per chunk on its 32-bit bits).
-    """
-    n = blocks.shape[0]
-    top = blocks.view(torch.int16)
-    magnitude = torch.bitwise_and(top, 0x7FFF, out=work.get("magnitude16", n, torch.int16, BLOCK_SIZE))
-    amax = torch.amax(magnitude, dim=1, out=work.get("amax16", n, torch.int16))
-    amax_index = work.get("amax32", n, torch.int32).copy_(amax)
-    byte_table, offset_table = _bf16_amax_tables(blocks.device)
-    torch.index_select(byte_table, 0, amax_index, out=scales)
-    offset = torch.index_select(offset_table, 0, amax_index, out=work.get("offset32", n, torch.int32))
-    index = work.get("index32", n, torch.int32, BLOCK_SIZE).copy_(top).sub_(offset[:, None])
-    codes = work.get("codes", n, torch.uint8, BLOCK_SIZE)
-    torch.index_select(offset_code_table(blocks.device), 0, index.view(-1), out=codes.view(-1))
-    if int(top.min()) == _BF16_NEGATIVE_ZERO:  # -0.0 is the smallest signed pattern
-        codes.masked_fill_(top == _BF16_NEGATIVE_ZERO, 0)
-    _zero_non_finite_blocks(codes, scales)
-    pack_code_pairs(codes, packed, work)
-
-
 def _bf16_amax_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(scale bytes uint8 ``[32768]``, offsets int32 ``[32768]``) indexed by a block's amax as bf16
+    """(scale bytes uint8 ``[32768]``, shifts int64 ``[32768]``) indexed by a block's amax as bf16
     magnitude bits: the byte is `scale_bytes_from_amax_bits` of those bits ``<< 16`` (exactly the
-    fp32 amax), the offset ``((byte - 127) << 7) - OFFSET_TABLE_BIAS`` is what is subtracted from
-    each ``top16`` to index `offset_code_table` (byte 255 included: it keeps the index in range)."""
+    fp32 amax); the shift, ``-(((byte - 127) << 7) + TIES_AWAY_BIAS)`` in `lanes64` form, is what
+    the block's magnitudes get added to make `ties_away_codes`' input (byte 255 included: its
+    codes are zeroed)."""
     tables = _AMAX_TABLES.get(device)
     if tables is None:
         byte = scale_bytes_from_amax_bits(torch.arange(32768, dtype=torch.int32) << 16)
-        offset = ((byte - SCALE_BIAS) << 7) - OFFSET_TABLE_BIAS
-        tables = _AMAX_TABLES[device] = (byte.to(torch.uint8).to(device), offset.to(device))
+        shift = lanes64(-(((byte - SCALE_BIAS) << 7) + TIES_AWAY_BIAS))
+        tables = _AMAX_TABLES[device] = (byte.to(torch.uint8).to(device), shift.to(device))
     return tables
 
 

@@ -1,0 +1,100 @@
+"""E2M1 codes from 16-bit keys by int16 arithmetic, for the chunked CPU torch quantizers.
+
+Why arithmetic and not a table: torch's 1-D ``index_select`` (a gather from a code table) runs
+on one thread, so on a 2-core CPU it was a third of a quantize chunk, while int16 elementwise
+ops are vectorised and split across cores (profile in docs/fp4kv-peer.md). Every step here is a
+full-size int16 op with ``out=`` or in place, so a chunk's temporaries stay a few hundred KB.
+
+Keys are bf16 bit patterns held as signed int16 (sign in bit 15), or the top halves of fp32
+bits: every decision bound of the E2M1 grid lies on the bf16 grid. The two roundings:
+
+* `ties_away_codes` (mx_block16): the input is ``top16`` plus, per block, the shift of its
+  power-of-two scale; rounding ties away from zero only needs the kept bits, so truncating fp32
+  to its top half is exact.
+* `rne_codes` (nvfp4): the key is the quotient's top half with a sticky bit OR-ed into its
+  lowest bit (any of the dropped bits set), so a value just above a bound never looks like a tie.
+
+A step function ``[v >= t]`` is one ``clamp(v, t - 1, t)`` (it is ``t - 1 + [v >= t]``) and the
+constants are folded; no comparison makes a bool tensor (those are not vectorised in torch).
+"""
+
+from __future__ import annotations
+
+import torch
+
+ONES64 = 0x0001000100010001
+"""Multiplying a 16-bit value by this repeats it in the four 16-bit lanes of an int64."""
+
+TIES_AWAY_BIAS = 0x3EE0
+"""`ties_away_codes` takes ``p = bits(|x| / 2^e) - TIES_AWAY_BIAS``: then ``p >> 6`` is the code
+from 1.0 up (plus the 2 that 0.875..1.25 round to) and the two bounds below 1.0 sit at ``+-0x60``."""
+
+SIGN_CODE = 8
+
+
+def lanes64(values: torch.Tensor) -> torch.Tensor:
+    """Integer per-block values (any int dtype, taken mod 2^16) -> int64 holding each in four lanes."""
+    return (values.to(torch.int64) & 0xFFFF) * ONES64
+
+
+def spread_per_block(block_lanes: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """`lanes64` values ``[n]`` -> ``out`` int16 ``[n, 16]``, each block's value in its 16 lanes.
+
+    One contiguous int64 copy: a broadcast of a per-block int16 value into ``[n, 16]`` is not
+    vectorised in torch and costs about four times as much.
+    """
+    n = out.shape[0]
+    out.view(torch.int64).view(n, 4).copy_(block_lanes[:, None].expand(n, 4))
+    return out
+
+
+def ties_away_codes(p: torch.Tensor, top: torch.Tensor, out: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+    """Full E2M1 codes (sign | magnitude), round to nearest with ties away from zero.
+
+    ``p``: int16 ``[n, 16]``, ``bits(|x| / 2^e) - TIES_AWAY_BIAS`` with ``|x| / 2^e <= 6`` (a finite
+    block's scale guarantees it, so no saturation is needed); values far below the grid give 0.
+    ``top``: the elements' int16 keys, for the sign: code 8 is set wherever the sign bit is (the
+    caller fixes ``-0.0`` if its rule says so). ``out``/``scratch``: int16 ``[n, 16]``; ``out`` is
+    returned. Range: ``p`` from -32768 to ``0x40C0 - TIES_AWAY_BIAS``.
+
+    Magnitude = ``max(p >> 6, 2) + ([p >= -0x60] - 1) + ([p >= 0x60] - 1)``: the first term steps
+    at 1.25, 1.75, 2.5, 3.5 and 5 (0x40 apart in bf16 bits), the others at 0.25 and 0.75; the two
+    clamps below are those brackets plus -0x60 and +0x60, which cancel.
+    """
+    code = torch.bitwise_right_shift(p, 6, out=out).clamp_(min=2)
+    code += torch.clamp(p, -0x61, -0x60, out=scratch)  # -0x60 + ([p >= -0x60] - 1)
+    code += torch.clamp(p, 0x5F, 0x60, out=scratch)  # 0x60 + ([p >= 0x60] - 1)
+    return _or_sign(code, top, scratch)
+
+
+def rne_codes(key: torch.Tensor, out: torch.Tensor, scratch: torch.Tensor, magnitude: torch.Tensor) -> torch.Tensor:
+    """Full E2M1 codes (sign | magnitude) of int16 keys, round to nearest EVEN, saturating at 6.
+
+    ``key``: int16 ``[n, 16]``, bf16-style bits with the sticky bit in bit 0 (see the module
+    docstring); ``-0.0`` and negatives that round to zero keep the sign (code 8). ``out``,
+    ``scratch``, ``magnitude``: int16 ``[n, 16]`` buffers; ``out`` is returned.
+
+    From 1.0 up: keep one mantissa bit with round-half-even on the bits (add ``0x1F`` plus the
+    kept bit, shift by 6), clamped to the codes of 1.0 .. 6.0. Below: ``[m > 0.25] + [m >= 0.75]``.
+    """
+    m = torch.bitwise_and(key, 0x7FFF, out=magnitude)
+    code = torch.bitwise_right_shift(m, 6, out=out).bitwise_and_(1)
+    code.add_(m).add_(0x1F).bitwise_right_shift_(6).clamp_(0xFE, 0x103)  # 0xFE: 1.0, 0x103: 6.0
+    code += torch.clamp(m, 0x3E80, 0x3E81, out=scratch)  # 0x3E80 + [m > 0.25]
+    code += torch.clamp(m, 0x3F3F, 0x3F40, out=scratch)  # 0x3F3F + [m >= 0.75]
+    code -= 0xFE + 0x3E80 + 0x3F3F  # at most 0x103 + 0x3E81 + 0x3F40 before: no int16 overflow
+    return _or_sign(code, key, scratch)
+
+
+def _or_sign(code: torch.Tensor, key: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+    return code.bitwise_or_(torch.bitwise_right_shift(key, 12, out=scratch).bitwise_and_(SIGN_CODE))
+
+
+def pack_int16_codes(codes: torch.Tensor, packed: torch.Tensor, scratch: torch.Tensor) -> None:
+    """int16 codes ``[n, 16]`` (0..15) -> ``packed`` uint8 ``[n, 8]``, element 2j in the low nibble.
+
+    Each pair read as one little-endian int32 (the even element low): ``w | w >> 12`` has the
+    byte in its low 8 bits, and the int32 -> uint8 cast keeps them. ``scratch``: int32 ``[n, 8]``.
+    """
+    pairs = codes.view(torch.int32)
+    packed.copy_(torch.bitwise_right_shift(pairs, 12, out=scratch).bitwise_or_(pairs))
