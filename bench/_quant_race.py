@@ -2,7 +2,8 @@
 
 In one process, for each dtype (bf16, fp16, fp32) and shape (``[4096, 8, 128]`` and
 ``[32768, 8, 128]``; ``--quick``: ``[512, 8, 128]`` only), the same ``randn`` input goes through:
-a plain ``x.clone()`` (the baseline), fp4kv's torch path, and the peer's math restated in
+a plain ``x.clone()`` (the baseline), a copy into a preallocated buffer, fp4kv's torch path
+(mx_block16, and nvfp4 quantize), and the peer's math restated in
 `bench._peer_mx_block16`, eager and under ``torch.compile`` (``dynamic=False``: one specialised
 kernel per shape and dtype, the peer's best case; the first call, which compiles, is timed
 separately and not counted). Quantize and dequantize (to the input's dtype) both. The timed calls

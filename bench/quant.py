@@ -1,8 +1,8 @@
 """FP4 KV quantization speed, error and memory: ``python -m bench quant [--quick] [--big] [--race]``.
 
 ``--race [--fresh=N] [--repeat=R]``: mx_block16 against the peer's math (SGLang, restated in
-`bench._peer_mx_block16`), eager and under ``torch.compile``, and a ``clone()`` of the input, in
-the same process, at ``[4096, 8, 128]`` and ``[32768, 8, 128]``, bf16/fp16/fp32, quantize and
+`bench._peer_mx_block16`), eager and under ``torch.compile``, a ``clone()`` of the input and a
+copy of it into a preallocated buffer, and our nvfp4 quantize, in the same process, at ``[4096, 8, 128]`` and ``[32768, 8, 128]``, bf16/fp16/fp32, quantize and
 dequantize (see `bench._quant_race`). Docs quote only ratios from such a run, with its date and
 load.
 
