@@ -1,4 +1,4 @@
-"""E2M1 codes from 16-bit keys by int16 arithmetic, for the chunked CPU torch quantizers.
+"""mx_block16's E2M1 codes by int16 arithmetic, for its chunked CPU torch quantizer.
 
 Why arithmetic and not a table: torch's 1-D ``index_select`` (a gather from a code table) runs
 on one thread, so on a 2-core CPU it was a third of a quantize chunk, while int16 elementwise
@@ -6,13 +6,11 @@ ops are vectorised and split across cores (profile in docs/fp4kv-peer.md). Every
 full-size int16 op with ``out=`` or in place, so a chunk's temporaries stay a few hundred KB.
 
 Keys are bf16 bit patterns held as signed int16 (sign in bit 15), or the top halves of fp32
-bits: every decision bound of the E2M1 grid lies on the bf16 grid. The two roundings:
-
-* `ties_away_codes` (mx_block16): the input is ``top16`` plus, per block, the shift of its
-  power-of-two scale; rounding ties away from zero only needs the kept bits, so truncating fp32
-  to its top half is exact.
-* `rne_codes` (nvfp4): the key is the quotient's top half with a sticky bit OR-ed into its
-  lowest bit (any of the dropped bits set), so a value just above a bound never looks like a tie.
+bits: every decision bound of the E2M1 grid lies on the bf16 grid, and rounding ties away from
+zero only needs the kept bits, so truncating fp32 to its top half is exact. `ties_away_codes`
+takes the magnitudes plus, per block, the shift of its power-of-two scale. (nvfp4 keeps its
+table lookup: its round-to-nearest-even in int16 took 15 ops and was no faster; see
+docs/fp4kv-peer.md, third round.)
 
 A step function ``[v >= t]`` is one ``clamp(v, t - 1, t)`` (it is ``t - 1 + [v >= t]``) and the
 constants are folded; no comparison makes a bool tensor (those are not vectorised in torch).
@@ -65,25 +63,6 @@ def ties_away_codes(p: torch.Tensor, top: torch.Tensor, out: torch.Tensor, scrat
     code += torch.clamp(p, -0x61, -0x60, out=scratch)  # -0x60 + ([p >= -0x60] - 1)
     code += torch.clamp(p, 0x5F, 0x60, out=scratch)  # 0x60 + ([p >= 0x60] - 1)
     return _or_sign(code, top, scratch)
-
-
-def rne_codes(key: torch.Tensor, out: torch.Tensor, scratch: torch.Tensor, magnitude: torch.Tensor) -> torch.Tensor:
-    """Full E2M1 codes (sign | magnitude) of int16 keys, round to nearest EVEN, saturating at 6.
-
-    ``key``: int16 ``[n, 16]``, bf16-style bits with the sticky bit in bit 0 (see the module
-    docstring); ``-0.0`` and negatives that round to zero keep the sign (code 8). ``out``,
-    ``scratch``, ``magnitude``: int16 ``[n, 16]`` buffers; ``out`` is returned.
-
-    From 1.0 up: keep one mantissa bit with round-half-even on the bits (add ``0x1F`` plus the
-    kept bit, shift by 6), clamped to the codes of 1.0 .. 6.0. Below: ``[m > 0.25] + [m >= 0.75]``.
-    """
-    m = torch.bitwise_and(key, 0x7FFF, out=magnitude)
-    code = torch.bitwise_right_shift(m, 6, out=out).bitwise_and_(1)
-    code.add_(m).add_(0x1F).bitwise_right_shift_(6).clamp_(0xFE, 0x103)  # 0xFE: 1.0, 0x103: 6.0
-    code += torch.clamp(m, 0x3E80, 0x3E81, out=scratch)  # 0x3E80 + [m > 0.25]
-    code += torch.clamp(m, 0x3F3F, 0x3F40, out=scratch)  # 0x3F3F + [m >= 0.75]
-    code -= 0xFE + 0x3E80 + 0x3F3F  # at most 0x103 + 0x3E81 + 0x3F40 before: no int16 overflow
-    return _or_sign(code, key, scratch)
 
 
 def _or_sign(code: torch.Tensor, key: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:

@@ -39,6 +39,13 @@ class Workspace:
         return buffer[:n]
 
 
+def pack_code_pairs(codes: torch.Tensor, packed: torch.Tensor, work: Workspace) -> None:
+    """uint8 codes ``[n, 16]`` (values 0..15) -> writes ``packed [n, 8]``, element 2j in the low nibble."""
+    code_pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
+    pairs = torch.bitwise_right_shift(code_pairs, 4, out=work.get("pairs", codes.shape[0], torch.int16, BLOCK_SIZE // 2))
+    packed.copy_(pairs.bitwise_or_(code_pairs))  # the low byte is even | odd << 4; the cast keeps it
+
+
 def quantize_blocks_in_chunks(x: torch.Tensor, kernel: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Workspace], None]
                               ) -> tuple[torch.Tensor, torch.Tensor]:
     """``x`` as 16-element blocks, quantized chunk by chunk (`chunk_ranges`) with one `Workspace`:

@@ -58,6 +58,20 @@ def magnitude_codes_ties_away(a_bits: torch.Tensor) -> torch.Tensor:
     return mag.sub_(_CODE_BIAS - 2)
 
 
+def magnitude_codes_rne(a_bits: torch.Tensor) -> torch.Tensor:
+    """E2M1 magnitude index (int32, 0..7) of non-negative fp32 bits, round to nearest EVEN, saturating.
+
+    Ties go to the even index: 0.25 -> 0, 0.75 -> 1.0, 1.25 -> 1.0, 1.75 -> 2.0, 2.5 -> 2.0,
+    3.5 -> 4.0, 5.0 -> 4.0. Values above 6 (and the bits of +inf) give index 7. int32 only: ties to
+    even need the bits below the bf16 grid.
+    """
+    low = (a_bits > BITS_0_25).to(torch.int32)
+    low += a_bits >= BITS_0_75
+    odd = (a_bits >> 22) & 1
+    high = (a_bits + (_HALF_ULP_1BIT - 1) + odd) >> 22
+    return low.add_(high.clamp_(_CODE_BIAS, _CODE_BIAS + 5)).sub_(_CODE_BIAS)
+
+
 def _drop(bits: torch.Tensor) -> int:
     """How many low bits of the fp32 pattern ``bits`` lacks: 16 for int16 (bf16 bits), 0 for int32."""
     if bits.dtype == torch.int16:
@@ -98,6 +112,31 @@ def byte_pair_values_f32(device: torch.device) -> torch.Tensor:
 
 
 _PAIR_TABLES: dict[torch.device, torch.Tensor] = {}
+
+
+def bf16_code_table(device: torch.device, ties: str = "away") -> torch.Tensor:
+    """uint8 ``[65536]``: the full E2M1 code (sign | magnitude) of every bf16 bit pattern.
+
+    ``ties="away"`` uses `magnitude_codes_ties_away`, ``ties="even"`` `magnitude_codes_rne`; the
+    table is built from those formulas, so a lookup gives exactly the formula's answer for any
+    value on the bf16 grid. One gather replaces about ten elementwise passes. For an fp32 value,
+    index with its top 16 bits (ties away: every bound is on the bf16 grid and ties go up, so
+    truncation is safe) or with its top 16 bits OR-ed with "any low bit set" (ties to even: that
+    sticky bit keeps a value just above a bound above it, and never lands on a bound, whose low
+    mantissa bits are all zero).
+    """
+    key = (device, ties)
+    table = _CODE_TABLES.get(key)
+    if table is None:
+        rounding = {"away": magnitude_codes_ties_away, "even": magnitude_codes_rne}[ties]
+        patterns = torch.arange(65536, dtype=torch.int32)
+        codes = rounding((patterns << 16) & 0x7FFFFFFF) | ((patterns >> 12) & SIGN_BIT)
+        table = codes.to(torch.uint8).to(device)
+        _CODE_TABLES[key] = table
+    return table
+
+
+_CODE_TABLES: dict[tuple[torch.device, str], torch.Tensor] = {}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -41,9 +41,8 @@ import torch
 
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
-from fp4kv.quant._int16_codes import pack_int16_codes, rne_codes
-from fp4kv.quant._workspace import Workspace, quantize_blocks_in_chunks
-from fp4kv.quant.e2m1 import code_values_f32
+from fp4kv.quant._workspace import Workspace, pack_code_pairs, quantize_blocks_in_chunks
+from fp4kv.quant.e2m1 import bf16_code_table, code_values_f32
 from fp4kv.quant.e4m3 import E4M3_MAX, E4M3_NAN, e4m3_bits_to_f32
 from fp4kv.quant.nvfp4_triton import dequantize_triton, quantize_triton
 from fp4kv.quant.rounding import round_exact_f64_to
@@ -118,13 +117,16 @@ def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.
     """blocks ``[n, 16]`` float, g fp32 0-dim -> writes packed ``[n, 8]`` and block scales ``[n]``.
 
     ``y = x / (s * g)`` in fp32 (signed, so -0.0 and negatives that round to zero get code 8),
-    then its code comes from its top 16 bits with a sticky bit OR-ed into the lowest
+    then its code is looked up from its top 16 bits with a sticky bit OR-ed into the lowest
     (``(y | ((y & 0xFFFF) + 0xFFFF)) >> 16``: the addition carries into bit 16 exactly when a low
-    bit is set) by `rne_codes`, in int16 arithmetic. Blocks with scale 0 or NaN get codes 0 (0
-    and 0x7F are the smallest and largest scale bytes, so one `aminmax` of the chunk's scales
-    says whether any is there). bf16 blocks take their amax on int16 magnitudes (integer order
-    is float order, and the widening to fp32 is exact) and, given ``tables``
-    (`bf16_amax_tables`), their scales and divisors by lookup. Full-size temporaries live in ``work`` (one is made if None).
+    bit is set) in a table built from `magnitude_codes_rne` (see `bf16_code_table`). The lookup
+    runs on one thread; a 15-op int16 rounding that runs on all of them was measured against it
+    and lost (as fast with two threads, slower with one: docs/fp4kv-peer.md, third round). Blocks
+    with scale 0 or NaN get codes 0 (0 and 0x7F are the smallest and largest scale bytes, so one
+    `aminmax` of the chunk's scales says whether any is there). bf16 blocks take their amax on
+    int16 magnitudes (integer order is float order, and the widening to fp32 is exact) and, given
+    ``tables`` (`bf16_amax_tables`), their scales and divisors by lookup. Full-size temporaries
+    live in ``work`` (one is made if None).
     """
     n = blocks.shape[0]
     work = work or Workspace(n, blocks.device)
@@ -149,16 +151,14 @@ def _quantize_blocks_torch(blocks: torch.Tensor, g: torch.Tensor, packed: torch.
     if blocks.dtype == torch.bfloat16:
         x = work.get("x32", n, torch.float32, BLOCK_SIZE).copy_(blocks)
     y_bits = torch.div(x, sg[:, None], out=index.view(torch.float32)).view(torch.int32)
-    key32 = torch.bitwise_and(y_bits, 0xFFFF, out=work.get("key32", n, torch.int32, BLOCK_SIZE))
-    key32.add_(0xFFFF).bitwise_or_(y_bits).bitwise_right_shift_(16)
-    key = work.get("key16", n, torch.int16, BLOCK_SIZE).copy_(key32)  # the int32 -> int16 cast keeps the low half
-    codes = rne_codes(key, out=work.get("codes16", n, torch.int16, BLOCK_SIZE),
-                      scratch=work.get("scratch16", n, torch.int16, BLOCK_SIZE),
-                      magnitude=work.get("magnitude16", n, torch.int16, BLOCK_SIZE))
+    key = torch.bitwise_and(y_bits, 0xFFFF, out=work.get("key32", n, torch.int32, BLOCK_SIZE))
+    key.add_(0xFFFF).bitwise_or_(y_bits).bitwise_right_shift_(16).bitwise_and_(0xFFFF)
+    codes = work.get("codes", n, torch.uint8, BLOCK_SIZE)
+    torch.index_select(bf16_code_table(blocks.device, "even"), 0, key.view(-1), out=codes.view(-1))
     low, high = torch.aminmax(scales)
     if int(low) == 0 or int(high) == E4M3_NAN:
         codes.masked_fill_(((scales == 0) | (scales == E4M3_NAN))[:, None], 0)
-    pack_int16_codes(codes, packed, work.get("pairs32", n, torch.int32, BLOCK_SIZE // 2))
+    pack_code_pairs(codes, packed, work)
 
 
 def dequantize_pair_table(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
