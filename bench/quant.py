@@ -2,9 +2,9 @@
 
 ``--race [--fresh=N] [--repeat=R]``: mx_block16 against the peer's math (SGLang, restated in
 `bench._peer_mx_block16`), eager and under ``torch.compile``, a ``clone()`` of the input and a
-copy of it into a preallocated buffer, and our nvfp4 quantize, in the same process, at ``[4096, 8, 128]`` and ``[32768, 8, 128]``, bf16/fp16/fp32, quantize and
-dequantize (see `bench._quant_race`). Docs quote only ratios from such a run, with its date and
-load.
+copy of it into a preallocated buffer, and our nvfp4 quantize, in the same process, at
+``[4096, 8, 128]`` and ``[32768, 8, 128]``, bf16/fp16/fp32, quantize and dequantize (see
+`bench._quant_race`). Docs quote only ratios from such a run, with its date and load.
 
 Speed: mx_block16 and nvfp4 quantize/dequantize of ``randn(4096, 8, 128)`` bf16 (``--quick``:
 ``randn(512, 8, 128)``) on the torch path (CPU); with CUDA present also the compiled Triton

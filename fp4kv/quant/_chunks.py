@@ -4,7 +4,8 @@ A chunk of 16384 blocks (256 Ki elements) keeps every temporary at most 1 MB wha
 input's size, so quantize and dequantize need no memory beyond their outputs and these
 temporaries (``bench/quant.py --big`` measures it). Of 8, 16 and 32 Ki blocks on a 2-core CPU
 (bf16 ``[4096, 8, 128]`` and ``[32768, 8, 128]``), 16 Ki was as fast as 32 Ki with two threads
-and 5-20 % faster with one: a chunk's int16 temporaries then stay in a 2 MB L2 cache. Tests shrink it to check that chunking changes no bit.
+and 5-20 % faster with one: a chunk's int16 temporaries then stay in a 2 MB L2 cache. Tests
+shrink it to check that chunking changes no bit.
 """
 
 from __future__ import annotations

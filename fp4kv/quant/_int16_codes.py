@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import torch
 
+from fp4kv.quant.e2m1 import SIGN_BIT
+
 ONES64 = 0x0001000100010001
 """Multiplying a 16-bit value by this repeats it in the four 16-bit lanes of an int64."""
 
 TIES_AWAY_BIAS = 0x3EE0
 """`ties_away_codes` takes ``p = bits(|x| / 2^e) - TIES_AWAY_BIAS``: then ``p >> 6`` is the code
 from 1.0 up (plus the 2 that 0.875..1.25 round to) and the two bounds below 1.0 sit at ``+-0x60``."""
-
-SIGN_CODE = 8
-
 
 def lanes64(values: torch.Tensor) -> torch.Tensor:
     """Integer per-block values (any int dtype, taken mod 2^16) -> int64 holding each in four lanes."""
@@ -62,18 +61,5 @@ def ties_away_codes(p: torch.Tensor, top: torch.Tensor, out: torch.Tensor, scrat
     code = torch.bitwise_right_shift(p, 6, out=out).clamp_(min=2)
     code += torch.clamp(p, -0x61, -0x60, out=scratch)  # -0x60 + ([p >= -0x60] - 1)
     code += torch.clamp(p, 0x5F, 0x60, out=scratch)  # 0x60 + ([p >= 0x60] - 1)
-    return _or_sign(code, top, scratch)
+    return code.bitwise_or_(torch.bitwise_right_shift(top, 12, out=scratch).bitwise_and_(SIGN_BIT))
 
-
-def _or_sign(code: torch.Tensor, key: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
-    return code.bitwise_or_(torch.bitwise_right_shift(key, 12, out=scratch).bitwise_and_(SIGN_CODE))
-
-
-def pack_int16_codes(codes: torch.Tensor, packed: torch.Tensor, scratch: torch.Tensor) -> None:
-    """int16 codes ``[n, 16]`` (0..15) -> ``packed`` uint8 ``[n, 8]``, element 2j in the low nibble.
-
-    Each pair read as one little-endian int32 (the even element low): ``w | w >> 12`` has the
-    byte in its low 8 bits, and the int32 -> uint8 cast keeps them. ``scratch``: int32 ``[n, 8]``.
-    """
-    pairs = codes.view(torch.int32)
-    packed.copy_(torch.bitwise_right_shift(pairs, 12, out=scratch).bitwise_or_(pairs))

@@ -39,11 +39,22 @@ class Workspace:
         return buffer[:n]
 
 
+_PAIR_DTYPES = {torch.uint8: torch.int16, torch.int16: torch.int32}
+"""Code dtype -> the integer twice as wide that holds one pair of codes."""
+
+
 def pack_code_pairs(codes: torch.Tensor, packed: torch.Tensor, work: Workspace) -> None:
-    """uint8 codes ``[n, 16]`` (values 0..15) -> writes ``packed [n, 8]``, element 2j in the low nibble."""
-    code_pairs = codes.view(torch.int16)  # little-endian: the even element is the low byte
-    pairs = torch.bitwise_right_shift(code_pairs, 4, out=work.get("pairs", codes.shape[0], torch.int16, BLOCK_SIZE // 2))
-    packed.copy_(pairs.bitwise_or_(code_pairs))  # the low byte is even | odd << 4; the cast keeps it
+    """uint8 or int16 codes ``[n, 16]`` (values 0..15) -> writes ``packed [n, 8]``, element 2j in
+    the low nibble.
+
+    Each pair is read as one little-endian integer twice as wide (the even element low): ``w | w
+    >> (width - 4)`` has the byte in its low 8 bits, and the cast to uint8 keeps them.
+    """
+    pair_dtype = _PAIR_DTYPES[codes.dtype]
+    pairs = codes.view(pair_dtype)
+    shift = 8 * codes.element_size() - 4
+    scratch = work.get(f"pairs_{pair_dtype}", codes.shape[0], pair_dtype, BLOCK_SIZE // 2)
+    packed.copy_(torch.bitwise_right_shift(pairs, shift, out=scratch).bitwise_or_(pairs))
 
 
 def quantize_blocks_in_chunks(x: torch.Tensor, kernel: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Workspace], None]

@@ -41,8 +41,8 @@ import torch
 from fp4kv.quant import _checks
 from fp4kv.quant._chunks import chunk_ranges
 from fp4kv.quant._jit import lazy_jit
-from fp4kv.quant._int16_codes import TIES_AWAY_BIAS, lanes64, pack_int16_codes, spread_per_block, ties_away_codes
-from fp4kv.quant._workspace import Workspace, quantize_blocks_in_chunks
+from fp4kv.quant._int16_codes import TIES_AWAY_BIAS, lanes64, spread_per_block, ties_away_codes
+from fp4kv.quant._workspace import Workspace, pack_code_pairs, quantize_blocks_in_chunks
 from fp4kv.quant.e2m1 import (
     tl_block_tile,
     byte_pair_values_f32,
@@ -120,7 +120,7 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
         amax_bits = torch.amax(torch.bitwise_and(full, 0x7FFFFFFF, out=wide), dim=1, out=work.get("amax32", n, torch.int32))
         byte = scale_bytes_from_amax_bits(amax_bits, out=work.get("byte32", n, torch.int32))
         scales.copy_(byte)
-        block_lanes = lanes64(byte.sub_(SCALE_BIAS).bitwise_left_shift_(7).add_(TIES_AWAY_BIAS).neg_())
+        block_lanes = _block_shift_lanes(byte)
         top = work.get("top16", n, torch.int16, BLOCK_SIZE).copy_(torch.bitwise_right_shift(full, 16, out=wide))
         torch.bitwise_and(top, 0x7FFF, out=magnitude)
         negative_zero = -(1 << 31) if int(full.min()) == -(1 << 31) else None  # -0.0: the smallest pattern
@@ -131,7 +131,7 @@ def _quantize_blocks_torch(blocks: torch.Tensor, packed: torch.Tensor, scales: t
         codes.masked_fill_(full == negative_zero, 0)
     if int(scales.max()) == NAN_SCALE_BYTE:  # 0xFF is the largest byte: one reduction says if any
         codes.masked_fill_((scales == NAN_SCALE_BYTE)[:, None], 0)
-    pack_int16_codes(codes, packed, work.get("pairs32", n, torch.int32, BLOCK_SIZE // 2))
+    pack_code_pairs(codes, packed, work)
 
 
 _BF16_NEGATIVE_ZERO = -32768  # 0x8000 as int16
@@ -140,15 +140,19 @@ _BF16_NEGATIVE_ZERO = -32768  # 0x8000 as int16
 def _bf16_amax_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(scale bytes uint8 ``[32768]``, shifts int64 ``[32768]``) indexed by a block's amax as bf16
     magnitude bits: the byte is `scale_bytes_from_amax_bits` of those bits ``<< 16`` (exactly the
-    fp32 amax); the shift, ``-(((byte - 127) << 7) + TIES_AWAY_BIAS)`` in `lanes64` form, is what
-    the block's magnitudes get added to make `ties_away_codes`' input (byte 255 included: its
-    codes are zeroed)."""
+    fp32 amax); the shift is `_block_shift_lanes` of it (byte 255 included: its codes are
+    zeroed)."""
     tables = _AMAX_TABLES.get(device)
     if tables is None:
         byte = scale_bytes_from_amax_bits(torch.arange(32768, dtype=torch.int32) << 16)
-        shift = lanes64(-(((byte - SCALE_BIAS) << 7) + TIES_AWAY_BIAS))
-        tables = _AMAX_TABLES[device] = (byte.to(torch.uint8).to(device), shift.to(device))
+        tables = _AMAX_TABLES[device] = (byte.to(torch.uint8).to(device), _block_shift_lanes(byte).to(device))
     return tables
+
+
+def _block_shift_lanes(scale_bytes: torch.Tensor) -> torch.Tensor:
+    """int32 scale bytes ``[n]`` -> `lanes64` of ``-(((byte - 127) << 7) + TIES_AWAY_BIAS)``: what a
+    block's magnitudes get added to make `ties_away_codes`' input."""
+    return lanes64(-(((scale_bytes - SCALE_BIAS) << 7) + TIES_AWAY_BIAS))
 
 
 _AMAX_TABLES: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}

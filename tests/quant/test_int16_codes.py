@@ -1,11 +1,14 @@
 """`fp4kv.quant._int16_codes` (mx_block16's int16 code arithmetic on CPU) against the fp64
-nearest-value oracle, on every input a finite block can give it, and at the ends of its range."""
+nearest-value oracle, on every input a finite block can give it, and at the ends of its range;
+and the nibble packer both recipes share."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from fp4kv.quant import _int16_codes as codes16
+from fp4kv.quant._workspace import Workspace, pack_code_pairs
 
 import fp_oracle as oracle
 
@@ -60,10 +63,11 @@ def test_ties_away_codes_at_the_bounds():
     assert got == [1, 0, 2, 1, 3, 4, 5, 6, 7, 6, 7, 0, 9, 15, 1, 2]
 
 
-def test_pack_int16_codes_puts_the_even_element_low():
-    codes = torch.randint(0, 16, (64, 16), generator=torch.Generator().manual_seed(0)).to(torch.int16)
+@pytest.mark.parametrize("dtype", [torch.int16, torch.uint8])
+def test_pack_code_pairs_puts_the_even_element_low(dtype):
+    codes = torch.randint(0, 16, (64, 16), generator=torch.Generator().manual_seed(0)).to(dtype)
     packed = torch.empty(64, 8, dtype=torch.uint8)
-    codes16.pack_int16_codes(codes, packed, torch.empty(64, 8, dtype=torch.int32))
+    pack_code_pairs(codes, packed, Workspace(64, codes.device))
     assert torch.equal(packed, oracle.pack(codes.to(torch.int64)))
     assert torch.equal(oracle.unpack(packed), codes.to(torch.int64))
 
