@@ -13,8 +13,14 @@ it with the present and picks one action:
   finish, or ``--force``: install into the existing ``.venv``;
 - otherwise nothing, so the README's commands cost a fraction of a second the second time.
 
-Usage: ``python3 ci/bootstrap.py [--force | --check]``. Exit status 0 when ``.venv`` is ready;
-``--check`` changes nothing, prints the decision and its reason, and exits 1 unless up to date.
+Then the one thing the test suite needs outside Python, a headless Chromium or Chrome for the
+HUD's browser tests: found where `ci.browser_locate` looks, or installed (Debian's ``chromium``
+through apt-get, as root or with ``sudo -n``) by `ci.browser_provision`; where neither works,
+bootstrap exits 1 with one line naming the command to run.
+
+Usage: ``python3 ci/bootstrap.py [--force | --check]``. Exit status 0 when ``.venv`` and the
+browser are ready; ``--check`` changes nothing, prints the decision and its reason, and exits 1
+unless both are.
 The root is this file's parent directory: bootstrap runs before anything is installed.
 """
 
@@ -34,9 +40,13 @@ from pathlib import Path
 
 if __package__:
     from ci.atomic_write import atomic_write_text
+    from ci.browser_locate import find_browser
+    from ci.browser_provision import ensure_browser
     from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 else:  # run as ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
     from atomic_write import atomic_write_text
+    from browser_locate import find_browser
+    from browser_provision import ensure_browser
     from regular_file import MAX_CONFIG_BYTES, read_regular
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,14 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     decision = decide(_read_stamp() if VENV.exists() else None, current, venv_exists=VENV.exists(),
                       venv_python_exists=_venv_python().exists(), force=args.force)
     if args.check:
+        browser = find_browser()
         if decision.action is Action.NOTHING:
             print("bootstrap: .venv is up to date")
-            return 0
-        print(f"bootstrap: .venv needs a bootstrap ({decision.action.value}): {decision.reason}")
-        return 1
+        else:
+            print(f"bootstrap: .venv needs a bootstrap ({decision.action.value}): {decision.reason}")
+        print(f"bootstrap: browser: {browser}" if browser else
+              "bootstrap: browser: none found (a bootstrap installs one)")
+        return 0 if decision.action is Action.NOTHING and browser else 1
     if decision.action is Action.NOTHING:
         print("bootstrap: .venv is up to date", flush=True)
-        return 0
+        return _provision_browser()
 
     start = time.monotonic()
     print(f"bootstrap: {decision.action.value}: {decision.reason}", flush=True)
@@ -193,7 +206,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bootstrap: failed (exit {result.returncode}): {' '.join(cmd)}", file=sys.stderr)
         return result.returncode
     atomic_write_text(STAMP, current.to_text())
-    print(f"bootstrap: ready in {time.monotonic() - start:.0f} s", flush=True)
+    print(f"bootstrap: .venv ready in {time.monotonic() - start:.0f} s", flush=True)
+    return _provision_browser()
+
+
+def _provision_browser() -> int:
+    """Find or install the browser (see the module doc); 0 when there is one, else 1 after the
+    line that says what to run."""
+    outcome = ensure_browser(lambda line: print(f"bootstrap: {line}", flush=True))
+    if outcome.path is None:
+        print(f"bootstrap: {outcome.error}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

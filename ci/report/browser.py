@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ci.browser_locate import find_browser
+
 TIMEOUT_S = 30.0
 FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
          "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
@@ -51,11 +53,9 @@ class BrowserError(RuntimeError):
 
 
 def find_chromium() -> str | None:
-    """``$CHROMIUM``, else the first of chromium, chromium-browser, google-chrome on PATH."""
-    explicit = os.environ.get("CHROMIUM")
-    if explicit:
-        return explicit
-    return next((p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))), None)
+    """The browser `ci/bootstrap.py` found or installed: ``$CHROMIUM``, else one on ``PATH``, else
+    one in the platform's usual install locations (`ci.browser_locate`)."""
+    return find_browser()
 
 
 class Browser:
@@ -64,7 +64,7 @@ class Browser:
     def __init__(self, width: int = 1400, height: int = 900):
         exe = find_chromium()
         if exe is None:
-            raise BrowserError("no chromium on PATH (Debian: apt-get install chromium; or set $CHROMIUM)")
+            raise BrowserError("no Chromium or Chrome found (python3 ci/bootstrap.py installs one; or set $CHROMIUM)")
         self.width, self.height = width, height
         self._profile = tempfile.mkdtemp(prefix="ci-report-chromium-")
         to_browser_r, self._to_browser = os.pipe()

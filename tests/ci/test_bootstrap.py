@@ -19,6 +19,7 @@ from ci.bootstrap import Action, Interpreter, Stamp, decide, project_fingerprint
 REPO = Path(__file__).resolve().parents[2]
 PY = Interpreter("/usr/bin/python3.12", "3.12.3 (main, Apr 10 2024) [GCC 13.2.0]")
 PROJECT = "a" * 64
+UP_TO_DATE = "bootstrap: .venv is up to date\nbootstrap: browser: {}/stand-in-browser\n"
 
 
 def stamp(interpreter: Interpreter = PY, project: str | None = PROJECT) -> Stamp:
@@ -97,7 +98,9 @@ def base_interpreter() -> Path:
 
 
 def bootstrap(python: Path, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The script in a child process; its browser is the project's stand-in (see `project`)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["CHROMIUM"] = str(project / "stand-in-browser")
     return subprocess.run([str(python), "ci/bootstrap.py", *args], cwd=project, env=env, capture_output=True,
                           text=True, timeout=300)
 
@@ -110,12 +113,19 @@ def venv_says(project: Path) -> dict[str, str]:
     return json.loads(out)
 
 
+# The script and the modules it imports (it runs before anything is installed).
+SCRIPT_FILES = ("bootstrap.py", "atomic_write.py", "regular_file.py", "browser_locate.py", "browser_provision.py")
+
+
 @pytest.fixture
 def project(tmp_path):
     root = tmp_path / "proj"
     (root / "ci").mkdir(parents=True)
-    for name in ("bootstrap.py", "atomic_write.py", "regular_file.py"):  # the script and the modules it uses
+    for name in SCRIPT_FILES:
         shutil.copy2(REPO / "ci" / name, root / "ci" / name)
+    browser = root / "stand-in-browser"  # found through $CHROMIUM: these tests are about the venv
+    browser.write_text("#!/bin/sh\n")
+    browser.chmod(0o755)
     (root / "tiny").mkdir()
     (root / "tiny" / "__init__.py").write_text("")
     (root / "pyproject.toml").write_text(TINY_PYPROJECT)
@@ -137,7 +147,7 @@ def test_a_changed_interpreter_recreates_the_venv(project, tmp_path):
     (tmp_path / "link").mkdir()
     (tmp_path / "link" / "python3").symlink_to(first)
     proc = bootstrap(tmp_path / "link" / "python3", project)
-    assert (proc.returncode, proc.stdout) == (0, "bootstrap: .venv is up to date\n"), proc.stderr
+    assert (proc.returncode, proc.stdout) == (0, UP_TO_DATE.format(project)), proc.stderr
 
     # Another interpreter (a copy of the binary at another path): --check says so and changes nothing.
     (tmp_path / "other").mkdir()
@@ -161,7 +171,7 @@ def test_a_changed_interpreter_recreates_the_venv(project, tmp_path):
     assert bootstrap(second, project, "--check").returncode == 0
     # ... and so does the venv's own python, which knows its base interpreter from pyvenv.cfg.
     proc = bootstrap(project / ".venv" / "bin" / "python", project, "--check")
-    assert (proc.returncode, proc.stdout) == (0, "bootstrap: .venv is up to date\n"), proc.stdout
+    assert (proc.returncode, proc.stdout) == (0, UP_TO_DATE.format(project)), proc.stdout
 
     # A pyproject change with the same interpreter reinstalls into the existing venv.
     (project / "pyproject.toml").write_text(TINY_PYPROJECT + "# edited\n")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,46 +27,10 @@ def readme_commands() -> list[str]:
     return [line for line in match.group(1).splitlines() if line.strip()]
 
 
-# .ci/run's one other line: install Chromium (for the HUD's browser test) when none is on PATH.
-BROWSER_INSTALL = "command -v chromium >/dev/null || "
-
-
 def ci_run_commands() -> list[str]:
-    """Substantive lines of .ci/run: not comments, shell options, the cd to the repo root or the
-    browser install (`test_ci_run_installs_chromium_only_when_missing` checks that one)."""
+    """Substantive lines of .ci/run: not comments, shell options or the cd to the repo root."""
     lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    return [
-        line for line in lines
-        if line.strip() and not line.startswith(("#", "set ", 'cd "$(dirname', BROWSER_INSTALL))
-    ]
-
-
-def _browser_install_line() -> str:
-    lines = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-             if line.startswith(BROWSER_INSTALL)]
-    assert len(lines) == 1, lines
-    return lines[0]
-
-
-@pytest.mark.parametrize("browser", [None, "chromium", "google-chrome"])
-def test_ci_run_installs_chromium_only_when_missing(tmp_path: Path, browser: str | None) -> None:
-    """Run .ci/run's install line with a PATH that holds only stand-ins: a recording apt-get (and
-    sudo), and with ``browser`` a browser. apt-get installs chromium exactly when there is none."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "calls"
-    for tool in ("id", "env"):
-        (bin_dir / tool).symlink_to(shutil.which(tool))
-    for stub in ("apt-get", "sudo") + ((browser,) if browser else ()):
-        script = bin_dir / stub
-        body = 'echo "apt-get $*" >> "$LOG"' if stub == "apt-get" else ('exec "$@"' if stub == "sudo" else "")
-        script.write_text(f"#!{shutil.which('bash')}\n{body}\n")
-        script.chmod(0o755)
-    result = subprocess.run([shutil.which("bash"), "-c", _browser_install_line()], capture_output=True, text=True,
-                            env={"PATH": str(bin_dir), "LOG": str(log)}, timeout=30)
-    assert result.returncode == 0, result.stderr
-    calls = log.read_text().splitlines() if log.exists() else []
-    assert calls == ([] if browser else ["apt-get update -qq", "apt-get install -y -qq chromium"])
+    return [line for line in lines if line.strip() and not line.startswith(("#", "set ", 'cd "$(dirname'))]
 
 
 def test_readme_opens_with_exactly_two_one_line_commands() -> None:

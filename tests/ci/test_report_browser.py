@@ -4,8 +4,8 @@ protocol (`ci.report.browser`), on the known history of tests/ci/report_support.
 Checked: no console error or uncaught exception, no request but the page itself from its own
 folder, no injected script runs, every matrix cell, flaky rank and shard bar where the fixture
 puts it (by layout, not only by markup), and the filters through real key presses. Screenshots
-go to the test's tmp_path and, when set, ``$CI_ARTIFACTS``. Without chromium this FAILS (CI's
-.ci/run installs it): a browser test that skips would check nothing.
+go to the test's tmp_path and, when set, ``$CI_ARTIFACTS``. Without chromium this FAILS (``ci/bootstrap.py``,
+the README commands' first step, finds or installs one): a browser test that skips would check nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    assert find_chromium(), "no chromium: install it (Debian: apt-get install chromium); .ci/run does in CI"
+    assert find_chromium(), "no chromium: run `python3 ci/bootstrap.py`, which finds or installs one"
     with Browser(width=1400, height=900) as b:
         yield b
 
