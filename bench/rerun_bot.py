@@ -14,6 +14,12 @@ processes on 127.0.0.1, then, from 16 concurrent senders (one keep-alive connect
    dispatched exactly once. Reported: ack latency after the restart, and the time from the restart
    until the last delivery is handled.
 
+The temporary checkout ``serve`` reads (``--repo-root``) holds the registry and a stub of every
+test file it names: the bot dispatches only registry keys that name a file in its tree
+(`ci.registry.registered_file_problem`), and answers "not found" otherwise. The run fails (exit 1,
+a line saying what went wrong, no table) unless every delivery of both cases is acknowledged and
+every comment dispatched exactly once; so ``--quick`` doubles as a test of the bot under load.
+
 Ratios are p50 / baseline p50 of the same run. The three processes share this machine's cores, so
 the numbers are for comparing runs on one machine, not a capacity figure.
 """
@@ -36,7 +42,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.table import format_table, percentiles
-from tools.rerun.replies import find_marker
+from ci.registry import parse_registry
+from tools.rerun.replies import MARKER_RE, find_marker
 from tools.rerun.server import signature
 
 SECRET = b"bench-secret"
@@ -53,6 +60,7 @@ tiers:
 tests:
   tests/quant/test_kvfp4_quant_dequant.py: {tiers: [cpu, gpu_b200], est_time: 30, owner: quant, status: active}
 """
+COMMENT = "/rerun-test test_kvfp4_quant_dequant.py"  # every delivery's comment: a file REGISTRY registers
 
 
 def _payload(comment_id: int) -> dict[str, Any]:
@@ -60,10 +68,50 @@ def _payload(comment_id: int) -> dict[str, Any]:
     return {
         "action": "created",
         "issue": {"number": number, "pull_request": {"url": f"https://x/pulls/{number}"}},
-        "comment": {"id": comment_id, "body": "/rerun-test test_kvfp4_quant_dequant.py",
+        "comment": {"id": comment_id, "body": COMMENT,
                     "user": {"login": "maintainer", "type": "User"}},
         "repository": {"full_name": "acme/llm-serving", "default_branch": "main"},
     }
+
+
+def write_checkout(root: Path) -> list[str]:
+    """Write `REGISTRY` as ``root/registry.yaml`` and a one-test stub at every path it registers
+    (the bot resolves a target only to a registered file present in its checkout); returns those
+    paths, sorted."""
+    registry, problems = parse_registry(REGISTRY)
+    if registry is None:
+        raise ValueError(f"bench/rerun_bot.py: REGISTRY does not parse: {problems}")
+    (root / "registry.yaml").write_text(REGISTRY, encoding="utf-8")
+    for rel in registry.tests:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("def test_ok():\n    assert True\n", encoding="utf-8")
+    return sorted(registry.tests)
+
+
+def _comment_id(reply: dict[str, Any]) -> int:
+    return int(reply["body"].split("comment=")[1].split(" ")[0])
+
+
+def dispatch_counts(state: dict[str, Any]) -> Counter[int]:
+    """How many times each comment id was dispatched, in the fake GitHub's ``state``."""
+    return Counter(int(d["inputs"]["comment_id"]) for d in state["dispatches"])
+
+
+def dispatch_problem(state: dict[str, Any], expected: set[int]) -> str | None:
+    """None when every comment in ``expected`` was dispatched exactly once and no other comment
+    was (in the fake GitHub's ``state``); otherwise what is wrong, quoting the start of the bot's
+    reply to a comment it never dispatched (its own words for why; marker dropped, spaces collapsed)."""
+    dispatched = dispatch_counts(state)
+    twice = sorted(cid for cid in expected if dispatched[cid] > 1)
+    missing = sorted(cid for cid in expected if dispatched[cid] == 0)
+    unexpected = sorted(set(dispatched) - expected)
+    if not twice and not missing and not unexpected:
+        return None
+    why = next((" ".join(MARKER_RE.sub("", r["body"]).split())[:300] for r in state["replies"]
+                if _comment_id(r) in missing), "none")
+    return (f"{len(expected) - len(missing) - len(twice)} of {len(expected)} comments dispatched exactly once, "
+            f"{len(twice)} more than once, {len(missing)} never, {len(unexpected)} dispatched though never sent "
+            f"(the bot's reply to one of those: {why!r})")
 
 
 def _free_port() -> int:
@@ -106,7 +154,7 @@ class _Stack:
     def __init__(self, tmp: Path):
         self.tmp = tmp
         (tmp / "repo").mkdir()
-        (tmp / "repo" / "registry.yaml").write_text(REGISTRY, encoding="utf-8")
+        write_checkout(tmp / "repo")
         (tmp / "secret").write_bytes(SECRET)
         (tmp / "token").write_text(TOKEN, encoding="utf-8")
         workflow = (ROOT / ".github" / "workflows" / "rerun-test-dispatch.yml").read_text(encoding="utf-8")
@@ -160,7 +208,7 @@ class _Stack:
         deadline = time.monotonic() + timeout
         while True:
             state = self.state()
-            done = {cid for r in state["replies"] for cid in [int(r["body"].split("comment=")[1].split(" ")[0])]
+            done = {cid for r in state["replies"] for cid in [_comment_id(r)]
                     if (m := find_marker(r["body"], cid)) is not None and m.state == "done"}
             if comment_ids <= done or time.monotonic() > deadline:
                 return state
@@ -198,10 +246,13 @@ def _run(stack: _Stack, count: int) -> int:
     results = senders.map(lambda cid: stack.deliver(senders, cid, f"burst-{cid}"), sorted(burst))
     acks = [t for status, t in results if status == 202]
     state = stack.wait_done(burst)
-    reply_at = {cid: r["at"] for r in state["replies"] for cid in [int(r["body"].split("comment=")[1].split(" ")[0])]}
+    reply_at = {_comment_id(r): r["at"] for r in state["replies"]}
     end_to_end = [reply_at[cid] - stack.sent_at[cid] for cid in burst if cid in reply_at]
     if len(acks) != count or len(end_to_end) != count:
         print(f"rerun_bot: burst: {len(acks)} of {count} acknowledged, {len(end_to_end)} replies")
+        return 1
+    if (problem := dispatch_problem(state, burst)) is not None:
+        print(f"rerun_bot: burst: {problem}")
         return 1
 
     restart = sorted(range(2_000_000, 2_000_000 + count))
@@ -227,14 +278,11 @@ def _run(stack: _Stack, count: int) -> int:
     after_acks = [t for status, t in again if status in (200, 202)]
     state = stack.wait_done(set(restart))
     recovered = time.monotonic() - restarted
-    dispatched = Counter(int(d["inputs"]["comment_id"]) for d in state["dispatches"])
-    twice = sorted(cid for cid, n in dispatched.items() if n > 1)
-    lost = sorted(cid for cid in acked if dispatched[cid] != 1)
-    if twice or lost or set(dispatched) != burst | set(restart):
-        print(f"rerun_bot: restart: {len(twice)} comments dispatched twice, {len(lost)} acknowledged but "
-              f"not dispatched once, {len(set(dispatched))} comments dispatched of {2 * count}")
+    if (problem := dispatch_problem(state, burst | set(restart))) is not None:
+        print(f"rerun_bot: restart: {problem}; {len(acked)} acknowledged before the kill")
         return 1
 
+    once = sum(n == 1 for n in dispatch_counts(state).values())
     base = percentiles(baseline)[50]
     rows = [_row("GET /healthz (baseline)", baseline, base), _row("webhook ack (202)", acks, base),
             _row("end to end (delivery -> final reply)", end_to_end, base),
@@ -243,6 +291,6 @@ def _run(stack: _Stack, count: int) -> int:
                        title=f"rerun bot: serve as a process, {count} signed deliveries per case, "
                              f"{SENDERS} senders, {WORKERS} workers, SQLite journal (WAL)"))
     print(f"restart: killed after {len(acked)} acknowledgements; {len(missing)} re-sent; every acknowledged "
-          f"delivery handled, {len(dispatched)} comments dispatched exactly once; all handled "
+          f"delivery handled, {once} comments dispatched exactly once; all handled "
           f"{recovered:.2f}s after the kill; {state['requests']} GitHub API calls in all")
     return 0

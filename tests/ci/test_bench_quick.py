@@ -1,0 +1,341 @@
+"""Every benchmark runs: ``python -m bench NAME --quick`` for each name `bench.__main__.available`
+lists (a new benchmark is run here without editing this file, and `test_every_benchmark_has_a_spec`
+fails until its table is described in `SPECS`), as a subprocess from the repository root.
+
+Each must exit 0 and print its tables: the header row of every table in its spec, the rows named
+there, and numbers in its ratio column. Three benchmarks exit 1 when a wall-clock goal is missed
+(history, lint, plan: e.g. "warm ci plan under 0.5 s"); on a loaded 2-core CI machine that is not
+a bug of the code, so exit 1 passes only with that goal's verdict line saying ``MISSED`` and every
+table printed (a crash prints no verdict). ``bench report`` needs headless Chromium, as
+test_report_browser.py does: without it this fails. ``bench adoption`` needs a git repository with
+SGLang's history: without ``--repo`` it must say so and exit 0 (so ``python -m bench`` runs the
+others), and `test_adoption_on_a_tiny_sglang_shaped_repository` runs it on one made here.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import available
+from bench.rerun_bot import COMMENT, REGISTRY, dispatch_problem, write_checkout
+from ci.registry import load_registry
+from sglang_like import SGLANG_LIKE, write
+from tools.rerun.resolve import Kind, resolve_target
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 600  # quick runs take 1-10 s alone; generous for a loaded CI machine
+
+
+@dataclass(frozen=True)
+class Table:
+    """One `bench.table.format_table` table read back: header cells, then rows of cells."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def column(self, name: str) -> list[str]:
+        i = self.header.index(name)
+        return [row[i] for row in self.rows]
+
+    def row(self, label: str) -> dict[str, str]:
+        """The row whose first cell is ``label``, as {header: cell}; KeyError if none."""
+        for row in self.rows:
+            if row[0] == label:
+                return dict(zip(self.header, row))
+        raise KeyError(f"no row {label!r} in the table {self.header}; rows: {[r[0] for r in self.rows]}")
+
+
+def read_tables(text: str) -> list[Table]:
+    """Every table in ``text``: a header line over a line of dash runs (one per column, the
+    columns' extents), then its rows, each cut at those extents: the lines up to the first that
+    is blank or has text in a gap between columns (a sentence printed right after the table)."""
+    lines = text.splitlines()
+    tables = []
+    for i, line in enumerate(lines):
+        if i == 0 or not re.fullmatch(r"-+(  -+)*", line):
+            continue
+        spans = [m.span() for m in re.finditer(r"-+", line)]
+        gaps = [(end, start) for (_, end), (start, _) in zip(spans, spans[1:])]
+
+        def cells(row: str) -> tuple[str, ...]:
+            return tuple(row[a:b].strip() for a, b in spans[:-1]) + (row[spans[-1][0]:].strip(),)
+
+        body = []
+        for row in lines[i + 1:]:
+            if not row.strip() or any(row[a:b].strip() for a, b in gaps):
+                break
+            body.append(cells(row))
+        tables.append(Table(cells(lines[i - 1]), tuple(body)))
+    return tables
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table a benchmark must print: its exact header, row labels it must have, and the column
+    holding ratios (every non-empty cell there a positive number, optionally ending in ``x``)."""
+
+    header: tuple[str, ...]
+    labels: tuple[str, ...]
+    ratio: str
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What ``python -m bench NAME --quick`` must print: exactly ``tables``, in order; every one of
+    ``lines``; each of ``cells``. ``exact`` instead, for a benchmark with nothing to measure here."""
+
+    tables: tuple[TableSpec, ...]
+    lines: tuple[str, ...] = ()  # regular expressions, each matching a whole line of stdout
+    goal: str | None = None  # a wall-clock goal's verdict line (regex); with MISSED there, exit 1 passes
+    exact: str | None = None  # the whole stdout, for a benchmark that measures nothing here
+    cells: dict[tuple[int, str, str], str] = field(default_factory=dict)  # (table, row, column) -> cell
+
+
+SPECS: dict[str, Spec] = {
+    "adoption": Spec((), exact=(
+        "== bench/adoption.py --quick\n"
+        "bench adoption: give --repo=PATH, a git repository with SGLang's history (see the module docstring); "
+        "nothing measured\n\n")),
+    "history": Spec((
+        TableSpec(("step", "wall s", "CPU s (client)", "testcases/s (wall)", "x baseline time"),
+                  ("SQLite: plain executemany INSERT, no keys (baseline)", "SQLite: ci.history ingest",
+                   "PostgreSQL: plain executemany INSERT, no keys (baseline)", "PostgreSQL: ci.history ingest"),
+                  "x baseline time"),
+        TableSpec(("query", "s (best of 3)", "x baseline", "flaky found"),
+                  ("SQLite: ci.history.flaky.flaky_scores", "PostgreSQL: ci.history.flaky.flaky_scores"),
+                  "x baseline")),
+        lines=(r"ingest of 24,073 testcase rows in 60 reports, one transaction per report",),
+        goal=r"goal ingest >= 50,000 testcases/s and ci flaky < 1 s: (OK|MISSED)",
+        cells={(1, "SQLite: ci.history.flaky.flaky_scores", "flaky found"): "9",
+               (1, "PostgreSQL: ci.history.flaky.flaky_scores", "flaky found"): "9"}),
+    "lint": Spec((
+        TableSpec(("phase", "ms", "x CSafeLoader load"),
+                  ("baseline: yaml.load CSafeLoader", "parse_registry", "lint_repo (all of the above)"),
+                  "x CSafeLoader load"),
+        TableSpec(("phase", "ms", "x ast.parse"), ("import check", "lint_repo"), "x ast.parse")),
+        goal=r"target src-layout lint of 2000 modules under 1 s: [0-9.]+ s -> (OK|MISSED)",
+        cells={(0, "baseline: yaml.load CSafeLoader", "x CSafeLoader load"): "1.00"}),
+    "plan": Spec((
+        TableSpec(("shards", "bound s", "LPT (ours)", "pytest-split least_duration",
+                   "pytest-split duration_based_chunks (default)", "pytest-shard (sha256 of id)", "round-robin",
+                   "greedy, registry order, no sort"), ("8", "16", "64", "256"), "LPT (ours)"),
+        TableSpec(("step (N=64)", "ms", "x round-robin"), ("round-robin split (baseline)", "LPT only"),
+                  "x round-robin"),
+        TableSpec(("step", "ms", "x baseline"), ("plan without the graph (baseline)", "ci plan, warm, json"),
+                  "x baseline"),
+        TableSpec(("selection rule", "median tests", "max tests"),
+                  ("hand-written depends_on (before)", "import graph + trimmed depends_on"), "median tests")),
+        lines=(r"target LPT within 2% of the bound: worst [0-9.]+% -> OK",),  # no clock in it: must hold
+        goal=r"target warm ci plan under 0.5 s: [0-9.]+ s -> (OK|MISSED)"),
+    "pool": Spec((
+        TableSpec(("device", "dtype", "op", "ms", "GB/s", "of copy", "B/token", "vs bf16"), ("cpu",), "vs bf16"),),
+        # bytes per token, 8 heads x 128, K and V: bf16 2 bytes a value, fp8 1, the FP4 formats half
+        # a byte plus one scale byte per 16 values
+        lines=tuple(rf"cpu +{dtype} +set_kv_buffer\(256\) +[0-9.]+ +[0-9.]+ +[0-9.]+ +{size} +{ratio}"
+                    for dtype, size, ratio in (("bf16", 4096, "1.000"), ("fp8_e4m3", 2048, "0.500"),
+                                               ("fp4_e2m1", 1152, "0.281"), ("nvfp4", 1152, "0.281")))),
+    "quant": Spec((
+        TableSpec(("op", "backend", "device", "ms", "x copy time", "GB/s", "of copy GB/s"),
+                  ("copy of the input (baseline)", "mx_block16 quantize", "nvfp4 dequantize"), "x copy time"),
+        TableSpec(("format", "bits/elem", "MSE", "max abs err"),
+                  ("mx_block16", "nvfp4 (computed g)", "fp8 e4m3 cast", "bf16 (input)"), "bits/elem")),
+        cells={(1, "mx_block16", "bits/elem"): "4.500", (1, "nvfp4 (computed g)", "bits/elem"): "4.500",
+               (1, "bf16 (input)", "MSE"): "0.00000", (0, "copy of the input (baseline)", "x copy time"): "1.0x"}),
+    "report": Spec((
+        TableSpec(("generate", "s, best of 3", "x baseline", "< 2 s"),
+                  ("plain SELECT of every attempt shown (baseline)", "ci report: build + write page and JSON"),
+                  "x baseline"),
+        TableSpec(("headless chromium, file://", "first paint ms", "open + load ms", "x baseline (paint)", "< 1000 ms"),
+                  ("one-line page (baseline)", "the HUD"), "x baseline (paint)")),
+        lines=(r"history: 400 files x 10 runs x 4 shards, built in [0-9.]+ s",)),
+    "rerun_bot": Spec((
+        TableSpec(("measure", "p50 ms", "p90 ms", "p99 ms", "p50 / baseline"),
+                  ("GET /healthz (baseline)", "webhook ack (202)", "end to end (delivery -> final reply)",
+                   "ack after kill -9 + restart (re-sent)"), "p50 / baseline"),),
+        lines=(r"restart: killed after \d+ acknowledgements; \d+ re-sent; every acknowledged delivery handled, "
+               r"400 comments dispatched exactly once; .*",)),
+}
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+
+
+def _is_ratio(cell: str) -> bool:
+    return re.fullmatch(r"[0-9]+(\.[0-9]+)?x?", cell) is not None and float(cell.rstrip("x")) > 0
+
+
+def test_every_benchmark_has_a_spec() -> None:
+    assert sorted(SPECS) == available(), "describe each benchmark's --quick tables in SPECS"
+
+
+@pytest.mark.parametrize("name", available())
+def test_quick_run_prints_its_tables(name: str) -> None:
+    result = run_bench(name, "--quick")
+    out, why = result.stdout, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr[-4000:]}"
+    spec = SPECS.get(name)
+    if spec is None:  # a new benchmark: it must still run and print a table
+        assert result.returncode == 0 and read_tables(out), why
+        pytest.fail(f"bench/{name}.py ran; describe its tables in SPECS")
+    if spec.exact is not None:
+        assert (result.returncode, out) == (0, spec.exact), why
+        return
+    verdict = re.search(f"^{spec.goal}$", out, re.M) if spec.goal else None
+    if spec.goal:
+        assert verdict, why
+    missed_goal = verdict is not None and verdict.group(verdict.re.groups) == "MISSED"
+    assert result.returncode == 0 or (result.returncode == 1 and missed_goal), why
+    tables = read_tables(out)
+    assert [t.header for t in tables] == [t.header for t in spec.tables], why
+    for table, wanted in zip(tables, spec.tables):
+        assert set(wanted.labels) <= {row[0] for row in table.rows}, (wanted.labels, why)
+        ratios = [c for c in table.column(wanted.ratio) if c]
+        assert ratios and all(_is_ratio(c) for c in ratios), (wanted.ratio, ratios)
+    for (i, label, column), cell in spec.cells.items():
+        assert tables[i].row(label)[column] == cell, (label, column, why)
+    for line in spec.lines:
+        assert re.search(f"^{line}$", out, re.M), (line, why)
+
+
+def test_rerun_bot_checkout_holds_the_registered_file_its_comments_name(tmp_path: Path) -> None:
+    """The cause of issue 28's "0 of 400 dispatched": the bot resolves a target only to a registered
+    file present in its checkout, and the bench's checkout held the registry alone."""
+    target = COMMENT.split()[-1]
+    written = write_checkout(tmp_path)
+    registry = load_registry(tmp_path / "registry.yaml")
+    assert (tmp_path / "registry.yaml").read_text() == REGISTRY
+    assert written == sorted(registry.tests) == ["tests/quant/test_kvfp4_quant_dequant.py"]
+    assert all((tmp_path / path).is_file() for path in written)
+    assert resolve_target(registry, tmp_path, target).kind is Kind.RESOLVED
+    (tmp_path / next(iter(registry.tests))).unlink()
+    assert resolve_target(registry, tmp_path, target).kind is Kind.UNKNOWN
+
+
+def test_rerun_bot_dispatch_check_counts_each_comment() -> None:
+    """The bench fails unless each expected comment was dispatched once, and none other."""
+    state = {"dispatches": [{"inputs": {"comment_id": "1"}}, {"inputs": {"comment_id": "2"}},
+                            {"inputs": {"comment_id": "2"}}],
+             "replies": [{"body": "<!-- rerun-test:comment=3 state=done -->\n@x nothing was started\nnot found"}]}
+    assert dispatch_problem({"dispatches": state["dispatches"][:1], "replies": []}, {1}) is None
+    assert dispatch_problem(state, {1}) == (
+        "1 of 1 comments dispatched exactly once, 0 more than once, 0 never, 1 dispatched though never sent "
+        "(the bot's reply to one of those: 'none')")
+    assert dispatch_problem(state, {1, 2, 3}) == (
+        "1 of 3 comments dispatched exactly once, 1 more than once, 1 never, 0 dispatched though never sent "
+        "(the bot's reply to one of those: '@x nothing was started not found')")
+
+
+# -- bench adoption on a repository shaped like SGLang's ------------------------------------------
+
+# SGLang's python/sglang/test/ci/ci_register.py, reduced to what bench/_sglang_suites.py uses: the
+# register calls (no-ops when a test runs) and collect_tests, which reads them back with ast.
+CI_REGISTER = '''\
+import ast
+import enum
+from dataclasses import dataclass
+
+
+class HWBackend(enum.Enum):
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+@dataclass
+class CIRegistry:
+    filename: str
+    backend: HWBackend
+    effective_suite: str
+    nightly: bool = False
+    disabled: str | None = None
+
+
+def register_cpu_ci(**kwargs):
+    pass
+
+
+def register_cuda_ci(**kwargs):
+    pass
+
+
+def collect_tests(files, sanity_check=True):
+    found = []
+    for filename in files:
+        with open(filename) as f:
+            module = ast.parse(f.read())
+        for node in module.body:
+            call = node.value if isinstance(node, ast.Expr) else None
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id.startswith("register_"):
+                kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+                suite = kw.get("suite") or f"{kw['stage']}-test-{kw['runner_config']}"
+                backend = HWBackend[call.func.id[len("register_"):-len("_ci")].upper()]
+                found.append(CIRegistry(filename, backend, suite, kw.get("nightly", False), kw.get("disabled")))
+    return found
+'''
+RUN_SUITE = '''\
+from sglang.test.ci.ci_register import HWBackend
+
+PER_COMMIT_SUITES = {
+    HWBackend.CPU: ["base-a-test-cpu"],
+    HWBackend.CUDA: ["stage-b-test-1-gpu-small", "stage-b-test-1-gpu-large"],
+}
+'''
+
+
+def _registered(backend: str, arguments: str) -> str:
+    return (f"from sglang.test.ci.ci_register import register_{backend}_ci\n\nregister_{backend}_ci({arguments})\n\n\n"
+            "def test_ok():\n    assert True\n")
+
+
+SUITES = {
+    "python/sglang/test/ci/__init__.py": "",
+    "python/sglang/test/ci/ci_register.py": CI_REGISTER,
+    "test/run_suite.py": RUN_SUITE,
+    "test/registered/core/test_small.py": _registered("cuda", 'est_time=30, suite="stage-b-test-1-gpu-small"'),
+    "test/registered/core/test_large.py": _registered("cuda", 'est_time=60, stage="stage-b", runner_config="1-gpu-large"'),
+    "test/registered/core/test_off.py": _registered("cuda", 'est_time=9, suite="stage-b-test-1-gpu-small", disabled="hangs"'),
+    "test/registered/cpu/test_cpu.py": _registered("cpu", 'est_time=5, suite="base-a-test-cpu"'),
+    # the seed bug: a stale import of a name the package no longer has
+    "test/registered/core/test_seed.py": "from sglang.srt.utils import KVFP4QuantizeUtil\n\n\n"
+                                         "def test_seed():\n    assert KVFP4QuantizeUtil\n",
+}
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.com",
+                           "-c", "commit.gpgsign=false", *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_adoption_on_a_tiny_sglang_shaped_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "sglang"
+    write(repo, {**SGLANG_LIKE, **SUITES})
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "a tree shaped like SGLang's")
+    result = run_bench("adoption", "--quick", f"--repo={repo}", "--commits=HEAD")
+    why = f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, why
+    lint, suites = read_tables(result.stdout)
+    assert lint.header == ("commit", "sha", "test files", "problems", "L003", "L009 (info)", "other", "I001", "I002",
+                           "KVFP4QuantizeUtil hits", "init s", "lint s", "ast.parse s", "lint / parse")
+    row = lint.row("HEAD")
+    # test/registered: 6 files, test/manual: 1; sgl-kernel/tests is outside every pytest configuration
+    assert (row["sha"], row["test files"], row["problems"], row["I001"], row["KVFP4QuantizeUtil hits"]) == (
+        _git(repo, "rev-parse", "--short", "HEAD").strip(), "7", "1", "1", "1"), why
+    assert _is_ratio(row["lint / parse"]), why
+    assert suites.header == ("tier", "suites", "SGLang runs", "ours", "only SGLang", "only ours")
+    # per tier: suites mapped, SGLang's files, ours, only SGLang's, only ours (test_off is disabled:
+    # SGLang skips it, and the import makes it manual)
+    assert {r[0]: r[1:] for r in suites.rows if r[1] != "0"} == {
+        "cpu": ("1", "1", "1", "0", "0"), "gpu_1_small": ("1", "1", "1", "0", "0"),
+        "gpu_1_large": ("1", "1", "1", "0", "0")}, why
+    assert "\n  test/registered/core/test_seed.py:1:1: I001 'sglang.srt.utils' has no name 'KVFP4QuantizeUtil'\n" \
+        in result.stdout, why
+    assert _git(repo, "worktree", "list").count("\n") == 1  # its temporary worktree is gone
+    assert _git(repo, "status", "--porcelain") == ""
