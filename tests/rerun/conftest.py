@@ -14,7 +14,7 @@ from tools.rerun.dispatch import RunLookup
 from tools.rerun.github import GitHubClient, RetryPolicy
 from tools.rerun.handler import BotConfig, Handler
 
-from rerun_support import HEAD_SHA, PR, REGISTRY, TOKEN, TREE_FILES, workflow_run_name
+from rerun_support import HEAD_SHA, PR, REGISTRY, TOKEN, TREE_FILES, pr_workflow_run_names, workflow_run_name
 
 # Short waits: the fake lists a run the moment it is dispatched.
 FAST_LOOKUP = RunLookup(wait=0.3, link_wait=0.2, interval=0.02)
@@ -33,7 +33,7 @@ def repo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def fake() -> FakeGitHub:
-    gh = FakeGitHub(token=TOKEN, run_name_template=workflow_run_name())
+    gh = FakeGitHub(token=TOKEN, run_name_template=workflow_run_name(), run_names=pr_workflow_run_names())
     gh.add_user("maintainer", "write", "maintain")
     gh.add_user("admin", "admin")
     gh.add_user("reader", "read", "triage")

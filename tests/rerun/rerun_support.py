@@ -104,6 +104,14 @@ def comment_payload(body: str, *, user: str = "maintainer", number: int = PR, co
     }
 
 
+def pull_request_payload(number: int, head_sha: str, *, action: str = "synchronize") -> dict[str, Any]:
+    """A minimal pull_request(_target) payload with the fields GitHub sends and the workflows read."""
+    return {"action": action, "number": number,
+            "pull_request": {"number": number, "state": "open", "head": {"sha": head_sha, "ref": "feature"},
+                             "base": {"ref": "main"}},
+            "repository": {"full_name": REPO, "default_branch": "main"}}
+
+
 def dedent(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 
@@ -119,3 +127,9 @@ def load_workflow(name: str) -> dict[str, Any]:
 def workflow_run_name() -> str:
     """The ``run-name`` template of rerun-test-dispatch.yml: the fake renders runs' titles with it."""
     return str(load_workflow("rerun-test-dispatch.yml")["run-name"])
+
+
+@functools.lru_cache(maxsize=1)
+def pr_workflow_run_names() -> dict[str, str]:
+    """The ``run-name`` of each workflow that runs for pull requests from the base branch."""
+    return {"pr-gpu.yml": str(load_workflow("pr-gpu.yml")["run-name"])}

@@ -25,6 +25,7 @@ from tools.rerun.dispatch import DISPATCH_WORKFLOW, RunLookup
 from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
 from tools.rerun.handler import BotConfig, Handler, Outcome
 from tools.rerun.journal import JournalError
+from tools.rerun.pr_runs import PR_WORKFLOWS
 from tools.rerun.runs_table import TARGETS_PART
 from tools.rerun.secrets_file import RedactingFilter, SecretError, check_secret, read_secret
 
@@ -62,7 +63,7 @@ def _config(args: argparse.Namespace) -> BotConfig:
     lookup = RunLookup(wait=args.lookup_wait, link_wait=min(RunLookup.link_wait, args.lookup_wait))
     return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run,
                      repository=_repository(args), bot_login=args.bot_login, shard_budget=args.shard_budget,
-                     lookup=lookup)
+                     lookup=lookup, pr_workflows=tuple(args.pr_workflow or PR_WORKFLOWS))
 
 
 def _print_outcome(outcome: Outcome, dry_run: bool) -> None:
@@ -186,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--lookup-wait", type=float, default=RunLookup.wait,
                         help="seconds to look for a run by its run-name before (re)sending a dispatch "
                              "(default: %(default)s)")
+    common.add_argument("--pr-workflow", action="append", metavar="FILE",
+                        help="a workflow that runs for pull requests from the base branch and names the PR in its "
+                             f"run-name; /rerun-failed finds its runs by that name (repeatable; default: "
+                             f"{', '.join(PR_WORKFLOWS)})")
     common.add_argument("--dry-run", action="store_true", help="read from GitHub, write nothing, print what would happen")
     sub = parser.add_subparsers(dest="command", required=True)
     handle = sub.add_parser("handle", parents=[common], help="handle one issue_comment event file")

@@ -37,7 +37,7 @@ class Permission:
 @dataclass(frozen=True)
 class PullRequest:
     """``head_repo`` is the head repository's ``owner/name``; None when GitHub no longer knows it
-    (a deleted fork), which the policy treats as a fork."""
+    (a deleted fork), which the policy treats as a fork. ``created_at``: ISO 8601 UTC ("" unknown)."""
 
     number: int
     state: str
@@ -47,6 +47,7 @@ class PullRequest:
     author: str
     head_repo: str | None
     base_repo: str
+    created_at: str = ""
 
     @property
     def is_fork(self) -> bool:
@@ -69,7 +70,10 @@ class IssueComment:
 
 @dataclass(frozen=True)
 class WorkflowRun:
-    """One Actions run. ``display_title`` is the run-name; ``conclusion`` is None until completed."""
+    """One Actions run. ``display_title`` is the run-name; ``conclusion`` is None until completed.
+    ``head_sha`` is the commit GitHub ran the workflow from: the PR head only for ``pull_request``
+    runs; ``pull_request_target``, ``issue_comment`` and ``workflow_dispatch`` runs carry the base
+    or dispatched branch's commit (`tools.rerun.pr_runs` finds a PR's runs by their run-name)."""
 
     id: int
     name: str
@@ -78,6 +82,16 @@ class WorkflowRun:
     conclusion: str | None
     html_url: str
     head_sha: str
+    event: str = ""
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """Runs of one listing, newest first. ``complete`` is False when GitHub had more than was read
+    (``max_pages``, or GitHub's own cap of 1,000 results for a filtered listing)."""
+
+    runs: list[WorkflowRun]
+    complete: bool
 
 
 class GitHubAPI(Protocol):
@@ -96,6 +110,8 @@ class GitHubAPI(Protocol):
                           confirm: Callable[[], bool] | None = None) -> bool: ...
     def list_dispatch_runs(self, repo: str, workflow_file: str) -> list[WorkflowRun]: ...
     def list_runs_for_sha(self, repo: str, head_sha: str) -> list[WorkflowRun]: ...
+    def list_workflow_runs(self, repo: str, workflow_file: str, *, event: str | None = None,
+                           created_since: str | None = None, max_pages: int = 10) -> RunListing: ...
     def get_run(self, repo: str, run_id: int) -> WorkflowRun: ...
     def rerun_failed_jobs(self, repo: str, run_id: int, confirm: Callable[[], bool] | None = None) -> bool: ...
 
@@ -127,7 +143,7 @@ class GitHubClient(RestClient):
             return PullRequest(int(data["number"]), str(data["state"]), str(data["head"]["sha"]),
                                str(data["head"]["ref"]), str(data["base"]["ref"]),
                                str((data.get("user") or {}).get("login", "")),
-                               str(head_repo) if head_repo else None, str(base_repo))
+                               str(head_repo) if head_repo else None, str(base_repo), str(data.get("created_at") or ""))
         return _shape(f"/repos/{repo}/pulls/{number}", build)
 
     def list_issue_comments(self, repo: str, number: int, *, max_pages: int = 50) -> list[IssueComment]:
@@ -205,6 +221,27 @@ class GitHubClient(RestClient):
                 return out
         raise GitHubError("GET", path, None, f"more than {max_pages} pages of runs for {head_sha[:12]}")
 
+    def list_workflow_runs(self, repo: str, workflow_file: str, *, event: str | None = None,
+                           created_since: str | None = None, max_pages: int = 10) -> RunListing:
+        """The runs of one workflow file, newest first, ``max_pages`` pages of 100 at most;
+        ``event`` and ``created_since`` (ISO 8601, GitHub's ``created=>=``) filter on GitHub's side.
+        GitHub lists at most 1,000 runs of a filtered listing, so more pages would add nothing."""
+        path = f"/repos/{repo}/actions/workflows/{workflow_file}/runs"
+        params: dict[str, Any] = {"per_page": 100}
+        if event:
+            params["event"] = event
+        if created_since:
+            params["created"] = f">={created_since}"
+        out: list[WorkflowRun] = []
+        for page in range(1, max_pages + 1):
+            data = self._json("GET", path, params={**params, "page": page})
+            runs, total = _shape(path, lambda: ([_run(item) for item in data["workflow_runs"]],
+                                                int(data.get("total_count", 0))))
+            out += runs
+            if len(runs) < 100 or len(out) >= total:
+                return RunListing(out, len(out) >= total)
+        return RunListing(out, False)
+
     def get_run(self, repo: str, run_id: int) -> WorkflowRun:
         path = f"/repos/{repo}/actions/runs/{run_id}"
         data = self._json("GET", path)
@@ -238,7 +275,7 @@ def _comment(item: dict[str, Any]) -> IssueComment:
 def _run(item: dict[str, Any]) -> WorkflowRun:
     return WorkflowRun(int(item["id"]), str(item.get("name") or ""), str(item.get("display_title") or ""),
                        str(item.get("status") or ""), item.get("conclusion"), str(item.get("html_url") or ""),
-                       str(item.get("head_sha") or ""))
+                       str(item.get("head_sha") or ""), str(item.get("event") or ""))
 
 
 def _shape(path: str, build: Callable[[], Any]) -> Any:
@@ -249,4 +286,4 @@ def _shape(path: str, build: Callable[[], Any]) -> Any:
 
 
 __all__ = ["DEFAULT_BOT_LOGIN", "GitHubAPI", "GitHubClient", "GitHubError", "IssueComment", "Permission",
-           "PullRequest", "Repository", "RetryPolicy", "WorkflowRun"]
+           "PullRequest", "Repository", "RetryPolicy", "RunListing", "WorkflowRun"]
