@@ -112,6 +112,23 @@ def pull_request_payload(number: int, head_sha: str, *, action: str = "synchroni
             "repository": {"full_name": REPO, "default_branch": "main"}}
 
 
+class StubPool:
+    """A worker pool that takes no work (``accepts=False``: its queue is full, the server answers
+    503) or takes every delivery and never handles it (a server killed after its 202)."""
+
+    def __init__(self, accepts: bool):
+        self.accepts = accepts
+
+    def start(self, report: Any) -> None:
+        pass
+
+    def put(self, delivery: str, payload: dict[str, Any], *, force: bool = False) -> bool:
+        return self.accepts
+
+    def stop(self, timeout: float = 10.0) -> None:
+        pass
+
+
 def dedent(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 

@@ -21,7 +21,7 @@ from tools.rerun.server import ServerConfig, WebhookApp, running, signature
 from tools.rerun.webhook_body import FORM_TYPE
 from tools.rerun.sync import KeyedLocks, LRUSet
 
-from rerun_support import PR, REPO, comment_payload
+from rerun_support import PR, REPO, StubPool, comment_payload
 
 SECRET = b"s3cret"
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_a_form_delivery_replays_from_the_journal(make_handler, fake: FakeGitHub
     journal = Journal(str(tmp_path / "journal.sqlite3"))
     try:
         with running(WebhookApp(ServerConfig(secret=SECRET), lambda: None, journal=journal,
-                                pool=_Dropping())) as server:
+                                pool=StubPool(accepts=True))) as server:
             assert post(server.url, None, raw=_form(payload), content_type=FORM_TYPE, delivery="f-9").status_code == 202
         assert [json.loads(e.payload) for e in journal.unfinished()] == [payload]
         replay = WebhookApp(ServerConfig(secret=SECRET), make_handler, journal=journal)
@@ -116,19 +116,6 @@ def test_a_form_delivery_replays_from_the_journal(make_handler, fake: FakeGitHub
     finally:
         journal.close()
     assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_kvfp4_quant_dequant.py"]
-
-
-class _Dropping:
-    """A worker pool that takes every delivery and never handles it (a server killed after the 202)."""
-
-    def start(self, report: Any) -> None:
-        pass
-
-    def put(self, delivery: str, payload: dict[str, Any], *, force: bool = False) -> bool:
-        return True
-
-    def stop(self, timeout: float = 10.0) -> None:
-        pass
 
 
 def test_missing_and_short_content_length(server_url: str) -> None:

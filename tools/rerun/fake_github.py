@@ -10,8 +10,9 @@ Endpoints (``{repo}`` is ``owner/name``): ``GET /repos/{repo}``,
 ``GET /repos/{repo}/collaborators/{user}/permission`` (404 for unknown users),
 ``GET /repos/{repo}/pulls/{n}``, ``GET|POST /repos/{repo}/issues/{n}/comments`` (paginated),
 ``GET|PATCH /repos/{repo}/issues/comments/{id}``, ``POST .../issues/comments/{id}/reactions``,
-and the Actions endpoints of `tools.rerun.fake_actions` (runs with the ``head_sha``,
-``head_branch`` and ``display_title`` GitHub gives them, dispatches, re-runs). Bodies over GitHub's
+the Actions endpoints of `tools.rerun.fake_actions` (runs with the ``head_sha``,
+``head_branch`` and ``display_title`` GitHub gives them, dispatches, re-runs), and webhooks with
+their delivery log and redelivery (`tools.rerun.fake_hooks`). Bodies over GitHub's
 65,536-character limit get 422, as on GitHub.
 """
 
@@ -28,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tools.rerun.fake_actions import FakeActions, FakeRun, now_iso
 from tools.rerun.fake_expressions import render
+from tools.rerun.fake_hooks import APP_HOOK, FakeHooks
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN  # who the fake posts the bot's replies as
 
 MAX_COMMENT_CHARS = 65536
@@ -80,7 +82,7 @@ def render_run_name(template: str, inputs: dict[str, str]) -> str:
     return render(template, {"inputs": inputs})
 
 
-class FakeGitHub(FakeActions):
+class FakeGitHub(FakeActions, FakeHooks):
     """State and routing; `tools.rerun.fake_server.serve` puts it behind an HTTP server."""
 
     def __init__(self, token: str | None = "test-token", repo: str = "acme/llm-serving",
@@ -100,6 +102,7 @@ class FakeGitHub(FakeActions):
         self._ids = itertools.count(10_000_000)
         self._patch_hold: tuple[threading.Barrier, float] | None = None
         self._init_actions(run_names, run_name_template)
+        self._init_hooks()
 
     # -- setup -----------------------------------------------------------------------------------
     def add_user(self, user: str, permission: str, role: str | None = None) -> None:
@@ -195,6 +198,10 @@ class FakeGitHub(FakeActions):
             with self.lock:
                 self.reactions.append((int(m[1]), str((body or {}).get("content"))))
             return 201, {}, {"content": (body or {}).get("content")}
+        if m := re.fullmatch(repo + r"/hooks/(\d+)(/deliveries.*)", path):
+            return self._route_hooks(method, m[2], query, int(m[1]))
+        if m := re.fullmatch(r"/app/hook(/deliveries.*)", path):
+            return self._route_hooks(method, m[1], query, APP_HOOK)
         if (m := re.fullmatch(repo + r"(/actions/.*)", path)) and (answer := self._route_actions(
                 method, m[1].removeprefix("/actions"), query, body)) is not None:
             return answer

@@ -14,7 +14,9 @@ the journal cannot be written or acknowledged deliveries wait to be marked in it
   ``duplicate`` and nothing is queued, unless that delivery is unfinished and not queued (a
   redelivery of one that failed): then it is queued again;
 * otherwise the delivery is **journalled, then** queued, and the answer is 202; a full queue
-  answers 503 with ``Retry-After`` (GitHub redelivers), a journal that cannot be written 500.
+  answers 503 with ``Retry-After``, a journal that cannot be written 500. GitHub never retries a
+  failed delivery by itself: ``python -m tools.rerun redeliver`` (`tools.rerun.redeliver`, run
+  every few minutes) asks it to redeliver those.
 
 Accepted deliveries go to a worker pool: `tools.rerun.workers.ThreadWorkers` (threads in this
 process) or `tools.rerun.worker_process.ProcessWorkers` (the same threads in a child process, which
@@ -224,7 +226,7 @@ class WebhookApp:
             raise
         if not self.pool.put(delivery, payload):
             if new:
-                self.journal.forget(delivery)  # never acknowledged: GitHub's redelivery brings it back
+                self.journal.forget(delivery)  # never acknowledged: the redelivery sweep brings it back
             self._settle(delivery, None)
             return "busy"
         with self._cond:
