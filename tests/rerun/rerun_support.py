@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import textwrap
+import time
 from typing import Any
 
 import yaml
@@ -99,7 +100,8 @@ def comment_payload(body: str, *, user: str = "maintainer", number: int = PR, co
         "action": action,
         "issue": issue,
         "comment": {"id": comment_id if comment_id is not None else next(_ids), "body": body,
-                    "user": {"login": user, "type": "User"}},
+                    "user": {"login": user, "type": "User"},
+                    "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "repository": {"full_name": REPO, "default_branch": "main"},
     }
 

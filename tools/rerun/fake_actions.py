@@ -15,7 +15,8 @@ What a run carries follows GitHub, not what would be convenient for the bot:
   first, and at most 1,000 results when filtered, as GitHub documents.
 
 ``POST .../dispatches``: ``ref`` must be a branch the fake knows (else 422, as GitHub's "No ref
-found"), at most 10 string ``inputs``; answers 204.
+found"), at most 10 string ``inputs``; answers 204, or with ``return_run_details: true`` 200 and
+``{workflow_run_id, run_url, html_url}`` (GitHub's published contract).
 """
 
 from __future__ import annotations
@@ -145,13 +146,18 @@ class FakeActions:
                                         f"workflow_dispatch event"}
         if not all(isinstance(v, str) for v in inputs.values()):
             return 422, {}, {"message": "inputs must be strings"}
+        details = body.get("return_run_details", False)
+        if not isinstance(details, bool):
+            return 422, {}, {"message": "return_run_details must be a boolean"}
         template = self.run_names.get(workflow, self.dispatch_run_name)
         title = render(template, {"inputs": inputs, "github": {"event_name": "workflow_dispatch"}}) if template \
             else workflow
         with self.lock:
             self.dispatches.append({"workflow": workflow, **body, "at": time.monotonic()})
-            self._new_run(workflow, title, "workflow_dispatch", "queued", None, sha, ref, workflow)
-        return 204, {}, None
+            run = self._new_run(workflow, title, "workflow_dispatch", "queued", None, sha, ref, workflow).to_json(self.repo)
+        if not details:
+            return 204, {}, None
+        return 200, {}, {"workflow_run_id": run["id"], "run_url": run["url"], "html_url": run["html_url"]}
 
     def _runs(self, keep: Callable[[FakeRun], bool], query: dict[str, list[str]]) -> Response:
         try:

@@ -220,7 +220,7 @@ class Handler:
             self._write(event, outcome, reply, replies.claim_reply(event.comment_id, event.user, sha, work.writes))
         actions_url = f"{event.html_url}/actions/workflows/{config.workflow_file}"
         dispatcher = Dispatcher(self.client, event.repo, config.workflow_file, default_branch, actions_url,
-                                config.lookup, sleep=self.sleep)
+                                config.lookup, sleep=self.sleep, since=event.created_at)
         outcome.dispatches = dispatcher.send_all(work.dispatches, event.number, sha, event.comment_id,
                                                  look_first=resumed, dry_run=config.dry_run)
         outcome.reruns = cmd_rerun_failed.carry_out(self.client, event.repo, work.reruns, config.dry_run)
