@@ -150,6 +150,24 @@ def test_replayed_delivery_is_not_redispatched(server_url: str, app: WebhookApp,
     assert (app.stats.accepted, app.stats.duplicate_deliveries, app.stats.skipped_comments) == (2, 1, 1)
 
 
+def test_an_edit_delivered_before_its_creation_does_not_hide_the_command(server_url: str, app: WebhookApp,
+                                                                         fake: FakeGitHub) -> None:
+    """GitHub does not promise delivery order: the `edited` delivery of a comment may arrive before
+    its `created` one. Ignoring the edit must not mark the comment handled."""
+    created = comment_payload("/rerun-test test_kvfp4_quant_dequant.py", comment_id=777)
+    edited = {**created, "action": "edited", "changes": {"body": {"from": "/rerun-test test_pack.py"}}}
+    assert post(server_url, edited, delivery="e-edit").status_code == 202
+    app.wait_idle()
+    assert post(server_url, created, delivery="e-create").status_code == 202
+    app.wait_idle()
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_kvfp4_quant_dequant.py"]
+    assert (app.stats.handled, app.stats.skipped_comments) == (2, 0)
+    # Once the creation is handled, a later delivery of it is skipped, as before.
+    assert post(server_url, created, delivery="e-create-again").status_code == 202
+    app.wait_idle()
+    assert app.stats.skipped_comments == 1 and len(fake.dispatches) == 1
+
+
 def test_simultaneous_deliveries_of_one_comment_dispatch_once(server_url: str, app: WebhookApp,
                                                              fake: FakeGitHub) -> None:
     comments = [comment_payload("/rerun-test test_kvfp4_quant_dequant.py") for _ in range(8)]
