@@ -111,11 +111,21 @@ def test_connection_refused_and_timeout_are_retried_then_typed(sleeps) -> None:
 
 def test_bad_arguments_raise_clear_errors(make_client) -> None:
     client = make_client()
-    with pytest.raises(ValueError, match="at most 10 inputs"):
-        client.dispatch_workflow(REPO, "w.yml", "main", {str(i): "x" for i in range(11)})
+    with pytest.raises(ValueError, match="at most 25 inputs, got 26"):
+        client.dispatch_workflow(REPO, "w.yml", "main", {str(i): "x" for i in range(26)})
     with pytest.raises(ValueError, match="must be strings: pr"):
         client.dispatch_workflow(REPO, "w.yml", "main", {"pr": 1})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="unknown reaction 'party'"):
         client.add_reaction(REPO, 1, "party")
     with pytest.raises(ValueError, match="max_attempts must be >= 1"):
         RetryPolicy(max_attempts=0)
+
+
+def test_a_dispatch_takes_up_to_25_inputs(fake: FakeGitHub, make_client) -> None:
+    """GitHub raised the workflow_dispatch cap from 10 inputs to 25 on 2025-12-04."""
+    client = make_client()
+    assert client.dispatch_workflow(REPO, "w.yml", "main", {f"i{n}": "x" for n in range(25)}).sent
+    assert len(fake.dispatches[0]["inputs"]) == 25
+    over = client.request("POST", f"/repos/{REPO}/actions/workflows/w.yml/dispatches", ok=(204, 422),
+                          json={"ref": "main", "inputs": {f"i{n}": "x" for n in range(26)}})
+    assert over is not None and over.status_code == 422 and "up to 25 `inputs`" in over.json()["message"]

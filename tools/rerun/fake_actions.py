@@ -15,7 +15,7 @@ What a run carries follows GitHub, not what would be convenient for the bot:
   first, and at most 1,000 results when filtered, as GitHub documents.
 
 ``POST .../dispatches``: ``ref`` must be a branch the fake knows (else 422, as GitHub's "No ref
-found"), at most 10 string ``inputs``; answers 204, or with ``return_run_details: true`` 200 and
+found"), at most 25 string ``inputs``; answers 204, or with ``return_run_details: true`` 200 and
 ``{workflow_run_id, run_url, html_url}`` (GitHub's published contract).
 """
 
@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from tools.rerun.fake_expressions import render
 
-MAX_DISPATCH_INPUTS = 10
+MAX_DISPATCH_INPUTS = 25  # since 2025-12-04 (10 before)
 MAX_FILTERED_RESULTS = 1000  # GitHub's cap on a filtered runs listing
 BASE_SHA = "ba5e" * 10  # the default branch's head in the fake
 BASE_BRANCH_EVENTS = frozenset({"pull_request_target", "issue_comment", "workflow_dispatch", "schedule", "push"})

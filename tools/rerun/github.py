@@ -14,6 +14,7 @@ from tools.rerun.rest import GitHubError, RestClient, RetryPolicy
 
 TRUSTED_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+MAX_DISPATCH_INPUTS = 25  # GitHub's cap on a workflow_dispatch's inputs (10 until 2025-12-04)
 DEFAULT_BOT_LOGIN = "github-actions[bot]"
 """The login GITHUB_TOKEN's comments are posted as; a self-hosted app passes its own (``--bot-login``)."""
 
@@ -206,11 +207,12 @@ class GitHubClient(RestClient):
 
     def dispatch_workflow(self, repo: str, workflow_file: str, ref: str, inputs: dict[str, str],
                           confirm: Callable[[], bool] | None = None) -> Dispatched:
-        """``workflow_dispatch`` event: at most 10 inputs, all strings (GitHub's limits). Asks for
+        """``workflow_dispatch`` event: at most `MAX_DISPATCH_INPUTS` inputs, all strings (GitHub's
+        limits; 25 since 2025-12-04, 10 before). Asks for
         ``return_run_details``: GitHub then answers 200 naming the run it started (a server that
         answers 204 without them gives a `Dispatched` with no run). ``confirm``: see `request`."""
-        if len(inputs) > 10:
-            raise ValueError(f"workflow_dispatch takes at most 10 inputs, got {len(inputs)}")
+        if len(inputs) > MAX_DISPATCH_INPUTS:
+            raise ValueError(f"workflow_dispatch takes at most {MAX_DISPATCH_INPUTS} inputs, got {len(inputs)}")
         bad = [k for k, v in inputs.items() if not isinstance(v, str)]
         if bad:
             raise ValueError(f"workflow_dispatch inputs must be strings: {', '.join(bad)}")
@@ -307,5 +309,5 @@ def _shape(path: str, build: Callable[[], Any]) -> Any:
         raise GitHubError("GET", path, 200, f"unexpected response shape: {exc!r}") from None
 
 
-__all__ = ["DEFAULT_BOT_LOGIN", "Dispatched", "GitHubAPI", "GitHubClient", "GitHubError", "IssueComment", "Permission",
+__all__ = ["DEFAULT_BOT_LOGIN", "Dispatched", "MAX_DISPATCH_INPUTS", "GitHubAPI", "GitHubClient", "GitHubError", "IssueComment", "Permission",
            "PullRequest", "Repository", "RetryPolicy", "RunListing", "WorkflowRun"]
