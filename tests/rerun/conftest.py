@@ -3,12 +3,14 @@ GitHub served over real HTTP on 127.0.0.1, and payload builders."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.fake_openapi import ENV, Contract
 from tools.rerun.fake_server import serve
 from tools.rerun.dispatch import RunLookup
 from tools.rerun.github import GitHubClient, RetryPolicy
@@ -31,14 +33,26 @@ def repo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def github_contract() -> Contract | None:
+    """GitHub's OpenAPI description when ``$RERUN_GITHUB_OPENAPI`` names it (a dev-time check,
+    `tools.rerun.fake_openapi`; ``$RERUN_GITHUB_OPENAPI_REQUIRE_ALL=1`` also wants every required
+    field in the fake's answers), else None."""
+    path = os.environ.get(ENV)
+    return Contract.load(path, require_all=os.environ.get(ENV + "_REQUIRE_ALL") == "1") if path else None
+
+
 @pytest.fixture
-def fake() -> FakeGitHub:
+def fake(github_contract: Contract | None) -> Iterator[FakeGitHub]:
     gh = FakeGitHub(token=TOKEN, run_name_template=workflow_run_name(), run_names=pr_workflow_run_names())
     gh.add_user("maintainer", "write", "maintain")
     gh.add_user("admin", "admin")
     gh.add_user("reader", "read", "triage")
     gh.add_pull(PR, HEAD_SHA)
-    return gh
+    gh.contract = github_contract
+    yield gh
+    problems = sorted(set(gh.contract_problems))
+    assert problems == [], "the fake or the client disagrees with GitHub's OpenAPI description:\n" + "\n".join(problems)
 
 
 @pytest.fixture

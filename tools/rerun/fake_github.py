@@ -23,8 +23,9 @@ import json
 import re
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 from tools.rerun.fake_actions import FakeActions, FakeRun, now_iso
@@ -101,6 +102,8 @@ class FakeGitHub(FakeActions, FakeHooks):
         self._scripts: list[tuple[str, re.Pattern[str], list[Scripted]]] = []
         self._ids = itertools.count(10_000_000)
         self._patch_hold: tuple[threading.Barrier, float] | None = None
+        self.contract: Any = None  # a tools.rerun.fake_openapi.Contract checks every exchange when set
+        self.contract_problems: list[str] = []
         self._init_actions(run_names, run_name_template)
         self._init_hooks()
 
@@ -137,6 +140,16 @@ class FakeGitHub(FakeActions, FakeHooks):
         PATCH erases the earlier ones' changes (a lost update), after their writers saw success."""
         self._patch_hold = (threading.Barrier(count), stagger)
 
+    @contextmanager
+    def off_contract(self) -> Iterator[None]:
+        """Leave the requests made inside unchecked by the contract (a test that sends GitHub what
+        it refuses, on purpose)."""
+        saved, self.contract = self.contract, None
+        try:
+            yield
+        finally:
+            self.contract = saved
+
     # -- queries for tests -----------------------------------------------------------------------
     def bot_replies(self, number: int | None = None) -> list[FakeComment]:
         with self.lock:
@@ -171,10 +184,15 @@ class FakeGitHub(FakeActions, FakeHooks):
                     scripted = queue.pop(0)
                     break
         if scripted is not None and not scripted.route:
-            return (scripted.status, scripted.headers, scripted.body), scripted.delay
-        if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
-            return (401, {}, {"message": "Bad credentials"}), 0.0
-        answer = self._route(method, path, query, body)
+            answer, general = (scripted.status, scripted.headers, scripted.body), True
+        elif self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
+            answer, general = (401, {}, {"message": "Bad credentials"}), True
+        else:
+            answer, general = self._route(method, path, query, body), False
+        if self.contract is not None:  # a dev-time check (tools.rerun.fake_openapi)
+            problems = self.contract.check(method, path, query, body, answer[0], answer[2], scripted=general)
+            with self.lock:
+                self.contract_problems += problems
         return answer, scripted.delay if scripted is not None else 0.0
 
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Response:
