@@ -122,6 +122,18 @@ def test_rerun_failed_reruns_the_failed_runs_of_the_head_gpu_ones_too(fake: Fake
     assert "| failure | failed jobs re-run |" in body and "| timed_out | failed jobs re-run |" in body
 
 
+def test_rerun_failed_says_when_github_cut_the_search_short(fake: FakeGitHub, make_handler) -> None:
+    """GitHub lists at most 1,000 runs of a filtered listing: the reply says what was not searched."""
+    for _ in range(1001):
+        fake.trigger("pr-gpu.yml", "pull_request_target", pull_request_payload(PR + 1, HEAD_SHA), conclusion="success")
+    make_handler().handle(comment_payload("/rerun-failed"))
+    body = fake.bot_replies(PR)[0].body
+    assert "older runs of `pr-gpu.yml` were not searched" in body and "rerun-test-dispatch.yml" not in body.split(
+        "were not searched")[0].rsplit("GitHub lists", 1)[1]
+    pages = [r.query["page"] for r in fake.requests if r.path.endswith("/pr-gpu.yml/runs")]
+    assert pages == [[str(n)] for n in range(1, 11)]
+
+
 def test_rerun_failed_with_nothing_failed_writes_nothing_but_the_reply(fake: FakeGitHub, make_handler) -> None:
     fake.add_run(HEAD_SHA, "lint", conclusion="success")
     outcome = make_handler().handle(comment_payload("/rerun-failed"))
