@@ -3,18 +3,20 @@ GitHub served over real HTTP on 127.0.0.1, and payload builders."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.fake_openapi import ENV, Contract
 from tools.rerun.fake_server import serve
 from tools.rerun.dispatch import RunLookup
 from tools.rerun.github import GitHubClient, RetryPolicy
 from tools.rerun.handler import BotConfig, Handler
 
-from rerun_support import HEAD_SHA, PR, REGISTRY, TOKEN, TREE_FILES, workflow_run_name
+from rerun_support import HEAD_SHA, PR, REGISTRY, TOKEN, TREE_FILES, pr_workflow_run_names, workflow_run_name
 
 # Short waits: the fake lists a run the moment it is dispatched.
 FAST_LOOKUP = RunLookup(wait=0.3, link_wait=0.2, interval=0.02)
@@ -31,14 +33,26 @@ def repo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def github_contract() -> Contract | None:
+    """GitHub's OpenAPI description when ``$RERUN_GITHUB_OPENAPI`` names it (a dev-time check,
+    `tools.rerun.fake_openapi`; ``$RERUN_GITHUB_OPENAPI_REQUIRE_ALL=1`` also wants every required
+    field in the fake's answers), else None."""
+    path = os.environ.get(ENV)
+    return Contract.load(path, require_all=os.environ.get(ENV + "_REQUIRE_ALL") == "1") if path else None
+
+
 @pytest.fixture
-def fake() -> FakeGitHub:
-    gh = FakeGitHub(token=TOKEN, run_name_template=workflow_run_name())
+def fake(github_contract: Contract | None) -> Iterator[FakeGitHub]:
+    gh = FakeGitHub(token=TOKEN, run_name_template=workflow_run_name(), run_names=pr_workflow_run_names())
     gh.add_user("maintainer", "write", "maintain")
     gh.add_user("admin", "admin")
     gh.add_user("reader", "read", "triage")
     gh.add_pull(PR, HEAD_SHA)
-    return gh
+    gh.contract = github_contract
+    yield gh
+    problems = sorted(set(gh.contract_problems))
+    assert problems == [], "the fake or the client disagrees with GitHub's OpenAPI description:\n" + "\n".join(problems)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import textwrap
+import time
 from typing import Any
 
 import yaml
@@ -99,9 +100,35 @@ def comment_payload(body: str, *, user: str = "maintainer", number: int = PR, co
         "action": action,
         "issue": issue,
         "comment": {"id": comment_id if comment_id is not None else next(_ids), "body": body,
-                    "user": {"login": user, "type": "User"}},
+                    "user": {"login": user, "type": "User"},
+                    "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "repository": {"full_name": REPO, "default_branch": "main"},
     }
+
+
+def pull_request_payload(number: int, head_sha: str, *, action: str = "synchronize") -> dict[str, Any]:
+    """A minimal pull_request(_target) payload with the fields GitHub sends and the workflows read."""
+    return {"action": action, "number": number,
+            "pull_request": {"number": number, "state": "open", "head": {"sha": head_sha, "ref": "feature"},
+                             "base": {"ref": "main"}},
+            "repository": {"full_name": REPO, "default_branch": "main"}}
+
+
+class StubPool:
+    """A worker pool that takes no work (``accepts=False``: its queue is full, the server answers
+    503) or takes every delivery and never handles it (a server killed after its 202)."""
+
+    def __init__(self, accepts: bool):
+        self.accepts = accepts
+
+    def start(self, report: Any) -> None:
+        pass
+
+    def put(self, delivery: str, payload: dict[str, Any], *, force: bool = False) -> bool:
+        return self.accepts
+
+    def stop(self, timeout: float = 10.0) -> None:
+        pass
 
 
 def dedent(text: str) -> str:
@@ -119,3 +146,9 @@ def load_workflow(name: str) -> dict[str, Any]:
 def workflow_run_name() -> str:
     """The ``run-name`` template of rerun-test-dispatch.yml: the fake renders runs' titles with it."""
     return str(load_workflow("rerun-test-dispatch.yml")["run-name"])
+
+
+@functools.lru_cache(maxsize=1)
+def pr_workflow_run_names() -> dict[str, str]:
+    """The ``run-name`` of each workflow that runs for pull requests from the base branch."""
+    return {"pr-gpu.yml": str(load_workflow("pr-gpu.yml")["run-name"])}

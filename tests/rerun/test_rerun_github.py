@@ -29,13 +29,34 @@ def test_429_honours_retry_after(fake: FakeGitHub, make_client, sleeps) -> None:
     assert len(fake.dispatches) == 1
 
 
-def test_secondary_rate_limit_403_and_ratelimit_reset(fake: FakeGitHub, make_client, sleeps) -> None:
+PATIENT = RetryPolicy(max_attempts=5, backoff_base=0.01, backoff_cap=0.05, max_wait=600, total_wait_cap=900)
+
+
+def test_a_secondary_rate_limit_waits_at_least_a_minute_then_longer(fake: FakeGitHub, make_client, sleeps) -> None:
+    """GitHub: without retry-after, and with requests remaining, wait at least one minute, then
+    exponentially longer. The sleep is injected: the test takes no minute."""
     fake.fail("GET", r"/pulls/\d+$",
               Scripted(403, body={"message": "You have exceeded a secondary rate limit."}),
-              Scripted(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1012"}, {"message": "API rate limit"}))
-    client = make_client(clock=lambda: 1000.0)
-    assert client.get_pull(REPO, PR).state == "open"
-    assert sleeps.calls == [0.01, 12.0]
+              Scripted(429, {"x-ratelimit-remaining": "17"}, {"message": "too many requests"}),
+              Scripted(502))
+    assert make_client(retry=PATIENT).get_pull(REPO, PR).state == "open"
+    assert sleeps.calls == [60.0, 120.0, 0.04]  # a 5xx keeps the short backoff (attempt 3)
+
+
+def test_an_exhausted_primary_limit_waits_for_its_reset(fake: FakeGitHub, make_client, sleeps) -> None:
+    fake.fail("GET", r"/pulls/\d+$",
+              Scripted(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1312"}, {"message": "API rate limit"}),
+              Scripted(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "soon"}, {"message": "API rate limit"}))
+    assert make_client(retry=PATIENT, clock=lambda: 1000.0).get_pull(REPO, PR).state == "open"
+    assert sleeps.calls == [312.0, 60.0]  # an unreadable reset is a rate limit that says nothing more
+
+
+def test_a_secondary_rate_limit_never_waits_less_than_a_minute(fake: FakeGitHub, make_client, sleeps) -> None:
+    """A policy that would wait less than GitHub asks gives up instead."""
+    fake.fail("GET", PERM, Scripted(403, body={"message": "You have exceeded a secondary rate limit."}))
+    with pytest.raises(GitHubError, match="asked to wait 60s, more than the 30s limit"):
+        make_client().get_permission(REPO, "maintainer")
+    assert sleeps.calls == []
 
 
 def test_plain_403_and_404_are_final(fake: FakeGitHub, make_client, sleeps) -> None:
@@ -90,11 +111,22 @@ def test_connection_refused_and_timeout_are_retried_then_typed(sleeps) -> None:
 
 def test_bad_arguments_raise_clear_errors(make_client) -> None:
     client = make_client()
-    with pytest.raises(ValueError, match="at most 10 inputs"):
-        client.dispatch_workflow(REPO, "w.yml", "main", {str(i): "x" for i in range(11)})
+    with pytest.raises(ValueError, match="at most 25 inputs, got 26"):
+        client.dispatch_workflow(REPO, "w.yml", "main", {str(i): "x" for i in range(26)})
     with pytest.raises(ValueError, match="must be strings: pr"):
         client.dispatch_workflow(REPO, "w.yml", "main", {"pr": 1})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="unknown reaction 'party'"):
         client.add_reaction(REPO, 1, "party")
     with pytest.raises(ValueError, match="max_attempts must be >= 1"):
         RetryPolicy(max_attempts=0)
+
+
+def test_a_dispatch_takes_up_to_25_inputs(fake: FakeGitHub, make_client) -> None:
+    """GitHub raised the workflow_dispatch cap from 10 inputs to 25 on 2025-12-04."""
+    client = make_client()
+    assert client.dispatch_workflow(REPO, "w.yml", "main", {f"i{n}": "x" for n in range(25)}).sent
+    assert len(fake.dispatches[0]["inputs"]) == 25
+    with fake.off_contract():  # 26 inputs, on purpose
+        over = client.request("POST", f"/repos/{REPO}/actions/workflows/w.yml/dispatches", ok=(204, 422),
+                              json={"ref": "main", "inputs": {f"i{n}": "x" for n in range(26)}})
+    assert over is not None and over.status_code == 422 and "up to 25 `inputs`" in over.json()["message"]

@@ -10,15 +10,18 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlencode
 
 import pytest
 import requests
 
 from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.journal import Journal
 from tools.rerun.server import ServerConfig, WebhookApp, running, signature
+from tools.rerun.webhook_body import FORM_TYPE
 from tools.rerun.sync import KeyedLocks, LRUSet
 
-from rerun_support import PR, REPO, comment_payload
+from rerun_support import PR, REPO, StubPool, comment_payload
 
 SECRET = b"s3cret"
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +39,10 @@ def server_url(app: WebhookApp) -> Iterator[str]:
 
 
 def post(url: str, payload: Any, *, delivery: str = "d-1", event: str = "issue_comment",
-         secret: bytes | None = SECRET, raw: bytes | None = None, sig: str | None = None) -> requests.Response:
+         secret: bytes | None = SECRET, raw: bytes | None = None, sig: str | None = None,
+         content_type: str = "application/json") -> requests.Response:
     body = raw if raw is not None else json.dumps(payload).encode()
-    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": "application/json"}
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": content_type}
     if sig is not None:
         headers["X-Hub-Signature-256"] = sig
     elif secret is not None:
@@ -68,6 +72,50 @@ def test_size_json_ping_and_other_events(server_url: str, app: WebhookApp) -> No
     assert post(server_url, {"zen": "hi"}, event="ping").status_code == 200
     assert post(server_url, {"action": "opened"}, event="pull_request").json()["message"].startswith("ignored")
     assert requests.get(server_url + "/healthz", timeout=5).status_code == 200
+
+
+def _form(payload: Any) -> bytes:
+    """A body as a webhook with GitHub's default Content type (form) sends it."""
+    return urlencode({"payload": json.dumps(payload)}).encode("ascii")
+
+
+def test_form_encoded_deliveries_are_accepted_and_journalled_as_json(server_url: str, app: WebhookApp,
+                                                                     fake: FakeGitHub) -> None:
+    """A new repository webhook sends application/x-www-form-urlencoded unless told otherwise; the
+    signature covers the form body as sent."""
+    payload = comment_payload("/rerun-test test_kvfp4_quant_dequant.py")
+    body = _form(payload)
+    response = post(server_url, None, raw=body, content_type=FORM_TYPE, delivery="form-1")
+    assert (response.status_code, response.json()["message"]) == (202, "accepted")
+    app.wait_idle()
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_kvfp4_quant_dequant.py"]
+    assert post(server_url, None, raw=_form({"zen": "hi"}), content_type=FORM_TYPE, event="ping").status_code == 200
+    # Signed over the JSON inside instead of the raw form body: refused, as GitHub never does that.
+    assert post(server_url, None, raw=body, content_type=FORM_TYPE,
+                sig=signature(SECRET, json.dumps(payload).encode())).status_code == 401
+    missing = post(server_url, None, raw=b"other=1", content_type=FORM_TYPE, delivery="form-2")
+    assert missing.status_code == 400 and "exactly one `payload` field" in missing.json()["message"]
+    odd = post(server_url, payload, content_type="text/plain", delivery="form-3")
+    assert odd.status_code == 415 and "Content type to application/json" in odd.json()["message"]
+    assert (app.stats.accepted, len(fake.dispatches)) == (1, 1)
+
+
+def test_a_form_delivery_replays_from_the_journal(make_handler, fake: FakeGitHub, tmp_path: Path) -> None:
+    """The journal keeps the JSON document, so a restart replays a form-encoded delivery."""
+    payload = comment_payload("/rerun-test test_kvfp4_quant_dequant.py")
+    journal = Journal(str(tmp_path / "journal.sqlite3"))
+    try:
+        with running(WebhookApp(ServerConfig(secret=SECRET), lambda: None, journal=journal,
+                                pool=StubPool(accepts=True))) as server:
+            assert post(server.url, None, raw=_form(payload), content_type=FORM_TYPE, delivery="f-9").status_code == 202
+        assert [json.loads(e.payload) for e in journal.unfinished()] == [payload]
+        replay = WebhookApp(ServerConfig(secret=SECRET), make_handler, journal=journal)
+        replay.start()
+        assert replay.wait_idle(20) and replay.stats.replayed == 1
+        replay.stop()
+    finally:
+        journal.close()
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_kvfp4_quant_dequant.py"]
 
 
 def test_missing_and_short_content_length(server_url: str) -> None:
@@ -100,6 +148,24 @@ def test_replayed_delivery_is_not_redispatched(server_url: str, app: WebhookApp,
     app.wait_idle()
     assert len(fake.dispatches) == 1 and len(fake.bot_replies(PR)) == 1
     assert (app.stats.accepted, app.stats.duplicate_deliveries, app.stats.skipped_comments) == (2, 1, 1)
+
+
+def test_an_edit_delivered_before_its_creation_does_not_hide_the_command(server_url: str, app: WebhookApp,
+                                                                         fake: FakeGitHub) -> None:
+    """GitHub does not promise delivery order: the `edited` delivery of a comment may arrive before
+    its `created` one. Ignoring the edit must not mark the comment handled."""
+    created = comment_payload("/rerun-test test_kvfp4_quant_dequant.py", comment_id=777)
+    edited = {**created, "action": "edited", "changes": {"body": {"from": "/rerun-test test_pack.py"}}}
+    assert post(server_url, edited, delivery="e-edit").status_code == 202
+    app.wait_idle()
+    assert post(server_url, created, delivery="e-create").status_code == 202
+    app.wait_idle()
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_kvfp4_quant_dequant.py"]
+    assert (app.stats.handled, app.stats.skipped_comments) == (2, 0)
+    # Once the creation is handled, a later delivery of it is skipped, as before.
+    assert post(server_url, created, delivery="e-create-again").status_code == 202
+    app.wait_idle()
+    assert app.stats.skipped_comments == 1 and len(fake.dispatches) == 1
 
 
 def test_simultaneous_deliveries_of_one_comment_dispatch_once(server_url: str, app: WebhookApp,

@@ -9,10 +9,11 @@ from ci.selection.plan import plan
 from ci.registry import load_registry
 from tools.rerun.commands import quote
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
+from tools.rerun.fake_actions import BASE_SHA
 from tools.rerun.fake_github import FakeGitHub, Scripted
 from tools.rerun.handler import BotConfig
 
-from rerun_support import HEAD_SHA, PR, REPO, WORKFLOWS, comment_payload, load_workflow
+from rerun_support import HEAD_SHA, PR, REPO, WORKFLOWS, comment_payload, load_workflow, pull_request_payload
 
 
 def test_tier_run_is_one_dispatch_per_shard_of_the_plan(fake: FakeGitHub, make_handler, repo_root: Path) -> None:
@@ -64,24 +65,73 @@ def test_default_shard_budget_matches_the_pull_request_workflows() -> None:
     assert BotConfig(repo_root=Path(".")).shard_budget == DEFAULT_SHARD_BUDGET
 
 
-def _runs(fake: FakeGitHub) -> dict[str, int]:
+OLD_SHA = "e" * 40
+
+
+def _runs(fake: FakeGitHub, make_client) -> dict[str, int]:
+    """The runs of PR 42 as GitHub records them: pr.yml's `pull_request` runs carry the head SHA;
+    pr-gpu.yml's `pull_request_target` and `issue_comment` runs and the bot's dispatched runs carry
+    the base branch's SHA, and say whose they are only in their run-name."""
+    approval = fake.add_comment(PR, "maintainer", f"/ok-to-test-gpu {HEAD_SHA[:10]}\nlooks good")
+    old_approval = fake.add_comment(PR, "maintainer", f"/ok-to-test-gpu {OLD_SHA[:10]}")
+    chatter = fake.add_comment(PR, "contributor", "thanks!")
+    make_client().dispatch_workflow(REPO, "rerun-test-dispatch.yml", "main", {
+        "pr": str(PR), "sha": HEAD_SHA, "tier": "gpu_b200", "part": "targets", "runner": "[]", "tests": "t.py",
+        "comment_id": "77"})
+    dispatched = fake.runs[-1]
+    dispatched.status, dispatched.conclusion = "completed", "failure"
     made = {"unit": fake.add_run(HEAD_SHA, "unit tests", conclusion="failure"),
-            "gpu": fake.add_run(HEAD_SHA, "gpu", conclusion="timed_out"),
             "lint": fake.add_run(HEAD_SHA, "lint", conclusion="success"),
             "nightly": fake.add_run(HEAD_SHA, "nightly", status="in_progress", conclusion=None),
-            "old": fake.add_run("e" * 40, "old commit", conclusion="failure")}
+            "old": fake.add_run(OLD_SHA, "old commit", conclusion="failure"),
+            "gpu": fake.trigger("pr-gpu.yml", "pull_request_target", pull_request_payload(PR, HEAD_SHA),
+                                conclusion="timed_out"),
+            "gpu_approved": fake.trigger("pr-gpu.yml", "issue_comment",
+                                         comment_payload("", comment_id=approval), conclusion="failure"),
+            "gpu_old": fake.trigger("pr-gpu.yml", "pull_request_target", pull_request_payload(PR, OLD_SHA)),
+            "gpu_old_approval": fake.trigger("pr-gpu.yml", "issue_comment",
+                                             comment_payload("", comment_id=old_approval)),
+            "gpu_chatter": fake.trigger("pr-gpu.yml", "issue_comment", comment_payload("", comment_id=chatter),
+                                        status="in_progress", conclusion=None),
+            "gpu_other_pr": fake.trigger("pr-gpu.yml", "pull_request_target", pull_request_payload(PR + 1, HEAD_SHA)),
+            "dispatched": dispatched}
     return {name: run.id for name, run in made.items()}
 
 
-def test_rerun_failed_reruns_failed_and_timed_out_runs_of_the_head(fake: FakeGitHub, make_handler) -> None:
-    ids = _runs(fake)
+def test_the_fake_gives_base_branch_runs_the_base_sha(fake: FakeGitHub, make_client) -> None:
+    """What GitHub does, and what /rerun-failed has to live with: a PR's pull_request_target,
+    issue_comment and workflow_dispatch runs are not listed under the PR's head SHA."""
+    ids = _runs(fake, make_client)
+    by_id = {run.id: run for run in fake.runs}
+    for name in ("gpu", "gpu_approved", "dispatched"):
+        assert (by_id[ids[name]].head_sha, by_id[ids[name]].head_branch) == (BASE_SHA, "main"), name
+    assert by_id[ids["gpu"]].display_title == f"pr-gpu PR #{PR} ({HEAD_SHA})"
+    listed = make_client().list_runs_for_sha(REPO, HEAD_SHA)
+    assert {r.id for r in listed} == {ids["unit"], ids["lint"], ids["nightly"]}
+
+
+def test_rerun_failed_reruns_the_failed_runs_of_the_head_gpu_ones_too(fake: FakeGitHub, make_handler,
+                                                                     make_client) -> None:
+    ids = _runs(fake, make_client)
     outcome = make_handler().handle(comment_payload("/rerun-failed"))
-    assert outcome.status == "dispatched" and fake.dispatches == []
-    assert sorted(fake.reruns) == sorted([ids["unit"], ids["gpu"]])
+    assert outcome.status == "dispatched" and len(fake.dispatches) == 1  # the setup's, none by the bot
+    assert sorted(fake.reruns) == sorted([ids["unit"], ids["gpu"], ids["gpu_approved"], ids["dispatched"]])
     body = fake.bot_replies(PR)[0].body
-    assert "4 workflow run(s), 2 failed, 1 still in progress" in body
+    assert "6 workflow run(s), 4 failed, 1 still in progress" in body  # not: old head, other PR, chatter
     assert f"In progress, left alone: [<code>nightly</code>](https://github.com/{REPO}/actions/runs/{ids['nightly']})" in body
     assert "| failure | failed jobs re-run |" in body and "| timed_out | failed jobs re-run |" in body
+
+
+def test_rerun_failed_says_when_github_cut_the_search_short(fake: FakeGitHub, make_handler) -> None:
+    """GitHub lists at most 1,000 runs of a filtered listing: the reply says what was not searched."""
+    for _ in range(1001):
+        fake.trigger("pr-gpu.yml", "pull_request_target", pull_request_payload(PR + 1, HEAD_SHA), conclusion="success")
+    make_handler().handle(comment_payload("/rerun-failed"))
+    body = fake.bot_replies(PR)[0].body
+    assert "older runs of `pr-gpu.yml` were not searched" in body and "rerun-test-dispatch.yml" not in body.split(
+        "were not searched")[0].rsplit("GitHub lists", 1)[1]
+    pages = [r.query["page"] for r in fake.requests if r.path.endswith("/pr-gpu.yml/runs")]
+    assert pages == [[str(n)] for n in range(1, 11)]
 
 
 def test_rerun_failed_with_nothing_failed_writes_nothing_but_the_reply(fake: FakeGitHub, make_handler) -> None:
@@ -95,13 +145,14 @@ def test_rerun_failed_with_nothing_failed_writes_nothing_but_the_reply(fake: Fak
 
 def test_rerun_post_that_timed_out_but_took_effect_is_not_resent(fake: FakeGitHub, make_handler,
                                                                  make_client) -> None:
-    ids = _runs(fake)
+    ids = _runs(fake, make_client)
     fake.fail("POST", r"/rerun-failed-jobs$", Scripted(route=True, delay=1.0))  # lands, answer too late
     handler = make_handler(client=make_client(timeout=0.3))
     outcome = handler.handle(comment_payload("/rerun-failed"))
-    assert sorted(fake.reruns) == sorted([ids["unit"], ids["gpu"]])  # each once
+    failed = [ids["unit"], ids["gpu"], ids["gpu_approved"], ids["dispatched"]]
+    assert sorted(fake.reruns) == sorted(failed)  # each once
     first = outcome.reruns[0].run.id  # the POST that timed out
-    assert {r.run.id: r.state for r in outcome.reruns} == {first: "found", ({ids["unit"], ids["gpu"]} - {first}).pop(): "sent"}
+    assert {r.run.id: r.state for r in outcome.reruns} == {i: "found" if i == first else "sent" for i in failed}
     assert outcome.errors == []
 
 

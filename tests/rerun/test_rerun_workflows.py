@@ -10,14 +10,19 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 import ci.commands.run as ci_run
 from ci.registry import load_registry
 from tools.rerun.__main__ import build_parser
 from tools.rerun.comment_lines import COMMAND_NAMES
 from tools.rerun.dispatch import DISPATCH_WORKFLOW, run_name
+from tools.rerun.fake_expressions import evaluate, render
 from tools.rerun.fake_github import FakeGitHub, render_run_name
+from tools.rerun.github import MAX_DISPATCH_INPUTS
+from tools.rerun.pr_runs import RunTitle, parse_title
 
-from rerun_support import ROOT, comment_payload, load_workflow
+from rerun_support import ROOT, comment_payload, load_workflow, pr_workflow_run_names, pull_request_payload
 
 
 def _steps(data: dict[str, Any], job: str | None = None) -> list[dict[str, Any]]:
@@ -72,7 +77,7 @@ def test_dispatch_workflow_matches_the_inputs_the_bot_sends(fake: FakeGitHub, ma
     sent = outcome.dispatches[0].inputs
     data = load_workflow(DISPATCH_WORKFLOW)
     declared = data["on"]["workflow_dispatch"]["inputs"]
-    assert set(declared) == set(sent) and len(declared) <= 10
+    assert set(declared) == set(sent) and len(declared) <= MAX_DISPATCH_INPUTS == 25
     assert all(spec["type"] == "string" for spec in declared.values())
     assert {k for k, spec in declared.items() if spec.get("required")} == {"pr", "sha", "tier", "runner", "tests"}
     # The run-name GitHub gives the run is the one the bot looks for.
@@ -81,6 +86,38 @@ def test_dispatch_workflow_matches_the_inputs_the_bot_sends(fake: FakeGitHub, ma
     assert data["jobs"]["run"]["runs-on"] == "${{ fromJSON(inputs.runner) }}"
     assert data["permissions"] == {} and data["jobs"]["run"]["permissions"] == {"contents": "read"}
     assert "${{ inputs.part }}" in data["concurrency"]["group"]  # shards of one tier run side by side
+
+
+def test_pr_gpu_run_names_say_whose_run_it_is() -> None:
+    """pr-gpu.yml's runs carry the base branch's SHA; its run-name, as GitHub renders it for each of
+    its events, is what `pr_runs` finds the PR's runs by (PR and head SHA, or PR and comment)."""
+    data = load_workflow("pr-gpu.yml")
+    assert set(data["on"]) == {"pull_request_target", "issue_comment"}
+    template = pr_workflow_run_names()["pr-gpu.yml"]
+    pr_event = {"github": {"event_name": "pull_request_target", "event": pull_request_payload(7, "a" * 40)}}
+    comment_event = {"github": {"event_name": "issue_comment", "event": comment_payload("/ok-to-test-gpu abcdef1",
+                                                                                      number=7, comment_id=99)}}
+    assert render(template, pr_event) == f"pr-gpu PR #7 ({'a' * 40})"
+    assert render(template, comment_event) == "pr-gpu PR #7 comment 99"
+    assert parse_title(render(template, pr_event)) == RunTitle(7, "a" * 40, None)
+    assert parse_title(render(template, comment_event)) == RunTitle(7, None, 99)
+    dispatch = {"pr": "7", "sha": "b" * 40, "tier": "t", "part": "1/2", "comment_id": "5"}
+    assert parse_title(run_name(dispatch)) == RunTitle(7, "b" * 40, 5)
+    assert parse_title("pr-gpu PR #77 comment 5").pr == 77 and parse_title("nightly").pr is None
+
+
+def test_the_fakes_expressions_follow_github() -> None:
+    contexts = {"github": {"event": {"n": 0, "s": "x", "t": True}}, "inputs": {"a": "A"}}
+    assert evaluate("github.event.missing || 'd'", contexts) == "d"
+    assert evaluate("github.event.n || github.event.s", contexts) == "x"  # 0 is falsy
+    assert evaluate("github.event.s && 'yes' || 'no'", contexts) == "yes"
+    assert evaluate("github.event.missing && 'yes'", contexts) is None
+    assert evaluate("!github.event.t", contexts) is False and evaluate("(1 == 1) && 'X' == 'x'", contexts) is True
+    assert evaluate("format('{0}-{1}', inputs.a, 'it''s')", contexts) == "A-it's"
+    assert render("n=${{ github.event.n }} m=${{ github.event.missing }}", contexts) == "n=0 m="
+    for bad in ("secrets.TOKEN", "toJSON(github)", "github.event['n']", "inputs.a ||"):
+        with pytest.raises(ValueError, match="the fake cannot evaluate"):
+            evaluate(bad, contexts)
 
 
 def test_dispatch_workflow_checks_out_sha_and_never_splices_inputs_into_scripts() -> None:

@@ -62,19 +62,32 @@ def is_comment_event(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("comment"), dict) and isinstance(data.get("issue"), dict)
 
 
+def approval_command(body: str) -> tuple[str | None, str | None]:
+    """(the first non-blank line, its argument) when that line is the approval command, else
+    (None, None). The argument is whatever follows; `names_commit` checks it."""
+    first = next((line.strip() for line in body.replace("\r\n", "\n").split("\n") if line.strip()), "")
+    match = _LINE.fullmatch(first)
+    return (first, match["sha"]) if match else (None, None)
+
+
+def names_commit(body: str, sha: str) -> bool:
+    """True when ``body`` is an approval of ``sha`` as far as its text goes: its first non-blank
+    line is ``/ok-to-test-gpu <prefix>`` with a well-formed prefix of ``sha`` (who wrote it, and
+    whether ``sha`` was the head then, is `decide_comment`'s part)."""
+    prefix = approval_command(body)[1]
+    return prefix is not None and bool(_PREFIX.fullmatch(prefix)) and sha.startswith(prefix)
+
+
 def parse_comment_event(data: Any) -> ApprovalComment:
     """An `ApprovalComment`; `EventError` names what is missing or malformed."""
     number = data.get("issue", {}).get("number") if isinstance(data, dict) else None
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
         raise EventError(f"event payload: issue.number must be a positive integer, got {number!r:.40}")
-    body = _text(data, "comment", "body")
-    first = next((line.strip() for line in body.replace("\r\n", "\n").split("\n") if line.strip()), "")
-    match = _LINE.fullmatch(first)
+    command, prefix = approval_command(_text(data, "comment", "body"))
     return ApprovalComment(
         repo=_text(data, "repository", "full_name"), number=number, action=_text(data, "action"),
         state=_text(data, "issue", "state"), is_pull_request=isinstance(data["issue"].get("pull_request"), dict),
-        author=_text(data, "comment", "user", "login"), command=first if match else None,
-        prefix=match["sha"] if match else None,
+        author=_text(data, "comment", "user", "login"), command=command, prefix=prefix,
         default_branch=_text(data, "repository", "default_branch") if "default_branch" in data["repository"] else None)
 
 
@@ -113,4 +126,5 @@ def decide_comment(event: ApprovalComment, github: ApprovalGitHub) -> Decision:
                     f"({permission.role_name}) approves the head commit {pull.head_sha[:12]}", approver=event.author)
 
 
-__all__ = ["ApprovalComment", "COMMAND", "decide_comment", "is_comment_event", "parse_comment_event"]
+__all__ = ["ApprovalComment", "COMMAND", "approval_command", "decide_comment", "is_comment_event", "names_commit",
+           "parse_comment_event"]

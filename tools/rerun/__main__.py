@@ -1,10 +1,11 @@
-"""``python -m tools.rerun {handle,serve,report}``: the bot's command line (the only place that prints).
+"""``python -m tools.rerun {handle,serve,report,redeliver}``: the bot's command line (the only place that prints).
 
 ``handle --event PATH`` handles one ``issue_comment`` payload (GitHub Actions: ``$GITHUB_EVENT_PATH``),
 with ``GITHUB_TOKEN``, ``GITHUB_API_URL`` and ``GITHUB_REPOSITORY`` from the environment unless
 ``--token-file`` / ``--api-url`` / ``--repo`` say otherwise. ``serve`` runs the webhook server with
 its delivery journal in ``--state-dir`` (one server per state directory: a second one exits 2). ``report`` writes a dispatched run's JUnit results into
-its row of the bot's reply. ``--dry-run`` reads from GitHub but writes nothing and prints the reply
+its row of the bot's reply. ``redeliver`` asks GitHub to redeliver the webhook deliveries ``serve``
+did not take (`tools.rerun.redeliver`). ``--dry-run`` reads from GitHub but writes nothing and prints the reply
 and the dispatches it would make.
 Exit status: 0 handled or ignored, 1 GitHub failure (or, for ``report``, a missing or bad JUnit
 report), 2 bad usage or input. A token is never printed: not in errors, not in log lines.
@@ -25,6 +26,7 @@ from tools.rerun.dispatch import DISPATCH_WORKFLOW, RunLookup
 from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
 from tools.rerun.handler import BotConfig, Handler, Outcome
 from tools.rerun.journal import JournalError
+from tools.rerun.pr_runs import PR_WORKFLOWS
 from tools.rerun.runs_table import TARGETS_PART
 from tools.rerun.secrets_file import RedactingFilter, SecretError, check_secret, read_secret
 
@@ -62,7 +64,7 @@ def _config(args: argparse.Namespace) -> BotConfig:
     lookup = RunLookup(wait=args.lookup_wait, link_wait=min(RunLookup.link_wait, args.lookup_wait))
     return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run,
                      repository=_repository(args), bot_login=args.bot_login, shard_budget=args.shard_budget,
-                     lookup=lookup)
+                     lookup=lookup, pr_workflows=tuple(args.pr_workflow or PR_WORKFLOWS))
 
 
 def _print_outcome(outcome: Outcome, dry_run: bool) -> None:
@@ -168,6 +170,38 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _redeliver(args: argparse.Namespace) -> int:
+    from tools.rerun.redeliver import HookDeliveries, HookRef, sweep, window_start
+
+    if args.app == (args.hook_id is not None):
+        raise ValueError("give --hook-id N (a repository webhook) or --app (the GitHub App's webhook)")
+    repo = _repository(args)
+    if args.hook_id is not None and not repo:
+        raise ValueError("--hook-id needs --repo owner/name (or $GITHUB_REPOSITORY)")
+    hook = HookRef(app=True) if args.app else HookRef(repo, args.hook_id)
+    since = window_start(args.since_hours)
+    deliveries = HookDeliveries(GitHubClient(_api(args), _token(args)), hook)
+    try:
+        report = sweep(deliveries, since, max_attempts=args.max_attempts, dry_run=args.dry_run)
+    except GitHubError as exc:
+        print(f"rerun-test redeliver: cannot list the deliveries: {exc}", file=sys.stderr)
+        return 1
+    verb = "would redeliver" if args.dry_run else "redelivered"
+    for a in report.redelivered:
+        print(f"{verb} {a.guid} ({a.event} {a.action or ''}; last attempt {a.delivered_at:%Y-%m-%d %H:%M:%S}Z: "
+              f"{a.status_code} {a.status})")
+    for a in report.given_up:
+        print(f"gave up on {a.guid}: {args.max_attempts} attempts failed, the last {a.status_code} {a.status}")
+    for a in report.final:
+        print(f"not redelivered {a.guid}: answered {a.status_code} {a.status}, which a resend would get again")
+    for a, error in report.failed:
+        print(f"rerun-test redeliver: redelivering {a.guid} failed: {error}", file=sys.stderr)
+    print(f"rerun-test redeliver: {report.scanned} attempt(s) since {since:%Y-%m-%d %H:%M:%S}Z, "
+          f"{len(report.redelivered)} {verb}, {len(report.given_up)} given up, {len(report.final)} final, "
+          f"{len(report.failed)} failed" + ("" if report.complete else "; the listing was cut short (page limit)"))
+    return 1 if report.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.rerun", description=__doc__.splitlines()[0])
     github = argparse.ArgumentParser(add_help=False)
@@ -186,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--lookup-wait", type=float, default=RunLookup.wait,
                         help="seconds to look for a run by its run-name before (re)sending a dispatch "
                              "(default: %(default)s)")
+    common.add_argument("--pr-workflow", action="append", metavar="FILE",
+                        help="a workflow that runs for pull requests from the base branch and names the PR in its "
+                             f"run-name; /rerun-failed finds its runs by that name (repeatable; default: "
+                             f"{', '.join(PR_WORKFLOWS)})")
     common.add_argument("--dry-run", action="store_true", help="read from GitHub, write nothing, print what would happen")
     sub = parser.add_subparsers(dest="command", required=True)
     handle = sub.add_parser("handle", parents=[common], help="handle one issue_comment event file")
@@ -210,6 +248,17 @@ def build_parser() -> argparse.ArgumentParser:
                              "flake (default: $CI_HISTORY_STORE; none: no notes)")
     report.add_argument("--settle-seconds", type=float, default=12.0,
                         help="re-read the reply this long after writing, to catch a lost update (default: %(default)s)")
+    redeliver = sub.add_parser("redeliver", parents=[github],
+                               help="ask GitHub to redeliver the webhook deliveries serve did not take "
+                                    "(GitHub never retries them itself); run it every few minutes")
+    redeliver.add_argument("--hook-id", type=int, help="the repository webhook's id (X-GitHub-Hook-ID)")
+    redeliver.add_argument("--app", action="store_true",
+                           help="the GitHub App's webhook (/app/hook); the token must be the App's JWT")
+    redeliver.add_argument("--since-hours", type=float, default=24.0,
+                           help="look this far back, at most 72 (GitHub's limit) (default: %(default)s)")
+    redeliver.add_argument("--max-attempts", type=int, default=3,
+                           help="leave an event alone once it has had this many attempts (default: %(default)s)")
+    redeliver.add_argument("--dry-run", action="store_true", help="list what would be redelivered, send nothing")
     return parser
 
 
@@ -219,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     handler.addFilter(RedactingFilter())
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
-    commands = {"handle": _handle, "serve": _serve, "report": _report}
+    commands = {"handle": _handle, "serve": _serve, "report": _report, "redeliver": _redeliver}
     try:
         return commands[args.command](args)
     except (OSError, ValueError, JournalError) as exc:  # SecretError is a ValueError; it never holds the value

@@ -1,8 +1,11 @@
 """``/rerun-failed``: re-run the failed jobs of the workflow runs of the PR's head commit.
 
-Plan: ``GET /repos/{o}/{r}/actions/runs?head_sha=SHA``; every completed run whose conclusion is
-``failure`` or ``timed_out`` is to be re-run, every run not completed yet is listed as in progress
-and left alone. Nothing failed -> the reply says so and nothing is written.
+Plan: the head commit's runs as `tools.rerun.pr_runs.find` finds them (``head_sha`` for
+``pull_request`` runs; pr-gpu.yml's and the bot's dispatched runs by their run-name, since GitHub
+gives those the base branch's SHA); every completed run whose conclusion is ``failure`` or
+``timed_out`` is to be re-run, every run not completed yet is listed as in progress and left
+alone. Nothing failed -> the reply says so and nothing is written. A listing GitHub cut short is
+named in the reply.
 
 Carry out: ``POST /actions/runs/{id}/rerun-failed-jobs`` once per failed run. A POST that failed
 ambiguously is confirmed by reading the run again (a re-run that took effect left it not
@@ -14,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tools.rerun import pr_runs
 from tools.rerun.commands import quote
-from tools.rerun.github import GitHubAPI, GitHubError, WorkflowRun
+from tools.rerun.github import GitHubAPI, GitHubError, PullRequest, WorkflowRun
+from tools.rerun.pr_runs import FAILED_CONCLUSIONS
 from tools.rerun.work import Work
-
-FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
 
 
 @dataclass(frozen=True)
@@ -35,15 +38,20 @@ def _link(run: WorkflowRun) -> str:
     return f"[{name}]({run.html_url})" if run.html_url.startswith("https://") else name
 
 
-def plan(client: GitHubAPI, repo: str, head_sha: str) -> Work:
-    """The runs of ``head_sha`` to re-run, and a section listing what was found."""
-    runs = client.list_runs_for_sha(repo, head_sha)
+def plan(client: GitHubAPI, repo: str, pull: PullRequest, head_sha: str, workflows: tuple[str, ...]) -> Work:
+    """The runs of ``pull`` at ``head_sha`` to re-run (``workflows``: those found by run-name, see
+    `tools.rerun.pr_runs`), and a section listing what was found."""
+    found = pr_runs.find(client, repo, pull.number, head_sha, pull.created_at, workflows)
+    runs = found.runs
     failed = [r for r in runs if r.status == "completed" and r.conclusion in FAILED_CONCLUSIONS]
     running = [r for r in runs if r.status != "completed"]
     lines = [f"`/rerun-failed` for commit `{head_sha[:12]}`: {len(runs)} workflow run(s), "
              f"{len(failed)} failed, {len(running)} still in progress."]
     if running:
         lines.append("In progress, left alone: " + ", ".join(_link(r) for r in running) + ".")
+    if found.incomplete:
+        lines.append("GitHub lists at most 1,000 runs: older runs of " + ", ".join(f"`{w}`" for w in found.incomplete)
+                     + " were not searched.")
     if not failed:
         lines.append("Nothing failed, so nothing was re-run.")
     return Work(reruns=failed, sections=["\n".join(lines)])

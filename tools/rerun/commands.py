@@ -61,7 +61,8 @@ _USAGE = {
 ```
 
 * Every completed workflow run of the head commit whose conclusion is `failure` or `timed_out`
-  gets GitHub's "re-run failed jobs"; runs still in progress are listed and left alone.
+  gets GitHub's "re-run failed jobs": the pull-request checks, the GPU runs (pr-gpu.yml, found by
+  their run-name) and the bot's own dispatched runs; runs still in progress are listed and left alone.
 """,
     RERUN_TIER: """\
 **`/rerun-tier`** (alias **`/rerun-stage`**) runs every active test of one tier on this PR's head commit.

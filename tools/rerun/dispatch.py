@@ -8,8 +8,15 @@ Each dispatch has a unique run-name (`run_name`: PR, tier, part, head SHA and th
   run-name before any resend (bounded polling, `RunLookup.wait`); found means sent;
 * a resumed comment (an earlier attempt crashed or failed after claiming it) looks up every run
   it is about to dispatch and sends only those that do not exist;
-* after dispatching, the reply links each run (bounded polling, `RunLookup.link_wait`); a run not
-  listed yet gets a link to the workflow's Actions tab instead.
+* the reply links each run: the dispatch asks for ``return_run_details``, so GitHub's answer names
+  the run it started; a run found by the lookups above links itself; any other (a server that
+  answered 204) is looked up (bounded polling, `RunLookup.link_wait`), else linked to the
+  workflow's Actions tab.
+
+A lookup reads the dispatch workflow's ``workflow_dispatch`` runs created since the comment was
+posted (GitHub's ``created>=`` filter; `Dispatcher` ``since``), page after page until every name
+is found or the listing ends: a `/rerun-tier` sends up to `fit.max_rows` (~178) runs, more than
+one page of 100. GitHub lists at most 1,000 runs of a filtered listing (`LOOKUP_PAGES`).
 
 What is left: GitHub may list a run a few seconds after accepting the dispatch. A lookup that
 gives up before then (after `RunLookup.wait` seconds) and resends would start the run twice, so
@@ -30,6 +37,7 @@ log = logging.getLogger(__name__)
 
 DISPATCH_WORKFLOW = "rerun-test-dispatch.yml"
 MAX_INPUT_CHARS = 65535  # GitHub's limit on a workflow_dispatch's inputs, all together
+LOOKUP_PAGES = 10  # of 100 runs: GitHub lists no more than 1,000 runs of a filtered listing
 
 
 @dataclass(frozen=True)
@@ -86,20 +94,27 @@ class Dispatcher:
 
     def __init__(self, client: GitHubAPI, repo: str, workflow_file: str, ref: str, actions_url: str,
                  lookup: RunLookup = RunLookup(), sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, since: str | None = None):
+        """``since``: when the comment was posted (ISO 8601); its runs cannot be older."""
         self.client, self.repo, self.workflow_file, self.ref = client, repo, workflow_file, ref
-        self.actions_url = actions_url
+        self.actions_url, self.since = actions_url, since
         self.lookup, self.sleep, self.clock = lookup, sleep, clock
 
     def find(self, names: Collection[str], wait: float) -> dict[str, WorkflowRun]:
         """The listed runs whose run-name is in ``names``, polling until all are found or ``wait``
-        seconds have passed. Raises `GitHubError` when the runs cannot be listed."""
+        seconds have passed; each poll reads page after page until all are found or the listing
+        ends. Raises `GitHubError` when the runs cannot be listed."""
         wanted, found = set(names), {}
         deadline = self.clock() + wait
         while True:
-            for run in self.client.list_dispatch_runs(self.repo, self.workflow_file):
-                if run.display_title in wanted and run.display_title not in found:
-                    found[run.display_title] = run
+            page, more = 1, True
+            while more and len(found) < len(wanted) and page <= LOOKUP_PAGES:
+                runs, more = self.client.workflow_runs_page(self.repo, self.workflow_file, page,
+                                                            event="workflow_dispatch", created_since=self.since)
+                for run in runs:
+                    if run.display_title in wanted and run.display_title not in found:
+                        found[run.display_title] = run
+                page += 1
             left = deadline - self.clock()
             if len(found) == len(wanted) or left <= 0:
                 return found
@@ -135,13 +150,18 @@ class Dispatcher:
             return DispatchResult(spec, inputs, name, "failed",
                                   f"the inputs are {size} characters, over GitHub's {MAX_INPUT_CHARS}; "
                                   f"name fewer tests or lower the shard budget")
+        seen: dict[str, WorkflowRun] = {}
+
+        def confirm() -> bool:
+            seen.update(self.find([name], self.lookup.wait))
+            return bool(seen)
         try:
-            sent = self.client.dispatch_workflow(self.repo, self.workflow_file, self.ref, inputs,
-                                                 confirm=lambda: bool(self.find([name], self.lookup.wait)))
+            done = self.client.dispatch_workflow(self.repo, self.workflow_file, self.ref, inputs, confirm=confirm)
         except GitHubError as exc:
             log.error("dispatch %s failed: %s", name, exc)
             return DispatchResult(spec, inputs, name, "failed", str(exc))
-        return DispatchResult(spec, inputs, name, "sent" if sent else "found")
+        url = done.html_url or (seen[name].html_url if name in seen else None)
+        return DispatchResult(spec, inputs, name, "sent" if done.sent else "found", run_url=url)
 
     def _link(self, results: list[DispatchResult]) -> list[DispatchResult]:
         missing = [r.run_name for r in results if r.ok and r.run_url is None]
@@ -157,5 +177,5 @@ class Dispatcher:
                 for r in results]
 
 
-__all__ = ["DISPATCH_WORKFLOW", "DispatchResult", "DispatchSpec", "Dispatcher", "MAX_INPUT_CHARS",
+__all__ = ["DISPATCH_WORKFLOW", "DispatchResult", "DispatchSpec", "Dispatcher", "LOOKUP_PAGES", "MAX_INPUT_CHARS",
            "RunLookup", "dispatch_inputs", "run_name"]

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from tools.rerun.replies import MARKER_PREFIX
 
+_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
+
 
 @dataclass(frozen=True)
 class CommentEvent:
     """``default_branch`` is None when the payload lacks it (some tools strip it; the handler then
-    reads it from ``GET /repos/{o}/{r}``). ``html_url`` is the repository's web address."""
+    reads it from ``GET /repos/{o}/{r}``). ``html_url`` is the repository's web address;
+    ``created_at`` when the comment was posted (ISO 8601, GitHub's clock), None when absent."""
 
     repo: str
     number: int
@@ -20,6 +24,7 @@ class CommentEvent:
     body: str
     default_branch: str | None
     html_url: str
+    created_at: str | None = None
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> "CommentEvent | str":
@@ -45,10 +50,12 @@ class CommentEvent:
             full_name = str(repo["full_name"])
             branch = repo.get("default_branch")
             html_url = repo.get("html_url")
+            created = comment.get("created_at")
             return cls(full_name, int(issue["number"]), int(comment["id"]), str(user.get("login", "")), body,
                        str(branch) if isinstance(branch, str) and branch else None,
                        html_url if isinstance(html_url, str) and html_url.startswith("https://")
-                       else f"https://github.com/{full_name}")
+                       else f"https://github.com/{full_name}",
+                       created if isinstance(created, str) and _ISO_TIME.fullmatch(created) else None)
         except (KeyError, TypeError, ValueError) as exc:
             return f"payload lacks a field the bot needs: {exc!r}"
 

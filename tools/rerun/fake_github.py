@@ -10,11 +10,10 @@ Endpoints (``{repo}`` is ``owner/name``): ``GET /repos/{repo}``,
 ``GET /repos/{repo}/collaborators/{user}/permission`` (404 for unknown users),
 ``GET /repos/{repo}/pulls/{n}``, ``GET|POST /repos/{repo}/issues/{n}/comments`` (paginated),
 ``GET|PATCH /repos/{repo}/issues/comments/{id}``, ``POST .../issues/comments/{id}/reactions``,
-``POST /repos/{repo}/actions/workflows/{file}/dispatches`` (creates a run whose ``display_title``
-is the workflow's run-name template rendered with the inputs),
-``GET /repos/{repo}/actions/workflows/{file}/runs``, ``GET /repos/{repo}/actions/runs?head_sha=``,
-``GET /repos/{repo}/actions/runs/{id}``, ``POST /repos/{repo}/actions/runs/{id}/rerun-failed-jobs``.
-Bodies over GitHub's 65,536-character limit get 422, as on GitHub.
+the Actions endpoints of `tools.rerun.fake_actions` (runs with the ``head_sha``,
+``head_branch`` and ``display_title`` GitHub gives them, dispatches, re-runs), and webhooks with
+their delivery log and redelivery (`tools.rerun.fake_hooks`). Bodies over GitHub's
+65,536-character limit get 422, as on GitHub.
 """
 
 from __future__ import annotations
@@ -24,14 +23,20 @@ import json
 import re
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
+from tools.rerun.fake_actions import FakeActions, FakeRun, now_iso
+from tools.rerun.fake_expressions import render
+from tools.rerun.fake_hooks import APP_HOOK, FakeHooks
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN  # who the fake posts the bot's replies as
 
 MAX_COMMENT_CHARS = 65536
 Response = tuple[int, dict[str, str], Any]
+__all__ = ["BOT_LOGIN", "FakeComment", "FakeGitHub", "FakeRun", "MAX_COMMENT_CHARS", "Recorded", "Scripted",
+           "render_run_name"]
 
 
 @dataclass(frozen=True)
@@ -72,69 +77,47 @@ class FakeComment:
     updated: float = 0.0
 
 
-@dataclass
-class FakeRun:
-    id: int
-    name: str
-    display_title: str
-    event: str
-    status: str
-    conclusion: str | None
-    head_sha: str
-    workflow: str
-    attempt: int = 1
-
-    def to_json(self, repo: str) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "display_title": self.display_title, "event": self.event,
-                "status": self.status, "conclusion": self.conclusion, "head_sha": self.head_sha,
-                "path": f".github/workflows/{self.workflow}", "run_attempt": self.attempt,
-                "html_url": f"https://github.com/{repo}/actions/runs/{self.id}"}
-
-
-_INPUT_EXPR = re.compile(r"\$\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
-
-
 def render_run_name(template: str, inputs: dict[str, str]) -> str:
-    """A workflow's ``run-name`` with ``${{ inputs.X }}`` filled in as GitHub does (a missing
-    input renders empty). Any other expression is a ValueError: the fake cannot evaluate it."""
-    rendered = _INPUT_EXPR.sub(lambda m: str(inputs.get(m[1], "")), template)
-    if "${{" in rendered:
-        raise ValueError(f"run-name uses an expression the fake cannot render: {template!r}")
-    return rendered
+    """A dispatched workflow's ``run-name`` with ``${{ inputs.X }}`` filled in as GitHub does (a
+    missing input renders empty; `tools.rerun.fake_expressions` says what else it evaluates)."""
+    return render(template, {"inputs": inputs})
 
 
-class FakeGitHub:
+class FakeGitHub(FakeActions, FakeHooks):
     """State and routing; `tools.rerun.fake_server.serve` puts it behind an HTTP server."""
 
     def __init__(self, token: str | None = "test-token", repo: str = "acme/llm-serving",
-                 run_name_template: str | None = None):
+                 run_name_template: str | None = None, run_names: dict[str, str] | None = None):
+        """``run_names``: workflow file -> its ``run-name``; ``run_name_template``: the run-name of
+        a dispatched workflow without an entry there."""
         self.token = token
         self.repo = repo
         self.default_branch = "main"
-        self.run_name_template = run_name_template
         self.lock = threading.RLock()
         self.requests: list[Recorded] = []
         self.permissions: dict[str, tuple[str, str]] = {}
         self.pulls: dict[int, dict[str, Any]] = {}
         self.comments: dict[int, list[FakeComment]] = {}
         self.reactions: list[tuple[int, str]] = []
-        self.dispatches: list[dict[str, Any]] = []
-        self.runs: list[FakeRun] = []
-        self.reruns: list[int] = []
         self._scripts: list[tuple[str, re.Pattern[str], list[Scripted]]] = []
         self._ids = itertools.count(10_000_000)
-        self._run_ids = itertools.count(7_000_000)
         self._patch_hold: tuple[threading.Barrier, float] | None = None
+        self.contract: Any = None  # a tools.rerun.fake_openapi.Contract checks every exchange when set
+        self.contract_problems: list[str] = []
+        self._init_actions(run_names, run_name_template)
+        self._init_hooks()
 
     # -- setup -----------------------------------------------------------------------------------
     def add_user(self, user: str, permission: str, role: str | None = None) -> None:
         self.permissions[user] = (permission, role or permission)
 
     def add_pull(self, number: int, head_sha: str, head_ref: str = "feature", state: str = "open",
-                 author: str = "contributor", head_repo: str | None = "") -> None:
-        """``head_repo`` "" means the same repository; None a deleted fork."""
+                 author: str = "contributor", head_repo: str | None = "", created_at: str | None = None) -> None:
+        """``head_repo`` "" means the same repository; None a deleted fork. ``created_at``: ISO
+        8601 UTC, default now."""
         head = None if head_repo is None else {"full_name": head_repo or self.repo}
         self.pulls[number] = {"number": number, "state": state, "user": {"login": author},
+                              "created_at": created_at or now_iso(),
                               "head": {"sha": head_sha, "ref": head_ref, "repo": head},
                               "base": {"ref": self.default_branch, "repo": {"full_name": self.repo}}}
 
@@ -144,13 +127,6 @@ class FakeGitHub:
             comment = FakeComment(next(self._ids), user, body, now, updated=now)
             self.comments.setdefault(number, []).append(comment)
             return comment.id
-
-    def add_run(self, head_sha: str, name: str, status: str = "completed", conclusion: str | None = "failure",
-                workflow: str = "pr.yml", event: str = "pull_request") -> FakeRun:
-        with self.lock:
-            run = FakeRun(next(self._run_ids), name, name, event, status, conclusion, head_sha, workflow)
-            self.runs.append(run)
-            return run
 
     def fail(self, method: str, path_pattern: str, *responses: Scripted) -> None:
         """Answer the next ``len(responses)`` requests matching ``method`` and the regex (searched
@@ -163,6 +139,16 @@ class FakeGitHub:
         order ``stagger`` seconds apart: every writer has read the same version, so each later
         PATCH erases the earlier ones' changes (a lost update), after their writers saw success."""
         self._patch_hold = (threading.Barrier(count), stagger)
+
+    @contextmanager
+    def off_contract(self) -> Iterator[None]:
+        """Leave the requests made inside unchecked by the contract (a test that sends GitHub what
+        it refuses, on purpose)."""
+        saved, self.contract = self.contract, None
+        try:
+            yield
+        finally:
+            self.contract = saved
 
     # -- queries for tests -----------------------------------------------------------------------
     def bot_replies(self, number: int | None = None) -> list[FakeComment]:
@@ -198,10 +184,15 @@ class FakeGitHub:
                     scripted = queue.pop(0)
                     break
         if scripted is not None and not scripted.route:
-            return (scripted.status, scripted.headers, scripted.body), scripted.delay
-        if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
-            return (401, {}, {"message": "Bad credentials"}), 0.0
-        answer = self._route(method, path, query, body)
+            answer, general = (scripted.status, scripted.headers, scripted.body), True
+        elif self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
+            answer, general = (401, {}, {"message": "Bad credentials"}), True
+        else:
+            answer, general = self._route(method, path, query, body), False
+        if self.contract is not None:  # a dev-time check (tools.rerun.fake_openapi)
+            problems = self.contract.check(method, path, query, body, answer[0], answer[2], scripted=general)
+            with self.lock:
+                self.contract_problems += problems
         return answer, scripted.delay if scripted is not None else 0.0
 
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Response:
@@ -225,19 +216,13 @@ class FakeGitHub:
             with self.lock:
                 self.reactions.append((int(m[1]), str((body or {}).get("content"))))
             return 201, {}, {"content": (body or {}).get("content")}
-        if (m := re.fullmatch(repo + r"/actions/workflows/([^/]+)/dispatches", path)) and method == "POST":
-            return self._dispatch(m[1], body)
-        if (m := re.fullmatch(repo + r"/actions/workflows/([^/]+)/runs", path)) and method == "GET":
-            event = query.get("event", [None])[0]
-            return self._runs(lambda r: r.workflow == m[1] and event in (None, r.event), query)
-        if re.fullmatch(repo + r"/actions/runs", path) and method == "GET":
-            sha = query.get("head_sha", [None])[0]
-            return self._runs(lambda r: sha in (None, r.head_sha), query)
-        if (m := re.fullmatch(repo + r"/actions/runs/(\d+)", path)) and method == "GET":
-            run = self._find_run(int(m[1]))
-            return (200, {}, run.to_json(self.repo)) if run else (404, {}, {"message": "Not Found"})
-        if (m := re.fullmatch(repo + r"/actions/runs/(\d+)/rerun-failed-jobs", path)) and method == "POST":
-            return self._rerun(int(m[1]))
+        if m := re.fullmatch(repo + r"/hooks/(\d+)(/deliveries.*)", path):
+            return self._route_hooks(method, m[2], query, int(m[1]))
+        if m := re.fullmatch(r"/app/hook(/deliveries.*)", path):
+            return self._route_hooks(method, m[1], query, APP_HOOK)
+        if (m := re.fullmatch(repo + r"(/actions/.*)", path)) and (answer := self._route_actions(
+                method, m[1].removeprefix("/actions"), query, body)) is not None:
+            return answer
         return 404, {}, {"message": "Not Found"}
 
     def _issue_comments(self, method: str, path: str, number: int, query: dict[str, list[str]],
@@ -286,39 +271,3 @@ class FakeGitHub:
         with self.lock:
             found.body, found.edits, found.updated = body["body"], found.edits + 1, time.monotonic()
             return 200, {}, {"id": found.id, "user": {"login": found.user}, "body": found.body}
-
-    def _dispatch(self, workflow: str, body: Any) -> Response:
-        if not isinstance(body, dict) or "ref" not in body:
-            return 422, {}, {"message": "ref is required"}
-        inputs = body.get("inputs") or {}
-        if len(inputs) > 10 or not all(isinstance(v, str) for v in inputs.values()):
-            return 422, {}, {"message": "inputs must be at most 10 strings"}
-        title = render_run_name(self.run_name_template, inputs) if self.run_name_template else workflow
-        with self.lock:
-            self.dispatches.append({"workflow": workflow, **body, "at": time.monotonic()})
-            self.runs.append(FakeRun(next(self._run_ids), workflow, title, "workflow_dispatch", "queued", None,
-                                     "d" * 40, workflow))
-        return 204, {}, None
-
-    def _runs(self, keep: Callable[[FakeRun], bool], query: dict[str, list[str]]) -> Response:
-        per_page = int(query.get("per_page", ["30"])[0])
-        page = int(query.get("page", ["1"])[0])
-        with self.lock:
-            runs = [r for r in reversed(self.runs) if keep(r)]  # newest first, as GitHub lists them
-            chunk = [r.to_json(self.repo) for r in runs[(page - 1) * per_page: page * per_page]]
-        return 200, {}, {"total_count": len(runs), "workflow_runs": chunk}
-
-    def _find_run(self, run_id: int) -> FakeRun | None:
-        with self.lock:
-            return next((r for r in self.runs if r.id == run_id), None)
-
-    def _rerun(self, run_id: int) -> Response:
-        run = self._find_run(run_id)
-        if run is None:
-            return 404, {}, {"message": "Not Found"}
-        with self.lock:
-            if run.status != "completed" or run.conclusion not in ("failure", "timed_out", "cancelled"):
-                return 403, {}, {"message": f"This workflow run cannot be rerun ({run.status}, {run.conclusion})"}
-            run.status, run.conclusion, run.attempt = "queued", None, run.attempt + 1
-            self.reruns.append(run_id)
-        return 201, {}, {}

@@ -14,6 +14,7 @@ from tools.rerun.rest import GitHubError, RestClient, RetryPolicy
 
 TRUSTED_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+MAX_DISPATCH_INPUTS = 25  # GitHub's cap on a workflow_dispatch's inputs (10 until 2025-12-04)
 DEFAULT_BOT_LOGIN = "github-actions[bot]"
 """The login GITHUB_TOKEN's comments are posted as; a self-hosted app passes its own (``--bot-login``)."""
 
@@ -37,7 +38,7 @@ class Permission:
 @dataclass(frozen=True)
 class PullRequest:
     """``head_repo`` is the head repository's ``owner/name``; None when GitHub no longer knows it
-    (a deleted fork), which the policy treats as a fork."""
+    (a deleted fork), which the policy treats as a fork. ``created_at``: ISO 8601 UTC ("" unknown)."""
 
     number: int
     state: str
@@ -47,6 +48,7 @@ class PullRequest:
     author: str
     head_repo: str | None
     base_repo: str
+    created_at: str = ""
 
     @property
     def is_fork(self) -> bool:
@@ -69,7 +71,10 @@ class IssueComment:
 
 @dataclass(frozen=True)
 class WorkflowRun:
-    """One Actions run. ``display_title`` is the run-name; ``conclusion`` is None until completed."""
+    """One Actions run. ``display_title`` is the run-name; ``conclusion`` is None until completed.
+    ``head_sha`` is the commit GitHub ran the workflow from: the PR head only for ``pull_request``
+    runs; ``pull_request_target``, ``issue_comment`` and ``workflow_dispatch`` runs carry the base
+    or dispatched branch's commit (`tools.rerun.pr_runs` finds a PR's runs by their run-name)."""
 
     id: int
     name: str
@@ -78,6 +83,28 @@ class WorkflowRun:
     conclusion: str | None
     html_url: str
     head_sha: str
+    event: str = ""
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """A workflow dispatch that took effect. ``sent``: this call sent it (False: ``confirm`` found
+    that an earlier attempt had). ``run_id`` / ``html_url``: the run GitHub started, when it said
+    (``return_run_details``; None when the server answered 204 without them, or when ``confirm``
+    ended the call)."""
+
+    sent: bool
+    run_id: int | None = None
+    html_url: str | None = None
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """Runs of one listing, newest first. ``complete`` is False when GitHub had more than was read
+    (``max_pages``, or GitHub's own cap of 1,000 results for a filtered listing)."""
+
+    runs: list[WorkflowRun]
+    complete: bool
 
 
 class GitHubAPI(Protocol):
@@ -93,9 +120,12 @@ class GitHubAPI(Protocol):
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None: ...
     def add_reaction(self, repo: str, comment_id: int, content: str) -> None: ...
     def dispatch_workflow(self, repo: str, workflow_file: str, ref: str, inputs: dict[str, str],
-                          confirm: Callable[[], bool] | None = None) -> bool: ...
-    def list_dispatch_runs(self, repo: str, workflow_file: str) -> list[WorkflowRun]: ...
+                          confirm: Callable[[], bool] | None = None) -> Dispatched: ...
     def list_runs_for_sha(self, repo: str, head_sha: str) -> list[WorkflowRun]: ...
+    def workflow_runs_page(self, repo: str, workflow_file: str, page: int, *, event: str | None = None,
+                           created_since: str | None = None) -> tuple[list[WorkflowRun], bool]: ...
+    def list_workflow_runs(self, repo: str, workflow_file: str, *, event: str | None = None,
+                           created_since: str | None = None, max_pages: int = 10) -> RunListing: ...
     def get_run(self, repo: str, run_id: int) -> WorkflowRun: ...
     def rerun_failed_jobs(self, repo: str, run_id: int, confirm: Callable[[], bool] | None = None) -> bool: ...
 
@@ -127,7 +157,7 @@ class GitHubClient(RestClient):
             return PullRequest(int(data["number"]), str(data["state"]), str(data["head"]["sha"]),
                                str(data["head"]["ref"]), str(data["base"]["ref"]),
                                str((data.get("user") or {}).get("login", "")),
-                               str(head_repo) if head_repo else None, str(base_repo))
+                               str(head_repo) if head_repo else None, str(base_repo), str(data.get("created_at") or ""))
         return _shape(f"/repos/{repo}/pulls/{number}", build)
 
     def list_issue_comments(self, repo: str, number: int, *, max_pages: int = 50) -> list[IssueComment]:
@@ -176,22 +206,25 @@ class GitHubClient(RestClient):
         self._call("POST", f"/repos/{repo}/issues/comments/{comment_id}/reactions", json={"content": content})
 
     def dispatch_workflow(self, repo: str, workflow_file: str, ref: str, inputs: dict[str, str],
-                          confirm: Callable[[], bool] | None = None) -> bool:
-        """``workflow_dispatch`` event: at most 10 inputs, all strings (GitHub's limits). Returns
-        True when this call sent it, False when ``confirm`` found that an earlier attempt did."""
-        if len(inputs) > 10:
-            raise ValueError(f"workflow_dispatch takes at most 10 inputs, got {len(inputs)}")
+                          confirm: Callable[[], bool] | None = None) -> Dispatched:
+        """``workflow_dispatch`` event: at most `MAX_DISPATCH_INPUTS` inputs, all strings (GitHub's
+        limits; 25 since 2025-12-04, 10 before). Asks for
+        ``return_run_details``: GitHub then answers 200 naming the run it started (a server that
+        answers 204 without them gives a `Dispatched` with no run). ``confirm``: see `request`."""
+        if len(inputs) > MAX_DISPATCH_INPUTS:
+            raise ValueError(f"workflow_dispatch takes at most {MAX_DISPATCH_INPUTS} inputs, got {len(inputs)}")
         bad = [k for k, v in inputs.items() if not isinstance(v, str)]
         if bad:
             raise ValueError(f"workflow_dispatch inputs must be strings: {', '.join(bad)}")
-        return self.request("POST", f"/repos/{repo}/actions/workflows/{workflow_file}/dispatches",
-                            json={"ref": ref, "inputs": inputs}, confirm=confirm) is not None
-
-    def list_dispatch_runs(self, repo: str, workflow_file: str) -> list[WorkflowRun]:
-        """The newest 100 ``workflow_dispatch`` runs of one workflow file, newest first."""
-        path = f"/repos/{repo}/actions/workflows/{workflow_file}/runs"
-        data = self._json("GET", path, params={"event": "workflow_dispatch", "per_page": 100})
-        return _shape(path, lambda: [_run(item) for item in data["workflow_runs"]])
+        path = f"/repos/{repo}/actions/workflows/{workflow_file}/dispatches"
+        response = self.request("POST", path, json={"ref": ref, "inputs": inputs, "return_run_details": True},
+                                confirm=confirm)
+        if response is None:
+            return Dispatched(False)
+        if response.status_code == 204 or not response.content:
+            return Dispatched(True)
+        return _shape(path, lambda: Dispatched(True, int(response.json()["workflow_run_id"]),
+                                               str(response.json()["html_url"])))
 
     def list_runs_for_sha(self, repo: str, head_sha: str, *, max_pages: int = 10) -> list[WorkflowRun]:
         """Every workflow run of ``head_sha`` (all workflows), up to ``max_pages`` pages of 100."""
@@ -204,6 +237,34 @@ class GitHubClient(RestClient):
             if len(runs) < 100:
                 return out
         raise GitHubError("GET", path, None, f"more than {max_pages} pages of runs for {head_sha[:12]}")
+
+    def workflow_runs_page(self, repo: str, workflow_file: str, page: int, *, event: str | None = None,
+                           created_since: str | None = None) -> tuple[list[WorkflowRun], bool]:
+        """One page (1-based, 100 runs) of one workflow file's runs, newest first, and whether
+        GitHub has more after it. ``event`` and ``created_since`` (ISO 8601, GitHub's
+        ``created=>=``) filter on GitHub's side."""
+        path = f"/repos/{repo}/actions/workflows/{workflow_file}/runs"
+        params: dict[str, Any] = {"per_page": 100, "page": page}
+        if event:
+            params["event"] = event
+        if created_since:
+            params["created"] = f">={created_since}"
+        data = self._json("GET", path, params=params)
+        runs, total = _shape(path, lambda: ([_run(item) for item in data["workflow_runs"]],
+                                            int(data.get("total_count", 0))))
+        return runs, len(runs) == 100 and page * 100 < total
+
+    def list_workflow_runs(self, repo: str, workflow_file: str, *, event: str | None = None,
+                           created_since: str | None = None, max_pages: int = 10) -> RunListing:
+        """Every page of `workflow_runs_page`, ``max_pages`` at most: GitHub lists at most 1,000
+        runs of a filtered listing, so more pages would add nothing."""
+        out: list[WorkflowRun] = []
+        for page in range(1, max_pages + 1):
+            runs, more = self.workflow_runs_page(repo, workflow_file, page, event=event, created_since=created_since)
+            out += runs
+            if not more:
+                return RunListing(out, True)
+        return RunListing(out, False)
 
     def get_run(self, repo: str, run_id: int) -> WorkflowRun:
         path = f"/repos/{repo}/actions/runs/{run_id}"
@@ -238,7 +299,7 @@ def _comment(item: dict[str, Any]) -> IssueComment:
 def _run(item: dict[str, Any]) -> WorkflowRun:
     return WorkflowRun(int(item["id"]), str(item.get("name") or ""), str(item.get("display_title") or ""),
                        str(item.get("status") or ""), item.get("conclusion"), str(item.get("html_url") or ""),
-                       str(item.get("head_sha") or ""))
+                       str(item.get("head_sha") or ""), str(item.get("event") or ""))
 
 
 def _shape(path: str, build: Callable[[], Any]) -> Any:
@@ -248,5 +309,5 @@ def _shape(path: str, build: Callable[[], Any]) -> Any:
         raise GitHubError("GET", path, 200, f"unexpected response shape: {exc!r}") from None
 
 
-__all__ = ["DEFAULT_BOT_LOGIN", "GitHubAPI", "GitHubClient", "GitHubError", "IssueComment", "Permission",
-           "PullRequest", "Repository", "RetryPolicy", "WorkflowRun"]
+__all__ = ["DEFAULT_BOT_LOGIN", "Dispatched", "MAX_DISPATCH_INPUTS", "GitHubAPI", "GitHubClient", "GitHubError", "IssueComment", "Permission",
+           "PullRequest", "Repository", "RetryPolicy", "RunListing", "WorkflowRun"]

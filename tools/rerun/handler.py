@@ -41,8 +41,9 @@ from tools.rerun.comment_lines import RERUN_FAILED, RERUN_TEST, RERUN_TIER
 from tools.rerun.commands import Command, parse_comment
 from tools.rerun.dispatch import DISPATCH_WORKFLOW, Dispatcher, DispatchResult, RunLookup
 from tools.rerun.event import CommentEvent
-from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubAPI, GitHubError
+from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubAPI, GitHubError, PullRequest
 from tools.rerun.policy import decide
+from tools.rerun.pr_runs import PR_WORKFLOWS
 from tools.rerun.runs_table import put_row, rows_in
 from tools.rerun.work import Work
 
@@ -54,7 +55,8 @@ class BotConfig:
     """``repo_root``: the trusted checkout whose registry.yaml and tree are used; ``repository``
     (``owner/name``), when set, is the only repository whose events are handled (others are
     ignored: its registry and tree would be the wrong ones). ``shard_budget`` (seconds of
-    est_time per shard) is what ``/rerun-tier`` plans with."""
+    est_time per shard) is what ``/rerun-tier`` plans with. ``pr_workflows``: the workflows that run
+    for a PR from the base branch, whose runs ``/rerun-failed`` finds by run-name (`pr_runs`)."""
 
     repo_root: Path
     workflow_file: str = DISPATCH_WORKFLOW
@@ -63,6 +65,7 @@ class BotConfig:
     bot_login: str = DEFAULT_BOT_LOGIN  # only this author's markers count as "already answered"
     shard_budget: float = DEFAULT_SHARD_BUDGET
     lookup: RunLookup = RunLookup()
+    pr_workflows: tuple[str, ...] = PR_WORKFLOWS
 
 
 @dataclass
@@ -184,7 +187,7 @@ class Handler:
 
         sha = (prior.sha if prior is not None and prior.sha else None) or pull.head_sha
         try:
-            work = self._plan(event, runnable, sha)
+            work = self._plan(event, runnable, pull, sha)
         except RegistryError as exc:
             return self._fail(event, outcome, reply, "`registry.yaml` on the default branch is invalid",
                               str(exc), github=False)
@@ -194,7 +197,7 @@ class Handler:
         work.complete = work.complete and not notes  # a line that did not parse, or a look-alike, did not run
         return self._carry_out(event, outcome, reply, work, sha, default_branch, resumed=prior is not None)
 
-    def _plan(self, event: CommentEvent, commands: list[Command], sha: str) -> Work:
+    def _plan(self, event: CommentEvent, commands: list[Command], pull: PullRequest, sha: str) -> Work:
         registry: Registry | None = None
         if any(c.name in (RERUN_TEST, RERUN_TIER) for c in commands):
             registry = load_registry(self.config.repo_root / REGISTRY_FILENAME)
@@ -205,7 +208,8 @@ class Handler:
             work = work.merge(cmd_rerun_tier.plan(registry, [c for c in commands if c.name == RERUN_TIER],
                                                   self.config.shard_budget))
         if any(c.name == RERUN_FAILED for c in commands):
-            work = work.merge(cmd_rerun_failed.plan(self.client, event.repo, sha))
+            workflows = self.config.pr_workflows + (self.config.workflow_file,)
+            work = work.merge(cmd_rerun_failed.plan(self.client, event.repo, pull, sha, workflows))
         return work
 
     def _carry_out(self, event: CommentEvent, outcome: Outcome, reply: "_ReplyRef", work: Work, sha: str,
@@ -216,7 +220,7 @@ class Handler:
             self._write(event, outcome, reply, replies.claim_reply(event.comment_id, event.user, sha, work.writes))
         actions_url = f"{event.html_url}/actions/workflows/{config.workflow_file}"
         dispatcher = Dispatcher(self.client, event.repo, config.workflow_file, default_branch, actions_url,
-                                config.lookup, sleep=self.sleep)
+                                config.lookup, sleep=self.sleep, since=event.created_at)
         outcome.dispatches = dispatcher.send_all(work.dispatches, event.number, sha, event.comment_id,
                                                  look_first=resumed, dry_run=config.dry_run)
         outcome.reruns = cmd_rerun_failed.carry_out(self.client, event.repo, work.reruns, config.dry_run)

@@ -1,11 +1,13 @@
 """HTTP transport for the GitHub client: client timeouts, bounded retries, typed errors, redaction.
 
 Retried: connection errors and timeouts, 5xx, 429, and 403s that are rate limits (secondary rate
-limit message, ``Retry-After``, or ``x-ratelimit-remaining: 0``). The wait is ``Retry-After``
-seconds when given, else ``x-ratelimit-reset`` minus now when the primary limit is exhausted, else
-exponential backoff ``backoff_base * 2**attempt`` capped at ``backoff_cap``. When GitHub asks for a
-longer wait than ``max_wait`` or the waits would exceed ``total_wait_cap`` the client gives up
-with `GitHubError` instead of waiting less than asked. ``sleep`` and ``clock`` are injectable.
+limit message, ``Retry-After``, or ``x-ratelimit-remaining: 0``). The wait follows GitHub's rules
+for rate limits: ``Retry-After`` seconds when given; else, when ``x-ratelimit-remaining`` is 0,
+until ``x-ratelimit-reset`` (epoch seconds); else (a secondary rate limit that says nothing more)
+at least ``secondary_wait`` (60 s), doubling for each further one in the same call. Connection
+errors, timeouts and 5xx wait ``backoff_base * 2**attempt`` capped at ``backoff_cap``. When a wait
+would be longer than ``max_wait`` or the waits would exceed ``total_wait_cap`` the client gives up
+with `GitHubError` instead of waiting less than GitHub asks. ``sleep`` and ``clock`` are injectable.
 
 Writes that must not happen twice (a workflow dispatch, a claim comment) pass ``confirm``: after a
 failure that may have taken effect anyway (a timeout or dropped connection after the request was
@@ -45,18 +47,21 @@ class GitHubError(RuntimeError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Seconds. ``max_attempts`` counts the first try."""
+    """Seconds. ``max_attempts`` counts the first try. ``secondary_wait``: the least wait after a
+    rate limit that gives neither ``Retry-After`` nor an exhausted ``x-ratelimit-remaining``
+    (GitHub: "wait for at least one minute")."""
 
     max_attempts: int = 5
     backoff_base: float = 0.5
     backoff_cap: float = 8.0
     max_wait: float = 60.0
     total_wait_cap: float = 120.0
+    secondary_wait: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        for name in ("backoff_base", "backoff_cap", "max_wait", "total_wait_cap"):
+        for name in ("backoff_base", "backoff_cap", "max_wait", "total_wait_cap", "secondary_wait"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
@@ -90,7 +95,7 @@ class RestClient:
         """One API call with retries; returns the response when its status is in ``ok``, or None
         when ``confirm`` said a possibly-applied earlier attempt did take effect."""
         url = path if path.startswith("http") else f"{self.api_url}{path}"
-        waited = 0.0
+        waited, limited = 0.0, 0
         for attempt in range(1, self.retry.max_attempts + 1):
             status: int | None = None
             try:
@@ -105,9 +110,10 @@ class RestClient:
                 if status in ok:
                     return response
                 message = _error_message(response)
-                delay = self._retry_delay(response, attempt)
+                delay, secondary = self._retry_delay(response, attempt, limited)
                 if delay is None:
                     raise GitHubError(method, path, status, message, attempt)
+                limited += secondary
                 maybe_applied = status >= 500
             if attempt == self.retry.max_attempts:
                 raise GitHubError(method, path, status, message, attempt)
@@ -130,27 +136,30 @@ class RestClient:
     def _backoff(self, attempt: int) -> float:
         return min(self.retry.backoff_base * 2 ** (attempt - 1), self.retry.backoff_cap)
 
-    def _retry_delay(self, response: requests.Response, attempt: int) -> float | None:
-        """Seconds to wait before retrying, or None if the error is final."""
+    def _retry_delay(self, response: requests.Response, attempt: int, limited: int) -> tuple[float | None, bool]:
+        """(seconds to wait before retrying, or None if the error is final; whether this was a
+        rate limit without a stated wait). ``limited``: how many of those this call had before."""
         status = response.status_code
         headers = response.headers
         rate_limited = status == 429 or (status == 403 and (
             "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"
             or "rate limit" in _error_message(response).lower()))
         if not (rate_limited or status >= 500):
-            return None
+            return None, False
         retry_after = headers.get("retry-after")
         if retry_after is not None:
             try:
-                return max(0.0, float(retry_after))
+                return max(0.0, float(retry_after)), False
             except ValueError:
                 log.warning("ignoring unparsable Retry-After %r", retry_after[:40])
         if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
             try:
-                return max(0.0, float(headers["x-ratelimit-reset"]) - self.clock())
+                return max(0.0, float(headers["x-ratelimit-reset"]) - self.clock()), False
             except ValueError:
                 log.warning("ignoring unparsable x-ratelimit-reset %r", headers["x-ratelimit-reset"][:40])
-        return self._backoff(attempt)
+        if rate_limited:
+            return self.retry.secondary_wait * 2 ** limited, True
+        return self._backoff(attempt), False
 
 
 def _session(api_url: str) -> requests.Session:

@@ -5,14 +5,18 @@ the journal cannot be written or acknowledged deliveries wait to be marked in it
 
 * 411 without ``Content-Length``; 413 when it exceeds ``max_body`` (checked before reading, and the
   read never goes past it); 401 when ``X-Hub-Signature-256`` is missing or is not
-  ``sha256=HMAC-SHA256(secret, raw body)``; 400 on malformed JSON or a missing
-  ``X-GitHub-Delivery``;
+  ``sha256=HMAC-SHA256(secret, raw body)``; the body is JSON or GitHub's form encoding
+  (``payload=<JSON>``, `tools.rerun.webhook_body`), another Content-Type 415 naming the webhook
+  setting; 400 on malformed JSON or form data or a missing ``X-GitHub-Delivery``. The journal keeps
+  the JSON document, whichever encoding brought it;
 * ``ping`` -> 200; other events except ``issue_comment`` -> 200 ``ignored``;
 * a delivery id already in the journal (`tools.rerun.journal`, kept across restarts) -> 200
   ``duplicate`` and nothing is queued, unless that delivery is unfinished and not queued (a
   redelivery of one that failed): then it is queued again;
 * otherwise the delivery is **journalled, then** queued, and the answer is 202; a full queue
-  answers 503 with ``Retry-After`` (GitHub redelivers), a journal that cannot be written 500.
+  answers 503 with ``Retry-After``, a journal that cannot be written 500. GitHub never retries a
+  failed delivery by itself: ``python -m tools.rerun redeliver`` (`tools.rerun.redeliver`, run
+  every few minutes) asks it to redeliver those.
 
 Accepted deliveries go to a worker pool: `tools.rerun.workers.ThreadWorkers` (threads in this
 process) or `tools.rerun.worker_process.ProcessWorkers` (the same threads in a child process, which
@@ -41,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator
 
 from tools.rerun.journal import ACCEPTED, Journal, JournalError
+from tools.rerun.webhook_body import BodyError, decode
 from tools.rerun.workers import ERROR, UNFINISHED, EventHandler, ThreadWorkers, WorkerPool
 
 log = logging.getLogger(__name__)
@@ -221,7 +226,7 @@ class WebhookApp:
             raise
         if not self.pool.put(delivery, payload):
             if new:
-                self.journal.forget(delivery)  # never acknowledged: GitHub's redelivery brings it back
+                self.journal.forget(delivery)  # never acknowledged: the redelivery sweep brings it back
             self._settle(delivery, None)
             return "busy"
         with self._cond:
@@ -285,9 +290,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not verify_signature(app.config.secret, body, self.headers.get("X-Hub-Signature-256")):
             return self._answer(401, "missing or invalid X-Hub-Signature-256")
         try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            return self._answer(400, f"malformed JSON: {exc}")
+            decoded = decode(self.headers.get("Content-Type"), body)  # after the check: signed as sent
+        except BodyError as exc:
+            return self._answer(exc.status, str(exc))
+        payload = decoded.payload
         event = self.headers.get("X-GitHub-Event", "")
         if event == "ping":
             return self._answer(200, "pong")
@@ -297,7 +303,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not delivery or not isinstance(payload, dict):
             return self._answer(400, "missing X-GitHub-Delivery" if not delivery else "payload is not an object")
         try:
-            verdict = app.submit(delivery, body, payload)
+            verdict = app.submit(delivery, decoded.document, payload)
         except JournalError as exc:
             log.error("%s", exc)
             return self._answer(500, "cannot journal the delivery; not accepted")

@@ -1,8 +1,10 @@
 """Handler threads behind the webhook server: one delivery at a time per comment, results journalled.
 
 `ThreadWorkers` runs ``count`` threads; each calls ``make_handler()`` once (its own GitHub client
-and HTTP session) and then, per delivery: takes the comment's lock, skips a comment it has already
-handled (bounded LRU), calls the handler, and reports the result as one of `RESULTS`: handled,
+and HTTP session) and then, per delivery: takes the comment's lock, skips a comment whose
+``created`` delivery it has already handled (bounded LRU; an ``edited`` or ``deleted`` delivery,
+which the handler ignores and GitHub may deliver first, marks nothing), calls the handler, and
+reports the result as one of `RESULTS`: handled,
 skipped, or unfinished / error (with the reason) when the handler reported GitHub failures
 (``Outcome.errors``) or raised. Workers never write the journal: the server does, from the
 reports, so one process is its only writer. `tools.rerun.worker_process` runs the same class in a
@@ -102,7 +104,9 @@ class ThreadWorkers:
             if errors:
                 log.warning("delivery %s left unfinished: %s", delivery, "; ".join(errors))
                 return UNFINISHED, "; ".join(errors)
-            if comment_id is not None:
+            if comment_id is not None and payload.get("action") == "created":
+                # Only the creation's delivery answers the comment: GitHub does not promise order,
+                # and an `edited` delivery that arrives first is ignored, not handled.
                 self.done_comments.add(comment_id)
         log.info("delivery %s: %s", delivery, getattr(outcome, "status", outcome))
         if self.on_done is not None:
