@@ -9,6 +9,11 @@ and the link stays a link.
 
 A process killed between creating and renaming the temporary file leaves it behind, named
 ``.<target name>.<random>.tmp`` beside the target; it is never read, and safe to delete.
+
+``before_replace``, when given, is called once the new content is safely on disk, just before
+the rename: the last moment a writer can still decide not to replace the target (the registry's
+writers check there that nobody changed it meanwhile, `ci.registry.edit_lock`). An exception it
+raises leaves the target untouched and removes the temporary file.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes,
+                       before_replace: Callable[[], None] | None = None) -> None:
     """Replace ``path`` with ``data`` atomically (see the module docstring).
 
     A new file gets the mode a plain ``open(path, "w")`` would give it (0o666 less the umask).
@@ -49,6 +56,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             except PermissionError:
                 pass  # only root may give a file away; the content and mode still carry over
         os.chmod(tmp, mode)
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -59,9 +68,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     _fsync_directory(directory)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8",
+                      before_replace: Callable[[], None] | None = None) -> None:
     """`atomic_write_bytes` of ``text`` encoded with ``encoding`` (newlines written as given)."""
-    atomic_write_bytes(path, text.encode(encoding))
+    atomic_write_bytes(path, text.encode(encoding), before_replace)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -32,6 +32,7 @@ nothing. Test files are those under the registry's ``project.test_roots`` whose 
   for the tests of the file it runs. A test that outlives its limit by `KILL_GRACE` (it swallowed
   pytest-timeout's signal, or is stuck in C code) is killed with its pytest process and reported
   as a timeout (`ci.running.watchdog`; under xdist the file's remaining tests then fail at setup).
+  Either way the processes a timed-out test started die with it (`ci.running.proctree`).
   A registry timeout without pytest-timeout loaded is a usage error, never silently unenforced;
 * ``reruns: N`` becomes ``pytest.mark.flaky(reruns=N, rerun_except=...)`` (pytest-rerunfailures)
   unless the test sets its own: a failure that is breakage (`ci.history.classify.RERUN_EXCEPT`:
@@ -58,6 +59,7 @@ import pytest
 
 from ci.history.classify import RERUN_EXCEPT, quarantined_reason
 from ci.running.hardware import LazyHardware
+from ci.running import proctree
 from ci.running.watchdog import KILL_GRACE, Watchdog, read_record
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, Status, TestEntry, find_repo_root, link_problem,
@@ -338,6 +340,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 # --- the whole-file timeout ------------------------------------------------------------------------
 
 _EXHAUSTED = pytest.StashKey[str]()
+_DEADLINE = pytest.StashKey[float]()  # time.monotonic() at which the test's pytest-timeout fires
 
 
 def _entry_of(item: pytest.Item) -> tuple[_State, TestEntry] | None:
@@ -374,6 +377,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         kwargs = {k: v for k, v in (own.kwargs.items() if own is not None else ()) if k != "timeout"}
         item.add_marker(pytest.mark.timeout(seconds, **kwargs), append=False)
         armed = _arm(state, item, entry, left + KILL_GRACE)
+        item.stash[_DEADLINE] = time.monotonic() + seconds
     start = time.monotonic()
     try:
         return (yield)
@@ -381,6 +385,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         if armed:
             state.watchdog.disarm()
         state.spent[item.path] = spent + (time.monotonic() - start)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A call that ran into its limit takes down the processes it started and left running (the
+    watchdog made this process their subreaper), never those here before it, such as a session
+    fixture's server: else they outlive it, and under xdist hold the worker's pipes open."""
+    deadline = item.stash.get(_DEADLINE, None)
+    if deadline is None:
+        return (yield)
+    before = proctree.children(os.getpid())
+    try:
+        return (yield)
+    finally:
+        if time.monotonic() >= deadline:
+            proctree.kill_tree(proctree.children(os.getpid()) - before, spare=before)
 
 
 def _arm(state: _State, item: pytest.Item, entry: TestEntry, seconds: float) -> bool:

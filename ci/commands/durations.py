@@ -7,7 +7,9 @@ ceil(p90 * 1.1) whole seconds. ``--write`` rewrites only those numbers in regist
 ``ci plan --durations``. Output is sorted by path so the diff is reviewable.
 
 Every input is checked before anything is written, and every file is written crash-safely
-(`ci.atomic_write`): a kill or a full disk leaves registry.yaml as it was or fully updated.
+(`ci.atomic_write`): a kill or a full disk leaves registry.yaml as it was or fully updated. The
+registry is written under the lock every writer of it takes, and only if it is still what was
+read (`ci.registry.edit_lock`): an edit saved meanwhile is kept and nothing is written (exit 3).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from ci.atomic_write import atomic_write_text
 from ci.commands.plan import add_registry_arg, load, registry_file
 from ci.results.durations import DEFAULT_MARGIN, DurationReport, collect, rewrite_est_times
 from ci.results.junit import JUnitError, parse_junit
-from ci.registry import Registry, RegistryError, read_registry_text
+from ci.registry import Registry, RegistryError
+from ci.registry.edit_lock import RegistryChanged, RegistrySnapshot, cannot_write, read_for_edit, write_registry
 
 EXIT_OK = 0
 EXIT_DRIFT = 1
@@ -34,8 +37,8 @@ exit status:
   {EXIT_DRIFT}  drift found (with --check)
   {EXIT_BAD_INPUT}  bad input: arguments, registry, or a report that cannot be read or holds an
      impossible time (inf, nan, negative, over one day); nothing was written
-  {EXIT_WRITE_FAILED}  cannot write an output (full disk, permissions); a file not rewritten is
-     unchanged, never truncated
+  {EXIT_WRITE_FAILED}  cannot write an output (full disk, permissions, or registry.yaml changed on disk
+     after it was read); a file not rewritten is unchanged, never truncated
 """
 
 
@@ -69,13 +72,15 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     _print_report(registry, result, len(reports))
     written: list[str] = []
-    for path, text in outputs:
+    for path, text, snapshot in outputs:
+        done = f"; already written: {', '.join(written)}" if written else ""
         try:
-            atomic_write_text(path, text)
-        except OSError as exc:
-            done = f"; already written: {', '.join(written)}" if written else ""
-            print(f"python -m ci durations: cannot write {path}: {exc.strerror or exc}; it is unchanged{done}",
-                  file=sys.stderr)
+            if snapshot is None:
+                atomic_write_text(path, text)
+            else:
+                write_registry(snapshot, text)
+        except (OSError, RegistryChanged) as exc:
+            print(f"python -m ci durations: {cannot_write(path, exc)}{done}", file=sys.stderr)
             return EXIT_WRITE_FAILED
         written.append(str(path))
     if new is not None:
@@ -90,18 +95,19 @@ def _new_est_times(args: argparse.Namespace, registry: Registry, result: Duratio
 
 
 def _outputs(args: argparse.Namespace, registry: Registry, result: DurationReport,
-             new: dict[str, int] | None) -> list[tuple[Path, str]]:
-    """Every file to write and its new text, all computed (and validated) before the first write."""
-    outputs: list[tuple[Path, str]] = []
+             new: dict[str, int] | None) -> list[tuple[Path, str, RegistrySnapshot | None]]:
+    """Every file to write, its new text and (for the registry) the snapshot of the text the edit
+    rests on; all computed (and validated) before the first write."""
+    outputs: list[tuple[Path, str, RegistrySnapshot | None]] = []
     if new is not None:
         file = registry_file(args)
-        text = read_registry_text(file)
+        text, snapshot = read_for_edit(file)
         updated = rewrite_est_times(text, new, registry.path)
         if updated != text:
-            outputs.append((file, updated))
+            outputs.append((file, updated, snapshot))
     if args.json:
         outputs.append((Path(args.json), json.dumps({p: m.value for p, m in result.measurements.items()},
-                                                    indent=2, sort_keys=True) + "\n"))
+                                                    indent=2, sort_keys=True) + "\n", None))
     return outputs
 
 

@@ -2,7 +2,8 @@
 
 Converts SGLang-style suite definitions into registry entries (`ci.adopt.suites` reads them with `ast`,
 never running them; `ci.adopt.suite_import` has the rules) and prints the resulting registry, or writes
-it with ``--output FILE`` (atomically; an existing file only with ``--force``). The tiers, project
+it with ``--output FILE`` (atomically, under the registry lock; an existing file only with
+``--force``, and never one written or changed by someone else meanwhile). The tiers, project
 layout and existing entries come from the repository's registry.yaml when it has one, else from
 what ``ci init`` would write (one ``cpu`` tier). A source holding no registration at all is an
 error (exit 2), never an empty import. Unmapped suites, disagreeing est_times and every
@@ -15,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ci.atomic_write import atomic_write_text
+from ci.registry.edit_lock import RegistryChanged, RegistrySnapshot, cannot_write, write_registry
 from ci.registry.writer import PLACEHOLDER_OWNER
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, explicit_repo_root, find_repo_root, load_registry,
@@ -77,10 +78,17 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"python -m ci import-suites: cannot read: {', '.join(missing)}", file=sys.stderr)
         return 2
-    if args.output is not None and args.output.exists() and not args.force:
-        print(f"python -m ci import-suites: {args.output} exists; not overwriting it (--force replaces it)",
-              file=sys.stderr)
-        return 2
+    snapshot = None
+    if args.output is not None:
+        try:
+            snapshot = RegistrySnapshot.take(args.output)  # what --force replaces, or that there is nothing
+        except OSError as exc:
+            print(f"python -m ci import-suites: {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        if snapshot.digest is not None and not args.force:
+            print(f"python -m ci import-suites: {args.output} exists; not overwriting it (--force replaces it)",
+                  file=sys.stderr)
+            return 2
     try:
         base = _base(root)
         manual_tier = args.manual_tier or ("cpu" if "cpu" in base.tiers else next(iter(base.tiers), "cpu"))
@@ -110,10 +118,14 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
     counts = {s.value: sum(1 for e in registry.tests.values() if e.status is s) for s in {e.status for e in registry.tests.values()}}
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    if args.output is None:
+    if snapshot is None:  # no --output
         sys.stdout.write(text)
         print(f"import-suites: {len(registry.tests)} entries ({summary})", file=sys.stderr)
     else:
-        atomic_write_text(args.output, text)
+        try:
+            write_registry(snapshot, text)
+        except (OSError, RegistryChanged) as exc:
+            print(f"python -m ci import-suites: {cannot_write(args.output, exc)}", file=sys.stderr)
+            return 2
         print(f"wrote {args.output}: {len(registry.tests)} entries ({summary})")
     return 0

@@ -7,7 +7,9 @@ est_time from the JUnit reports when given (see `ci.adopt.starter`). The file li
 tree itself has problems (shared basenames, stale imports), which it prints.
 
 Refuses to overwrite an existing registry unless ``--force``; the write is atomic (a crash leaves
-the old file or the new one, never half of one). Exit status: 0 written, 2 refused or bad input.
+the old file or the new one, never half of one) and takes the registry lock; a registry written
+by someone else meanwhile (or, with ``--force``, changed since) is kept, nothing written. Exit
+status: 0 written, 2 refused, bad input or not written.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ci.atomic_write import atomic_write_text
+from ci.registry.edit_lock import RegistryChanged, RegistrySnapshot, cannot_write, write_registry
 from ci.results.junit import JUnitError
 from ci.registry.writer import PLACEHOLDER_OWNER
 from ci.registry import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, parse_registry
@@ -61,7 +63,12 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     root = _root()
     target = root / REGISTRY_FILENAME
-    if target.exists() and not args.force:
+    try:
+        snapshot = RegistrySnapshot.take(target)  # what --force replaces, or that there is nothing
+    except OSError as exc:
+        print(f"python -m ci init: {target}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if snapshot.digest is not None and not args.force:
         print(f"python -m ci init: {target} exists; not overwriting it (--force replaces it)", file=sys.stderr)
         return 2
     try:
@@ -76,7 +83,11 @@ def main(argv: list[str]) -> int:
         print("python -m ci init: the starter registry does not parse:\n" + "\n".join(map(str, problems)),
               file=sys.stderr)
         return 2
-    atomic_write_text(target, text)
+    try:
+        write_registry(snapshot, text)
+    except (OSError, RegistryChanged) as exc:
+        print(f"python -m ci init: {cannot_write(target, exc)}", file=sys.stderr)
+        return 2
     project = registry.project
     print(f"wrote {target}: {len(registry.tests)} test file(s) on tier cpu; test roots "
           f"{', '.join(project.test_roots)}, patterns {', '.join(project.test_patterns)}, first-party "

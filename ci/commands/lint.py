@@ -15,6 +15,7 @@ from pathlib import Path
 from ci.selection.deps_lint import fix_registry, is_info
 from ci.lint import lint_repo
 from ci.registry import REGISTRY_FILENAME, Problem, RepoRootNotFound, find_repo_root
+from ci.registry.edit_lock import RegistryChanged
 
 
 def format_text(problems: list[Problem]) -> str:
@@ -83,6 +84,9 @@ def main(argv: list[str]) -> int:
             removed = fix_registry(root, registry)
         except (OSError, ValueError) as exc:  # RegistryError is a ValueError
             print(f"python -m ci lint --fix: {exc}; {registry} left as it was", file=sys.stderr)
+            return 1
+        except RegistryChanged as exc:
+            print(f"python -m ci lint --fix: {exc}", file=sys.stderr)
             return 1
         for r in removed:
             print(f"python -m ci lint --fix: removed {r.dependency!r} from {r.test!r} depends_on", file=sys.stderr)

@@ -9,24 +9,21 @@ of it the history knows is flaky, else the test alone (``quarantined_nodes:``), 
 reason and evidence. --release lifts a quarantine ci quarantine wrote once release_runs clean runs
 in a row have followed it and the interval's upper end over the runs since is below the
 threshold. Broken attempts (ImportError, collection errors, no GPU) are never evidence. The
-registry is edited in place, comments and everything else kept, and written atomically; a second
-run changes nothing. See docs/history.md.
+registry is edited in place, comments and everything else kept, and written atomically under the
+registry lock every writer of registry.yaml takes; if the file changed after it was read (an edit
+saved meanwhile), nothing is written. A second run changes nothing. See docs/history.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
-import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
-from ci.atomic_write import atomic_write_text
 from ci.commands.history import add_store_arg, read_history
 from ci.history.quarantine import Quarantine, Release, describe_score, to_quarantine, to_release
-from ci.registry import QuarantinedNode, RegistryError, Status, load_registry, parse_registry, read_registry_text
+from ci.registry import QuarantinedNode, RegistryError, Status, load_registry, parse_registry
+from ci.registry.edit_lock import RegistryChanged, read_for_edit, registry_lock, write_registry
 from ci.registry.quarantine_edit import (Edit, QuarantineFile, QuarantineNodes, ReleaseFile, ReleaseNodes,
                                          edit_quarantines)
 from ci.repo_root import RepoRootNotFound
@@ -39,7 +36,8 @@ EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  done (a dry run printed what it would change; --apply / --release wrote it)
   {EXIT_BAD_INPUT}  bad input: arguments, the registry, or no history at the store yet
-  {EXIT_CANNOT}  the store cannot be read, or the registry cannot be edited or written (left as it was)
+  {EXIT_CANNOT}  the store cannot be read, or the registry cannot be edited or written, or someone else
+     changed it while this ran (left as it was, their edit kept)
 """
 
 
@@ -54,18 +52,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--registry", metavar="PATH", help="registry.yaml to read and edit (default: the repository's)")
     add_store_arg(parser)
     return parser
-
-
-@contextmanager
-def registry_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the registry's directory: two editors of one registry queue, so
-    neither writes over the other's edit (the file itself is replaced, so it cannot hold the lock)."""
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def main(argv: list[str]) -> int:
@@ -105,7 +91,7 @@ def _list_files(path: Path, tier: str) -> int:
 
 def _run(args: argparse.Namespace, path: Path) -> int:
     try:
-        text = read_registry_text(path)
+        text, snapshot = read_for_edit(path)
         registry, problems = parse_registry(text, path.name)
         if registry is None:
             raise RegistryError(problems)
@@ -141,9 +127,14 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     if not edits:
         return EXIT_OK
     try:
-        atomic_write_text(path, edit_quarantines(text, path.name, edits))
+        updated = edit_quarantines(text, path.name, edits)
     except (ValueError, RegistryError) as exc:
         print(f"python -m ci quarantine: {exc}; {path} left as it was", file=sys.stderr)
+        return EXIT_CANNOT
+    try:
+        write_registry(snapshot, updated)
+    except RegistryChanged as exc:
+        print(f"python -m ci quarantine: {exc}", file=sys.stderr)
         return EXIT_CANNOT
     print(f"wrote {path}: {len(edits)} entr{'y' if len(edits) == 1 else 'ies'} changed")
     return EXIT_OK

@@ -8,11 +8,16 @@ and this package on ``PYTHONPATH``. Its output streams straight through (progres
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
+
+from ci.running import proctree
 
 PLUGIN = "ci.pytest_plugin"
 _PACKAGE_PARENT = Path(__file__).resolve().parents[2]
@@ -57,9 +62,86 @@ def child_env(root: Path, base: Mapping[str, str] | None = None) -> dict[str, st
 
 
 def run_invocation(inv: PytestInvocation, env: Mapping[str, str] | None = None) -> int:
-    """Run it, streaming output; returns pytest's exit status."""
+    """Run it, streaming output; returns pytest's exit status. Nothing it started outlives it.
+
+    pytest runs in a session of its own, and this process is the subreaper of everything below it
+    (Linux) while it runs. Once pytest has exited, whatever is left is killed: its process group,
+    and every orphan of the run handed to this process (grandchildren that called ``setsid``
+    included), with everything below them (`proctree.kill_tree`). SIGINT, SIGTERM and SIGHUP
+    arriving meanwhile are passed on to pytest's process group, as a terminal or a CI runner
+    would have sent them to it; after the clean-up a SIGTERM or SIGHUP ends this process as it
+    would have before.
+    """
     inv.junit.parent.mkdir(parents=True, exist_ok=True)
     if inv.junit.exists():
         inv.junit.unlink()  # a stale report from an earlier run must never be summarised as this one
-    proc = subprocess.run(inv.argv, cwd=inv.cwd, env=child_env(inv.cwd, env), check=False)
-    return proc.returncode
+    was_subreaper = proctree.set_subreaper(True)
+    ours = proctree.children(os.getpid())
+    received: list[int] = []
+    try:
+        proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=child_env(inv.cwd, env), start_new_session=True)
+        with _forwarding(proc.pid, received):
+            _wait_unreaped(proc)
+            proctree.kill_tree(proctree.children(os.getpid()) - ours - {proc.pid}, group=proc.pid)
+            rc = proc.wait()
+            _reap_new_children(ours)
+    finally:
+        if was_subreaper is not None:
+            proctree.set_subreaper(was_subreaper)
+    for signum in received:
+        if signum != signal.SIGINT:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+    return rc
+
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def _forwarding(pgid: int, received: list[int]) -> Iterator[None]:
+    """Pass `_FORWARDED` signals on to process group ``pgid`` (noting each in ``received``) while
+    inside; only the main thread can set handlers, so elsewhere nothing is forwarded."""
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        try:
+            os.killpg(pgid, signum)
+        except OSError:
+            pass
+
+    try:
+        previous = {s: signal.signal(s, forward) for s in _FORWARDED}
+    except ValueError:  # not the main thread
+        previous = {}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _wait_unreaped(proc: subprocess.Popen[bytes]) -> None:
+    """Wait for ``proc`` to exit, leaving it a zombie where the platform allows: while it is one,
+    its pid, which is its process group's id, cannot be reused by an unrelated process."""
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    except (AttributeError, ChildProcessError):  # no waitid (macOS): reap it; the group id is only
+        proc.wait()                               # reused once every member of the group is gone
+
+
+def _reap_new_children(ours: set[int], patience: float = 2.0) -> None:
+    """Collect the exit status of the orphans just killed (this process adopted them), so none
+    lingers as a zombie in a long-lived caller; gives up after ``patience`` seconds on any that
+    has not died (one this process may not signal)."""
+    end = time.monotonic() + patience
+    while True:
+        left = proctree.children(os.getpid()) - ours
+        for pid in list(left):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    left.discard(pid)
+            except ChildProcessError:
+                left.discard(pid)
+        if not left or time.monotonic() > end:
+            return
+        time.sleep(0.01)

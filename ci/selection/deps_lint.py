@@ -25,11 +25,10 @@ from typing import Mapping
 
 import yaml
 
-from ci.atomic_write import atomic_write_text
 from ci.selection.deps import TestDependencies
 from ci.imports.index import ModuleIndex
-from ci.registry import (Problem, Registry, RegistryError, normalize_path, parse_registry, path_is_under,
-                         read_registry_text)
+from ci.registry import Problem, Registry, RegistryError, normalize_path, parse_registry, path_is_under
+from ci.registry.edit_lock import read_for_edit, write_registry
 
 REDUNDANT_DEPENDENCY = "L005"
 COMPUTED_IMPORT = "L009"
@@ -131,11 +130,12 @@ def computed_import_problems(deps: TestDependencies) -> list[Problem]:
 
 
 def fix_registry(root: str | os.PathLike[str], registry_file: str | os.PathLike[str]) -> list[Redundant]:
-    """Remove every redundant ``depends_on`` entry from ``registry_file`` (atomically); returns
-    what was removed. Raises `RegistryError` for a registry that does not parse, ValueError if
-    the rewrite would change anything else, OSError if it cannot be written (file untouched)."""
+    """Remove every redundant ``depends_on`` entry from ``registry_file`` (atomically, under the
+    registry lock); returns what was removed. Raises `RegistryError` for a registry that does not
+    parse, ValueError if the rewrite would change anything else, `RegistryChanged` if the file
+    changed on disk after it was read, OSError if it cannot be written (file untouched)."""
     registry_file = Path(registry_file)
-    text = read_registry_text(registry_file)
+    text, snapshot = read_for_edit(registry_file)
     registry, problems = parse_registry(text, registry_file.name)
     if registry is None:
         raise RegistryError(problems)
@@ -144,7 +144,7 @@ def fix_registry(root: str | os.PathLike[str], registry_file: str | os.PathLike[
         removals: dict[str, set[str]] = {}
         for r in redundant:
             removals.setdefault(r.test, set()).add(r.dependency)
-        atomic_write_text(registry_file, remove_dependencies(text, removals, registry_file.name))
+        write_registry(snapshot, remove_dependencies(text, removals, registry_file.name))
     return redundant
 
 

@@ -23,6 +23,9 @@ tiers:
 tests:
   tests/test_swallow.py: {tiers: [cpu], est_time: 1, timeout: 1, owner: me, status: active}
   tests/test_c_loop.py: {tiers: [cpu], est_time: 1, timeout: 1, owner: me, status: active}
+  tests/test_quick.py: {tiers: [cpu], est_time: 1, timeout: 1, owner: me, status: active}
+  tests/test_slow_unbudgeted.py: {tiers: [cpu], est_time: 4, owner: me, status: active}
+  tests/test_crash.py: {tiers: [cpu], est_time: 4, timeout: 2, owner: me, status: active}
 """
 SWALLOW = """\
 import time
@@ -43,12 +46,62 @@ def test_c_loop():
     sum(range(6 * 10**8))  # ~15 s in C: the signal handler runs only when it returns
 """
 
+QUICK = """\
+def test_quick():
+    pass
+"""
+SLOW_UNBUDGETED = """\
+import time
+
+def test_slower_than_the_quick_files_budget():
+    time.sleep(3)  # past the 1 s (+1 s grace) the quick test armed the watchdog with
+"""
+# Four tests on two workers: xdist's load scheduling sends the first two named to one worker and
+# the last two to the other. One worker runs test_killed (killed at its budget, which writes the
+# file's record); the other first sleeps in an unbudgeted file, then runs test_crashes, which waits
+# for that record and then crashes its worker: a crash, in a file whose record names another test.
+CRASH = """\
+import os, signal, time
+from pathlib import Path
+
+from ci.running.watchdog import record_path
+
+def test_killed():
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            time.sleep(0.05)
+        except BaseException:
+            pass
+
+def test_crashes(request):
+    record = record_path(Path(request.config.workerinput["ci_timeout_records"]), "tests/test_crash.py")
+    end = time.monotonic() + 30
+    while not record.exists() and time.monotonic() < end:
+        try:
+            time.sleep(0.05)
+        except BaseException:
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+CRASH_DELAY = """\
+import time
+
+def test_delay():
+    time.sleep(3)  # test_crashes starts 3 s after test_killed, so outlives its kill (2 s + 1 s)
+"""
+
 
 def make_repo(root: Path) -> None:
     (root / "tests").mkdir(parents=True)
-    (root / "registry.yaml").write_text(REGISTRY)
+    (root / "registry.yaml").write_text(REGISTRY.replace(
+        "tests:\n", "tests:\n  tests/test_delay.py: {tiers: [cpu], est_time: 3, owner: me, status: active}\n"))
     (root / "tests/test_swallow.py").write_text(SWALLOW)
     (root / "tests/test_c_loop.py").write_text(C_LOOP)
+    (root / "tests/test_quick.py").write_text(QUICK)
+    (root / "tests/test_slow_unbudgeted.py").write_text(SLOW_UNBUDGETED)
+    (root / "tests/test_crash.py").write_text(CRASH)
+    (root / "tests/test_delay.py").write_text(CRASH_DELAY)
 
 
 def pytest(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
@@ -86,3 +139,30 @@ def test_without_xdist_the_pytest_process_is_killed_at_the_budget(tmp_path):
     assert elapsed < 15
     assert ("+++ Timeout: tests/test_swallow.py::test_swallows_the_timeout ran past its file's timeout of 1 s "
             "(registry.yaml)") in proc.stderr
+
+
+def test_a_test_that_ends_in_time_disarms_the_watchdog(tmp_path):
+    """The quick test arms the kill for 1 s + grace; once it is over, the slower test of an
+    unbudgeted file after it, in the same process, runs as long as it needs."""
+    make_repo(tmp_path)
+    proc, _ = pytest(tmp_path, "tests/test_quick.py", "tests/test_slow_unbudgeted.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+
+
+def test_a_crash_is_not_reported_as_another_tests_timeout(tmp_path):
+    """A worker that dies on its own, in a file whose record names a test killed at the budget,
+    is reported as xdist reports a crash, not with that other test's timeout."""
+    make_repo(tmp_path)
+    proc, _ = pytest(tmp_path, "-p", "xdist", "-n", "2", "--junitxml=junit.xml", "tests/test_crash.py::test_killed",
+                     "tests/test_quick.py", "tests/test_delay.py", "tests/test_crash.py::test_crashes")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
+    killed = cases["test_killed"].find("failure")
+    assert "Timeout: tests/test_crash.py::test_killed ran past its file's timeout of 2 s" in killed.get("message")
+    crashed = cases["test_crashes"].find("failure")
+    if crashed is None:
+        crashed = cases["test_crashes"].find("error")
+    text = crashed.get("message", "") + (crashed.text or "")
+    assert "crashed while running 'tests/test_crash.py::test_crashes'" in text, ET.tostring(cases["test_crashes"])
+    assert "Timeout" not in text

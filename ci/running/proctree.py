@@ -1,0 +1,137 @@
+"""Finding and killing a whole process tree: what a test started dies with it.
+
+A test that forks (``subprocess.Popen``, ``os.fork``, a server it starts) leaves processes that
+outlive a kill of its pytest process alone. Under pytest-xdist they also hold the worker's pipes
+open, so the controller waits for them before it replaces the worker. Three things find them:
+
+* `set_subreaper` (Linux): a process that calls ``setsid`` and whose parent then exits (the
+  classic double fork of a daemon) is handed to the nearest *subreaper* above it instead of to
+  init, so it stays below the pytest process (or `ci run`) that set the flag, and in its tree.
+* `descendants`: the tree below a pid, read from ``/proc/<pid>/task/<tid>/children`` (a scan of
+  every ``/proc/<pid>/stat`` where the kernel lacks that file). Without ``/proc`` (macOS) it is
+  empty, and a process group is all `kill_tree` can reach.
+* `kill_tree`: SIGSTOP first, SIGKILL after. Every process found is stopped, then the tree is read
+  again, until no new process appears; only then is any of them killed. A stopped process can
+  neither fork past the walk nor exit and hand its children to someone else.
+
+Standard library only: the watchdog's helper (``python -I -S``) loads this file by its path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+from typing import Collection, Iterable
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+def set_subreaper(enabled: bool) -> bool | None:
+    """Make this process a child subreaper (or stop being one); returns the previous setting, or
+    None where the platform has none (not Linux) or prctl refused."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        previous = ctypes.c_int(0)
+        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0) != 0:
+            return None
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(enabled), 0, 0, 0) != 0:
+            return None
+        return bool(previous.value)
+    except (OSError, AttributeError):
+        return None
+
+
+def children(pid: int) -> set[int]:
+    """The live children of ``pid`` (empty when it is gone or there is no ``/proc``)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return set()
+    found: set[int] = set()
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
+                found.update(int(n) for n in handle.read().split())
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{task}"):
+                continue  # the thread ended meanwhile
+            return {child for child, parent in _parents().items() if parent == pid}  # no children files
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int, spare: Collection[int] = ()) -> set[int]:
+    """Every process below ``pid`` (not ``pid``), leaving out ``spare`` and everything below it."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children(todo.pop()):
+            if child not in found and child not in spare:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int | None = None) -> set[int]:
+    """SIGKILL each of ``roots``, every process below them and, with ``group``, every member of
+    that process group; never a process in ``spare`` nor anything below it (unless it is in
+    ``group``: a group is signalled whole). The caller must be in none of them. Returns the pids
+    found in the tree (one already gone, or not this user's, is skipped silently).
+
+    Everything is stopped (SIGSTOP) before anything is killed, and the tree re-read until nothing
+    new appears (see the module docstring), so a process forking as it is found is caught too.
+    """
+    roots = [r for r in roots if r not in spare]
+    if group is not None:
+        _signal(group, signal.SIGSTOP, group=True)
+    stopped: set[int] = set()
+    while True:
+        tree = set(roots)
+        for root in roots:
+            tree |= descendants(root, spare)
+        fresh = tree - stopped
+        if not fresh:
+            break
+        for pid in fresh:
+            _signal(pid, signal.SIGSTOP)
+        stopped |= fresh
+    for pid in stopped:
+        _signal(pid, signal.SIGKILL)
+    if group is not None:
+        _signal(group, signal.SIGKILL, group=True)
+    return stopped
+
+
+def _signal(pid: int, signum: int, *, group: bool = False) -> None:
+    """Send ``signum`` to ``pid`` (or process group ``pid``), unless it is gone or not ours."""
+    try:
+        (os.killpg if group else os.kill)(pid, signum)
+    except OSError as exc:
+        if exc.errno not in (errno.ESRCH, errno.EPERM):
+            raise
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process in ``/proc`` (the comm field may hold spaces and
+    parentheses, so the fields are read after its last ``)``)."""
+    out: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as handle:
+                    data = handle.read()
+                out[int(name)] = int(data[data.rindex(b")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+__all__ = ["children", "descendants", "kill_tree", "set_subreaper"]
