@@ -54,6 +54,15 @@ def junit_xml(cases: list[Case]) -> str:
             f'tests="{len(cases)}" time="1.0">{"".join(body)}</testsuite></testsuites>')
 
 
+def one_file_registry(directory: Path, file: str = "tests/a/test_a.py") -> Path:
+    """``directory/registry.yaml``: the cpu tier and one active entry, ``file``."""
+    from tests.ci.tree_testutil import CPU_REGISTRY_HEAD
+
+    path = directory / "registry.yaml"
+    path.write_text(CPU_REGISTRY_HEAD + f"  {file}:\n    tiers: [cpu]\n    est_time: 1\n    owner: me\n    status: active\n")
+    return path
+
+
 def write_report(directory: Path, cases: list[Case]) -> Path:
     path = directory / f"junit-{next(_names)}.xml"
     path.write_text(junit_xml(cases), encoding="utf-8")
