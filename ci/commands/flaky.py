@@ -18,8 +18,8 @@ from dataclasses import asdict, replace
 
 from ci.commands.history import add_store_arg, find_registry, read_history
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
+from ci.history.location import describe, resolve_location
 from ci.history.model import FlakyScore
-from ci.history.store import describe, resolve_location
 from ci.limits import whole_number
 from ci.registry import RegistryError
 
@@ -32,8 +32,8 @@ EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  done (with --check: nothing flaky)
   {EXIT_FOUND}  flaky tests found (with --check)
-  {EXIT_BAD_INPUT}  bad input: arguments, the registry, or no history at the store yet
-  {EXIT_CANNOT_READ}  the store cannot be opened or read
+  {EXIT_BAD_INPUT}  bad input: arguments, the registry, $CI_HISTORY_*_TIMEOUT, or no history at the store yet
+  {EXIT_CANNOT_READ}  the store cannot be opened or read, or did not answer in time
 """
 
 

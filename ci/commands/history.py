@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ci.history.ingest import ingest, prepare_all
+from ci.history.location import DEFAULT_SQLITE, ENV_VAR, describe, resolve_location
 from ci.history.model import EVENTS, RunIdentity
-from ci.history.store import DEFAULT_SQLITE, ENV_VAR, Store, StoreMissing, describe, open_store, resolve_location
+from ci.history.store import BadStoreSetting, Store, StoreMissing, failure_text, open_store
 from ci.limits import MAX_INT4, parse_whole, whole_number
 from ci.registry import Registry, RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound
@@ -32,10 +33,10 @@ EXIT_WRITE_FAILED = 3
 EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  every report stored (or already stored)
-  {EXIT_BAD_INPUT}  bad input: arguments (or $GITHUB_RUN_ATTEMPT), or a report that cannot be read, is
-     not pytest's JUnit XML or holds an impossible time; nothing was written
-  {EXIT_WRITE_FAILED}  the store cannot be opened or written; the reports stored before it failed
-     are listed, the one it failed on is not stored at all
+  {EXIT_BAD_INPUT}  bad input: arguments (or $GITHUB_RUN_ATTEMPT, $CI_HISTORY_*_TIMEOUT), or a report that
+     cannot be read, is not pytest's JUnit XML or holds an impossible time; nothing was written
+  {EXIT_WRITE_FAILED}  the store cannot be opened or written, or did not answer in time; the reports
+     stored before it failed are listed, the one it failed on is not stored at all
 """
 
 
@@ -53,11 +54,11 @@ def read_history(location: str | None, prog: str, read: Callable[[Store], T]) ->
     try:
         with open_store(location, create=False) as store:
             return read(store), 0
-    except StoreMissing as exc:
+    except (StoreMissing, BadStoreSetting) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return None, 2
     except Exception as exc:  # StoreError, or a driver's own: the store could not be read
-        print(f"{prog}: {describe(resolve_location(location))}: {exc}", file=sys.stderr)
+        print(f"{prog}: {failure_text(exc, location)}", file=sys.stderr)
         return None, 3
 
 
@@ -128,9 +129,12 @@ def main(argv: list[str]) -> int:
                 state = "stored" if result.added else "already stored"
                 print(f"{report.source}: {state}, {result.cases} test(s), {result.attempts} attempt(s)")
                 done.append(report.source)
+    except BadStoreSetting as exc:
+        print(f"python -m ci history ingest: {exc}; nothing was written", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # StoreError, or a driver's own (disk full, connection lost)
         stored = f"; stored before it: {', '.join(done)}" if done else ""
-        print(f"python -m ci history ingest: {where}: {exc}{stored}", file=sys.stderr)
+        print(f"python -m ci history ingest: {failure_text(exc, args.store)}{stored}", file=sys.stderr)
         return EXIT_WRITE_FAILED
     print(f"history: {where}")
     return EXIT_OK

@@ -38,8 +38,9 @@ EXIT_CANNOT = 3
 EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  done (a dry run printed what it would change; --apply / --release wrote it)
-  {EXIT_BAD_INPUT}  bad input: arguments, the registry, or no history at the store yet
-  {EXIT_CANNOT}  the store cannot be read, or the registry cannot be edited or written (left as it was)
+  {EXIT_BAD_INPUT}  bad input: arguments, the registry, $CI_HISTORY_*_TIMEOUT, or no history at the store yet
+  {EXIT_CANNOT}  the store cannot be read or did not answer in time, or the registry cannot be edited or
+     written (left as it was)
 """
 
 

@@ -32,8 +32,10 @@ EXIT_CANNOT = 3
 EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  the page and its JSON were written
-  {EXIT_BAD_INPUT}  bad input: arguments, the registry, the change, or no history at the store yet
-  {EXIT_CANNOT}  the store cannot be read, or DIR cannot be written (or, with --screenshot, no browser)
+  {EXIT_BAD_INPUT}  bad input: arguments, the registry, the change, $CI_HISTORY_*_TIMEOUT, or no history at
+     the store yet
+  {EXIT_CANNOT}  the store cannot be read or did not answer in time, or DIR cannot be written (or, with
+     --screenshot, no browser)
 """
 
 

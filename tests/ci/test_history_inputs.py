@@ -1,19 +1,76 @@
-"""What the history commands take from the command line and the environment: numbers are ASCII
-decimal and fit the store's columns (else exit 2 naming the flag or variable, never a traceback or
-a store failure), ``--store`` wins over $CI_HISTORY_STORE."""
+"""What the history commands take from the command line and the environment: a store URL's
+secrets are never shown (the user info's password, ``?password=`` and its kin), numbers are
+ASCII decimal and fit the store's columns (else exit 2 naming the flag or variable, never a
+traceback or a store failure), ``--store`` wins over $CI_HISTORY_STORE."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from ci.__main__ import main as ci_main
+from ci.history.location import describe, redact
 from ci.history.store import open_store
-from tests.ci.history_support import Case, one_file_registry, pg_server, store_location, write_report  # noqa: F401
+from tests.ci.history_support import (Case, one_file_registry, pg_server, store_location,  # noqa: F401 (fixtures)
+                                      write_report)
 
 ARGS = ["--repo", "acme/gpu", "--sha", "abc1234", "--event", "push", "--tier", "cpu"]
+SECRETS = ("pw0rd", "s3cret", "k3y", "/etc/pgpass-x")
+# nothing listens on port 1: the connection is refused at once
+UNREACHABLE = "postgresql://ci:pw0rd@127.0.0.1:1/hist?password=s3cret&sslpassword=k3y&passfile=/etc/pgpass-x"
+SHOWN = "postgresql://ci:***@127.0.0.1:1/hist?password=***&sslpassword=***&passfile=***"
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://u@127.0.0.1:1/db?password=s3cret", "postgresql://u@127.0.0.1:1/db?password=***"),
+    ("postgresql://u:pw@h/db", "postgresql://u:***@h/db"),
+    ("postgres://u:p?w#x@h:5/db?sslmode=require", "postgres://u:***@h:5/db?sslmode=require"),
+    ("postgresql://h/db?application_name=a@b&password=x@y", "postgresql://h/db?application_name=a@b&password=***"),
+    ("postgresql://h/db?p%61ssword=enc&PASSWORD=up&sslkey=/k&x", "postgresql://h/db?p%61ssword=***&PASSWORD=***&sslkey=***&x"),
+    ("postgresql://u:@h/db", "postgresql://u:@h/db"),
+    ("postgresql:///db?host=/run/pg", "postgresql:///db?host=/run/pg"),
+    ("/tmp/password=x/history.sqlite", "/tmp/password=x/history.sqlite"),
+])
+def test_describe_hides_the_secrets_and_keeps_the_rest(url: str, shown: str) -> None:
+    assert describe(url) == shown
+
+
+def test_redact_hides_every_form_of_a_secret_in_any_text() -> None:
+    url = "postgresql://u:p%40ss@h/db?password=two%20words"
+    text = "auth failed for p@ss (p%40ss)\n\tthen two words, two%20words"
+    assert redact(text, url) == "auth failed for *** (***) then ***, ***"
+    assert redact("nothing secret\nhere", "/tmp/h.sqlite") == "nothing secret here"
+
+
+@pytest.mark.parametrize("command", ["history ingest", "flaky", "quarantine", "report"])
+def test_no_command_shows_a_password_when_the_store_fails(command: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    registry = one_file_registry(tmp_path)
+    args = {"history ingest": ["history", "ingest", str(write_report(tmp_path, [Case("tests/a/test_a.py", "t")])),
+                               *ARGS],
+            "flaky": ["flaky"], "quarantine": ["quarantine", "--registry", str(registry)],
+            "report": ["report", "--html", str(tmp_path / "hud"), "--registry", str(registry)]}[command]
+    assert ci_main([*args, "--store", UNREACHABLE]) == 3
+    out, err = capsys.readouterr()
+    assert not [s for s in SECRETS if s in out + err], err
+    (line,) = err.splitlines()
+    assert line.count(SHOWN) == 1, line  # named once, its secrets hidden, the rest as given
+
+
+def test_a_store_that_works_is_shown_without_its_password(pg_server: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The server trusts local connections, so a password in the URL is accepted and unused."""
+    location = pg_server + "&password=s3cret"
+    report = write_report(tmp_path, [Case("tests/a/test_a.py", "test_ok")])
+    assert ci_main(["history", "ingest", str(report), *ARGS, "--store", location]) == 0
+    assert ci_main(["flaky", "--format", "json", "--store", location]) == 0
+    out, err = capsys.readouterr()
+    assert "s3cret" not in out + err
+    assert f"history: {pg_server}&password=***\n" in out
+    assert json.loads(out[out.index("{"):])["store"] == f"{pg_server}&password=***"
 
 
 @pytest.mark.parametrize("value", ["²", "٣", "0", " 2", "2.0", "+2", "2147483648", "9223372036854775808"])
@@ -69,6 +126,19 @@ def test_other_history_flags_are_ascii_and_bounded(args: list[str], tmp_path: Pa
         ci_main([*args, *extra, "--store", str(store)])
     assert refused.value.code == 2
     assert f"argument {args[-2]}: must be a whole number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("variable", ["CI_HISTORY_CONNECT_TIMEOUT", "CI_HISTORY_STATEMENT_TIMEOUT"])
+def test_a_bad_timeout_setting_is_bad_input(variable: str, pg_server: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    report = write_report(tmp_path, [Case("tests/a/test_a.py", "test_ok")])
+    for value in ("²", "0", "86401", "1.5"):
+        monkeypatch.setenv(variable, value)
+        assert ci_main(["history", "ingest", str(report), *ARGS, "--store", pg_server]) == 2
+        assert ci_main(["flaky", "--store", pg_server]) == 2
+        err = capsys.readouterr().err
+        assert err.count(f"${variable} must be a whole number from 1 to 86400 in ASCII digits, got {value!r} "
+                         "(seconds)") == 2, err
 
 
 def test_the_store_flag_wins_over_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
