@@ -18,8 +18,9 @@ from dataclasses import asdict, replace
 
 from ci.commands.history import add_store_arg, find_registry, read_history
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
+from ci.history.location import describe, resolve_location
 from ci.history.model import FlakyScore
-from ci.history.store import describe, resolve_location
+from ci.limits import whole_number
 from ci.registry import RegistryError
 
 EXIT_OK = 0
@@ -31,8 +32,8 @@ EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  done (with --check: nothing flaky)
   {EXIT_FOUND}  flaky tests found (with --check)
-  {EXIT_BAD_INPUT}  bad input: arguments, the registry, or no history at the store yet
-  {EXIT_CANNOT_READ}  the store cannot be opened or read
+  {EXIT_BAD_INPUT}  bad input: arguments, the registry, $CI_HISTORY_*_TIMEOUT, or no history at the store yet
+  {EXIT_CANNOT_READ}  the store cannot be opened or read, or did not answer in time
 """
 
 
@@ -40,11 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci flaky", description=__doc__.split("\n\n", 1)[1],
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", help="only this tier")
-    parser.add_argument("--min-runs", type=int, default=5, metavar="N",
+    parser.add_argument("--min-runs", type=whole_number(0), default=5, metavar="N",
                         help="the fewest trials a score may rest on (default 5)")
     parser.add_argument("--level", type=float, default=DEFAULT_LEVEL,
                         help=f"credible level of the interval (default {DEFAULT_LEVEL})")
-    parser.add_argument("--limit", type=int, default=50, metavar="N", help="show at most N rows (0: all; default 50)")
+    parser.add_argument("--limit", type=whole_number(0), default=50, metavar="N",
+                        help="show at most N rows (0: all; default 50)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--check", action="store_true", help=f"exit {EXIT_FOUND} when anything is flaky")
     parser.add_argument("--registry", metavar="PATH", help="registry.yaml for owners (default: the repository's, if any)")
@@ -54,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    if not 0 < args.level < 1 or args.min_runs < 0 or args.limit < 0:
-        print("python -m ci flaky: --level must be in (0, 1), --min-runs and --limit not negative", file=sys.stderr)
+    if not 0 < args.level < 1:
+        print("python -m ci flaky: --level must be in (0, 1)", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         owners = _owners(args.registry)

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ci.history.ingest import ingest, prepare_all
+from ci.history.location import DEFAULT_SQLITE, ENV_VAR, describe, resolve_location
 from ci.history.model import EVENTS, RunIdentity
-from ci.history.store import DEFAULT_SQLITE, ENV_VAR, Store, StoreMissing, describe, open_store, resolve_location
+from ci.history.store import BadStoreSetting, Store, StoreMissing, failure_text, open_store
+from ci.limits import MAX_INT4, parse_whole, whole_number
 from ci.registry import Registry, RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound
 from ci.results.junit import JUnitError
 
+ATTEMPT_ENV = "GITHUB_RUN_ATTEMPT"
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_WRITE_FAILED = 3
@@ -30,10 +33,10 @@ EXIT_WRITE_FAILED = 3
 EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  every report stored (or already stored)
-  {EXIT_BAD_INPUT}  bad input: arguments, or a report that cannot be read, is not pytest's JUnit XML
-     or holds an impossible time; nothing was written
-  {EXIT_WRITE_FAILED}  the store cannot be opened or written; the reports stored before it failed
-     are listed, the one it failed on is not stored at all
+  {EXIT_BAD_INPUT}  bad input: arguments (or $GITHUB_RUN_ATTEMPT, $CI_HISTORY_*_TIMEOUT), or a report that
+     cannot be read, is not pytest's JUnit XML or holds an impossible time; nothing was written
+  {EXIT_WRITE_FAILED}  the store cannot be opened or written, or did not answer in time; the reports
+     stored before it failed are listed, the one it failed on is not stored at all
 """
 
 
@@ -51,11 +54,11 @@ def read_history(location: str | None, prog: str, read: Callable[[Store], T]) ->
     try:
         with open_store(location, create=False) as store:
             return read(store), 0
-    except StoreMissing as exc:
+    except (StoreMissing, BadStoreSetting) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return None, 2
     except Exception as exc:  # StoreError, or a driver's own: the store could not be read
-        print(f"{prog}: {describe(resolve_location(location))}: {exc}", file=sys.stderr)
+        print(f"{prog}: {failure_text(exc, location)}", file=sys.stderr)
         return None, 3
 
 
@@ -71,13 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--sha", required=True, help="the commit the run tested")
     ing.add_argument("--event", required=True, choices=EVENTS, help="what started the run")
     ing.add_argument("--tier", required=True, help="the registry tier the reports ran")
-    ing.add_argument("--pr", type=int, help="pull request number")
+    ing.add_argument("--pr", type=whole_number(1), help="pull request number")
     ing.add_argument("--runner", default="", help="the machine's name")
     ing.add_argument("--shard", default="", help="e.g. 2/4")
     ing.add_argument("--run-id", default=os.environ.get("GITHUB_RUN_ID", ""),
                      help="the CI run's id (default: $GITHUB_RUN_ID, set on GitHub's runners)")
-    ing.add_argument("--attempt", type=int, default=_github_attempt(),
-                     help="the CI run's attempt (default: $GITHUB_RUN_ATTEMPT, else 1)")
+    ing.add_argument("--attempt", type=whole_number(1),
+                     help=f"the CI run's attempt (default: ${ATTEMPT_ENV}, else 1)")
     ing.add_argument("--run-url", default="", help="a link to the run, shown by `ci flaky`")
     ing.add_argument("--registry", metavar="PATH",
                      help=f"{REGISTRY_FILENAME} whose paths resolve xunit2 reports (default: the repository's, if any)")
@@ -85,11 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _github_attempt() -> int:
-    """$GITHUB_RUN_ATTEMPT when it is a number (GitHub's runners set it), else 1; a bad value is
-    left to `RunIdentity.check` only when given with --attempt."""
-    value = os.environ.get("GITHUB_RUN_ATTEMPT", "")
-    return int(value) if value.isdigit() else 1
+def github_attempt() -> int:
+    """$GITHUB_RUN_ATTEMPT (GitHub's runners set it), else 1; ValueError naming the variable when
+    it is set to anything but a whole number in range."""
+    value = os.environ.get(ATTEMPT_ENV, "")
+    return parse_whole(value, f"${ATTEMPT_ENV}", 1, MAX_INT4) if value else 1
 
 
 def find_registry(registry: str | None) -> tuple[Registry | None, Path | None]:
@@ -108,9 +111,10 @@ def find_registry(registry: str | None) -> tuple[Registry | None, Path | None]:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    identity = RunIdentity(args.repo, args.sha, args.event, args.tier, args.pr, args.runner, args.shard,
-                           args.run_id, args.attempt, args.run_url)
     try:
+        attempt = args.attempt if args.attempt is not None else github_attempt()
+        identity = RunIdentity(args.repo, args.sha, args.event, args.tier, args.pr, args.runner, args.shard,
+                               args.run_id, attempt, args.run_url)
         registry, root = find_registry(args.registry)
         prepared = prepare_all(args.reports, identity, root=root, known_files=registry.tests if registry else ())
     except (JUnitError, ValueError, RegistryError, OSError) as exc:
@@ -125,9 +129,12 @@ def main(argv: list[str]) -> int:
                 state = "stored" if result.added else "already stored"
                 print(f"{report.source}: {state}, {result.cases} test(s), {result.attempts} attempt(s)")
                 done.append(report.source)
+    except BadStoreSetting as exc:
+        print(f"python -m ci history ingest: {exc}; nothing was written", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # StoreError, or a driver's own (disk full, connection lost)
         stored = f"; stored before it: {', '.join(done)}" if done else ""
-        print(f"python -m ci history ingest: {where}: {exc}{stored}", file=sys.stderr)
+        print(f"python -m ci history ingest: {failure_text(exc, args.store)}{stored}", file=sys.stderr)
         return EXIT_WRITE_FAILED
     print(f"history: {where}")
     return EXIT_OK

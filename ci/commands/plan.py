@@ -18,12 +18,13 @@ import os
 import sys
 from pathlib import Path
 
+from ci.limits import whole_number
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.selection.changes import ChangesError, git_changed_files, read_changed_files
 from ci.selection.deps import Impact, TestDependencies, registered_non_files
 from ci.selection.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
 from ci.registry import PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, Registry, RegistryError, find_repo_root, load_registry
-from ci.selection.shard import ShardBudgetError
+from ci.selection.shard import MAX_SHARDS, ShardBudgetError
 
 
 class UsageError(Exception):
@@ -45,7 +46,8 @@ def add_selection_args(parser: argparse.ArgumentParser) -> None:
 
 def add_shard_args(parser: argparse.ArgumentParser) -> None:
     split = parser.add_mutually_exclusive_group()
-    split.add_argument("--shards", type=int, metavar="N", help="number of shards (default 1)")
+    split.add_argument("--shards", type=whole_number(1, MAX_SHARDS), metavar="N",
+                       help=f"number of shards, 1 to {MAX_SHARDS} (default 1)")
     split.add_argument("--shard-budget", type=float, metavar="SECONDS",
                        help="use the fewest shards whose estimated makespan fits SECONDS "
                             "(a single test longer than the budget is an error)")

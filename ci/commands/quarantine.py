@@ -35,9 +35,9 @@ EXIT_CANNOT = 3
 EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  done (a dry run printed what it would change; --apply / --release wrote it)
-  {EXIT_BAD_INPUT}  bad input: arguments, the registry, or no history at the store yet
-  {EXIT_CANNOT}  the store cannot be read, or the registry cannot be edited or written, or someone else
-     changed it while this ran (left as it was, their edit kept)
+  {EXIT_BAD_INPUT}  bad input: arguments, the registry, $CI_HISTORY_*_TIMEOUT, or no history at the store yet
+  {EXIT_CANNOT}  the store cannot be read or did not answer in time, or the registry cannot be edited or
+     written, or someone else changed it while this ran (left as it was, their edit kept)
 """
 
 
@@ -108,6 +108,10 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     print(f"policy: quarantine at interval low >= {policy.threshold:g} over >= {policy.min_runs} runs; release after "
           f"{policy.release_runs} clean runs with interval high < {policy.threshold:g} ({policy.level:.0%} interval)".replace("%", " %"))
     for q in quarantines:
+        if q.problem:
+            print(f"python -m ci quarantine: cannot quarantine {q.node!r}: {q.problem}; the others go ahead",
+                  file=sys.stderr)
+            continue
         print(f"{'quarantine' if args.apply else 'would quarantine'} {q.node}{' (whole file)' if q.whole_file else ''}: "
               f"{describe_score(q.score.score, q.score.interval, q.score.trials, q.score.tier)}, "
               f"{q.score.flaky_failures} flaky failure(s), fingerprint {q.evidence.fingerprint or '-'}, "
@@ -122,7 +126,7 @@ def _run(args: argparse.Namespace, path: Path) -> int:
                   f"{policy.release_runs}), interval high since quarantined {r.interval.high * 100:.1f} % "
                   f"(release needs < {policy.threshold * 100:g} %)")
     edits = _edits(quarantines if args.apply else [], releases if args.release else [], policy.issue)
-    if not quarantines and not releases:
+    if not any(not q.problem for q in quarantines) and not releases:
         print("nothing to change")
     if not edits:
         return EXIT_OK
@@ -145,6 +149,8 @@ def _edits(quarantines: list[Quarantine], releases: list[Release], issue: str | 
     edits: list[Edit] = []
     nodes: dict[str, list[QuarantinedNode]] = {}
     for q in quarantines:
+        if q.problem:
+            continue
         if q.whole_file:
             edits.append(QuarantineFile(q.file, q.reason, issue or q.evidence.example or "ci quarantine", q.evidence))
         else:

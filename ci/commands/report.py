@@ -17,6 +17,7 @@ from ci.commands.history import add_store_arg, read_history
 from ci.commands.plan import (UsageError, add_registry_arg, add_selection_args, add_shard_args, load, make_plans,
                               read_durations)
 from ci.history.flaky import DEFAULT_LEVEL
+from ci.limits import whole_number
 from ci.registry import RegistryError
 from ci.report.build import build_report
 from ci.report.write import write_report
@@ -31,8 +32,10 @@ EXIT_CANNOT = 3
 EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  the page and its JSON were written
-  {EXIT_BAD_INPUT}  bad input: arguments, the registry, the change, or no history at the store yet
-  {EXIT_CANNOT}  the store cannot be read, or DIR cannot be written (or, with --screenshot, no browser)
+  {EXIT_BAD_INPUT}  bad input: arguments, the registry, the change, $CI_HISTORY_*_TIMEOUT, or no history at
+     the store yet
+  {EXIT_CANNOT}  the store cannot be read or did not answer in time, or DIR cannot be written (or, with
+     --screenshot, no browser)
 """
 
 
@@ -40,14 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci report", description=__doc__.split("\n\n", 1)[1],
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--html", required=True, metavar="DIR", help="write DIR/index.html and DIR/report.json")
-    parser.add_argument("--runs", type=int, default=30, metavar="N", help="the default branch's last N runs (default 30)")
+    parser.add_argument("--runs", type=whole_number(1), default=30, metavar="N",
+                        help="the default branch's last N runs (default 30)")
     parser.add_argument("--repo", metavar="OWNER/NAME", help="whose runs (default: the newest report's repository)")
     parser.add_argument("--tier", action="append", metavar="T",
                         help="plan only this tier for the timeline (repeatable; default every tier)")
-    parser.add_argument("--pr", type=int, metavar="N",
+    parser.add_argument("--pr", type=whole_number(1), metavar="N",
                         help="add pull request N's view; its selection comes from --changed-files or --base")
     parser.add_argument("--level", type=float, default=DEFAULT_LEVEL, help="credible level of the flaky intervals")
-    parser.add_argument("--min-runs", type=int, default=5, metavar="N", help="fewest trials a flaky score rests on")
+    parser.add_argument("--min-runs", type=whole_number(0), default=5, metavar="N",
+                        help="fewest trials a flaky score rests on")
     parser.add_argument("--screenshot", metavar="PNG", help="also save a screenshot of the page (needs chromium)")
     add_registry_arg(parser)
     add_selection_args(parser)
@@ -58,9 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    if args.runs < 1 or args.min_runs < 0 or not 0 < args.level < 1 or (args.pr is not None and args.pr < 1):
-        print("python -m ci report: --runs and --pr must be 1 or more, --min-runs not negative, --level in (0, 1)",
-              file=sys.stderr)
+    if not 0 < args.level < 1:
+        print("python -m ci report: --level must be in (0, 1)", file=sys.stderr)
         return EXIT_BAD_INPUT
     if (args.changed_files or args.base) and args.pr is None:
         print("python -m ci report: --changed-files and --base describe a pull request's change: give --pr N",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
+from ci.limits import MAX_INT4
+
 # Events a report may come from. push and nightly run the default branch: their order is the
 # branch's history, so a pass -> fail -> pass between them is a flip (see `ci.history.flaky`).
 EVENTS = ("push", "pull_request", "nightly", "rerun")
@@ -46,10 +48,10 @@ class RunIdentity:
             raise ValueError(f"--sha {self.sha!r} is not a hexadecimal commit id (7 to 64 digits)")
         if self.event not in EVENTS:
             raise ValueError(f"--event {self.event!r} is not one of {', '.join(EVENTS)}")
-        if self.pr is not None and self.pr <= 0:
-            raise ValueError(f"--pr {self.pr} is not a pull request number")
-        if self.attempt < 1:
-            raise ValueError(f"--attempt {self.attempt} must be 1 or more")
+        if self.pr is not None and not 0 < self.pr <= MAX_INT4:
+            raise ValueError(f"--pr {self.pr} is not a pull request number (1 to {MAX_INT4})")
+        if not 0 < self.attempt <= MAX_INT4:
+            raise ValueError(f"--attempt {self.attempt} must be from 1 to {MAX_INT4}")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, str) and (len(value) > _TEXT_LIMIT or "\x00" in value):

@@ -6,7 +6,9 @@ Contract (`ci.registry.model.QuarantinePolicy` holds the numbers):
   (`ci.history.flaky`: flaky evidence only, breakage never counts) rests on at least
   ``min_runs`` trials and whose ``level`` interval's lower end is at or above ``threshold``. One
   decision per node (its most certain tier). When every test id the history knows for a file is
-  to be quarantined, the file is (``status: quarantined``); else each node is, on its own.
+  to be quarantined, the file is (``status: quarantined``); else each node is, on its own. A node
+  registry.yaml cannot hold (`unwritable`) comes with its ``problem``: the caller reports it and
+  writes the others.
 - `to_release`: every quarantine `ci quarantine` wrote (one with ``evidence``; a hand-written
   quarantine is never lifted here) whose runs since ``evidence.since`` on its tier end with at
   least ``release_runs`` clean runs in a row (a run of a report that holds the test: every attempt
@@ -25,6 +27,7 @@ from ci.history.flaky import evidence, flaky_scores, posterior
 from ci.history.model import BROKEN, FAIL, PASS, EvidenceRow, FlakyScore, Interval
 from ci.history.store import Store
 from ci.registry import QuarantineEvidence, QuarantinePolicy, Registry, Status, TestEntry
+from ci.registry.rules import node_id_problem
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Quarantine:
     score: FlakyScore
     evidence: QuarantineEvidence
     reason: str
+    problem: str = ""  # why registry.yaml cannot hold ``node``: then it is reported, never written
 
 
 @dataclass(frozen=True)
@@ -89,10 +93,22 @@ def to_quarantine(store: Store, registry: Registry) -> list[Quarantine]:
         for s in sorted(scores, key=lambda s: (-s.interval.low, s.node) if whole else (0.0, s.node)):
             ev = _evidence_of(s, since)
             reason = f"flaky {describe_score(s.score, s.interval, s.trials, s.tier)} (ci quarantine)"
-            out.append(Quarantine(file, file if whole else s.node, whole, s, ev, reason))
+            problem = "" if whole else unwritable(s.node, file)
+            out.append(Quarantine(file, file if whole else s.node, whole, s, ev, reason, problem))
             if whole:
                 break  # one decision for the file: its most certain node's evidence
     return out
+
+
+def unwritable(node: str, file: str) -> str:
+    """Why registry.yaml cannot hold ``node`` among ``file``'s ``quarantined_nodes`` (its parser's
+    rule, `ci.registry.rules.node_id_problem`), or "". A tab, a character YAML reads as a line
+    break (U+2028, U+2029, NEL) or a BOM in a test id is enough: pytest allows them in parameters."""
+    if node_id_problem(node, file) is None:
+        return ""
+    if not node.isprintable():
+        return "registry.yaml cannot hold a test id with unprintable characters"
+    return "registry.yaml cannot hold a test id with a blank or padded name part"
 
 
 def _evidence_of(s: FlakyScore, since: str) -> QuarantineEvidence:
@@ -108,17 +124,21 @@ def _known_nodes(store: Store, file: str) -> list[str]:
     return [str(r[0]) for r in store.fetchall("SELECT node FROM nodes WHERE file = ? AND node <> ?", (file, file))]
 
 
+# A whole file's test ids are selected by the file, in the query itself: a file may hold more ids
+# than a query may take parameters (65,535 on PostgreSQL, 32,766 in SQLite's default build).
 _SINCE = """SELECT n.node, r.tier, r.repo, r.sha, r.event, r.id, c.attempt, c.kind, c.fingerprint, c.message,
     r.run_url, r.ingested_at
     FROM reports r CROSS JOIN cases c JOIN nodes n ON n.id = c.node_id
-    WHERE c.report_id = r.id AND n.node IN ({marks}) AND r.tier = ? AND r.ingested_at > ?
+    WHERE c.report_id = r.id AND {which} AND r.tier = ? AND r.ingested_at > ?
     ORDER BY r.id, c.attempt"""
+_FILE_NODES = "n.file = ? AND n.node <> n.file"  # `_known_nodes`: not the file's collection-error id
+_ONE_NODE = "n.node = ?"
 
 
-def _rows_since(store: Store, nodes: list[str], tier: str, since: str) -> list[EvidenceRow]:
-    if not nodes:
-        return []
-    rows = store.fetchall(_SINCE.format(marks=", ".join("?" * len(nodes))), [*nodes, tier, since])
+def _rows_since(store: Store, entry: TestEntry, node: str, whole: bool, tier: str, since: str) -> list[EvidenceRow]:
+    """The runs since ``since`` on ``tier`` of ``node``, or of every test id of the file when ``whole``."""
+    which, key = (_FILE_NODES, entry.path) if whole else (_ONE_NODE, node)
+    rows = store.fetchall(_SINCE.format(which=which), [key, tier, since])
     return [EvidenceRow(str(node), str(t), str(repo), str(sha), str(event), int(rid), int(attempt), str(kind),
                         str(fp), str(msg), str(url), str(seen))
             for node, t, repo, sha, event, rid, attempt, kind, fp, msg, url, seen in rows]
@@ -143,12 +163,18 @@ def clean_streak(rows: Iterable[EvidenceRow]) -> int:
 def _release(store: Store, policy: QuarantinePolicy, entry: TestEntry, node: str, whole: bool,
              ev: QuarantineEvidence) -> Release | None:
     nodes = _known_nodes(store, entry.path) if whole else [node]
-    rows = _rows_since(store, nodes, ev.tier, ev.since)
+    rows = _rows_since(store, entry, node, whole, ev.tier, ev.since)
     streak = clean_streak(rows)
+    by_node: dict[str, list[EvidenceRow]] = {}
+    for row in rows:
+        by_node.setdefault(row.node, []).append(row)
     worst: tuple[float, int, int, Interval] | None = None
-    for name in nodes:
-        e = evidence(r for r in rows if r.node == name)
-        _, interval = posterior(e.failures, e.trials, policy.level)
+    intervals: dict[tuple[int, int], Interval] = {}  # a big file's nodes share a few (failures, trials)
+    for name in nodes:  # a node with no run since has the prior's interval: it holds the release
+        e = evidence(by_node.get(name, ()))
+        interval = intervals.get((e.failures, e.trials))
+        if interval is None:
+            interval = intervals[e.failures, e.trials] = posterior(e.failures, e.trials, policy.level)[1]
         if worst is None or interval.high > worst[0]:
             worst = (interval.high, e.failures, e.trials, interval)
     if worst is None:
@@ -175,4 +201,5 @@ def to_release(store: Store, registry: Registry, *, held: bool = False) -> list[
     return out
 
 
-__all__ = ["Quarantine", "Release", "clean_streak", "describe_score", "newest_ingest", "to_quarantine", "to_release"]
+__all__ = ["Quarantine", "Release", "clean_streak", "describe_score", "newest_ingest", "to_quarantine", "to_release",
+           "unwritable"]

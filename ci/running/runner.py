@@ -33,10 +33,11 @@ class PytestInvocation:
 
 
 def parse_workers(value: str) -> str:
-    """``auto``, ``0`` or a positive integer (for ``-n``); raises ValueError otherwise."""
-    if value == "auto" or (value.isdigit() and int(value) >= 0):
+    """``auto``, ``0`` or a positive integer of up to 4 ASCII digits (for ``-n``); raises
+    ValueError otherwise (``int`` would take ``٣``; ``str.isdigit`` takes ``²``, which ``int`` refuses)."""
+    if value == "auto" or (value.isascii() and value.isdigit() and len(value) <= 4):
         return value
-    raise ValueError(f"--workers must be 'auto' or an integer >= 0, got {value!r}")
+    raise ValueError(f"--workers must be 'auto' or a whole number from 0 to 9999 in ASCII digits, got {value!r}")
 
 
 def build_invocation(files: Sequence[str], *, root: Path, registry_path: Path, junit: Path,

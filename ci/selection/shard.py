@@ -15,6 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
+# The most shards a command line may ask for: a GitHub Actions matrix holds at most 256 jobs, and
+# each shard is one (a larger count only allocates a plan that nothing could run).
+MAX_SHARDS = 256
+
 
 @dataclass(frozen=True)
 class Shard:
@@ -102,11 +106,12 @@ def _check_n(n: int) -> None:
 
 
 def parse_shard_spec(spec: str) -> tuple[int, int]:
-    """``"2/4"`` -> ``(2, 4)``; 1-based. Raises ValueError on anything else."""
-    parts = spec.split("/")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"shard must look like i/N (for example 2/4), got {spec!r}")
-    i, n = int(parts[0]), int(parts[1])
-    if n < 1 or not 1 <= i <= n:
-        raise ValueError(f"shard {spec!r} is out of range: need 1 <= i <= N")
+    """``"2/4"`` -> ``(2, 4)``; 1-based, ASCII digits, N at most `MAX_SHARDS`. Raises ValueError
+    on anything else."""
+    parts = [p.strip() for p in spec.split("/")]
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
+        raise ValueError(f"shard must look like i/N in ASCII digits (for example 2/4), got {spec!r}")
+    i, n = (int(p) if len(p) <= 9 else MAX_SHARDS + 1 for p in parts)
+    if not 1 <= i <= n <= MAX_SHARDS:
+        raise ValueError(f"shard {spec!r} is out of range: need 1 <= i <= N <= {MAX_SHARDS}")
     return i, n

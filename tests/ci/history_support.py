@@ -3,14 +3,17 @@
 `pg_server` starts one real PostgreSQL (the ``pgserver`` package ships its binaries) per test
 session in a temporary directory; when it cannot start the test fails, it never skips: CI installs
 ``pgserver`` with the ``test`` extra. `store_location` gives each test a fresh SQLite file or a
-fresh PostgreSQL database, so the same test body runs on both.
+fresh PostgreSQL database, so the same test body runs on both. `paused_pg` is a server of the
+test module's own that a test may SIGSTOP (`PausablePostgres.pause`); it runs again afterwards.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import shutil
+import signal
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -52,6 +55,15 @@ def junit_xml(cases: list[Case]) -> str:
         body.append(f'<testcase {attrs} time="{case.time}">{inner}</testcase>')
     return ('<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" '
             f'tests="{len(cases)}" time="1.0">{"".join(body)}</testsuite></testsuites>')
+
+
+def one_file_registry(directory: Path, file: str = "tests/a/test_a.py") -> Path:
+    """``directory/registry.yaml``: the cpu tier and one active entry, ``file``."""
+    from tests.ci.tree_testutil import CPU_REGISTRY_HEAD
+
+    path = directory / "registry.yaml"
+    path.write_text(CPU_REGISTRY_HEAD + f"  {file}:\n    tiers: [cpu]\n    est_time: 1\n    owner: me\n    status: active\n")
+    return path
 
 
 def write_report(directory: Path, cases: list[Case]) -> Path:
@@ -166,3 +178,64 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "store" / "history.sqlite")
     return fresh_database(request.getfixturevalue("pg_server"))
+
+
+@dataclass
+class PausablePostgres:
+    """A real PostgreSQL server of its own (never the session's shared one) that a test can pause:
+    `pause` SIGSTOPs the postmaster and every backend, as a hung or frozen server looks to a client
+    (connections are accepted by the kernel and never answered); `resume` SIGCONTs them."""
+
+    url: str
+    data: str
+    paused: list[int] = field(default_factory=list)
+
+    def processes(self) -> list[int]:
+        postmaster = int(Path(self.data, "postmaster.pid").read_text().split("\n", 1)[0])
+        found = [postmaster]
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue  # exited meanwhile
+                if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:  # field 4: the parent's pid
+                    found.append(int(entry.name))
+        return found
+
+    def pause(self) -> None:
+        for pid in self.processes():
+            os.kill(pid, signal.SIGSTOP)
+            self.paused.append(pid)
+
+    def resume(self) -> None:
+        while self.paused:
+            try:
+                os.kill(self.paused.pop(), signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def pausable_pg() -> Iterator[PausablePostgres]:
+    """A `PausablePostgres` for the module; resumed after each use by `paused_pg`, and at the end."""
+    import pgserver
+
+    data = tempfile.mkdtemp(prefix="ci-history-paused-")
+    server = pgserver.get_server(data, cleanup_mode="stop")
+    pg = PausablePostgres(server.get_uri(), data)
+    try:
+        yield pg
+    finally:
+        pg.resume()
+        server.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture
+def paused_pg(pausable_pg: PausablePostgres) -> Iterator[PausablePostgres]:
+    """`pausable_pg`, always running again when the test ends (whatever it did)."""
+    try:
+        yield pausable_pg
+    finally:
+        pausable_pg.resume()

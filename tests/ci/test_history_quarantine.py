@@ -235,3 +235,101 @@ def test_a_whole_file_rests_on_its_most_certain_node(tmp_path: Path) -> None:
     assert decision.whole_file and decision.node == SINGLE
     # (0.4 reads lower than it is: runs of 3 failures in a row count as breakage, not chance)
     assert decision.score.node == f"{SINGLE}::test_z" and decision.evidence.score > 0.15
+
+
+MANY = 70_000  # test ids in one file: more than PostgreSQL's 65,535 bind parameters per query
+BIG = "tests/history/test_many.py"
+BIG_REGISTRY = f"""\
+version: 1
+tiers:
+  gpu_h100: {{description: h100, runner_labels: [gpu-h100], gpu_count: 1, arch: sm_90}}
+quarantine:
+  threshold: 0.5
+  min_runs: 30
+  release_runs: 3
+tests:
+  {BIG}:
+    tiers: [gpu_h100]
+    est_time: 5
+    owner: "@kv-team"
+    status: quarantined
+    reason: flaky (ci quarantine)
+    issue: https://ci.example/run/1
+    evidence:
+      tier: gpu_h100
+      score: 0.6
+      interval: [0.55, 0.65]
+      runs: 40
+      failures: 24
+      trials: 40
+      fingerprint: 0123456789ab
+      example: https://ci.example/run/1
+      since: "2000-01-01T00:00:00.000000+00:00"
+  {SINGLE}:
+    tiers: [gpu_h100]
+    est_time: 5
+    owner: "@kv-team"
+    status: active
+"""
+
+
+def test_a_whole_file_with_more_ids_than_bind_parameters(store_location: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Releasing a quarantined file reads the runs of every test id it has; 70,000 of them is one
+    query too many parameters for PostgreSQL (65,535) and for SQLite's default build (32,766), and
+    it must not block the other quarantines of the registry."""
+    import sqlite3
+
+    from ci.history.quarantine import to_release
+
+    big = write_report(tmp_path, [Case(BIG, f"test_{n}") for n in range(MANY)])
+    with open_store(store_location) as store:  # 3 clean nightly runs of every test of the big file
+        for i in range(3):
+            assert ingest(store, prepare(big, RunIdentity(REPO, f"{i:07x}b", "nightly", TIER))).added
+    for i in range(40):  # a test failing two attempts in three on every commit: flaky for certain
+        ingest_one(store_location, [Case(SINGLE, "test_only", reruns=2)], tmp_path, f"{i:07x}c", event="push")
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(BIG_REGISTRY)
+    with open_store(store_location, create=False) as store:
+        if store.dialect.name == "sqlite":  # this build allows 250,000; SQLite's own default is lower
+            store.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 32_766)
+        (release,) = to_release(store, load_registry(registry))
+    assert (release.node, release.whole_file, release.clean_runs, release.failures, release.trials) == (BIG, True, 3, 0, 3)
+    assert release.ready and release.interval.high < 0.5
+
+    assert quarantine(registry, store_location, "--apply", "--release") == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"quarantine {SINGLE} (whole file): 67 % [59 %, 73 %] over 120 runs on {TIER}" in out, out
+    assert f"release {BIG} (whole file): 3 clean runs in a row on {TIER}" in out, out
+    after = load_registry(registry)
+    assert after.tests[BIG].status is Status.ACTIVE and after.tests[BIG].evidence is None
+    assert after.tests[SINGLE].status is Status.QUARANTINED
+
+
+ODD = ("\t", "\u2028", "\x85", "\ufeff")  # tab, line separator, NEL, byte order mark
+
+
+def test_an_id_the_registry_cannot_hold_is_refused_alone(store_location: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """registry.yaml cannot hold a test id with a tab, a line break YAML sees (U+2028, NEL) or a
+    BOM; such an id is left out, named escaped, and every other quarantine is written."""
+    names = [f"test_p[a{c}b]" for c in ODD] + ["test_good"]
+    for i in range(45):
+        cases = [Case(KnownHistory.FILE, name, reruns=int(i % 3 == 0)) for name in names]
+        ingest_one(store_location, cases + [Case(KnownHistory.FILE, "test_stable")], tmp_path, f"{i:07x}d",
+                   event="push")
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(REGISTRY)
+    refused = [f"{KnownHistory.FILE}::{name}" for name in names[:-1]]
+
+    assert quarantine(registry, store_location) == 0
+    out, err = capsys.readouterr()
+    assert f"would quarantine {KnownHistory.FILE}::test_good: " in out and registry.read_text() == REGISTRY
+    assert quarantine(registry, store_location, "--apply") == 0, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert f"quarantine {KnownHistory.FILE}::test_good: " in out
+    assert sorted(err.splitlines()) == sorted(
+        f"python -m ci quarantine: cannot quarantine {node!r}: registry.yaml cannot hold a test id with "
+        f"unprintable characters; the others go ahead" for node in refused), err
+    assert [q.node for q in load_registry(registry).tests[KnownHistory.FILE].quarantined_nodes] == [
+        f"{KnownHistory.FILE}::test_good"]

@@ -156,6 +156,24 @@ def test_shards_and_bounds(registry):
         p.shard(1, 3)
 
 
+def test_a_shard_count_is_ascii_and_at_most_a_matrix(repo):
+    """`--shards` takes what a GitHub matrix can run (256 jobs): 10**12 allocated a plan of 10**12
+    shards, a MemoryError; the child's address space is capped so a regression cannot eat the machine."""
+    import resource
+    import sys
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    for value in ("1000000000000", "257", "٣"):
+        proc = subprocess.run([sys.executable, "-m", "ci", "plan", "--registry", str(repo / "registry.yaml"),
+                               "--tier", "cpu", "--shards", value], capture_output=True, text=True, timeout=120,
+                              preexec_fn=cap, cwd=Path(__file__).resolve().parents[2])
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"argument --shards: must be a whole number from 1 to 256 in ASCII digits, got {value!r}" in proc.stderr
+    assert plan_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--shards", "256"]) == 0
+
+
 def test_shard_budget(registry):
     assert len(plan(registry, "cpu", shard_budget=30).shards) == 2
     assert len(plan(registry, "cpu", shard_budget=55).shards) == 1

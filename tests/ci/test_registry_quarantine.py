@@ -113,6 +113,20 @@ def test_evidence_must_be_whole_and_on_a_quarantined_entry() -> None:
         line for line in text.splitlines() if "since:" not in line) + "\n"))
 
 
+def test_evidence_and_node_boundaries() -> None:
+    """An interval may be a point ([x, x]); a count may be 0, never negative; a node's reason may
+    not be blank (whitespace is blank)."""
+    text = edit_quarantines(HEAD + ENTRY, "r.yaml", [QuarantineFile("tests/test_a.py", "flaky", "https://i/1", EVIDENCE)])
+    point = parse_registry(text.replace("[0.061, 0.132]", "[0.1, 0.1]"), "r.yaml")[0]
+    assert point is not None and point.tests["tests/test_a.py"].evidence.interval == (0.1, 0.1)
+    for key, value in (("runs", 120), ("failures", 12), ("trials", 128)):
+        zero = parse_registry(text.replace(f"{key}: {value}", f"{key}: 0"), "r.yaml")[0]
+        assert zero is not None and getattr(zero.tests["tests/test_a.py"].evidence, key) == 0
+        assert any(f"evidence {key} must be >= 0" in p for p in problems(text.replace(f"{key}: {value}", f"{key}: -1")))
+    assert any("quarantined_nodes reason must not be blank" in p
+               for p in problems(HEAD + ENTRY + NODES.replace("reason: flaky too", "reason: '  '")))
+
+
 def test_edits_change_only_their_characters_and_undo_exactly() -> None:
     text = HEAD + "# policy below\n" + POLICY + ENTRY + "    depends_on:\n      - fp4kv  # the code\n\n" + \
         "  tests/test_b.py:   # second\n    tiers: [cpu]\n    est_time: 2\n    owner: 'you'\n    status: active\n" + \

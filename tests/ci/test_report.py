@@ -193,7 +193,9 @@ def test_command_refuses_bad_input(known: tuple[str, Path], tmp_path: Path, caps
     assert not (tmp_path / "none.sqlite").exists()  # reading never creates a store
     assert ci_main([*base, "--store", location, "--changed-files", str(registry)]) == 2
     assert "give --pr N" in capsys.readouterr().err
-    assert ci_main([*base, "--store", location, "--runs", "0"]) == 2
+    with pytest.raises(SystemExit) as refused:  # argparse: the flag's own error, exit 2
+        ci_main([*base, "--store", location, "--runs", "0"])
+    assert refused.value.code == 2 and "argument --runs: must be a whole number from 1" in capsys.readouterr().err
     assert ci_main([*base, "--store", location, "--tier", "nope"]) == 2
     assert "unknown tier 'nope'" in capsys.readouterr().err
     blocker = tmp_path / "file"

@@ -181,6 +181,9 @@ def test_invocation_defaults_and_passthrough(tmp_path):
                         f"--junitxml={tmp_path / 'j.xml'}", "-o", "junit_family=xunit1", "tests/a.py", "-k", "x")
     with pytest.raises(ValueError, match="--workers"):
         build_invocation([], root=tmp_path, registry_path=tmp_path, junit=tmp_path, workers="many")
+    for odd in ("²", "٣", "-1", "10000"):  # isdigit takes ², int takes ٣: neither is a worker count
+        with pytest.raises(ValueError, match="--workers must be 'auto' or a whole number from 0 to 9999 in ASCII"):
+            build_invocation([], root=tmp_path, registry_path=tmp_path, junit=tmp_path, workers=odd)
 
 
 # -- ci run end to end -----------------------------------------------------------------------------

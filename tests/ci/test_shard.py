@@ -120,7 +120,7 @@ def test_parse_shard_spec(spec, expected):
     assert parse_shard_spec(spec) == expected
 
 
-@pytest.mark.parametrize("spec", ["0/2", "3/2", "1/0", "a/b", "2", "1/2/3"])
+@pytest.mark.parametrize("spec", ["0/2", "3/2", "1/0", "a/b", "2", "1/2/3", "²/4", "1/٣", "1/257", "1/1000000000000"])
 def test_parse_shard_spec_rejects(spec):
     with pytest.raises(ValueError, match="shard"):
         parse_shard_spec(spec)

@@ -1,20 +1,26 @@
 """The bot's result rows say what the history knows of each failure: ``flaky 9 % ±4 over 120 runs
 on gpu_b200`` for a known flake, ``new`` otherwise, written through the fake GitHub by the real
-``report`` command, on SQLite and on a real PostgreSQL. A history that cannot be read costs the
-notes, never the row; `fit` still keeps every row of the longest reply."""
+``report`` command, on SQLite and on a real PostgreSQL. A history that cannot be read, or does
+not answer (a paused PostgreSQL), costs the notes, never the row, and shows no password;
+`fit` still keeps every row of the longest reply."""
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from ci.history.flaky import flaky_scores
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.store import open_store
-from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
+from tests.ci.history_support import (Case, PausablePostgres, pausable_pg, paused_pg, pg_server,  # noqa: F401
+                                      store_location, write_report)
 from tools.rerun.commands import quote
 from tools.rerun.fake_github import FakeGitHub
 from tools.rerun.fit import fit, max_rows, shorten
@@ -52,7 +58,8 @@ def _junit(path: Path, *failing: str) -> Path:
     return path
 
 
-def _report(api_url: str, fake: FakeGitHub, tmp_path: Path, junit: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], str]:
+def _report(api_url: str, fake: FakeGitHub, tmp_path: Path, junit: Path, *extra: str,
+            env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], str]:
     fake.comments.pop(PR, None)
     body = (f"<!-- rerun-test:comment={COMMENT} state=done sha={'a' * 40} -->\n@maintainer 1 run(s) dispatched.\n\n"
             + table([RunRow(TIER, "targets", "`self-hosted`", f"`{FILE}`", "[run](https://x/1)", "dispatched")]) + "\n")
@@ -61,7 +68,7 @@ def _report(api_url: str, fake: FakeGitHub, tmp_path: Path, junit: Path, *extra:
     proc = subprocess.run([sys.executable, "-m", "tools.rerun", "report", "--junit", str(junit), "--pr", str(PR),
                            "--comment-id", str(COMMENT), "--tier", TIER, "--api-url", api_url, "--token-file",
                            str(tmp_path / "token"), "--repo", REPO, "--settle-seconds", "0", *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
     row = find_row(fake.bot_replies(PR)[0].body, TIER, "targets")
     return proc, row.result if row else ""
 
@@ -99,6 +106,62 @@ def test_without_a_readable_history_the_row_has_no_notes(api_url: str, fake: Fak
     assert proc.returncode == 0 and " · " not in cell and cell.startswith("**failed**: 2 passed, 1 failed")
     assert "no history there yet" in proc.stderr and "the row has no flake notes" in proc.stderr
     assert not (tmp_path / "none.sqlite").exists(), "the report never creates a store"
+
+
+def test_a_password_of_the_history_is_never_shown(api_url: str, fake: FakeGitHub, tmp_path: Path) -> None:
+    secrets = ("pw0rd", "s3cret", "k3y")
+    url = "postgresql://ci:pw0rd@127.0.0.1:1/hist?password=s3cret&sslpassword=k3y"  # refused at once
+    proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "j.xml", "test_b"), "--history", url)
+    assert proc.returncode == 0 and cell.startswith("**failed**: 2 passed, 1 failed") and " · " not in cell
+    (line,) = [x for x in proc.stderr.splitlines() if "history" in x]
+    shown = "postgresql://ci:***@127.0.0.1:1/hist?password=***&sslpassword=***"
+    assert line.startswith(f"rerun-test report: history: cannot open history store {shown}: ") and line.count(shown) == 1, line
+    assert not [s for s in secrets if s in proc.stdout + proc.stderr], proc.stderr
+
+
+def _timed_report(api_url: str, fake: FakeGitHub, tmp_path: Path, *extra: str,
+                  env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], str, float]:
+    start = time.monotonic()
+    try:
+        proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "j.xml", "test_b"), *extra, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the report waited on a history that does not answer for 60 s ({' '.join(extra)})")
+    return proc, cell, time.monotonic() - start
+
+
+def _row_without_notes(report: tuple[subprocess.CompletedProcess[str], str, float], why: str) -> None:
+    proc, cell, took = report
+    assert proc.returncode == 0, proc.stderr
+    assert cell.startswith("**failed**: 2 passed, 1 failed, 0 skipped, 0 errors in 3.0 s<br>") and " · " not in cell
+    assert took < 12.0, f"{took:.1f} s"
+    assert f"{why}; the row has no flake notes" in proc.stderr, proc.stderr
+
+
+def test_a_paused_history_costs_only_the_notes(api_url: str, fake: FakeGitHub, tmp_path: Path,
+                                              paused_pg: PausablePostgres) -> None:
+    """A paused PostgreSQL accepts the connection and never answers: the store's connect timeout
+    (from the environment, cut to the report's wait) gives up, the row is written."""
+    paused_pg.pause()
+    _row_without_notes(_timed_report(api_url, fake, tmp_path, "--history", paused_pg.url,
+                                     env={"CI_HISTORY_CONNECT_TIMEOUT": "2"}),
+                       "no connection within 2 s (the connect timeout; $CI_HISTORY_CONNECT_TIMEOUT sets it)")
+
+
+def test_the_report_waits_for_notes_no_longer_than_it_was_told(api_url: str, fake: FakeGitHub, tmp_path: Path) -> None:
+    """A history whose own limits are long: a SQLite store in rollback-journal mode whose writer
+    holds the lock (its readers wait out SQLite's 120 s busy timeout). `--history-wait` bounds it."""
+    import sqlite3
+
+    location = tmp_path / "h.sqlite"
+    flaky_history(str(location), tmp_path)
+    writer = sqlite3.connect(location, isolation_level=None)
+    try:
+        writer.execute("PRAGMA journal_mode = DELETE")
+        writer.execute("BEGIN EXCLUSIVE")
+        _row_without_notes(_timed_report(api_url, fake, tmp_path, "--history", str(location), "--history-wait", "2"),
+                           f"history: {location}: no answer within 2 s")
+    finally:
+        writer.close()
 
 
 def test_notes_never_cost_a_row_of_the_longest_reply() -> None:

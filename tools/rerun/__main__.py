@@ -145,14 +145,16 @@ def _report(args: argparse.Namespace) -> int:
     results = summarize(args.junit, root=Path.cwd())
     notes: dict[str, str] = {}
     history = args.history or os.environ.get("CI_HISTORY_STORE")
+    if args.history_wait is not None and not 0 < args.history_wait <= 3600:
+        raise ValueError(f"--history-wait must be a number of seconds above 0 and at most 3600, got {args.history_wait}")
     if history and not isinstance(results, str):
-        from ci.history.store import describe
-        from tools.rerun.flake_notes import flake_notes
+        from ci.history.store import failure_text
+        from tools.rerun.flake_notes import NOTES_WAIT_S, flake_notes
 
         try:
-            notes = flake_notes(history, args.tier, results.failing)
+            notes = flake_notes(history, args.tier, results.failing, wait=args.history_wait or NOTES_WAIT_S)
         except Exception as exc:  # a history that cannot be read costs the notes, never the row
-            print(f"rerun-test report: history {describe(history)}: {exc}; the row has no flake notes",
+            print(f"rerun-test report: history: {failure_text(exc, history)}; the row has no flake notes",
                   file=sys.stderr)
     reporter = Reporter(GitHubClient(_api(args), _token(args)), repo, args.bot_login, settle=args.settle_seconds)
     try:
@@ -246,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--history", metavar="URL_OR_PATH",
                         help="test history store (`ci history ingest`): each failure says whether it is a known "
                              "flake (default: $CI_HISTORY_STORE; none: no notes)")
+    report.add_argument("--history-wait", type=float, metavar="SECONDS",
+                        help="the longest the notes may hold the row up: a history that has not answered by then "
+                             "costs the notes, never the row (default: 20)")
     report.add_argument("--settle-seconds", type=float, default=12.0,
                         help="re-read the reply this long after writing, to catch a lost update (default: %(default)s)")
     redeliver = sub.add_parser("redeliver", parents=[github],

@@ -7,18 +7,29 @@ history knows it as flaky on that tier (`ci.history.flaky.flaky_scores`: flaky e
 `MIN_TRIALS` trials; the ± is half the 90 % interval's width, in points), else ``new``. It never
 writes to the store (``create=False``): a store that does not exist or cannot be read raises
 `ci.history.store.StoreError`, which the caller reports and then writes the row without notes.
+
+It never keeps its caller waiting longer than ``wait`` seconds (`NOTES_WAIT_S`): the history is read
+in a daemon thread, and a history that has not answered by then (a paused PostgreSQL, a hung
+network file system) is a `StoreError` too, the thread left behind. The store's own timeouts
+(`ci.history.postgres.Timeouts`, from the environment) are cut to ``wait`` as well, so that thread
+gives up soon after.
 """
 
 from __future__ import annotations
 
+import math
+import threading
 from typing import Sequence
 
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
+from ci.history.location import describe
 from ci.history.model import FlakyScore
-from ci.history.store import open_store
+from ci.history.postgres import Timeouts
+from ci.history.store import StoreError, open_store
 
 MIN_TRIALS = 5  # what `ci flaky` hides below by default
 NEW = "new"
+NOTES_WAIT_S = 20.0
 
 
 def note(score: FlakyScore) -> str:
@@ -27,14 +38,36 @@ def note(score: FlakyScore) -> str:
     return f"flaky {score.score * 100:.0f} % ±{half:.0f} over {score.trials} runs on {score.tier}"
 
 
-def flake_notes(location: str, tier: str, nodes: Sequence[str]) -> dict[str, str]:
-    """{node: note} for every node of ``nodes`` (see the module docstring)."""
+def flake_notes(location: str, tier: str, nodes: Sequence[str], *, wait: float = NOTES_WAIT_S) -> dict[str, str]:
+    """{node: note} for every node of ``nodes`` within ``wait`` seconds (see the module docstring)."""
     if not nodes:
         return {}
-    with open_store(location, create=False) as store:
+    outcome: list[dict[str, str] | BaseException] = []
+
+    def read() -> None:
+        try:
+            outcome.append(_read(location, tier, nodes, wait))
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            outcome.append(exc)
+
+    worker = threading.Thread(target=read, name="flake-notes", daemon=True)
+    worker.start()
+    worker.join(wait)
+    if not outcome:
+        raise StoreError(f"{describe(location)}: no answer within {wait:g} s")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _read(location: str, tier: str, nodes: Sequence[str], wait: float) -> dict[str, str]:
+    env = Timeouts.from_env()
+    cap = max(1, math.ceil(wait))
+    timeouts = Timeouts(min(env.connect_s, cap), min(env.statement_s, cap))
+    with open_store(location, create=False, timeouts=timeouts) as store:
         scores = flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=DEFAULT_LEVEL, nodes=nodes)
     known = {s.node: note(s) for s in scores}
     return {n: known.get(n, NEW) for n in nodes}
 
 
-__all__ = ["MIN_TRIALS", "NEW", "flake_notes", "note"]
+__all__ = ["MIN_TRIALS", "NEW", "NOTES_WAIT_S", "flake_notes", "note"]
