@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from ci.registry import find_repo_root
+from tools.rerun.budget import BOT_WRITES_PER_MINUTE
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
 from tools.rerun.dispatch import DISPATCH_WORKFLOW, RunLookup
 from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
@@ -59,12 +60,15 @@ def _config(args: argparse.Namespace) -> BotConfig:
     root = Path(args.repo_root).resolve() if args.repo_root else find_repo_root(Path.cwd())
     if not args.shard_budget > 0:
         raise ValueError(f"--shard-budget must be a positive number of seconds, got {args.shard_budget}")
+    if not args.writes_per_minute >= 0:
+        raise ValueError(f"--writes-per-minute must be >= 0, got {args.writes_per_minute}")
     if not args.lookup_wait >= 0:
         raise ValueError(f"--lookup-wait must be >= 0 seconds, got {args.lookup_wait}")
     lookup = RunLookup(wait=args.lookup_wait, link_wait=min(RunLookup.link_wait, args.lookup_wait))
     return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run,
                      repository=_repository(args), bot_login=args.bot_login, shard_budget=args.shard_budget,
-                     lookup=lookup, pr_workflows=tuple(args.pr_workflow or PR_WORKFLOWS))
+                     lookup=lookup, pr_workflows=tuple(args.pr_workflow or PR_WORKFLOWS),
+                     writes_per_minute=args.writes_per_minute)
 
 
 def _print_outcome(outcome: Outcome, dry_run: bool) -> None:
@@ -90,7 +94,8 @@ def _handle(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         print(f"rerun-test: cannot read event {args.event}: {exc}", file=sys.stderr)
         return 2
-    handler = Handler(GitHubClient(_api(args), _token(args)), _config(args))
+    config = _config(args)
+    handler = Handler(GitHubClient(_api(args), _token(args), pace=config.pacer()), config)
     try:
         outcome = handler.handle(payload)
     except GitHubError as exc:
@@ -224,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a workflow that runs for pull requests from the base branch and names the PR in its "
                              f"run-name; /rerun-failed finds its runs by that name (repeatable; default: "
                              f"{', '.join(PR_WORKFLOWS)})")
+    common.add_argument("--writes-per-minute", type=float, default=BOT_WRITES_PER_MINUTE,
+                        help="space the bot's GitHub writes (dispatches, comments, reactions) to this many a minute, "
+                             "under GitHub's 80 (default: %(default)s; 0: unpaced, for a fake GitHub)")
     common.add_argument("--dry-run", action="store_true", help="read from GitHub, write nothing, print what would happen")
     sub = parser.add_subparsers(dest="command", required=True)
     handle = sub.add_parser("handle", parents=[common], help="handle one issue_comment event file")

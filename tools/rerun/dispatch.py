@@ -121,10 +121,11 @@ class Dispatcher:
             self.sleep(min(self.lookup.interval, left))
 
     def send_all(self, specs: list[DispatchSpec], pr: int, sha: str, comment_id: int, *,
-                 look_first: bool, dry_run: bool = False) -> list[DispatchResult]:
+                 look_first: bool, dry_run: bool = False,
+                 progress: Callable[[list[DispatchResult]], None] | None = None) -> list[DispatchResult]:
         """Dispatch every spec once. ``look_first``: this comment was claimed before (a resumed
         attempt), so runs that already exist are not sent again. Never raises for one failed
-        dispatch: its result says ``failed``."""
+        dispatch: its result says ``failed``. ``progress`` is given the results so far after each one."""
         inputs = [dispatch_inputs(spec, pr, sha, comment_id) for spec in specs]
         names = [run_name(i) for i in inputs]
         if dry_run:
@@ -142,6 +143,8 @@ class Dispatcher:
                 results.append(DispatchResult(spec, spec_inputs, name, "found", run_url=existing[name].html_url))
             else:
                 results.append(self._send(spec, spec_inputs, name))
+            if progress is not None:
+                progress(list(results))
         return self._link(results)
 
     def _send(self, spec: DispatchSpec, inputs: dict[str, str], name: str) -> DispatchResult:
