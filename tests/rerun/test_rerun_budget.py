@@ -110,11 +110,13 @@ def _results(index: int) -> RunResults:
 
 
 def run_tier(fake: FakeGitHub, make_client: Callable[..., Any], root: Path, finish: Callable[[int], float | None],
-             during: Callable[[VirtualClock], None] = lambda clock: None) -> tuple[Cost, Cost, float]:
-    """Dispatch the tier, then report shard i (1-based) at ``finish(i)`` seconds after the dispatch
-    began (None: shard i reports no more); ``during`` is called at each of the bot's waits. (cost of the handler, cost of everything,
-    how long the handler took.) The handler runs first, then each report: their requests interleave
-    on the virtual timeline, not in the fake's state."""
+             during: Callable[[VirtualClock], None] = lambda clock: None,
+             command: str = "/rerun-tier gpu_x") -> tuple[Cost, Cost, float]:
+    """Handle ``command``, then report the k-th run dispatched (1-based) ``finish(k)`` seconds after
+    the handling began (None: it does not report), with the dispatch's inputs as the workflow passes
+    them; ``during`` is called at each of the bot's paced waits. (cost of the handler, cost of
+    everything, how long the handler took.) The handler runs first, then each report: their
+    requests interleave on the virtual timeline, not in the fake's state."""
     stage = Stage(VirtualClock(START))
     fake.clock = lambda: stage.current.now()
     bot = stage.current
@@ -125,21 +127,22 @@ def run_tier(fake: FakeGitHub, make_client: Callable[..., Any], root: Path, fini
     pacer = budget.WritePacer(clock=bot.now, sleep=bot_sleep)
     handler = Handler(make_client(sleep=bot.sleep, clock=bot.now, pace=pacer.take),
                       BotConfig(repo_root=root, lookup=RunLookup(0.3, 0.2, 0.02)), sleep=bot.sleep, clock=bot.now)
-    outcome = handler.handle(comment_payload("/rerun-tier gpu_x", comment_id=COMMENT))
-    assert outcome.status == "dispatched" and len(fake.dispatches) == SHARDS
+    outcome = handler.handle(comment_payload(command, comment_id=COMMENT))
+    assert outcome.status == "dispatched"
     handler_cost, done = cost(list(fake.requests)), bot.now()
-    links = {row.part: row.run for row in rows_in(fake.bot_replies(PR)[0].body)}
-    urls = {run.display_title.split()[4]: run.to_json(REPO)["html_url"] for run in fake.runs}
-    assert links == {part: f"[run]({url})" for part, url in urls.items()}  # each row links its own run
-    for i in range(1, SHARDS + 1):
-        at = finish(i)
+    links = {row.key: row.run for row in rows_in(fake.bot_replies(PR)[0].body)}
+    urls = {tuple(run.display_title.split()[3:5]): run.to_json(REPO)["html_url"] for run in fake.runs}
+    assert links == {key: f"[run]({url})" for key, url in urls.items()}  # each row links its own run
+    for k, dispatch in enumerate(list(fake.dispatches), 1):
+        at, inputs = finish(k), dispatch["inputs"]
         if at is None:
             continue
         stage.current = clock = VirtualClock(START + at)
         reporter = Reporter(make_client(sleep=clock.sleep, clock=clock.now), REPO, BOT_LOGIN, settle=12.0,
-                            sleep=clock.sleep, clock=clock.now, rng=random.Random(i))
-        assert reporter.report(PR, COMMENT, "gpu_x", f"{i}/{SHARDS}", result_cell(_results(i)),
-                               urls[f"{i}/{SHARDS}"]).lost == 0
+                            sleep=clock.sleep, clock=clock.now, rng=random.Random(k))
+        shard = int(inputs["part"].split("/")[0])
+        assert reporter.report(PR, COMMENT, inputs["tier"], inputs["part"], result_cell(_results(shard)),
+                               urls[inputs["tier"], inputs["part"]], inputs["slot"]).lost == 0
     return handler_cost, cost(list(fake.requests)), done - START
 
 
@@ -151,6 +154,7 @@ def run_tier(fake: FakeGitHub, make_client: Callable[..., Any], root: Path, fini
 def test_a_178_shard_tier_fits_github_limits(fake: FakeGitHub, make_client, tier_root: Path,
                                              finish: Callable[[int], float]) -> None:
     handler_cost, total, dispatching = run_tier(fake, make_client, tier_root, finish)
+    assert len(fake.dispatches) == SHARDS
     assert total.writes_per_minute <= budget.WORST_WRITES_PER_MINUTE <= budget.CONTENT_WRITES_PER_MINUTE
     assert handler_cost.writes_per_minute <= budget.BOT_WRITES_PER_MINUTE + 1
     assert handler_cost.by_route["POST /repos/{repo}/actions/workflows/rerun-test-dispatch.yml/dispatches"] == SHARDS
@@ -189,6 +193,18 @@ def test_a_row_reported_while_dispatching_survives_the_progress_and_final_edits(
     assert body.edits >= 4, body.edits  # the report's, then progress edits and the final one
     row = {r.part: r for r in rows_in(body.body)}[f"1/{SHARDS}"]
     assert row.has_results
+
+
+def test_two_tiers_in_one_comment_report_in_turns(fake: FakeGitHub, make_client, tmp_path: Path) -> None:
+    """Shard i of one tier and shard i of the other finish together: their slots still differ."""
+    root = write_registry(tmp_path, {"gpu_a": 89, "gpu_b": 89})
+    _, total, _ = run_tier(fake, make_client, root, lambda k: 600.0, command="/rerun-tier gpu_a\n/rerun-tier gpu_b")
+    assert len(fake.dispatches) == 178
+    assert total.writes_per_minute <= budget.WORST_WRITES_PER_MINUTE
+    reports = cost([r for r in fake.requests if r.at >= START + 600])  # the bot was done long before
+    assert reports.writes == 178 and reports.writes_per_minute <= budget.REPORT_WRITES_PER_MINUTE + 1
+    rows = rows_in(fake.bot_replies(PR)[0].body)
+    assert len(rows) == 178 and all(row.has_results for row in rows)
 
 
 def test_a_second_tier_over_the_hourly_budget_is_refused(fake: FakeGitHub, make_handler, tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def _report(args: argparse.Namespace) -> int:
     reporter = Reporter(GitHubClient(_api(args), _token(args)), repo, args.bot_login, settle=args.settle_seconds)
     try:
         done = reporter.report(args.pr, args.comment_id, args.tier, args.part, result_cell(results, notes),
-                               args.run_url)
+                               args.run_url, args.slot)
     except (GitHubError, ReportError) as exc:
         print(f"rerun-test report: {exc}", file=sys.stderr)
         return 1
@@ -251,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--tier", required=True, help="tier of the run (its row in the reply)")
     report.add_argument("--part", default=TARGETS_PART, help="`targets` or shard `i/N` (default: %(default)s)")
     report.add_argument("--run-url", help="link to the run")
+    report.add_argument("--slot", default="", help="`k/M`: write in slot k of M (the run's place among its comment's "
+                        "runs), so reports finishing together take turns (default: the part when `i/N`)")
     report.add_argument("--history", metavar="URL_OR_PATH",
                         help="test history store (`ci history ingest`): each failure says whether it is a known "
                              "flake (default: $CI_HISTORY_STORE; none: no notes)")

@@ -270,7 +270,6 @@ class Handler:
         self._react(event, outcome, "rocket" if outcome.status == "dispatched" else "confused")
         return outcome
 
-
     def _keep_reported(self, event: CommentEvent, reply_id: int, body: str) -> str:
         """``body`` with the rows that already hold results in the reply as it is now: reports of
         runs that finished while later ones were still being dispatched."""

@@ -20,9 +20,10 @@ writer's read-to-PATCH span is shorter than ``settle``. Writers read right befor
 never resend a stale body (each retry re-reads), so that span is one API round trip plus the
 client's timeout at most; ``settle`` defaults to more than the client's 10 s timeout.
 
-Shard ``i/N`` of a ``/rerun-tier`` first waits for its own write slot (`budget.report_slot_wait`,
-on the wall ``clock``): reports of shards that finish together write one after another, within
-GitHub's per-minute write limit and without overwriting one another. Each report costs three
+A run first waits for its own write slot ``k/M`` (its place among its comment's M runs, a dispatch
+input; a run dispatched without one uses its part ``i/N``): `budget.report_slot_wait`, on the wall
+``clock``. Reports of runs that finish together write one after another, within GitHub's
+per-minute write limit and without overwriting one another. Each report costs three
 requests: find the reply, edit it, re-read it.
 
 A reply too long for GitHub (many shards, long failing lists) goes through `tools.rerun.fit`,
@@ -150,12 +151,12 @@ class Reporter:
         raise ReportError(f"no reply of {self.bot_login} for comment {comment_id} on #{pr}")
 
     def report(self, pr: int, comment_id: int, tier: str, part: str, cell: str,
-               run_url: str | None = None) -> ReportOutcome:
+               run_url: str | None = None, slot: str = "") -> ReportOutcome:
         """Put ``cell`` (and the run link) into the row (tier, part); raises `ReportError` when the
         row keeps getting lost after ``attempts`` writes, `GitHubError` when GitHub fails."""
         run = f"[run]({run_url})" if run_url else None
         writes = lost = 0
-        shard = shard_of(part)
+        shard = shard_of(slot) or shard_of(part)
         if shard is not None:
             self.sleep(report_slot_wait(self.clock(), *shard))
         for attempt in range(1, self.attempts + 1):
