@@ -180,7 +180,8 @@ class _Stack:
             [sys.executable, "-m", "tools.rerun", "serve", "--port", str(self.port), "--workers", str(WORKERS),
              "--secret-file", str(self.tmp / "secret"), "--state-dir", str(self.tmp / "state"),
              "--token-file", str(self.tmp / "token"), "--api-url", f"http://127.0.0.1:{self.fake_port}",
-             "--repo-root", str(self.tmp / "repo"), "--repo", "acme/llm-serving", "--lookup-wait", "2"],
+             "--repo-root", str(self.tmp / "repo"), "--repo", "acme/llm-serving", "--lookup-wait", "2",
+             "--writes-per-minute", "0"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.serve.stdout is not None
         if "listening on" not in self.serve.stdout.readline():

@@ -37,7 +37,7 @@ def test_story_command_dispatches_on_gpu_tier(fake: FakeGitHub, make_handler) ->
     assert dispatch["workflow"] == "rerun-test-dispatch.yml" and dispatch["ref"] == "main"
     assert dispatch["inputs"] == {
         "pr": str(PR), "sha": HEAD_SHA, "tier": "gpu_b200", "part": "targets",
-        "runner": '["self-hosted", "linux", "gpu-b200"]', "tests": STORY_FILE, "comment_id": "101",
+        "runner": '["self-hosted", "linux", "gpu-b200"]', "tests": STORY_FILE, "comment_id": "101", "slot": "1/1",
     }
     assert json.loads(dispatch["inputs"]["runner"]) == ["self-hosted", "linux", "gpu-b200"]
     assert [c for c, _ in fake.reactions] == [101, 101] and [r for _, r in fake.reactions] == ["eyes", "rocket"]

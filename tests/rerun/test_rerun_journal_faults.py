@@ -57,7 +57,8 @@ def _serve_argv(tmp_path: Path, api_url: str, repo_root: Path, port: int, state:
     (tmp_path / "token").write_text(TOKEN + "-long\n")
     return [sys.executable, "-m", "tools.rerun", "serve", "--port", str(port), "--secret-file",
             str(tmp_path / "secret"), "--state-dir", str(state), "--token-file", str(tmp_path / "token"),
-            "--api-url", api_url, "--repo-root", str(repo_root), "--repo", REPO, "--lookup-wait", "0.5"]
+            "--api-url", api_url, "--repo-root", str(repo_root), "--repo", REPO, "--lookup-wait", "0.5",
+            "--writes-per-minute", "0"]
 
 
 def _port() -> int:

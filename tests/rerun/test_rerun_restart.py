@@ -49,7 +49,8 @@ def _serve(port: int, tmp_path: Path, api_url: str, repo_root: Path) -> tuple[su
     proc = subprocess.Popen(
         [sys.executable, "-m", "tools.rerun", "serve", "--port", str(port), "--secret-file", str(tmp_path / "secret"),
          "--state-dir", str(tmp_path / "state"), "--token-file", str(tmp_path / "token"), "--api-url", api_url,
-         "--repo-root", str(repo_root), "--repo", REPO, "--workers", "8", "--lookup-wait", "1"],
+         "--repo-root", str(repo_root), "--repo", REPO, "--workers", "8", "--lookup-wait", "1",
+         "--writes-per-minute", "0"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()

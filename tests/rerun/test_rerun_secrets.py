@@ -24,7 +24,7 @@ def _cli(tmp_path: Path, token_bytes: bytes, api_url: str = "http://127.0.0.1:9"
     (tmp_path / "token").write_bytes(token_bytes)
     (tmp_path / "event.json").write_text(json.dumps(comment_payload("/rerun-test test_pack.py")))
     return subprocess.run([sys.executable, "-m", "tools.rerun", "handle", "--event", str(tmp_path / "event.json"),
-                           "--api-url", api_url, "--token-file", str(tmp_path / "token"), "--repo", REPO, *extra],
+                           "--api-url", api_url, "--token-file", str(tmp_path / "token"), "--repo", REPO, "--writes-per-minute", "0", *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 

@@ -245,7 +245,7 @@ def test_cli_serve_and_handle_dry_run(api_url: str, fake: FakeGitHub, repo_root:
     (tmp_path / "event.json").write_text(json.dumps(payload))
     # --repo explicitly: on GitHub Actions $GITHUB_REPOSITORY would name the real repository.
     common = ["--api-url", api_url, "--token-file", str(tmp_path / "token"), "--repo-root", str(repo_root),
-              "--repo", REPO, "--lookup-wait", "0.5"]
+              "--repo", REPO, "--lookup-wait", "0.5", "--writes-per-minute", "0"]
     dry = subprocess.run([sys.executable, "-m", "tools.rerun", "handle", "--event", str(tmp_path / "event.json"),
                           "--dry-run", *common], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from ci.registry import find_repo_root
+from tools.rerun.budget import BOT_WRITES_PER_MINUTE
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
 from tools.rerun.dispatch import DISPATCH_WORKFLOW, RunLookup
 from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
@@ -59,12 +60,15 @@ def _config(args: argparse.Namespace) -> BotConfig:
     root = Path(args.repo_root).resolve() if args.repo_root else find_repo_root(Path.cwd())
     if not args.shard_budget > 0:
         raise ValueError(f"--shard-budget must be a positive number of seconds, got {args.shard_budget}")
+    if not args.writes_per_minute >= 0:
+        raise ValueError(f"--writes-per-minute must be >= 0, got {args.writes_per_minute}")
     if not args.lookup_wait >= 0:
         raise ValueError(f"--lookup-wait must be >= 0 seconds, got {args.lookup_wait}")
     lookup = RunLookup(wait=args.lookup_wait, link_wait=min(RunLookup.link_wait, args.lookup_wait))
     return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run,
                      repository=_repository(args), bot_login=args.bot_login, shard_budget=args.shard_budget,
-                     lookup=lookup, pr_workflows=tuple(args.pr_workflow or PR_WORKFLOWS))
+                     lookup=lookup, pr_workflows=tuple(args.pr_workflow or PR_WORKFLOWS),
+                     writes_per_minute=args.writes_per_minute)
 
 
 def _print_outcome(outcome: Outcome, dry_run: bool) -> None:
@@ -90,7 +94,8 @@ def _handle(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         print(f"rerun-test: cannot read event {args.event}: {exc}", file=sys.stderr)
         return 2
-    handler = Handler(GitHubClient(_api(args), _token(args)), _config(args))
+    config = _config(args)
+    handler = Handler(GitHubClient(_api(args), _token(args), pace=config.pacer()), config)
     try:
         outcome = handler.handle(payload)
     except GitHubError as exc:
@@ -159,7 +164,7 @@ def _report(args: argparse.Namespace) -> int:
     reporter = Reporter(GitHubClient(_api(args), _token(args)), repo, args.bot_login, settle=args.settle_seconds)
     try:
         done = reporter.report(args.pr, args.comment_id, args.tier, args.part, result_cell(results, notes),
-                               args.run_url)
+                               args.run_url, args.slot)
     except (GitHubError, ReportError) as exc:
         print(f"rerun-test report: {exc}", file=sys.stderr)
         return 1
@@ -226,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a workflow that runs for pull requests from the base branch and names the PR in its "
                              f"run-name; /rerun-failed finds its runs by that name (repeatable; default: "
                              f"{', '.join(PR_WORKFLOWS)})")
+    common.add_argument("--writes-per-minute", type=float, default=BOT_WRITES_PER_MINUTE,
+                        help="space the bot's GitHub writes (dispatches, comments, reactions) to this many a minute, "
+                             "under GitHub's 80 (default: %(default)s; 0: unpaced, for a fake GitHub)")
     common.add_argument("--dry-run", action="store_true", help="read from GitHub, write nothing, print what would happen")
     sub = parser.add_subparsers(dest="command", required=True)
     handle = sub.add_parser("handle", parents=[common], help="handle one issue_comment event file")
@@ -245,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--tier", required=True, help="tier of the run (its row in the reply)")
     report.add_argument("--part", default=TARGETS_PART, help="`targets` or shard `i/N` (default: %(default)s)")
     report.add_argument("--run-url", help="link to the run")
+    report.add_argument("--slot", default="", help="`k/M`: write in slot k of M (the run's place among its comment's "
+                        "runs), so reports finishing together take turns (default: the part when `i/N`)")
     report.add_argument("--history", metavar="URL_OR_PATH",
                         help="test history store (`ci history ingest`): each failure says whether it is a known "
                              "flake (default: $CI_HISTORY_STORE; none: no notes)")

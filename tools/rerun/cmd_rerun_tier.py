@@ -5,6 +5,10 @@ The shards are `ci.selection.plan.plan`'s (the same planner and shard budget as 
 splits exactly as CI would: one dispatch per non-empty shard, part ``i/N``. An unknown tier gets
 the list of tiers and the closest name. A ``schedule: nightly`` tier runs when named (that is how
 a pull request gets it at all), and the reply says no pull request plans it.
+
+A tier is refused, before anything is dispatched, when its shards would not all fit one reply
+(`fit.max_rows`) or when, with the tiers before it in the comment, the runs would cost more than
+the bot's share of GITHUB_TOKEN's hourly API budget (`budget.max_runs`, `budget.rerun_cost`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Mapping
 from ci.selection.plan import PlanError, plan as plan_tier
 from ci.registry import NIGHTLY, Registry
 from ci.selection.shard import ShardBudgetError
+from tools.rerun.budget import BUDGET_SHARE, CONTENT_WRITES_PER_HOUR, HOURLY_REQUESTS, max_runs, rerun_cost
 from tools.rerun.commands import Command, quote
 from tools.rerun.dispatch import DispatchSpec
 from tools.rerun.fit import max_rows
@@ -31,10 +36,20 @@ def _unknown(registry: Registry, tier: str) -> str:
             f"Tiers: {', '.join(f'`{t}`' for t in registry.tiers)}.")
 
 
+def _over_budget(tier: str, shards: int, planned: int, requests: int, writes: int) -> str:
+    others = f" with the {planned} run(s) this comment already asks for" if planned else ""
+    return (f"**`/rerun-tier {tier}`**: {shards} shards{others} would take about {requests} GitHub API requests "
+            f"and {writes} writes (dispatches, reply edits), more than the bot's {BUDGET_SHARE:.0%} share of "
+            f"GITHUB_TOKEN's {HOURLY_REQUESTS:,} requests and {CONTENT_WRITES_PER_HOUR} writes an hour; nothing "
+            f"dispatched for this tier. Post it in a comment of its own an hour later, or run it in parts: "
+            f"`/rerun-test --owner @team --tier {tier}`.")
+
+
 def plan(registry: Registry, commands: list[Command], shard_budget: float = DEFAULT_SHARD_BUDGET,
          durations: Mapping[str, float] | None = None) -> Work:
     """The work of every runnable ``/rerun-tier`` command of one comment (each tier once)."""
     work = Work()
+    planned = 0  # runs of the tiers before this one in the comment
     for tier in dict.fromkeys(c.tier for c in commands if c.runnable and c.tier):
         if tier not in registry.tiers:
             work = work.merge(Work(notes=[_unknown(registry, tier)], complete=False))
@@ -55,6 +70,12 @@ def plan(registry: Registry, commands: list[Command], shard_budget: float = DEFA
                 f"reply with all their results (at most {limit} rows); nothing dispatched. Run the tier from its "
                 f"workflow, or in parts: `/rerun-test --owner @team --tier {tier}`."], complete=False))
             continue
+        if planned + len(shards) > max_runs():
+            cost = rerun_cost(planned + len(shards))
+            work = work.merge(Work(notes=[_over_budget(tier, len(shards), planned, cost.requests, cost.writes)],
+                                   complete=False))
+            continue
+        planned += len(shards)
         runner = registry.tiers[tier].runner_labels
         specs = [DispatchSpec(tier, f"{s.index}/{s.count}", runner, s.tests) for s in shards]
         inactive = sum(1 for n in tier_plan.not_run if n.reason != "not affected by the change")

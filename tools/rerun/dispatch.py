@@ -77,10 +77,13 @@ class RunLookup:
     interval: float = 1.0
 
 
-def dispatch_inputs(spec: DispatchSpec, pr: int, sha: str, comment_id: int) -> dict[str, str]:
-    """The workflow_dispatch inputs of one run (``rerun-test-dispatch.yml`` declares the same)."""
+def dispatch_inputs(spec: DispatchSpec, pr: int, sha: str, comment_id: int, slot: str = "") -> dict[str, str]:
+    """The workflow_dispatch inputs of one run (``rerun-test-dispatch.yml`` declares the same).
+    ``slot``: ``k/M``, this run's place among the comment's M runs: its report writes in slot k of
+    M (`budget.report_slot_wait`), so no two reports of one comment share a slot, whatever their tiers."""
     return {"pr": str(pr), "sha": sha, "tier": spec.tier, "part": spec.part,
-            "runner": json.dumps(list(spec.runner)), "tests": " ".join(spec.tests), "comment_id": str(comment_id)}
+            "runner": json.dumps(list(spec.runner)), "tests": " ".join(spec.tests), "comment_id": str(comment_id),
+            "slot": slot}
 
 
 def run_name(inputs: dict[str, str]) -> str:
@@ -121,11 +124,12 @@ class Dispatcher:
             self.sleep(min(self.lookup.interval, left))
 
     def send_all(self, specs: list[DispatchSpec], pr: int, sha: str, comment_id: int, *,
-                 look_first: bool, dry_run: bool = False) -> list[DispatchResult]:
+                 look_first: bool, dry_run: bool = False,
+                 progress: Callable[[list[DispatchResult]], None] | None = None) -> list[DispatchResult]:
         """Dispatch every spec once. ``look_first``: this comment was claimed before (a resumed
         attempt), so runs that already exist are not sent again. Never raises for one failed
-        dispatch: its result says ``failed``."""
-        inputs = [dispatch_inputs(spec, pr, sha, comment_id) for spec in specs]
+        dispatch: its result says ``failed``. ``progress`` is given the results so far after each one."""
+        inputs = [dispatch_inputs(spec, pr, sha, comment_id, f"{k}/{len(specs)}") for k, spec in enumerate(specs, 1)]
         names = [run_name(i) for i in inputs]
         if dry_run:
             return [DispatchResult(s, i, n, "dry-run") for s, i, n in zip(specs, inputs, names)]
@@ -142,6 +146,8 @@ class Dispatcher:
                 results.append(DispatchResult(spec, spec_inputs, name, "found", run_url=existing[name].html_url))
             else:
                 results.append(self._send(spec, spec_inputs, name))
+            if progress is not None:
+                progress(list(results))
         return self._link(results)
 
     def _send(self, spec: DispatchSpec, inputs: dict[str, str], name: str) -> DispatchResult:

@@ -25,7 +25,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 from tools.rerun.fake_actions import FakeActions, FakeRun, now_iso
@@ -41,7 +41,7 @@ __all__ = ["BOT_LOGIN", "FakeComment", "FakeGitHub", "FakeRun", "MAX_COMMENT_CHA
 
 @dataclass(frozen=True)
 class Recorded:
-    """One request as received. ``at`` is `time.monotonic()` when it arrived."""
+    """One request as received. ``at`` is `FakeGitHub.clock` (`time.monotonic()`) when it arrived."""
 
     method: str
     path: str
@@ -103,6 +103,7 @@ class FakeGitHub(FakeActions, FakeHooks):
         self._ids = itertools.count(10_000_000)
         self._patch_hold: tuple[threading.Barrier, float] | None = None
         self.contract: Any = None  # a tools.rerun.fake_openapi.Contract checks every exchange when set
+        self.clock: Callable[[], float] = time.monotonic  # stamps `Recorded.at`; a test may use a virtual clock
         self.contract_problems: list[str] = []
         self._init_actions(run_names, run_name_template)
         self._init_hooks()
@@ -178,7 +179,7 @@ class FakeGitHub(FakeActions, FakeHooks):
             return (400, {}, {"message": "Problems parsing JSON"}), 0.0
         scripted = None
         with self.lock:
-            self.requests.append(Recorded(method, path, query, headers, body, time.monotonic()))
+            self.requests.append(Recorded(method, path, query, headers, body, self.clock()))
             for m, pattern, queue in self._scripts:
                 if m == method and pattern.search(path) and queue:
                     scripted = queue.pop(0)

@@ -17,6 +17,10 @@ Order of work (nothing is dispatched before the comment is claimed):
 7. dispatch (`tools.rerun.dispatch`: once per tier, or per shard; ambiguous failures are looked up
    before any resend) and re-run failed jobs, then edit the reply into the table (state ``done``,
    or ``incomplete`` when a GitHub call failed for good) and react ``rocket`` or ``confused``.
+   The client paces its writes (`budget.WritePacer`), so a ``/rerun-tier`` of many shards takes
+   minutes to dispatch; meanwhile the reply shows the runs sent so far, edited at most once per
+   `budget.PROGRESS_SECONDS` (`budget.Coalescer`). Every edit after the claim first re-reads the
+   reply and keeps the rows that reports have already filled.
 
 Every body is fitted under GitHub's 65,536 characters (`fit.fit`: cells shortened, rows kept).
 ``Outcome.errors`` lists the GitHub failures: the CLI then exits non-zero and ``serve`` keeps the
@@ -34,6 +38,7 @@ from typing import Any, Callable
 
 from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, load_registry
 from tools.rerun import cmd_rerun_failed, cmd_rerun_test, cmd_rerun_tier, replies
+from tools.rerun.budget import BOT_WRITES_PER_MINUTE, PROGRESS_SECONDS, Coalescer, WritePacer
 from tools.rerun.fit import fit
 from tools.rerun.cmd_rerun_failed import RerunResult
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
@@ -55,7 +60,8 @@ class BotConfig:
     """``repo_root``: the trusted checkout whose registry.yaml and tree are used; ``repository``
     (``owner/name``), when set, is the only repository whose events are handled (others are
     ignored: its registry and tree would be the wrong ones). ``shard_budget`` (seconds of
-    est_time per shard) is what ``/rerun-tier`` plans with. ``pr_workflows``: the workflows that run
+    est_time per shard) is what ``/rerun-tier`` plans with; ``writes_per_minute`` paces the writes of
+    the process's clients. ``pr_workflows``: the workflows that run
     for a PR from the base branch, whose runs ``/rerun-failed`` finds by run-name (`pr_runs`)."""
 
     repo_root: Path
@@ -66,6 +72,11 @@ class BotConfig:
     shard_budget: float = DEFAULT_SHARD_BUDGET
     lookup: RunLookup = RunLookup()
     pr_workflows: tuple[str, ...] = PR_WORKFLOWS
+    writes_per_minute: float = BOT_WRITES_PER_MINUTE  # of the process's client (`pacer`); 0: unpaced
+
+    def pacer(self) -> Callable[[], None] | None:
+        """The ``pace`` for the process's GitHub clients (one pacer per process), None when unpaced."""
+        return WritePacer(self.writes_per_minute).take if self.writes_per_minute > 0 else None
 
 
 @dataclass
@@ -85,10 +96,12 @@ class Outcome:
 class Handler:
     """Handles comment events for one repository checkout with one GitHub client."""
 
-    def __init__(self, client: GitHubAPI, config: BotConfig, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, client: GitHubAPI, config: BotConfig, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
         self.client = client
         self.config = config
         self.sleep = sleep
+        self.clock = clock
 
     # -- writes (suppressed in dry-run) ------------------------------------------------------------
     def _react(self, event: CommentEvent, outcome: Outcome, content: str) -> None:
@@ -215,14 +228,30 @@ class Handler:
     def _carry_out(self, event: CommentEvent, outcome: Outcome, reply: "_ReplyRef", work: Work, sha: str,
                    default_branch: str, resumed: bool) -> Outcome:
         config = self.config
+        edits = Coalescer(PROGRESS_SECONDS, self.clock)
         if work.writes and not config.dry_run:
             # The claim: from here on a redelivery finds the marker and never starts a second round.
-            self._write(event, outcome, reply, replies.claim_reply(event.comment_id, event.user, sha, work.writes))
+            claim = replies.claim_reply(event.comment_id, event.user, sha, work.writes)
+            self._write(event, outcome, reply, claim)
+            edits.wrote(claim)
         actions_url = f"{event.html_url}/actions/workflows/{config.workflow_file}"
         dispatcher = Dispatcher(self.client, event.repo, config.workflow_file, default_branch, actions_url,
                                 config.lookup, sleep=self.sleep, since=event.created_at)
+
+        def progress(done: list[DispatchResult]) -> None:
+            body = replies.result_reply(
+                event.comment_id, event.user, f"dispatching… {len(done)} of {len(work.dispatches)} run(s) sent for "
+                f"commit `{sha[:12]}` (paced to stay within GitHub's rate limits).", work.sections,
+                replies.runs_table(done, actions_url), [], replies.CLAIMED, sha)
+            if reply.id is None or config.dry_run or not edits.due(body):
+                return
+            try:
+                self.client.edit_comment(event.repo, reply.id, fit(self._keep_reported(event, reply.id, body)))
+            except GitHubError as exc:  # progress is a courtesy; the final edit says what happened
+                log.warning("progress edit of reply %d failed: %s", reply.id, exc)
+            edits.wrote(body)
         outcome.dispatches = dispatcher.send_all(work.dispatches, event.number, sha, event.comment_id,
-                                                 look_first=resumed, dry_run=config.dry_run)
+                                                 look_first=resumed, dry_run=config.dry_run, progress=progress)
         outcome.reruns = cmd_rerun_failed.carry_out(self.client, event.repo, work.reruns, config.dry_run)
         outcome.errors += [f"dispatch {d.run_name}: {d.error}" for d in outcome.dispatches if not d.ok]
         outcome.errors += [f"re-run of run {r.run.id}: {r.error}" for r in outcome.reruns if r.state == "failed"]
@@ -235,11 +264,16 @@ class Handler:
                                                  default_branch, config.dry_run),
             work.sections + [cmd_rerun_failed.render(outcome.reruns)], replies.runs_table(outcome.dispatches, actions_url),
             work.notes, state, sha)
-        if resumed and reply.id is not None and not config.dry_run:
-            body = _keep_reported_rows(body, self.client.get_comment(event.repo, reply.id).body)
+        if (resumed or work.dispatches) and reply.id is not None and not config.dry_run:
+            body = self._keep_reported(event, reply.id, body)
         self._write(event, outcome, reply, body)
         self._react(event, outcome, "rocket" if outcome.status == "dispatched" else "confused")
         return outcome
+
+    def _keep_reported(self, event: CommentEvent, reply_id: int, body: str) -> str:
+        """``body`` with the rows that already hold results in the reply as it is now: reports of
+        runs that finished while later ones were still being dispatched."""
+        return _keep_reported_rows(body, self.client.get_comment(event.repo, reply_id).body)
 
 
 @dataclass

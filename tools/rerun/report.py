@@ -10,7 +10,7 @@ update for comments, so two reports for different rows of one reply (two tiers f
 can lose one another's row: each reads the same body and the later PATCH writes the earlier row
 back to its placeholder. Detection, after every PATCH:
 
-1. re-read the comment at once, and again after ``settle`` seconds plus up to a quarter more (jitter);
+1. re-read the comment after ``settle`` seconds plus up to a quarter more (jitter);
 2. our row as written -> fine; our row holding *other* results -> a later report of the same row
    (a re-run attempt) superseded ours -> fine; our row missing or back to a placeholder -> our
    update was lost -> read, merge and PATCH again after a jittered pause, up to ``attempts`` times.
@@ -19,6 +19,12 @@ A lost update is caught if the PATCH that erased ours lands before our last re-r
 writer's read-to-PATCH span is shorter than ``settle``. Writers read right before they PATCH and
 never resend a stale body (each retry re-reads), so that span is one API round trip plus the
 client's timeout at most; ``settle`` defaults to more than the client's 10 s timeout.
+
+A run first waits for its own write slot ``k/M`` (its place among its comment's M runs, a dispatch
+input; a run dispatched without one uses its part ``i/N``): `budget.report_slot_wait`, on the wall
+``clock``. Reports of runs that finish together write one after another, within GitHub's
+per-minute write limit and without overwriting one another. Each report costs three
+requests: find the reply, edit it, re-read it.
 
 A reply too long for GitHub (many shards, long failing lists) goes through `tools.rerun.fit`,
 which shortens cells and never drops a row, so a row that holds results keeps them.
@@ -37,6 +43,7 @@ from typing import Callable, Mapping
 from ci.history.ingest import node_id
 from ci.results.junit import ERROR, FAILED, JUnitError, parse_junit
 from tools.rerun import replies
+from tools.rerun.budget import report_slot_wait, shard_of
 from tools.rerun.commands import quote
 from tools.rerun.fit import STEPS, fit, shorten
 from tools.rerun.flake_notes import NEW
@@ -130,11 +137,11 @@ class Reporter:
 
     def __init__(self, client: GitHubAPI, repo: str, bot_login: str, *, settle: float = 12.0,
                  attempts: int = 6, sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, clock: Callable[[], float] = time.time):
         if settle < 0 or attempts < 1:
             raise ValueError(f"settle must be >= 0 and attempts >= 1, got {settle} and {attempts}")
         self.client, self.repo, self.bot_login = client, repo, bot_login
-        self.settle, self.attempts, self.sleep = settle, attempts, sleep
+        self.settle, self.attempts, self.sleep, self.clock = settle, attempts, sleep, clock
         self.rng = rng or random.Random()
 
     def find_reply(self, pr: int, comment_id: int) -> IssueComment:
@@ -144,11 +151,14 @@ class Reporter:
         raise ReportError(f"no reply of {self.bot_login} for comment {comment_id} on #{pr}")
 
     def report(self, pr: int, comment_id: int, tier: str, part: str, cell: str,
-               run_url: str | None = None) -> ReportOutcome:
+               run_url: str | None = None, slot: str = "") -> ReportOutcome:
         """Put ``cell`` (and the run link) into the row (tier, part); raises `ReportError` when the
         row keeps getting lost after ``attempts`` writes, `GitHubError` when GitHub fails."""
         run = f"[run]({run_url})" if run_url else None
         writes = lost = 0
+        shard = shard_of(slot) or shard_of(part)
+        if shard is not None:
+            self.sleep(report_slot_wait(self.clock(), *shard))
         for attempt in range(1, self.attempts + 1):
             reply = self.find_reply(pr, comment_id)
             current = find_row(reply.body, tier, part)
@@ -158,10 +168,8 @@ class Reporter:
             mine = find_row(body, tier, part) or mine  # as written (its cells may be shortened)
             self.client.edit_comment(self.repo, reply.id, body)
             writes += 1
+            self.sleep(self.settle + self.rng.uniform(0, self.settle / 4))
             verdict = self._check(reply.id, mine)
-            if verdict == "ok":
-                self.sleep(self.settle + self.rng.uniform(0, self.settle / 4))
-                verdict = self._check(reply.id, mine)
             if verdict != "lost":
                 return ReportOutcome(reply.id, writes, lost, verdict == "superseded")
             lost += 1

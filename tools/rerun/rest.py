@@ -8,6 +8,8 @@ at least ``secondary_wait`` (60 s), doubling for each further one in the same ca
 errors, timeouts and 5xx wait ``backoff_base * 2**attempt`` capped at ``backoff_cap``. When a wait
 would be longer than ``max_wait`` or the waits would exceed ``total_wait_cap`` the client gives up
 with `GitHubError` instead of waiting less than GitHub asks. ``sleep`` and ``clock`` are injectable.
+``pace`` (`tools.rerun.budget.WritePacer.take`), when given, is called before every attempt of every
+write (every method but GET): GitHub counts each one against its per-minute write limit.
 
 Writes that must not happen twice (a workflow dispatch, a claim comment) pass ``confirm``: after a
 failure that may have taken effect anyway (a timeout or dropped connection after the request was
@@ -72,7 +74,8 @@ class RestClient:
 
     def __init__(self, api_url: str, token: str | None, *, timeout: float = 10.0,
                  retry: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.time, session: requests.Session | None = None):
+                 clock: Callable[[], float] = time.time, session: requests.Session | None = None,
+                 pace: Callable[[], None] | None = None):
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         self.api_url = api_url.rstrip("/")
@@ -80,6 +83,7 @@ class RestClient:
         self.retry = retry
         self.sleep = sleep
         self.clock = clock
+        self.pace = pace
         self.session = session or _session(self.api_url)
         self.session.headers.update({
             "Accept": "application/vnd.github+json",
@@ -98,6 +102,8 @@ class RestClient:
         waited, limited = 0.0, 0
         for attempt in range(1, self.retry.max_attempts + 1):
             status: int | None = None
+            if self.pace is not None and method != "GET":
+                self.pace()
             try:
                 response = self.session.request(method, url, json=json, params=params, timeout=self.timeout)
             except (requests.ConnectionError, requests.Timeout) as exc:

@@ -130,7 +130,9 @@ def _child_main(spec: WorkerSpec, jobs: Any, results: Any, life: Any) -> None:
         os._exit(0)  # the parent is gone: stop at once, whatever is in flight stays unfinished
     threading.Thread(target=orphaned, name="rerun-parent-watch", daemon=True).start()
 
-    workers = ThreadWorkers(spec.workers, lambda: Handler(GitHubClient(spec.api_url, spec.token), spec.config),
+    pace = spec.config.pacer()  # one pacer for every handler thread: GitHub limits the token, not the thread
+    workers = ThreadWorkers(spec.workers, lambda: Handler(GitHubClient(spec.api_url, spec.token, pace=pace),
+                                                          spec.config),
                             done_cache=spec.done_cache)
     workers.start(lambda delivery, result, error: results.put((delivery, result, error)))
     results.put(READY)
