@@ -14,6 +14,11 @@ the Actions endpoints of `tools.rerun.fake_actions` (runs with the ``head_sha``,
 ``head_branch`` and ``display_title`` GitHub gives them, dispatches, re-runs), and webhooks with
 their delivery log and redelivery (`tools.rerun.fake_hooks`). Bodies over GitHub's
 65,536-character limit get 422, as on GitHub.
+
+Every exchange is held to GitHub's published API description (`tools.rerun.fake_openapi`, on the
+committed extract in ``github_contract/``): the fake models what the bot reads and GitHub's example
+answer fills in the rest; a request or answer that breaks the description is answered 500 naming
+the problem and kept in ``contract_problems`` (also in ``GET /_fake/state``).
 """
 
 from __future__ import annotations
