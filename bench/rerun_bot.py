@@ -255,6 +255,9 @@ def _run(stack: _Stack, count: int) -> int:
     if (problem := dispatch_problem(state, burst)) is not None:
         print(f"rerun_bot: burst: {problem}")
         return 1
+    if state.get("contract_problems"):  # the fake broke GitHub's API description (tools.rerun.fake_openapi)
+        print("rerun_bot: burst: the fake GitHub broke GitHub's API description:", *state["contract_problems"][:5])
+        return 1
 
     restart = sorted(range(2_000_000, 2_000_000 + count))
     acked: set[int] = set()

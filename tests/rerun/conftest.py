@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tools.rerun.fake_github import FakeGitHub
-from tools.rerun.fake_openapi import ENV, Contract
+from tools.rerun.fake_openapi import ENV, Contract, published
 from tools.rerun.fake_server import serve
 from tools.rerun.dispatch import RunLookup
 from tools.rerun.github import GitHubClient, RetryPolicy
@@ -34,16 +34,15 @@ def repo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def github_contract() -> Contract | None:
-    """GitHub's OpenAPI description when ``$RERUN_GITHUB_OPENAPI`` names it (a dev-time check,
-    `tools.rerun.fake_openapi`; ``$RERUN_GITHUB_OPENAPI_REQUIRE_ALL=1`` also wants every required
-    field in the fake's answers), else None."""
+def github_contract() -> Contract:
+    """GitHub's OpenAPI description: the committed extract (`tools.rerun.fake_openapi.published`),
+    or the file ``$RERUN_GITHUB_OPENAPI`` names (the whole published description, say)."""
     path = os.environ.get(ENV)
-    return Contract.load(path, require_all=os.environ.get(ENV + "_REQUIRE_ALL") == "1") if path else None
+    return Contract.load(path, require_all=True) if path else published()
 
 
 @pytest.fixture
-def fake(github_contract: Contract | None) -> Iterator[FakeGitHub]:
+def fake(github_contract: Contract) -> Iterator[FakeGitHub]:
     gh = FakeGitHub(token=TOKEN, run_name_template=workflow_run_name(), run_names=pr_workflow_run_names())
     gh.add_user("maintainer", "write", "maintain")
     gh.add_user("admin", "admin")

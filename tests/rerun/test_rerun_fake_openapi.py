@@ -1,5 +1,5 @@
-"""The dev-time contract check of the fake GitHub (`tools.rerun.fake_openapi`), on a small
-OpenAPI description written here; ``$RERUN_GITHUB_OPENAPI`` runs the rerun tests against GitHub's."""
+"""The contract check of the fake GitHub (`tools.rerun.fake_openapi`): on a small OpenAPI
+description written here, and on GitHub's (the committed extract every fake checks against)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import requests
 
 from tools.rerun.fake_github import FakeGitHub
-from tools.rerun.fake_openapi import Contract
+from tools.rerun.fake_openapi import OMIT, Contract, complete, published
 from tools.rerun.fake_server import serve
 
 from rerun_support import TOKEN
@@ -40,7 +40,7 @@ def test_the_contract_names_every_disagreement() -> None:
     assert "status 500 is not documented" in contract.check("GET", path, {}, None, 500, {})[0]
     assert contract.check("GET", path, {}, None, 500, {}, scripted=True) == []  # GitHub's 5xx are everywhere
     assert contract.check("GET", "/repos/o/r/actions/runs", {}, None, 200, {}) == [
-        "GET /repos/o/r/actions/runs: GitHub has no such operation"]
+        "GET /repos/o/r/actions/runs: no such operation in GitHub's description"]
     rerun = contract.check("POST", path + "/rerun-failed-jobs", {}, {"enable_debug_logging": 1}, 201, {})
     assert rerun and "enable_debug_logging: 1 is not of type 'boolean'" in rerun[0]  # the most literal template
     assert Contract(SPEC, require_all=True).check("GET", path, {}, None, 200, {"id": 7})[0].endswith(
@@ -59,4 +59,36 @@ def test_the_fake_records_what_disagrees(tmp_path: Path) -> None:
         requests.get(f"{url}/repos/{fake.repo}/pulls/1", headers=auth, timeout=5)
         with fake.off_contract():
             requests.get(f"{url}/repos/{fake.repo}/issues/1/comments", headers=auth, timeout=5)
-    assert fake.contract_problems == [f"GET /repos/{fake.repo}/pulls/1: GitHub has no such operation"]
+    assert fake.contract_problems == [f"GET /repos/{fake.repo}/pulls/1: no such operation in GitHub's description"]
+
+
+def test_the_published_contract_checks_path_parameters_bodies_and_whole_answers() -> None:
+    contract = published()
+    runs = "/repos/o/r/actions/runs/"
+    assert "path run_id='abc': (top): 'abc' is not of type 'integer'" in contract.check(
+        "GET", runs + "abc", {}, None, 404, {"message": "Not Found", "documentation_url": "x"})[0]
+    post = contract.check("POST", "/repos/o/r/issues/1/comments", {}, None, 201,
+                          contract.example("POST", "/repos/o/r/issues/1/comments", 201))
+    assert post == ["POST /repos/o/r/issues/1/comments (/repos/{owner}/{repo}/issues/{issue_number}/comments): "
+                    "the operation requires a JSON body, none was sent"]
+    partial = contract.check("GET", runs + "7", {}, None, 200, {"id": 7, "head_sha": "a" * 40})
+    assert any(p.endswith("'node_id' is a required property") for p in partial)  # every required field
+    whole = complete({"id": 7, "pull_requests": [], "head_repository": {"full_name": "o/r"}},
+                     contract.example("GET", runs + "7", 200))
+    assert contract.check("GET", runs + "7", {}, None, 200, whole) == []
+    nullable = contract.check("GET", runs + "7", {}, None, 200, {**whole, "head_repository": {"id": "x"}})
+    assert nullable and all("head_repository" in p and "any of the given schemas" not in p for p in nullable)
+    assert complete({"a": {"b": 1}, "c": OMIT, "d": [{"e": 2}]}, {"a": {"b": 0, "f": 3}, "c": 4, "d": [{"e": 0, "g": 5}]}) \
+        == {"a": {"b": 1, "f": 3}, "d": [{"e": 2, "g": 5}]}
+
+
+def test_an_answer_that_breaks_the_contract_is_a_500() -> None:
+    fake = FakeGitHub(token=TOKEN)
+    fake.add_pull(1, "a" * 40)
+    fake.pulls[1]["number"] = "one"  # GitHub's pulls have integer numbers
+    with serve(fake) as url:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        answer = requests.get(f"{url}/repos/{fake.repo}/pulls/1", headers=auth, timeout=5)
+        assert answer.status_code == 500 and "number: 'one' is not of type 'integer'" in answer.json()["message"]
+        assert requests.get(f"{url}/repos/{fake.repo}", headers=auth, timeout=5).ok
+    assert [p.split(": ", 1)[1] for p in fake.contract_problems] == ["number: 'one' is not of type 'integer'"]

@@ -14,6 +14,11 @@ the Actions endpoints of `tools.rerun.fake_actions` (runs with the ``head_sha``,
 ``head_branch`` and ``display_title`` GitHub gives them, dispatches, re-runs), and webhooks with
 their delivery log and redelivery (`tools.rerun.fake_hooks`). Bodies over GitHub's
 65,536-character limit get 422, as on GitHub.
+
+Every exchange is held to GitHub's published API description (`tools.rerun.fake_openapi`, on the
+committed extract in ``github_contract/``): the fake models what the bot reads and GitHub's example
+answer fills in the rest; a request or answer that breaks the description is answered 500 naming
+the problem and kept in ``contract_problems`` (also in ``GET /_fake/state``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 from tools.rerun.fake_actions import FakeActions, FakeRun, now_iso
 from tools.rerun.fake_expressions import render
 from tools.rerun.fake_hooks import APP_HOOK, FakeHooks
+from tools.rerun.fake_openapi import OMIT, Contract, complete, published
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN  # who the fake posts the bot's replies as
 
 MAX_COMMENT_CHARS = 65536
@@ -102,7 +108,9 @@ class FakeGitHub(FakeActions, FakeHooks):
         self._scripts: list[tuple[str, re.Pattern[str], list[Scripted]]] = []
         self._ids = itertools.count(10_000_000)
         self._patch_hold: tuple[threading.Barrier, float] | None = None
-        self.contract: Any = None  # a tools.rerun.fake_openapi.Contract checks every exchange when set
+        # GitHub's description (tools.rerun.fake_openapi): every exchange is checked against it, and
+        # an answer that breaks it becomes a 500 naming the problem (also kept in contract_problems)
+        self.contract: Contract | None = published()
         self.clock: Callable[[], float] = time.monotonic  # stamps `Recorded.at`; a test may use a virtual clock
         self.contract_problems: list[str] = []
         self._init_actions(run_names, run_name_template)
@@ -118,7 +126,9 @@ class FakeGitHub(FakeActions, FakeHooks):
         8601 UTC, default now."""
         head = None if head_repo is None else {"full_name": head_repo or self.repo}
         self.pulls[number] = {"number": number, "state": state, "user": {"login": author},
-                              "created_at": created_at or now_iso(),
+                              "created_at": created_at or now_iso(), "requested_teams": [],
+                              "html_url": f"https://github.com/{self.repo}/pull/{number}",
+                              "url": f"https://api.github.com/repos/{self.repo}/pulls/{number}",
                               "head": {"sha": head_sha, "ref": head_ref, "repo": head},
                               "base": {"ref": self.default_branch, "repo": {"full_name": self.repo}}}
 
@@ -165,6 +175,7 @@ class FakeGitHub(FakeActions, FakeHooks):
         """Dispatches, bot replies and reruns as JSON (`fake_server`'s ``GET /_fake/state``)."""
         with self.lock:
             return {"dispatches": [{k: v for k, v in d.items() if k != "at"} for d in self.dispatches],
+                    "contract_problems": list(self.contract_problems),
                     "replies": [{"id": c.id, "body": c.body, "at": c.updated} for c in self.bot_replies()],
                     "reruns": list(self.reruns), "requests": len(self.requests)}
 
@@ -190,21 +201,34 @@ class FakeGitHub(FakeActions, FakeHooks):
             answer, general = (401, {}, {"message": "Bad credentials"}), True
         else:
             answer, general = self._route(method, path, query, body), False
-        if self.contract is not None:  # a dev-time check (tools.rerun.fake_openapi)
+            example = published().example(method, path, answer[0])
+            if example is not None and answer[2] is not None:  # the fields the fake does not model
+                answer = (answer[0], answer[1], complete(answer[2], example))
+        if self.contract is not None:
             problems = self.contract.check(method, path, query, body, answer[0], answer[2], scripted=general)
-            with self.lock:
-                self.contract_problems += problems
+            if problems:
+                with self.lock:
+                    self.contract_problems += problems
+                answer = (500, {}, {"message": "the fake GitHub broke GitHub's API description: " + "; ".join(problems)})
         return answer, scripted.delay if scripted is not None else 0.0
 
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Response:
         repo = r"/repos/[^/]+/[^/]+"
         if re.fullmatch(repo, path) and method == "GET":
-            return 200, {}, {"full_name": self.repo, "default_branch": self.default_branch,
-                             "html_url": f"https://github.com/{self.repo}"}
+            owner, name = self.repo.split("/")
+            return 200, {}, {"full_name": self.repo, "name": name, "owner": {"login": owner},
+                             "default_branch": self.default_branch, "html_url": f"https://github.com/{self.repo}",
+                             "fork": False, "language": None, "source": OMIT, "parent": OMIT,
+                             "template_repository": OMIT}
         if m := re.fullmatch(repo + r"/collaborators/([^/]+)/permission", path):
             if method == "GET" and m[1] in self.permissions:
                 permission, role = self.permissions[m[1]]
-                return 200, {}, {"permission": permission, "role_name": role, "user": {"login": m[1]}}
+                levels = ("read", "triage", "write", "maintain", "admin")
+                rank = levels.index(role) if role in levels else 0
+                return 200, {}, {"permission": permission, "role_name": role, "user": {
+                    "login": m[1], "role_name": role,
+                    "permissions": {name: rank >= i for i, name in zip(range(5), ("pull", "triage", "push", "maintain",
+                                                                                  "admin"))}}}
             return 404, {}, {"message": f"{m[1]} is not a user"}
         if (m := re.fullmatch(repo + r"/pulls/(\d+)", path)) and method == "GET":
             pull = self.pulls.get(int(m[1]))

@@ -1,36 +1,48 @@
-"""A dev-time check of the fake GitHub against GitHub's own OpenAPI description.
+"""The fake GitHub held to GitHub's own published OpenAPI description, on every exchange.
 
-The description is not in this repository (73 MB): ``npm pack @octokit/openapi`` and unpack
-``package/generated/api.github.com.deref.json`` (every ``$ref`` resolved), then point
-``$RERUN_GITHUB_OPENAPI`` at it; tests/rerun/conftest.py then gives every fake a `Contract` and
-fails a test whose requests or answers disagree with it. Without the variable nothing is checked.
+The description is `tools/rerun/github_contract/openapi.json`: the operations the fake answers,
+extracted (dereferenced, prose dropped) from the pinned npm package ``@octokit/openapi`` by
+`tools.rerun.contract_extract`, which a test re-derives from the package. `published` loads it;
+every `tools.rerun.fake_github.FakeGitHub` checks its traffic against it unless told otherwise.
 
-`Contract.check` looks up the operation of a request (method and path template; an unknown one is
-a problem: the fake answers an endpoint GitHub does not have) and checks, with ``jsonschema``:
+`Contract.check` looks up the operation of a request (method and path template; one the extract
+lacks is a problem: the fake answers an endpoint it was not held to) and checks, with
+``jsonschema``:
 
-* the request: each documented query parameter's value against its schema (integers and booleans
-  parsed from the query string), the JSON body against the request body schema, ``required``
-  included (what the bot sends must be complete);
+* the request: each path parameter and documented query parameter against its schema (integers
+  and booleans parsed from the text), required query parameters and bodies present, the JSON body
+  against the request body schema, ``required`` included (what the bot sends must be complete);
 * the answer, when its status is documented for the operation: the JSON body against that
-  status's schema, without ``required`` unless ``require_all`` (the fake still leaves out most of
-  the fields GitHub sends: an answer must not contradict the description, it need not be whole);
-  a status the description does not list is a problem, except for scripted failures (5xx,
-  rate limits) which GitHub sends on any endpoint.
+  status's schema, every ``required`` field included when ``require_all`` (`published`'s default:
+  the fake's answers are whole); a status the description does not list is a problem, except for
+  scripted failures (5xx, rate limits) which GitHub sends on any endpoint.
+
+`Contract.example` gives GitHub's example answer of an operation; `complete` lays the fake's
+answer over it, so the fields the fake does not model still come, as GitHub sends them.
 
 OpenAPI 3.0's ``nullable`` becomes JSON Schema's ``null`` type; ``format`` is not checked.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from jsonschema import Draft7Validator
+from jsonschema import Draft7Validator, ValidationError, validators
 
-ENV = "RERUN_GITHUB_OPENAPI"
+ENV = "RERUN_GITHUB_OPENAPI"  # another description to check against (the whole published one, say)
+EXTRACT = Path(__file__).resolve().parent / "github_contract" / "openapi.json"
+# Statuses GitHub really sends that its description leaves out, per (method, template).
+UNDOCUMENTED = {
+    # "No ref found for: ...", more than 25 inputs: answered 422; the description lists 200 and 204
+    ("post", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches"): {422},
+}
 _METHODS = ("get", "post", "patch", "put", "delete")
 
 
@@ -44,7 +56,7 @@ def _json_schema(schema: Any, require_all: bool) -> Any:
            if not k.startswith("x-") and k not in ("nullable", "example", "examples", "discriminator")
            and (require_all or k != "required" or not isinstance(v, list))}
     if schema.get("nullable"):
-        return {"anyOf": [out, {"type": "null"}]}
+        return {"anyOf": [{"type": "null"}, out]}  # null first: most nullable fields the fake sends are null
     return out
 
 
@@ -62,11 +74,12 @@ class Contract:
         self.require_all = require_all
         self._operations: dict[str, list[_Operation]] = {m: [] for m in _METHODS}
         for template, item in spec["paths"].items():
-            pattern = re.compile(re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template)))
+            pattern = re.compile(re.sub(r"\\\{([^}]+)\\\}", lambda m: f"(?P<{_group(m[1])}>[^/]+)",
+                                        re.escape(template)))
             for method in _METHODS:
                 if method in item:
                     self._operations[method].append(_Operation(template, pattern, item[method]))
-        self._validators: dict[int, Draft7Validator] = {}
+        self._validators: dict[int, Any] = {}
 
     @classmethod
     def load(cls, path: str | Path, **kwargs: Any) -> "Contract":
@@ -83,11 +96,13 @@ class Contract:
         where = f"{method} {path}"
         op = self.operation(method, path)
         if op is None:
-            return [f"{where}: GitHub has no such operation"]
-        problems = [f"{where} ({op.template}): {p}" for p in self._request(op, query, body)]
+            return [f"{where}: no such operation in GitHub's description"]
+        match = op.pattern.fullmatch(path)
+        assert match is not None
+        problems = [f"{where} ({op.template}): {p}" for p in self._request(op, match, query, body)]
         responses = op.spec.get("responses", {})
         if str(status) not in responses:
-            if not scripted:
+            if not scripted and status not in UNDOCUMENTED.get((method.lower(), op.template), ()):
                 problems.append(f"{where} ({op.template}): status {status} is not documented "
                                 f"(documented: {', '.join(responses)})")
             return problems
@@ -100,8 +115,24 @@ class Contract:
                      for p in self._errors(content.get("schema", {}), answer, self.require_all)]
         return problems
 
-    def _request(self, op: _Operation, query: dict[str, list[str]], body: Any) -> list[str]:
+    def example(self, method: str, path: str, status: int) -> Any:
+        """GitHub's example answer (a fresh copy) for this request and status, or None."""
+        op = self.operation(method, path)
+        answer = None if op is None else op.spec.get("responses", {}).get(str(status), {})
+        content = ((answer or {}).get("content") or {}).get("application/json") or {}
+        return copy.deepcopy(content["example"]) if "example" in content else None
+
+    def _request(self, op: _Operation, match: re.Match[str], query: dict[str, list[str]], body: Any) -> list[str]:
         problems = []
+        for param in op.spec.get("parameters", []):
+            if param.get("in") == "path":
+                value = match.groupdict().get(_group(param["name"]))
+                schema = param.get("schema", {})
+                if value is not None:
+                    problems += [f"path {param['name']}={value!r}: {p}"
+                                 for p in self._errors(schema, _typed(value, schema), True)]
+            elif param.get("in") == "query" and param.get("required") and param["name"] not in query:
+                problems.append(f"required query parameter {param['name']!r} is missing")
         params = {p["name"]: p for p in op.spec.get("parameters", []) if p.get("in") == "query"}
         for name, values in query.items():
             if name not in params:
@@ -115,14 +146,81 @@ class Contract:
             problems += [f"request body: {p}" for p in self._errors(content.get("schema", {}), body, True)]
         elif body is not None and content is None:
             problems.append("the operation takes no JSON body")
+        elif body is None and (op.spec.get("requestBody") or {}).get("required"):
+            problems.append("the operation requires a JSON body, none was sent")
         return problems
 
     def _errors(self, schema: dict[str, Any], value: Any, require_all: bool) -> list[str]:
         key = id(schema) * 2 + require_all
         if key not in self._validators:
-            self._validators[key] = Draft7Validator(_json_schema(schema, require_all))
+            self._validators[key] = _Validator(_json_schema(schema, require_all))
         return sorted(f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message[:300]}"
-                      for e in self._validators[key].iter_errors(value))
+                      for e in _leaves(self._validators[key].iter_errors(value)))
+
+
+# (id of an items schema, item as JSON) -> that schema (kept alive, so that its id is not reused)
+_valid_items: dict[tuple[int, str], Any] = {}
+_valid_items_lock = threading.Lock()
+
+
+def _items(validator: Any, items: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """Draft 7's ``items``, remembering the array items found valid: a runs listing holds the
+    same runs page after page, and each run is a large schema (two repositories, two users)."""
+    if not validator.is_type(instance, "array") or not isinstance(items, dict):
+        yield from _DRAFT7_ITEMS(validator, items, instance, schema)
+        return
+    for index, item in enumerate(instance):
+        key = (id(items), json.dumps(item, sort_keys=True))
+        if key in _valid_items:
+            continue
+        errors = list(validator.descend(item, items, path=index))
+        if not errors:
+            with _valid_items_lock:
+                if len(_valid_items) > 50_000:
+                    _valid_items.clear()
+                _valid_items[key] = items
+        yield from errors
+
+
+_DRAFT7_ITEMS = Draft7Validator.VALIDATORS["items"]
+_Validator = validators.extend(Draft7Validator, {"items": _items})
+
+
+def _leaves(errors: Any) -> Iterator[ValidationError]:
+    """The errors that say what is wrong: inside a ``nullable`` value (an ``anyOf`` with null), the
+    errors of the non-null branch, not "is not valid under any of the given schemas"."""
+    for error in errors:
+        inner = [e for e in error.context or [] if not (e.validator == "type" and e.validator_value == "null")]
+        yield from (_leaves(inner) if inner else [error])
+
+
+def _group(name: str) -> str:
+    return "p_" + re.sub(r"\W", "_", name)
+
+
+@functools.lru_cache(maxsize=None)
+def published(require_all: bool = True) -> Contract:
+    """The committed extract of GitHub's description (`EXTRACT`), loaded once per process."""
+    return Contract.load(EXTRACT, require_all=require_all)
+
+
+OMIT: Any = object()  # a field of the fake's answer that must not come from the example
+
+
+def complete(answer: Any, example: Any) -> Any:
+    """``answer`` laid over GitHub's ``example``: the answer's fields win (`OMIT` removes one),
+    nested objects merge, the items of an answer's list each merge with the example's first item."""
+    if isinstance(answer, dict) and isinstance(example, dict):
+        out = dict(example)
+        for key, value in answer.items():
+            if value is OMIT:
+                out.pop(key, None)
+            else:
+                out[key] = complete(value, example.get(key)) if key in example else value
+        return out
+    if isinstance(answer, list) and isinstance(example, list) and example:
+        return [complete(item, example[0]) for item in answer]
+    return answer
 
 
 def _typed(value: str, schema: dict[str, Any]) -> Any:
@@ -135,4 +233,4 @@ def _typed(value: str, schema: dict[str, Any]) -> Any:
     return value
 
 
-__all__ = ["Contract", "ENV"]
+__all__ = ["Contract", "ENV", "EXTRACT", "OMIT", "complete", "published"]
