@@ -22,7 +22,7 @@ import pytest
 from ci.history.flaky import evidence, flaky_scores, rank
 from ci.history.ingest import ingest, prepare
 from ci.history.model import BROKEN, FAIL, PASS, SKIP, EvidenceRow, FlakyScore, Interval, RunIdentity
-from ci.history.quarantine import clean_streak, to_release
+from ci.history.quarantine import clean_streak, to_quarantine, to_release
 from ci.history.store import open_store
 from ci.registry import QuarantineEvidence, QuarantinedNode, Status, load_registry, parse_registry
 from ci.registry.quarantine_edit import QuarantineFile, QuarantineNodes, edit_quarantines, render_evidence
@@ -202,3 +202,30 @@ def test_quarantine_edits_keep_the_evidence_tier_and_a_missing_final_newline() -
     entry = parse_registry(whole, "r.yaml")[0].tests[WHOLE]
     assert entry.status is Status.QUARANTINED and entry.evidence is not None and entry.evidence.tier == "gpu_h100"
     assert "      tier: gpu_h100\n" in whole
+
+
+def _flaky_registry(tiers: str) -> str:
+    return ("version: 1\ntiers:\n  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}\n"
+            "  gpu_h100: {description: h100, runner_labels: [gpu-h100], gpu_count: 1, arch: sm_90}\n"
+            "quarantine:\n  threshold: 0.05\n  min_runs: 30\n  release_runs: 10\n"
+            f"tests:\n  {WHOLE}: {{tiers: [{tiers}], est_time: 5, owner: me, status: active}}\n")
+
+
+def test_a_quarantine_names_the_tier_its_evidence_is_from_and_only_a_tier_of_the_entry(tmp_path: Path) -> None:
+    location = str(tmp_path / "h.sqlite")
+    # on gpu_h100, test_a fails on pushes 2, 4, .., 38 (a flip each time): 19 failures in 40 trials;
+    # on cpu it passes throughout
+    for i in range(40):
+        failed = i % 2 == 1 and i < 39
+        _ingest(location, tmp_path, [Case(WHOLE, "test_a", "failed" if failed else "passed", "AssertionError: a")],
+                f"{i + 1:07x}")
+        _ingest(location, tmp_path, [Case(WHOLE, "test_a")], f"{i + 1:07x}", tier="cpu")
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(_flaky_registry("cpu"))  # the flaky tier is not one of the entry's: nothing to do
+    with open_store(location, create=False) as store:
+        assert to_quarantine(store, load_registry(registry)) == []
+    registry.write_text(_flaky_registry("cpu, gpu_h100"))
+    with open_store(location, create=False) as store:
+        (decision,) = to_quarantine(store, load_registry(registry))
+    assert (decision.node, decision.whole_file, decision.score.tier) == (WHOLE, True, "gpu_h100")
+    assert (decision.evidence.tier, decision.evidence.failures, decision.evidence.trials) == ("gpu_h100", 19, 40)
