@@ -119,8 +119,10 @@ def test_min_trials_admits_exactly_that_many(tmp_path: Path) -> None:
     ([(0, "p"), (1, "s"), (2, "p")], 2),        # ... nor break a streak
     ([(0, "p"), (1, "sp"), (2, "f"), (3, "p")], 1),
     ([(0, "p"), (1, "ps"), (2, "p")], 3),       # a skip beside a pass: clean
+    ([(0, "p"), (1, "fp"), (2, "p")], 1),       # a retried attempt (failed, then passed): not clean
+    ([(0, "p"), (1, "bp"), (2, "p")], 1),       # a broken attempt: not clean
 ])
-def test_skip_only_runs_do_not_count_towards_release(spec: list[tuple[int, str]], streak: int) -> None:
+def test_what_counts_as_a_clean_run_towards_release(spec: list[tuple[int, str]], streak: int) -> None:
     found = [EvidenceRow(f"n{i}", "cpu", REPO, "a", "nightly", report, 0, KINDS[k], "", "", "", "")
              for report, kinds in spec for i, k in enumerate(kinds)]
     assert clean_streak(found) == streak
