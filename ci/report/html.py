@@ -104,7 +104,7 @@ def run_label(run: Run, shas: Counter[str]) -> str:
 def _matrix(report: Report) -> str:
     shas = Counter(r.sha for r in report.runs)
     heads = "".join(f'<th class="r" title="{esc(r.sha)} run {esc(r.run_id)} {esc(r.event)} {esc(r.started)}">'
-                    f'<a href="{esc(safe_url(r.url))}">{esc(run_label(r, shas))}</a></th>' for r in report.runs)
+                    f"{link(r.url, run_label(r, shas))}</th>" for r in report.runs)
     body = []
     for row in report.rows:
         # the shortest valid cell: an unquoted class, no end tag (HTML closes a td at the next one)

@@ -1,0 +1,54 @@
+"""A JUnit path is the tail of a registered file only at a folder boundary (issue #32's mutation
+survivors).
+
+pytest writes paths relative to its rootdir, so ``a/test_x.py`` in a report may be the registered
+``tests/a/test_x.py`` (`ci.results.junit`). A tail is whole path components: ``a/test_x.py`` is never
+``tests/ba/test_x.py``; a tail several registered files share is settled by the pytest
+configuration in the folder it cuts off, else left as written. The same holds for xunit2's dotted
+classnames (``a.test_x`` -> ``a/test_x.py`` -> its tail).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci.results.junit import parse_junit
+from tests.ci.tree_testutil import write
+
+
+def _report(tmp_path: Path, *, file: str | None, classname: str) -> Path:
+    attr = f' file="{file}"' if file is not None else ""
+    path = tmp_path / "r.xml"
+    path.write_text(f'<testsuite time="1"><testcase classname="{classname}" name="test_ok"{attr} time="0.5"/>'
+                    "</testsuite>", encoding="utf-8")
+    return path
+
+
+# known files -> the file a report's ``file="a/test_x.py"`` maps to, and the one its xunit2
+# classname ``a.test_x`` maps to (nothing found: the path as written, and "" for a classname)
+@pytest.mark.parametrize("known, by_file, by_classname", [
+    (["tests/ba/test_x.py"], "a/test_x.py", ""),                     # "ba" is not "a"
+    (["tests/a/test_x.py", "tests/ba/test_x.py"], "tests/a/test_x.py", "tests/a/test_x.py"),
+    (["tests/ba/test_x.py", "tests/a/test_x.py"], "tests/a/test_x.py", "tests/a/test_x.py"),
+    (["tests/a/test_xx.py"], "a/test_x.py", ""),                     # nor is a longer file name
+    (["tests/a/mytest_x.py"], "a/test_x.py", ""),
+    (["x/tests/a/test_x.py", "y/a/test_x.py"], "a/test_x.py", ""),   # a shared tail, no config
+])
+def test_a_reported_path_maps_only_onto_a_whole_tail(tmp_path: Path, known: list[str], by_file: str,
+                                                     by_classname: str) -> None:
+    report = parse_junit(_report(tmp_path, file="a/test_x.py", classname="a.test_x"), root=tmp_path, known_files=known)
+    assert [c.file for c in report.cases] == [by_file]
+    report = parse_junit(_report(tmp_path, file=None, classname="a.test_x"), root=tmp_path, known_files=known)
+    assert [c.file for c in report.cases] == [by_classname]
+
+
+def test_a_shared_tail_goes_to_the_file_whose_cut_off_folder_holds_the_config(tmp_path: Path) -> None:
+    write(tmp_path, {"y/pytest.ini": "[pytest]\n"})
+    known = ["x/tests/a/test_x.py", "y/a/test_x.py"]
+    report = parse_junit(_report(tmp_path, file="a/test_x.py", classname="a.test_x"), root=tmp_path, known_files=known)
+    assert [c.file for c in report.cases] == ["y/a/test_x.py"]
+    write(tmp_path, {"x/tests/pytest.ini": "[pytest]\n"})  # both hold one now: no longer settled
+    report = parse_junit(_report(tmp_path, file="a/test_x.py", classname="a.test_x"), root=tmp_path, known_files=known)
+    assert [c.file for c in report.cases] == ["a/test_x.py"]
