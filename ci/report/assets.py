@@ -33,7 +33,7 @@ th,td{padding:1px 6px;text-align:left;white-space:nowrap}
 thead th{position:sticky;top:40px;background:#fff;border-bottom:1px solid var(--line)}
 tbody tr:nth-child(even){background:#fafafa}
 .num{text-align:right;font-variant-numeric:tabular-nums}
-.vgrid{position:relative;overflow:auto;width:max-content;max-height:70vh;max-width:100%;border:1px solid var(--line);margin-bottom:4px}
+.vgrid{background:#fff;position:relative;overflow:auto;width:max-content;max-height:70vh;max-width:100%;border:1px solid var(--line);margin-bottom:4px}
 .vhead{position:sticky;top:0;z-index:1;display:flex;align-items:flex-end;width:max-content;min-width:100%;background:#fff;
 border-bottom:1px solid var(--line);font-weight:700}
 .vbody{position:relative;contain:strict}
