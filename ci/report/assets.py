@@ -41,7 +41,7 @@ border-bottom:1px solid var(--line);font-weight:700}
 .vr.odd{background:#fafafa}
 .vgrid .t,.vgrid .nm,.vgrid .num,.vgrid .spc,.vgrid .drift{flex:none;padding:0 6px;white-space:nowrap;overflow:hidden;
 text-overflow:ellipsis}
-.vgrid .t{width:90px}.vgrid .nm{width:300px}.vgrid .num{width:76px;text-align:right}.vgrid .spc{width:132px}
+.vgrid .t{width:90px}.vgrid .nm{width:300px}.vgrid .num{width:76px;text-align:right}.vgrid .spc{width:190px}
 .vgrid .drift{width:130px}
 .nm{max-width:300px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .vgrid .c,.vhead .r{flex:none;width:20px;padding:0;text-align:center}

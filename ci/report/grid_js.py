@@ -126,13 +126,13 @@ var HUD = (function(){
     var p = document.createElementNS(NS, 'polyline'); p.setAttribute('points', pts.join(' ')); svg.appendChild(p);
     return svg;
   }
-  var du = grid(document.getElementById('durations'), DATA.du, {cols: 1,
+  var du = grid(document.getElementById('durations'), DATA.du, {cols: 8,
     draw: function(row, d){
       names(row, DATA.tiers[d[0]], DATA.files[d[2]]);
-      row.lastChild.dataset.c = '0';
       [d[3], d[4].toFixed(1), d[5].toFixed(1), secs(d[6]), secs(d[7])].forEach(function(v){ row.appendChild(span('num', String(v), 'gridcell')); });
       var sp = span('spc', '', 'gridcell'); sp.appendChild(spark(d[9])); row.appendChild(sp);
       row.appendChild(span('drift', [d[8] & 1 ? 'drift' : '', d[8] & 2 ? 'over timeout' : ''].filter(Boolean).join(', '), 'gridcell'));
+      for (var j = 1; j < row.children.length; j++) row.children[j].dataset.c = String(j - 1);  // file .. flags
     }});
   // The plans' bars: [lane, shard, file, x, width, seconds], drawn into each tier's timeline frame.
   document.querySelectorAll('svg.gantt').forEach(function(svg){

@@ -3,7 +3,8 @@ protocol (`ci.report.browser`), on the known history of tests/ci/report_support.
 
 Checked: no console error or uncaught exception, no request but the page itself from its own
 folder, no injected script runs, every matrix cell, flaky rank and shard bar where the fixture
-puts it (by layout, not only by markup), and the filters through real key presses. Screenshots
+puts it (by layout, not only by markup), the filters through real key presses, and every
+durations cell reached by arrow keys. Screenshots
 go to the test's tmp_path and, when set, ``$CI_ARTIFACTS``. Without chromium this FAILS (``ci/bootstrap.py``,
 the README commands' first step, finds or installs one): a browser test that skips would check nothing.
 """
@@ -163,3 +164,18 @@ def test_a_click_on_a_cell_opens_its_run(browser: Browser, page: Path) -> None:
     tab.send("Fetch.failRequest", {"requestId": paused["requestId"], "errorReason": "BlockedByClient"})
     assert paused["request"]["url"] == "https://ci.example/run/2"
     tab.close()
+
+
+def test_every_durations_cell_is_reachable_by_keys(tab: Tab) -> None:
+    """The durations grid is one tab stop; arrows and End walk its cells, from the file to the flags."""
+    tab.eval("document.querySelector('#durations [tabindex=\"0\"]').focus()")
+    where = "[document.activeElement.closest('.vr').dataset.file, document.activeElement.textContent]"
+    assert tab.eval(where) == ["tests/test_a.py", "tests/test_a.py"]
+    tab.key("ArrowRight")
+    assert tab.eval(where) == ["tests/test_a.py", "6"]  # runs with a sample
+    tab.key("End")
+    assert tab.eval(where) == ["tests/test_a.py", "drift"]
+    tab.key("ArrowDown")
+    assert tab.eval(where) == ["tests/test_b.py", ""]  # no flag
+    assert tab.errors == []
+
