@@ -57,6 +57,7 @@ header,p,h2,h3{overflow-wrap:anywhere}
 .legend span.c{display:inline-block;width:18px;text-align:center;font-weight:700;margin:0 3px 0 10px}
 .drift{color:var(--fail);font-weight:700}
 .hidden{display:none}
+.plan{content-visibility:auto;contain-intrinsic-size:auto 400px}
 code{font:12px ui-monospace,Menlo,Consolas,monospace}
 svg text{font:11px system-ui,sans-serif}
 .sp{width:120px;height:18px}.sp polyline{fill:none;stroke:#0072B2;vector-effect:non-scaling-stroke}
