@@ -11,12 +11,14 @@ timed). Then, best of 3:
   JSON), in process, on SQLite; against a **baseline** measured in the same run: one plain
   ``SELECT report_id, node_id, kind, time FROM cases WHERE report_id IN (...)`` of the same
   reports, fetched into Python (reading the data once, nothing computed);
-- **first paint**: headless Chromium (`ci.report.browser`) opening the page from file://, the
-  first contentful paint and the load event, against the same browser opening a one-line page
-  (the baseline: what any page costs);
-- the page's size and its JSON's.
+- the page's size and its JSON's;
+- **the browser** (`bench._report_paint`): headless Chromium opening the page from file:// (first
+  contentful paint, load event) and scrolling its matrix, against a one-line page and a page of the
+  same matrix with every cell as markup (how the HUD drew it before); without ``--quick`` also for
+  a history of `BIG_FILES` files x 30 runs (generated once, not best of 3).
 
-Goals (issue 21): generate < 2 s, first paint < 1 s, the page a few MB at most.
+Goals (issues 21, 30 and 32): generate < 2 s; 2,000 x 30 loads in <= 1 s and scrolls smoothly;
+20,000 x 30 is a few MB at most and loads in a few seconds.
 """
 
 from __future__ import annotations
@@ -24,19 +26,21 @@ from __future__ import annotations
 import hashlib
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
+from bench._report_paint import paint
 from bench.table import format_table
 from ci.history.ingest import PreparedReport, ingest, report_key
 from ci.history.model import CaseRow, RunIdentity
 from ci.history.store import open_store
 from ci.registry import load_registry
-from ci.report.browser import Browser, BrowserError
+from ci.report.assets import CSS
 from ci.report.build import build_report
+from ci.report.grid import CLASS, esc
+from ci.report.model import LETTERS, Report
 from ci.report.query import default_branch_runs
 from ci.report.write import write_report
 from ci.selection.plan import plan
@@ -45,6 +49,7 @@ SEED = 21
 GOAL_GENERATE_S = 2.0
 GOAL_PAINT_MS = 1000.0
 SHARDS = 4
+BIG_FILES = 20_000  # the scale case (not with --quick): the page's size and load, once built
 
 
 def _registry(root: Path, files: int, rng: random.Random) -> tuple[list[str], dict[str, str]]:
@@ -110,6 +115,30 @@ def _best(fn: Callable[[], None], repeat: int = 3) -> float:
     return best
 
 
+def _every_cell_a_tag(report: Report, path: Path) -> None:
+    """The in-run baseline page: the same matrix with every cell as markup (one ``<td>`` a cell, as
+    the HUD drew it before its rows became data), and the page's style, nothing else."""
+    rows = "".join(f"<tr><th>{esc(r.tier)}</th><th>{esc(r.file)}</th>"
+                   + "".join(f"<td class={CLASS[c]}>{LETTERS[c]}" for c in r.cells) + "</tr>" for r in report.rows)
+    path.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><style>{CSS}</style></head><body>'
+                    f"<table>{rows}</table></body></html>", encoding="utf-8")
+
+
+def _scale(root: Path, files: int, runs: int) -> tuple[Path, Path, float]:
+    """The history of ``files`` x ``runs`` under ``root``, its HUD and the every-cell-a-tag page;
+    the seconds one generate took."""
+    root.mkdir(parents=True, exist_ok=True)
+    location = build(root, files, runs)
+    registry = load_registry(root / "registry.yaml")
+    start = time.perf_counter()
+    with open_store(location, create=False) as store:
+        report = build_report(store, registry, [plan(registry, "cpu", shards=SHARDS)], runs=runs)
+    page, _ = write_report(report, root / "hud")
+    seconds = time.perf_counter() - start
+    _every_cell_a_tag(report, root / "cells.html")
+    return page, root / "cells.html", seconds
+
+
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     files, runs = (400, 10) if quick else (2000, 30)
@@ -120,11 +149,13 @@ def main(argv: list[str]) -> int:
         print(f"history: {files} files x {runs} runs x {SHARDS} shards, built in {time.perf_counter() - start:.1f} s")
         registry = load_registry(root / "registry.yaml")
         out = root / "hud"
+        report: list[Report] = []
 
         def generate() -> None:
             plans = [plan(registry, "cpu", shards=SHARDS)]
             with open_store(location, create=False) as store:
-                write_report(build_report(store, registry, plans, runs=runs), out)
+                report[:] = [build_report(store, registry, plans, runs=runs)]
+                write_report(report[0], out)
 
         def baseline() -> None:
             with open_store(location, create=False) as store:
@@ -137,34 +168,14 @@ def main(argv: list[str]) -> int:
         rows = [["plain SELECT of every attempt shown (baseline)", f"{base_s:.3f}", "1.00", ""],
                 ["ci report: build + write page and JSON", f"{gen_s:.3f}", f"{gen_s / base_s:.2f}",
                  "yes" if gen_s < GOAL_GENERATE_S else "NO"]]
+        pages = {f"{files} x {runs}": (page, root / "cells.html")}
+        _every_cell_a_tag(report[0], root / "cells.html")
+        if not quick:
+            big, cells, big_s = _scale(root / "big", BIG_FILES, runs)
+            rows.append([f"ci report, {BIG_FILES} x {runs} (once)", f"{big_s:.3f}", f"{big_s / base_s:.2f}", ""])
+            pages[f"{BIG_FILES} x {runs}"] = (big, cells)
         print(format_table(["generate", "s, best of 3", "x baseline", f"< {GOAL_GENERATE_S:.0f} s"], rows))
         print(f"\nsize: index.html {page.stat().st_size / 1e6:.2f} MB, report.json {data.stat().st_size / 1e6:.2f} MB")
-        return _paint(root, page)
+        return paint(root, pages)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _paint(root: Path, page: Path) -> int:
-    blank = root / "blank.html"
-    blank.write_text("<!DOCTYPE html><html><body><h1>one line</h1></body></html>")
-    results: dict[str, list[tuple[float, float]]] = {"blank": [], "hud": []}
-    try:
-        with Browser() as browser:
-            for _ in range(3):
-                for name, path in (("blank", blank), ("hud", page)):
-                    start = time.perf_counter()
-                    tab = browser.open(path)
-                    loaded = (time.perf_counter() - start) * 1000
-                    results[name].append((tab.first_paint_ms() or float("nan"), loaded))
-                    tab.close()
-    except BrowserError as exc:
-        print(f"\nfirst paint: not measured ({exc})", file=sys.stderr)
-        return 1
-    best = {name: (min(p for p, _ in r), min(l for _, l in r)) for name, r in results.items()}
-    rows = [["one-line page (baseline)", f"{best['blank'][0]:.0f}", f"{best['blank'][1]:.0f}", "1.00", ""],
-            ["the HUD", f"{best['hud'][0]:.0f}", f"{best['hud'][1]:.0f}", f"{best['hud'][0] / best['blank'][0]:.2f}",
-             "yes" if best["hud"][0] < GOAL_PAINT_MS else "NO"]]
-    print()
-    print(format_table(["headless chromium, file://", "first paint ms", "open + load ms", "x baseline (paint)",
-                        f"< {GOAL_PAINT_MS:.0f} ms"], rows, title="best of 3, interleaved"))
-    return 0

@@ -396,10 +396,15 @@ def pytest_runtest_call(item: pytest.Item):
     if deadline is None:
         return (yield)
     before = proctree.children(os.getpid())
+    timed_out = False
     try:
         return (yield)
+    except pytest.fail.Exception as exc:
+        # pytest-timeout's own verdict: its timer may have started before _DEADLINE was taken
+        timed_out = str(exc).startswith("Timeout")
+        raise
     finally:
-        if time.monotonic() >= deadline:
+        if timed_out or time.monotonic() >= deadline:
             proctree.kill_tree(proctree.children(os.getpid()) - before, spare=before)
 
 

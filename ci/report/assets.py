@@ -1,14 +1,19 @@
 """The page's style sheet and script, inline (the page loads nothing, from anywhere).
 
-The script only filters rows (and, by tier, the plans) and opens a cell's run; the page is whole without it. Its keys:
-``/`` focuses the text filter; ``t``, ``o`` and ``s`` focus the tier, owner and status selects
-(ordinary form controls: arrows or first letters choose); Escape clears every filter.
+The script draws the two big tables from the page's data block (`ci.report.grid_js`), filters
+every table (and, by tier, the plans) and opens a cell's run. Its keys: ``/`` focuses the text
+filter; ``t``, ``o`` and ``s`` focus the tier, owner and status selects (ordinary form controls:
+arrows or first letters choose); Escape clears every filter. The filters are kept in the URL's
+fragment (``#tier=cpu&text=foo``, by ``history.replaceState``), so a reload or a shared link
+opens with them; a fragment without ``=`` (a section's anchor) leaves them as they are.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+
+from ci.report.grid_js import GRID_JS
 
 CSS = """
 :root{--pass:#009E73;--fail:#D55E00;--flaky:#E69F00;--broken:#CC79A7;--skipped:#56B4E9;--q:#7f7f7f;
@@ -28,17 +33,31 @@ th,td{padding:1px 6px;text-align:left;white-space:nowrap}
 thead th{position:sticky;top:40px;background:#fff;border-bottom:1px solid var(--line)}
 tbody tr:nth-child(even){background:#fafafa}
 .num{text-align:right;font-variant-numeric:tabular-nums}
-.mx td,td.c{width:20px;min-width:20px;padding:0;text-align:center;font-weight:700;border:1px solid #fff}
-.mx td{cursor:pointer}
-.mx tbody th{font-weight:400}
-.mx th.r{width:20px;padding:0;text-align:center;font-size:10px}
-.mx th.r a{writing-mode:vertical-rl;text-decoration:none;color:var(--muted)}
+.vgrid{background:#fff;position:relative;overflow:auto;width:max-content;max-height:70vh;max-width:100%;border:1px solid var(--line);margin-bottom:4px}
+.vhead{position:sticky;top:0;z-index:1;display:flex;align-items:flex-end;width:max-content;min-width:100%;background:#fff;
+border-bottom:1px solid var(--line);font-weight:700}
+.vbody{position:relative;contain:strict}
+.vr{position:absolute;left:0;right:0;height:20px;line-height:20px;display:flex;contain:strict}
+.vr.odd{background:#fafafa}
+.vgrid .t,.vgrid .nm,.vgrid .num,.vgrid .spc,.vgrid .drift{flex:none;padding:0 6px;white-space:nowrap;overflow:hidden;
+text-overflow:ellipsis}
+.vgrid .t{width:90px}.vgrid .nm{width:300px}.vgrid .num{width:76px;text-align:right}.vgrid .spc{width:190px}
+.vgrid .drift{width:130px}
+.nm{max-width:300px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.vgrid .c,.vhead .r{flex:none;width:20px;padding:0;text-align:center}
+.vgrid .c,td.c{width:20px;min-width:20px;padding:0;text-align:center;font-weight:700;border:1px solid #fff}
+.vgrid .c{cursor:pointer}
+[data-c]:focus{outline:2px solid var(--ink);outline-offset:-2px}
+.vhead .r{font-size:10px;font-weight:400}
+.vhead .r a{writing-mode:vertical-rl;text-decoration:none;color:var(--muted)}
+header,p,h2,h3{overflow-wrap:anywhere}
 .p{background:var(--pass);color:#fff}.f{background:var(--fail);color:#fff}.k{background:var(--flaky);color:#000}
 .b{background:var(--broken);color:#000}.s{background:var(--skipped);color:#000}.q{background:var(--q);color:#fff}
 .m{background:var(--manual);color:#000}.n{background:var(--none);color:var(--muted)}
 .legend span.c{display:inline-block;width:18px;text-align:center;font-weight:700;margin:0 3px 0 10px}
 .drift{color:var(--fail);font-weight:700}
 .hidden{display:none}
+.plan{content-visibility:auto;contain-intrinsic-size:auto 400px}
 code{font:12px ui-monospace,Menlo,Consolas,monospace}
 svg text{font:11px system-ui,sans-serif}
 .sp{width:120px;height:18px}.sp polyline{fill:none;stroke:#0072B2;vector-effect:non-scaling-stroke}
@@ -47,17 +66,34 @@ svg text{font:11px system-ui,sans-serif}
 .empty{color:var(--muted)}
 """
 
-JS = r"""
+FILTER_JS = r"""
 (function(){
   var f = {tier: document.getElementById('f-tier'), owner: document.getElementById('f-owner'),
            status: document.getElementById('f-status'), text: document.getElementById('f-text')};
-  var SHORTCUT = {t: 'tier', o: 'owner', s: 'status'};
+  var SHORTCUT = {t: 'tier', o: 'owner', s: 'status'}, KEYS = ['tier', 'owner', 'status', 'text'];
   function typing(el){ return el && (el.tagName === 'INPUT' || el.tagName === 'SELECT'); }
-  var rows = Array.prototype.slice.call(document.querySelectorAll('tr[data-tier]'));
+  var rows = Array.prototype.slice.call(document.querySelectorAll('tr[data-tier]'));  // the small tables
   var plans = Array.prototype.slice.call(document.querySelectorAll('div.plan'));  // by tier only
+  function fromUrl(){  // #tier=cpu&text=foo; a plain anchor (#flaky-h) leaves the filters as they are
+    var h = window.location.hash.slice(1); if (h.indexOf('=') < 0) return false;
+    var q = new URLSearchParams(h);
+    KEYS.forEach(function(k){
+      var v = q.get(k) || '', el = f[k];
+      if (el.tagName === 'SELECT' && v && !Array.prototype.some.call(el.options, function(o){ return o.value === v; })) v = '';
+      el.value = v;
+    });
+    return true;
+  }
+  function toUrl(){
+    var q = new URLSearchParams();
+    KEYS.forEach(function(k){ if (f[k].value) q.set(k, f[k].value); });
+    var s = q.toString(), here = window.location.hash.slice(1);
+    if (s === here || (!s && here.indexOf('=') < 0)) return;
+    history.replaceState(null, '', s ? '#' + s : window.location.pathname + window.location.search);
+  }
   function apply(){
     var tier = f.tier.value, owner = f.owner.value, status = f.status.value, text = f.text.value.toLowerCase();
-    var shown = {};
+    var shown = HUD.filter(tier, owner, status, text);
     rows.forEach(function(r){
       var ok = (!tier || r.dataset.tier === tier) && (!owner || r.dataset.owner === owner)
         && (!status || (' ' + r.dataset.status + ' ').indexOf(' ' + status + ' ') >= 0)
@@ -69,9 +105,11 @@ JS = r"""
     document.querySelectorAll('[data-count-of]').forEach(function(el){
       el.textContent = (shown[el.dataset.countOf] || 0) + ' of ' + el.dataset.total + ' shown';
     });
+    toUrl();
   }
   ['tier', 'owner', 'status'].forEach(function(k){ f[k].addEventListener('change', apply); });
   f.text.addEventListener('input', apply);
+  window.addEventListener('hashchange', function(){ if (fromUrl()) apply(); });
   document.addEventListener('keydown', function(e){
     if (e.key === '/' && document.activeElement !== f.text) { e.preventDefault(); f.text.focus(); f.text.select(); }
     else if (SHORTCUT[e.key] && !typing(e.target)) { e.preventDefault(); f[SHORTCUT[e.key]].focus(); }
@@ -80,15 +118,12 @@ JS = r"""
       if (document.activeElement) document.activeElement.blur();
     }
   });
-  var heads = document.querySelectorAll('#matrix thead th.r');
-  document.getElementById('matrix').addEventListener('click', function(e){
-    var td = e.target.closest('td'); if (!td) return;
-    var th = heads[td.cellIndex - 2], a = th && th.querySelector('a');
-    if (a && a.href) window.location.href = a.href;
-  });
+  fromUrl();
   apply();
 })();
 """
+
+JS = GRID_JS + FILTER_JS
 
 
 def script_hash() -> str:

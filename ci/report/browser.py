@@ -35,7 +35,10 @@ FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-
 
 # Key -> (code, windows virtual key code) for the keys that produce no text.
 _SPECIAL = {"Escape": ("Escape", 27), "Enter": ("Enter", 13), "Tab": ("Tab", 9), "ArrowDown": ("ArrowDown", 40),
-            "ArrowUp": ("ArrowUp", 38), "Backspace": ("Backspace", 8)}
+            "ArrowUp": ("ArrowUp", 38), "Backspace": ("Backspace", 8), "ArrowLeft": ("ArrowLeft", 37),
+            "ArrowRight": ("ArrowRight", 39), "Home": ("Home", 36), "End": ("End", 35), "PageUp": ("PageUp", 33),
+            "PageDown": ("PageDown", 34)}
+MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}  # the protocol's bit field
 
 
 # Waits (up to 10 s) for the paint entry: right after the load event it may not be recorded yet.
@@ -163,8 +166,8 @@ class Browser:
                     return self.events.pop(i)
             self.events.append(self._read(deadline, f"waiting for {method}"))
 
-    def open(self, path: str | Path) -> "Tab":
-        """A new tab showing ``file://path``, loaded; see `Tab`."""
+    def open(self, path: str | Path, fragment: str = "") -> "Tab":
+        """A new tab showing ``file://path`` (with ``#fragment`` when given), loaded; see `Tab`."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         tab = Tab(self, session, target)
@@ -172,7 +175,7 @@ class Browser:
             self.send(f"{domain}.enable", session=session)
         self.send("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
                                                          "deviceScaleFactor": 1, "mobile": False}, session)
-        tab.navigate(Path(path).resolve().as_uri())
+        tab.navigate(Path(path).resolve().as_uri() + (f"#{fragment}" if fragment else ""))
         return tab
 
 
@@ -224,11 +227,17 @@ class Tab:
         """First contentful paint after navigation started, in milliseconds (None if not yet)."""
         return self.eval(_FIRST_PAINT)
 
-    def key(self, key: str) -> None:
-        """Press and release one key: a printable character, or one of Escape, Enter, Tab, arrows, Backspace."""
+    def load_ms(self) -> float:
+        """Milliseconds from the navigation's start to the end of its load event (Navigation Timing)."""
+        return self.eval("performance.getEntriesByType('navigation')[0].loadEventEnd")
+
+    def key(self, key: str, *held: str) -> None:
+        """Press and release one key: a printable character, or one of Escape, Enter, Tab, the arrows,
+        Home, End, PageUp, PageDown, Backspace; ``held`` names modifiers held meanwhile (`MODIFIERS`)."""
         if key in _SPECIAL:
             code, vk = _SPECIAL[key]
-            base = {"key": key, "code": code, "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk}
+            base = {"key": key, "code": code, "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk,
+                    "modifiers": sum(MODIFIERS[m] for m in held)}
             self.send("Input.dispatchKeyEvent", {"type": "rawKeyDown", **base})
             if key in ("Enter", "Tab"):
                 self.send("Input.dispatchKeyEvent", {"type": "char", "text": "\r" if key == "Enter" else "\t", **base})

@@ -23,9 +23,11 @@ import errno
 import os
 import signal
 import sys
+import time
 from typing import Collection, Iterable
 
 _PR_SET_CHILD_SUBREAPER = 36
+DEATH_WAIT_S = 5.0  # how long kill_tree waits for what it killed to be gone
 _PR_GET_CHILD_SUBREAPER = 37
 
 
@@ -107,7 +109,36 @@ def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int |
         _signal(pid, signal.SIGKILL)
     if group is not None:
         _signal(group, signal.SIGKILL, group=True)
+    _await_death(stopped)
     return stopped
+
+
+def _await_death(pids: Collection[int], timeout: float = DEATH_WAIT_S) -> None:
+    """Return once each of ``pids`` is gone or a zombie, or after ``timeout`` seconds. A SIGKILLed
+    process dies only when the scheduler next runs it: on a loaded machine the next test could
+    otherwise still see it alive."""
+    deadline = time.monotonic() + timeout
+    waiting = set(pids)
+    while waiting and time.monotonic() < deadline:
+        waiting = {pid for pid in waiting if _alive(pid)}
+        if waiting:
+            time.sleep(0.005)
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (``/proc``; without it, whether a signal reaches it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        return data[data.rindex(b")") + 2:][:1] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
 
 
 def _signal(pid: int, signum: int, *, group: bool = False) -> None:

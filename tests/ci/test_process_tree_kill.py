@@ -283,3 +283,26 @@ def test_the_proc_scan_reads_a_parent_past_a_name_with_parentheses() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads process states in /proc")
+def test_kill_tree_returns_only_once_what_it_killed_is_dead() -> None:
+    """A SIGKILLed process dies when the scheduler next runs it; kill_tree waits for that, so the
+    next test (or the next line) never sees one of them alive. Forty stopped sleepers make the
+    window wide enough to see without the wait."""
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(40)]
+    try:
+        for proc in procs:
+            os.kill(proc.pid, signal.SIGSTOP)
+        killed = proctree.kill_tree([p.pid for p in procs])
+        states = {}
+        for proc in procs:
+            with open(f"/proc/{proc.pid}/stat", "rb") as handle:  # still ours to reap: a zombie at most
+                data = handle.read()
+            states[proc.pid] = data[data.rindex(b")") + 2:][:1].decode()
+        assert killed == {p.pid for p in procs}
+        assert set(states.values()) <= {"Z", "X"}, states
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

@@ -27,7 +27,7 @@ from ci.history.store import open_store
 from ci.registry import load_registry
 from ci.report.build import build_report, cell
 from ci.report.html import render, run_label
-from ci.report.model import DurationRow, FileRow, Report, Run
+from ci.report.model import DurationRow, FileRow, FlakyRow, Report, Run
 from ci.report.query import FileResult
 from ci.report.write import write_report
 from ci.selection.plan import plan
@@ -141,7 +141,7 @@ class _Scripts(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.add(tag)
-        self.scripts += tag == "script"
+        self.scripts += tag == "script" and ("type", "application/json") not in attrs
         self.hrefs += [v for k, v in attrs if k == "href"]
 
     def handle_data(self, data: str) -> None:
@@ -157,8 +157,9 @@ def test_markup_in_names_is_text_and_unsafe_links_are_dropped() -> None:
     page = render(_tiny(EVIL_FILE + EVIL_NAME, "javascript:window.__pwned=3"))
     parsed = _Scripts()
     parsed.feed(page)
-    assert parsed.scripts == 1 and "img" not in parsed.tags  # only the page's own script
-    assert EVIL_FILE + EVIL_NAME in "".join(parsed.text)
+    assert parsed.scripts == 1 and "img" not in parsed.tags  # only the page's own script (the data is not one)
+    block = page.split('<script type="application/json" id="hud-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in block and json.loads(block)["files"][0] == EVIL_FILE + EVIL_NAME  # escaped, and exact
     assert not any(h and h.startswith("javascript") for h in parsed.hrefs)
     assert "default-src 'none'" in page
 
@@ -181,8 +182,8 @@ def test_command_writes_the_page(known: tuple[str, Path], tmp_path: Path, capsys
     assert "6 run(s), 7 row(s), 2 flaky, 2 plan(s), 1 pull request" in capsys.readouterr().out
     data = json.loads((out / "report.json").read_text())
     assert data["pull"]["changed"] == ["tests/test_a.py", "tests/test_b.py"]
-    matrix = (out / "index.html").read_text().split('<table id="matrix"', 1)[1].split("</table>", 1)[0]
-    assert matrix.count("<td class=") == len(EXPECTED) * RUNS
+    block = (out / "index.html").read_text().split('id="hud-data">', 1)[1].split("</script>", 1)[0]
+    assert sum(len(row[3]) for row in json.loads(block)["mx"]) == len(EXPECTED) * RUNS  # a letter a cell
 
 
 def test_command_refuses_bad_input(known: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -224,7 +225,7 @@ def test_runs_of_one_commit_are_told_apart_by_run_id() -> None:
 
 _REWRITER = """
 import sys
-from ci.report.model import DurationRow, FileRow, Report, Run
+from ci.report.model import DurationRow, FileRow, FlakyRow, Report, Run
 from ci.report.write import write_report
 runs = tuple(Run(i, f"{i:07x}", "push", str(i), "", "") for i in range(30))
 for n in range(10 ** 9):  # two reports of different sizes, in turn, until killed
@@ -277,12 +278,14 @@ def test_screenshot_without_a_browser_is_exit_3(known: tuple[str, Path], tmp_pat
 
 _CAPPED = """
 import resource, signal, sys
-from ci.report.model import DurationRow, FileRow, Report, Run
+from ci.report.model import DurationRow, FileRow, FlakyRow, Report, Run
 from ci.report.write import write_report
 runs = tuple(Run(i, f"{i:07x}", "push", str(i), "", "") for i in range(30))
 def report(n):
     rows = tuple(FileRow("cpu", f"tests/test_{i}.py", "@o", "active", ("pass",) * 30, (1.0,) * 30) for i in range(n))
-    return Report("t", "acme/x", runs, rows, (), (), (), None, 0.9)
+    flaky = tuple(FlakyRow(i + 1, "cpu", f"tests/test_{i}.py::t", f"tests/test_{i}.py", "@o", 0.5, 0.1, 0.9, 3, 9,
+                           ("https://ci.example/run/1",) * 3) for i in range(n if n > 10 else 0))
+    return Report("t", "acme/x", runs, rows, flaky, (), (), None, 0.9)
 write_report(report(10), sys.argv[1])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails with EFBIG instead
 cap = int(sys.argv[2])
@@ -294,8 +297,9 @@ except OSError as exc:
 """
 
 
-# The larger report's JSON is 867 kB and its page 1.2 MB (the first report's: 7 kB and 15 kB).
-@pytest.mark.parametrize(("cap", "json_rows"), [(200_000, 10), (1_000_000, 2000)])
+# The larger report's JSON is 1.37 MB and its page 1.60 MB (2,000 flaky rows: a table in the page), the
+# first report's 7 kB and 21 kB.
+@pytest.mark.parametrize(("cap", "json_rows"), [(200_000, 10), (1_500_000, 2000)])
 def test_a_write_that_fails_midway_keeps_the_previous_files(tmp_path: Path, cap: int, json_rows: int) -> None:
     """The second, larger report cannot be written whole (a file size cap): below the JSON's size
     both files stay the first report's, between the two sizes the JSON is the new one and the
@@ -306,7 +310,7 @@ def test_a_write_that_fails_midway_keeps_the_previous_files(tmp_path: Path, cap:
     assert done.returncode == 0 and "refused: File too large" in done.stdout, done.stderr
     assert len(json.loads((out / "report.json").read_text())["rows"]) == json_rows
     page = (out / "index.html").read_text(encoding="utf-8")
-    assert page.endswith("</script></body></html>") and page.count("<tr data-tier=") == 10
+    assert page.endswith("</script></body></html>") and page.count('"tests/test_') == 10  # the first report's
     assert sorted(p.name for p in out.iterdir()) == ["index.html", "report.json"]  # no temporary file left
 
 

@@ -3,7 +3,8 @@ protocol (`ci.report.browser`), on the known history of tests/ci/report_support.
 
 Checked: no console error or uncaught exception, no request but the page itself from its own
 folder, no injected script runs, every matrix cell, flaky rank and shard bar where the fixture
-puts it (by layout, not only by markup), and the filters through real key presses. Screenshots
+puts it (by layout, not only by markup), the filters through real key presses, and every
+durations cell reached by arrow keys. Screenshots
 go to the test's tmp_path and, when set, ``$CI_ARTIFACTS``. Without chromium this FAILS (``ci/bootstrap.py``,
 the README commands' first step, finds or installs one): a browser test that skips would check nothing.
 """
@@ -61,8 +62,8 @@ def _save(tab: Tab, name: str, tmp_path: Path, full: bool = False) -> Path:
 
 
 def _visible(tab: Tab) -> list[str]:
-    return tab.eval("[...document.querySelectorAll('#matrix tbody tr')].filter(r => r.offsetParent !== null)"
-                    ".map(r => r.dataset.tier + ' ' + r.dataset.text)")
+    return tab.eval("[...document.querySelectorAll('#matrix .vr')].filter(r => r.offsetParent !== null)"
+                    ".map(r => r.dataset.tier + ' ' + r.dataset.file)")
 
 
 def test_page_loads_clean_and_asks_for_nothing_else(tab: Tab, page: Path, tmp_path: Path) -> None:
@@ -71,19 +72,20 @@ def test_page_loads_clean_and_asks_for_nothing_else(tab: Tab, page: Path, tmp_pa
     own = page.parent.resolve().as_uri() + "/"
     assert tab.requests and all(url.startswith(own) for url in tab.requests), tab.requests
     assert tab.eval("window.__pwned === undefined") is True  # no injected script or handler ran
-    assert tab.eval("document.querySelectorAll('script').length") == 1
+    assert tab.eval("document.querySelectorAll('script:not([type=\"application/json\"])').length") == 1
+    assert tab.eval("document.querySelectorAll('script[type=\"application/json\"]').length") == 1  # data, not run
     assert tab.eval("document.querySelectorAll('#matrix img, #durations img').length") == 0
     # the markup-laden file name is shown as the text it is
-    assert EVIL_FILE in tab.eval("[...document.querySelectorAll('#matrix tbody th')].map(t => t.textContent)")
+    assert EVIL_FILE in tab.eval("[...document.querySelectorAll('#matrix .vr .nm')].map(t => t.textContent)")
     assert _save(tab, "report-top.png", tmp_path).stat().st_size > 10_000
     _save(tab, "report-full.png", tmp_path, full=True)
 
 
 def test_matrix_cells_sit_under_their_runs(tab: Tab) -> None:
-    rows = tab.eval("""[...document.querySelectorAll('#matrix tbody tr')].map(r => ({key: r.dataset.tier + '|' +
-        r.dataset.text, cells: [...r.querySelectorAll('td')].map(c => [c.className, c.textContent,
+    rows = tab.eval("""[...document.querySelectorAll('#matrix .vr')].map(r => ({key: r.dataset.tier + '|' +
+        r.dataset.file, cells: [...r.querySelectorAll('.c')].map(c => [c.className, c.textContent,
         c.getBoundingClientRect().left + c.getBoundingClientRect().width / 2])}))""")
-    heads = tab.eval("""[...document.querySelectorAll('#matrix thead th.r')].map(h => [h.getBoundingClientRect().left,
+    heads = tab.eval("""[...document.querySelectorAll('#matrix .vhead .r')].map(h => [h.getBoundingClientRect().left,
         h.getBoundingClientRect().right, h.querySelector('a').href])""")
     assert [h[2] for h in heads] == [f"https://ci.example/run/{i}" for i in range(RUNS)]
     got = {tuple(r["key"].split("|", 1)): r["cells"] for r in rows}
@@ -91,7 +93,7 @@ def test_matrix_cells_sit_under_their_runs(tab: Tab) -> None:
     classes = {"pass": "p", "fail": "f", "flaky": "k", "skipped": "s", "quarantined": "q", "manual": "m", "not-run": "n"}
     for key, statuses in EXPECTED.items():
         cells = got[key]
-        assert [c[0] for c in cells] == [classes[s] for s in statuses], key
+        assert [c[0] for c in cells] == ["c " + classes[s] for s in statuses], key
         assert [c[1] for c in cells] == [LETTER[s] for s in statuses], key
         for (_, _, centre), (left, right, _) in zip(cells, heads):
             assert left <= centre <= right, key  # each cell sits in its run's column
@@ -152,9 +154,9 @@ def test_a_click_on_a_cell_opens_its_run(browser: Browser, page: Path) -> None:
     the navigation is caught (Fetch) and refused, so nothing leaves the machine."""
     tab = browser.open(page)
     tab.send("Fetch.enable", {"patterns": [{"urlPattern": "https://*"}, {"urlPattern": "http://*"}]})
-    x, y = tab.eval("""(() => { const row = [...document.querySelectorAll('#matrix tbody tr')]
-        .find(r => r.dataset.tier === 'cpu' && r.dataset.text === 'tests/test_a.py');
-        const c = row.querySelectorAll('td')[2]; c.scrollIntoView({block: 'center'}); const b = c.getBoundingClientRect();
+    x, y = tab.eval("""(() => { const row = [...document.querySelectorAll('#matrix .vr')]
+        .find(r => r.dataset.tier === 'cpu' && r.dataset.file === 'tests/test_a.py');
+        const c = row.querySelectorAll('.c')[2]; c.scrollIntoView({block: 'center'}); const b = c.getBoundingClientRect();
         return [b.left + b.width / 2, b.top + b.height / 2]; })()""")
     for kind in ("mousePressed", "mouseReleased"):
         tab.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
@@ -162,3 +164,18 @@ def test_a_click_on_a_cell_opens_its_run(browser: Browser, page: Path) -> None:
     tab.send("Fetch.failRequest", {"requestId": paused["requestId"], "errorReason": "BlockedByClient"})
     assert paused["request"]["url"] == "https://ci.example/run/2"
     tab.close()
+
+
+def test_every_durations_cell_is_reachable_by_keys(tab: Tab) -> None:
+    """The durations grid is one tab stop; arrows and End walk its cells, from the file to the flags."""
+    tab.eval("document.querySelector('#durations [tabindex=\"0\"]').focus()")
+    where = "[document.activeElement.closest('.vr').dataset.file, document.activeElement.textContent]"
+    assert tab.eval(where) == ["tests/test_a.py", "tests/test_a.py"]
+    tab.key("ArrowRight")
+    assert tab.eval(where) == ["tests/test_a.py", "6"]  # runs with a sample
+    tab.key("End")
+    assert tab.eval(where) == ["tests/test_a.py", "drift"]
+    tab.key("ArrowDown")
+    assert tab.eval(where) == ["tests/test_b.py", ""]  # no flag
+    assert tab.errors == []
+
