@@ -92,3 +92,20 @@ def test_an_answer_that_breaks_the_contract_is_a_500() -> None:
         assert answer.status_code == 500 and "number: 'one' is not of type 'integer'" in answer.json()["message"]
         assert requests.get(f"{url}/repos/{fake.repo}", headers=auth, timeout=5).ok
     assert [p.split(": ", 1)[1] for p in fake.contract_problems] == ["number: 'one' is not of type 'integer'"]
+
+
+def test_a_request_cut_off_by_its_clients_death_is_no_request(fake, api_url: str) -> None:
+    """A client killed between a POST's headers and its body (the kill -9 tests do this) is a
+    broken connection, as GitHub sees it: the fake neither answers nor judges it against the
+    contract, nor records it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(api_url)
+    before = len(fake.requests)
+    with socket.create_connection((where.hostname, where.port), timeout=10) as conn:
+        conn.sendall(b"POST /repos/acme/kv/issues/comments/1/reactions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"con")
+        conn.shutdown(socket.SHUT_WR)
+        assert conn.recv(1024) == b""  # closed, no answer
+    assert fake.contract_problems == [] and len(fake.requests) == before
