@@ -31,7 +31,8 @@ def default_locations(platform: str = sys.platform) -> tuple[str, ...]:
     return next((paths for prefix, paths in INSTALL_LOCATIONS.items() if platform.startswith(prefix)), ())
 
 
-def _executable(path: str) -> bool:
+def is_executable(path: str) -> bool:
+    """``path`` is a file this process may execute."""
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
@@ -46,4 +47,4 @@ def find_browser(env: Mapping[str, str] | None = None, locations: Sequence[str] 
     on_path = next((found for name in BROWSER_NAMES if (found := shutil.which(name, path=path))), None)
     if on_path:
         return on_path
-    return next((p for p in (default_locations() if locations is None else locations) if _executable(p)), None)
+    return next((p for p in (default_locations() if locations is None else locations) if is_executable(p)), None)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 if __package__:
-    from ci.browser_locate import find_browser
+    from ci.browser_locate import find_browser, is_executable
 else:  # imported by ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
-    from browser_locate import find_browser
+    from browser_locate import find_browser, is_executable
 
 PACKAGE = "chromium"
 INSTALL_TIMEOUT_S = 900.0
@@ -41,8 +41,9 @@ def _fail(line: str) -> BrowserOutcome:
     return BrowserOutcome(None, line)
 
 
-def _executable(path: str, search: str) -> bool:
-    return (os.path.isfile(path) and os.access(path, os.X_OK)) or shutil.which(path, path=search) is not None
+def _runnable(path: str, search: str) -> bool:
+    """``path`` is an executable file, or a command name ``search`` (a PATH) resolves."""
+    return is_executable(path) or shutil.which(path, path=search) is not None
 
 
 def _privilege(euid: int, search: str) -> list[str] | None:
@@ -71,7 +72,7 @@ def ensure_browser(say: Callable[[str], None], *, env: Mapping[str, str] | None 
     search = env.get("PATH", os.defpath)
     found = find_browser(env, locations)
     if found is not None:
-        if env.get("CHROMIUM") and not _executable(found, search):
+        if env.get("CHROMIUM") and not _runnable(found, search):
             return _fail(f"CHROMIUM={found} is not an executable file: point it at a Chromium or Chrome, "
                          f"or unset it, {AGAIN}")
         say(f"browser: {found}")

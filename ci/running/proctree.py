@@ -128,12 +128,10 @@ def _await_death(pids: Collection[int], timeout: float = DEATH_WAIT_S) -> None:
 def _alive(pid: int) -> bool:
     """``pid`` exists and is not a zombie (``/proc``; without it, whether a signal reaches it)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-        return data[data.rindex(b")") + 2:][:1] not in (b"Z", b"X")
+        return _stat_fields(pid)[0] not in (b"Z", b"X")
     except FileNotFoundError:
         return False
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
         try:
             os.kill(pid, 0)
         except OSError:
@@ -150,16 +148,22 @@ def _signal(pid: int, signum: int, *, group: bool = False) -> None:
             raise
 
 
+def _stat_fields(pid: int) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name, from the state on (the name may
+    hold spaces and parentheses, so they are read after its last ``)``). OSError when ``pid`` has
+    no such file; ValueError when it does not hold a name in parentheses."""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        data = handle.read()
+    return data[data.rindex(b")") + 2:].split()
+
+
 def _parents() -> dict[int, int]:
-    """pid -> parent pid of every process in ``/proc`` (the comm field may hold spaces and
-    parentheses, so the fields are read after its last ``)``)."""
+    """pid -> parent pid of every process in ``/proc``."""
     out: dict[int, int] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                with open(f"/proc/{name}/stat", "rb") as handle:
-                    data = handle.read()
-                out[int(name)] = int(data[data.rindex(b")") + 2:].split()[1])
+                out[int(name)] = int(_stat_fields(int(name))[1])
             except (OSError, ValueError, IndexError):
                 continue
     return out

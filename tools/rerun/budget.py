@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ci.selection.shard import parse_shard_spec
+
 HOURLY_REQUESTS = 1000  # GITHUB_TOKEN: REST requests per hour per repository
 CONTENT_WRITES_PER_MINUTE = 80  # secondary limit: content-generating requests
 CONTENT_WRITES_PER_HOUR = 500  # secondary limit: content-generating requests
@@ -140,11 +142,12 @@ def report_slot_wait(now: float, index: int, count: int, slot: float = REPORT_SL
 
 
 def shard_of(part: str) -> tuple[int, int] | None:
-    """(i, N) of a part ``i/N``; None for any other part (``targets``)."""
-    index, sep, count = part.partition("/")
-    if not (sep and index.isdigit() and count.isdigit()) or not 1 <= int(index) <= int(count):
+    """(i, N) of a part ``i/N`` as `ci.selection.shard.parse_shard_spec` reads one; None for any
+    other part (``targets``)."""
+    try:
+        return parse_shard_spec(part)
+    except ValueError:
         return None
-    return int(index), int(count)
 
 
 __all__ = ["BOT_WRITES_PER_MINUTE", "BUDGET_SHARE", "Coalescer", "CONTENT_WRITES_PER_HOUR", "CONTENT_WRITES_PER_MINUTE",
