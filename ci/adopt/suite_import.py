@@ -124,9 +124,23 @@ def tiers_for(suite: str, tier_map: Mapping[str, list[str]]) -> list[str]:
     return out
 
 
+# The backend (`ci.registry.BACKENDS`) of each ``register_<name>_ci`` name: SGLang's amd, cuda, npu,
+# xpu and cpu, and the vendors' other names for them. A name not here (SGLang's mlx and musa) is
+# no tier's backend, so its registrations land on no tier.
+REGISTRATION_BACKENDS = {
+    "cuda": "cuda", "nvidia": "cuda", "amd": "rocm", "rocm": "rocm", "hip": "rocm", "xpu": "xpu", "intel": "xpu",
+    "npu": "npu", "ascend": "npu", "tpu": "tpu", "cpu": "cpu",
+}
+
+
+def registration_backend(name: str) -> str | None:
+    """The backend a ``register_<name>_ci`` call is for (``amd`` -> ``rocm``); None if none is."""
+    return REGISTRATION_BACKENDS.get(name)
+
+
 def _refusal(r: Registration, tier: Tier) -> str | None:
     """Why registration ``r`` may not run on ``tier`` (None: it may)."""
-    if r.backend is not None and r.backend != tier.backend:
+    if r.backend is not None and registration_backend(r.backend) != tier.backend:
         return (f"{r.how} is for {r.backend} machines and tier {tier.name!r} is a {tier.backend} tier "
                 f"(arch {tier.arch}); a suite runs on its own backend")
     if r.cadence != "per-commit" and tier.schedule != NIGHTLY:

@@ -23,11 +23,12 @@ from typing import Any
 
 from ci.project import DynamicImport, ProjectConfig
 from ci.registry.model import (
-    PER_COMMIT, SCHEMA_VERSION, STR_TAG, QuarantinePolicy, Registry, Status, TestEntry, Tier, normalize_path, plain_tag,
+    PER_COMMIT, SCHEMA_VERSION, STR_TAG, QuarantinePolicy, Registry, Status, TestEntry, Tier, default_backend,
+    normalize_path, plain_tag,
 )
 from ci.registry.rules import (
     POLICY_KEYS, PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS,
-    TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED, arch_problem, device_name_problem, dynamic_import_problem,
+    TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED, arch_problem, backend_problem, buildkite_queue_problem, device_name_problem, dynamic_import_problem,
     entry_path_problem, feature_problem, memory_problem, policy_problem, project_item_problem, project_value,
     reruns_problem, schedule_problem, seconds_problem,
 )
@@ -239,12 +240,18 @@ def _fast_tier(name: str, fields: Any) -> Tier:
     if (not name.isidentifier() or type(description) is not str or type(gpu_count) is not int or gpu_count < 0
             or type(arch) is not str):
         raise _NotSimple
-    _valid(arch_problem(arch))
+    backend = fields.get("backend")
+    if backend is not None:
+        if type(backend) is not str:
+            raise _NotSimple
+        _valid(backend_problem(backend))
+    _valid(arch_problem(arch, backend))
+    backend = backend or default_backend(arch)
     if (arch == "cpu") != (gpu_count == 0):
         raise _NotSimple
     features = _strings(fields.get("features", ()), non_empty=False)
     for feature in features:
-        _valid(feature_problem(feature, arch, gpu_count))
+        _valid(feature_problem(feature, arch, gpu_count, backend))
     device_name = fields.get("device_name")
     if device_name is not None:
         if type(device_name) is not str:
@@ -260,8 +267,14 @@ def _fast_tier(name: str, fields: Any) -> Tier:
     if type(schedule) is not str:
         raise _NotSimple
     _valid(schedule_problem(schedule))
+    queue = fields.get("buildkite_queue")
+    if queue is not None:
+        if type(queue) is not str:
+            raise _NotSimple
+        _valid(buildkite_queue_problem(queue))
     return Tier(name, description, _strings(fields["runner_labels"], non_empty=True), gpu_count, arch,
-                features, device_name, memory, line=fields.line, schedule=schedule)
+                features, device_name, memory, line=fields.line, schedule=schedule, backend=backend,
+                buildkite_queue=queue)
 
 
 def _fast_project(fields: Any) -> ProjectConfig:

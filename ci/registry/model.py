@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -23,6 +24,8 @@ from ci.repo_root import REGISTRY_FILENAME
 SCHEMA_VERSION = 1
 PER_COMMIT, NIGHTLY = "per-commit", "nightly"
 SCHEDULES = (PER_COMMIT, NIGHTLY)
+# The kinds of machine a tier can be: which runtime `ci.running.hardware` asks about its devices.
+BACKENDS = ("cuda", "rocm", "xpu", "npu", "tpu", "cpu")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,15 +82,21 @@ class Status(str, enum.Enum):
 class Tier:
     """A class of CI machine. The name is also the pytest marker (``pytest -m gpu_b200``).
 
-    ``arch`` is ``"cpu"`` or a CUDA SM name such as ``"sm_90"``; ``gpu_count`` is how many GPUs a
-    job on this tier gets. What identifies the tier's GPUs, all checked by `ci.running.hardware` before a
-    tier's tests run: ``arch`` (exact compute capability), ``device_name`` (a regular expression
-    searched, case-insensitively, in the device name, e.g. ``"H200"``: H100 and H200 are both
-    sm_90), ``min_memory_gib`` (each device's total memory, GiB = 2**30 bytes) and ``features``
-    (``fp8``, ``fp4``, ``nvlink``; see `ci.registry.rules.FEATURES`).
+    ``backend`` is the kind of machine (`BACKENDS`): ``cpu``, ``cuda``, ``rocm``, ``xpu``, ``npu``
+    or ``tpu``; when the registry does not name it, it follows from ``arch`` (`default_backend`:
+    ``cpu`` -> cpu, ``sm_*`` -> cuda, ``gfx*`` -> rocm). ``arch`` is ``"cpu"``, a CUDA SM name
+    (``"sm_90"``), a ROCm gfx target (``"gfx942"``) or, for xpu/npu/tpu, a free label. ``gpu_count``
+    is how many accelerators a job on this tier gets. What identifies them, checked by
+    `ci.running.hardware` before a tier's tests run, as far as the backend's runtime tells:
+    ``arch``, ``device_name`` (a regular expression searched, case-insensitively, in the device
+    name, e.g. ``"H200"``: H100 and H200 are both sm_90), ``min_memory_gib`` (each device's total
+    memory, GiB = 2**30 bytes) and ``features`` (``fp8``, ``fp4``, ``nvlink``: CUDA tiers only; see
+    `ci.registry.rules.FEATURES`).
 
     ``schedule`` is when the tier runs unasked: ``per-commit`` (pull requests and pushes plan it)
     or ``nightly`` (only the nightly workflow does, and whoever names the tier).
+    ``buildkite_queue`` is the Buildkite agent queue its steps go to (`queue`: the tier's name
+    unless given).
     """
 
     name: str
@@ -100,16 +109,21 @@ class Tier:
     min_memory_gib: float | None = None
     line: int = 0
     schedule: str = PER_COMMIT
+    backend: str = ""  # "" -> default_backend(arch)
+    buildkite_queue: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.backend:
+            object.__setattr__(self, "backend", default_backend(self.arch) or "")
 
     @property
     def needs_gpu(self) -> bool:
         return self.gpu_count > 0
 
     @property
-    def backend(self) -> str:
-        """The kind of machine: ``cpu``, or ``cuda`` for an ``sm_*`` arch (the only GPUs whose
-        hardware `ci.running.hardware` can check)."""
-        return "cpu" if self.arch == "cpu" else "cuda"
+    def queue(self) -> str:
+        """The Buildkite queue of this tier's steps: ``buildkite_queue``, else the tier's name."""
+        return self.buildkite_queue or self.name
 
 
 @dataclass(frozen=True)
@@ -298,6 +312,24 @@ def is_sm(arch: str) -> bool:
     return arch.startswith("sm_") and arch[3:].isdigit() and len(arch) >= 5
 
 
+def is_gfx(arch: str) -> bool:
+    """True for ROCm ``gfx<major><minor><stepping>`` targets such as ``gfx942``, ``gfx90a``, ``gfx1100``."""
+    return _GFX.fullmatch(arch) is not None
+
+
+_GFX = re.compile(r"gfx[0-9]{1,2}[0-9a-f]{2}")
+
+
+def default_backend(arch: str) -> str | None:
+    """The backend an ``arch`` implies: ``cpu`` -> cpu, ``sm_*`` -> cuda, ``gfx*`` -> rocm, else None
+    (an xpu, npu or tpu tier names its backend)."""
+    if arch == "cpu":
+        return "cpu"
+    if is_sm(arch):
+        return "cuda"
+    return "rocm" if is_gfx(arch) else None
+
+
 def sm_capability(arch: str) -> tuple[int, int]:
     """``"sm_90"`` -> ``(9, 0)``, ``"sm_100"`` -> ``(10, 0)`` (the CUDA compute capability)."""
     if not is_sm(arch):
@@ -307,7 +339,7 @@ def sm_capability(arch: str) -> tuple[int, int]:
 
 
 __all__ = [
-    "ANCHOR_OR_ALIAS", "DUPLICATE_KEY", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
+    "ANCHOR_OR_ALIAS", "BACKENDS", "default_backend", "is_gfx", "DUPLICATE_KEY", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
     "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
     "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "STR_TAG", "UNKNOWN_KEY", "UNKNOWN_TIER",
     "WRONG_TYPE", "YAML_SYNTAX", "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "double_quoted", "is_sm",

@@ -20,12 +20,12 @@ from ci.project import DynamicImport, ProjectConfig
 from ci.registry.model import (
     ANCHOR_OR_ALIAS, DUPLICATE_KEY, INVALID_VALUE, MISSING_KEY, MISSING_REASON, NON_POSITIVE, SCHEMA_VERSION,
     STR_TAG, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem, QuarantinePolicy, Registry, Status,
-    TestEntry, Tier, PER_COMMIT, normalize_path,
+    TestEntry, Tier, PER_COMMIT, default_backend, normalize_path,
 )
 from ci.registry.quarantine_parse import parse_evidence, parse_nodes, parse_policy
 from ci.registry.rules import (
     PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
-    arch_problem, describe_scalar, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem,
+    arch_problem, backend_problem, buildkite_queue_problem, describe_scalar, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem,
     number_text_problem, project_item_problem, project_value, reruns_problem, schedule_problem, seconds_problem,
 )
 
@@ -251,9 +251,15 @@ class PreciseParser:
         if gpu_count is not None and gpu_count < 0:
             self.problem(value("gpu_count"), INVALID_VALUE, f"{what} gpu_count must be >= 0")
             gpu_count = None
+        backend, backend_ok = None, True
+        if "backend" in fields:
+            backend = self.scalar(value("backend"), f"{what} backend", (str,))
+            backend_ok = backend is not None and self.check(value("backend"), what, backend_problem(backend))
+            backend = backend if backend_ok else None
         arch = self.scalar(value("arch"), f"{what} arch", (str,))
-        if arch is not None and not self.check(value("arch"), what, arch_problem(arch)):
-            arch = None
+        if arch is not None and not (backend_ok and self.check(value("arch"), what, arch_problem(arch, backend))):
+            arch = None  # (a backend that is not one says why already; the arch cannot be judged)
+        backend = backend or (default_backend(arch) if arch is not None else None)
         if arch == "cpu" and gpu_count:
             self.problem(value("gpu_count"), INVALID_VALUE, f"{what} has arch 'cpu' but gpu_count {gpu_count}")
         if arch not in (None, "cpu") and gpu_count == 0:
@@ -262,8 +268,8 @@ class PreciseParser:
         if "features" in fields:
             features = self.string_list(value("features"), f"{what} features", non_empty=False)
             for item_node, feature in zip(value("features").value, features or ()):
-                if arch is not None and gpu_count is not None:
-                    self.check(item_node, what, feature_problem(feature, arch, gpu_count))
+                if arch is not None and gpu_count is not None and backend is not None:
+                    self.check(item_node, what, feature_problem(feature, arch, gpu_count, backend))
         device_name = None
         if "device_name" in fields:
             device_name = self.scalar(value("device_name"), f"{what} device_name", (str,))
@@ -279,10 +285,16 @@ class PreciseParser:
             schedule = self.scalar(value("schedule"), f"{what} schedule", (str,))
             if schedule is not None:
                 self.check(value("schedule"), what, schedule_problem(schedule))
+        queue = None
+        if "buildkite_queue" in fields:
+            queue = self.scalar(value("buildkite_queue"), f"{what} buildkite_queue", (str,))
+            if queue is not None:
+                self.check(value("buildkite_queue"), what, buildkite_queue_problem(queue))
         if len(self.problems) != before:
             return None
         return Tier(name, description, labels, gpu_count, arch, features, device_name,
-                    None if memory is None else float(memory), line=key_node.start_mark.line + 1, schedule=schedule)
+                    None if memory is None else float(memory), line=key_node.start_mark.line + 1, schedule=schedule,
+                    backend=backend, buildkite_queue=queue)
 
     def tests(self, node: yaml.Node, tiers: dict[str, Tier]) -> dict[str, TestEntry]:
         entries = self.mapping(node, "tests", None)

@@ -15,7 +15,9 @@ from typing import Any
 
 from ci.limits import is_plain_decimal
 from ci.project import dotted_glob_problem
-from ci.registry.model import MAX_SECONDS, SCHEDULES, is_sm, normalize_path, sm_capability
+from ci.registry.model import (
+    BACKENDS, MAX_SECONDS, SCHEDULES, default_backend, is_gfx, is_sm, normalize_path, sm_capability,
+)
 
 TOP_KEYS = {"version", "run_all_paths", "project", "tiers", "tests", "quarantine"}
 TOP_REQUIRED = {"version", "tiers", "tests"}
@@ -26,7 +28,7 @@ PROJECT_FLAG, PROJECT_DYNAMIC = "unique_basenames", "dynamic_imports"
 # Lists that must name at least one item (an empty first_party means: discover the packages).
 PROJECT_NON_EMPTY = {"source_roots", "test_roots", "test_patterns"}
 TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib",
-             "schedule"}
+             "schedule", "backend", "buildkite_queue"}
 TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
 TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on",
              "evidence", "quarantined_nodes"}
@@ -119,10 +121,45 @@ def entry_path_problem(raw: str) -> str | None:
     return None
 
 
-def arch_problem(arch: str) -> str | None:
-    if arch == "cpu" or is_sm(arch):
+_LABEL = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")  # an xpu/npu/tpu arch label: pvc, ascend910b, v5e
+
+
+def backend_problem(backend: str) -> str | None:
+    """None if ``backend`` is one of `BACKENDS`."""
+    if backend in BACKENDS:
         return None
-    return f"arch must be 'cpu' or 'sm_<major><minor>' such as 'sm_90', got {arch!r}"
+    return f"backend must be one of {', '.join(BACKENDS)}, got {describe_scalar(backend)}"
+
+
+def arch_problem(arch: str, backend: str | None = None) -> str | None:
+    """None if ``arch`` suits ``backend`` (None: the tier names none, so the arch must imply one).
+
+    cpu takes ``cpu``, cuda ``sm_<major><minor>``, rocm ``gfx<target>``; xpu, npu and tpu take a
+    lower-case label (their runtimes expose no architecture name `ci.running.hardware` could compare).
+    """
+    if backend is None:
+        if default_backend(arch) is not None:
+            return None
+        return (f"arch must be 'cpu', 'sm_<major><minor>' such as 'sm_90' or 'gfx<target>' such as 'gfx942', "
+                f"got {describe_scalar(arch)} (an xpu, npu or tpu tier names its backend: 'backend: xpu')")
+    implied = default_backend(arch)
+    if backend == "cpu" and arch != "cpu":
+        return f"backend 'cpu' needs arch 'cpu', got {describe_scalar(arch)}"
+    if backend == "cuda" and not is_sm(arch):
+        return f"backend 'cuda' needs arch 'sm_<major><minor>' such as 'sm_90', got {describe_scalar(arch)}"
+    if backend == "rocm" and not is_gfx(arch):
+        return f"backend 'rocm' needs arch 'gfx<target>' such as 'gfx942', got {describe_scalar(arch)}"
+    if backend in ("xpu", "npu", "tpu") and (implied is not None or not _LABEL.fullmatch(arch)):
+        return (f"backend {backend!r} needs an arch label of lower-case letters, digits, '_', '.' or '-' "
+                f"that is not cpu, sm_* or gfx* (such as 'pvc', 'ascend910b', 'v5e'), got {describe_scalar(arch)}")
+    return None
+
+
+def buildkite_queue_problem(queue: str) -> str | None:
+    """None if ``queue`` can name a Buildkite agent queue: non-blank, no whitespace."""
+    if queue and queue.isprintable() and not any(c.isspace() for c in queue):
+        return None
+    return f"buildkite_queue must be a queue name without spaces, got {describe_scalar(queue)}"
 
 
 def schedule_problem(schedule: str) -> str | None:
@@ -132,12 +169,15 @@ def schedule_problem(schedule: str) -> str | None:
     return f"schedule must be one of {', '.join(SCHEDULES)}, got {describe_scalar(schedule)}"
 
 
-def feature_problem(feature: str, arch: str, gpu_count: int) -> str | None:
-    """None if a tier with ``arch`` and ``gpu_count`` can have ``feature``."""
+def feature_problem(feature: str, arch: str, gpu_count: int, backend: str = "cuda") -> str | None:
+    """None if a tier with ``arch``, ``gpu_count`` and ``backend`` can have ``feature`` (features
+    are CUDA's: nothing checks them on another backend's machine)."""
     if feature not in FEATURES:
         return f"unknown feature {feature!r}; known features: {', '.join(FEATURES)}"
     if arch == "cpu":
         return f"feature {feature!r} needs a GPU tier (arch is 'cpu')"
+    if backend != "cuda":
+        return f"feature {feature!r} is checked only on cuda tiers; this tier's backend is {backend!r}"
     oldest = FEATURES[feature]
     if oldest is not None and is_sm(arch) and sm_capability(arch) < oldest:
         return f"feature {feature!r} needs sm_{oldest[0]}{oldest[1]} or newer, but arch is {arch!r}"
@@ -218,7 +258,7 @@ def describe_scalar(value: Any) -> str:
 
 __all__ = [
     "FEATURES", "MAX_MEMORY_GIB", "MAX_RERUNS", "MIN_TIMEOUT", "number_text_problem", "reruns_problem", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
-    "TIER_KEYS", "TIER_REQUIRED", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
+    "TIER_KEYS", "TIER_REQUIRED", "backend_problem", "buildkite_queue_problem", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
     "describe_scalar", "device_name_problem", "EVIDENCE_KEYS", "NODE_KEYS", "NODE_REQUIRED", "POLICY_KEYS",
     "QUARANTINE_TEST_KEYS", "node_id_problem", "policy_problem", "feature_problem", "memory_problem", "project_item_problem",
     "project_value", "seconds_problem", "dynamic_import_problem", "schedule_problem", "PROJECT_FLAG", "PROJECT_DYNAMIC",
