@@ -19,7 +19,7 @@ from ci.commands import plan as plan_cmd
 from ci.selection.deps import TestDependencies
 from ci.imports.cache import default_cache_path
 from ci.selection.plan import plan
-from ci.registry import Registry, TestEntry, load_registry, path_is_under
+from ci.registry import Registry, TestEntry, load_registry, run_all_rule
 
 SEED = 20260501
 
@@ -104,7 +104,7 @@ def single_file_selection(root: Path) -> dict[str, list[int]]:
     old = Registry(registry.path, registry.tiers, old_tests, registry.run_all_paths)
     files = {m.rel for m in deps.index.files()} | {c for t in registry.tests for c in deps.conftests(t)}
     changes = sorted(f for f in files if f.endswith(".py") and f not in registry.tests
-                     and not any(path_is_under(f, p) for p in registry.run_all_paths))
+                     and run_all_rule(registry.run_all_paths, f) is None)
     graph_sizes, hand_sizes, missed = [], [], []
     for rel in changes:
         impact = deps.impact([rel])

@@ -72,7 +72,7 @@ def lint_registry(root: Path, registry: Registry, test_files: list[str], links: 
                                                       or entry.timeout < derived_timeout(entry.est_time)):
             problems.append(_gpu_timeout(where, gpu_tiers, entry))
     for path in registry.run_all_paths:
-        if not (root / path).exists():
+        if not (root / path.removeprefix("!")).exists():
             problems.append(Problem(where, 0, 0, MISSING_DEPENDENCY,
                                     f"run_all_paths names {path!r}, which does not exist"))
     for path in test_files:

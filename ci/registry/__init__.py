@@ -6,6 +6,7 @@ job:
 
 * `ci.registry.model`: the typed objects, `Problem` / `RegistryError`, path helpers;
 * `ci.registry.rules`: the keys and value rules both parsers share (and `derived_timeout`);
+* `ci.registry.run_all`: ``run_all_paths`` patterns (``!`` exclusions, the last match wins);
 * `ci.registry.parse`: the node-tree parser, every problem with ``file:line:col``;
 * `ci.registry.fast_parse`: the line scanner for the plain block style (equal result, no problems);
 * `ci.registry.files`: the repository root, reading (UTF-8 only), loading, the test tree;
@@ -31,9 +32,10 @@ from ci.registry.model import (
 )
 from ci.registry.parse import parse_precise as _parse_precise  # the benchmark times the precise path alone
 from ci.registry.rules import FEATURES, derived_timeout
+from ci.registry.run_all import covers_everything_under, deciding_pattern, run_all_rule
 
 __all__ = [
-    "ANCHOR_OR_ALIAS", "DUPLICATE_KEY", "FEATURES", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
+    "ANCHOR_OR_ALIAS", "covers_everything_under", "deciding_pattern", "run_all_rule", "DUPLICATE_KEY", "FEATURES", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
     "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
     "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "UNKNOWN_KEY", "UNKNOWN_TIER", "WRONG_TYPE",
     "UNREADABLE_DIR", "YAML_SYNTAX", "entry_is", "registered_file_problem", "unreadable_dir_problem", "Problem", "ProjectConfig", "Registry", "RegistryError", "RepoRootNotFound", "Status",

@@ -26,6 +26,7 @@ from ci.registry.model import (
     PER_COMMIT, SCHEMA_VERSION, STR_TAG, QuarantinePolicy, Registry, Status, TestEntry, Tier, default_backend,
     normalize_path, plain_tag,
 )
+from ci.registry.run_all import normalize_pattern, run_all_problems
 from ci.registry.rules import (
     POLICY_KEYS, PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS,
     TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED, arch_problem, backend_problem, buildkite_queue_problem, device_name_problem, dynamic_import_problem,
@@ -367,6 +368,8 @@ def parse_fast(text: str, path: str) -> Registry | None:
                 or top["version"] != SCHEMA_VERSION):
             raise _NotSimple
         run_all = _strings(top["run_all_paths"], non_empty=True) if "run_all_paths" in top else ()
+        if run_all_problems(run_all):
+            raise _NotSimple
         project = _fast_project(top["project"]) if "project" in top else ProjectConfig()
         tiers = top["tiers"]
         if type(tiers) is not _Block:
@@ -380,7 +383,7 @@ def parse_fast(text: str, path: str) -> Registry | None:
         policy = _fast_policy(top["quarantine"]) if "quarantine" in top else QuarantinePolicy()
     except _NotSimple:
         return None
-    return Registry(path, tiers, tests, tuple(normalize_path(p) for p in run_all), top["version"], project,
+    return Registry(path, tiers, tests, tuple(map(normalize_pattern, run_all)), top["version"], project,
                     quarantine=policy)
 
 

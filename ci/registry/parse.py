@@ -22,6 +22,7 @@ from ci.registry.model import (
     STR_TAG, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem, QuarantinePolicy, Registry, Status,
     TestEntry, Tier, PER_COMMIT, default_backend, normalize_path,
 )
+from ci.registry.run_all import normalize_pattern, run_all_problems
 from ci.registry.quarantine_parse import parse_evidence, parse_nodes, parse_policy
 from ci.registry.rules import (
     PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
@@ -161,14 +162,17 @@ class PreciseParser:
                 self.problem(node, INVALID_VALUE, f"version {version} is not supported (expected {SCHEMA_VERSION})")
         run_all: tuple[str, ...] = ()
         if "run_all_paths" in top:
-            run_all = self.string_list(top["run_all_paths"][1], "run_all_paths") or ()
+            node = top["run_all_paths"][1]
+            run_all = self.string_list(node, "run_all_paths") or ()
+            for index, message in run_all_problems(run_all):
+                self.problem(node.value[index], INVALID_VALUE, f"run_all_paths item {message}")
         project = self.project(top["project"][1]) if "project" in top else ProjectConfig()
         tiers = self.tiers(top["tiers"][1]) if "tiers" in top else {}
         tests = self.tests(top["tests"][1], tiers) if "tests" in top else {}
         policy = parse_policy(self, *top["quarantine"]) if "quarantine" in top else QuarantinePolicy()
         if self.problems:
             return None
-        return Registry(self.path, tiers, tests, tuple(normalize_path(p) for p in run_all), version, project,
+        return Registry(self.path, tiers, tests, tuple(map(normalize_pattern, run_all)), version, project,
                         quarantine=policy)
 
     def anchors_and_aliases(self) -> bool:

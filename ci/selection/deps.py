@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 from ci.imports.cache import RecordCache, default_cache_path
 from ci.imports.graph import ImportGraph
 from ci.imports.index import ModuleIndex
-from ci.registry import Registry, gc_paused, normalize_path, path_is_under, registered_file_problem
+from ci.registry import Registry, gc_paused, normalize_path, path_is_under, registered_file_problem, run_all_rule
 
 _DEFAULT = object()
 
@@ -184,7 +184,7 @@ class TestDependencies:
 
     def _covered(self, path: str) -> bool:
         registry = self.registry
-        if any(path_is_under(path, p) for p in registry.run_all_paths) or path in registry.tests:
+        if run_all_rule(registry.run_all_paths, path) is not None or path in registry.tests:
             return True
         if not self._prefixes.isdisjoint(_ancestors_of([path])):  # under some test's depends_on
             return True

@@ -27,7 +27,9 @@ import yaml
 
 from ci.selection.deps import TestDependencies
 from ci.imports.index import ModuleIndex
-from ci.registry import Problem, Registry, RegistryError, normalize_path, parse_registry, path_is_under
+from ci.registry import (
+    Problem, Registry, RegistryError, covers_everything_under, normalize_path, parse_registry, run_all_rule,
+)
 from ci.registry.edit_lock import read_for_edit, write_registry
 
 REDUNDANT_DEPENDENCY = "L005"
@@ -61,8 +63,8 @@ def find_redundant(deps: TestDependencies) -> list[Redundant]:
             continue
         closure = None
         for dep in entry.depends_on:
-            trigger = next((p for p in registry.run_all_paths if path_is_under(dep, p)), None)
-            if trigger is not None:
+            if covers_everything_under(registry.run_all_paths, dep):
+                trigger = run_all_rule(registry.run_all_paths, dep)
                 why = f"run_all_paths entry {trigger!r} already selects every test on a change there"
             elif dep == entry.path:
                 why = "the test file itself always counts"

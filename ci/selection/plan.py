@@ -32,7 +32,10 @@ from typing import Mapping, Sequence
 
 from ci.selection.deps import Impact
 from ci.project import ProjectConfig
-from ci.registry import Registry, Status, TestEntry, Tier, normalize_path, path_is_under, registered_file_problem
+from ci.registry import (
+    Registry, Status, TestEntry, Tier, deciding_pattern, normalize_path, path_is_under, registered_file_problem,
+    run_all_rule,
+)
 from ci.selection.shard import ShardPlan, lpt, lpt_for_budget
 
 
@@ -80,6 +83,7 @@ class Plan:
     changed_files: tuple[str, ...] | None
     run_all_trigger: str | None  # the changed path that matched a run_all_paths entry
     uncovered: tuple[str, ...] = ()  # changed paths no registered test covers (any tier)
+    run_all_excluded: tuple[str, ...] = ()  # "path (run_all_paths: !prefix)": taken back by a '!' entry
 
     @property
     def has_tests(self) -> bool:
@@ -118,10 +122,12 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
         raise PlanError("give either shards or shard_budget, not both")
     durations = durations or {}
     changed = None if changed_files is None else tuple(sorted(set(changed_files)))
-    trigger = None
+    trigger, excluded = None, ()
     if changed is not None:
-        trigger = next((f"{c} (run_all_paths: {p})" for c in changed for p in registry.run_all_paths
-                        if path_is_under(c, p)), None)
+        trigger = next((f"{c} (run_all_paths: {rule})" for c in changed
+                        if (rule := run_all_rule(registry.run_all_paths, c)) is not None), None)
+        excluded = tuple(f"{c} (run_all_paths: {rule})" for c in changed
+                         if (rule := deciding_pattern(registry.run_all_paths, c) or "").startswith("!"))
 
     selected: list[PlannedTest] = []
     not_run: list[NotRun] = []
@@ -152,7 +158,7 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
     plan_shards = tuple(PlanShard(s.index, split.count, s.tests, s.load) for s in split.shards)
     uncovered = impact.uncovered if impact is not None and changed is not None else ()
     return Plan(registry.tiers[tier], tuple(selected), tuple(not_run), plan_shards,
-                split.makespan, split.lower_bound, changed, trigger, uncovered)
+                split.makespan, split.lower_bound, changed, trigger, uncovered, excluded)
 
 
 def _why_selected(entry: TestEntry, changed: tuple[str, ...] | None, trigger: str | None,
@@ -201,6 +207,7 @@ def to_json(plans: Sequence[Plan]) -> str:
                           for item in data[name]]
         data["changed_files"] = None if p.changed_files is None else list(p.changed_files)
         data["uncovered"] = list(p.uncovered)
+        data["run_all_excluded"] = list(p.run_all_excluded)
         data["tier"] = p.tier.name
         data["has_tests"] = p.has_tests
         data["total_time"] = p.total_time
@@ -232,6 +239,7 @@ def to_text(plans: Sequence[Plan]) -> str:
             head += f" ({len(p.changed_files)} changed files"
             head += f"; run-all triggered by {p.run_all_trigger})" if p.run_all_trigger else ")"
         lines.append(head)
+        lines += [f"  run-all not triggered: {excluded}" for excluded in p.run_all_excluded]
         lines.append(f"  {n} shard(s): est. makespan {p.makespan:.0f}s, lower bound {p.lower_bound:.0f}s, "
                      f"total {p.total_time:.0f}s")
         why = {t.path: t.why for t in p.selected}

@@ -16,18 +16,12 @@ from ci.adopt.suite_import import import_suites, registration_backend
 from ci.adopt.suites import Registration, Scan
 from ci.registry import Registry, Tier, parse_registry
 from ci.registry import fast_parse, parse as precise
+from tests.ci.tree_testutil import CPU_TIER_BLOCK, cpu_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((ROOT / "ci" / "registry" / "schema.json").read_text()))
 
-TIERS = """\
-version: 1
-tiers:
-  cpu:
-    description: no accelerator
-    runner_labels: [ubuntu-latest]
-    gpu_count: 0
-    arch: cpu
+TIERS = "version: 1\ntiers:\n" + CPU_TIER_BLOCK + """\
   h100:
     description: one H100
     runner_labels: [gpu]
@@ -58,12 +52,7 @@ tiers:
     arch: v5e
     backend: tpu
 tests:
-  tests/test_a.py:
-    tiers: [cpu]
-    est_time: 1
-    owner: o
-    status: active
-"""
+""" + cpu_entry("tests/test_a.py")
 
 
 def both(text: str) -> Registry:

@@ -15,6 +15,20 @@ tiers:
 tests:
 """
 
+# The cpu tier in block style, the fast registry parser's subset (the flow mapping above is not).
+CPU_TIER_BLOCK = """\
+  cpu:
+    description: no GPU
+    runner_labels: [ubuntu-latest]
+    gpu_count: 0
+    arch: cpu
+"""
+
+
+def cpu_entry(path: str) -> str:
+    """A block-style registry entry for the test file ``path`` on the cpu tier."""
+    return f"  {path}:\n    tiers: [cpu]\n    est_time: 1\n    owner: o\n    status: active\n"
+
 
 def write(root: Path, files: dict[str, str]) -> None:
     """Write ``files`` (repo-relative path -> text, dedented) under ``root``, making folders."""
