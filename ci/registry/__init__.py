@@ -25,17 +25,17 @@ from ci.registry.files import (
     link_problem, load_registry, parse_registry, read_registry_text, scan_test_tree, set_repo_root,
 )
 from ci.registry.model import (
-    ANCHOR_OR_ALIAS, DUPLICATE_KEY, INVALID_VALUE, MAX_SECONDS, MISSING_KEY, MISSING_REASON, NON_POSITIVE,
+    ANCHOR_OR_ALIAS, BACKENDS, DUPLICATE_KEY, INVALID_VALUE, MAX_SECONDS, MISSING_KEY, MISSING_REASON, NON_POSITIVE,
     NIGHTLY, NOT_UTF8, PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, SCHEMA_VERSION, QuarantineEvidence, QuarantinePolicy,
     QuarantinedNode, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem,
-    Registry, RegistryError, Status, TestEntry, Tier, normalize_path, path_is_under, sm_capability, yaml_scalar,
+    Registry, RegistryError, Status, TestEntry, Tier, default_backend, is_gfx, normalize_path, path_is_under, sm_capability, yaml_scalar,
 )
 from ci.registry.parse import parse_precise as _parse_precise  # the benchmark times the precise path alone
 from ci.registry.rules import FEATURES, derived_timeout
 from ci.registry.run_all import covers_everything_under, deciding_pattern, run_all_rule
 
 __all__ = [
-    "ANCHOR_OR_ALIAS", "covers_everything_under", "deciding_pattern", "run_all_rule", "DUPLICATE_KEY", "FEATURES", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
+    "ANCHOR_OR_ALIAS", "BACKENDS", "default_backend", "is_gfx", "covers_everything_under", "deciding_pattern", "run_all_rule", "DUPLICATE_KEY", "FEATURES", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
     "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
     "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "UNKNOWN_KEY", "UNKNOWN_TIER", "WRONG_TYPE",
     "UNREADABLE_DIR", "YAML_SYNTAX", "entry_is", "registered_file_problem", "unreadable_dir_problem", "Problem", "ProjectConfig", "Registry", "RegistryError", "RepoRootNotFound", "Status",

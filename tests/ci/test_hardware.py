@@ -75,7 +75,7 @@ def test_tiers_without_identity_keep_the_plain_rule():
     plain = tier("gpu_b200", 1, "sm_100", ("fp8", "fp4"))
     assert missing(plain, parse_override("sm_100")) is None
     assert missing(plain, parse_override("none")) == (
-        "tier gpu_b200 needs 1 GPU with sm_100 (fp8, fp4); this machine has none")
+        "tier gpu_b200 needs 1 GPU with sm_100 (fp8, fp4); this machine has none (CI_HARDWARE_OVERRIDE=none)")
     assert missing(tier("cpu", 0, "cpu"), parse_override("none")) is None
     assert missing(tier("gpu_h100", 1, "sm_90"), parse_override("sm_100")) == (
         "tier gpu_h100 needs 1 GPU with sm_90; this machine has 1x sm_100 (fp4, fp8): sm_100 is not sm_90")

@@ -16,41 +16,12 @@ from ci.adopt.suite_import import import_suites, registration_backend
 from ci.adopt.suites import Registration, Scan
 from ci.registry import Registry, Tier, parse_registry
 from ci.registry import fast_parse, parse as precise
-from tests.ci.tree_testutil import CPU_TIER_BLOCK, cpu_entry
+from tests.ci.tree_testutil import BACKEND_TIERS_BLOCK, CPU_TIER_BLOCK, cpu_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((ROOT / "ci" / "registry" / "schema.json").read_text()))
 
-TIERS = "version: 1\ntiers:\n" + CPU_TIER_BLOCK + """\
-  h100:
-    description: one H100
-    runner_labels: [gpu]
-    gpu_count: 1
-    arch: sm_90
-  mi300:
-    description: one MI300X
-    runner_labels: [amd]
-    gpu_count: 1
-    arch: gfx942
-    buildkite_queue: amd-mi300
-  arc:
-    description: one Intel GPU
-    runner_labels: [intel]
-    gpu_count: 1
-    arch: pvc
-    backend: xpu
-  ascend:
-    description: eight Ascend NPUs
-    runner_labels: [npu]
-    gpu_count: 8
-    arch: ascend910b
-    backend: npu
-  v5e:
-    description: a TPU v5e host
-    runner_labels: [tpu]
-    gpu_count: 4
-    arch: v5e
-    backend: tpu
+TIERS = "version: 1\ntiers:\n" + CPU_TIER_BLOCK + BACKEND_TIERS_BLOCK + """\
 tests:
 """ + cpu_entry("tests/test_a.py")
 
@@ -69,9 +40,9 @@ def both(text: str) -> Registry:
 def test_backends_default_from_arch_and_are_named_for_the_rest():
     tiers = both(TIERS).tiers
     assert {name: t.backend for name, t in tiers.items()} == {
-        "cpu": "cpu", "h100": "cuda", "mi300": "rocm", "arc": "xpu", "ascend": "npu", "v5e": "tpu"}
+        "cpu": "cpu", "h100": "cuda", "mi300": "rocm", "pvc": "xpu", "ascend": "npu", "v5e": "tpu"}
     assert {name: t.queue for name, t in tiers.items()} == {
-        "cpu": "cpu", "h100": "h100", "mi300": "amd-mi300", "arc": "arc", "ascend": "ascend", "v5e": "v5e"}
+        "cpu": "cpu", "h100": "h100", "mi300": "amd-mi300", "pvc": "pvc", "ascend": "ascend", "v5e": "v5e"}
 
 
 def test_a_named_backend_equal_to_the_default_is_the_same_tier():
@@ -139,7 +110,7 @@ def test_a_bad_backend_is_one_line_from_lint(tmp_path):
                             capture_output=True, text=True, check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     line = line_of(BAD["unknown backend"][0], "    backend: gpu")
-    assert f"registry.yaml:{line}:14: R009 tier 'arc': backend must be one of cuda, rocm, xpu, npu, tpu, cpu, got 'gpu'" \
+    assert f"registry.yaml:{line}:14: R009 tier 'pvc': backend must be one of cuda, rocm, xpu, npu, tpu, cpu, got 'gpu'" \
         in result.stdout + result.stderr
 
 
