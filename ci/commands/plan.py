@@ -5,6 +5,8 @@ Examples::
     python -m ci plan --tier cpu
     python -m ci plan --gpu-tiers --base origin/main --shard-budget 1800 --format github-matrix \\
         --github-output        # appends matrix=... and has_tests=true|false to $GITHUB_OUTPUT
+    python -m ci plan --gpu-tiers --base origin/main --shard-budget 1800 --format buildkite \\
+        | buildkite-agent pipeline upload
 
 An empty selection prints ``{"include":[]}`` and ``has_tests=false``; guard the matrix job with
 ``if: needs.plan.outputs.has_tests == 'true'`` (GitHub rejects an empty matrix).
@@ -22,6 +24,7 @@ from ci.limits import whole_number
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.selection.changes import ChangesError, git_changed_files, read_changed_files
 from ci.selection.deps import Impact, TestDependencies, registered_non_files
+from ci.selection.buildkite import to_buildkite
 from ci.selection.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
 from ci.registry import PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, Registry, RegistryError, find_repo_root, load_registry
 from ci.selection.shard import MAX_SHARDS, ShardBudgetError
@@ -101,6 +104,15 @@ def make_plans(registry: Registry, tiers: list[str], args: argparse.Namespace, r
             for t in tiers]
 
 
+def selection_args(args: argparse.Namespace) -> list[str]:
+    """The selection arguments ``ci run --shard i/N`` must repeat to plan what this plan did."""
+    out: list[str] = []
+    for flag, value in (("--base", args.base), ("--changed-files", args.changed_files), ("--durations", args.durations)):
+        if value:
+            out += [flag, value]
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci plan", description=__doc__.splitlines()[0])
     add_registry_arg(parser)
@@ -113,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "nightly tiers run in the nightly workflow, which passes 'all'); --tier plans what it names")
     add_selection_args(parser)
     add_shard_args(parser)
-    parser.add_argument("--format", choices=("text", "json", "github-matrix"), default="text")
+    parser.add_argument("--format", choices=("text", "json", "github-matrix", "buildkite"), default="text",
+                        help="buildkite: a pipeline for `buildkite-agent pipeline upload` (one step per tier)")
     parser.add_argument("--github-output", action="store_true",
                         help="also append matrix=<json> and has_tests=<bool> to $GITHUB_OUTPUT")
     return parser
@@ -132,8 +145,10 @@ def main(argv: list[str]) -> int:
     except (RegistryError, ChangesError, PlanError, ShardBudgetError, UsageError, ValueError) as exc:
         print(f"python -m ci plan: {exc}", file=sys.stderr)
         return 2
-    render = {"text": to_text, "json": to_json, "github-matrix": to_github_matrix}[args.format]
-    print(render(plans))
+    if args.format == "buildkite":
+        print(to_buildkite(plans, registry, selection_args(args)), end="")
+    else:
+        print({"text": to_text, "json": to_json, "github-matrix": to_github_matrix}[args.format](plans))
     if args.github_output:
         target = os.environ.get("GITHUB_OUTPUT")
         if not target:
