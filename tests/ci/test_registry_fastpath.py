@@ -30,6 +30,7 @@ version: 1   # trailing comment
 run_all_paths:
   - ci/
   - 'registry.yaml'
+  - "!ci/registry"
 project:
   first_party: [acme, acme_tools]
   source_roots:
@@ -63,6 +64,8 @@ tiers:
     features: [fp8, fp4, nvlink]
     schedule: nightly
     min_memory_gib: 170
+    backend: cuda
+    buildkite_queue: gpu-b200-x2
 tests:
     # an indented comment
     tests/a/test_one.py:
@@ -118,14 +121,15 @@ def test_the_fast_path_reads_the_block_style():
     assert fast.tiers["gpu_b200"].runner_labels == ("self-hosted", "gpu-b200", "x y")
     assert fast.tiers["gpu_b200"].description == "one B200 \u2014 'quoted' # not a comment"
     assert fast.tests["tests/a/test_one.py"].depends_on == ("fp4kv/quant", "ci/registry.py", "README.md")
-    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (51, 5)
+    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (54, 5)
     assert fast.project.source_roots == ("src", "python")
     assert fast.project.test_patterns == ("test_*.py", "*_test.py", "check_*.py")
     assert (fast.tiers["gpu_b200"].device_name, fast.tiers["gpu_b200"].min_memory_gib) == ("B200|GB200", 170.5)
     assert fast.tiers["gpu_b200_x2"].features == ("fp8", "fp4", "nvlink")
     assert (fast.tiers["gpu_b200_x2"].schedule, fast.tiers["gpu_b200"].schedule) == ("nightly", "per-commit")
     assert fast.tests["tests/b/test_three.py"].status is Status.MANUAL
-    assert fast.run_all_paths == ("ci", "registry.yaml")
+    assert fast.run_all_paths == ("ci", "registry.yaml", "!ci/registry")
+    assert (fast.tiers["gpu_b200_x2"].backend, fast.tiers["gpu_b200_x2"].queue) == ("cuda", "gpu-b200-x2")
     assert fast.project.unique_basenames is False
     assert [(d.importer, d.targets) for d in fast.project.dynamic_imports] == [
         ("acme.models.registry", ("acme.models.*", "acme.extra.model_?"))]
@@ -147,7 +151,8 @@ def _swap(old: str, new: str) -> str:
 
 # Valid YAML and a valid registry, outside the subset: the precise path reads them.
 OUTSIDE_THE_SUBSET = {
-    "indentless sequence": _swap("  - ci/\n  - 'registry.yaml'\n", "- ci/\n- 'registry.yaml'\n"),
+    "indentless sequence": _swap("  - ci/\n  - 'registry.yaml'\n", "- ci/\n- 'registry.yaml'\n").replace(
+        '  - "!ci/registry"\n', '- "!ci/registry"\n'),
     "multi-line plain scalar": _swap("flaky NCCL init\n", "flaky NCCL\n        init\n"),
     "explicit tag": _swap("owner: someone", "owner: !!str someone"),
     "escape in double quotes": _swap('owner: "@me"', 'owner: "\\x40me"'),
@@ -291,6 +296,7 @@ VALUES = [
     "fp8", "nvlink", "[fp8, nvlink]", "[fp4]", "80", "86400", "86401", "86400.0", "1e400", "99999999999999999999999",
     "[.]", "[src/]", "[../x]", "[/x]", "[a.b]", "[a-b]", "[if]", "[x.py]", "[.py]",
     "10", "11", "1000000", "05.5", "0.5", "00.5", "\u0665", "\u0665.\u0665", "1_000.5", "+5", "-0",
+    "gfx942", "gfx94", "pvc", "xpu", "rocm", "tpu", "CUDA", '"!ci/x"', "'!'", '"!!ci"', '"! ci"', "amd mi300",
 ]
 
 
