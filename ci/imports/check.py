@@ -50,6 +50,9 @@ _prefilter = prefilter
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*([A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+# What a fallback catches when it also catches a failed import: ImportError's own family and the
+# classes above it (``except Exception`` / ``BaseException``, ``suppress(Exception)``).
+_CATCHES_IMPORT_ERROR = _IMPORT_ERRORS | {"Exception", "BaseException"}
 _LOOKUP_ERRORS = _IMPORT_ERRORS | {"AttributeError"}
 _RAISES_CONTEXTS = {"raises", "assertRaises", "assertRaisesRegex"}
 _FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -96,16 +99,33 @@ def _names_one_of(expr: ast.expr | None, names: set[str]) -> bool:
     return any(isinstance(c, ast.Name) and c.id in names for c in candidates)
 
 
+def _call(expr: ast.expr) -> tuple[str, list[ast.expr]]:
+    """The name a call calls and its positional arguments (``("suppress", [ImportError])`` for
+    ``contextlib.suppress(ImportError)``); ``("", [])`` for anything but a call."""
+    if not isinstance(expr, ast.Call):
+        return "", []
+    func = expr.func
+    return (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""), expr.args
+
+
 def _expects_lookup_error(expr: ast.expr) -> bool:
     """``pytest.raises(AttributeError)`` / ``raises((ImportError, X), match=...)`` and unittest's
     ``self.assertRaises(ImportError)`` / ``assertRaisesRegex(AttributeError, ...)`` as a context."""
-    if not (isinstance(expr, ast.Call) and expr.args):
-        return False
-    func = expr.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if name not in _RAISES_CONTEXTS:
-        return False
-    return _names_one_of(expr.args[0], _LOOKUP_ERRORS)
+    name, args = _call(expr)
+    return name in _RAISES_CONTEXTS and bool(args) and _names_one_of(args[0], _LOOKUP_ERRORS)
+
+
+def _suppresses_import_error(expr: ast.expr) -> bool:
+    """``contextlib.suppress(ImportError)`` / ``suppress(X, Exception)`` as a context: its body
+    may fail to import and goes on, as a ``try`` whose handler catches ImportError does."""
+    name, args = _call(expr)
+    return name == "suppress" and any(_names_one_of(arg, _CATCHES_IMPORT_ERROR) for arg in args)
+
+
+def _falls_back(handler: ast.ExceptHandler) -> bool:
+    """A handler that catches a failed import (``except ImportError``, ``except Exception``, a bare
+    ``except:``) and does not raise: the ``try`` body's imports are optional."""
+    return (handler.type is None or _names_one_of(handler.type, _CATCHES_IMPORT_ERROR)) and not _raises(handler.body)
 
 
 @dataclass(frozen=True)
@@ -117,6 +137,7 @@ class _Missing:
     col: int
     module: Module
     name: str
+    written: str = ""  # the module as the import names it, when not ``module.name`` (pytest's)
 
 
 def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.PathLike[str] | None) -> list[Problem]:
@@ -140,7 +161,7 @@ def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.P
             close = difflib.get_close_matches(missing.name, sorted(provided), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
         problems.append(Problem(missing.path, missing.line, missing.col, MISSING_NAME,
-                                f"{missing.module.name!r} has no name {missing.name!r}{hint}"))
+                                f"{(missing.written or missing.module.name)!r} has no name {missing.name!r}{hint}"))
     return problems
 
 
@@ -189,14 +210,16 @@ class _UseChecker:
                 ranges.append((stmt.body[0].lineno, stmt.end_lineno or stmt.body[-1].lineno))
         return ranges
 
-    def missing_name(self, node: ast.AST, module: Module, name: str) -> None:
+    def missing_name(self, node: ast.AST, module: Module, name: str, written: str = "") -> None:
         """Recorded in ``pending``: its message waits for what history says (`finish_missing`)."""
         if not self.suppressed(node.lineno, MISSING_NAME):
-            self.pending.append(_Missing(self.module.rel, node.lineno, node.col_offset + 1, module, name))
+            self.pending.append(_Missing(self.module.rel, node.lineno, node.col_offset + 1, module, name,
+                                         "" if written == module.name else written))
 
     def has(self, module: Module, name: str) -> bool:
         provided = provided_names(self.index, module)
-        return provided is None or name in provided
+        return (provided is None or name in provided
+                or (module.space is None and self.index.generated(f"{module.name}.{name}") is not None))
 
     def submodule(self, package: Module, name: str) -> Module | None:
         """The submodule ``package.name`` is at run time; None when there is none, or when the
@@ -225,14 +248,19 @@ class _UseChecker:
 
     @functools.cached_property
     def guarded(self) -> list[tuple[int, int]]:
-        """Line ranges of ``try`` bodies with an ``except ImportError`` / ``ModuleNotFoundError``
-        handler that falls back rather than raising: a module imported there may be absent (an
-        optional module, a private fork's), see `suppressed`."""
+        """Line ranges where a module imported may be absent (an optional module, a private fork's,
+        a build's), see `suppressed`: ``try`` bodies with a handler that catches ImportError
+        (``except ImportError`` / ``ModuleNotFoundError`` / ``Exception`` / ``BaseException``, a
+        bare ``except:``) and falls back rather than raising, and ``with suppress(ImportError)``
+        (or ``Exception``) bodies."""
         ranges = []
         for stmt in statements(self.tree.body):
             if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))) and stmt.body and any(
-                    _names_one_of(handler.type, _IMPORT_ERRORS) and not _raises(handler.body) for handler in stmt.handlers):
+                    _falls_back(handler) for handler in stmt.handlers):
                 ranges.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno))
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)) and any(
+                    _suppresses_import_error(item.context_expr) for item in stmt.items):
+                ranges.append((stmt.body[0].lineno, stmt.end_lineno or stmt.body[-1].lineno))
         return ranges
 
     def run(self) -> None:
@@ -277,7 +305,7 @@ class _UseChecker:
             if dotted is None:
                 self.report(node, MISSING_MODULE, "relative import beyond the top-level package")
                 return
-            target = self.index.namespace(self.module).get(dotted)
+            target = self.index.resolve(self.module, dotted)
         else:
             dotted = node.module or ""
             target, ours = self.index.lookup(self.module, dotted)
@@ -290,7 +318,7 @@ class _UseChecker:
             if alias.name == "*":
                 continue
             if not self.has(target, alias.name):
-                self.missing_name(node, target, alias.name)
+                self.missing_name(node, target, alias.name, dotted)
                 continue
             submodule = self.submodule(target, alias.name)
             if submodule is not None:
