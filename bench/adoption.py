@@ -1,4 +1,4 @@
-"""Adopting ci on SGLang's real tree: ``python -m bench adoption --repo=PATH [--commits=A,B] [--quick]``.
+"""Adopting ci on a real tree (SGLang's, vLLM's): ``python -m bench adoption --repo=PATH [--commits=A,B] [--name=N]``.
 
 ``PATH`` is a git repository holding SGLang's history (this project's ``fetch`` of
 ``github:nokiaMS/sglang`` gives one, without a work tree). For each commit (default: the one
@@ -13,6 +13,10 @@ any configuration of our own:
 3. where the commit registers tests in-source (``register_*_ci``, SGLang's ``ci_register.py``),
    ``fp4kv-ci import-suites`` maps its suites onto tiers, and each per-commit tier's files are
    compared with what SGLang's own selection runs for the same suites (`bench._sglang_suites`).
+
+Any other repository's history works the same way; ``--name`` (default ``SGLang``) only names it
+in the titles: vLLM's first lint is ``python -m bench adoption --repo=PATH --commits=9aaf83ef5
+--name=vLLM`` (it has no in-source registrations, so step 3 is skipped).
 
 Baseline in the same run: ``git ls-files '*.py'`` piped through ``python -c`` ``ast.parse`` of
 every file, the least any import check must do. Nothing is written outside the temporary folder.
@@ -111,7 +115,7 @@ def main(argv: list[str]) -> int:
     print(format_table(["commit", "sha", "test files", "problems", "L003", "L009 (info)", "other", "I001", "I002",
                         f"{SEED_NAME} hits",
                         "init s", "lint s", "ast.parse s", "lint / parse"], rows,
-                       title=f"ci init + ci lint on SGLang, lint best of {repeat}"))
+                       title=f"ci init + ci lint on {_flag(argv, 'name') or 'SGLang'}, lint best of {repeat}"))
     for commit, (suite_rows, seconds, summary) in comparisons:
         print()
         print(format_table(["tier", "suites", "SGLang runs", "ours", "only SGLang", "only ours"], suite_rows,

@@ -10,7 +10,12 @@ a source root, or a few folders below (`MAX_DEPTH`; SGLang keeps its package's i
 * setuptools-rust (``[[tool.setuptools-rust.ext-modules]] target``) and maturin
   (``[tool.maturin] module-name``): dotted names as written;
 * ``setup.py`` calls ``Extension("pkg._C", ...)`` / ``RustExtension("pkg._core", ...)`` with a
-  literal name (read with `ast`);
+  literal name, positional or ``name=``, and calls of every class the file derives from one
+  (``class CMakeExtension(Extension)``; ``CMakeExtension(name="pkg._moe_C")``), read with `ast`;
+* setuptools-scm version files that ``setup.py`` names (``get_version(write_to="pkg/_version.py")``,
+  ``use_scm_version={"version_file": ...}``), relative to its folder;
+* build outputs that ``.gitignore`` lists inside a package (`ci.adopt.gitignore_modules`), as
+  dotted globs (``pkg/vendored/*`` -> ``pkg.vendored`` and ``pkg.vendored.*``);
 * ``Cargo.toml`` crates that name their Python module in package metadata
   (``[package.metadata.<tool>] python-module`` or maturin's ``name``: SGLang's setup.py builds
   every crate of its ``rust/`` workspace that declares one);

@@ -17,7 +17,9 @@ Checked uses, wherever they appear (module level, function and class bodies, nes
 under its source roots, plus, for a file under a test root, the helper modules pytest lets it
 import from its own folder (``from kvpool_testutil import make_pool``). Generated modules are
 never missing. A use inside ``with pytest.raises(AttributeError | ImportError ...)`` is what
-the test checks for, and ``# noqa`` / ``# noqa: I001`` silences a line.
+the test checks for, and ``# noqa`` / ``# noqa: I001`` silences a line. A module imported where
+the code goes on without it (``try`` ... ``except ImportError`` / ``Exception`` / bare
+``except:`` that does not raise, ``with suppress(ImportError)``) may be absent (`guarded`).
 """
 
 from __future__ import annotations
