@@ -346,3 +346,15 @@ def test_adoption_on_a_tiny_sglang_shaped_repository(tmp_path: Path) -> None:
         in result.stdout, why
     assert _git(repo, "worktree", "list").count("\n") == 1  # its temporary worktree is gone
     assert _git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (5.374, "5.37"), (1.0, "1.00"), (0.1, "0.10"), (0.05, "0.050"), (0.0123, "0.012"),
+    (0.0092, "0.0092"), (0.00049, "0.00049"), (0.0, "0.00"),
+])
+def test_a_positive_ratio_never_prints_as_zero(value: float, text: str) -> None:
+    """A phase 100+ times faster than its baseline printed ``0.00`` under load, and the ratio
+    column check above (every cell a positive number) failed on a correct run."""
+    from bench.table import ratio
+    assert ratio(value) == text
+    assert value == 0 or _is_ratio(ratio(value))
