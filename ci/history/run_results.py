@@ -5,7 +5,9 @@ for (its pull_request and rerun reports); `load_run(store, sha=S)` the reports o
 prefix of 7 or more hex digits names it when one commit has it). ``tier`` narrows either to one
 tier, ``repo`` to one repository. Per (test, tier), its attempts over those reports, in ingest
 order: a test with a pass is passed (with a `Failure` of ``passed_on_retry`` when it also failed:
-a flake within the run), one with only failures is failed, else skipped. `LookupError` when no
+a flake within the run), one with only failures is failed, else skipped. A failure speaks with its
+last failed attempt that has text, preferring one that is not infra: a breakage that also met a
+bad machine on its rerun is still a breakage. `LookupError` when no
 report matches, naming what was asked.
 """
 
@@ -100,7 +102,10 @@ def _fold(store: Store, reports: list[tuple]) -> RunResults:
             skipped += 1
         if not bad:
             continue
-        speaking = next((a for a in reversed(bad) if a[3] or a[2]), bad[-1])
+        # The last failure with text speaks; a code failure over an infra one (a breakage that also
+        # met a bad machine on its rerun is still a breakage).
+        texts = [a for a in bad if a[3] or a[2]]
+        speaking = next((a for a in reversed(texts) if not a[4]), texts[-1] if texts else bad[-1])
         rid, _, fp, error, infra = speaking
         failures.append(Failure(node, tier, sha, repo, error, fp, infra, str(info[rid][5]), len(bad), PASS in kinds))
     return RunResults(repo, sha, int(pr) if pr is not None else None, base,
