@@ -9,15 +9,22 @@ a flake within the run), one with only failures is failed, else skipped. A failu
 last failed attempt that has text, preferring one that is not infra: a breakage that also met a
 bad machine on its rerun is still a breakage. `LookupError` when no
 report matches, naming what was asked.
+
+`failures_in_report(cases, tier)` folds one JUnit report's cases (a run not yet in the history,
+as `ci run` has it) the same way, with the same error line, signature and infra cause ingest
+would store.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
-from ci.history.model import BROKEN, FAIL, PASS
+from ci.history.ingest import case_rows, node_id
+from ci.history.model import BROKEN, FAIL, PASS, SKIP
 from ci.history.store import Store
 from ci.history.verdict import Failure
+from ci.results.junit import CaseResult
 
 
 @dataclass(frozen=True)
@@ -111,3 +118,27 @@ def _fold(store: Store, reports: list[tuple]) -> RunResults:
     return RunResults(repo, sha, int(pr) if pr is not None else None, base,
                       tuple(sorted({str(r[4]) for r in reports})), tuple(sorted({str(r[5]) for r in reports if r[5]})),
                       passed, failed, skipped, tuple(failures))
+
+
+def failures_in_report(cases: Sequence[CaseResult], tier: str, *, sha: str = "", repo: str = "",
+                       runner: str = "") -> tuple[list[Failure], int, int, int]:
+    """(failures, passed, failed, skipped) of one report's tests (see the module docstring)."""
+    failures: list[Failure] = []
+    passed = failed = skipped = 0
+    for case in cases:
+        rows = case_rows(case)
+        kinds = [r.kind for r in rows]
+        bad = [r for r in rows if r.kind in (FAIL, BROKEN)]
+        if kinds[-1] == PASS:
+            passed += 1
+        elif kinds[-1] == SKIP and not bad:
+            skipped += 1
+        else:
+            failed += 1
+        if not bad:
+            continue
+        texts = [r for r in bad if r.error or r.fingerprint]
+        speaking = next((r for r in reversed(texts) if not r.infra), texts[-1] if texts else bad[-1])
+        failures.append(Failure(node_id(case), tier, sha, repo, speaking.error, speaking.fingerprint, speaking.infra,
+                                runner, len(bad), kinds[-1] == PASS))
+    return failures, passed, failed, skipped

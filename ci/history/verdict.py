@@ -259,6 +259,14 @@ def _verdict_words(name: str, n: int, verdicts: Sequence[Verdict]) -> str:
     return f"{n} {name}"
 
 
+_CONCERN = {NEW: 0, BROKEN_ON_MAIN: 1, INFRA: 2, FLAKY: 3}
+
+
+def by_concern(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """Most likely the reader's own first: new, then broken on main, infra, flaky; by test id within."""
+    return sorted(verdicts, key=lambda v: (_CONCERN.get(v.verdict, 0), v.node, v.tier))
+
+
 def _node_ids(store: Store, nodes: Sequence[str]) -> dict[str, int]:
     ids: dict[str, int] = {}
     for start in range(0, len(nodes), _CHUNK):
