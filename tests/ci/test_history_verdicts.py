@@ -263,3 +263,16 @@ def test_a_breakage_that_meets_a_bad_machine_on_its_rerun_is_still_the_breakage(
         (v,) = judge(store, [failure])
     assert (failure.error, failure.infra, failure.failures) == (OTHER[0], "", 4)
     assert v.verdict == NEW
+
+
+def test_failure_from_attempts() -> None:
+    from ci.history.verdict import failure_from_attempts
+    from ci.results.junit import FAILED, PASSED, Attempt
+
+    nccl = Attempt(FAILED, 1.0, "RuntimeError: NCCL error: unhandled system error", "")
+    f = failure_from_attempts(NODE, TIER, sha(1), [Attempt(FAILED, 1.0), nccl], runner="r9")
+    assert (f.error, f.infra, f.failures, f.passed_on_retry, len(f.fingerprint)) == (
+        "RuntimeError: NCCL error: unhandled system error", "nccl", 2, False, 12)
+    g = failure_from_attempts(NODE, TIER, sha(1), [Attempt(FAILED, 1.0, BOOM[0], BOOM[1]), Attempt(PASSED, 1.0)])
+    assert (g.error, g.infra, g.failures, g.passed_on_retry) == (BOOM[0], "", 1, True)
+    assert [v.verdict for v in judge(None, [f, g])] == [INFRA, FLAKY]
