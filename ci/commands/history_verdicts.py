@@ -53,6 +53,9 @@ def run(args: argparse.Namespace, read_history: Callable[..., tuple[Any, int]]) 
         if value and not is_sha(value):
             print(f"{PROG}: --{flag} {value!r} is not a hexadecimal commit id (7 to 64 digits)", file=sys.stderr)
             return EXIT_BAD_INPUT
+    if args.git_ref is not None and (not args.git_ref or args.git_ref.startswith("-")):
+        print(f"{PROG}: --git-ref {args.git_ref!r} is not a git ref", file=sys.stderr)
+        return EXIT_BAD_INPUT
     order = first_parent_order(".", args.git_ref) if args.git_ref else None
     if args.git_ref and order is None:
         print(f"{PROG}: note: git knows no {args.git_ref!r} here; ordering the default branch by ingest order",

@@ -65,6 +65,8 @@ class Streak:
 def first_parent_order(checkout: str | Path, ref: str) -> tuple[str, ...] | None:
     """``ref``'s first-parent history in ``checkout``, oldest first; None when git cannot say
     (no checkout, no such ref, git missing)."""
+    if not ref or ref.startswith("-"):
+        return None  # never an option to git
     try:
         done = subprocess.run(["git", "-C", str(checkout), "rev-list", "--first-parent", "--reverse", ref, "--"],
                               capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False)

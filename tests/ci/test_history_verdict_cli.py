@@ -68,6 +68,7 @@ def test_verdicts_text_and_json(store_location: str, tmp_path: Path, capsys: pyt
     (["--sha", "abc"], "--sha 'abc' is not a hexadecimal commit id"),
     (["--sha", "00000ff", "--tier", "cpu"], "no report of commit 00000ff on tier cpu in the history"),
     (["--pr", "12", "--base", "xyz1234"], "--base 'xyz1234' is not a hexadecimal commit id"),
+    (["--pr", "12", "--git-ref=--output=x"], "--git-ref '--output=x' is not a git ref"),
 ])
 def test_verdicts_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     store = str(tmp_path / "h.sqlite")

@@ -143,6 +143,7 @@ def test_git_first_parent_order_over_ingest_order(store_location: str, tmp_path:
     order = first_parent_order(repo, "main")
     assert order is not None and len(order) == 5
     assert first_parent_order(repo, "no-such-ref") is None and first_parent_order(tmp_path / "none", "main") is None
+    assert first_parent_order(repo, "--all") is None  # never an option to git
     with open_store(store_location) as store:
         for i, attempts in ((0, [None]), (1, [None]), (4, [BOOM, BOOM]), (3, [BOOM, BOOM])):  # 2 never ran it
             run(store, tmp_path, order[i], attempts)
