@@ -1,0 +1,157 @@
+"""The HUD's triage: rows failing now come first, with the commit their failure streak began at;
+one column per commit (runs at one commit merged); failure text per cell; the pull request's
+failing tests first. On SQLite and PostgreSQL, against tests/ci/report_triage_support.py's
+history, whose every expectation is written out by hand there; and `triage` on hand-picked rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from ci.registry import load_registry
+from ci.report.grid import column_head, forge_base
+from ci.report.model import Report, Run
+from ci.report.query import first_line
+from ci.report.triage import Triage, days_between, triage
+from ci.selection.plan import plan
+from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+from tests.ci.report_support import built_report, known_store
+from tests.ci.report_triage_support import (BASE, EXPECTED, ORDER, PR, PR_SHAS, REPO, SHAS, build_history,
+                                            write_repo)
+
+
+@pytest.mark.parametrize(("cells", "expected"), [
+    ([], Triage("ok")),
+    (["not-run", "quarantined", "manual", "skipped"], Triage("ok")),
+    (["pass", "fail", "pass", "fail", "not-run", "fail"], Triage("failing", 3, 2, 5)),  # a pass ends the streak
+    (["fail", "fail"], Triage("failing", 0, 2, 1)),
+    (["broken"], Triage("failing", 0, 1, 0)),
+    (["fail", "skipped", "not-run"], Triage("failing", 0, 1, 0)),  # no result after it: still failing
+    (["flaky", "fail"], Triage("failing", 1, 1, 1)),  # a flaky cell passed in the end: it ends the streak
+    (["fail", "broken", "fail"], Triage("failing", 0, 3, 2)),
+    (["fail", "pass"], Triage("flaky")),
+    (["flaky"], Triage("flaky")),
+    (["fail"] + ["pass"] * 10, Triage("ok")),  # the failure is 11 columns back: out of the recent 10
+    (["pass", "fail"] + ["pass"] * 9, Triage("flaky")),  # ... and 10 back is in
+])
+def test_triage_of_hand_picked_rows(cells: list[str], expected: Triage) -> None:
+    assert triage(cells) == expected
+
+
+def test_days_between() -> None:
+    assert days_between("2026-12-01T00:00:00+00:00", "2026-12-03T12:00:00+00:00") == 2.5
+    assert days_between("2026-12-03T00:00:00+00:00", "2026-12-01T00:00:00+00:00") == 0.0
+    assert days_between("", "2026-12-01T00:00:00+00:00") == days_between("x", "y") == 0.0
+
+
+def test_first_line() -> None:
+    assert first_line("\n  \n  AssertionError: x  \nmore") == "AssertionError: x"
+    assert first_line("") == ""
+    assert first_line("y" * 300) == "y" * 300 and first_line("y" * 301) == "y" * 299 + "…"
+
+
+@pytest.fixture
+def known(store_location: str, tmp_path: Path) -> tuple[str, Path]:
+    return known_store(store_location, tmp_path, write_repo, build_history)
+
+
+def _report(location: str, registry_path: Path, **kw: object) -> Report:
+    return built_report(location, registry_path, None, **kw)
+
+
+def test_one_column_per_commit_and_breakage_first(known: tuple[str, Path]) -> None:
+    report = _report(*known)
+    assert report.repo == REPO
+    assert [r.sha for r in report.runs] == SHAS  # c5's two runs are one column
+    c5 = report.runs[5]
+    assert (c5.runs, c5.run_id, c5.url) == (2, "55", f"{BASE}/actions/runs/55")  # the newest run's link
+    assert [r.runs for r in report.runs] == [1] * 5 + [2, 1, 1]
+    assert [(r.tier, r.file) for r in report.rows] == ORDER
+    assert {(r.tier, r.file): list(r.cells) for r in report.rows} == EXPECTED
+    assert [r.state for r in report.rows] == ["failing", "failing", "flaky", "flaky", "ok", "ok"]
+    rows = {(r.tier, r.file): r for r in report.rows}
+    zz, new = rows[("gpu_b200", "tests/test_zz.py")], rows[("cpu", "tests/test_new_break.py")]
+    assert (zz.since, zz.streak, new.since, new.streak) == (3, 4, 7, 1)
+    assert rows[("cpu", "tests/test_flip.py")].since == -1
+    # attempts: only the rows that merged two at one commit carry them
+    assert rows[("cpu", "tests/test_ab.py")].attempts == (1, 1, 1, 1, 1, 2, 1, 1)
+    assert zz.attempts == (1, 1, 1, 1, 0, 2, 1, 1) and rows[("cpu", "tests/test_aa.py")].attempts == (1,) * 5 + (2, 1, 1)
+
+
+def test_failure_text_per_cell(known: tuple[str, Path]) -> None:
+    rows = {(r.tier, r.file): r for r in _report(*known).rows}
+    zz = rows[("gpu_b200", "tests/test_zz.py")]
+    assert [f.run for f in zz.failures] == [1, 3, 5, 6, 7]
+    last = zz.failures[-1]
+    # two tests failed; the first by node id is test_w; the message is its first line only
+    assert (last.node, last.message, last.failed) == ("tests/test_zz.py::test_w", "AssertionError: also", 2)
+    ab = rows[("cpu", "tests/test_ab.py")].failures
+    assert [(f.run, f.node, f.message, f.failed) for f in ab] == [
+        (5, "tests/test_ab.py::test_x", "AssertionError: first try", 1)]  # the flaky cell says what failed first
+    assert rows[("cpu", "tests/test_aa.py")].failures == ()
+
+
+def test_the_last_n_commits(known: tuple[str, Path]) -> None:
+    report = _report(*known, runs=3)
+    assert [r.sha for r in report.runs] == SHAS[5:]
+    zz = next(r for r in report.rows if r.file == "tests/test_zz.py")
+    assert (zz.since, zz.streak) == (0, 3)  # as far back as shown
+
+
+def test_pull_request_view_puts_failing_then_selected_first(known: tuple[str, Path]) -> None:
+    location, registry_path = known
+    registry = load_registry(registry_path)
+    changed = ["tests/test_ac.py"]
+    pr_plans = [plan(registry, t, changed) for t in registry.tiers]
+    pull = _report(location, registry_path, pr=PR, pr_plans=pr_plans, changed=changed).pull
+    assert pull is not None and pull.sha == PR_SHAS[1]
+    got = [(t.tier, t.file, t.status, t.selected) for t in pull.tests]
+    assert got[:2] == [("cpu", "tests/test_ab.py", "fail", False), ("cpu", "tests/test_ac.py", "not-run", True)]
+    assert {t.status for t in pull.tests[2:]} <= {"pass", "not-run"} and not any(t.selected for t in pull.tests[2:])
+    failure = pull.tests[0].failure
+    assert failure is not None and (failure.node, failure.message) == ("tests/test_ab.py::test_x",
+                                                                        "AssertionError: pr broke it")
+    assert all(t.failure is None for t in pull.tests[1:])
+
+
+class _Head(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self.text: list[str] = []
+        self._href: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href = dict(attrs).get("href") or ""
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if self._href is not None:
+            self.links.append((self._href, data))
+            self._href = None
+
+
+def _head(run: Run) -> _Head:
+    parsed = _Head()
+    parsed.feed(column_head(run, Counter([run.sha])))
+    return parsed
+
+
+def test_a_column_header_links_commit_author_and_pull_request() -> None:
+    run = Run(0, "abcdef0123", "push", "7", f"{BASE}/actions/runs/7", "", author="<b>ann</b>", pr=12)
+    head = _head(run)
+    assert head.links == [(f"{BASE}/commit/abcdef0123", "abcdef0"), (f"{BASE}/pull/12", "#12")]
+    assert "<b>ann</b>" in head.text  # escaped: the author is text, not markup
+    assert f'data-run="{BASE}/actions/runs/7"' in column_head(run, Counter([run.sha]))
+    # a run URL that is not GitHub-style: the sha links to the run, the pull request is text
+    plain = _head(Run(0, "abcdef0123", "push", "7", "https://ci.example/run/7", "", pr=12))
+    assert plain.links == [("https://ci.example/run/7", "abcdef0")] and "#12" in plain.text
+    # an unsafe URL links nothing at all, and gives a cell nothing to open
+    evil = Run(0, "abcdef0123", "push", "7", "javascript:alert(1)//actions/runs/7", "", pr=12)
+    assert _head(evil).links == [] and "data-run" not in column_head(evil, Counter([evil.sha]))
+    assert forge_base("https://h/o/n/actions/runs/1") == "https://h/o/n" and forge_base("https://h/o/n/run/1") == ""
