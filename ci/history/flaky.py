@@ -15,6 +15,8 @@ The rule (docs/history.md#the-score says why):
   first: whether a retry happens depends on the first outcome, but a retry's own outcome does not,
   so this keeps the failure-rate estimate unbiased. A group that never passed adds nothing (the
   pull request may have broken the test).
+- Only scored reports count (``reports.scored``): a pull request's own JUnit, ingested for its
+  verdicts, never moves a score or a quarantine.
 - The score is the mean of the failure rate's posterior under the Jeffreys prior,
   Beta(failures + 1/2, trials - failures + 1/2), with its equal-tailed credible interval (90 % by
   default): the interval with the best frequentist coverage among the simple binomial ones
@@ -154,7 +156,7 @@ def rank(scores: Iterable[FlakyScore]) -> list[FlakyScore]:
 _HISTORY = """SELECT n.node, n.file, r.tier, r.repo, r.sha, r.event, r.id, c.attempt, c.kind, c.fingerprint,
     c.message, r.run_url, r.ingested_at
     FROM reports r CROSS JOIN cases c JOIN nodes n ON n.id = c.node_id
-    WHERE c.report_id = r.id AND c.node_id IN ({marks}){tier}
+    WHERE c.report_id = r.id AND r.scored = 1 AND c.node_id IN ({marks}){tier}
     ORDER BY c.node_id, r.tier, r.id, c.attempt"""
 
 

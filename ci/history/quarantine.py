@@ -129,7 +129,7 @@ def _known_nodes(store: Store, file: str) -> list[str]:
 _SINCE = """SELECT n.node, r.tier, r.repo, r.sha, r.event, r.id, c.attempt, c.kind, c.fingerprint, c.message,
     r.run_url, r.ingested_at
     FROM reports r CROSS JOIN cases c JOIN nodes n ON n.id = c.node_id
-    WHERE c.report_id = r.id AND {which} AND r.tier = ? AND r.ingested_at > ?
+    WHERE c.report_id = r.id AND r.scored = 1 AND {which} AND r.tier = ? AND r.ingested_at > ?
     ORDER BY r.id, c.attempt"""
 _FILE_NODES = "n.file = ? AND n.node <> n.file"  # `_known_nodes`: not the file's collection-error id
 _ONE_NODE = "n.node = ?"
