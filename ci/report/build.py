@@ -12,7 +12,8 @@ Contract:
   retry, or an earlier run attempt) is ``flaky``, all passed is ``pass``, all skipped is
   ``skipped`` (the machine lacked the hardware). No result: ``quarantined`` or ``manual`` when the
   registry says so, else ``not-run``. A failing or flaky cell carries its `Failure`: the first
-  failing test by node id and its message's first line (`failure_of`).
+  failing test by node id and its error line (`failure_of`); the latest failure of a row failing
+  now, and each failure of the pull request, carry their verdict (`ci.report.verdicts`).
 - Durations: a run's sample is the file's seconds in its latest attempt (reruns included), never
   a run where every test skipped; p50 and p90 are nearest-rank. Drift is the rule of
   ``ci durations``: p90 off est_time by more than 25 % and 5 s.
@@ -23,18 +24,19 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
 from ci.history.store import Store
 from ci.registry import Registry, Status, TestEntry
-from ci.report.model import (BROKEN, FAIL, FLAKY, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar, DurationRow,
+from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar, DurationRow,
                              Failure, FileRow, FlakyRow, PullTest, PullView, Report, Run, ShardLane, TierPlan)
-from ci.report.query import (CommitRuns, FailureLine, FileResult, default_branch_commits, failure_lines, file_results,
-                             newest_repo, pull_request_reports)
+from ci.report.query import (CommitRuns, FailureLine, FileResult, commit_authors, default_branch_commits, failure_lines,
+                             file_results, newest_repo, pull_request_reports)
 from ci.report.triage import days_between, ordered, triage
+from ci.report.verdicts import CellFailure, judge_cells, pull_verdicts
 from ci.results.durations import p90
 from ci.selection.plan import Plan
 
@@ -115,8 +117,10 @@ def build_report(store: Store, registry: Registry, plans: Sequence[Plan] = (), *
     for line in failure_lines(store, sorted(failing)):
         column, attempt = where[line.report_id]
         lines[(tier_of[line.report_id], line.file, column)].append((attempt, line))
-    shown = tuple(_run(i, commit) for i, commit in enumerate(commits))
+    authors = commit_authors(store, repo) if commits else {}
+    shown = tuple(_run(i, commit, authors.get(commit.sha, "")) for i, commit in enumerate(commits))
     rows, durations = _rows(registry, grouped, lines, shown)
+    rows = _judged(store, repo, rows, lines, shown)
     return Report(
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo=repo,
         runs=shown, rows=tuple(ordered(rows)),
@@ -125,11 +129,29 @@ def build_report(store: Store, registry: Registry, plans: Sequence[Plan] = (), *
         pull=_pull(store, registry, repo, pr, pr_plans, changed) if pr is not None else None, level=level)
 
 
-def _run(index: int, commit: CommitRuns) -> Run:
+def _run(index: int, commit: CommitRuns, author: str) -> Run:
     first = commit.runs[0].reports[0]
     newest = commit.runs[-1].reports[0]
     url = next((r.run_url for run in reversed(commit.runs) for r in run.reports if r.run_url), "")
-    return Run(index, commit.sha, first.event, newest.run_id, url, first.ingested_at, runs=len(commit.runs))
+    return Run(index, commit.sha, first.event, newest.run_id, url, first.ingested_at, author, runs=len(commit.runs))
+
+
+def _judged(store: Store, repo: str, rows: list[FileRow], lines: dict[tuple[str, str, int], list[tuple[int, FailureLine]]],
+            runs: Sequence[Run]) -> list[FileRow]:
+    """``rows`` with the verdict on each failing row's latest failure (`ci.report.verdicts`)."""
+    asks: list[tuple[int, CellFailure]] = []
+    for i, row in enumerate(rows):
+        if row.state != FAILING_ROW or not row.failures:
+            continue
+        last = row.failures[-1]  # by column: the latest result, which fails
+        mine = [(attempt, line) for attempt, line in lines.get((row.tier, row.file, last.run), ()) if line.node == last.node]
+        line = max(mine, key=lambda pair: (pair[0], pair[1].final))[1]
+        asks.append((i, CellFailure(row.tier, runs[last.run].sha, line, len(mine))))
+    out = list(rows)
+    for (i, _), detail in zip(asks, judge_cells(store, repo, [ask for _, ask in asks])):
+        row = out[i]
+        out[i] = replace(row, failures=row.failures[:-1] + (replace(row.failures[-1], verdict=detail),))
+    return out
 
 
 def failure_of(status: str, column: int, pairs: Sequence[tuple[int, FailureLine]]) -> Failure | None:
@@ -230,6 +252,7 @@ def _pull(store: Store, registry: Registry, repo: str, pr: int, plans: Sequence[
     lines: dict[tuple[str, str], list[tuple[int, FailureLine]]] = defaultdict(list)
     for line in failure_lines(store, list(attempt_of)):
         lines[(tier_of[line.report_id], line.file)].append((attempt_of[line.report_id], line))
+    verdicts = pull_verdicts(store, repo, pr) if reports else {}
     tests = []
     for p in plans:
         tier = p.tier.name
@@ -240,8 +263,10 @@ def _pull(store: Store, registry: Registry, repo: str, pr: int, plans: Sequence[
             entry = registry.tests.get(path)
             if status == NOT_RUN and entry is not None and not entry.is_active:
                 status = _inactive(entry)  # no rerun command: the bot refuses manual and quarantined files
+            failure = failure_of(status, 0, lines.get((tier, path), ()))
+            if failure is not None:
+                failure = replace(failure, verdict=verdicts.get((tier, failure.node), ""))
             tests.append(PullTest(tier, path, entry.owner if entry else "", selected, why, status,
-                                  rerun_command(path, tier) if status == NOT_RUN and runnable else "",
-                                  failure_of(status, 0, lines.get((tier, path), ()))))
+                                  rerun_command(path, tier) if status == NOT_RUN and runnable else "", failure))
     tests.sort(key=lambda t: 0 if t.status in (FAIL, BROKEN) else 1 if t.selected else 2)
     return PullView(pr, sha, tuple(changed), tuple(tests))

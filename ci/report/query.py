@@ -12,7 +12,10 @@ Contract:
   commit's first report was ingested (the order the branch's history reached the store); the last
   ``limit`` commits are returned, each with its runs oldest first.
 - `failure_lines` is one query per 500 reports: every failed or broken attempt of those reports
-  (retried ones too), with its test's node id and the first line of its message.
+  (retried ones too), with its test's node id and its error line: the store's meaningful error
+  line (`ci.history.errors.error_line`, schema 2 on) where it has one, else its message's first
+  line; and its signature and infra kind (schema 2 on; "" before).
+- `commit_authors` is who pushed each default-branch commit (schema 2 on; empty before).
 - Reads only; never creates or migrates a store.
 """
 
@@ -84,9 +87,18 @@ class FailureLine:
     node: str
     final: bool
     message: str
+    fingerprint: str = ""
+    infra: str = ""
 
 
 MESSAGE_CHARS = 300
+VERDICT_SCHEMA = 2  # the store's schema that holds authors, error lines, infra kinds and verdicts' inputs
+
+
+def has_verdicts(store: Store) -> bool:
+    """Whether the store's schema holds what `ci.history.verdict` reads (an older store is read as
+    it is: the HUD never migrates)."""
+    return store.schema_version() >= VERDICT_SCHEMA
 
 _REPORT_COLUMNS = "id, repo, sha, pr, event, tier, run_id, attempt, run_url, ingested_at"
 
@@ -134,7 +146,7 @@ def first_line(message: str) -> str:
     return ""
 
 
-_FAILURES = """SELECT c.report_id, n.file, n.node, c.retried, c.message
+_FAILURES = """SELECT c.report_id, n.file, n.node, c.retried, c.message, {extra}
     FROM cases c JOIN nodes n ON n.id = c.node_id
     WHERE c.report_id IN ({marks}) AND c.kind IN ('fail', 'broken')"""
 
@@ -143,12 +155,24 @@ def failure_lines(store: Store, report_ids: Sequence[int]) -> list[FailureLine]:
     """Every failed or broken attempt in ``report_ids`` (see the module docstring)."""
     out: list[FailureLine] = []
     ids = sorted(set(report_ids))
+    extra = "c.error, c.fingerprint, c.infra" if ids and has_verdicts(store) else "'', c.fingerprint, ''"
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start:start + _CHUNK]
-        for rid, file, node, retried, message in store.fetchall(
-                _FAILURES.format(marks=", ".join("?" * len(chunk))), chunk):
-            out.append(FailureLine(int(rid), file, node, not retried, first_line(message or "")))
+        for rid, file, node, retried, message, error, fingerprint, infra in store.fetchall(
+                _FAILURES.format(extra=extra, marks=", ".join("?" * len(chunk))), chunk):
+            out.append(FailureLine(int(rid), file, node, not retried, first_line(error or message or ""),
+                                   fingerprint or "", infra or ""))
     return out
+
+
+def commit_authors(store: Store, repo: str) -> dict[str, str]:
+    """sha -> the author of its newest default-branch report that names one (see the module docstring)."""
+    if not has_verdicts(store):
+        return {}
+    marks = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
+    return {sha: author for sha, author in store.fetchall(
+        f"SELECT sha, author FROM reports WHERE repo = ? AND event IN ({marks}) AND author <> '' ORDER BY id",
+        (repo, *DEFAULT_BRANCH_EVENTS))}
 
 
 def pull_request_reports(store: Store, repo: str, pr: int) -> list[ReportRow]:

@@ -1,5 +1,5 @@
 """A history whose triage is known (for tests/ci/test_report_triage*.py): eight nightly commits of
-the default branch, ``c0``..``c7`` (`SHAS`), one run each except ``c5``, which has two (run ids 5
+the default branch, ``c0``..``c7`` (`SHAS`, pushed by `AUTHORS`), one run each except ``c5``, which has two (run ids 5
 and 55, in that order); run links are GitHub-style, ``https://github.example/acme/serve/actions/runs/N``.
 
 cpu tier, in registry order:
@@ -11,11 +11,13 @@ cpu tier, in registry order:
 
 gpu_b200 tier:
 - ``tests/test_zz.py``: pass c0, FAIL c1, pass c2, FAIL c3, no gpu_b200 report at c4, FAIL c5 (both
-  runs), c6, c7: failing since ``c3`` (the pass at c2 ends the older streak), 4 failing runs. Its
-  c7 message is `HOSTILE`'s two lines; at c7 two of its tests fail.
+  runs), c6, c7: failing since ``c3`` (the pass at c2 ends the older streak), 4 failing runs. At
+  c7 two of its tests fail: ``test_x`` with `HOSTILE`'s two lines, and ``test_y``. The verdict on
+  the c7 failure of ``test_x``: broken on main since ``c3``, last passed at ``c2``.
 
 Pull request 42: commit ``pr1`` (everything passes), then ``pr2``, the newest: cpu
-``tests/test_ab.py`` fails (``AssertionError: pr broke it``), ``tests/test_aa.py`` passes.
+``tests/test_ab.py`` fails (``AssertionError: pr broke it``), ``tests/test_aa.py`` passes. The
+verdict: new (main never failed that test with that error).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ COMMITS = 8
 SHAS = [f"c{i}" + "0" * 6 + f"{i:x}" * 4 for i in range(COMMITS)]
 PR, PR_SHAS = 42, ("feed0001", "feed0002")
 HOSTILE = '<img src=x onerror="window.__pwned=3"> **boom** `x`\nsecond line, never shown'
+AUTHORS = [f"dev{i}" for i in range(COMMITS)]
+AUTHORS[3] = "<b>mallory</b>"  # who broke it, and a name that is markup
 CPU = ["tests/test_aa.py", "tests/test_ab.py", "tests/test_ac.py", "tests/test_flip.py", "tests/test_new_break.py"]
 
 REGISTRY = "version: 1\ntiers:\n" + (
@@ -61,7 +65,7 @@ def write_repo(root: Path) -> Path:
     return root / "registry.yaml"
 
 
-def _case(file: str, fails: bool, message: str = "AssertionError: no") -> Case:
+def _case(file: str, fails: bool, message: str = "AssertionError: wrong answer") -> Case:
     return Case(file, "test_x", "failed", message, "E   detail") if fails else Case(file, "test_x")
 
 
@@ -74,7 +78,7 @@ def _cpu(commit: int, run_id: int) -> list[Case]:
 def _gpu(commit: int) -> list[Case]:
     if commit == 7:
         return [Case("tests/test_zz.py", "test_x", "failed", HOSTILE, "E   boom"),
-                Case("tests/test_zz.py", "test_w", "failed", "AssertionError: also")]
+                Case("tests/test_zz.py", "test_y", "failed", "AssertionError: also")]
     return [_case("tests/test_zz.py", commit in (1, 3, 5, 6))]
 
 
@@ -87,10 +91,11 @@ def build_history(store_location: str, directory: Path) -> None:
         for commit, sha in enumerate(SHAS):
             for run_id in ((5, 55) if commit == 5 else (commit,)):
                 url = f"{BASE}/actions/runs/{run_id}"
-                add(_cpu(commit, run_id), RunIdentity(REPO, sha, "nightly", "cpu", run_id=str(run_id), run_url=url))
+                add(_cpu(commit, run_id), RunIdentity(REPO, sha, "nightly", "cpu", run_id=str(run_id), run_url=url,
+                                                      author=AUTHORS[commit]))
                 if commit != 4:  # the gpu_b200 runner never reported that night
                     add(_gpu(commit), RunIdentity(REPO, sha, "nightly", "gpu_b200", run_id=str(run_id),
-                                                  run_url=url))
+                                                  run_url=url, author=AUTHORS[commit]))
         for sha, ab_fails in zip(PR_SHAS, (False, True)):
             add([_case("tests/test_aa.py", False), _case("tests/test_ab.py", ab_fails, "AssertionError: pr broke it")],
                 RunIdentity(REPO, sha, "pull_request", "cpu", pr=PR, run_id="9" + sha[-1],

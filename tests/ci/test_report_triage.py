@@ -20,7 +20,7 @@ from ci.report.triage import Triage, days_between, triage
 from ci.selection.plan import plan
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.report_support import built_report, known_store
-from tests.ci.report_triage_support import (BASE, EXPECTED, ORDER, PR, PR_SHAS, REPO, SHAS, build_history,
+from tests.ci.report_triage_support import (AUTHORS, BASE, EXPECTED, HOSTILE, ORDER, PR, PR_SHAS, REPO, SHAS, build_history,
                                             write_repo)
 
 
@@ -70,6 +70,7 @@ def test_one_column_per_commit_and_breakage_first(known: tuple[str, Path]) -> No
     c5 = report.runs[5]
     assert (c5.runs, c5.run_id, c5.url) == (2, "55", f"{BASE}/actions/runs/55")  # the newest run's link
     assert [r.runs for r in report.runs] == [1] * 5 + [2, 1, 1]
+    assert [r.author for r in report.runs] == AUTHORS
     assert [(r.tier, r.file) for r in report.rows] == ORDER
     assert {(r.tier, r.file): list(r.cells) for r in report.rows} == EXPECTED
     assert [r.state for r in report.rows] == ["failing", "failing", "flaky", "flaky", "ok", "ok"]
@@ -87,8 +88,13 @@ def test_failure_text_per_cell(known: tuple[str, Path]) -> None:
     zz = rows[("gpu_b200", "tests/test_zz.py")]
     assert [f.run for f in zz.failures] == [1, 3, 5, 6, 7]
     last = zz.failures[-1]
-    # two tests failed; the first by node id is test_w; the message is its first line only
-    assert (last.node, last.message, last.failed) == ("tests/test_zz.py::test_w", "AssertionError: also", 2)
+    # two tests failed; the first by node id is test_x; the message is its first line only
+    assert (last.node, last.message, last.failed) == ("tests/test_zz.py::test_x", HOSTILE.split("\n")[0], 2)
+    # the latest failure of a row failing now has the verdict of ci.history.verdict; older ones none
+    assert last.verdict.startswith(f"broken on main since {SHAS[3][:7]} (") and f"last passed at {SHAS[2][:7]}" in last.verdict
+    assert [f.verdict for f in zz.failures[:-1]] == [""] * 4
+    new = rows[("cpu", "tests/test_new_break.py")].failures
+    assert len(new) == 1 and new[0].verdict.startswith(f"broken on main since {SHAS[7][:7]} (")
     ab = rows[("cpu", "tests/test_ab.py")].failures
     assert [(f.run, f.node, f.message, f.failed) for f in ab] == [
         (5, "tests/test_ab.py::test_x", "AssertionError: first try", 1)]  # the flaky cell says what failed first
@@ -115,6 +121,7 @@ def test_pull_request_view_puts_failing_then_selected_first(known: tuple[str, Pa
     failure = pull.tests[0].failure
     assert failure is not None and (failure.node, failure.message) == ("tests/test_ab.py::test_x",
                                                                         "AssertionError: pr broke it")
+    assert failure.verdict.startswith("new: probably this change's"), failure.verdict
     assert all(t.failure is None for t in pull.tests[1:])
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from ci.report.browser import Browser, Tab
 from tests.ci.report_support import chromium, hud_page
-from tests.ci.report_triage_support import BASE, EXPECTED, HOSTILE, ORDER, PR, SHAS, build_history, write_repo
+from tests.ci.report_triage_support import AUTHORS, BASE, EXPECTED, HOSTILE, ORDER, PR, SHAS, build_history, write_repo
 
 _ROWS = "[...document.querySelectorAll('#matrix .vr')].map(r => [r.dataset.tier, r.dataset.file])"
 
@@ -61,9 +61,10 @@ def test_the_first_rows_are_the_breakages_with_failing_since(tab: Tab) -> None:
     assert since == [[f"{SHAS[7][:7]} · 1 run", SHAS[7]], [f"{SHAS[3][:7]} · 4 runs", SHAS[3]]] + [["", ""]] * 4
     # every cell under its commit's column, and one column per commit
     heads = tab.eval("[...document.querySelectorAll('#matrix .vhead .r')].map(h => [h.querySelector('a').textContent,"
-                     " h.querySelector('a').href, h.dataset.run])")
-    assert heads == [[s[:7], f"{BASE}/commit/{s}", f"{BASE}/actions/runs/{55 if i == 5 else i}"]
+                     " h.querySelector('a').href, h.dataset.run, h.querySelector('.au').textContent])")
+    assert heads == [[s[:7], f"{BASE}/commit/{s}", f"{BASE}/actions/runs/{55 if i == 5 else i}", AUTHORS[i]]
                      for i, s in enumerate(SHAS)]
+    assert tab.eval("document.querySelectorAll('.vhead b').length") == 0  # the author's markup is text
     letters = {"pass": "✓", "fail": "✗", "flaky": "~", "not-run": "·"}
     cells = tab.eval("[...document.querySelectorAll('#matrix .vr')].map(r => [...r.querySelectorAll('.c')]"
                      ".map(c => c.textContent).join(''))")
@@ -104,14 +105,16 @@ def test_hovering_a_failing_cell_shows_its_failure_as_text(tab: Tab) -> None:
     tip = tab.eval("(() => { const t = document.getElementById('tip'), b = t.getBoundingClientRect();"
                    " return [t.hidden, [...t.children].map(c => c.textContent), b.top >= 0 && b.bottom <= innerHeight]; })()")
     assert tip == [False, [f"gpu_b200 tests/test_zz.py at {SHAS[3][:7]}: fail", "tests/test_zz.py::test_x",
-                           "AssertionError: no", "open the run"], True]
+                           "AssertionError: wrong answer", "open the run"], True]
     # the hostile message is text: the first line whole, no element made of it, nothing run
     x, y = _centre(tab, _cell(tab, "tests/test_zz.py", 7))
     tab.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
     tab.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y + 1})
     texts = tab.eval("[...document.getElementById('tip').children].map(c => c.textContent)")
-    assert texts[1] == "tests/test_zz.py::test_w (and 1 more failed)" and texts[2] == "AssertionError: also"
-    assert tab.eval("document.querySelectorAll('#tip img, #tip b, #tip strong').length") == 0
+    assert texts[:3] == [f"gpu_b200 tests/test_zz.py at {SHAS[7][:7]}: fail", "tests/test_zz.py::test_x (and 1 more failed)",
+                         HOSTILE.split("\n")[0]]
+    assert texts[3].startswith(f"verdict: broken on main since {SHAS[3][:7]} (") and texts[4] == "open the run"
+    assert tab.eval("document.querySelectorAll('img, #tip b, #tip strong').length") == 0
     # a passing cell shows nothing; leaving the grid hides it
     x, y = _centre(tab, _cell(tab, "tests/test_aa.py", 0))
     tab.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
@@ -156,5 +159,5 @@ def test_the_pull_request_view_lists_its_failure_first(tab: Tab) -> None:
     rows = tab.eval("[...document.querySelectorAll('#pull tbody tr')].map(r => [...r.cells].map(c => c.textContent))")
     assert [r[:3] + [r[5]] for r in rows[:2]] == [["cpu", "tests/test_ab.py", "not selected", "fail"],
                                                   ["cpu", "tests/test_ac.py", "selected", "not-run"]]
-    assert rows[0][7] == "tests/test_ab.py::test_x: AssertionError: pr broke it"
+    assert rows[0][7].startswith("tests/test_ab.py::test_x: AssertionError: pr broke it [verdict: new: probably this change's")
     assert all(r[7] == "" for r in rows[1:])
