@@ -56,7 +56,7 @@ text-overflow:ellipsis}
 .vhead .r .au{max-height:64px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:var(--ink)}
 .vgrid .since{flex:none;width:150px;padding:0 6px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;
 color:var(--fail);font-weight:700}
-.vgrid .c{position:relative}
+.vgrid .c[data-n]{position:relative}
 .vgrid .c[data-n]::after{content:attr(data-n);position:absolute;right:1px;top:-6px;font-size:8px;font-weight:400}
 #tip{position:fixed;z-index:5;max-width:560px;background:#fff;color:var(--ink);border:1px solid var(--ink);
 padding:6px 8px;box-shadow:0 2px 8px rgba(0,0,0,.25);white-space:pre-wrap;overflow-wrap:anywhere}

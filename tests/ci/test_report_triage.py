@@ -6,6 +6,7 @@ history, whose every expectation is written out by hand there; and `triage` on h
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -15,8 +16,10 @@ import pytest
 from ci.registry import load_registry
 from ci.report.grid import column_head, forge_base
 from ci.report.model import Report, Run
-from ci.report.query import first_line
+from ci.history.store import open_store
+from ci.report.query import commit_authors, default_branch_commits, failure_lines, first_line, has_verdicts
 from ci.report.triage import Triage, days_between, triage
+from ci.report.verdicts import CellFailure, judge_cells, pull_verdicts
 from ci.selection.plan import plan
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.report_support import built_report, known_store
@@ -162,3 +165,29 @@ def test_a_column_header_links_commit_author_and_pull_request() -> None:
     evil = Run(0, "abcdef0123", "push", "7", "javascript:alert(1)//actions/runs/7", "", pr=12)
     assert _head(evil).links == [] and "data-run" not in column_head(evil, Counter([evil.sha]))
     assert forge_base("https://h/o/n/actions/runs/1") == "https://h/o/n" and forge_base("https://h/o/n/run/1") == ""
+
+
+def test_a_store_older_than_the_verdicts_is_read_without_them(tmp_path: Path) -> None:
+    """A schema-1 store (no author, error or infra columns; as a store last written before
+    migration 2 is): the HUD's own reads give the failure text from the message, no authors and
+    no verdicts, and leave the store at schema 1 (the HUD never migrates). (`build_report` as a
+    whole also reads `ci.history.flaky`, which needs schema 2: `ci history ingest` migrates.)"""
+    location, _ = known_store(str(tmp_path / "old.sqlite"), tmp_path, write_repo, build_history)
+    with sqlite3.connect(location) as db:
+        for statement in ("DROP INDEX cases_infra", "ALTER TABLE cases DROP COLUMN infra", "ALTER TABLE cases DROP COLUMN error",
+                          "ALTER TABLE reports DROP COLUMN author", "ALTER TABLE reports DROP COLUMN base_sha",
+                          "ALTER TABLE reports DROP COLUMN scored", "DELETE FROM schema_version WHERE version > 1"):
+            db.execute(statement)
+    with open_store(location, create=False) as store:
+        assert not has_verdicts(store)
+        ids = [r.id for c in default_branch_commits(store, REPO, 0) for run in c.runs for r in run.reports]
+        lines = [(line.node, line.message, line.fingerprint != "") for line in failure_lines(store, ids)
+                 if line.node == "tests/test_zz.py::test_x"]
+        # the message's first line (as the store keeps it: this store's ingest wrote numbers as <n>)
+        assert len(lines) == 6 and lines[-1] == ("tests/test_zz.py::test_x",
+                                                 '<img src=x onerror="window.__pwned=<n>"> **boom** `x`', True)
+        assert commit_authors(store, REPO) == {}
+        assert judge_cells(store, REPO, [CellFailure("gpu_b200", SHAS[7], failure_lines(store, ids)[0], 1)]) == [""]
+        assert pull_verdicts(store, REPO, PR) == {}
+    with sqlite3.connect(location) as db:
+        assert db.execute("SELECT MAX(version) FROM schema_version").fetchone() == (1,)
