@@ -133,7 +133,8 @@ def _run(index: int, commit: CommitRuns, author: str) -> Run:
     first = commit.runs[0].reports[0]
     newest = commit.runs[-1].reports[0]
     url = next((r.run_url for run in reversed(commit.runs) for r in run.reports if r.run_url), "")
-    return Run(index, commit.sha, first.event, newest.run_id, url, first.ingested_at, author, runs=len(commit.runs))
+    pr = next((r.pr for run in commit.runs for r in run.reports if r.pr is not None), None)  # ingested with --pr
+    return Run(index, commit.sha, first.event, newest.run_id, url, first.ingested_at, author, pr, len(commit.runs))
 
 
 def _judged(store: Store, repo: str, rows: list[FileRow], lines: dict[tuple[str, str, int], list[tuple[int, FailureLine]]],

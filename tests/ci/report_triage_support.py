@@ -1,6 +1,7 @@
 """A history whose triage is known (for tests/ci/test_report_triage*.py): eight nightly commits of
 the default branch, ``c0``..``c7`` (`SHAS`, pushed by `AUTHORS`), one run each except ``c5``, which has two (run ids 5
-and 55, in that order); run links are GitHub-style, ``https://github.example/acme/serve/actions/runs/N``.
+and 55, in that order), and ``c6``'s cpu report names the pull request that made it (`MERGED_PR`);
+run links are GitHub-style, ``https://github.example/acme/serve/actions/runs/N``.
 
 cpu tier, in registry order:
 - ``tests/test_aa.py``, ``tests/test_ac.py``: pass at every commit.
@@ -35,6 +36,7 @@ BASE = "https://github.example/acme/serve"
 COMMITS = 8
 SHAS = [f"c{i}" + "0" * 6 + f"{i:x}" * 4 for i in range(COMMITS)]
 PR, PR_SHAS = 42, ("feed0001", "feed0002")
+MERGED_PR = 17  # c6's cpu report was ingested with --pr 17: the pull request that made c6
 HOSTILE = '<img src=x onerror="window.__pwned=3"> **boom** `x`\nsecond line, never shown'
 AUTHORS = [f"dev{i}" for i in range(COMMITS)]
 AUTHORS[3] = "<b>mallory</b>"  # who broke it, and a name that is markup
@@ -92,7 +94,7 @@ def build_history(store_location: str, directory: Path) -> None:
             for run_id in ((5, 55) if commit == 5 else (commit,)):
                 url = f"{BASE}/actions/runs/{run_id}"
                 add(_cpu(commit, run_id), RunIdentity(REPO, sha, "nightly", "cpu", run_id=str(run_id), run_url=url,
-                                                      author=AUTHORS[commit]))
+                                                      author=AUTHORS[commit], pr=MERGED_PR if commit == 6 else None))
                 if commit != 4:  # the gpu_b200 runner never reported that night
                     add(_gpu(commit), RunIdentity(REPO, sha, "nightly", "gpu_b200", run_id=str(run_id),
                                                   run_url=url, author=AUTHORS[commit]))

@@ -23,7 +23,8 @@ from ci.report.verdicts import CellFailure, judge_cells, pull_verdicts
 from ci.selection.plan import plan
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.report_support import built_report, known_store
-from tests.ci.report_triage_support import (AUTHORS, BASE, EXPECTED, HOSTILE, ORDER, PR, PR_SHAS, REPO, SHAS, build_history,
+from tests.ci.report_triage_support import (AUTHORS, BASE, EXPECTED, HOSTILE, MERGED_PR, ORDER, PR, PR_SHAS, REPO, SHAS,
+                                            build_history,
                                             write_repo)
 
 
@@ -74,6 +75,7 @@ def test_one_column_per_commit_and_breakage_first(known: tuple[str, Path]) -> No
     assert (c5.runs, c5.run_id, c5.url) == (2, "55", f"{BASE}/actions/runs/55")  # the newest run's link
     assert [r.runs for r in report.runs] == [1] * 5 + [2, 1, 1]
     assert [r.author for r in report.runs] == AUTHORS
+    assert [r.pr for r in report.runs] == [None] * 6 + [MERGED_PR, None]
     assert [(r.tier, r.file) for r in report.rows] == ORDER
     assert {(r.tier, r.file): list(r.cells) for r in report.rows} == EXPECTED
     assert [r.state for r in report.rows] == ["failing", "failing", "flaky", "flaky", "ok", "ok"]

@@ -16,7 +16,8 @@ import pytest
 
 from ci.report.browser import Browser, Tab
 from tests.ci.report_support import chromium, hud_page
-from tests.ci.report_triage_support import AUTHORS, BASE, EXPECTED, HOSTILE, ORDER, PR, SHAS, build_history, write_repo
+from tests.ci.report_triage_support import (AUTHORS, BASE, EXPECTED, HOSTILE, MERGED_PR, ORDER, PR, SHAS, build_history,
+                                            write_repo)
 
 _ROWS = "[...document.querySelectorAll('#matrix .vr')].map(r => [r.dataset.tier, r.dataset.file])"
 
@@ -65,6 +66,9 @@ def test_the_first_rows_are_the_breakages_with_failing_since(tab: Tab) -> None:
     assert heads == [[s[:7], f"{BASE}/commit/{s}", f"{BASE}/actions/runs/{55 if i == 5 else i}", AUTHORS[i]]
                      for i, s in enumerate(SHAS)]
     assert tab.eval("document.querySelectorAll('.vhead b').length") == 0  # the author's markup is text
+    prs = tab.eval("[...document.querySelectorAll('#matrix .vhead .r')].map(h => h.querySelector('.prn a'))"
+                   ".map(a => a && [a.textContent, a.href])")
+    assert prs == [None] * 6 + [[f"#{MERGED_PR}", f"{BASE}/pull/{MERGED_PR}"], None]
     letters = {"pass": "✓", "fail": "✗", "flaky": "~", "not-run": "·"}
     cells = tab.eval("[...document.querySelectorAll('#matrix .vr')].map(r => [...r.querySelectorAll('.c')]"
                      ".map(c => c.textContent).join(''))")
