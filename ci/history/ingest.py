@@ -26,7 +26,7 @@ from ci.history.classify import fingerprint, is_broken, kind_of, quarantined_fai
 from ci.history.errors import error_line, infra_kind
 from ci.history.model import BROKEN, FAIL, CaseRow, IngestResult, RunIdentity
 from ci.history.store import Store, now
-from ci.results.junit import CaseResult, JUnitError, parse_junit
+from ci.results.junit import ERROR, FAILED, CaseResult, JUnitError, parse_junit
 
 _NODE_CHUNK = 500
 
@@ -59,6 +59,8 @@ def case_rows(case: CaseResult) -> list[CaseRow]:
     """One `CaseRow` per attempt of ``case`` (all but the last are retried)."""
     attempts = case.attempts
     final_broken = is_broken(attempts[-1], case.classname)
+    last = quarantined_failure(attempts[-1]) or attempts[-1]
+    final_infra = infra_kind(last) if last.outcome in (FAILED, ERROR) else ""
     node = node_id(case)
     if "\x00" in node:
         raise ValueError(f"test id {node!r} holds a NUL character")
@@ -70,6 +72,8 @@ def case_rows(case: CaseResult) -> list[CaseRow]:
         fp, text = fingerprint(attempt) if failed else ("", "")
         shown = (quarantined_failure(attempt) or attempt) if failed else None
         error, infra = (error_line(shown), infra_kind(shown)) if shown is not None else ("", "")
+        if failed and retried and not (attempt.message or attempt.detail):
+            infra = final_infra  # pytest keeps no text of a rerun attempt: it failed as the last one did
         rows.append(CaseRow(node, case.file, index, attempt.outcome, kind, attempt.time, retried, fp,
                             text.replace("\x00", "\ufffd"), error.replace("\x00", "\ufffd"), infra))
     return rows

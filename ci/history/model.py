@@ -124,6 +124,7 @@ class EvidenceRow:
     message: str
     run_url: str
     ingested_at: str
+    infra: str = ""  # the runner-level cause of a failure (`ci.history.errors.infra_kind`), or ""
 
 
 @dataclass(frozen=True)

@@ -5,17 +5,26 @@ for (its pull_request and rerun reports); `load_run(store, sha=S)` the reports o
 prefix of 7 or more hex digits names it when one commit has it). ``tier`` narrows either to one
 tier, ``repo`` to one repository. Per (test, tier), its attempts over those reports, in ingest
 order: a test with a pass is passed (with a `Failure` of ``passed_on_retry`` when it also failed:
-a flake within the run), one with only failures is failed, else skipped. `LookupError` when no
+a flake within the run), one with only failures is failed, else skipped. A failure speaks with its
+last failed attempt that has text, preferring one that is not infra: a breakage that also met a
+bad machine on its rerun is still a breakage. `LookupError` when no
 report matches, naming what was asked.
+
+`failures_in_report(cases, tier)` folds one JUnit report's cases (a run not yet in the history,
+as `ci run` has it) the same way, with the same error line, signature and infra cause ingest
+would store.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
-from ci.history.model import BROKEN, FAIL, PASS
+from ci.history.ingest import case_rows, node_id
+from ci.history.model import BROKEN, FAIL, PASS, SKIP
 from ci.history.store import Store
 from ci.history.verdict import Failure
+from ci.results.junit import CaseResult
 
 
 @dataclass(frozen=True)
@@ -100,9 +109,36 @@ def _fold(store: Store, reports: list[tuple]) -> RunResults:
             skipped += 1
         if not bad:
             continue
-        speaking = next((a for a in reversed(bad) if a[3] or a[2]), bad[-1])
+        # The last failure with text speaks; a code failure over an infra one (a breakage that also
+        # met a bad machine on its rerun is still a breakage).
+        texts = [a for a in bad if a[3] or a[2]]
+        speaking = next((a for a in reversed(texts) if not a[4]), texts[-1] if texts else bad[-1])
         rid, _, fp, error, infra = speaking
         failures.append(Failure(node, tier, sha, repo, error, fp, infra, str(info[rid][5]), len(bad), PASS in kinds))
     return RunResults(repo, sha, int(pr) if pr is not None else None, base,
                       tuple(sorted({str(r[4]) for r in reports})), tuple(sorted({str(r[5]) for r in reports if r[5]})),
                       passed, failed, skipped, tuple(failures))
+
+
+def failures_in_report(cases: Sequence[CaseResult], tier: str, *, sha: str = "", repo: str = "",
+                       runner: str = "") -> tuple[list[Failure], int, int, int]:
+    """(failures, passed, failed, skipped) of one report's tests (see the module docstring)."""
+    failures: list[Failure] = []
+    passed = failed = skipped = 0
+    for case in cases:
+        rows = case_rows(case)
+        kinds = [r.kind for r in rows]
+        bad = [r for r in rows if r.kind in (FAIL, BROKEN)]
+        if kinds[-1] == PASS:
+            passed += 1
+        elif kinds[-1] == SKIP and not bad:
+            skipped += 1
+        else:
+            failed += 1
+        if not bad:
+            continue
+        texts = [r for r in bad if r.error or r.fingerprint]
+        speaking = next((r for r in reversed(texts) if not r.infra), texts[-1] if texts else bad[-1])
+        failures.append(Failure(node_id(case), tier, sha, repo, speaking.error, speaking.fingerprint, speaking.infra,
+                                runner, len(bad), kinds[-1] == PASS))
+    return failures, passed, failed, skipped

@@ -25,7 +25,7 @@ class RunnerHealth:
     reports: int
     infra_reports: int
     infra_failures: int
-    kinds: tuple[tuple[str, int], ...]  # (infra kind, failures), most first
+    kinds: tuple[tuple[str, int], ...]  # (infra kind, reports with it), most first
 
     @property
     def bad(self) -> bool:
@@ -48,14 +48,16 @@ def runner_health(store: Store) -> dict[str, RunnerHealth]:
     totals = {str(r): int(n) for r, n in store.fetchall("SELECT runner, COUNT(*) FROM reports WHERE scored = 1 "
                                                          "GROUP BY runner")}
     kinds: dict[str, dict[str, int]] = {}
-    for runner, kind, _, failures in store.fetchall(_INFRA):
-        kinds.setdefault(str(runner), {})[str(kind)] = int(failures)
+    failures: dict[str, int] = {}
+    for runner, kind, reports, count in store.fetchall(_INFRA):
+        kinds.setdefault(str(runner), {})[str(kind)] = int(reports)
+        failures[str(runner)] = failures.get(str(runner), 0) + int(count)
     per_report = {str(r): int(n) for r, n in store.fetchall(
         "SELECT r.runner, COUNT(DISTINCT r.id) FROM cases c JOIN reports r ON r.id = c.report_id "
         "WHERE c.infra <> '' AND r.scored = 1 GROUP BY r.runner")}
     out = {}
     for runner, reports in totals.items():
         found = kinds.get(runner, {})
-        out[runner] = RunnerHealth(runner, reports, per_report.get(runner, 0), sum(found.values()),
+        out[runner] = RunnerHealth(runner, reports, per_report.get(runner, 0), failures.get(runner, 0),
                                    tuple(sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))))
     return out

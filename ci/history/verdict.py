@@ -44,7 +44,7 @@ from ci.results.junit import FAILED, Attempt
 BROKEN_ON_MAIN, FLAKY, INFRA, NEW = "broken_on_main", "flaky", "infra", "new"
 VERDICTS = (BROKEN_ON_MAIN, INFRA, FLAKY, NEW)  # the order a headline names them in
 MIN_TRIALS = 5
-CHANCE = 0.01
+CHANCE = 0.05
 SHORT = 7
 _CHUNK = 500
 
@@ -184,10 +184,9 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
                        candidate_count=streak.candidate_count, **base)
     if score is not None and known_flake:
         repeats = max(f.failures, fails_here)
-        if repeats >= 2 and score.interval.high ** repeats < CHANCE:
+        if repeats >= 2 and score.score ** repeats < CHANCE:
             return Verdict(f.node, f.tier, f.sha, NEW, f"new: failed {repeats} times at {short(f.sha)} with no pass; "
-                           f"a flake of at most {score.interval.high:.0%} would do that under {CHANCE:.0%} of the time",
-                           **base)
+                           f"its flakes ({score.score:.0%}) would do that under {CHANCE:.0%} of the time", **base)
         return Verdict(f.node, f.tier, f.sha, FLAKY, "flaky: the same failure as its earlier flakes" + _score_text(score),
                        **base)
     why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
@@ -258,6 +257,14 @@ def _verdict_words(name: str, n: int, verdicts: Sequence[Verdict]) -> str:
         runners = sorted({v.runner for v in verdicts if v.verdict == name and v.runner})
         return f"{n} infra" + (f" on {', '.join(runners)}" if runners else "")
     return f"{n} {name}"
+
+
+_CONCERN = {NEW: 0, BROKEN_ON_MAIN: 1, INFRA: 2, FLAKY: 3}
+
+
+def by_concern(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """Most likely the reader's own first: new, then broken on main, infra, flaky; by test id within."""
+    return sorted(verdicts, key=lambda v: (_CONCERN.get(v.verdict, 0), v.node, v.tier))
 
 
 def _node_ids(store: Store, nodes: Sequence[str]) -> dict[str, int]:
