@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"python -m ci report: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CANNOT
-    print(f"wrote {page} and {data}: {len(report.runs)} run(s), {len(report.rows)} row(s), "
+    print(f"wrote {page} and {data}: {len(report.runs)} commit(s), {len(report.rows)} row(s), "
           f"{len(report.flaky)} flaky, {len(report.plans)} plan(s){'' if report.pull is None else ', 1 pull request'}")
     if args.screenshot:
         return _screenshot(page, Path(args.screenshot))

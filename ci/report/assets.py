@@ -30,7 +30,7 @@ nav a{margin-right:12px}
 main{padding:0 16px 24px}
 #filters{position:sticky;top:0;height:40px;background:#fff;padding:8px 0;border-bottom:1px solid var(--line);z-index:2}
 #filters label{margin-right:12px}
-#filters input{width:30em}
+#filters input[type=search]{width:30em}
 table{border-collapse:collapse}
 th,td{padding:1px 6px;text-align:left;white-space:nowrap}
 thead th{position:sticky;top:40px;background:#fff;border-bottom:1px solid var(--line)}

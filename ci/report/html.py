@@ -44,7 +44,7 @@ def render(report: Report) -> str:
 def _header(report: Report) -> str:
     legend = "".join(f'<span class="c {CLASS[s]}">{LETTERS[s]}</span>{esc(MEANING[s])}' for s in STATUSES)
     return (f"<header><h1>CI HUD: {esc(report.repo or '(no history yet)')}</h1>"
-            f'<div class="meta">generated {esc(report.generated)}; {len(report.runs)} run(s) of the default '
+            f'<div class="meta">generated {esc(report.generated)}; {len(report.runs)} commit(s) of the default '
             f"branch, {len({r.file for r in report.rows})} file(s). The same data: "
             '<a href="report.json">report.json</a></div>'
             '<nav><a href="#matrix-h">matrix</a><a href="#flaky-h">flaky</a><a href="#durations-h">durations</a>'

@@ -18,7 +18,7 @@ LETTERS = {PASS: "✓", FAIL: "✗", FLAKY: "~", BROKEN: "B", SKIPPED: "S", QUAR
 MEANING = {PASS: "passed", FAIL: "failed", FLAKY: "failed, then passed on a retry", BROKEN:
            "broken (ImportError, collection error, no GPU)", SKIPPED: "every test skipped (no hardware)",
            QUARANTINED: "quarantined in the registry, not run", MANUAL: "manual in the registry, not run",
-           NOT_RUN: "no result in this run"}
+           NOT_RUN: "no result at this commit"}
 
 
 # A row's triage state: what the matrix shows first. FAILING: its latest result fails; FLAKY: a

@@ -181,7 +181,7 @@ def test_command_writes_the_page(known: tuple[str, Path], tmp_path: Path, capsys
     out = tmp_path / "hud"
     assert ci_main(["report", "--html", str(out), "--store", location, "--registry", str(registry), "--shards", "2",
                     "--pr", str(PR), "--changed-files", str(changed), "--min-runs", "1"]) == 0
-    assert "6 run(s), 7 row(s), 2 flaky, 2 plan(s), 1 pull request" in capsys.readouterr().out
+    assert "6 commit(s), 7 row(s), 2 flaky, 2 plan(s), 1 pull request" in capsys.readouterr().out
     data = json.loads((out / "report.json").read_text())
     assert data["pull"]["changed"] == ["tests/test_a.py", "tests/test_b.py"]
     block = (out / "index.html").read_text().split('id="hud-data">', 1)[1].split("</script>", 1)[0]
