@@ -6,6 +6,7 @@ history, whose every expectation is written out by hand there; and `triage` on h
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections import Counter
 from html.parser import HTMLParser
@@ -13,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from ci.history.ingest import PreparedReport, ingest, report_key
+from ci.history.model import CaseRow, RunIdentity
+from ci.history.store import open_store
 from ci.registry import load_registry
 from ci.report.grid import column_head, forge_base
 from ci.report.model import Report, Run
-from ci.history.store import open_store
 from ci.report.query import commit_authors, default_branch_commits, failure_lines, first_line, has_verdicts
 from ci.report.triage import Triage, days_between, triage
 from ci.report.verdicts import CellFailure, judge_cells, pull_verdicts
@@ -24,8 +27,7 @@ from ci.selection.plan import plan
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.report_support import built_report, known_store
 from tests.ci.report_triage_support import (AUTHORS, BASE, EXPECTED, HOSTILE, MERGED_PR, ORDER, PR, PR_SHAS, REPO, SHAS,
-                                            build_history,
-                                            write_repo)
+                                            build_history, write_repo)
 
 
 @pytest.mark.parametrize(("cells", "expected"), [
@@ -193,3 +195,33 @@ def test_a_store_older_than_the_verdicts_is_read_without_them(tmp_path: Path) ->
         assert pull_verdicts(store, REPO, PR) == {}
     with sqlite3.connect(location) as db:
         assert db.execute("SELECT MAX(version) FROM schema_version").fetchone() == (1,)
+
+
+def test_the_reported_case_a_late_tier_breakage_among_hundreds_of_green_rows(tmp_path: Path) -> None:
+    """The issue's history, scaled down: 100 files x 4 tiers x 40 nightly commits, all green but
+    the last file of the last tier (row 400 of 400 in the registry's order), which breaks at commit
+    35. Sorted by tier and path it was the last row; now it is the first, failing since commit 35
+    with 5 failing runs, and it is the only row a hide-green page keeps."""
+    tiers, files, commits = ("cpu", "gpu_h100", "gpu_h200", "gpu_b200"), 100, 40
+    paths = [f"tests/t/test_{i:03d}.py" for i in range(files)]
+    lines = ["version: 1", "tiers:"] + [f"  {t}: {{description: {t}, runner_labels: [{t}], gpu_count: 0, arch: cpu}}"
+                                       for t in tiers] + ["tests:"]
+    lines += [f"  {p}: {{tiers: [{', '.join(tiers)}], est_time: 1, owner: '@o', status: active}}" for p in paths]
+    (tmp_path / "registry.yaml").write_text("\n".join(lines) + "\n")
+    location = str(tmp_path / "h.sqlite")
+    shas = [f"{i:040x}" for i in range(1, commits + 1)]
+    with open_store(location) as store:
+        for c, sha in enumerate(shas):
+            for tier in tiers:
+                rows = tuple(CaseRow(f"{p}::test_x", p, 0, "failed", "fail", 0.1, False, "fp", "AssertionError: broke")
+                             if (tier, p, c >= 35) == ("gpu_b200", paths[-1], True)
+                             else CaseRow(f"{p}::test_x", p, 0, "passed", "pass", 0.1, False) for p in paths)
+                ident = RunIdentity(REPO, sha, "nightly", tier, run_id=str(c))
+                digest = hashlib.sha256(f"{c}/{tier}".encode()).hexdigest()
+                ingest(store, PreparedReport(f"{c}-{tier}.xml", ident, digest, report_key(digest, ident), files, rows))
+    report = _report(location, tmp_path / "registry.yaml", runs=commits)
+    assert len(report.rows) == 400 and len(report.runs) == commits
+    first = report.rows[0]
+    assert (first.tier, first.file, first.state, first.since, first.streak) == ("gpu_b200", paths[-1], "failing", 35, 5)
+    assert report.runs[first.since].sha == shas[35]
+    assert [r.state for r in report.rows[1:]] == ["ok"] * 399
