@@ -95,8 +95,13 @@ def fingerprint(attempt: Attempt) -> tuple[str, str]:
     """``(12 hex digits, normalised text)`` of a failed attempt: the signature of its
     `ci.history.errors.error_line`, the same across tests, tiers and runs for one cause;
     ``("", "")`` when it has no text (a retried attempt, whose text pytest's JUnit does not keep)."""
-    attempt = quarantined_failure(attempt) or attempt
-    text = normalise(error_line(attempt))
+    return signature(error_line(quarantined_failure(attempt) or attempt))
+
+
+def signature(line: str) -> tuple[str, str]:
+    """``(12 hex digits, normalised text)`` of an error line (`fingerprint` of the attempt it came
+    from); ``("", "")`` for an empty line."""
+    text = normalise(line)
     if not text:
         return "", ""
     return hashlib.sha256(text.encode()).hexdigest()[:12], text

@@ -24,6 +24,7 @@ Contract:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ci.results.junit import Attempt
 
@@ -74,6 +75,7 @@ _SPACE = re.compile(r"\s+")
 MAX_FINGERPRINT_TEXT = 300
 
 
+@lru_cache(maxsize=4096)  # is_generic and the fingerprint normalise the same line, one after the other
 def normalise(text: str) -> str:
     """One line with the run-specific parts replaced: ``0x...`` -> ``<addr>``, temporary
     directories and ``tmpXXXXXX`` names -> ``<tmp>``, other absolute paths -> ``<path>``, UUIDs and

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ci.history.classify import fingerprint, is_broken, kind_of, quarantined_failure
+from ci.history.classify import is_broken, kind_of, quarantined_failure, signature
 from ci.history.errors import error_line, infra_kind
 from ci.history.model import BROKEN, FAIL, CaseRow, IngestResult, RunIdentity
 from ci.history.store import Store, now
@@ -69,9 +69,9 @@ def case_rows(case: CaseResult) -> list[CaseRow]:
         retried = index < len(attempts) - 1
         kind = kind_of(attempt, case.classname, retried=retried, final_broken=final_broken)
         failed = kind in (FAIL, BROKEN)
-        fp, text = fingerprint(attempt) if failed else ("", "")
         shown = (quarantined_failure(attempt) or attempt) if failed else None
         error, infra = (error_line(shown), infra_kind(shown)) if shown is not None else ("", "")
+        fp, text = signature(error)  # what `fingerprint(attempt)` is, without reading the text twice
         if failed and retried and not (attempt.message or attempt.detail):
             infra = final_infra  # pytest keeps no text of a rerun attempt: it failed as the last one did
         rows.append(CaseRow(node, case.file, index, attempt.outcome, kind, attempt.time, retried, fp,

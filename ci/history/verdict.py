@@ -33,7 +33,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from ci.history.errors import infra_kind, is_generic
+from ci.history.classify import signature
+from ci.history.errors import error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
 from ci.history.mainline import MainRun, Streak, fail_streaks, main_order, position
 from ci.history.model import DEFAULT_BRANCH_EVENTS, PASS, FlakyScore, Interval
@@ -105,12 +106,15 @@ class Tally:
 
 def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Attempt], *, repo: str = "",
                           runner: str = "", fingerprint: str = "", error: str = "") -> Failure:
-    """A `Failure` from one test's attempts in a run (its last failed attempt with text speaks)."""
-    failed = [a for a in attempts if a.outcome != "passed" and a.outcome != "skipped"] or list(attempts)
+    """A `Failure` from one test's attempts in a run: its last failed attempt with text speaks
+    (error line, signature and infra cause as ingest stores them, unless ``error`` /
+    ``fingerprint`` are given); ``passed_on_retry`` when the last attempt passed."""
+    failed = [a for a in attempts if a.outcome not in ("passed", "skipped")] or list(attempts)
     spoken = next((a for a in reversed(failed) if a.message or a.detail), failed[-1] if failed else Attempt(FAILED, 0))
+    error = error or error_line(spoken)
+    fingerprint = fingerprint or signature(error)[0]
     passed = bool(attempts) and attempts[-1].outcome == "passed"
-    return Failure(node, tier, sha, repo, error, fingerprint, infra_kind(spoken), runner,
-                   max(1, len(failed)), passed)
+    return Failure(node, tier, sha, repo, error, fingerprint, infra_kind(spoken), runner, max(1, len(failed)), passed)
 
 
 def short(sha: str) -> str:
