@@ -157,8 +157,13 @@ SPECS: dict[str, Spec] = {
                   "x baseline (paint)"),
         TableSpec(("frames", "count", "p50 ms", "p95 ms", "max ms", "top row not drawn", "x baseline (p95)"),
                   ("idle frames, one-line page (baseline)", "scrolling every cell a tag, 400 x 10 (baseline)",
-                   "scrolling the HUD, 400 x 10"), "x baseline (p95)")),
-        lines=(r"history: 400 files x 10 runs x 4 shards, built in [0-9.]+ s",),
+                   "scrolling the HUD, 400 x 10"), "x baseline (p95)"),
+        TableSpec(("mouseover on a drawn cell", "count", "mean ms", "p95 ms", "max ms", "x baseline (mean)"),
+                  ("the HUD, 400 x 10: a passing cell, no tip (baseline)", "the HUD, 400 x 10: a failing cell's tip"),
+                  "x baseline (mean)")),
+        lines=(r"history: 400 files x 10 runs x 4 shards, built in [0-9.]+ s",
+               r"rows: 1 failing, \d+ flaky, \d+ ok; the first: tests/area7/test_mod7.py \(failing, since column 6, "
+               r"4 failing\)"),
         cells={(2, "scrolling the HUD, 400 x 10", "top row not drawn"): "0",
                (2, "scrolling the HUD, 400 x 10", "count"): "120"}),
     "rerun_bot": Spec((
