@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from ci.commands import history_verdicts
 from ci.history.ingest import ingest, prepare_all
 from ci.history.location import DEFAULT_SQLITE, ENV_VAR, describe, resolve_location
 from ci.history.model import EVENTS, RunIdentity
@@ -65,7 +66,7 @@ def read_history(location: str | None, prog: str, read: Callable[[Store], T]) ->
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci history", description=__doc__.splitlines()[0],
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ingest")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{ingest,verdicts}")
     ing = sub.add_parser("ingest", help="store JUnit reports with their run's identity",
                          description=__doc__.split("\n\n", 1)[1], epilog=EXIT_CODES,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,9 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--attempt", type=whole_number(1),
                      help=f"the CI run's attempt (default: ${ATTEMPT_ENV}, else 1)")
     ing.add_argument("--run-url", default="", help="a link to the run, shown by `ci flaky`")
+    ing.add_argument("--author", default="", help="who pushed the commit or opened the pull request")
+    ing.add_argument("--base-sha", default="", help="a pull request's merge base with the default branch")
+    ing.add_argument("--unscored", action="store_true",
+                     help="JUnit written by code not yet reviewed (a pull request's): keep it for the run's "
+                          "verdicts, never for flakiness, quarantine or runner health")
     ing.add_argument("--registry", metavar="PATH",
                      help=f"{REGISTRY_FILENAME} whose paths resolve xunit2 reports (default: the repository's, if any)")
     add_store_arg(ing)
+    history_verdicts.add_parser(sub, add_store_arg)
     return parser
 
 
@@ -111,10 +118,13 @@ def find_registry(registry: str | None) -> tuple[Registry | None, Path | None]:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.action == "verdicts":
+        return history_verdicts.run(args, read_history)
     try:
         attempt = args.attempt if args.attempt is not None else github_attempt()
         identity = RunIdentity(args.repo, args.sha, args.event, args.tier, args.pr, args.runner, args.shard,
-                               args.run_id, attempt, args.run_url)
+                               args.run_id, attempt, args.run_url, args.author, args.base_sha,
+                               not args.unscored)
         registry, root = find_registry(args.registry)
         prepared = prepare_all(args.reports, identity, root=root, known_files=registry.tests if registry else ())
     except (JUnitError, ValueError, RegistryError, OSError) as exc:

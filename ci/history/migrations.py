@@ -13,6 +13,14 @@ history is read as one key lookup per report instead, and only for the nodes the
 ``cases_failed`` names. ``cases`` carries no foreign keys: its rows are written only with
 their report, in one transaction, and ids come from the same transaction; a key check per row
 would halve PostgreSQL's ingest rate (measured: bench/history.py) for nothing.
+
+Migration 2 (verdicts, docs/history.md#verdicts): ``reports.author`` (who pushed or opened the pull
+request), ``reports.base_sha`` (a pull request's merge base, '' when unknown) and ``reports.scored``
+(1: the report may enter flakiness scores, quarantine and runner health; 0: its JUnit was written by
+code nobody reviewed yet, a pull request's, and serves only that run's verdicts);
+``cases.error`` (the first meaningful error line, as written, bounded) and ``cases.infra`` (the
+runner-level cause it names, `ci.history.errors.infra_kind`, '' for none), with a partial index on
+the infra failures so a runner's health is read without scanning every case.
 """
 
 from __future__ import annotations
@@ -57,6 +65,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (report_id, node_id, attempt)
         )""",
         "CREATE INDEX cases_failed ON cases (node_id) WHERE kind = 'fail'",
+    ),
+    (
+        "ALTER TABLE reports ADD COLUMN author TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE reports ADD COLUMN base_sha TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE reports ADD COLUMN scored INTEGER NOT NULL DEFAULT 1",
+        "CREATE INDEX reports_pr ON reports (pr) WHERE pr IS NOT NULL",
+        "ALTER TABLE cases ADD COLUMN error TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE cases ADD COLUMN infra TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX cases_infra ON cases (report_id) WHERE infra <> ''",
     ),
 )
 
