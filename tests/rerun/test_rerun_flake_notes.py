@@ -52,9 +52,12 @@ def flaky_history(location: str, directory: Path) -> None:
             assert ingest(store, prepare(write_report(directory, cases), identity)).added
 
 
-def _junit(path: Path, *failing: str) -> Path:
+FLAKE_ERROR = "AssertionError: accuracy 0.81 &lt; 0.85"  # test_b's flakes in `flaky_history`, as XML
+
+
+def _junit(path: Path, *failing: str, message: str = "x") -> Path:
     body = "".join(f'<testcase classname="tests.quant.test_pack" name="{n}" file="{FILE}" time="0.5">'
-                   f'{"<failure message=" + chr(39) + "x" + chr(39) + "/>" if n in failing else ""}</testcase>'
+                   f'{"<failure message=" + chr(39) + message + chr(39) + "/>" if n in failing else ""}</testcase>'
                    for n in ("test_a", "test_b", "test_c"))
     path.write_text(f'<?xml version="1.0"?><testsuites><testsuite name="pytest" time="3.0">{body}</testsuite>'
                     f'</testsuites>', encoding="utf-8")
@@ -90,17 +93,24 @@ def test_rows_name_known_flakes_and_new_failures(api_url: str, fake: FakeGitHub,
     assert expected.startswith("flaky ") and f"over {score.trials} runs on {TIER}" in expected
     assert abs(score.score - 0.1) < 0.06 and score.trials == 120
 
-    shown = entities(expected)  # `%` and the tier's `_` as entities: never emphasis
-    assert shown == expected.replace("%", "&#37;").replace("_", "&#95;")
-    proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "one.xml", "test_b"), "--history", store_location)
+    # test_b fails with the error of its flakes: flaky (`ci.history.verdict.judge`, rule 4)
+    proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "one.xml", "test_b", message=FLAKE_ERROR),
+                         "--history", store_location, "--sha", "f" * 40)
     assert proc.returncode == 0, proc.stderr
     assert cell == f"**failed**: 2 passed, 1 failed, 0 skipped, 0 errors in 3.0 s<br>failing:<br>" \
         + breakable_code(FILE + "::test_b", ID_LIMIT)
-    assert _verdict(fake) == shown
-    assert f"{OPEN}2 passed, 1 failed: {shown}{CLOSE}" in fake.bot_replies(PR)[0].body  # the headline
+    verdict = _verdict(fake)
+    assert verdict.startswith("flaky&#58; the same failure as its earlier flakes &#40;flaky 1") and \
+        f"over 120 runs on {entities(TIER)}&#41;" in verdict, verdict
+    assert f"{OPEN}2 passed, 1 failed: {verdict}{CLOSE}" in fake.bot_replies(PR)[0].body  # the headline
 
-    proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "three.xml", "test_a", "test_b", "test_c"),
+    # with an error it never flaked with, the same test is new: probably the change's
+    proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "other.xml", "test_b", message="KeyError: 3"),
                          "--history", store_location)
+    assert _verdict(fake).startswith("new&#58; probably this change&#39;s"), _verdict(fake)
+
+    proc, cell = _report(api_url, fake, tmp_path, _junit(tmp_path / "three.xml", "test_a", "test_b", "test_c",
+                                                         message=FLAKE_ERROR), "--history", store_location)
     assert proc.returncode == 0, proc.stderr
     assert _verdict(fake) == "1 flaky, 2 new"
     assert f"{breakable_code(FILE + '::test_c', ID_LIMIT)} · new" in cell
@@ -195,3 +205,23 @@ def test_verdicts_never_cost_a_row_of_the_longest_reply() -> None:
                                              row.verdict) for i in range(1, n + 1)])
     fitted = fit(body)
     assert len(fitted) <= MAX_BODY_CHARS and fitted.count("**failed**: 99999 passed") == n
+
+
+def test_a_test_failing_on_main_for_a_week_is_broken_on_main_not_new(api_url: str, fake: FakeGitHub,
+                                                                   store_location: str, tmp_path: Path) -> None:
+    """The user's case: test_b passes on main, then fails on every push since commit 30: a PR that
+    fails it did not break it, and the reply says so, with the commit."""
+    with open_store(store_location) as store:
+        for i in range(36):
+            broken = i >= 30
+            cases = [Case(FILE, "test_b", "failed" if broken else "passed", "AssertionError: scale mismatch"),
+                     Case(FILE, "test_c")]
+            identity = RunIdentity(REPO, f"{i:07x}bb", "push", TIER, run_url=f"https://ci.example/r/{i}")
+            assert ingest(store, prepare(write_report(tmp_path, cases), identity)).added
+    proc, _ = _report(api_url, fake, tmp_path, _junit(tmp_path / "b.xml", "test_b", message="AssertionError: scale mismatch"),
+                      "--history", store_location, "--sha", "e" * 40)
+    assert proc.returncode == 0, proc.stderr
+    verdict = _verdict(fake)
+    assert verdict.startswith(f"broken on main since {30:07x} ") and f"last passed at {29:07x}" in verdict, verdict
+    headline = fake.bot_replies(PR)[0].body.split(OPEN, 1)[1].split(CLOSE, 1)[0]
+    assert headline == f"2 passed, 1 failed: {verdict}" and "new" not in headline

@@ -166,7 +166,8 @@ def _report(args: argparse.Namespace) -> int:
         from tools.rerun.verdicts import NOTES_WAIT_S, read_verdicts
 
         try:
-            verdicts = read_verdicts(history, args.tier, results.failing, wait=args.history_wait or NOTES_WAIT_S)
+            verdicts = read_verdicts(history, args.tier, results.cases, results.failing, sha=args.sha or "",
+                                     repo=repo, wait=args.history_wait or NOTES_WAIT_S)
         except Exception as exc:  # a history that cannot be read costs the verdicts, never the row
             print(f"rerun-test report: history: {failure_text(exc, history)}; the row has no verdicts",
                   file=sys.stderr)
@@ -287,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--run-url", help="link to the run")
     report.add_argument("--slot", default="", help="`k/M`: write in slot k of M (the run's place among its comment's "
                         "runs), so reports finishing together take turns (default: the part when `i/N`)")
+    report.add_argument("--sha", help="the commit the run tested (the dispatch's `sha` input): a failure that also "
+                        "passed at this commit in the history is flaky")
     report.add_argument("--history", metavar="URL_OR_PATH",
                         help="test history store (`ci history ingest`): each failure gets a verdict (broken on main, "
                              "flaky, infra or new) (default: $CI_HISTORY_STORE; none: no verdicts)")

@@ -36,12 +36,12 @@ import logging
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
 from ci.history.ingest import node_id
-from ci.results.junit import ERROR, FAILED, JUnitError, parse_junit
+from ci.results.junit import ERROR, FAILED, CaseResult, JUnitError, parse_junit
 from tools.rerun import replies
 from tools.rerun.budget import report_slot_wait, shard_of
 from tools.rerun.commands import quote
@@ -65,7 +65,8 @@ class ReportError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunResults:
-    """Counts, total seconds, and the failing/erroring node ids (all of them, in report order)."""
+    """Counts, total seconds, and the failing/erroring node ids (all of them, in report order);
+    ``cases``, the JUnit report's cases, for judging the failures (not part of equality)."""
 
     passed: int
     failed: int
@@ -73,6 +74,7 @@ class RunResults:
     errors: int
     seconds: float
     failing: tuple[str, ...]
+    cases: tuple[CaseResult, ...] = field(default=(), compare=False, repr=False)
 
 
 def summarize(path: str | Path, root: str | Path | None = None) -> RunResults | str:
@@ -91,7 +93,8 @@ def summarize(path: str | Path, root: str | Path | None = None) -> RunResults | 
         counts[case.outcome] += 1
     failing = tuple(node_id(c) for c in report.cases if c.outcome in (FAILED, ERROR))  # the history's ids
     seconds = report.wall_time or sum(c.time for c in report.cases)
-    return RunResults(counts["passed"], counts["failed"], counts["skipped"], counts["error"], seconds, failing)
+    return RunResults(counts["passed"], counts["failed"], counts["skipped"], counts["error"], seconds, failing,
+                      tuple(report.cases))
 
 
 def _duration(seconds: float) -> str:

@@ -4,8 +4,10 @@ Contract:
 - `FailureVerdict` is one failing test's verdict: ``kind`` one of `KINDS` (``broken_on_main``,
   ``flaky``, ``infra``, ``new``) and a one-line ``detail`` (``broken on main since abc1234``,
   ``flaky 9 % ±4 over 120 runs on gpu_h200``, ``infra on runner gpu-7``, ``new``).
-- `read_verdicts(location, tier, nodes, wait=...)` reads them from the test history within
-  ``wait`` seconds (`tools.rerun.flake_notes`'s contract: never longer, `StoreError` otherwise).
+- `read_verdicts(location, tier, cases, nodes, sha=..., wait=...)` judges the failing ``nodes``
+  of a run's JUnit ``cases`` against the test history (`ci.history.verdict.judge`: its error
+  line, signature and infra cause as ingest would store them) within ``wait`` seconds
+  (`tools.rerun.flake_notes.read_within`: never longer, `StoreError` otherwise).
 - `verdict_cell(verdicts)` is the verdict cell of a row: the detail of a single failure, a tally
   (``2 broken on main, 1 flaky``) of several, `runs_table.NO_VERDICT` of none. Every character
   that could start Markdown or HTML is written as an entity (`commands.entities`), so a runner
@@ -19,10 +21,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from tools.rerun.commands import entities
 from tools.rerun.runs_table import NO_VERDICT
+
+if TYPE_CHECKING:
+    from ci.results.junit import CaseResult
 
 BROKEN_ON_MAIN, FLAKY, INFRA, NEW = "broken_on_main", "flaky", "infra", "new"
 MAX_DETAIL = 120  # characters of a detail shown; a longer one is cut with `…`
@@ -36,7 +41,7 @@ _BY_LABEL = {label: kind for kind, label in LABELS.items()}
 _LABEL_RE = "|".join(re.escape(label) for label in LABELS.values())
 _TALLY = re.compile(rf"\d+ (?:{_LABEL_RE})(?:, \d+ (?:{_LABEL_RE}))*")
 _ITEM = re.compile(rf"(\d+) ({_LABEL_RE})")
-_SINGLE = re.compile(rf"({_LABEL_RE})(?:$|[ ,])")
+_SINGLE = re.compile(rf"({_LABEL_RE})(?:$|[ ,]|&#58;)")  # `:` as `entities` writes it
 _SHORT = re.compile("(" + "|".join(SHORT.values()) + r")\+?")
 
 
@@ -59,18 +64,29 @@ class FailureVerdict:
         if len(detail) > MAX_DETAIL:
             detail = detail[:MAX_DETAIL - 1] + "…"
         label = LABELS[self.kind]
-        shown = detail if detail == label or detail.startswith(label + " ") else f"{label}, {detail}".rstrip(", ")
+        labelled = detail == label or detail.startswith((label + " ", label + ":"))
+        shown = detail if labelled else f"{label}, {detail}".rstrip(", ")
         return entities(shown)
 
 
-def read_verdicts(location: str, tier: str, nodes: Sequence[str], *,
+def read_verdicts(location: str, tier: str, cases: Sequence["CaseResult"], nodes: Sequence[str], *,
+                  sha: str = "", repo: str = "", runner: str = "",
                   wait: float = NOTES_WAIT_S) -> dict[str, FailureVerdict]:
-    """{node: verdict} for each of ``nodes`` on ``tier`` from the history at ``location``, within
+    """{node: verdict} for each of ``nodes`` (failing test ids of the run whose JUnit ``cases``
+    these are, on ``tier`` at commit ``sha``), judged against the history at ``location`` within
     ``wait`` seconds; `ci.history.store.StoreError` when it cannot be read in time."""
-    from tools.rerun.flake_notes import NEW as FLAKE_NEW, flake_notes
+    if not nodes:
+        return {}
+    # The history modules are imported only here: `handle` and `serve` never need them.
+    from ci.history.run_results import failures_in_report
+    from ci.history.verdict import judge
+    from tools.rerun.flake_notes import read_within
 
-    notes = flake_notes(location, tier, nodes, wait=wait)
-    return {node: FailureVerdict(NEW if text == FLAKE_NEW else FLAKY, text) for node, text in notes.items()}
+    wanted = set(nodes)
+    failures = [f for f in failures_in_report(cases, tier, sha=sha.lower(), repo=repo, runner=runner)[0]
+                if f.node in wanted]
+    verdicts = read_within(location, wait, lambda store: judge(store, failures))
+    return {v.node: FailureVerdict(v.verdict, v.detail) for v in verdicts}
 
 
 def verdict_cell(verdicts: Sequence[FailureVerdict]) -> str:
