@@ -72,6 +72,10 @@ def test_several_failures_give_a_tally_of_every_kind() -> None:
 
 def test_without_a_history_the_tally_has_no_verdict() -> None:
     assert outcome([_reported("1/1", 2, ("a::x",))]) == "2 passed, 1 failed"
+    # one of two failures judged (the other row's report could not read the history): a tally,
+    # never the one detail as if it spoke for both
+    rows = [_reported("1/2", 1, ("a::x",), {"a::x": BROKEN}), _reported("2/2", 1, ("a::y",))]
+    assert outcome(rows) == "2 passed, 2 failed: 1 broken on main"
 
 
 def test_a_failed_dispatch_is_not_waited_for() -> None:

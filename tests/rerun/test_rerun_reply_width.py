@@ -60,10 +60,13 @@ LONG_CLASS = "TestEplbMinRebalancingUtilizationThreshold095"
 HOSTILE = ("[link](https://evil.example)", "**passed**", "<img src=x onerror=alert(1)>", "a | b", "_em_ `c`",
            "@everyone")
 RUN = "https://github.com/sgl-project/sglang/actions/runs/19876543210"
-VERDICTS = (FailureVerdict(BROKEN_ON_MAIN, "broken on main since abc1234"),
-            FailureVerdict(FLAKY, "flaky 9 % ±4 over 120 runs on gpu_h200_8x"),
-            FailureVerdict(INFRA, "infra on runner sglang-h200-runner-17 (CUDA error: an illegal memory access)"),
-            FailureVerdict(NEW, "new"))
+# Details as `ci.history.verdict.judge` writes them (the longest forms), cut by `FailureVerdict.text`.
+VERDICTS = (FailureVerdict(BROKEN_ON_MAIN, "broken on main since abc1234 (3 candidate commits: abc1234, bcd2345, "
+                           "cde3456, last passed at 0a1b2c3); main fails with a different error"),
+            FailureVerdict(FLAKY, "flaky: the same failure as its earlier flakes (flaky 9% [5%, 13%] over 120 runs "
+                           "on gpu_h200_8x)"),
+            FailureVerdict(INFRA, "infra: cuda on runner sglang-h200-runner-17; 4 of 9 reports there infra"),
+            FailureVerdict(NEW, "new: probably this change's (an error this test never failed with as a flake)"))
 
 
 def _spec(i: int, shards: int, tests: int = 5) -> DispatchSpec:
@@ -159,8 +162,9 @@ def test_a_reply_with_every_verdict_fits_the_comment(browser: Browser, tmp_path:
     assert got["rows"] == shards and got["heads"] == ["tier", "part", "result", "verdict", "run", "tests", "runner"]
     assert got["scroll"] <= COMMENT_PX, f"the table is {got['scroll']} px wide in an {COMMENT_PX} px comment"
     text = str(got["text"])
-    for verdict in ("broken on main since abc1234", "flaky 9 % ±4 over 120 runs on gpu_h200_8x", "infra on runner",
-                    "4 broken on main, 3 flaky, 3 infra, 3 new", "\tnew\t"):
+    for verdict in ("broken on main since abc1234 (3 candidate commits", "flaky: the same failure as its earlier",
+                    "infra: cuda on runner sglang-h200-runner-17", "4 broken on main, 3 flaky, 3 infra, 3 new",
+                    "new: probably this change's"):
         assert verdict in text, verdict
     for name in HOSTILE:  # shown as text, never as a link, an image, emphasis or a mention
         assert name in text, name

@@ -10,7 +10,7 @@ import cmarkgfm
 import pytest
 from cmarkgfm.cmark import Options as cmarkgfm_options
 
-from tools.rerun.commands import quote
+from tools.rerun.commands import entities, quote
 from tools.rerun.verdicts import (BROKEN_ON_MAIN, FLAKY, INFRA, KINDS, MAX_DETAIL, NEW, FailureVerdict, cell_kinds, short_cell,
                                   tally_text, verdict_cell)
 from tools.rerun.wrap import MAX_RUN, breakable, breakable_code
@@ -34,6 +34,14 @@ def test_a_tally_reads_back_with_its_counts() -> None:
     assert cell_kinds(cell) == Counter({NEW: 3, BROKEN_ON_MAIN: 1, FLAKY: 1, INFRA: 1})
     assert tally_text(Counter({FLAKY: 2, NEW: 0})) == "2 flaky"
     assert verdict_cell([]) == "—" and cell_kinds("—") == Counter() and short_cell("—") == "—"
+
+
+@pytest.mark.parametrize("kind, detail", [(FLAKY, "flaky: failed, then passed on retry in this run"),
+                                          (INFRA, "infra: cuda on runner r7"), (NEW, "new: probably this change's (x)")])
+def test_judge_s_details_read_back_as_their_kind(kind: str, detail: str) -> None:
+    """`ci.history.verdict` writes ``flaky: ...``: the `:` becomes an entity and still reads back."""
+    cell = verdict_cell([FailureVerdict(kind, detail)])
+    assert cell.startswith(entities(detail.split(":")[0] + ":")) and cell_kinds(cell) == Counter({kind: 1})
 
 
 def test_a_detail_without_its_label_gets_it() -> None:
