@@ -75,6 +75,8 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("AssertionError: assert 'NCCL error' not in 'log: NCCL error: x'", "", ""),
     ("assert 'CUDA error' not in out", "E   assert 'CUDA error' not in out\nE    +  where 'CUDA error' = f()", ""),
     ("Failed: saw CUDA error in the log", "", ""),
+    # the test's assertion over a chained NCCL error: the assertion is what failed (the rule is simple)
+    ("AssertionError: server did not answer", "E   RuntimeError: NCCL error in: x\n\nE   AssertionError: server did not answer", ""),
     ("Failed: Timeout >300.0s", "E   Failed: Timeout >300.0s", ""),
     ("AssertionError: accuracy low", "", ""),
 ])

@@ -237,3 +237,29 @@ def test_without_history() -> None:
     fails = [Failure(NODE, TIER, sha(1), infra="nccl", runner="r9"), Failure(NODE, TIER, sha(1), passed_on_retry=True),
              Failure(NODE, TIER, sha(1))]
     assert [v.verdict for v in judge(None, fails)] == [INFRA, FLAKY, NEW]
+
+
+def test_infra_failures_are_never_flakiness(store_location: str, tmp_path: Path) -> None:
+    """A bad machine's CUDA errors between passes (retried, as pytest-rerunfailures writes them) are
+    the machine's: no flaky score, and no fail streak on main."""
+    from ci.history.flaky import flaky_scores
+
+    with open_store(store_location) as store:
+        for i in range(12):
+            run(store, tmp_path, sha(i), [CUDA, CUDA] if i % 3 == 1 else [None], runner="bad-1")
+        assert flaky_scores(store, min_trials=0) == []
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM])])
+    assert v.verdict == NEW and "not failing on the default branch" in v.detail
+
+
+def test_a_breakage_that_meets_a_bad_machine_on_its_rerun_is_still_the_breakage(store_location: str,
+                                                                                 tmp_path: Path) -> None:
+    with open_store(store_location) as store:
+        run(store, tmp_path, sha(0), [None])
+        head = f"{7:04x}{'d' * 36}"
+        run(store, tmp_path, head, [OTHER, OTHER], "pull_request", pr=7)
+        run(store, tmp_path, head, [CUDA, CUDA], "rerun", runner="bad-1", pr=7, attempt=2)
+        (failure,) = load_run(store, pr=7).failures
+        (v,) = judge(store, [failure])
+    assert (failure.error, failure.infra, failure.failures) == (OTHER[0], "", 4)
+    assert v.verdict == NEW
