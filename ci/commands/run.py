@@ -17,11 +17,13 @@ every test and the job would pass having tested nothing, so it fails first.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
+from ci.running.depmap_files import RECORD_ENV
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
 from ci.results.junit import JUnitError, parse_junit
 from ci.selection.plan import NotRun, PlanError, explicit_target_problem
@@ -52,6 +54,9 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
                         help="flag files whose time drifts from est_time by more than this %%")
     parser.add_argument("--no-plugin", action="store_true", help="do not load ci.pytest_plugin")
+    parser.add_argument("--record-depmap", metavar="PATH",
+                        help="record what each test file executes and opens into this map file "
+                             "(coverage.py; for `ci history ingest` and `ci plan --depmap`)")
 
 
 def _workers(value: str) -> str:
@@ -122,7 +127,10 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     inv = build_invocation(files, root=root, registry_path=registry_file(args), junit=junit.resolve(),
                            tier=args.tier, workers=args.workers, extra=extra, use_plugin=not args.no_plugin)
     print("ci run: " + " ".join(inv.argv), flush=True)
-    rc = run_invocation(inv)
+    record = getattr(args, "record_depmap", None)
+    if record and args.no_plugin:
+        raise UsageError("--record-depmap needs the plugin (drop --no-plugin)")
+    rc = run_invocation(inv, {**os.environ, RECORD_ENV: str(Path(record).resolve())} if record else None)
     sys.stdout.flush()
     if not inv.junit.is_file():
         why = (": a test ran past its file's timeout and was killed with pytest (its line is above)"

@@ -10,7 +10,7 @@ attempt of a test in a report), ``schema_version``. ``cases`` is keyed report fi
 rows are appended at the end of the key: keyed node first, every report would touch one index page
 per test (measured: 14,000 rows/s against 68,000 at 300,000 rows on SQLite, and falling). A node's
 history is read as one key lookup per report instead, and only for the nodes the partial index
-``cases_failed`` names. ``cases`` carries no foreign keys: its rows are written only with
+``cases_failed`` names. ``depmaps`` / ``depmap_tests`` hold runtime dependency maps. ``cases`` carries no foreign keys: its rows are written only with
 their report, in one transaction, and ids come from the same transaction; a key check per row
 would halve PostgreSQL's ingest rate (measured: bench/history.py) for nothing.
 """
@@ -57,6 +57,35 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (report_id, node_id, attempt)
         )""",
         "CREATE INDEX cases_failed ON cases (node_id) WHERE kind = 'fail'",
+    ),
+    # Runtime dependency maps (`ci.history.depmaps`): one row per ingested map file, one per test
+    # file in it; ``executed`` / ``opened`` are newline-joined repo-relative paths.
+    (
+        """CREATE TABLE depmaps (
+            id {id},
+            map_key TEXT NOT NULL UNIQUE,
+            source TEXT NOT NULL,
+            repo TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            event TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            shard TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            run_url TEXT NOT NULL,
+            recorded_at TEXT NOT NULL,
+            ingested_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX depmaps_tier ON depmaps (tier, recorded_at)",
+        """CREATE TABLE depmap_tests (
+            map_id BIGINT NOT NULL,
+            test_file TEXT NOT NULL,
+            complete INTEGER NOT NULL,
+            items INTEGER NOT NULL,
+            ran INTEGER NOT NULL,
+            executed TEXT NOT NULL,
+            opened TEXT NOT NULL,
+            PRIMARY KEY (map_id, test_file)
+        )""",
     ),
 )
 
