@@ -226,3 +226,18 @@ def test_the_parser_names_the_bad_field(field: str, value: object, said: str) ->
     ok = json.dumps({"format": "ci-depmap", "version": 1, "tier": None, "recorded_at": "t",
                      "tests": {"tests/test_a.py": entry(["pkg/a.py"])}})
     assert parse_depmap(ok, "m.json").tests["tests/test_a.py"].executed == {"pkg/a.py"}
+
+
+def test_a_changed_test_file_is_never_judged_by_its_old_map() -> None:
+    """Its old map says what the old file ran: the edit may import anything. `plan` selects it by
+    its own path first; the map selection itself must hand it to the static graph too."""
+    from ci.selection.depmap_format import StoredTestMap, TestMap
+    from ci.selection.depmap_select import select_by_maps
+
+    now = datetime.now(timezone.utc)
+    stored = StoredTestMap(TestMap(frozenset({"pkg/a.py"}), ran=1, items=1), "run 1 at abc", now.isoformat())
+    got = select_by_maps({"tests/test_a.py": stored}, ["tests/test_a.py"], ["tests/test_a.py"], now=now)
+    assert got.decided == {} and got.fallback == {"tests/test_a.py": "the test file changed since its map"}
+    assert got.why("tests/test_a.py", "changed: tests/test_a.py").endswith("since its map: static graph")
+    unchanged = select_by_maps({"tests/test_a.py": stored}, ["tests/test_a.py"], ["pkg/a.py"], now=now)
+    assert unchanged.decided["tests/test_a.py"].why == "executed pkg/a.py in run 1 at abc"

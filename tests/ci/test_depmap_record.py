@@ -170,3 +170,17 @@ def test_without_the_variable_nothing_is_recorded(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "depmap" not in proc.stdout and not (tmp_path / "out").exists()
+
+
+def test_ci_run_records_with_its_flag_and_refuses_it_without_the_plugin(tmp_path: Path) -> None:
+    _make_project(tmp_path)
+    env = _clean_env()
+    base = [sys.executable, "-m", "ci", "run", "--registry", str(tmp_path / "registry.yaml"), "--tier", "cpu",
+            "--workers", "0", "--record-depmap", "m.json"]
+    proc = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails fails
+    data = parse_depmap((tmp_path / "m.json").read_text(), "m.json")
+    assert data.tier == "cpu" and len(data.tests) == 6
+    assert data.tests["tests/test_sub.py"].executed == {"pkg/__init__.py", "pkg/gamma.py", "tests/test_sub.py"}
+    proc = subprocess.run(base + ["--no-plugin"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--record-depmap needs the plugin" in proc.stderr
