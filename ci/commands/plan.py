@@ -17,7 +17,7 @@ import json
 import math
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ci.limits import whole_number
@@ -135,12 +135,13 @@ def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argpar
         return None
     from ci.history.depmaps import gather_maps  # deferred: a plan without maps needs no store
 
-    gathered = gather_maps(tier, files, use_store=from_store, store_location=args.store, repo=args.depmap_repo)
+    now = datetime.now(timezone.utc)
+    gathered = gather_maps(tier, files, use_store=from_store, store_location=args.store, repo=args.depmap_repo,
+                           since=now - timedelta(days=args.depmap_max_age))
     for problem in gathered.problems:
         print(f"python -m ci plan: warning: {problem}", file=sys.stderr)
     tests = [e.path for e in registry.tests_for_tier(tier, include_inactive=True)]
-    return select_by_maps(gathered.tests, tests, changes, now=datetime.now(timezone.utc),
-                          max_age_days=args.depmap_max_age)
+    return select_by_maps(gathered.tests, tests, changes, now=now, max_age_days=args.depmap_max_age)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
@@ -26,7 +27,7 @@ from ci.history.model import RunIdentity
 from ci.history.store import Store, failure_text, now, open_store
 from ci.regular_file import MAX_REPORT_BYTES, UnreadableFile, read_regular
 from ci.selection.depmap_format import (DepMap, DepmapError, StoredTestMap, TestMap, is_relative_path, maps_of_file,
-                                        parse_depmap)
+                                        parse_depmap, utc_time)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def ingest_depmap(store: Store, prepared: PreparedDepmap) -> bool:
     ident, depmap = prepared.identity, prepared.depmap
     with store.transaction():
         cur = store.execute(_INSERT, (prepared.key, Path(prepared.source).name, ident.repo, ident.sha, ident.event,
-                                      ident.tier, ident.shard, ident.run_id, ident.run_url, depmap.recorded_at, now()))
+                                      ident.tier, ident.shard, ident.run_id, ident.run_url, stored_time(depmap.recorded_at),
+                                      now()))
         inserted = cur.fetchall()
         cur.close()
         if not inserted:
@@ -81,14 +83,27 @@ class LatestMaps:
     problems: tuple[str, ...] = ()
 
 
-def latest_maps(store: Store, tier: str, repo: str | None = None) -> LatestMaps:
-    """The newest stored entry per test file of ``tier``; see the module docstring."""
+def stored_time(recorded_at: str) -> str:
+    """A map's time as stored: UTC, to the second, so that the store's string order is time order."""
+    when = utc_time(recorded_at)
+    if when is None:
+        raise DepmapError(f"recorded_at {recorded_at!r} is not an ISO 8601 time with its UTC offset")
+    return when.isoformat(timespec="seconds")
+
+
+def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetime | None = None) -> LatestMaps:
+    """The newest stored entry per test file of ``tier``; see the module docstring. ``since``:
+    only maps recorded then or later (older ones could not decide anyway; the store then reads
+    the last days' maps, not every map ever stored)."""
     query = ("SELECT t.test_file, t.complete, t.items, t.ran, t.executed, t.opened, m.id, m.sha, m.run_id, "
              "m.recorded_at FROM depmap_tests t JOIN depmaps m ON m.id = t.map_id WHERE m.tier = ?")
     params: list[object] = [tier]
     if repo is not None:
         query += " AND m.repo = ?"
         params.append(repo)
+    if since is not None:
+        query += " AND m.recorded_at >= ?"
+        params.append(stored_time(since.isoformat()))
     found: dict[str, StoredTestMap] = {}
     problems: list[str] = []
     for test, complete, items, ran, executed, opened, map_id, sha, run_id, recorded_at in store.fetchall(
@@ -106,7 +121,7 @@ def latest_maps(store: Store, tier: str, repo: str | None = None) -> LatestMaps:
 
 
 def gather_maps(tier: str, map_files: Sequence[str], *, use_store: bool = False, store_location: str | None = None,
-                repo: str | None = None) -> LatestMaps:
+                repo: str | None = None, since: datetime | None = None) -> LatestMaps:
     """The newest usable source per test file of ``tier``: the store's latest maps (``use_store``)
     and the map files given (those recorded on another tier are skipped). Never raises for a bad
     source: a map file that does not read, or a store that cannot be read, is one line in
@@ -116,7 +131,7 @@ def gather_maps(tier: str, map_files: Sequence[str], *, use_store: bool = False,
     if use_store:
         try:
             with open_store(store_location, create=False) as store:
-                stored = latest_maps(store, tier, repo)
+                stored = latest_maps(store, tier, repo, since)
             found.update(stored.tests)
             problems += stored.problems
         except Exception as exc:  # StoreError, StoreMissing, a driver's own: no maps, never a crash

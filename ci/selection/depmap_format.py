@@ -19,6 +19,8 @@ Contract:
   counts the tests whose body ran (not skipped). Only a complete entry with ``ran > 0`` is
   `TestMap.usable`: a file cut short, or one whose tests were all skipped (a GPU tier recorded
   where its hardware is absent), teaches nothing about what the file needs.
+- ``recorded_at`` carries its UTC offset (a time without one is refused): the store compares
+  these times, and a local time would shift a map's age by hours.
 - `dump_depmap` writes what `parse_depmap` reads back equal (sorted, stable).
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 FORMAT = "ci-depmap"
@@ -105,8 +108,8 @@ def parse_depmap(text: str | bytes, source: str) -> DepMap:
     tier, recorded_at, tests = data.get("tier"), data.get("recorded_at"), data.get("tests")
     if tier is not None and (not isinstance(tier, str) or not tier):
         raise _bad(source, f'"tier" must be a tier name or null, got {tier!r}')
-    if not isinstance(recorded_at, str) or not recorded_at:
-        raise _bad(source, f'"recorded_at" must be an ISO 8601 time, got {recorded_at!r}')
+    if not isinstance(recorded_at, str) or utc_time(recorded_at) is None:
+        raise _bad(source, f'"recorded_at" must be an ISO 8601 time with its UTC offset, got {recorded_at!r}')
     if not isinstance(tests, dict):
         raise _bad(source, '"tests" must be an object of test path -> entry')
     out: dict[str, TestMap] = {}
@@ -124,6 +127,15 @@ def parse_depmap(text: str | bytes, source: str) -> DepMap:
                             _paths(source, test, "opened", entry["opened"]), entry["complete"],
                             _count(source, test, "items", entry["items"]), _count(source, test, "ran", entry["ran"]))
     return DepMap(tier, recorded_at, out)
+
+
+def utc_time(text: str) -> datetime | None:
+    """``text`` (ISO 8601 with a UTC offset) as an aware UTC datetime; None when it is not one."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when.astimezone(timezone.utc) if when.tzinfo is not None else None
 
 
 def dump_depmap(depmap: DepMap) -> str:

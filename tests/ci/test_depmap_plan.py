@@ -131,6 +131,7 @@ def test_a_map_older_than_the_limit_is_not_used(project: Path, capsys, limit: st
 
 @pytest.mark.parametrize("text", [
     "{not json", '{"format": "ci-depmap", "version": 2, "tier": "cpu", "recorded_at": "x", "tests": {}}',
+    '{"format": "ci-depmap", "version": 1, "tier": "cpu", "recorded_at": "2026-12-01T00:00:00", "tests": {}}',
     json.dumps({"format": "ci-depmap", "version": 1, "tier": "cpu", "recorded_at": "2026-12-01T00:00:00+00:00",
                 "tests": {"tests/test_a.py": {"complete": True, "items": 1, "ran": 1, "executed": ["/etc/passwd"],
                                                "opened": []}}}),
@@ -218,12 +219,12 @@ def test_the_store_round_trip_on_both_databases(project: Path, store_location: s
 ])
 def test_the_parser_names_the_bad_field(field: str, value: object, said: str) -> None:
     bad = {**entry(["pkg/a.py"]), field: value}
-    text = json.dumps({"format": "ci-depmap", "version": 1, "tier": None, "recorded_at": "t",
+    text = json.dumps({"format": "ci-depmap", "version": 1, "tier": None, "recorded_at": "2026-12-01T00:00:00Z",
                        "tests": {"tests/test_a.py": bad}})
     with pytest.raises(DepmapError, match=said) as info:
         parse_depmap(text, "m.json")
     assert str(info.value).startswith("m.json: ")
-    ok = json.dumps({"format": "ci-depmap", "version": 1, "tier": None, "recorded_at": "t",
+    ok = json.dumps({"format": "ci-depmap", "version": 1, "tier": None, "recorded_at": "2026-12-01T01:00:00+01:00",
                      "tests": {"tests/test_a.py": entry(["pkg/a.py"])}})
     assert parse_depmap(ok, "m.json").tests["tests/test_a.py"].executed == {"pkg/a.py"}
 
@@ -241,3 +242,29 @@ def test_a_changed_test_file_is_never_judged_by_its_old_map() -> None:
     assert got.why("tests/test_a.py", "changed: tests/test_a.py").endswith("since its map: static graph")
     unchanged = select_by_maps({"tests/test_a.py": stored}, ["tests/test_a.py"], ["pkg/a.py"], now=now)
     assert unchanged.decided["tests/test_a.py"].why == "executed pkg/a.py in run 1 at abc"
+
+
+def test_the_store_reads_only_maps_inside_the_age_limit_and_keeps_time_order_across_offsets(
+        project: Path, capsys) -> None:
+    store = str(project / "h.sqlite")
+    old = depmap(project / "old.json", {**MAPS, "tests/test_c.py": entry(["pkg/a.py"])}, days_old=20)
+    newer = {"tests/test_a.py": entry(["pkg/b.py", "tests/test_a.py"])}
+    # one hour later in UTC, though its local time (-05:00) reads earlier as text
+    when = datetime.now(timezone.utc) - timedelta(days=1)
+    text = json.loads(depmap(project / "new.json", newer).read_text())
+    text["recorded_at"] = when.astimezone(timezone(timedelta(hours=-5))).isoformat(timespec="seconds")
+    (project / "new.json").write_text(json.dumps(text))
+    earlier = json.loads(depmap(project / "mid.json", MAPS).read_text())
+    earlier["recorded_at"] = (when - timedelta(hours=1)).astimezone(timezone(timedelta(hours=5))).isoformat()
+    (project / "mid.json").write_text(json.dumps(earlier))
+    assert ingest(project, old, store, SHA1, "1") == 0
+    assert ingest(project, project / "mid.json", store, SHA1, "2") == 0
+    assert ingest(project, project / "new.json", store, SHA2, "3") == 0
+    with open_store(store, create=False) as opened:
+        got = latest_maps(opened, "cpu", since=datetime.now(timezone.utc) - timedelta(days=14))
+        every = latest_maps(opened, "cpu")
+    assert got.tests["tests/test_a.py"].origin == f"run 3 at {SHA2[:12]}"
+    assert got.tests["tests/test_b.py"].origin == f"run 2 at {SHA1[:12]}"
+    assert "tests/test_c.py" not in got.tests  # its one map is 20 days old: not even read
+    assert every.tests["tests/test_c.py"].origin == f"run 1 at {SHA1[:12]}"
+    assert every.tests["tests/test_a.py"].origin == f"run 3 at {SHA2[:12]}"
