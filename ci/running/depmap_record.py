@@ -42,10 +42,22 @@ def wanted() -> bool:
     return bool(os.environ.get(RECORD_ENV)) and not os.environ.get(TEST_ENV)
 
 
+def _check_coverage() -> None:
+    try:
+        import coverage  # deferred: only a recording run needs it
+    except ImportError:
+        raise pytest.UsageError(f"${RECORD_ENV} asks for a dependency map, but coverage.py is not installed "
+                                "(pip install 'coverage>=7.10')") from None
+    if coverage.Coverage.current() is not None:
+        raise pytest.UsageError(f"${RECORD_ENV} asks for a dependency map, but coverage is already measuring "
+                                "this pytest (pytest-cov, COVERAGE_PROCESS_START): one tracer at a time")
+
+
 class DepmapRecorder:
     """A pytest plugin object; one per process (see the module docstring)."""
 
     def __init__(self, config: pytest.Config, root: Path, tier: str | None, relative_test):
+        _check_coverage()  # before anything is made: a refusal leaves nothing behind
         self.out = Path(config.invocation_params.dir, os.environ[RECORD_ENV])
         self.root, self.tier, self.relative_test = root, tier, relative_test
         self.owner = getattr(config, "workerinput", None) is None
@@ -62,7 +74,7 @@ class DepmapRecorder:
         self.cov = self._coverage()
 
     def _coverage(self):
-        import coverage  # deferred: only a recording run needs it
+        import coverage
 
         include = [os.path.join(r, "*") for r in self.files.roots]
         omit = [p + "*" for p in self.files.excluded]

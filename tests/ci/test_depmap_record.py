@@ -184,3 +184,18 @@ def test_ci_run_records_with_its_flag_and_refuses_it_without_the_plugin(tmp_path
     assert data.tests["tests/test_sub.py"].executed == {"pkg/__init__.py", "pkg/gamma.py", "tests/test_sub.py"}
     proc = subprocess.run(base + ["--no-plugin"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--record-depmap needs the plugin" in proc.stderr
+
+
+def test_recording_under_a_coverage_already_running_is_a_usage_error(tmp_path: Path) -> None:
+    _make_project(tmp_path)
+    (tmp_path / "cov.ini").write_text(f"[run]\ndata_file = {tmp_path}/other.cov\n")
+    env = _clean_env()
+    (tmp_path / "tmp").mkdir()
+    env.update(CI_DEPMAP="out/depmap.json", COVERAGE_PROCESS_START=str(tmp_path / "cov.ini"), TMPDIR=str(tmp_path / "tmp"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "-n", "0", "-q",
+                           "-p", "no:cacheprovider", "tests/test_alpha.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "coverage is already measuring" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []  # no parts directory left behind
