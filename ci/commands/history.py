@@ -1,8 +1,9 @@
 """``python -m ci history ingest REPORT.xml [...] --repo R --sha S --event E --tier T``: store JUnit
 reports with their run's identity in the test history.
 
-Every report is read and checked first (the JUnit reader's refusals, and the identity's), so one
-bad report writes nothing; then each report is one transaction. The same report with the same
+A ``.json`` argument is a runtime dependency map (``ci run --record-depmap``), stored with the
+same identity (docs/selection.md). Every report and map is read and checked first (the JUnit
+reader's refusals, and the identity's), so one bad report writes nothing; then each report is one transaction. The same report with the same
 identity a second time adds nothing (it is reported as already stored). The store is ``--store``,
 else $CI_HISTORY_STORE, else .ci-history/history.sqlite (a PostgreSQL URL,
 ``postgresql://user:pass@host/db``, or a SQLite file path).
