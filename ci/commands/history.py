@@ -1,8 +1,9 @@
 """``python -m ci history ingest REPORT.xml [...] --repo R --sha S --event E --tier T``: store JUnit
 reports with their run's identity in the test history.
 
-Every report is read and checked first (the JUnit reader's refusals, and the identity's), so one
-bad report writes nothing; then each report is one transaction. The same report with the same
+A ``.json`` argument is a runtime dependency map (``ci run --record-depmap``), stored with the
+same identity (docs/selection.md). Every report and map is read and checked first (the JUnit
+reader's refusals, and the identity's), so one bad report writes nothing; then each report is one transaction. The same report with the same
 identity a second time adds nothing (it is reported as already stored). The store is ``--store``,
 else $CI_HISTORY_STORE, else .ci-history/history.sqlite (a PostgreSQL URL,
 ``postgresql://user:pass@host/db``, or a SQLite file path).
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ci.commands import history_verdicts
+from ci.history.depmaps import ingest_depmap, prepare_depmap
 from ci.history.ingest import ingest, prepare_all
 from ci.history.location import DEFAULT_SQLITE, ENV_VAR, describe, resolve_location
 from ci.history.model import EVENTS, RunIdentity
@@ -70,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", help="store JUnit reports with their run's identity",
                          description=__doc__.split("\n\n", 1)[1], epilog=EXIT_CODES,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    ing.add_argument("reports", nargs="+", metavar="REPORT.xml")
+    ing.add_argument("reports", nargs="+", metavar="REPORT.xml",
+                     help="JUnit reports; a .json file is a runtime dependency map (`ci run --record-depmap`)")
     ing.add_argument("--repo", required=True, help="owner/name")
     ing.add_argument("--sha", required=True, help="the commit the run tested")
     ing.add_argument("--event", required=True, choices=EVENTS, help="what started the run")
@@ -126,7 +129,9 @@ def main(argv: list[str]) -> int:
                                args.run_id, attempt, args.run_url, args.author, args.base_sha,
                                not args.unscored)
         registry, root = find_registry(args.registry)
-        prepared = prepare_all(args.reports, identity, root=root, known_files=registry.tests if registry else ())
+        maps = [prepare_depmap(p, identity) for p in args.reports if p.endswith(".json")]
+        junit = [p for p in args.reports if not p.endswith(".json")]
+        prepared = prepare_all(junit, identity, root=root, known_files=registry.tests if registry else ())
     except (JUnitError, ValueError, RegistryError, OSError) as exc:
         print(f"python -m ci history ingest: {exc}; nothing was written", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -139,6 +144,10 @@ def main(argv: list[str]) -> int:
                 state = "stored" if result.added else "already stored"
                 print(f"{report.source}: {state}, {result.cases} test(s), {result.attempts} attempt(s)")
                 done.append(report.source)
+            for depmap in maps:
+                state = "stored" if ingest_depmap(store, depmap) else "already stored"
+                print(f"{depmap.source}: {state}, dependency map of {len(depmap.depmap.tests)} test file(s)")
+                done.append(depmap.source)
     except BadStoreSetting as exc:
         print(f"python -m ci history ingest: {exc}; nothing was written", file=sys.stderr)
         return EXIT_BAD_INPUT

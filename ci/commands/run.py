@@ -24,6 +24,7 @@ from typing import Sequence
 
 from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
+from ci.running.depmap_files import RECORD_ENV
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
 from ci.history.run_results import failures_in_report
 from ci.history.store import failure_text, open_store
@@ -61,6 +62,9 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--history", metavar="URL_OR_PATH",
                         help="judge failures against this test history too (read only): broken on main, flaky "
                              "by signature; without it, only infra and failed-then-passed are told apart")
+    parser.add_argument("--record-depmap", metavar="PATH",
+                        help="record what each test file executes and opens into this map file "
+                             "(coverage.py; for `ci history ingest` and `ci plan --depmap`)")
 
 
 def _workers(value: str) -> str:
@@ -131,7 +135,10 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     inv = build_invocation(files, root=root, registry_path=registry_file(args), junit=junit.resolve(),
                            tier=args.tier, workers=args.workers, extra=extra, use_plugin=not args.no_plugin)
     print("ci run: " + " ".join(inv.argv), flush=True)
-    rc = run_invocation(inv)
+    record = getattr(args, "record_depmap", None)
+    if record and args.no_plugin:
+        raise UsageError("--record-depmap needs the plugin (drop --no-plugin)")
+    rc = run_invocation(inv, {**os.environ, RECORD_ENV: str(Path(record).resolve())} if record else None)
     sys.stdout.flush()
     if not inv.junit.is_file():
         why = (": a test ran past its file's timeout and was killed with pytest (its line is above)"

@@ -102,6 +102,12 @@ SPECS: dict[str, Spec] = {
         "== bench/adoption.py --quick\n"
         "bench adoption: give --repo=PATH, a git repository with SGLang's history (see the module docstring); "
         "nothing measured\n\n")),
+    "depmap": Spec((
+        TableSpec(("mode", "files", "wall s (best)", "CPU s (best)", "x baseline CPU"),
+                  ("pytest, no recording (baseline)", "pytest, recording the map"), "x baseline CPU"),
+        TableSpec(("commit", "changed", "graph", "map", "graph, no run-all", "map, no run-all",
+                   "x graph est (no run-all)"), ("all",), "x graph est (no run-all)")),
+        goal=r"goal: recording CPU overhead <= 10%: (MET|MISSED) \(.*\)"),
     "history": Spec((
         TableSpec(("step", "wall s", "CPU s (client)", "testcases/s (wall)", "x baseline time"),
                   ("SQLite: plain executemany INSERT, no keys (baseline)", "SQLite: ci.history ingest",
