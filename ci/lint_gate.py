@@ -55,11 +55,11 @@ def problem_key(problem: Problem) -> ProblemKey:
 @dataclass(frozen=True)
 class GateResult:
     """``new``: problems of the change beyond what the reference holds under the same key (the
-    extra copies of a key are its last ones by line); ``known``: how many of the change's problems
-    the reference holds; ``fixed``: reference keys the change no longer has, one per copy."""
+    extra copies of a key are its last ones by line); ``known``: the change's problems the
+    reference holds; ``fixed``: reference keys the change no longer has, one per copy."""
 
     new: list[Problem]
-    known: int
+    known: list[Problem]
     fixed: list[ProblemKey]
 
 
@@ -74,14 +74,15 @@ def gate(problems: Iterable[Problem], reference: Iterable[ProblemKey],
     for problem in sorted(problems, key=lambda p: (p.path, p.line, p.col, p.code, p.message)):
         by_key.setdefault(problem_key(problem), []).append(problem)
     new: list[Problem] = []
-    known = 0
+    known: list[Problem] = []
     for key, found in by_key.items():
         old = min(left[key], len(found))
-        known += old
+        known += found[:old]
         new += found[old:]
         left[key] -= old
     fixed = sorted(key for key, count in left.items() for _ in range(count))
-    return GateResult(sorted(new, key=lambda p: (p.path, p.line, p.col, p.code, p.message)), known, fixed)
+    order = lambda p: (p.path, p.line, p.col, p.code, p.message)  # noqa: E731
+    return GateResult(sorted(new, key=order), sorted(known, key=order), fixed)
 
 
 __all__ = ["GateResult", "ProblemKey", "gate", "problem_key", "subject_of"]

@@ -88,6 +88,10 @@ def _split(args: argparse.Namespace, root: Path, registry: Path, problems: list[
     return gate(problems, keys, base.renamed), f"at {base.merge_base} (merge base of {args.base} and HEAD)"
 
 
+def _counted(errors: int, notes: int, new: str = "") -> str:
+    return f"{errors} {new}problem(s)" + (f" and {notes} {new}note(s)" if notes else "")
+
+
 def _gate(args: argparse.Namespace, root: Path, registry: Path, problems: list[Problem]) -> int:
     try:
         result, where = _split(args, root, registry, problems)
@@ -97,9 +101,10 @@ def _gate(args: argparse.Namespace, root: Path, registry: Path, problems: list[P
     errors = [p for p in result.new if not is_info(p)]
     if result.new or args.format == "json":
         print(FORMATS[args.format](result.new))
-    print(f"{PROG}: {len(errors)} new problem(s)"
-          + (f", {len(result.new) - len(errors)} new note(s)" if len(errors) < len(result.new) else "")
-          + f"; {result.known} already {where}, not failed on (`{PROG}` lists every problem)", file=sys.stderr)
+    old_errors = sum(not is_info(p) for p in result.known)
+    print(f"{PROG}: {_counted(len(errors), len(result.new) - len(errors), 'new ')}; "
+          f"{_counted(old_errors, len(result.known) - old_errors)} already {where}, not failed on "
+          f"(`{PROG}` lists every problem)", file=sys.stderr)
     if args.baseline is not None and result.fixed:
         print(f"{PROG}: {len(result.fixed)} baseline entry(ies) fixed since: delete them from {args.baseline} "
               f"(or rewrite it with --write-baseline):", file=sys.stderr)

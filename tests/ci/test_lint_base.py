@@ -18,6 +18,7 @@ import pytest
 import ci.lint_base
 from ci.commands import lint as cli
 from ci.lint_base import TEMP_PREFIX
+from tests.ci.test_action import GIT_ENV as ACTION_GIT_ENV, action, adopter, run_step  # noqa: F401 (a fixture)
 from tests.ci.test_import_hints_history import GIT_ENV, git
 from tests.ci.tree_testutil import write
 
@@ -83,7 +84,7 @@ def test_only_the_problem_the_change_adds_fails(repo: Path, tmp_path: Path, caps
     code, out, err = lint(repo, capsys, "--base", "main")
     assert code == 1
     assert out == [f"tests/test_a.py:9:5: I001 {NEW} (did you mean 'BlockFP4KVQuantizeUtil'?)"]
-    assert err == [f"python -m ci lint: 1 new problem(s); 1 already at {base} (merge base of main and HEAD), "
+    assert err == [f"python -m ci lint: 1 new problem(s); 1 problem(s) already at {base} (merge base of main and HEAD), "
                    f"not failed on (`python -m ci lint` lists every problem)"]
     assert leftovers(tmp_path) == []
 
@@ -99,7 +100,20 @@ def test_old_problems_alone_pass_even_after_main_fixed_them(repo: Path, capsys) 
     code, out, err = lint(repo, capsys, "--base", "main")
     # Against main's tip the old import would look new; against the merge base it is old.
     assert (code, out) == (0, [])
-    assert err[0].startswith(f"python -m ci lint: 0 new problem(s); 1 already at {base} ")
+    assert err[0].startswith(f"python -m ci lint: 0 new problem(s); 1 problem(s) already at {base} ")
+
+
+def test_notes_are_gated_too_and_never_fail(repo: Path, capsys) -> None:
+    computed = "import importlib\n\n\ndef load(name):\n    return importlib.import_module(name)\n"
+    write(repo, {"pkg/loader.py": computed})
+    commit_all(repo, "a computed import: an L009 note")
+    git(repo, "checkout", "-q", "-b", "notes")
+    write(repo, {"pkg/loader2.py": computed})
+    code, out, err = lint(repo, capsys, "--base", "feature")
+    assert code == 0
+    assert [line.split(" ", 2)[:2] for line in out] == [["pkg/loader2.py:5:1:", "L009"]]
+    assert err[0].startswith("python -m ci lint: 0 new problem(s) and 1 new note(s); "
+                             "1 problem(s) and 1 note(s) already at ")
 
 
 def test_a_second_copy_of_an_old_import_fails(repo: Path, capsys) -> None:
@@ -115,7 +129,7 @@ def test_a_renamed_file_keeps_its_old_problems_old(repo: Path, capsys) -> None:
     commit_all(repo, "rename the test file")
     code, out, err = lint(repo, capsys, "--base", "main")
     assert (code, out) == (0, [])
-    assert "; 1 already at " in err[0]
+    assert "; 1 problem(s) already at " in err[0]
 
 
 def test_a_base_without_the_registry_is_linted_with_the_changes(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -131,7 +145,7 @@ def test_a_base_without_the_registry_is_linted_with_the_changes(tmp_path: Path, 
     commit_all(root, "adopt fp4kv-ci")
     code, out, err = lint(root, capsys, "--base", "main")
     assert (code, out) == (0, [])
-    assert "; 1 already at " in err[0]
+    assert "; 1 problem(s) already at " in err[0]
     assert leftovers(tmp_path) == []
 
 
@@ -221,7 +235,7 @@ def test_the_baseline_workflow(repo: Path, tmp_path: Path, capsys) -> None:
     assert code == 1
     assert out == [f"tests/test_a.py:2:5: I001 {NEW} (did you mean 'BlockFP4KVQuantizeUtil'?)"]
     assert err == [
-        f"python -m ci lint: 1 new problem(s); 0 already in baseline {baseline}, not failed on "
+        f"python -m ci lint: 1 new problem(s); 0 problem(s) already in baseline {baseline}, not failed on "
         f"(`python -m ci lint` lists every problem)",
         f"python -m ci lint: 1 baseline entry(ies) fixed since: delete them from {baseline} "
         f"(or rewrite it with --write-baseline):",
@@ -245,3 +259,31 @@ def test_a_baseline_that_cannot_be_written_is_exit_3(repo: Path, tmp_path: Path,
 def test_gates_are_exclusive_and_deepen_is_not_negative(repo: Path, capsys) -> None:
     assert lint(repo, capsys, "--base", "main", "--baseline", "b.txt")[0] == 2
     assert lint(repo, capsys, "--deepen", "-1")[0] == 2
+
+
+def test_the_action_gates_lint_on_base_then_on_a_baseline(adopter: tuple[Path, str], tmp_path: Path) -> None:
+    """action.yml's lint step as the runner runs it: `base` gates on the merge base, else
+    `lint-baseline` on the file; neither lints the whole tree."""
+    repo, _ = adopter
+    (repo / "app" / "tests" / "test_other.py").write_text("from lib.core import old\n")
+    subprocess.run(["git", "commit", "-qam", "an old broken import"], cwd=repo, check=True, env=ACTION_GIT_ENV)
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / "app" / "tests" / "test_core.py").write_text("from lib.core import new\n")
+    step = next(s for s in action()["runs"]["steps"] if s.get("name") == "Lint registry, tests and imports")
+    inputs = {**{k: str(v.get("default", "")) for k, v in action()["inputs"].items()}, "working-directory": "app"}
+    output = tmp_path / "github_output"
+
+    gated = run_step(step, {**inputs, "base": base}, repo, output)
+    assert gated.returncode == 1
+    assert [line.split("::")[1] for line in gated.stdout.splitlines()] == [
+        "error file=tests/test_core.py,line=1,col=1,title=I001"]
+    (repo / "app" / "tests" / "test_core.py").write_text("from lib.core import f\n")
+    assert run_step(step, {**inputs, "base": base}, repo, output).returncode == 0
+    whole = run_step(step, inputs, repo, output)
+    assert whole.returncode == 1 and "file=tests/test_other.py" in whole.stdout
+
+    baseline = repo / "app" / "lint-baseline.txt"
+    assert cli.main(["--root", str(repo / "app"), "--write-baseline", str(baseline)]) == 0
+    assert run_step(step, {**inputs, "lint-baseline": "lint-baseline.txt"}, repo, output).returncode == 0
+    missing = run_step(step, {**inputs, "lint-baseline": "nope.txt"}, repo, output)
+    assert missing.returncode == 2 and "baseline nope.txt: cannot read it" in missing.stderr
