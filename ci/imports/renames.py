@@ -234,9 +234,7 @@ def shallow_depth(root: str | os.PathLike[str]) -> int | None:
 
 def _deepen_to(root: Path, depth: int, target: int) -> bool:
     """``git fetch --deepen`` by ``target - depth`` commits from the default remote; False when
-    there is none or the fetch fails."""
-    if not (_git(root, ["remote"], time.monotonic() + PER_LOOKUP_SECONDS) or "").strip():
-        return False
+    the fetch fails (git refuses where no remote is configured)."""
     try:
         result = subprocess.run(["git", "fetch", "--quiet", "--no-tags", "--no-recurse-submodules",
                                  f"--deepen={target - depth}"], cwd=root, capture_output=True,
