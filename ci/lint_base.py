@@ -109,6 +109,16 @@ def write_tree(root: Path, commit: str, into: Path) -> Path:
     return tree
 
 
+def _remove(scratch: Path) -> None:
+    """Remove ``scratch``; a SIGTERM that interrupts the removal (the command turns it into
+    SystemExit) leaves the second pass to finish it."""
+    try:
+        shutil.rmtree(scratch, ignore_errors=True)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def lint_merge_base(root: Path, ref: str, registry: Path) -> BaseLint:
     """Lint's problems at the merge base of ``ref`` and HEAD for the repository at ``root``, whose
     registry is ``registry``. Raises `BaseRefError` (bad ref, no merge base, git failing)."""
@@ -131,7 +141,7 @@ def lint_merge_base(root: Path, ref: str, registry: Path) -> BaseLint:
             shutil.copyfile(registry, base_registry)
         problems = lint_repo(tree, base_registry, info=True, history=False)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _remove(scratch)
     return BaseLint(base[:9], problems, renamed)
 
 

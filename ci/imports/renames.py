@@ -8,12 +8,13 @@ the definition that commit added in the same hunk is what took its place
 (``BlockFP4KVQuantizeUtil``).
 
 `find_renames` answers many names at once, a few git processes in parallel, each bounded by a
-timeout, the whole bounded by a deadline; a name it cannot answer (no git, no checkout, a timeout)
-simply gets no history, and the caller falls back to spelling. A shallow clone (actions/checkout's
-default depth 1) lacks the commit that renamed a name, and spelling would then guess a different
+timeout, the whole bounded by a deadline; a name it cannot answer (no git, no checkout) gets no
+history, and the caller falls back to spelling. Where the history walk failed or timed out (a
+loaded machine: SGLang's walk passed its 10 s at load 13), the answer says so (`Rename.unread`)
+rather than let spelling guess. A shallow clone (actions/checkout's default depth 1) lacks the commit that renamed a name, and spelling would then guess a different
 name; there the answer says that history is missing (`Rename.shallow_depth`), unless ``deepen``
-allows fetching more of it: ``git fetch --deepen`` in growing steps, up to that many commits, only
-when a remote is configured. Nothing else is written; git runs with its pager, prompts and
+allows fetching more of it: ``git fetch --deepen`` in growing steps, up to that many commits, from
+the default remote. Nothing else is written; git runs with its pager, prompts and
 external diff drivers off.
 """
 
@@ -50,7 +51,8 @@ class Rename:
     the one that removed it; ``replacement`` is the definition that commit added in its place
     (None: it added none). ``defined_in``: files that define ``name`` today (it may have moved).
     ``commit`` is None when history has no such commit but ``defined_in`` does, or when the
-    clone is shallow (``shallow_depth``: the commits it holds) and lacks the commit."""
+    clone is shallow (``shallow_depth``: the commits it holds) and lacks the commit, or when
+    ``unread``: the history walk failed or timed out (a loaded machine), so it cannot tell."""
 
     path: str
     name: str
@@ -59,6 +61,7 @@ class Rename:
     replacement: str | None
     defined_in: tuple[str, ...] = ()
     shallow_depth: int | None = None
+    unread: bool = False
 
     def describe(self, label: Callable[[str], str] = str) -> str:
         """``renamed to New in abc1234 (#123)``, ``removed in abc1234; defined in pkg.other``,
@@ -66,6 +69,9 @@ class Rename:
         dotted module names)."""
         where = f"{self.commit} (#{self.pr})" if self.pr else self.commit
         moved = f"defined in {', '.join(label(p) for p in self.defined_in[:3])}" if self.defined_in else ""
+        if self.commit is None and self.unread and not moved:
+            return (f"git history could not be read in time: cannot tell what {self.name!r} was renamed to; "
+                    f"lint again, or run `git log -G {self.name} -- {self.path}`")
         if self.commit is None and self.shallow_depth is not None and not moved:
             return (f"history is shallow at depth {self.shallow_depth}: cannot tell what {self.name!r} was renamed "
                     f"to; fetch full history (actions/checkout with fetch-depth: 0) or lint with --deepen N")
@@ -184,13 +190,16 @@ def _file_diffs(patch: str) -> dict[str, str]:
     return out
 
 
-def _history(root: Path, pending: set[tuple[str, str]], deadline: float) -> dict[tuple[str, str], Rename]:
+def _history(root: Path, pending: set[tuple[str, str]], deadline: float) -> dict[tuple[str, str], Rename] | None:
     """The newest commit removing each pending definition from its path, in one history walk
-    over all the paths (``git log -p -G`` with every name), newest first."""
+    over all the paths (``git log -p -G`` with every name), newest first; None when the walk
+    failed or ran out of time."""
     names = "|".join(sorted({name for _, name in pending}))
     patch = _git(root, ["log", "-p", "-U0", "--no-color", "--no-ext-diff", "--format=%x01%h%x00%s",
                         "-G", _GIT_DEFINITION.format(name=f"({names})"), "--",
                         *sorted({path for path, _ in pending})], deadline)
+    if patch is None:
+        return None
     removal = {name: re.compile(_DEFINITION.format(name=re.escape(name))) for _, name in pending}
     found: dict[tuple[str, str], Rename] = {}
     for chunk in (patch or "").split("\x01")[1:]:
@@ -244,17 +253,19 @@ def _deepen_to(root: Path, depth: int, target: int) -> bool:
     return result.returncode == 0
 
 
-def _lookup(base: Path, wanted: set[tuple[str, str]], deadline: float) -> dict[tuple[str, str], Rename]:
-    """What history (the file's own, then across the copy that created it) says of each pair."""
+def _lookup(base: Path, wanted: set[tuple[str, str]], deadline: float) -> tuple[dict[tuple[str, str], Rename], bool]:
+    """What history (the file's own, then across the copy that created it) says of each pair,
+    and whether the walk of the files' own history finished."""
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         # The two history walks are independent: run them side by side.
         walk = pool.submit(_history, base, wanted, deadline)
         origins = _copied_from(base, sorted({path for path, _ in wanted}), deadline)
-        found = walk.result()
+        walked = walk.result()
+        found = walked if walked is not None else {}
         rest = sorted(pair for pair in wanted - set(found) if pair[0] in origins)
         copies = list(pool.map(lambda pair: _through_copy(base, pair[0], pair[1], origins[pair[0]], deadline), rest))
     found.update({pair: rename for pair, rename in zip(rest, copies) if rename is not None})
-    return found
+    return found, walked is not None
 
 
 def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,
@@ -268,7 +279,7 @@ def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,
         return {}
     base = Path(root)
     depth = shallow_depth(base)
-    found = _lookup(base, wanted, time.monotonic() + total_seconds)
+    found, complete = _lookup(base, wanted, time.monotonic() + total_seconds)
     while depth is not None and depth < deepen and wanted - set(found):
         target = min(deepen, max(FIRST_DEEPEN_STEP, 4 * depth))
         if not _deepen_to(base, depth, target):
@@ -277,7 +288,8 @@ def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,
         if deeper is not None and deeper <= depth:
             break  # the fetch brought nothing older
         depth = deeper
-        found.update(_lookup(base, wanted - set(found), time.monotonic() + total_seconds))
+        more, complete = _lookup(base, wanted - set(found), time.monotonic() + total_seconds)
+        found.update(more)
     deadline = time.monotonic() + total_seconds
     unexplained = {name for path, name in wanted if (path, name) not in found or found[(path, name)].replacement is None}
     defined = _defined_now(base, unexplained, deadline)
@@ -287,8 +299,8 @@ def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,
         elsewhere = tuple(p for p in defined.get(name, ()) if p != path)
         if rename is not None and rename.replacement is None and elsewhere:
             rename = Rename(path, name, rename.commit, rename.pr, None, elsewhere)
-        elif rename is None and (elsewhere or depth is not None):
-            rename = Rename(path, name, None, None, None, elsewhere, depth)
+        elif rename is None and (elsewhere or depth is not None or not complete):
+            rename = Rename(path, name, None, None, None, elsewhere, depth, unread=not complete)
         if rename is not None:
             out[(path, name)] = rename
     return out
