@@ -205,6 +205,22 @@ def test_the_temporary_tree_is_removed_when_linting_it_fails(repo: Path, tmp_pat
     assert leftovers(tmp_path) == []
 
 
+def test_a_sigterm_during_the_removal_still_removes_the_tree(repo: Path, tmp_path: Path, monkeypatch) -> None:
+    real = ci.lint_base.shutil.rmtree
+    calls = []
+
+    def interrupted_once(path, ignore_errors=False):
+        calls.append(path)
+        if len(calls) == 1:
+            raise SystemExit(143)  # what the command's SIGTERM handler raises, mid-removal
+        real(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(ci.lint_base.shutil, "rmtree", interrupted_once)
+    with pytest.raises(SystemExit):
+        ci.lint_base.lint_merge_base(repo, "main", repo / "registry.yaml")
+    assert len(calls) == 2 and leftovers(tmp_path) == []
+
+
 def test_sigterm_while_linting_the_base_removes_its_tree(repo: Path, tmp_path: Path) -> None:
     # Enough modules that the base's lint takes a while: the signal lands while its tree exists.
     write(repo, {f"pkg/m{i}.py": "from pkg.mod import BlockFP4KVQuantizeUtil\n" * 20 for i in range(1500)})
