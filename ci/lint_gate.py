@@ -52,6 +52,10 @@ def problem_key(problem: Problem) -> ProblemKey:
     return ProblemKey(problem.code, problem.path, subject_of(problem))
 
 
+def _order(problem: Problem) -> tuple[str, int, int, str, str]:
+    return problem.path, problem.line, problem.col, problem.code, problem.message
+
+
 @dataclass(frozen=True)
 class GateResult:
     """``new``: problems of the change beyond what the reference holds under the same key (the
@@ -71,7 +75,7 @@ def gate(problems: Iterable[Problem], reference: Iterable[ProblemKey],
     moved = renamed or {}
     left = Counter(ProblemKey(k.code, moved.get(k.path, k.path), k.subject) for k in reference)
     by_key: dict[ProblemKey, list[Problem]] = {}
-    for problem in sorted(problems, key=lambda p: (p.path, p.line, p.col, p.code, p.message)):
+    for problem in sorted(problems, key=_order):
         by_key.setdefault(problem_key(problem), []).append(problem)
     new: list[Problem] = []
     known: list[Problem] = []
@@ -81,8 +85,7 @@ def gate(problems: Iterable[Problem], reference: Iterable[ProblemKey],
         new += found[old:]
         left[key] -= old
     fixed = sorted(key for key, count in left.items() for _ in range(count))
-    order = lambda p: (p.path, p.line, p.col, p.code, p.message)  # noqa: E731
-    return GateResult(sorted(new, key=order), sorted(known, key=order), fixed)
+    return GateResult(sorted(new, key=_order), sorted(known, key=_order), fixed)
 
 
 __all__ = ["GateResult", "ProblemKey", "gate", "problem_key", "subject_of"]

@@ -11,11 +11,11 @@ the definition that commit added in the same hunk is what took its place
 timeout, the whole bounded by a deadline; a name it cannot answer (no git, no checkout) gets no
 history, and the caller falls back to spelling. Where the history walk failed or timed out (a
 loaded machine: SGLang's walk passed its 10 s at load 13), the answer says so (`Rename.unread`)
-rather than let spelling guess. A shallow clone (actions/checkout's default depth 1) lacks the commit that renamed a name, and spelling would then guess a different
-name; there the answer says that history is missing (`Rename.shallow_depth`), unless ``deepen``
-allows fetching more of it: ``git fetch --deepen`` in growing steps, up to that many commits, from
-the default remote. Nothing else is written; git runs with its pager, prompts and
-external diff drivers off.
+rather than let spelling guess. A shallow clone (actions/checkout's default depth 1) lacks the
+commit that renamed a name, and spelling would then guess a different name; there the answer says
+that history is missing (`Rename.shallow_depth`), unless ``deepen`` allows fetching more of it:
+``git fetch --deepen`` in growing steps, up to that many commits, from the default remote. Nothing
+else is written; git runs with its pager, prompts and external diff drivers off.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def _history(root: Path, pending: set[tuple[str, str]], deadline: float) -> dict
         return None
     removal = {name: re.compile(_DEFINITION.format(name=re.escape(name))) for _, name in pending}
     found: dict[tuple[str, str], Rename] = {}
-    for chunk in (patch or "").split("\x01")[1:]:
+    for chunk in patch.split("\x01")[1:]:
         head, _, body = chunk.partition("\n")
         commit, _, subject = head.partition("\0")
         diffs = _file_diffs(body)
@@ -271,9 +271,9 @@ def _lookup(base: Path, wanted: set[tuple[str, str]], deadline: float) -> tuple[
 def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,
                  total_seconds: float = TOTAL_SECONDS, deepen: int = 0) -> dict[tuple[str, str], Rename]:
     """``{(repo-relative path, name): Rename}`` for each wanted pair history can answer; pairs
-    it cannot (see the module docstring) are left out, except in a shallow clone, where they get
-    a `Rename` saying so. ``deepen``: the most commits a shallow clone may be deepened to (0:
-    never fetch). Empty when ``root`` is no git checkout."""
+    it cannot (see the module docstring) are left out, except in a shallow clone or after a
+    failed or timed-out walk, where they get a `Rename` saying so. ``deepen``: the most commits a
+    shallow clone may be deepened to (0: never fetch). Empty when ``root`` is no git checkout."""
     wanted = {(path, name) for path, name in wanted if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)}
     if not wanted or not is_git_checkout(root):
         return {}
