@@ -230,7 +230,10 @@ def test_sigterm_while_linting_the_base_removes_its_tree(repo: Path, tmp_path: P
                             cwd=ROOT, env={**os.environ, **GIT_ENV, "TMPDIR": str(scratch)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None and not any(scratch.iterdir()):
+    # Wait for the tree itself: the first entry in $TMPDIR is tempfile.gettempdir()'s own probe
+    # file, which CPython leaves behind if the process dies while it exists.
+    while time.monotonic() < deadline and proc.poll() is None and not any(
+            p.name.startswith(TEMP_PREFIX) for p in scratch.iterdir()):
         time.sleep(0.002)
     assert proc.poll() is None, "the lint ended before its base tree was seen"
     proc.send_signal(signal.SIGTERM)
