@@ -142,12 +142,14 @@ class _Missing:
     written: str = ""  # the module as the import names it, when not ``module.name`` (pytest's)
 
 
-def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.PathLike[str] | None) -> list[Problem]:
+def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.PathLike[str] | None,
+                   *, deepen: int = 0) -> list[Problem]:
     """The I001 problems of ``pending``. With ``root`` (a git checkout) each says what history
-    knows (`ci.imports.renames`: ``renamed to New in abc1234 (#123)``); otherwise, or where
-    history has nothing, the nearest name by spelling."""
+    knows (`ci.imports.renames`: ``renamed to New in abc1234 (#123)``, or that a shallow clone's
+    history cannot tell; ``deepen`` as there); otherwise, or where history has nothing, the
+    nearest name by spelling."""
     wanted = {(m.module.rel, m.name) for m in pending if m.module.path is not None}
-    history = find_renames(root, wanted) if root is not None else {}
+    history = find_renames(root, wanted, deepen=deepen) if root is not None else {}
 
     def label(rel: str) -> str:
         module = index.by_rel.get(rel)
@@ -365,10 +367,11 @@ def project_for(packages: tuple[str, ...] | None, project: ProjectConfig | None)
 
 def check_imports(root: str | os.PathLike[str], packages: tuple[str, ...] | None = None, *,
                   project: ProjectConfig | None = None, index: ModuleIndex | None = None,
-                  history: bool = False) -> list[Problem]:
+                  history: bool = False, deepen: int = 0) -> list[Problem]:
     """Check every .py file of the repository at ``root`` laid out as ``project`` says (or as
     first-party ``packages`` of ``root``); ``index`` reuses an index built for other work;
-    ``history``: name what became of a missing name from git history (`finish_missing`).
+    ``history``: name what became of a missing name from git history (`finish_missing`; ``deepen``
+    as there).
 
     Returns problems sorted by path, line, column; empty means every first-party import resolves.
     """
@@ -390,7 +393,7 @@ def check_imports(root: str | os.PathLike[str], packages: tuple[str, ...] | None
                 tree = index.tree(module, source)
             if tree is not None:
                 _UseChecker(index, module, tree, pending).run()
-        index.problems += finish_missing(index, pending, root if history else None)
+        index.problems += finish_missing(index, pending, root if history else None, deepen=deepen)
         problems = sorted(set(index.problems))
         # Freed here by reference counting (unless the caller keeps it), rather than traversed by
         # the collection that re-enabling the GC triggers.
