@@ -260,25 +260,27 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
 
 def _left_out(scan: Scan, suite_tiers: Mapping[str, list[str]], placed: Mapping[int, list[str]],
               gated: Mapping[str, str]) -> list[LeftOut]:
-    """Every per-commit suite none of whose registrations landed on a tier, with why and the flag."""
-    regs: dict[str, list[Registration]] = {}
+    """Every per-commit suite none of whose registrations landed on a tier, with why and the flag.
+    A suite name registered for several backends is one suite per backend (SGLang's runner selects
+    by both), named ``suite (backend)``."""
+    regs: dict[tuple[str, str], list[Registration]] = {}
     for r in scan.registrations:
         if r.cadence == "per-commit":
-            regs.setdefault(r.suite, []).append(r)
+            regs.setdefault((r.suite, r.backend or ""), []).append(r)
+    shared = {suite for suite, _ in regs if sum(1 for s, _ in regs if s == suite) > 1}
     out: list[LeftOut] = []
-    for suite, rs in sorted(regs.items()):
+    for (suite, backend), rs in sorted(regs.items()):
         if any(placed[id(r)] for r in rs):
             continue
         files = len({r.path for r in rs})
-        backends = sorted({r.backend for r in rs if r.backend is not None})
+        name = f"{suite} ({backend})" if suite in shared and backend else suite
+        kind = f"{backend} tier" if backend else "tier"
         if not suite_tiers[suite]:
-            kind = f"{'/'.join(backends)} tier" if backends else "tier"
-            out.append(LeftOut(suite, files, "no --tier-map matches it", f"--tier-map '{suite}=<{kind}>'"))
+            out.append(LeftOut(name, files, "no --tier-map matches it", f"--tier-map '{suite}=<{kind}>'"))
         elif suite in gated:
-            out.append(LeftOut(suite, files, f"label-gated: {gated[suite]}", "--include-label-gated"))
+            out.append(LeftOut(name, files, f"label-gated: {gated[suite]}", "--include-label-gated"))
         else:
-            kind = f"{'/'.join(backends)} tier" if backends else "another tier"
-            out.append(LeftOut(suite, files, "its tiers are of another backend or schedule",
+            out.append(LeftOut(name, files, "its tiers are of another backend or schedule",
                                f"--tier-map '{suite}=<{kind}>'"))
     return out
 

@@ -110,6 +110,8 @@ def repo(tmp_path: Path) -> Path:
                                               _reg("cuda", "base-b-test-1-gpu-small")),
         "test/registered/test_xpu.py": _file(_reg("xpu", "base-b-test-1-gpu-xpu")),
         "test/registered/test_xpu2.py": _file(_reg("xpu", "base-b-test-1-gpu-xpu")),
+        # the CUDA suite's name on another backend: refused on the CUDA tier, and one suite of its own
+        "test/registered/test_amd_small.py": _file(_reg("amd", "base-b-test-1-gpu-small")),
         "test/registered/test_other.py": _file(_reg("cuda", "stage-z-unknown")),
         "test/registered/test_nightly.py": _file(_reg("cuda", "nightly-test-1-gpu-large")),
         "python/pkg/kernels/tests/test_kernel.py": _file(_reg("cuda", "base-b-test-1-gpu-large", 7)),
@@ -141,6 +143,7 @@ def test_runner_folders_follow_the_globs_of_sglangs_run_suite(repo: Path) -> Non
 
 
 @pytest.mark.parametrize("source, expected", [
+    ("import glob\nglob.glob('x/test_a.py')\n", ("t/x", "test_a.py")),                # one file: its folder
     ("import glob\nglob.glob('registered/**/*.py')\n", ("t/registered", "*.py")),     # relative: the runner's folder
     ("from glob import glob\nglob('../x/*_test.py')\n", ("x", "*_test.py")),          # one folder up, still inside
     ("from pathlib import Path\nimport glob\nglob.glob(str(Path(__file__).parent / 'a'))\n", None),  # str(): unknown
@@ -213,18 +216,21 @@ def test_import_reads_only_the_runners_folders_and_keeps_gated_suites_off(repo: 
     assert "note: suite 'extra-a-test-1-gpu-small' -> tier 'gpu_1' refused for 2 file(s)" in err
     # the summary closes the output, after the 'wrote' line; every per-commit suite on no tier is named
     lines = out.splitlines()
-    assert lines[0].startswith(f"wrote {repo / 'out.yaml'}: 12 entries (5 active, 7 manual)")
+    assert lines[0].startswith(f"wrote {repo / 'out.yaml'}: 13 entries (5 active, 8 manual)")
     assert lines[1:] == [
         "summary: registrations read from test/registered/**/*.py (test/run_suite.py:11), "
         "python/pkg/kernels/tests/**/test_*.py (test/run_suite.py:13)",
-        "summary: 4 per-commit suite(s) left on no tier (6 file registration(s); those files are manual unless "
+        "summary: 5 per-commit suite(s) left on no tier (7 file registration(s); those files are manual unless "
         "another suite places them):",
-        "  base-b-test-1-gpu-xpu        2 file(s)  no --tier-map matches it; --tier-map 'base-b-test-1-gpu-xpu=<xpu tier>'",
-        "  extra-a-test-1-gpu-small     2 file(s)  label-gated: label run-ci-extra (pr-test-extra.yml); "
+        "  base-b-test-1-gpu-small (amd)     1 file(s)  its tiers are of another backend or schedule; "
+        "--tier-map 'base-b-test-1-gpu-small=<amd tier>'",
+        "  base-b-test-1-gpu-xpu             2 file(s)  no --tier-map matches it; --tier-map 'base-b-test-1-gpu-xpu=<xpu tier>'",
+        "  extra-a-test-1-gpu-small          2 file(s)  label-gated: label run-ci-extra (pr-test-extra.yml); "
         "--include-label-gated",
-        "  extra-b-test-2-gpu-large     1 file(s)  label-gated: label run-ci-extra (pr-test-big.yml); --include-label-gated",
-        "  stage-z-unknown              1 file(s)  no --tier-map matches it; --tier-map 'stage-z-unknown=<cuda tier>'",
+        "  extra-b-test-2-gpu-large          1 file(s)  label-gated: label run-ci-extra (pr-test-big.yml); --include-label-gated",
+        "  stage-z-unknown                   1 file(s)  no --tier-map matches it; --tier-map 'stage-z-unknown=<cuda tier>'",
     ]
+    assert tests["test/registered/test_amd_small.py"].status is Status.MANUAL
     assert "nightly-test-1-gpu-large" not in "\n".join(lines)  # not per-commit: a note above, not the summary
 
 
