@@ -57,10 +57,15 @@ def main(tree: str) -> None:
     run_suite = _load("_sglang_run_suite", os.path.join(tree, "test/run_suite.py"))
     globbed: list[str] = []
     collect = run_suite.collect_tests
+    collected: dict[tuple[object, ...], object] = {}
 
     def recording_collect(files: list[str], *args: object, **kwargs: object) -> object:
-        globbed.extend(f for f in files if f not in globbed)
-        return collect(files, *args, **kwargs)
+        # the same files every suite: parse them once (collect_tests only reads them), not once per suite
+        key = (tuple(files), args, tuple(sorted(kwargs.items())))
+        if key not in collected:
+            globbed.extend(f for f in files if f not in globbed)
+            collected[key] = collect(files, *args, **kwargs)
+        return list(collected[key])  # type: ignore[call-overload]
 
     run_suite.collect_tests = recording_collect
     hw_of = {backend: hw for hw, backend in run_suite.HW_MAPPING.items()}
