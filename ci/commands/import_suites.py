@@ -52,6 +52,9 @@ def _tier_map(values: list[str]) -> dict[str, list[str]]:
     return out
 
 
+DEFAULT_WORKFLOWS = Path(".github/workflows")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci import-suites", description=__doc__.splitlines()[0])
     parser.add_argument("--suites", nargs="*", type=Path, default=[], metavar="run_suite.py",
@@ -62,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--registered-in", action="append", default=[], metavar="DIR",
                         help="read register_*_ci() calls only from the .py files under DIR (repeatable; default: "
                              "the folders the suite runner globs, else the test roots)")
-    parser.add_argument("--workflows", type=Path, default=Path(".github/workflows"), metavar="DIR",
+    parser.add_argument("--workflows", type=Path, default=None, metavar="DIR",
                         help="workflow folder read for label-gated suites, relative to the root "
                              "(default .github/workflows)")
     parser.add_argument("--label-gated", action="append", default=[], metavar="GLOB",
@@ -105,7 +108,7 @@ def _gates(root: Path, args: argparse.Namespace, suites: set[str]) -> dict[str, 
     """suite -> the label that gates it, for the suites kept off per-commit tiers."""
     if args.include_label_gated:
         return {}
-    workflows = args.workflows if args.workflows.is_absolute() else root / args.workflows
+    workflows = root / (args.workflows or DEFAULT_WORKFLOWS)
     gates = {suite: gate.describe() for suite, gate in label_gated_suites(workflows, suites).items()}
     for pattern in args.label_gated:
         for suite in suites:
@@ -129,6 +132,10 @@ def main(argv: list[str]) -> int:
             root = Path.cwd().resolve()
     missing = [f"{f} ({'not a regular file' if f.exists() else 'no such file'})" for f in args.suites
                if not f.is_file()]
+    missing += [f"--registered-in {d} (no such folder under {root})" for d in args.registered_in
+                if not (root / d).is_dir()]
+    if args.workflows is not None and not (root / args.workflows).is_dir():
+        missing.append(f"--workflows {args.workflows} (no such folder under {root})")
     if missing:
         print(f"python -m ci import-suites: cannot read: {', '.join(missing)}", file=sys.stderr)
         return 2

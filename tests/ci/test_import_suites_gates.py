@@ -259,3 +259,21 @@ def test_without_a_runner_glob_the_test_roots_are_read_and_said(repo: Path, caps
     assert code == 0, err
     assert load_registry(repo / "out.yaml").tests["test/manual/test_parked.py"].is_active
     assert "summary: registrations read from test/**/*.py (test root)" in out
+
+
+@pytest.mark.parametrize("flag, value, said", [
+    ("--registered-in", "tests", "--registered-in tests (no such folder under "),
+    ("--registered-in", "test/run_suite.py", "--registered-in test/run_suite.py (no such folder under "),
+    ("--workflows", ".gitlab", "--workflows .gitlab (no such folder under "),
+])
+def test_a_folder_flag_naming_no_folder_is_one_error_line(repo: Path, capsys, flag: str, value: str,
+                                                          said: str) -> None:
+    code, out, err = run(repo, capsys, flag, value)
+    assert code == 2 and out == "" and not (repo / "out.yaml").exists()
+    assert err.startswith(f"python -m ci import-suites: cannot read: {said}") and err.count("\n") == 1, err
+
+
+def test_an_absolute_workflows_folder_is_used_as_given(repo: Path, capsys) -> None:
+    code, out, err = run(repo, capsys, "--workflows", str(repo / ".github/workflows"))
+    assert code == 0, err
+    assert "label-gated: label run-ci-extra (pr-test-extra.yml)" in out
