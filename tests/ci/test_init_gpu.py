@@ -40,6 +40,7 @@ CPU = {  # each one step short of a rule
     "tests/test_cudaq.py": "import cudaq\nfrom numba import jit\n",                # not cuda., not numba.cuda
     "tests/test_nested.py": "def f():\n    register_cuda_ci(10, 'gpu-suite')\n",    # not module level
     "tests/test_other_torch.py": "import torch\nx = torch.backends.cuda.matmul\n",  # torch.backends.cuda is not torch.cuda
+    "tests/test_relative.py": "from .cuda import helpers\n",                        # the project's own ./cuda.py
     "tests/test_broken.py": "def f(:\n    x.cuda()\n",                              # does not parse: lint's to report
 }
 
@@ -63,7 +64,7 @@ def test_gpu_tests_are_manual_with_the_evidence_and_tallied(repo: Path, capsys) 
         assert entry.reason == f"a GPU test ({why}); give it a GPU tier, the cpu tier cannot run it"
     for path in CPU:
         assert tests[path].status is Status.ACTIVE, path
-    assert out.startswith(f"wrote {repo / 'registry.yaml'}: 18 test file(s) on tier cpu, 8 of them GPU tests "
+    assert out.startswith(f"wrote {repo / 'registry.yaml'}: 19 test file(s) on tier cpu, 8 of them GPU tests "
                           f"kept manual; test roots tests,")
     assert ("gpu: 8 test file(s) are manual, not run on the cpu tier: 2 register a GPU backend in-source "
             "(register_amd_ci 1, register_cuda_ci 1); 6 use CUDA (e.g. ") in out
@@ -98,6 +99,7 @@ def test_a_tree_without_gpu_tests_or_registrations_prints_neither(tmp_path: Path
 
 def test_after_init_lint_is_clean(repo: Path, tmp_path_factory) -> None:
     (repo / "tests/test_broken.py").unlink()
+    (repo / "tests/test_relative.py").unlink()  # its ./cuda.py is not there
     assert ci_main(["--root", str(repo), "init"]) == 0
     lint = subprocess.run([str(CONSOLE_SCRIPT), "--root", str(repo), "lint"], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path_factory.mktemp("elsewhere"))
