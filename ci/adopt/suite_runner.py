@@ -141,7 +141,7 @@ def runner_folders(root: Path, runner: Path) -> RunnerFolders:
     try:
         tree, failure = parse_python(read_bytes(os.fspath(runner)), display)
     except OSError as exc:
-        result.notes.append(f"{display}: cannot read it ({exc.strerror}); its folders are not known")
+        result.notes.append(f"{display}: cannot read it ({exc.strerror}); skipped")  # as `ci.adopt.suites` says it
         return result
     if tree is None or failure is not None:
         result.notes.append(f"{display}: cannot read it as Python; its folders are not known")

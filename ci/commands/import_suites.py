@@ -155,7 +155,7 @@ def main(argv: list[str]) -> int:
         manual_tier = args.manual_tier or ("cpu" if "cpu" in base.tiers else next(iter(base.tiers), "cpu"))
         folders, runner_notes = _read_from(root, args, base)
         scan = scan_sources(root, [f.resolve() for f in args.suites], folders)
-        scan.warnings[:0] = runner_notes
+        scan.warnings = list(dict.fromkeys(runner_notes + scan.warnings))  # a runner given as --suites: once
         gates = _gates(root, args, {r.suite for r in scan.registrations})
         imported = import_suites(root, base, scan, tier_map, owner=args.owner, manual_tier=manual_tier,
                                  label_gated=gates, read_from=[f.folder for f in folders])
