@@ -69,6 +69,7 @@ class Selection:
     suites: dict[tuple[str, str], dict[str, float]]
 
     def default_pr(self, hw: str) -> dict[str, dict[str, float]]:
+        """suite -> {file: est_time} of the suites a default PR runs on ``hw`` (no ``extra-*``)."""
         return {s: f for (h, s), f in self.suites.items() if h == hw and not s.startswith(LABEL_GATED_PREFIX)}
 
 

@@ -57,6 +57,8 @@ WORKFLOW_MAIN = textwrap.dedent("""\
         runs-on: gpu
         steps:
           - run: python3 run_suite.py --hw cuda --suite base-b-test-1-gpu-small
+            env:  # a label read as a value, not an `if:`: no gate (SGLang's pr-test-amd.yml does this)
+              BYPASS: ${{ contains(github.event.pull_request.labels.*.name, 'bypass-fastfail') }}
       large:
         runs-on: gpu
         if: ${{ !contains(github.event.pull_request.labels.*.name, 'skip-large') }}
