@@ -7,3 +7,13 @@ errors, tests whose hardware is absent are skipped, registry timeouts/reruns bec
 """
 
 pytest_plugins = ["ci.pytest_plugin"]
+
+
+def pytest_configure(config) -> None:
+    """This repository's tests run `ci run`, the approval gate and others in process and in child
+    processes; on GitHub each would append its summary of a throw-away run to the real job's
+    $GITHUB_STEP_SUMMARY. The variable is dropped for the whole session (children inherit that);
+    a test of the summary sets its own file (monkeypatch) or passes ``env=`` explicitly."""
+    import os
+
+    os.environ.pop("GITHUB_STEP_SUMMARY", None)

@@ -9,6 +9,9 @@
   above it is a frame late) and the frames whose top row was not drawn when the frame began;
   against the every-cell-a-tag page of the same size scrolled the same way (the document, as it
   had no box) and idle frames of the one-line page.
+- **tip**: a ``mouseover`` dispatched on each drawn cell that has a failure tip (up to `HOVERS`),
+  timed in the page from the event to the tip laid out (``getBoundingClientRect`` forces the
+  layout); against the same on passing cells (the handler runs and hides the tip: the baseline).
 """
 
 from __future__ import annotations
@@ -22,6 +25,19 @@ from ci.report.browser import Browser, BrowserError
 GOAL_LOAD_MS = {2000: 1000.0, 20000: 3000.0}  # files -> the issue's goal for the load (30 runs); none for others
 FRAMES = 120
 STEP_PX = 200
+
+HOVERS = 60
+_HOVER = """(function(){
+  var cells = [...document.querySelectorAll('#matrix .vr .c')], tip = document.getElementById('tip');
+  function timed(list){  // [each event's ms, the batch's ms: finer than the page's 0.1 ms clock]
+    var start = performance.now(), each = list.slice(0, %d).map(function(c){
+      var t = performance.now(); c.dispatchEvent(new MouseEvent('mouseover', {bubbles: true}));
+      tip.getBoundingClientRect(); return performance.now() - t; });
+    return [each, performance.now() - start]; }
+  var failing = cells.filter(function(c){ return c.getAttribute('aria-label').indexOf(': ') >= 0; });
+  var passing = cells.filter(function(c){ return c.getAttribute('aria-label') === 'pass'; });
+  return [timed(passing), timed(failing)];
+})()""" % HOVERS
 
 _SCROLL = """new Promise(function(done){
   var box = document.getElementById('matrix'), doc = document.scrollingElement, deltas = [], missed = 0, last = 0, n = 0;
@@ -53,6 +69,7 @@ def paint(root: Path, pages: dict[str, tuple[Path, Path]]) -> int:
         order += [(f"every cell a tag, {size} (baseline)", cells), (f"the HUD, {size}", hud)]
     loads: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in order}
     scrolls: dict[str, tuple[list[float], int]] = {}
+    hovers: dict[str, list[list[float]]] = {}
     try:
         with Browser() as browser:
             for _ in range(3):
@@ -65,6 +82,11 @@ def paint(root: Path, pages: dict[str, tuple[Path, Path]]) -> int:
                 deltas, missed = tab.eval(_SCROLL)
                 scrolls[name] = (deltas, missed)
                 tab.close()
+            for name, path in order:
+                if name.startswith("the HUD"):
+                    tab = browser.open(path)
+                    hovers[name] = tab.eval(_HOVER)
+                    tab.close()
     except BrowserError as exc:
         print(f"\nfirst paint: not measured ({exc})", file=sys.stderr)
         return 1
@@ -89,4 +111,16 @@ def paint(root: Path, pages: dict[str, tuple[Path, Path]]) -> int:
     print()
     print(format_table(["frames", "count", "p50 ms", "p95 ms", "max ms", "top row not drawn", "x baseline (p95)"],
                        rows, title=f"the matrix scrolled {STEP_PX} px a frame by requestAnimationFrame"))
+    rows = []
+    for name, ((plain, plain_ms), (tips, tips_ms)) in hovers.items():
+        base = plain_ms / len(plain) if plain else 0.0
+        for label, times, total in ((f"{name}: a passing cell, no tip (baseline)", plain, plain_ms),
+                                    (f"{name}: a failing cell's tip", tips, tips_ms)):
+            if times:  # the mean is the batch's time over its events: the page's clock ticks in 0.1 ms
+                mean = total / len(times)
+                rows.append([label, str(len(times)), f"{mean:.3f}", f"{_pct(times, 0.95):.1f}", f"{max(times):.1f}",
+                             f"{mean / base:.1f}" if base > 0 else ""])
+    print()
+    print(format_table(["mouseover on a drawn cell", "count", "mean ms", "p95 ms", "max ms", "x baseline (mean)"], rows,
+                       title="the failure tip: from the event to the tip laid out"))
     return 0

@@ -1,4 +1,4 @@
-"""Adopting ci on SGLang's real tree: ``python -m bench adoption --repo=PATH [--commits=A,B] [--quick]``.
+"""Adopting ci on a real tree (SGLang's, vLLM's): ``python -m bench adoption --repo=PATH [--commits=A,B] [--name=N]``.
 
 ``PATH`` is a git repository holding SGLang's history (this project's ``fetch`` of
 ``github:nokiaMS/sglang`` gives one, without a work tree). For each commit (default: the one
@@ -12,7 +12,15 @@ any configuration of our own:
    to judge (real or false);
 3. where the commit registers tests in-source (``register_*_ci``, SGLang's ``ci_register.py``),
    ``fp4kv-ci import-suites`` maps its suites onto tiers, and each per-commit tier's files are
-   compared with what SGLang's own selection runs for the same suites (`bench._sglang_suites`).
+   compared with what SGLang's own run_suite.py runs for the same suites (`bench._sglang_suites`);
+   then the import three ways (as it is, with ``--include-label-gated``, and as before this round:
+   the whole test root read, label-gated suites mapped): how many parked files (registered outside
+   the folders SGLang's runner reads) and label-gated-only files are active, and the GPU time of a
+   pull request against SGLang's default PR run. The default import's closing summary follows.
+
+Any other repository's history works the same way; ``--name`` (default ``SGLang``) only names it
+in the titles: vLLM's first lint is ``python -m bench adoption --repo=PATH --commits=9aaf83ef5
+--name=vLLM`` (it has no in-source registrations, so step 3 is skipped).
 
 Baseline in the same run: ``git ls-files '*.py'`` piped through ``python -c`` ``ast.parse`` of
 every file, the least any import check must do. Nothing is written outside the temporary folder.
@@ -111,12 +119,18 @@ def main(argv: list[str]) -> int:
     print(format_table(["commit", "sha", "test files", "problems", "L003", "L009 (info)", "other", "I001", "I002",
                         f"{SEED_NAME} hits",
                         "init s", "lint s", "ast.parse s", "lint / parse"], rows,
-                       title=f"ci init + ci lint on SGLang, lint best of {repeat}"))
-    for commit, (suite_rows, seconds, summary) in comparisons:
+                       title=f"ci init + ci lint on {_flag(argv, 'name') or 'SGLang'}, lint best of {repeat}"))
+    for commit, found in comparisons:
         print()
-        print(format_table(["tier", "suites", "SGLang runs", "ours", "only SGLang", "only ours"], suite_rows,
+        print(format_table(["tier", "suites", "SGLang runs", "ours", "only SGLang", "only ours"], found.tier_rows,
                            title=f"import-suites at {commit}: per-commit tiers vs SGLang's own selection "
-                                 f"({seconds:.1f} s; {summary})"))
+                                 f"({found.seconds:.1f} s; {found.closing[0]})"))
+        print()
+        print(format_table(["import", "entries", "active", "parked active", "label-gated active", "GPU s per PR",
+                            "vs SGLang"], found.run_rows,
+                           title=f"import-suites at {commit}: parked and label-gated files, GPU time of a PR"))
+        print(f"\nimport-suites at {commit}, its closing summary:")
+        print("\n".join(found.closing[1:]))
     for commit, imports in listings:
         print(f"\nimport problems at {commit} ({len(imports)}):")
         print("\n".join(f"  {line}" for line in imports))

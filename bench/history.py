@@ -119,12 +119,12 @@ def postgres() -> Iterator[str | None]:
 
 
 _PLAIN = ("CREATE TABLE plain_cases (node TEXT, report INTEGER, attempt INTEGER, outcome TEXT, kind TEXT, "
-          "time {float}, retried INTEGER, fingerprint TEXT, message TEXT)")
+          "time {float}, retried INTEGER, fingerprint TEXT, message TEXT, error TEXT, infra TEXT)")
 
 
 def plain_insert(store: Store, report_no: int, report: PreparedReport) -> None:
-    rows = [(r.node, report_no, r.attempt, r.outcome, r.kind, r.time, int(r.retried), r.fingerprint, r.message)
-            for r in report.rows]
+    rows = [(r.node, report_no, r.attempt, r.outcome, r.kind, r.time, int(r.retried), r.fingerprint, r.message,
+             r.error, r.infra) for r in report.rows]
     with store.transaction():
         store.executemany(f"INSERT INTO plain_cases VALUES ({', '.join('?' * len(CASE_COLUMNS))})", rows)
 
@@ -134,10 +134,10 @@ def plain_copy(store: Store, report_no: int, report: PreparedReport) -> None:
     without keys, indexes or node ids)."""
     with store.transaction(), store.conn.cursor() as cur:
         with cur.copy("COPY plain_cases FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["text", "int4", "int4", "text", "text", "float8", "int4", "text", "text"])
+            copy.set_types(["text", "int4", "int4", "text", "text", "float8", "int4", "text", "text", "text", "text"])
             for r in report.rows:
                 copy.write_row((r.node, report_no, r.attempt, r.outcome, r.kind, r.time, int(r.retried),
-                                r.fingerprint, r.message))
+                                r.fingerprint, r.message, r.error, r.infra))
 
 
 class Clock:

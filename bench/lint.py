@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.table import best_of, format_table
+from bench.table import best_of, format_table, ratio
 from ci.imports.check import check_imports
 from ci.lint import lint_registry, lint_repo
 from ci.project import ProjectConfig
@@ -166,7 +166,7 @@ def main(argv: list[str]) -> int:
             "lint_repo, info=True (+ L005 from the import graph)": best_of(lambda: lint_repo(root, info=True), repeat),
         }
     base = timings["baseline: yaml.load CSafeLoader"]
-    rows = [(name, f"{t * 1e3:.1f}", f"{t / base:.2f}") for name, t in timings.items()]
+    rows = [(name, f"{t * 1e3:.1f}", ratio(t / base)) for name, t in timings.items()]
     print(format_table(["phase", "ms", "x CSafeLoader load"], rows,
                        title=f"lint of {n} registry entries and {n} test files, best of {repeat}"))
     print()

@@ -27,7 +27,7 @@ COMMANDS: dict[str, str] = {
     "job": "the main job: lint, then plan and run the cpu tier, then print the summary",
     "init": f"write a starter {REGISTRY_FILENAME} for this repository (its test files, one cpu tier)",
     "import-suites": "convert SGLang-style run_suite.py suites and register_*_ci() calls into registry entries",
-    "history": "store JUnit reports with their run's identity in the test history (`history ingest`)",
+    "history": "store JUnit reports in the test history (`history ingest`); whose each failing test is (`history verdicts`)",
     "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
     "report": "the HUD: one static HTML page (and JSON) of the history, flaky tests, durations, plans, a pull request",
     "quarantine": "quarantine flaky tests in registry.yaml from the history, and release cleared ones (dry run by default)",

@@ -122,9 +122,11 @@ def _duplicate_basenames(every_path: set[str]) -> list[Problem]:
 
 def lint_repo(root: Path, registry_path: Path | None = None,
               packages: tuple[str, ...] | None = None, *, info: bool = False,
-              project: ProjectConfig | None = None) -> list[Problem]:
+              project: ProjectConfig | None = None, history: bool = True, deepen: int = 0) -> list[Problem]:
     """Every problem in the repository at ``root`` (registry default ``root/registry.yaml``);
     ``info=True`` adds the info-level ones that never fail lint (`ci.selection.deps_lint.is_info`).
+    ``history``: a missing name's hint comes from git history (`ci.imports.renames`; ``deepen``:
+    how deep it may fetch a shallow clone's history, 0 never), else from spelling.
     First-party code is what ``project``, else the registry's ``project``, says, or the
     ``packages`` given.
 
@@ -148,7 +150,7 @@ def lint_repo(root: Path, registry_path: Path | None = None,
             problems += lint_registry(root, registry, tree.files, tree.links) + tree.unreadable
             problems += unknown_node_problems(root, registry)
         index = ModuleIndex(root, project_for(packages, project))  # one parse for both checks
-        problems += check_imports(root, index=index, history=True)
+        problems += check_imports(root, index=index, history=history, deepen=deepen)
         if info and registry is not None:
             from ci.selection.deps_lint import redundant_problems
             problems += redundant_problems(root, registry, index)

@@ -38,7 +38,8 @@ class ProjectConfig:
     * ``test_roots``: directories searched for test files (``"tests"``, ``"test/registered"``).
     * ``test_patterns``: file-name globs of test files (``"test_*.py"``, ``"*_test.py"``).
     * ``generated_modules``: dotted modules that exist only after a build (``"acme._version"``);
-      importing them is never reported as missing.
+      importing them is never reported as missing. A glob (``"acme.vendored.*"``) covers every
+      module it matches that the tree lacks (`ci.imports.generated`).
     * ``unique_basenames``: True (default) makes two test files with one basename a lint error
       (L003); False allows it, and ``/rerun-test NAME.py`` then asks which path is meant.
     * ``dynamic_imports``: what modules that import by a computed name

@@ -59,7 +59,7 @@ import pytest
 
 from ci.history.classify import RERUN_EXCEPT, quarantined_reason
 from ci.running.hardware import LazyHardware
-from ci.running import proctree
+from ci.running import depmap_record, proctree
 from ci.running.watchdog import KILL_GRACE, Watchdog, read_record
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, Status, TestEntry, find_repo_root, link_problem,
@@ -147,6 +147,9 @@ def pytest_configure(config: pytest.Config) -> None:
         state.records = Path(shared) if shared else None
     elif any(e.timeout is not None for e in registry.tests.values()):
         state.records, state.owns_records = Path(tempfile.mkdtemp(prefix="ci-timeouts-")), True
+    if depmap_record.wanted():  # $CI_DEPMAP: record what each test file executes (docs/selection.md)
+        recorder = depmap_record.DepmapRecorder(config, root, tier, lambda p: _relative_test_path(state, p))
+        config.pluginmanager.register(recorder, "ci-depmap")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

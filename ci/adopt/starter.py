@@ -14,20 +14,24 @@ setuptools-rust and maturin extension modules, ``setup.py`` extensions, ``.pyi``
 
 `starter_registry` turns that into a `Registry` that lints clean: every test file registered on
 the ``cpu`` tier, est_time from JUnit reports when given (the p90 of the samples plus 10 %, as
-``ci durations`` proposes), else `DEFAULT_EST_TIME`.
+``ci durations`` proposes), else `DEFAULT_EST_TIME`. A GPU test (`ci.adopt.gpu_tests`: it registers
+a GPU backend in-source, or uses CUDA) is ``status: manual`` there with the reason, never active on
+a machine without a GPU; `Starter` says which, and which files register suites in-source (for
+``ci import-suites``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from ci.adopt.build_config import generated_modules
+from ci.adopt.gpu_tests import Evidence, read_tree
 from ci.adopt.pytest_config import PytestConfig, find_pytest_configs
 from ci.project import ProjectConfig
-from ci.registry import Registry, Tier, entry_is, link_problem, normalize_path, path_is_under, scan_test_tree
+from ci.registry import Registry, Status, Tier, entry_is, link_problem, normalize_path, path_is_under, scan_test_tree
 from ci.registry.writer import entry
 
 DEFAULT_EST_TIME = 30
@@ -40,10 +44,13 @@ CPU_TIER = Tier("cpu", "x86-64 Linux, no GPU", ("ubuntu-latest",), 0, "cpu")
 
 @dataclass(frozen=True)
 class Starter:
-    """The starter registry and what the user should know about it (one sentence per note)."""
+    """The starter registry and what the user should know about it (one sentence per note); the GPU
+    tests made manual (path -> why) and the files registering suites in-source (path -> suites)."""
 
     registry: Registry
     notes: tuple[str, ...]
+    gpu: dict[str, Evidence] = field(default_factory=dict)
+    registered: dict[str, list[str]] = field(default_factory=dict)
 
 
 def roots_of_tests(files: Iterable[str]) -> tuple[str, ...]:
@@ -124,7 +131,11 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
     used = [c.path for c in configs if c.problem is None]
     if used:
         notes.insert(0, f"test roots and patterns from {', '.join(used)}")
+    reading = read_tree(root, files)
     tests = {f: entry(f, ("cpu",), measured.get(f, DEFAULT_EST_TIME), owner) for f in files}
+    for f, why in reading.gpu.items():
+        tests[f] = entry(f, ("cpu",), measured.get(f, DEFAULT_EST_TIME), owner, status=Status.MANUAL,
+                         reason=gpu_reason(why))
     if reports:
         unmeasured = [f for f in files if f not in measured]
         if unmeasured:
@@ -146,9 +157,16 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
         if problem is not None:
             notes.append(f"{link} {problem}; `lint` reports it (L006): fix or remove the link")
     notes += [f"{p.path}: {p.message}; `lint` reports it ({p.code})" for p in tree.unreadable]
-    return Starter(base.with_tests(tests), tuple(notes))
+    return Starter(base.with_tests(tests), tuple(notes), reading.gpu, reading.registered)
 
 
-__all__ = ["CPU_TIER", "DEFAULT_EST_TIME", "Starter", "detect_project", "empty_registry", "measured_est_times",
+def gpu_reason(why: Evidence) -> str:
+    """The manual reason of a GPU test on the starter's cpu tier."""
+    said = "registers with" if why.kind == "registration" else "uses CUDA:"
+    return f"a GPU test ({said} {why.what} at {why.where}); give it a GPU tier, the cpu tier cannot run it"
+
+
+__all__ = ["CPU_TIER", "DEFAULT_EST_TIME", "Starter", "detect_project", "empty_registry", "gpu_reason",
+           "measured_est_times",
            "starter_registry",
            "roots_of_tests"]

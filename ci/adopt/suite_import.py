@@ -6,6 +6,10 @@ Rules (`import_suites`):
   (``stage-b-*-1-gpu-large``); a file's tiers are its suites' tiers, in the registry's tier order;
   a file in several suites (or registered in-source and in a run_suite.py) gets one entry with
   every tier;
+* registrations are read only from the folders the suite runner reads (`ci.adopt.suite_runner`;
+  SGLang: ``test/registered/``), so a parked test under ``test/manual/`` stays manual;
+* a label-gated suite (`ci.adopt.label_gates`; SGLang's ``extra-*``) never lands on a per-commit
+  tier unless ``include_label_gated``: a pull request runs it only when a label opts in;
 * a registration runs only on tiers of its own backend (``register_amd_ci`` never lands on a CUDA
   tier: `ci.registry.Tier.backend`), and a nightly or weekly one (``nightly=True``, or a suite
   named ``nightly-...`` / ``weekly-...``) only on a ``schedule: nightly`` tier; every refused
@@ -30,44 +34,59 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ci.registry import NIGHTLY, Registry, Status, TestEntry, Tier, derived_timeout, scan_test_tree
+from ci.registry import (
+    NIGHTLY, Registry, Status, TestEntry, Tier, derived_timeout, path_is_under, scan_test_tree,
+)
 from ci.registry.rules import seconds_problem
 from ci.registry.writer import entry, number
 from ci.imports.scan import read_bytes
 from ci.adopt.suites import Registration, Scan, read_registrations, read_run_suite
+from ci.adopt.suite_runner import SourceFolder
 
 UNTIMED_EST_TIME = 60  # seconds; SGLang's own TestFile default
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist"}
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A per-commit ``suite`` whose ``files`` run on no tier: ``why``, and the ``flag`` that would place them."""
+
+    suite: str
+    files: int
+    why: str
+    flag: str
+
+
+@dataclass(frozen=True)
 class Imported:
     """The registry with the imported entries, the est_time comments to print next to them, the
-    unmapped suites (suite -> files), and notes for the user (warnings, choices made)."""
+    unmapped suites (suite -> files), notes for the user (warnings, choices made), and every
+    per-commit suite left on no tier (`LeftOut`, for the closing summary)."""
 
     registry: Registry
     comments: dict[str, str]
     unmapped: dict[str, list[str]]
     notes: list[str]
+    left_out: list[LeftOut] = field(default_factory=list)
 
 
-def scan_sources(root: Path, suite_files: Iterable[Path], test_roots: Iterable[str]) -> Scan:
-    """Registrations from each run_suite.py, and from every ``.py`` file under the test roots that
-    calls a ``register_*_ci`` function."""
+def scan_sources(root: Path, suite_files: Iterable[Path], folders: Iterable[SourceFolder]) -> Scan:
+    """Registrations from each run_suite.py, and from every file under ``folders`` (matching its
+    pattern) that calls a ``register_*_ci`` function."""
     scan = Scan()
     for file in suite_files:
         scan.extend(read_run_suite(file, root))
     seen: set[str] = set()
-    for under in test_roots:
-        base = root / under
+    for source in folders:
+        base = root / source.folder
         for directory, dirs, files in os.walk(base):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
             for name in sorted(files):
-                if not name.endswith(".py"):
+                if not name.endswith(".py") or not fnmatch.fnmatchcase(name, source.pattern):
                     continue
                 path = Path(directory, name)
                 rel = path.relative_to(root).as_posix()
@@ -138,8 +157,9 @@ def registration_backend(name: str) -> str | None:
     return REGISTRATION_BACKENDS.get(name)
 
 
-def _refusal(r: Registration, tier: Tier) -> str | None:
-    """Why registration ``r`` may not run on ``tier`` (None: it may)."""
+def _refusal(r: Registration, tier: Tier, gate: str | None) -> str | None:
+    """Why registration ``r`` may not run on ``tier`` (None: it may); ``gate`` says which label
+    opts its suite in, when it is label-gated and not included."""
     if r.backend is not None and registration_backend(r.backend) != tier.backend:
         return (f"{r.how} is for {r.backend} machines and tier {tier.name!r} is a {tier.backend} tier "
                 f"(arch {tier.arch}); a suite runs on its own backend")
@@ -147,12 +167,19 @@ def _refusal(r: Registration, tier: Tier) -> str | None:
         why = "nightly=True" if r.nightly else f"a suite named {r.cadence}-..."
         return (f"{r.cadence} registrations ({why}) would run on every commit on tier {tier.name!r} "
                 f"(schedule {tier.schedule}); map the suite to a 'schedule: nightly' tier")
+    if gate is not None and tier.schedule != NIGHTLY:
+        return (f"the suite is label-gated (pull requests run it only with {gate}) and tier {tier.name!r} runs on "
+                f"every commit; --include-label-gated maps it anyway")
     return None
 
 
 def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str, list[str]], *,
-                  owner: str, manual_tier: str) -> Imported:
-    """The registry ``base`` with entries from ``scan`` (see the module docstring).
+                  owner: str, manual_tier: str, label_gated: Mapping[str, str] | None = None,
+                  read_from: Iterable[str] = ()) -> Imported:
+    """The registry ``base`` with entries from ``scan`` (see the module docstring). ``label_gated``:
+    suite -> the label (and workflow) that opts a pull request into it, for the suites kept off
+    per-commit tiers (leave out the ones ``--include-label-gated`` maps). ``read_from``: the folders
+    registrations were read from, named in the reason of a test file outside them.
 
     Raises ValueError when the tier map or ``manual_tier`` names a tier ``base`` does not define.
     """
@@ -162,6 +189,7 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
         raise ValueError(f"tier(s) {', '.join(unknown)} not defined in {base.path}; define them under 'tiers:' "
                          f"first (known: {', '.join(base.tiers) or 'none'})")
     notes = list(scan.warnings)
+    gated = dict(label_gated or {})
     by_path: dict[str, list[Registration]] = {}
     for r in scan.registrations:
         by_path.setdefault(r.path, []).append(r)
@@ -178,7 +206,7 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
                 unmapped[r.suite].append(r.path)
         placed[id(r)] = []
         for tier in tiers:
-            why = _refusal(r, base.tiers[tier])
+            why = _refusal(r, base.tiers[tier], gated.get(r.suite))
             if why is None:
                 placed[id(r)].append(tier)
             else:
@@ -210,7 +238,10 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
         else:
             tiers, status = (manual_tier,), Status.MANUAL
             suites = ", ".join(sorted({r.suite for r in regs}))
-            if any(suite_tiers[r.suite] for r in regs):
+            if any(r.suite in gated for r in regs if suite_tiers[r.suite]):
+                reason = (f"only in label-gated suite(s) {suites}, kept off per-commit tiers "
+                          f"(--include-label-gated maps them)")
+            elif any(suite_tiers[r.suite] for r in regs):
                 reason = f"its suite(s) {suites} map only to tiers of another backend or schedule (see the notes)"
             else:
                 reason = f"only in suite(s) {suites}, which --tier-map does not map"
@@ -218,11 +249,16 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
         if comment:
             comments[path] = comment
     sources = "no run_suite.py suite" if not scan.registrations else "no suite"
+    folders = [f for f in read_from if f != "."]
     for path in scan_test_tree(root, base.project).files:
         if path not in entries and path not in by_path:
-            entries[path] = entry(path, (manual_tier,), UNTIMED_EST_TIME, owner, status=Status.MANUAL,
-                                  reason=f"in {sources} and not registered in-source (register_*_ci); "
-                                         f"add it to a suite or give it tiers here")
+            if folders and not any(path_is_under(path, f) for f in folders):
+                reason = (f"not under {', '.join(folders)}, where the suite runner reads registrations; "
+                          f"it never runs there (move it, or give it tiers here)")
+            else:
+                reason = (f"in {sources} and not registered in-source (register_*_ci); "
+                          f"add it to a suite or give it tiers here")
+            entries[path] = entry(path, (manual_tier,), UNTIMED_EST_TIME, owner, status=Status.MANUAL, reason=reason)
     tests = dict(base.tests)
     for path, new in sorted(entries.items()):
         old = base.tests.get(path)
@@ -233,7 +269,34 @@ def import_suites(root: Path, base: Registry, scan: Scan, tier_map: Mapping[str,
             new = replace(new, timeout=max(float(derived_timeout(new.est_time)), kept))
         tests[path] = new
     registry = base.with_tests(dict(sorted(tests.items())))
-    return Imported(registry, comments, unmapped, notes)
+    return Imported(registry, comments, unmapped, notes, _left_out(scan, suite_tiers, placed, gated))
 
 
-__all__ = ["Imported", "UNTIMED_EST_TIME", "import_suites", "is_glob", "scan_sources", "tiers_for"]
+def _left_out(scan: Scan, suite_tiers: Mapping[str, list[str]], placed: Mapping[int, list[str]],
+              gated: Mapping[str, str]) -> list[LeftOut]:
+    """Every per-commit suite none of whose registrations landed on a tier, with why and the flag.
+    A suite name registered for several backends is one suite per backend (SGLang's runner selects
+    by both), named ``suite (backend)``."""
+    regs: dict[tuple[str, str], list[Registration]] = {}
+    for r in scan.registrations:
+        if r.cadence == "per-commit":
+            regs.setdefault((r.suite, r.backend or ""), []).append(r)
+    shared = {suite for suite, _ in regs if sum(1 for s, _ in regs if s == suite) > 1}
+    out: list[LeftOut] = []
+    for (suite, backend), rs in sorted(regs.items()):
+        if any(placed[id(r)] for r in rs):
+            continue
+        files = len({r.path for r in rs})
+        name = f"{suite} ({backend})" if suite in shared and backend else suite
+        kind = f"{backend} tier" if backend else "tier"
+        if not suite_tiers[suite]:
+            out.append(LeftOut(name, files, "no --tier-map matches it", f"--tier-map '{suite}=<{kind}>'"))
+        elif suite in gated:
+            out.append(LeftOut(name, files, f"label-gated: {gated[suite]}", "--include-label-gated"))
+        else:
+            out.append(LeftOut(name, files, "its tiers are of another backend or schedule",
+                               f"--tier-map '{suite}=<{kind}>'"))
+    return out
+
+
+__all__ = ["Imported", "LeftOut", "UNTIMED_EST_TIME", "import_suites", "is_glob", "scan_sources", "tiers_for"]

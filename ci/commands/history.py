@@ -1,8 +1,9 @@
 """``python -m ci history ingest REPORT.xml [...] --repo R --sha S --event E --tier T``: store JUnit
 reports with their run's identity in the test history.
 
-Every report is read and checked first (the JUnit reader's refusals, and the identity's), so one
-bad report writes nothing; then each report is one transaction. The same report with the same
+A ``.json`` argument is a runtime dependency map (``ci run --record-depmap``), stored with the
+same identity (docs/selection.md). Every report and map is read and checked first (the JUnit
+reader's refusals, and the identity's), so one bad report writes nothing; then each report is one transaction. The same report with the same
 identity a second time adds nothing (it is reported as already stored). The store is ``--store``,
 else $CI_HISTORY_STORE, else .ci-history/history.sqlite (a PostgreSQL URL,
 ``postgresql://user:pass@host/db``, or a SQLite file path).
@@ -16,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from ci.commands import history_verdicts
+from ci.history.depmaps import ingest_depmap, prepare_depmap
 from ci.history.ingest import ingest, prepare_all
 from ci.history.location import DEFAULT_SQLITE, ENV_VAR, describe, resolve_location
 from ci.history.model import EVENTS, RunIdentity
@@ -65,11 +68,12 @@ def read_history(location: str | None, prog: str, read: Callable[[Store], T]) ->
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci history", description=__doc__.splitlines()[0],
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ingest")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{ingest,verdicts}")
     ing = sub.add_parser("ingest", help="store JUnit reports with their run's identity",
                          description=__doc__.split("\n\n", 1)[1], epilog=EXIT_CODES,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    ing.add_argument("reports", nargs="+", metavar="REPORT.xml")
+    ing.add_argument("reports", nargs="+", metavar="REPORT.xml",
+                     help="JUnit reports; a .json file is a runtime dependency map (`ci run --record-depmap`)")
     ing.add_argument("--repo", required=True, help="owner/name")
     ing.add_argument("--sha", required=True, help="the commit the run tested")
     ing.add_argument("--event", required=True, choices=EVENTS, help="what started the run")
@@ -82,9 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--attempt", type=whole_number(1),
                      help=f"the CI run's attempt (default: ${ATTEMPT_ENV}, else 1)")
     ing.add_argument("--run-url", default="", help="a link to the run, shown by `ci flaky`")
+    ing.add_argument("--author", default="", help="who pushed the commit or opened the pull request")
+    ing.add_argument("--base-sha", default="", help="a pull request's merge base with the default branch")
+    ing.add_argument("--unscored", action="store_true",
+                     help="JUnit written by code not yet reviewed (a pull request's): keep it for the run's "
+                          "verdicts, never for flakiness, quarantine or runner health")
     ing.add_argument("--registry", metavar="PATH",
                      help=f"{REGISTRY_FILENAME} whose paths resolve xunit2 reports (default: the repository's, if any)")
     add_store_arg(ing)
+    history_verdicts.add_parser(sub, add_store_arg)
     return parser
 
 
@@ -111,12 +121,17 @@ def find_registry(registry: str | None) -> tuple[Registry | None, Path | None]:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.action == "verdicts":
+        return history_verdicts.run(args, read_history)
     try:
         attempt = args.attempt if args.attempt is not None else github_attempt()
         identity = RunIdentity(args.repo, args.sha, args.event, args.tier, args.pr, args.runner, args.shard,
-                               args.run_id, attempt, args.run_url)
+                               args.run_id, attempt, args.run_url, args.author, args.base_sha,
+                               not args.unscored)
         registry, root = find_registry(args.registry)
-        prepared = prepare_all(args.reports, identity, root=root, known_files=registry.tests if registry else ())
+        maps = [prepare_depmap(p, identity) for p in args.reports if p.endswith(".json")]
+        junit = [p for p in args.reports if not p.endswith(".json")]
+        prepared = prepare_all(junit, identity, root=root, known_files=registry.tests if registry else ())
     except (JUnitError, ValueError, RegistryError, OSError) as exc:
         print(f"python -m ci history ingest: {exc}; nothing was written", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -129,6 +144,10 @@ def main(argv: list[str]) -> int:
                 state = "stored" if result.added else "already stored"
                 print(f"{report.source}: {state}, {result.cases} test(s), {result.attempts} attempt(s)")
                 done.append(report.source)
+            for depmap in maps:
+                state = "stored" if ingest_depmap(store, depmap) else "already stored"
+                print(f"{depmap.source}: {state}, dependency map of {len(depmap.depmap.tests)} test file(s)")
+                done.append(depmap.source)
     except BadStoreSetting as exc:
         print(f"python -m ci history ingest: {exc}; nothing was written", file=sys.stderr)
         return EXIT_BAD_INPUT

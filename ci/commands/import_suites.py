@@ -7,12 +7,22 @@ it with ``--output FILE`` (atomically, under the registry lock; an existing file
 layout and existing entries come from the repository's registry.yaml when it has one, else from
 what ``ci init`` would write (one ``cpu`` tier). A source holding no registration at all is an
 error (exit 2), never an empty import. Unmapped suites, disagreeing est_times and every
-file that could not be placed are listed on stderr. Exit status: 0, or 2 on bad input.
+file that could not be placed are listed on stderr.
+
+In-source registrations are read only from the folders the suite runner reads: ``--registered-in
+DIR``, else the folders the ``glob`` calls of the ``--suites`` files or of a ``run_suite.py``
+directly in a test root name (`ci.adopt.suite_runner`; SGLang: ``test/registered``), else the
+test roots. Suites the workflows run only behind an opt-in label (`ci.adopt.label_gates`, or
+``--label-gated GLOB``) stay off per-commit tiers unless ``--include-label-gated``. The output
+ends with a summary: where registrations were read, the entry counts, and every per-commit suite
+left on no tier with its file count and the flag that would place it. Exit status: 0, or 2 on
+bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
 from pathlib import Path
 
@@ -24,7 +34,10 @@ from ci.registry import (
 )
 from ci.registry.writer import render_registry
 from ci.adopt.starter import empty_registry
-from ci.adopt.suite_import import import_suites, scan_sources
+from ci.adopt.import_summary import summary_lines
+from ci.adopt.label_gates import label_gated_suites
+from ci.adopt.suite_import import import_suites, is_glob, scan_sources
+from ci.adopt.suite_runner import SourceFolder, runner_folders
 
 
 def _tier_map(values: list[str]) -> dict[str, list[str]]:
@@ -39,6 +52,9 @@ def _tier_map(values: list[str]) -> dict[str, list[str]]:
     return out
 
 
+DEFAULT_WORKFLOWS = Path(".github/workflows")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci import-suites", description=__doc__.splitlines()[0])
     parser.add_argument("--suites", nargs="*", type=Path, default=[], metavar="run_suite.py",
@@ -46,6 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tier-map", action="append", default=[], metavar="SUITE=TIER",
                         help="run SUITE's files on TIER (repeatable; a suite may map to several tiers; SUITE may "
                              "be a glob such as 'stage-b-*-1-gpu-large', used for suites with no exact entry)")
+    parser.add_argument("--registered-in", action="append", default=[], metavar="DIR",
+                        help="read register_*_ci() calls only from the .py files under DIR (repeatable; default: "
+                             "the folders the suite runner globs, else the test roots)")
+    parser.add_argument("--workflows", type=Path, default=None, metavar="DIR",
+                        help="workflow folder read for label-gated suites, relative to the root "
+                             "(default .github/workflows)")
+    parser.add_argument("--label-gated", action="append", default=[], metavar="GLOB",
+                        help="treat suites matching GLOB as label-gated too (repeatable)")
+    parser.add_argument("--include-label-gated", action="store_true",
+                        help="map label-gated suites onto per-commit tiers like any other suite")
     parser.add_argument("--owner", default=PLACEHOLDER_OWNER, help=f"owner of new entries (default {PLACEHOLDER_OWNER})")
     parser.add_argument("--manual-tier", default=None,
                         help="tier of manual entries (default: cpu if defined, else the first tier)")
@@ -58,6 +84,37 @@ def _base(root: Path) -> Registry:
     """The repository's registry, or the one ``ci init`` would write, without its tests."""
     file = root / REGISTRY_FILENAME
     return load_registry(file) if file.exists() else empty_registry(root)
+
+
+def _read_from(root: Path, args: argparse.Namespace, base: Registry) -> tuple[list[SourceFolder], list[str]]:
+    """The folders to read registrations from, and notes on how they were found."""
+    if args.registered_in:
+        return [SourceFolder(d.strip("/") or ".", "*.py", "--registered-in") for d in args.registered_in], []
+    runners = [f.resolve() for f in args.suites]
+    runners += [p for p in (root / r / "run_suite.py" for r in base.project.test_roots)
+                if p.is_file() and p.resolve() not in runners]
+    folders: list[SourceFolder] = []
+    notes: list[str] = []
+    for runner in runners:
+        found = runner_folders(root, runner)
+        folders += [f for f in found.folders if f not in folders]
+        notes += found.notes
+    if not folders:
+        folders = [SourceFolder(r, "*.py", "test root") for r in base.project.test_roots]
+    return folders, notes
+
+
+def _gates(root: Path, args: argparse.Namespace, suites: set[str]) -> dict[str, str]:
+    """suite -> the label that gates it, for the suites kept off per-commit tiers."""
+    if args.include_label_gated:
+        return {}
+    workflows = root / (args.workflows or DEFAULT_WORKFLOWS)
+    gates = {suite: gate.describe() for suite, gate in label_gated_suites(workflows, suites).items()}
+    for pattern in args.label_gated:
+        for suite in suites:
+            if suite not in gates and (fnmatch.fnmatchcase(suite, pattern) if is_glob(pattern) else suite == pattern):
+                gates[suite] = f"--label-gated {pattern}"
+    return gates
 
 
 def main(argv: list[str]) -> int:
@@ -75,6 +132,10 @@ def main(argv: list[str]) -> int:
             root = Path.cwd().resolve()
     missing = [f"{f} ({'not a regular file' if f.exists() else 'no such file'})" for f in args.suites
                if not f.is_file()]
+    missing += [f"--registered-in {d} (no such folder under {root})" for d in args.registered_in
+                if not (root / d).is_dir()]
+    if args.workflows is not None and not (root / args.workflows).is_dir():
+        missing.append(f"--workflows {args.workflows} (no such folder under {root})")
     if missing:
         print(f"python -m ci import-suites: cannot read: {', '.join(missing)}", file=sys.stderr)
         return 2
@@ -92,14 +153,18 @@ def main(argv: list[str]) -> int:
     try:
         base = _base(root)
         manual_tier = args.manual_tier or ("cpu" if "cpu" in base.tiers else next(iter(base.tiers), "cpu"))
-        scan = scan_sources(root, [f.resolve() for f in args.suites], base.project.test_roots)
-        imported = import_suites(root, base, scan, tier_map, owner=args.owner, manual_tier=manual_tier)
+        folders, runner_notes = _read_from(root, args, base)
+        scan = scan_sources(root, [f.resolve() for f in args.suites], folders)
+        scan.warnings = list(dict.fromkeys(runner_notes + scan.warnings))  # a runner given as --suites: once
+        gates = _gates(root, args, {r.suite for r in scan.registrations})
+        imported = import_suites(root, base, scan, tier_map, owner=args.owner, manual_tier=manual_tier,
+                                 label_gated=gates, read_from=[f.folder for f in folders])
         if not scan.registrations:
             for warning in scan.warnings:
                 print(f"warning: {warning}", file=sys.stderr)
             where = ", ".join(f.as_posix() for f in args.suites) or "no --suites file"
             print(f"python -m ci import-suites: found no suite registration ({where}; no register_*_ci() call "
-                  f"under {', '.join(base.project.test_roots)}); nothing imported", file=sys.stderr)
+                  f"under {', '.join(f.folder for f in folders)}); nothing imported", file=sys.stderr)
             return 2
     except (RegistryError, ValueError, OSError) as exc:
         print(f"python -m ci import-suites: {exc}", file=sys.stderr)
@@ -118,14 +183,18 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
     counts = {s.value: sum(1 for e in registry.tests.values() if e.status is s) for s in {e.status for e in registry.tests.values()}}
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    if snapshot is None:  # no --output
+    closing = summary_lines(folders, imported.left_out, include_label_gated=args.include_label_gated)
+    if snapshot is None:  # no --output: stdout is the registry alone
         sys.stdout.write(text)
         print(f"import-suites: {len(registry.tests)} entries ({summary})", file=sys.stderr)
+        print("\n".join(closing), file=sys.stderr)
     else:
         try:
             write_registry(snapshot, text)
         except (OSError, RegistryChanged) as exc:
             print(f"python -m ci import-suites: {cannot_write(args.output, exc)}", file=sys.stderr)
             return 2
+        sys.stderr.flush()  # the notes before the summary, also where both streams share a terminal
         print(f"wrote {args.output}: {len(registry.tests)} entries ({summary})")
+        print("\n".join(closing))
     return 0

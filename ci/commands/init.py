@@ -4,7 +4,9 @@ Writes a starter ``registry.yaml`` at the repository root (``--root DIR``; else 
 above the working directory that already holds a registry, which it then refuses to overwrite;
 else the git work tree's top; else the working directory): the layout it finds (``project:``), one ``cpu`` tier, and every test file on it, with
 est_time from the JUnit reports when given (see `ci.adopt.starter`). The file lints clean unless the
-tree itself has problems (shared basenames, stale imports), which it prints.
+tree itself has problems (shared basenames, stale imports), which it prints. GPU tests
+(`ci.adopt.gpu_tests`) are ``status: manual`` on that tier, with a tally of why; files that register
+suites in-source (``register_*_ci(...)``) get the ``import-suites`` command that places them.
 
 Refuses to overwrite an existing registry unless ``--force``; the write is atomic (a crash leaves
 the old file or the new one, never half of one) and takes the registry lock; a registry written
@@ -15,6 +17,7 @@ status: 0 written, 2 refused, bad input or not written.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +27,7 @@ from ci.results.junit import JUnitError
 from ci.registry.writer import PLACEHOLDER_OWNER
 from ci.registry import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, parse_registry
 from ci.registry.writer import render_registry
-from ci.adopt.starter import starter_registry
+from ci.adopt.starter import Starter, starter_registry
 
 HEADER = """\
 Which test files this repository has, where each runs and how long it takes.
@@ -89,9 +92,38 @@ def main(argv: list[str]) -> int:
         print(f"python -m ci init: {cannot_write(target, exc)}", file=sys.stderr)
         return 2
     project = registry.project
-    print(f"wrote {target}: {len(registry.tests)} test file(s) on tier cpu; test roots "
+    gpu = f", {len(starter.gpu)} of them GPU tests kept manual" if starter.gpu else ""
+    print(f"wrote {target}: {len(registry.tests)} test file(s) on tier cpu{gpu}; test roots "
           f"{', '.join(project.test_roots)}, patterns {', '.join(project.test_patterns)}, first-party "
           f"{', '.join(project.first_party) or '(discovered by lint)'}")
     for note in starter.notes:
         print(f"note: {note}")
+    for line in _gpu_tally(starter) + _import_hint(starter, root, target, prog):
+        print(line)
     return 0
+
+
+def _gpu_tally(starter: Starter) -> list[str]:
+    if not starter.gpu:
+        return []
+    by_call = Counter(e.what for e in starter.gpu.values() if e.kind == "registration")
+    cuda = [e for e in starter.gpu.values() if e.kind == "cuda"]
+    parts = []
+    if by_call:
+        calls = ", ".join(f"{what} {n}" for what, n in by_call.most_common())
+        parts.append(f"{sum(by_call.values())} register a GPU backend in-source ({calls})")
+    if cuda:
+        parts.append(f"{len(cuda)} use CUDA (e.g. {cuda[0].what} at {cuda[0].where})")
+    return [f"gpu: {len(starter.gpu)} test file(s) are manual, not run on the cpu tier: {'; '.join(parts)}"]
+
+
+def _import_hint(starter: Starter, root: Path, target: Path, prog: str) -> list[str]:
+    if not starter.registered:
+        return []
+    suites = Counter(s for names in starter.registered.values() for s in names)
+    shown = ", ".join(f"{s} ({n})" for s, n in sorted(suites.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+    more = f", and {len(suites) - 5} more" if len(suites) > 5 else ""
+    return [f"import: {len(starter.registered)} test file(s) register suites in-source (register_*_ci(...)), "
+            f"{len(suites)} suite(s): {shown}{more}. Their suites say where they run: define GPU tiers under "
+            f"`tiers:`, then place them with",
+            f"  {prog} --root {root} import-suites --tier-map 'SUITE=TIER' ... --output {target} --force"]

@@ -1,17 +1,27 @@
-"""``python -m ci lint [--root DIR] [--registry FILE] [--format text|github|json] [--fix]``.
+"""``python -m ci lint [--root DIR] [--registry FILE] [--format text|github|json] [--fix]
+[--base REF | --baseline FILE | --write-baseline FILE] [--deepen N]``.
 
 Exit status: 0 clean, 1 problems found (one per line, ``file:line:col: CODE message`` first),
-2 usage error (bad option, missing root or registry). Info-level findings (L005, a redundant
-``depends_on`` entry) are printed but never fail; ``--fix`` removes those entries first.
+2 usage error (bad option, missing root or registry, a bad ``--base`` ref, an unusable baseline),
+3 the baseline could not be written. Info-level findings (L005, a redundant ``depends_on``
+entry) are printed but never fail; ``--fix`` removes those entries first.
+
+``--base REF`` and ``--baseline FILE`` are gates (`ci.lint_gate`): they print and fail on only the
+problems that the merge base of REF and HEAD (`ci.lint_base`), or the baseline file
+(`ci.lint_baseline`), does not already have, and count the others in one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
+from ci.lint_base import BaseRefError, lint_merge_base
+from ci.lint_baseline import BaselineError, read_baseline, write_baseline
+from ci.lint_gate import GateResult, gate, problem_key
 from ci.selection.deps_lint import fix_registry, is_info
 from ci.lint import lint_repo
 from ci.registry import REGISTRY_FILENAME, Problem, RepoRootNotFound, find_repo_root
@@ -50,6 +60,57 @@ def format_json(problems: list[Problem]) -> str:
 
 
 FORMATS = {"text": format_text, "github": format_github, "json": format_json}
+PROG = "python -m ci lint"
+
+
+def _depth(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through lint_merge_base's cleanup, unlike the default
+
+
+def _split(args: argparse.Namespace, root: Path, registry: Path, problems: list[Problem]) -> tuple[GateResult, str]:
+    """``problems`` split against the gate's reference, and what that reference is; raises
+    BaseRefError / BaselineError."""
+    if args.baseline is not None:
+        return gate(problems, read_baseline(args.baseline)), f"in baseline {args.baseline}"
+    previous = signal.signal(signal.SIGTERM, _exit_on_term)
+    try:
+        base = lint_merge_base(root, args.base, registry)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    keys = [problem_key(p) for p in base.problems]
+    return gate(problems, keys, base.renamed), f"at {base.merge_base} (merge base of {args.base} and HEAD)"
+
+
+def _counted(errors: int, notes: int, new: str = "") -> str:
+    return f"{errors} {new}problem(s)" + (f" and {notes} {new}note(s)" if notes else "")
+
+
+def _gate(args: argparse.Namespace, root: Path, registry: Path, problems: list[Problem]) -> int:
+    try:
+        result, where = _split(args, root, registry, problems)
+    except (BaseRefError, BaselineError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    errors = [p for p in result.new if not is_info(p)]
+    if result.new or args.format == "json":
+        print(FORMATS[args.format](result.new))
+    old_errors = sum(not is_info(p) for p in result.known)
+    print(f"{PROG}: {_counted(len(errors), len(result.new) - len(errors), 'new ')}; "
+          f"{_counted(old_errors, len(result.known) - old_errors)} already {where}, not failed on "
+          f"(`{PROG}` lists every problem)", file=sys.stderr)
+    if args.baseline is not None and result.fixed:
+        print(f"{PROG}: {len(result.fixed)} baseline entry(ies) fixed since: delete them from {args.baseline} "
+              f"(or rewrite it with --write-baseline):", file=sys.stderr)
+        for key in result.fixed:
+            print(f"  {key.code} {key.path}: {key.subject}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 def main(argv: list[str]) -> int:
@@ -62,6 +123,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format (default: text)")
     parser.add_argument("--fix", action="store_true",
                         help="remove redundant depends_on entries (L005) from the registry, then lint")
+    gates = parser.add_mutually_exclusive_group()
+    gates.add_argument("--base", metavar="REF",
+                       help="fail only on problems the change adds to the merge base of REF and HEAD")
+    gates.add_argument("--baseline", type=Path, metavar="FILE",
+                       help="fail only on problems not in FILE (written by --write-baseline)")
+    gates.add_argument("--write-baseline", type=Path, metavar="FILE",
+                       help="write the current problems to FILE as the baseline, and exit 0")
+    parser.add_argument("--deepen", type=_depth, default=0, metavar="N",
+                        help="in a shallow clone, fetch up to N commits of history for rename hints (default 0: never)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -90,7 +160,17 @@ def main(argv: list[str]) -> int:
             return 1
         for r in removed:
             print(f"python -m ci lint --fix: removed {r.dependency!r} from {r.test!r} depends_on", file=sys.stderr)
-    problems = lint_repo(root, registry, info=True)
+    problems = lint_repo(root, registry, info=True, deepen=args.deepen)
+    if args.write_baseline is not None:
+        try:
+            write_baseline(args.write_baseline, [problem_key(p) for p in problems])
+        except OSError as exc:
+            print(f"{PROG}: cannot write baseline {args.write_baseline}: {exc.strerror or exc}", file=sys.stderr)
+            return 3
+        print(f"{PROG}: wrote {args.write_baseline}: {len(problems)} problem(s)", file=sys.stderr)
+        return 0
+    if args.base is not None or args.baseline is not None:
+        return _gate(args, root, registry, problems)
     errors = [p for p in problems if not is_info(p)]
     if problems or args.format == "json":
         print(FORMATS[args.format](problems))

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ci.limits import whole_number
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.selection.changes import ChangesError, git_changed_files, read_changed_files
 from ci.selection.deps import Impact, TestDependencies, registered_non_files
+from ci.selection.depmap_select import DEFAULT_MAX_AGE_DAYS, MapSelection, select_by_maps
 from ci.selection.buildkite import to_buildkite
 from ci.selection.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
 from ci.registry import PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, Registry, RegistryError, find_repo_root, load_registry
@@ -100,8 +103,48 @@ def make_plans(registry: Registry, tiers: list[str], args: argparse.Namespace, r
         impact = Impact(None, not_files=registered_non_files(root, registry))
     else:
         impact = TestDependencies(root, registry).impact(changes)
-    return [plan(registry, t, changes, shards=shards, shard_budget=budget, durations=durations, impact=impact)
-            for t in tiers]
+    return [plan(registry, t, changes, shards=shards, shard_budget=budget, durations=durations, impact=impact,
+                 maps=_maps(registry, t, changes, args)) for t in tiers]
+
+
+def add_depmap_args(parser: argparse.ArgumentParser) -> None:
+    """Runtime dependency maps (docs/selection.md#runtime-dependency-maps)."""
+    parser.add_argument("--depmap", action="append", default=[], metavar="FILE",
+                        help="a map file a recording run wrote (repeatable); maps of other tiers are skipped")
+    parser.add_argument("--depmaps-from-store", action="store_true",
+                        help="use each test's latest map of the tier from the history store (--store)")
+    parser.add_argument("--store", metavar="URL_OR_PATH", help="the history store (default: $CI_HISTORY_STORE, "
+                                                               "else .ci-history/history.sqlite)")
+    parser.add_argument("--depmap-repo", metavar="OWNER/NAME", help="only the store's maps of this repository")
+    parser.add_argument("--depmap-max-age", type=_days, default=DEFAULT_MAX_AGE_DAYS, metavar="DAYS",
+                        help=f"an older map is not used (default {DEFAULT_MAX_AGE_DAYS:g})")
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number of days >= 0, got {text!r}")
+    return value
+
+
+def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argparse.Namespace) -> MapSelection | None:
+    """The tier's map verdicts, or None without changed files or map sources. A map source that
+    cannot be read is a warning on stderr: its tests fall back to the static graph."""
+    files, from_store = getattr(args, "depmap", []), getattr(args, "depmaps_from_store", False)
+    if changes is None or not (files or from_store):
+        return None
+    from ci.history.depmaps import gather_maps  # deferred: a plan without maps needs no store
+
+    now = datetime.now(timezone.utc)
+    gathered = gather_maps(tier, files, use_store=from_store, store_location=args.store, repo=args.depmap_repo,
+                           since=now - timedelta(days=args.depmap_max_age))
+    for problem in gathered.problems:
+        print(f"python -m ci plan: warning: {problem}", file=sys.stderr)
+    tests = [e.path for e in registry.tests_for_tier(tier, include_inactive=True)]
+    return select_by_maps(gathered.tests, tests, changes, now=now, max_age_days=args.depmap_max_age)
 
 
 def selection_args(args: argparse.Namespace) -> list[str]:
@@ -125,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "nightly tiers run in the nightly workflow, which passes 'all'); --tier plans what it names")
     add_selection_args(parser)
     add_shard_args(parser)
+    add_depmap_args(parser)
     parser.add_argument("--format", choices=("text", "json", "github-matrix", "buildkite"), default="text",
                         help="buildkite: a pipeline for `buildkite-agent pipeline upload` (one step per tier)")
     parser.add_argument("--github-output", action="store_true",
@@ -135,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.format == "buildkite" and (args.depmap or args.depmaps_from_store):
+            raise UsageError("--format buildkite cannot use runtime dependency maps: each job's `ci run --shard` "
+                             "plans again without them, so its shard would not be the one planned here")
         registry, root = load(args)
         if args.all_tiers or args.gpu_tiers:
             tiers = [t.name for t in registry.tiers.values() if (t.needs_gpu or args.all_tiers)

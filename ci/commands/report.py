@@ -1,10 +1,12 @@
 """``python -m ci report --html DIR``: the HUD, one static page of the state of CI (and the same
 data as JSON beside it), from the test history, the registry and the plan.
 
-The page shows a tier x file matrix over the default branch's last runs, the flaky tests ranked,
-each file's measured duration against its est_time and timeout, each tier's plan as a shard
-timeline, and with --pr N a pull request's view: what its change selected and why, what ran,
-and the /rerun-test command for what did not. It opens from file:// and loads nothing.
+The page shows a tier x file matrix over the default branch's last commits (one column each,
+rows failing now first, with the commit they fail since, why each cell failed and its verdict),
+the flaky tests ranked, each file's measured duration against its est_time and timeout, each
+tier's plan as a shard timeline, and with --pr N a pull request's view: its failing tests first,
+what its change selected and why, what ran, and the /rerun-test command for what did not. It
+opens from file:// and loads nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--html", required=True, metavar="DIR", help="write DIR/index.html and DIR/report.json")
     parser.add_argument("--runs", type=whole_number(1), default=30, metavar="N",
-                        help="the default branch's last N runs (default 30)")
+                        help="the default branch's last N commits, each with every run of it (default 30)")
     parser.add_argument("--repo", metavar="OWNER/NAME", help="whose runs (default: the newest report's repository)")
     parser.add_argument("--tier", action="append", metavar="T",
                         help="plan only this tier for the timeline (repeatable; default every tier)")
@@ -91,7 +93,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"python -m ci report: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CANNOT
-    print(f"wrote {page} and {data}: {len(report.runs)} run(s), {len(report.rows)} row(s), "
+    print(f"wrote {page} and {data}: {len(report.runs)} commit(s), {len(report.rows)} row(s), "
           f"{len(report.flaky)} flaky, {len(report.plans)} plan(s){'' if report.pull is None else ', 1 pull request'}")
     if args.screenshot:
         return _screenshot(page, Path(args.screenshot))

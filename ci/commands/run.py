@@ -17,19 +17,26 @@ every test and the job would pass having tested nothing, so it fails first.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
+from ci.running.depmap_files import RECORD_ENV
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
-from ci.results.junit import JUnitError, parse_junit
+from ci.history.run_results import failures_in_report
+from ci.history.store import failure_text, open_store
+from ci.history.verdict import by_concern, judge, tally
+from ci.results.junit import CaseResult, JUnitError, parse_junit
 from ci.selection.plan import NotRun, PlanError, explicit_target_problem
 from ci.registry import Registry, RegistryError
 from ci.running.runner import build_invocation, parse_workers, run_invocation
 from ci.running.watchdog import KILLED_RETURNCODES
 from ci.selection.shard import ShardBudgetError, parse_shard_spec
-from ci.results.summary import DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, append_step_summary, summarize, to_markdown, to_text
+from ci.results.summary import (DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, FailureLine, append_step_summary,
+                                failures_text, summarize, to_markdown, to_text)
 
 NO_TESTS_COLLECTED = 5
 EMPTY_REPORT = 1
@@ -52,6 +59,12 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
                         help="flag files whose time drifts from est_time by more than this %%")
     parser.add_argument("--no-plugin", action="store_true", help="do not load ci.pytest_plugin")
+    parser.add_argument("--history", metavar="URL_OR_PATH",
+                        help="judge failures against this test history too (read only): broken on main, flaky "
+                             "by signature; without it, only infra and failed-then-passed are told apart")
+    parser.add_argument("--record-depmap", metavar="PATH",
+                        help="record what each test file executes and opens into this map file "
+                             "(coverage.py; for `ci history ingest` and `ci plan --depmap`)")
 
 
 def _workers(value: str) -> str:
@@ -122,7 +135,10 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     inv = build_invocation(files, root=root, registry_path=registry_file(args), junit=junit.resolve(),
                            tier=args.tier, workers=args.workers, extra=extra, use_plugin=not args.no_plugin)
     print("ci run: " + " ".join(inv.argv), flush=True)
-    rc = run_invocation(inv)
+    record = getattr(args, "record_depmap", None)
+    if record and args.no_plugin:
+        raise UsageError("--record-depmap needs the plugin (drop --no-plugin)")
+    rc = run_invocation(inv, {**os.environ, RECORD_ENV: str(Path(record).resolve())} if record else None)
     sys.stdout.flush()
     if not inv.junit.is_file():
         why = (": a test ran past its file's timeout and was killed with pytest (its line is above)"
@@ -132,10 +148,13 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     report = parse_junit(inv.junit, root=root, known_files=registry.tests)
     summary = summarize(report.files, {p: e.est_time for p, e in registry.tests.items()}, report.wall_time,
                         args.threshold, DEFAULT_MIN_SECONDS)
+    headline, lines = judge_run(report.cases, args.tier or label, getattr(args, "history", None))
     print()
     print(to_text(summary))
+    if lines:
+        print(failures_text(headline, lines))
     try:
-        append_step_summary(to_markdown(summary, f"ci run {label}"))
+        append_step_summary(to_markdown(summary, f"ci run {label}", headline, lines))
     except OSError as exc:  # the results above and the JUnit report still stand
         print(f"ci run: warning: cannot append to $GITHUB_STEP_SUMMARY: {exc}", file=sys.stderr)
     if rc == NO_TESTS_COLLECTED:
@@ -147,6 +166,27 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
               f"selected): nothing was tested", file=sys.stderr)
         return EMPTY_REPORT
     return rc
+
+
+def judge_run(cases: Sequence[CaseResult], tier: str, history: str | None) -> tuple[str, list[FailureLine]]:
+    """The run's verdict line and its failing tests with their verdicts (`ci.history.verdict`),
+    against ``history`` when given (read only; a store that cannot be read is a warning, and the
+    verdicts fall back to what the run alone shows)."""
+    env = os.environ
+    failures, passed, failed, skipped = failures_in_report(cases, tier, sha=env.get("GITHUB_SHA", "").lower(),
+                                                           repo=env.get("GITHUB_REPOSITORY", ""),
+                                                           runner=env.get("RUNNER_NAME", ""))
+    verdicts = None
+    if history and failures:
+        try:
+            with open_store(history, create=False) as store:
+                verdicts = judge(store, failures)
+        except Exception as exc:  # the store's or its driver's: the run's own verdicts still stand
+            print(f"ci run: warning: history not read: {failure_text(exc, history)}", file=sys.stderr)
+    if verdicts is None:
+        verdicts = judge(None, failures)
+    head = tally(verdicts, passed, failed, skipped).headline
+    return head, [FailureLine(v.node, v.verdict, v.detail, v.error) for v in by_concern(verdicts)]
 
 
 def _print_not_run(not_run: tuple[NotRun, ...]) -> None:

@@ -8,8 +8,10 @@ Contract:
   ``collection failure`` message), or a missing GPU (`MISSING_GPU`). The exception type is read
   from the failure's ``message`` attribute (``Type: text``) or, failing that, from the last ``E``
   line of its text, so a traceback that merely mentions ImportError on the way is not broken.
-- `fingerprint` normalises the failure's first line (hex addresses, temporary directories, paths,
-  numbers) so one cause gives one fingerprint across runs: ``(hash, normalised text)``.
+- `fingerprint` normalises the failure's meaningful line (`ci.history.errors.error_line`: the
+  message's first line unless it is a generic wrapper, else the first specific ``E`` line; hex
+  addresses, temporary names, paths, line numbers and numbers replaced by `normalise`) so one cause
+  gives one fingerprint across tests and runs: ``(hash, normalised text)``.
 - A quarantined test's failure is reported by pytest as an xfail (a ``<skipped>``): the plugin
   writes its reason as `quarantined_reason` does, naming the failure, and `kind_of` reads such a
   skip back as the failure it was (``fail``, or ``broken``), so quarantined runs keep counting.
@@ -22,14 +24,11 @@ from __future__ import annotations
 import hashlib
 import re
 
+from ci.history.errors import MISSING_GPU, error_line, normalise
 from ci.history.model import BROKEN, FAIL, PASS, SKIP
 from ci.results.junit import ERROR, FAILED, PASSED, SKIPPED, Attempt
 
 BROKEN_TYPES = frozenset({"ImportError", "ModuleNotFoundError", "SyntaxError", "IndentationError", "TabError"})
-MISSING_GPU = re.compile(
-    r"no CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|NVIDIA driver on your system is too old"
-    r"|CUDA driver version is insufficient|Torch not compiled with CUDA enabled|cudaErrorNoDevice"
-    r"|RuntimeError: No HIP GPUs are available", re.I)
 RERUN_EXCEPT = tuple(rf"\b{t}\b" for t in sorted(BROKEN_TYPES)) + (f"(?i){MISSING_GPU.pattern}",)
 
 QUARANTINED = "quarantined (registry.yaml): "
@@ -92,37 +91,17 @@ def kind_of(attempt: Attempt, classname: str, *, retried: bool, final_broken: bo
     return BROKEN if is_broken(attempt, classname) or (retried and final_broken) else FAIL
 
 
-_HEX = re.compile(r"0x[0-9a-fA-F]+")
-_TMP = re.compile(r"(?:/tmp|/var/folders|/private/var|\S*/pytest-of-[^/\s]+)/\S*")
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:/[\w.+@-]+){2,}/?")
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_LONG_HEX = re.compile(r"\b[0-9a-fA-F]{12,}\b")
-_NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-_SPACE = re.compile(r"\s+")
-MAX_FINGERPRINT_TEXT = 300
-
-
-def normalise(text: str) -> str:
-    """One line with the run-specific parts replaced: ``0x...`` -> ``<addr>``, temporary
-    directories -> ``<tmp>``, other absolute paths -> ``<path>``, UUIDs and long hex ids -> ``<id>``,
-    numbers -> ``<n>``; whitespace folded; at most `MAX_FINGERPRINT_TEXT` characters."""
-    text = _HEX.sub("<addr>", text)
-    text = _TMP.sub("<tmp>", text)
-    text = _PATH.sub("<path>", text)
-    text = _UUID.sub("<id>", text)
-    text = _LONG_HEX.sub("<id>", text)
-    text = _NUMBER.sub("<n>", text)
-    return _SPACE.sub(" ", text).strip()[:MAX_FINGERPRINT_TEXT]
-
-
 def fingerprint(attempt: Attempt) -> tuple[str, str]:
-    """``(12 hex digits, normalised text)`` of a failed attempt; ``("", "")`` when it has no text
-    (a retried attempt, whose text pytest's JUnit does not keep)."""
-    attempt = quarantined_failure(attempt) or attempt
-    first = attempt.message.splitlines()[0] if attempt.message.strip() else _last_e_lines(attempt.detail, 1)
-    if attempt.message == "collection failure":
-        first = _last_e_lines(attempt.detail, 1) or first
-    text = normalise(first)
+    """``(12 hex digits, normalised text)`` of a failed attempt: the signature of its
+    `ci.history.errors.error_line`, the same across tests, tiers and runs for one cause;
+    ``("", "")`` when it has no text (a retried attempt, whose text pytest's JUnit does not keep)."""
+    return signature(error_line(quarantined_failure(attempt) or attempt))
+
+
+def signature(line: str) -> tuple[str, str]:
+    """``(12 hex digits, normalised text)`` of an error line (`fingerprint` of the attempt it came
+    from); ``("", "")`` for an empty line."""
+    text = normalise(line)
     if not text:
         return "", ""
     return hashlib.sha256(text.encode()).hexdigest()[:12], text

@@ -15,6 +15,10 @@ The rule (docs/history.md#the-score says why):
   first: whether a retry happens depends on the first outcome, but a retry's own outcome does not,
   so this keeps the failure-rate estimate unbiased. A group that never passed adds nothing (the
   pull request may have broken the test).
+- Infra failures (``cases.infra``: no GPU, a CUDA or NCCL error, the OOM killer, a lost runner, a
+  signal) never count either: they are the machine's, and a bad runner must not get tests quarantined.
+- Only scored reports count (``reports.scored``): a pull request's own JUnit, ingested for its
+  verdicts, never moves a score or a quarantine.
 - The score is the mean of the failure rate's posterior under the Jeffreys prior,
   Beta(failures + 1/2, trials - failures + 1/2), with its equal-tailed credible interval (90 % by
   default): the interval with the best frequentist coverage among the simple binomial ones
@@ -79,6 +83,8 @@ def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
         out.reports.add(row.report_id)
         group = groups.setdefault((row.repo, row.sha), _Group())
         group.default = group.default or row.event in DEFAULT_BRANCH_EVENTS
+        if row.infra:
+            continue
         if row.kind == BROKEN:
             out.broken += 1
         elif row.kind in (PASS, FAIL):
@@ -152,9 +158,9 @@ def rank(scores: Iterable[FlakyScore]) -> list[FlakyScore]:
 # CROSS JOIN makes SQLite walk the reports and look each candidate up by the primary key
 # (report_id, node_id, attempt); PostgreSQL plans it as the inner join it is.
 _HISTORY = """SELECT n.node, n.file, r.tier, r.repo, r.sha, r.event, r.id, c.attempt, c.kind, c.fingerprint,
-    c.message, r.run_url, r.ingested_at
+    c.message, r.run_url, r.ingested_at, c.infra
     FROM reports r CROSS JOIN cases c JOIN nodes n ON n.id = c.node_id
-    WHERE c.report_id = r.id AND c.node_id IN ({marks}){tier}
+    WHERE c.report_id = r.id AND r.scored = 1 AND c.node_id IN ({marks}){tier}
     ORDER BY c.node_id, r.tier, r.id, c.attempt"""
 
 
@@ -191,13 +197,13 @@ def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
 def _by_node_tier(rows: Sequence[tuple]) -> Iterable[tuple[tuple[str, str, str], list[EvidenceRow]]]:
     current: tuple[str, str, str] | None = None
     batch: list[EvidenceRow] = []
-    for node, file, tier, repo, sha, event, report_id, attempt, kind, fp, message, url, seen in rows:
+    for node, file, tier, repo, sha, event, report_id, attempt, kind, fp, message, url, seen, infra in rows:
         key = (node, file, tier)
         if key != current:
             if current is not None:
                 yield current, batch
             current, batch = key, []
         batch.append(EvidenceRow(node, tier, repo, sha, event, int(report_id), int(attempt), kind, fp, message,
-                                 url, seen))
+                                 url, seen, infra))
     if current is not None:
         yield current, batch

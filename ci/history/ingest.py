@@ -22,10 +22,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ci.history.classify import fingerprint, is_broken, kind_of
+from ci.history.classify import is_broken, kind_of, quarantined_failure, signature
+from ci.history.errors import error_line, infra_kind
 from ci.history.model import BROKEN, FAIL, CaseRow, IngestResult, RunIdentity
 from ci.history.store import Store, now
-from ci.results.junit import CaseResult, JUnitError, parse_junit
+from ci.results.junit import ERROR, FAILED, CaseResult, JUnitError, parse_junit
 
 _NODE_CHUNK = 500
 
@@ -58,6 +59,8 @@ def case_rows(case: CaseResult) -> list[CaseRow]:
     """One `CaseRow` per attempt of ``case`` (all but the last are retried)."""
     attempts = case.attempts
     final_broken = is_broken(attempts[-1], case.classname)
+    last = quarantined_failure(attempts[-1]) or attempts[-1]
+    final_infra = infra_kind(last) if last.outcome in (FAILED, ERROR) else ""
     node = node_id(case)
     if "\x00" in node:
         raise ValueError(f"test id {node!r} holds a NUL character")
@@ -65,14 +68,25 @@ def case_rows(case: CaseResult) -> list[CaseRow]:
     for index, attempt in enumerate(attempts):
         retried = index < len(attempts) - 1
         kind = kind_of(attempt, case.classname, retried=retried, final_broken=final_broken)
-        fp, text = fingerprint(attempt) if kind in (FAIL, BROKEN) else ("", "")
+        failed = kind in (FAIL, BROKEN)
+        shown = (quarantined_failure(attempt) or attempt) if failed else None
+        error, infra = (error_line(shown), infra_kind(shown)) if shown is not None else ("", "")
+        fp, text = signature(error)  # what `fingerprint(attempt)` is, without reading the text twice
+        if failed and retried and not (attempt.message or attempt.detail):
+            infra = final_infra  # pytest keeps no text of a rerun attempt: it failed as the last one did
         rows.append(CaseRow(node, case.file, index, attempt.outcome, kind, attempt.time, retried, fp,
-                            text.replace("\x00", "\ufffd")))
+                            text.replace("\x00", "\ufffd"), error.replace("\x00", "\ufffd"), infra))
     return rows
 
 
+# Identity fields added after reports were first keyed: left out of the key at their default, so a
+# report ingested before they existed keeps its key (and is not stored twice).
+_LATER_FIELDS = {"author": "", "base_sha": "", "scored": True}
+
+
 def report_key(content_hash: str, identity: RunIdentity) -> str:
-    payload = json.dumps([content_hash, asdict(identity)], sort_keys=True, separators=(",", ":"))
+    ident = {k: v for k, v in asdict(identity).items() if k not in _LATER_FIELDS or v != _LATER_FIELDS[k]}
+    payload = json.dumps([content_hash, ident], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -105,8 +119,8 @@ def prepare_all(paths: Sequence[str | Path], identity: RunIdentity, *, root: str
 
 
 _INSERT_REPORT = """INSERT INTO reports (report_key, content_hash, source, repo, sha, pr, event, tier, runner,
-    shard, run_id, attempt, run_url, cases, attempts, ingested_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    shard, run_id, attempt, run_url, cases, attempts, ingested_at, author, base_sha, scored)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (report_key) DO NOTHING RETURNING id"""
 
 
@@ -117,7 +131,8 @@ def ingest(store: Store, report: PreparedReport) -> IngestResult:
         cur = store.execute(_INSERT_REPORT, (
             report.report_key, report.content_hash, Path(report.source).name, ident.repo, ident.sha,
             ident.pr, ident.event, ident.tier, ident.runner, ident.shard, ident.run_id, ident.attempt,
-            ident.run_url, report.cases, len(report.rows), now()))
+            ident.run_url, report.cases, len(report.rows), now(), ident.author, ident.base_sha.lower(),
+            int(ident.scored)))
         inserted = cur.fetchall()
         cur.close()
         if not inserted:
@@ -125,7 +140,7 @@ def ingest(store: Store, report: PreparedReport) -> IngestResult:
         report_id = int(inserted[0][0])
         ids = _node_ids(store, {row.node: row.file for row in report.rows})
         store.insert_cases([(ids[r.node], report_id, r.attempt, r.outcome, r.kind, r.time, int(r.retried),
-                             r.fingerprint, r.message) for r in report.rows])
+                             r.fingerprint, r.message, r.error, r.infra) for r in report.rows])
     store.node_ids.update(ids)  # committed now: safe to remember
     return IngestResult(report.source, report.report_key, True, report.cases, len(report.rows))
 

@@ -13,6 +13,17 @@ history is read as one key lookup per report instead, and only for the nodes the
 ``cases_failed`` names. ``cases`` carries no foreign keys: its rows are written only with
 their report, in one transaction, and ids come from the same transaction; a key check per row
 would halve PostgreSQL's ingest rate (measured: bench/history.py) for nothing.
+
+Migration 2 (verdicts, docs/history.md#verdicts): ``reports.author`` (who pushed or opened the pull
+request), ``reports.base_sha`` (a pull request's merge base, '' when unknown) and ``reports.scored``
+(1: the report may enter flakiness scores, quarantine and runner health; 0: its JUnit was written by
+code nobody reviewed yet, a pull request's, and serves only that run's verdicts);
+``cases.error`` (the first meaningful error line, as written, bounded) and ``cases.infra`` (the
+runner-level cause it names, `ci.history.errors.infra_kind`, '' for none), with a partial index on
+the infra failures so a runner's health is read without scanning every case.
+
+Migration 3 (runtime dependency maps, docs/selection.md): ``depmaps`` (one row per ingested map
+file) and ``depmap_tests`` (one row per test file in it).
 """
 
 from __future__ import annotations
@@ -57,6 +68,44 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (report_id, node_id, attempt)
         )""",
         "CREATE INDEX cases_failed ON cases (node_id) WHERE kind = 'fail'",
+    ),
+    (
+        "ALTER TABLE reports ADD COLUMN author TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE reports ADD COLUMN base_sha TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE reports ADD COLUMN scored INTEGER NOT NULL DEFAULT 1",
+        "CREATE INDEX reports_pr ON reports (pr) WHERE pr IS NOT NULL",
+        "ALTER TABLE cases ADD COLUMN error TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE cases ADD COLUMN infra TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX cases_infra ON cases (report_id) WHERE infra <> ''",
+    ),
+    # Runtime dependency maps (`ci.history.depmaps`): one row per ingested map file, one per test
+    # file in it; ``executed`` / ``opened`` are newline-joined repo-relative paths.
+    (
+        """CREATE TABLE depmaps (
+            id {id},
+            map_key TEXT NOT NULL UNIQUE,
+            source TEXT NOT NULL,
+            repo TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            event TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            shard TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            run_url TEXT NOT NULL,
+            recorded_at TEXT NOT NULL,
+            ingested_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX depmaps_tier ON depmaps (tier, recorded_at)",
+        """CREATE TABLE depmap_tests (
+            map_id BIGINT NOT NULL,
+            test_file TEXT NOT NULL,
+            complete INTEGER NOT NULL,
+            items INTEGER NOT NULL,
+            ran INTEGER NOT NULL,
+            executed TEXT NOT NULL,
+            opened TEXT NOT NULL,
+            PRIMARY KEY (map_id, test_file)
+        )""",
     ),
 )
 

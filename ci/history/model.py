@@ -23,10 +23,18 @@ _SHA = re.compile(r"[0-9a-fA-F]{7,64}\Z")
 _TEXT_LIMIT = 500
 
 
+def is_sha(text: str) -> bool:
+    """True for a commit id as the history takes one: 7 to 64 hexadecimal digits."""
+    return bool(_SHA.match(text))
+
+
 @dataclass(frozen=True)
 class RunIdentity:
     """Where a report came from. ``repo``, ``sha``, ``event`` and ``tier`` are required; ``attempt``
-    is the CI run's attempt (GitHub's ``run_attempt``), 1 for the first."""
+    is the CI run's attempt (GitHub's ``run_attempt``), 1 for the first. ``author`` is who pushed
+    or opened the pull request, ``base_sha`` a pull request's merge base; ``scored`` False keeps
+    the report out of flakiness scores, quarantine and runner health (JUnit written by code not
+    yet reviewed: a pull request's), for its own run's verdicts only."""
 
     repo: str
     sha: str
@@ -38,6 +46,9 @@ class RunIdentity:
     run_id: str = ""
     attempt: int = 1
     run_url: str = ""
+    author: str = ""
+    base_sha: str = ""
+    scored: bool = True
 
     def check(self) -> None:
         """Raise ValueError naming the first field that is missing or impossible."""
@@ -50,6 +61,8 @@ class RunIdentity:
             raise ValueError(f"--event {self.event!r} is not one of {', '.join(EVENTS)}")
         if self.pr is not None and not 0 < self.pr <= MAX_INT4:
             raise ValueError(f"--pr {self.pr} is not a pull request number (1 to {MAX_INT4})")
+        if self.base_sha and not _SHA.match(self.base_sha):
+            raise ValueError(f"--base-sha {self.base_sha!r} is not a hexadecimal commit id (7 to 64 digits)")
         if not 0 < self.attempt <= MAX_INT4:
             raise ValueError(f"--attempt {self.attempt} must be from 1 to {MAX_INT4}")
         for f in fields(self):
@@ -78,6 +91,8 @@ class CaseRow:
     retried: bool
     fingerprint: str = ""
     message: str = ""
+    error: str = ""  # the first meaningful error line, as written (`ci.history.errors.error_line`)
+    infra: str = ""  # the runner-level cause it names (`ci.history.errors.infra_kind`), or ""
 
 
 @dataclass(frozen=True)
@@ -109,6 +124,7 @@ class EvidenceRow:
     message: str
     run_url: str
     ingested_at: str
+    infra: str = ""  # the runner-level cause of a failure (`ci.history.errors.infra_kind`), or ""
 
 
 @dataclass(frozen=True)

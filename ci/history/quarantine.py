@@ -127,9 +127,9 @@ def _known_nodes(store: Store, file: str) -> list[str]:
 # A whole file's test ids are selected by the file, in the query itself: a file may hold more ids
 # than a query may take parameters (65,535 on PostgreSQL, 32,766 in SQLite's default build).
 _SINCE = """SELECT n.node, r.tier, r.repo, r.sha, r.event, r.id, c.attempt, c.kind, c.fingerprint, c.message,
-    r.run_url, r.ingested_at
+    r.run_url, r.ingested_at, c.infra
     FROM reports r CROSS JOIN cases c JOIN nodes n ON n.id = c.node_id
-    WHERE c.report_id = r.id AND {which} AND r.tier = ? AND r.ingested_at > ?
+    WHERE c.report_id = r.id AND r.scored = 1 AND {which} AND r.tier = ? AND r.ingested_at > ?
     ORDER BY r.id, c.attempt"""
 _FILE_NODES = "n.file = ? AND n.node <> n.file"  # `_known_nodes`: not the file's collection-error id
 _ONE_NODE = "n.node = ?"
@@ -140,8 +140,8 @@ def _rows_since(store: Store, entry: TestEntry, node: str, whole: bool, tier: st
     which, key = (_FILE_NODES, entry.path) if whole else (_ONE_NODE, node)
     rows = store.fetchall(_SINCE.format(which=which), [key, tier, since])
     return [EvidenceRow(str(node), str(t), str(repo), str(sha), str(event), int(rid), int(attempt), str(kind),
-                        str(fp), str(msg), str(url), str(seen))
-            for node, t, repo, sha, event, rid, attempt, kind, fp, msg, url, seen in rows]
+                        str(fp), str(msg), str(url), str(seen), str(infra))
+            for node, t, repo, sha, event, rid, attempt, kind, fp, msg, url, seen, infra in rows]
 
 
 def clean_streak(rows: Iterable[EvidenceRow]) -> int:

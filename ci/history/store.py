@@ -38,9 +38,10 @@ from ci.history.postgres import (CONNECT_ENV, STATEMENT_ENV, STATEMENT_TIMEOUT_S
 
 BUSY_TIMEOUT_S = 120.0
 _ADVISORY_LOCK = 0x63695F68  # "ci_h": serialises migrations between PostgreSQL clients
-CASE_COLUMNS = ("node_id", "report_id", "attempt", "outcome", "kind", "time", "retried", "fingerprint", "message")
+CASE_COLUMNS = ("node_id", "report_id", "attempt", "outcome", "kind", "time", "retried", "fingerprint", "message",
+                "error", "infra")
 # PostgreSQL's binary COPY needs each column's type; it parses about 40 % faster than text.
-_CASE_PG_TYPES = ("int8", "int8", "int4", "text", "text", "float8", "int4", "text", "text")
+_CASE_PG_TYPES = ("int8", "int8", "int4", "text", "text", "float8", "int4", "text", "text", "text", "text")
 
 
 class StoreError(RuntimeError):

@@ -17,7 +17,9 @@ Checked uses, wherever they appear (module level, function and class bodies, nes
 under its source roots, plus, for a file under a test root, the helper modules pytest lets it
 import from its own folder (``from kvpool_testutil import make_pool``). Generated modules are
 never missing. A use inside ``with pytest.raises(AttributeError | ImportError ...)`` is what
-the test checks for, and ``# noqa`` / ``# noqa: I001`` silences a line.
+the test checks for, and ``# noqa`` / ``# noqa: I001`` silences a line. A module imported where
+the code goes on without it (``try`` ... ``except ImportError`` / ``Exception`` / bare
+``except:`` that does not raise, ``with suppress(ImportError)``) may be absent (`guarded`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ _prefilter = prefilter
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*([A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+# What a fallback catches when it also catches a failed import: ImportError's own family and the
+# classes above it (``except Exception`` / ``BaseException``, ``suppress(Exception)``).
+_CATCHES_IMPORT_ERROR = _IMPORT_ERRORS | {"Exception", "BaseException"}
 _LOOKUP_ERRORS = _IMPORT_ERRORS | {"AttributeError"}
 _RAISES_CONTEXTS = {"raises", "assertRaises", "assertRaisesRegex"}
 _FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -96,16 +101,33 @@ def _names_one_of(expr: ast.expr | None, names: set[str]) -> bool:
     return any(isinstance(c, ast.Name) and c.id in names for c in candidates)
 
 
+def _call(expr: ast.expr) -> tuple[str, list[ast.expr]]:
+    """The name a call calls and its positional arguments (``("suppress", [ImportError])`` for
+    ``contextlib.suppress(ImportError)``); ``("", [])`` for anything but a call."""
+    if not isinstance(expr, ast.Call):
+        return "", []
+    func = expr.func
+    return (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""), expr.args
+
+
 def _expects_lookup_error(expr: ast.expr) -> bool:
     """``pytest.raises(AttributeError)`` / ``raises((ImportError, X), match=...)`` and unittest's
     ``self.assertRaises(ImportError)`` / ``assertRaisesRegex(AttributeError, ...)`` as a context."""
-    if not (isinstance(expr, ast.Call) and expr.args):
-        return False
-    func = expr.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if name not in _RAISES_CONTEXTS:
-        return False
-    return _names_one_of(expr.args[0], _LOOKUP_ERRORS)
+    name, args = _call(expr)
+    return name in _RAISES_CONTEXTS and bool(args) and _names_one_of(args[0], _LOOKUP_ERRORS)
+
+
+def _suppresses_import_error(expr: ast.expr) -> bool:
+    """``contextlib.suppress(ImportError)`` / ``suppress(X, Exception)`` as a context: its body
+    may fail to import and goes on, as a ``try`` whose handler catches ImportError does."""
+    name, args = _call(expr)
+    return name == "suppress" and any(_names_one_of(arg, _CATCHES_IMPORT_ERROR) for arg in args)
+
+
+def _falls_back(handler: ast.ExceptHandler) -> bool:
+    """A handler that catches a failed import (``except ImportError``, ``except Exception``, a bare
+    ``except:``) and does not raise: the ``try`` body's imports are optional."""
+    return (handler.type is None or _names_one_of(handler.type, _CATCHES_IMPORT_ERROR)) and not _raises(handler.body)
 
 
 @dataclass(frozen=True)
@@ -117,14 +139,17 @@ class _Missing:
     col: int
     module: Module
     name: str
+    written: str = ""  # the module as the import names it, when not ``module.name`` (pytest's)
 
 
-def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.PathLike[str] | None) -> list[Problem]:
+def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.PathLike[str] | None,
+                   *, deepen: int = 0) -> list[Problem]:
     """The I001 problems of ``pending``. With ``root`` (a git checkout) each says what history
-    knows (`ci.imports.renames`: ``renamed to New in abc1234 (#123)``); otherwise, or where
-    history has nothing, the nearest name by spelling."""
+    knows (`ci.imports.renames`: ``renamed to New in abc1234 (#123)``, or that a shallow clone's
+    history cannot tell; ``deepen`` as there); otherwise, or where history has nothing, the
+    nearest name by spelling."""
     wanted = {(m.module.rel, m.name) for m in pending if m.module.path is not None}
-    history = find_renames(root, wanted) if root is not None else {}
+    history = find_renames(root, wanted, deepen=deepen) if root is not None else {}
 
     def label(rel: str) -> str:
         module = index.by_rel.get(rel)
@@ -140,7 +165,7 @@ def finish_missing(index: ModuleIndex, pending: list[_Missing], root: str | os.P
             close = difflib.get_close_matches(missing.name, sorted(provided), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
         problems.append(Problem(missing.path, missing.line, missing.col, MISSING_NAME,
-                                f"{missing.module.name!r} has no name {missing.name!r}{hint}"))
+                                f"{(missing.written or missing.module.name)!r} has no name {missing.name!r}{hint}"))
     return problems
 
 
@@ -189,14 +214,16 @@ class _UseChecker:
                 ranges.append((stmt.body[0].lineno, stmt.end_lineno or stmt.body[-1].lineno))
         return ranges
 
-    def missing_name(self, node: ast.AST, module: Module, name: str) -> None:
+    def missing_name(self, node: ast.AST, module: Module, name: str, written: str = "") -> None:
         """Recorded in ``pending``: its message waits for what history says (`finish_missing`)."""
         if not self.suppressed(node.lineno, MISSING_NAME):
-            self.pending.append(_Missing(self.module.rel, node.lineno, node.col_offset + 1, module, name))
+            self.pending.append(_Missing(self.module.rel, node.lineno, node.col_offset + 1, module, name,
+                                         "" if written == module.name else written))
 
     def has(self, module: Module, name: str) -> bool:
         provided = provided_names(self.index, module)
-        return provided is None or name in provided
+        return (provided is None or name in provided
+                or (module.space is None and self.index.generated(f"{module.name}.{name}") is not None))
 
     def submodule(self, package: Module, name: str) -> Module | None:
         """The submodule ``package.name`` is at run time; None when there is none, or when the
@@ -225,14 +252,19 @@ class _UseChecker:
 
     @functools.cached_property
     def guarded(self) -> list[tuple[int, int]]:
-        """Line ranges of ``try`` bodies with an ``except ImportError`` / ``ModuleNotFoundError``
-        handler that falls back rather than raising: a module imported there may be absent (an
-        optional module, a private fork's), see `suppressed`."""
+        """Line ranges where a module imported may be absent (an optional module, a private fork's,
+        a build's), see `suppressed`: ``try`` bodies with a handler that catches ImportError
+        (``except ImportError`` / ``ModuleNotFoundError`` / ``Exception`` / ``BaseException``, a
+        bare ``except:``) and falls back rather than raising, and ``with suppress(ImportError)``
+        (or ``Exception``) bodies."""
         ranges = []
         for stmt in statements(self.tree.body):
             if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))) and stmt.body and any(
-                    _names_one_of(handler.type, _IMPORT_ERRORS) and not _raises(handler.body) for handler in stmt.handlers):
+                    _falls_back(handler) for handler in stmt.handlers):
                 ranges.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno))
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)) and any(
+                    _suppresses_import_error(item.context_expr) for item in stmt.items):
+                ranges.append((stmt.body[0].lineno, stmt.end_lineno or stmt.body[-1].lineno))
         return ranges
 
     def run(self) -> None:
@@ -277,7 +309,7 @@ class _UseChecker:
             if dotted is None:
                 self.report(node, MISSING_MODULE, "relative import beyond the top-level package")
                 return
-            target = self.index.namespace(self.module).get(dotted)
+            target = self.index.resolve(self.module, dotted)
         else:
             dotted = node.module or ""
             target, ours = self.index.lookup(self.module, dotted)
@@ -290,7 +322,7 @@ class _UseChecker:
             if alias.name == "*":
                 continue
             if not self.has(target, alias.name):
-                self.missing_name(node, target, alias.name)
+                self.missing_name(node, target, alias.name, dotted)
                 continue
             submodule = self.submodule(target, alias.name)
             if submodule is not None:
@@ -335,10 +367,11 @@ def project_for(packages: tuple[str, ...] | None, project: ProjectConfig | None)
 
 def check_imports(root: str | os.PathLike[str], packages: tuple[str, ...] | None = None, *,
                   project: ProjectConfig | None = None, index: ModuleIndex | None = None,
-                  history: bool = False) -> list[Problem]:
+                  history: bool = False, deepen: int = 0) -> list[Problem]:
     """Check every .py file of the repository at ``root`` laid out as ``project`` says (or as
     first-party ``packages`` of ``root``); ``index`` reuses an index built for other work;
-    ``history``: name what became of a missing name from git history (`finish_missing`).
+    ``history``: name what became of a missing name from git history (`finish_missing`; ``deepen``
+    as there).
 
     Returns problems sorted by path, line, column; empty means every first-party import resolves.
     """
@@ -360,7 +393,7 @@ def check_imports(root: str | os.PathLike[str], packages: tuple[str, ...] | None
                 tree = index.tree(module, source)
             if tree is not None:
                 _UseChecker(index, module, tree, pending).run()
-        index.problems += finish_missing(index, pending, root if history else None)
+        index.problems += finish_missing(index, pending, root if history else None, deepen=deepen)
         problems = sorted(set(index.problems))
         # Freed here by reference counting (unless the caller keeps it), rather than traversed by
         # the collection that re-enabling the GC triggers.

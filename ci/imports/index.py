@@ -11,7 +11,9 @@ Layout comes from `ci.project.ProjectConfig` (the registry's ``project:`` sectio
   directory upwards without ``__init__.py``) is on ``sys.path``, so ``from helper import x`` in
   ``tests/mem/test_a.py`` means ``tests/mem/helper.py``. The basedirs of the ``conftest.py``
   files above it are on the path too;
-* ``generated_modules`` (``acme._version``) exist only after a build: never missing, any name.
+* ``generated_modules`` (``acme._version``) exist only after a build: never missing, any name;
+  a glob among them (``acme.vendored.*``, what a build copies into a folder) makes every module
+  it matches that the tree lacks such a module.
 
 Nothing is imported. Files are read with ``os.read`` and parsed at most once (`tree`); the import
 check (`ci.imports.check`) and the import graph (`ci.imports.graph`) share that parse.
@@ -21,52 +23,15 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass, field
 
+from ci.imports.generated import GeneratedGlobs, is_glob
+from ci.imports.module import Module, Namespace
 from ci.imports.scan import DYNAMIC_IMPORT, IMPORTED_NAMES, parse_python, prefilter, read_bytes
 from ci.project import ProjectConfig
 from ci.registry import Problem, entry_is, normalize_path, unreadable_dir_problem
 
 SYNTAX_ERROR = "I003"
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
-Namespace = dict  # dotted name -> Module: the first-party modules, or one basedir's test modules
-
-
-@dataclass(slots=True, eq=False)  # one per .py file: 10,000 in a large tree
-class Module:
-    """One indexed module: a .py file, a package directory, or a generated module.
-
-    ``name`` is dotted within its namespace: the first-party one when ``space`` is None, else
-    pytest's name under basedir ``space``. ``rel`` is the repo-relative path used in messages and
-    by the graph. Modules hold no references to other modules (``star_from`` holds ``rel``
-    paths), so a dropped index is freed by reference counting, with the cyclic GC paused.
-    """
-
-    name: str
-    path: str | None             # filesystem path; None for a namespace directory or a generated module
-    rel: str                     # repo-relative path (a package: its __init__.py, or the directory)
-    is_package: bool
-    space: str | None = None     # None: first-party; else the basedir whose namespace holds it
-    basedir: str | None = None   # set for files under a test root: pytest's sys.path entry for it
-    submodules: set[str] = field(default_factory=set)
-    tree: ast.Module | None = None
-    source: bytes = b""
-    parsed: bool = False
-    scanned: bool = False        # `ModuleIndex.scan` has read it
-    may_import: bool = False     # ... and found something that may import indexed code
-    defined: bool = False        # definitions collected (ci.imports.names)
-    own_names: set[str] = field(default_factory=set)
-    # own names bound by importing this package's same-named submodule (``from . import sub``):
-    # every other own name that is also a submodule's is an object shadowing that submodule
-    submodule_bindings: set[str] = field(default_factory=set)
-    star_from: list[str] = field(default_factory=list)   # rel paths of first-party star sources
-    explicit_all: list[str] | None = None
-    open_names: bool = False     # accepts any attribute (third-party star, opaque __getattr__, generated)
-    names_known: bool = False
-    names: frozenset[str] | None = None
-    generated: bool = False
-
-
 class ModuleIndex:
     """Discovers modules under ``root`` as ``project`` describes; see the module docstring."""
 
@@ -81,6 +46,7 @@ class ModuleIndex:
         self._init_cache: dict[str, bool] = {}
         self._search: dict[str, tuple[Namespace, ...]] = {}
         self._test_roots = tuple(_rel_dir(r) for r in self.project.test_roots)
+        self._generated_globs = GeneratedGlobs(self.project.generated_modules)
         self.discover()
         self._first_party = prefilter(tuple(sorted(self.top_names)))
 
@@ -162,6 +128,8 @@ class ModuleIndex:
                     self.by_rel[module.rel] = module
 
     def _add_generated(self, dotted: str) -> None:
+        if is_glob(dotted):
+            return  # matched on demand: `generated`
         if dotted in self.modules:
             return  # built already: the real file is indexed
         module = self._add(dotted, None, f"<generated {dotted}>", False)
@@ -172,13 +140,25 @@ class ModuleIndex:
         elif not parent:
             self.top_names.add(dotted)
 
+    def first_party(self, dotted: str) -> Module | None:
+        """The first-party module ``dotted``: indexed, named in ``generated_modules`` or matched by
+        one of its globs; None when there is none."""
+        return self.modules.get(dotted) or self.generated(dotted)
+
+    def generated(self, dotted: str) -> Module | None:
+        """The module ``dotted`` when a ``generated_modules`` glob makes it (`GeneratedGlobs`)."""
+        return self._generated_globs.match(dotted, self.modules)
+
     def _walk_tests(self, top: str) -> None:
-        """Index every .py file under test root ``top`` with pytest's prepend-mode name."""
+        """Index every .py file under test root ``top`` with pytest's prepend-mode name, and, in a
+        folder without ``__init__.py`` inside a regular package, also with the name Python gives
+        it there: ``aliases`` are a folder's (basedir, dotted name) pairs besides pytest's own."""
         if not os.path.isdir(os.path.join(self.root, top)):
             return
-        stack = [(top, *self.package_context(top))]
+        basedir, prefix = self.package_context(top)
+        stack: list[tuple[str, str, str, tuple[tuple[str, str], ...]]] = [(top, basedir, prefix, ())]
         while stack:
-            rel, basedir, prefix = stack.pop()
+            rel, basedir, prefix, aliases = stack.pop()
             namespace = self.local.setdefault(basedir, {})
             package = None
             if prefix:
@@ -190,6 +170,7 @@ class ModuleIndex:
                     namespace[prefix] = package
                     self.by_rel.setdefault(init_rel, package)
                 package.basedir = basedir
+            alias_packages = [self._alias_package(space, dotted, rel, package) for space, dotted in aliases]
             try:
                 entries = list(os.scandir(os.path.join(self.root, rel) if rel else self.root))
             except (FileNotFoundError, NotADirectoryError):
@@ -203,12 +184,20 @@ class ModuleIndex:
                 if entry.is_dir(follow_symlinks=False):
                     if name in _SKIP_DIRS or name.startswith("."):
                         continue
+                    inner = tuple((space, f"{alias}.{name}") for space, alias in aliases)
                     if self._has_init(child_rel):
-                        stack.append((child_rel, basedir, f"{prefix}.{name}" if prefix else name))
-                        if package is not None:
-                            package.submodules.add(name)
+                        stack.append((child_rel, basedir, f"{prefix}.{name}" if prefix else name, inner))
                     else:
-                        stack.append((child_rel, child_rel, ""))
+                        # pytest gives it a basedir of its own; Python, under a regular package,
+                        # imports it as a PEP 420 portion too (``tests.v1.attention`` when only
+                        # ``tests/`` and ``tests/v1/`` have an ``__init__.py``). Not a bare folder
+                        # at a basedir: an installed package of that name would win over it.
+                        outer = ((basedir, f"{prefix}.{name}"),) if prefix else ()
+                        stack.append((child_rel, child_rel, "", outer + inner))
+                    if package is not None:
+                        package.submodules.add(name)
+                    for alias_package in alias_packages:
+                        alias_package.submodules.add(name)
                 elif name.endswith(".py") and name != "__init__.py" and entry_is(entry, "file"):
                     stem = name[:-3]
                     dotted = f"{prefix}.{stem}" if prefix else stem
@@ -220,6 +209,19 @@ class ModuleIndex:
                     namespace.setdefault(dotted, module)
                     if package is not None:
                         package.submodules.add(stem)
+                    for (space, alias), alias_package in zip(aliases, alias_packages):
+                        self.local[space].setdefault(f"{alias}.{stem}", module)
+                        alias_package.submodules.add(stem)
+
+    def _alias_package(self, space: str, dotted: str, rel: str, package: Module | None) -> Module:
+        """The package ``dotted`` of basedir ``space``'s namespace for folder ``rel``: the folder's
+        own package module when it has an ``__init__.py`` (one file, two names), else a namespace
+        package (no file)."""
+        names = self.local.setdefault(space, {})
+        known = names.get(dotted)
+        if known is None:
+            known = names[dotted] = package or Module(dotted, None, rel, True, space)
+        return known
 
     def package_context(self, rel: str) -> tuple[str, str]:
         """(basedir, dotted package name of ``rel``, "" if it is no package) by pytest's rule."""
@@ -287,9 +289,9 @@ class ModuleIndex:
         if importer.basedir is not None:
             for namespace in self.search_path(importer):
                 if top in namespace:
-                    return namespace.get(dotted), True
+                    return self._in(namespace, dotted), True
         if top in self.top_names:
-            return self.modules.get(dotted), True
+            return self.first_party(dotted), True
         return None, False
 
     def relative(self, module: Module, level: int, target: str | None) -> str | None:
@@ -305,8 +307,22 @@ class ModuleIndex:
         """(module, ours) for the module part of ``from <level dots><target> import ...``."""
         if level:
             dotted = self.relative(module, level, target)
-            return (None if dotted is None else self.namespace(module).get(dotted)), True
+            return (None if dotted is None else self.resolve(module, dotted)), True
         return self.lookup(module, target or "")
+
+    def resolve(self, module: Module, dotted: str) -> Module | None:
+        """The module ``dotted`` names in ``module``'s namespace (a relative import's target)."""
+        return self.first_party(dotted) if module.space is None else self._in(self.local[module.space], dotted)
+
+    def _in(self, namespace: Namespace, dotted: str) -> Module | None:
+        """``dotted`` in a test namespace; where its top-level package is the first-party one
+        (a test root holding the source root), a generated module of it too."""
+        found = namespace.get(dotted)
+        if found is None:
+            top = dotted.partition(".")[0]
+            if top in self.modules and namespace.get(top) is self.modules[top]:
+                return self.generated(dotted) or self.modules.get(dotted)
+        return found
 
     # -- reading and parsing -----------------------------------------------------------------------
     def scan(self, module: Module) -> bytes | None:

@@ -8,9 +8,14 @@ the definition that commit added in the same hunk is what took its place
 (``BlockFP4KVQuantizeUtil``).
 
 `find_renames` answers many names at once, a few git processes in parallel, each bounded by a
-timeout, the whole bounded by a deadline; a name it cannot answer (no git, no checkout, a shallow
-clone that lacks the commit, a timeout) simply gets no history, and the caller falls back to
-spelling. Nothing is written; git runs with its pager, prompts and external diff drivers off.
+timeout, the whole bounded by a deadline; a name it cannot answer (no git, no checkout) gets no
+history, and the caller falls back to spelling. Where the history walk failed or timed out (a
+loaded machine: SGLang's walk passed its 10 s at load 13), the answer says so (`Rename.unread`)
+rather than let spelling guess. A shallow clone (actions/checkout's default depth 1) lacks the
+commit that renamed a name, and spelling would then guess a different name; there the answer says
+that history is missing (`Rename.shallow_depth`), unless ``deepen`` allows fetching more of it:
+``git fetch --deepen`` in growing steps, up to that many commits, from the default remote. Nothing
+else is written; git runs with its pager, prompts and external diff drivers off.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import Callable
 
 PER_LOOKUP_SECONDS = 10.0
 TOTAL_SECONDS = 20.0
+FETCH_SECONDS = 120.0  # each `git fetch --deepen` step; the network is slower than the history walk
+FIRST_DEEPEN_STEP = 100
 WORKERS = 4
 _PR = re.compile(r"\(#(\d+)\)\s*$")
 # A definition of {name}, in Python's regex syntax and in git's (POSIX extended) for `log -G`.
@@ -43,7 +50,9 @@ class Rename:
     number when the subject names one) is the last commit that touched a definition of it there:
     the one that removed it; ``replacement`` is the definition that commit added in its place
     (None: it added none). ``defined_in``: files that define ``name`` today (it may have moved).
-    ``commit`` is None when history has no such commit but ``defined_in`` does."""
+    ``commit`` is None when history has no such commit but ``defined_in`` does, or when the
+    clone is shallow (``shallow_depth``: the commits it holds) and lacks the commit, or when
+    ``unread``: the history walk failed or timed out (a loaded machine), so it cannot tell."""
 
     path: str
     name: str
@@ -51,12 +60,21 @@ class Rename:
     pr: str | None
     replacement: str | None
     defined_in: tuple[str, ...] = ()
+    shallow_depth: int | None = None
+    unread: bool = False
 
     def describe(self, label: Callable[[str], str] = str) -> str:
-        """``renamed to New in abc1234 (#123)``, ``removed in abc1234; defined in pkg.other``, ...;
-        ``label`` names a file (the import check gives dotted module names)."""
+        """``renamed to New in abc1234 (#123)``, ``removed in abc1234; defined in pkg.other``,
+        ``history is shallow at depth 1: ...``; ``label`` names a file (the import check gives
+        dotted module names)."""
         where = f"{self.commit} (#{self.pr})" if self.pr else self.commit
         moved = f"defined in {', '.join(label(p) for p in self.defined_in[:3])}" if self.defined_in else ""
+        if self.commit is None and self.unread and not moved:
+            return (f"git history could not be read in time: cannot tell what {self.name!r} was renamed to; "
+                    f"lint again, or run `git log -G {self.name} -- {self.path}`")
+        if self.commit is None and self.shallow_depth is not None and not moved:
+            return (f"history is shallow at depth {self.shallow_depth}: cannot tell what {self.name!r} was renamed "
+                    f"to; fetch full history (actions/checkout with fetch-depth: 0) or lint with --deepen N")
         if self.commit is None:
             return moved
         if self.replacement:
@@ -172,16 +190,19 @@ def _file_diffs(patch: str) -> dict[str, str]:
     return out
 
 
-def _history(root: Path, pending: set[tuple[str, str]], deadline: float) -> dict[tuple[str, str], Rename]:
+def _history(root: Path, pending: set[tuple[str, str]], deadline: float) -> dict[tuple[str, str], Rename] | None:
     """The newest commit removing each pending definition from its path, in one history walk
-    over all the paths (``git log -p -G`` with every name), newest first."""
+    over all the paths (``git log -p -G`` with every name), newest first; None when the walk
+    failed or ran out of time."""
     names = "|".join(sorted({name for _, name in pending}))
     patch = _git(root, ["log", "-p", "-U0", "--no-color", "--no-ext-diff", "--format=%x01%h%x00%s",
                         "-G", _GIT_DEFINITION.format(name=f"({names})"), "--",
                         *sorted({path for path, _ in pending})], deadline)
+    if patch is None:
+        return None
     removal = {name: re.compile(_DEFINITION.format(name=re.escape(name))) for _, name in pending}
     found: dict[tuple[str, str], Rename] = {}
-    for chunk in (patch or "").split("\x01")[1:]:
+    for chunk in patch.split("\x01")[1:]:
         head, _, body = chunk.partition("\n")
         commit, _, subject = head.partition("\0")
         diffs = _file_diffs(body)
@@ -209,23 +230,67 @@ def _through_copy(root: Path, path: str, name: str, origin: tuple[str, str], dea
     return Rename(path, name, commit, _pr(subject), replacement_in(diff or "", name))
 
 
-def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,
-                 total_seconds: float = TOTAL_SECONDS) -> dict[tuple[str, str], Rename]:
-    """``{(repo-relative path, name): Rename}`` for each wanted pair history can answer; pairs
-    it cannot (see the module docstring) are left out. Empty when ``root`` is no git checkout."""
-    wanted = {(path, name) for path, name in wanted if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)}
-    if not wanted or not is_git_checkout(root):
-        return {}
-    base = Path(root)
-    deadline = time.monotonic() + total_seconds
+def shallow_depth(root: str | os.PathLike[str]) -> int | None:
+    """How many commits a shallow clone holds from HEAD back (1 for actions/checkout's default);
+    None when the repository is not shallow (or git cannot say)."""
+    deadline = time.monotonic() + PER_LOOKUP_SECONDS
+    answer = _git(Path(root), ["rev-parse", "--is-shallow-repository"], deadline)
+    if (answer or "").strip() != "true":
+        return None
+    count = _git(Path(root), ["rev-list", "--count", "HEAD"], deadline)
+    return int(count) if count and count.strip().isdigit() else None
+
+
+def _deepen_to(root: Path, depth: int, target: int) -> bool:
+    """``git fetch --deepen`` by ``target - depth`` commits from the default remote; False when
+    the fetch fails (git refuses where no remote is configured)."""
+    try:
+        result = subprocess.run(["git", "fetch", "--quiet", "--no-tags", "--no-recurse-submodules",
+                                 f"--deepen={target - depth}"], cwd=root, capture_output=True,
+                                timeout=FETCH_SECONDS, env={**os.environ, **_ENV})
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return result.returncode == 0
+
+
+def _lookup(base: Path, wanted: set[tuple[str, str]], deadline: float) -> tuple[dict[tuple[str, str], Rename], bool]:
+    """What history (the file's own, then across the copy that created it) says of each pair,
+    and whether the walk of the files' own history finished."""
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         # The two history walks are independent: run them side by side.
         walk = pool.submit(_history, base, wanted, deadline)
         origins = _copied_from(base, sorted({path for path, _ in wanted}), deadline)
-        found = walk.result()
+        walked = walk.result()
+        found = walked if walked is not None else {}
         rest = sorted(pair for pair in wanted - set(found) if pair[0] in origins)
         copies = list(pool.map(lambda pair: _through_copy(base, pair[0], pair[1], origins[pair[0]], deadline), rest))
     found.update({pair: rename for pair, rename in zip(rest, copies) if rename is not None})
+    return found, walked is not None
+
+
+def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,
+                 total_seconds: float = TOTAL_SECONDS, deepen: int = 0) -> dict[tuple[str, str], Rename]:
+    """``{(repo-relative path, name): Rename}`` for each wanted pair history can answer; pairs
+    it cannot (see the module docstring) are left out, except in a shallow clone or after a
+    failed or timed-out walk, where they get a `Rename` saying so. ``deepen``: the most commits a
+    shallow clone may be deepened to (0: never fetch). Empty when ``root`` is no git checkout."""
+    wanted = {(path, name) for path, name in wanted if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)}
+    if not wanted or not is_git_checkout(root):
+        return {}
+    base = Path(root)
+    depth = shallow_depth(base)
+    found, complete = _lookup(base, wanted, time.monotonic() + total_seconds)
+    while depth is not None and depth < deepen and wanted - set(found):
+        target = min(deepen, max(FIRST_DEEPEN_STEP, 4 * depth))
+        if not _deepen_to(base, depth, target):
+            break
+        deeper = shallow_depth(base)
+        if deeper is not None and deeper <= depth:
+            break  # the fetch brought nothing older
+        depth = deeper
+        more, complete = _lookup(base, wanted - set(found), time.monotonic() + total_seconds)
+        found.update(more)
+    deadline = time.monotonic() + total_seconds
     unexplained = {name for path, name in wanted if (path, name) not in found or found[(path, name)].replacement is None}
     defined = _defined_now(base, unexplained, deadline)
     out: dict[tuple[str, str], Rename] = {}
@@ -234,11 +299,11 @@ def find_renames(root: str | os.PathLike[str], wanted: set[tuple[str, str]], *,
         elsewhere = tuple(p for p in defined.get(name, ()) if p != path)
         if rename is not None and rename.replacement is None and elsewhere:
             rename = Rename(path, name, rename.commit, rename.pr, None, elsewhere)
-        elif rename is None and elsewhere:
-            rename = Rename(path, name, None, None, None, elsewhere)
+        elif rename is None and (elsewhere or depth is not None or not complete):
+            rename = Rename(path, name, None, None, None, elsewhere, depth, unread=not complete)
         if rename is not None:
             out[(path, name)] = rename
     return out
 
 
-__all__ = ["Rename", "find_renames", "is_git_checkout", "replacement_in"]
+__all__ = ["Rename", "find_renames", "is_git_checkout", "replacement_in", "shallow_depth"]

@@ -217,6 +217,8 @@ def project_item_problem(key: str, item: str) -> str | None:
             return f"{item!r} is not a top-level package name"
         return None
     if key == "generated_modules":
+        if any(c in item for c in "*?["):  # what a build puts in a folder: 'acme.vendored.*'
+            return dotted_glob_problem(item)
         if not _DOTTED.fullmatch(item) or any(keyword.iskeyword(part) for part in item.split(".")):
             return f"{item!r} is not a dotted module name such as 'acme._version'"
         return None

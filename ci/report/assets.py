@@ -1,11 +1,13 @@
 """The page's style sheet and script, inline (the page loads nothing, from anywhere).
 
-The script draws the two big tables from the page's data block (`ci.report.grid_js`), filters
-every table (and, by tier, the plans) and opens a cell's run. Its keys: ``/`` focuses the text
-filter; ``t``, ``o`` and ``s`` focus the tier, owner and status selects (ordinary form controls:
-arrows or first letters choose); Escape clears every filter. The filters are kept in the URL's
-fragment (``#tier=cpu&text=foo``, by ``history.replaceState``), so a reload or a shared link
-opens with them; a fragment without ``=`` (a section's anchor) leaves them as they are.
+The script draws the two big tables from the page's data block (`ci.report.grid_js`), shows a
+failing cell's tip (`ci.report.tip_js`), filters every table (and, by tier, the plans) and opens
+a cell's run. Its keys: ``/`` focuses the text filter; ``t``, ``o`` and ``s`` focus the tier,
+owner and status selects (ordinary form controls: arrows or first letters choose); ``g`` toggles
+hide-green (the matrix keeps only failing and recently flaky rows); Escape clears every filter.
+The filters are kept in the URL's fragment (``#tier=cpu&text=foo&hide=green``, by
+``history.replaceState``), so a reload or a shared link opens with them; a fragment without
+``=`` (a section's anchor) leaves them as they are.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import base64
 import hashlib
 
 from ci.report.grid_js import GRID_JS
+from ci.report.tip_js import TIP_JS
 
 CSS = """
 :root{--pass:#009E73;--fail:#D55E00;--flaky:#E69F00;--broken:#CC79A7;--skipped:#56B4E9;--q:#7f7f7f;
@@ -27,7 +30,7 @@ nav a{margin-right:12px}
 main{padding:0 16px 24px}
 #filters{position:sticky;top:0;height:40px;background:#fff;padding:8px 0;border-bottom:1px solid var(--line);z-index:2}
 #filters label{margin-right:12px}
-#filters input{width:30em}
+#filters input[type=search]{width:30em}
 table{border-collapse:collapse}
 th,td{padding:1px 6px;text-align:left;white-space:nowrap}
 thead th{position:sticky;top:40px;background:#fff;border-bottom:1px solid var(--line)}
@@ -48,8 +51,20 @@ text-overflow:ellipsis}
 .vgrid .c,td.c{width:20px;min-width:20px;padding:0;text-align:center;font-weight:700;border:1px solid #fff}
 .vgrid .c{cursor:pointer}
 [data-c]:focus{outline:2px solid var(--ink);outline-offset:-2px}
-.vhead .r{font-size:10px;font-weight:400}
-.vhead .r a{writing-mode:vertical-rl;text-decoration:none;color:var(--muted)}
+.vhead .r{font-size:10px;font-weight:400;display:flex;flex-direction:column;align-items:center;gap:3px}
+.vhead .r a,.vhead .r .au,.vhead .r .prn{writing-mode:vertical-rl;text-decoration:none;color:var(--muted)}
+.vhead .r .au{max-height:64px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:var(--ink)}
+.vgrid .since{flex:none;width:150px;padding:0 6px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;
+color:var(--fail);font-weight:700}
+.vgrid .c[data-n]{position:relative}
+.vgrid .c[data-n]::after{content:attr(data-n);position:absolute;right:1px;top:-6px;font-size:8px;font-weight:400}
+#tip{position:fixed;z-index:5;max-width:560px;background:#fff;color:var(--ink);border:1px solid var(--ink);
+padding:6px 8px;box-shadow:0 2px 8px rgba(0,0,0,.25);white-space:pre-wrap;overflow-wrap:anywhere}
+#tip[hidden]{display:none}
+#tip .tt{font-weight:700}#tip .tn,#tip .tm{font:12px ui-monospace,Menlo,Consolas,monospace}
+#tip .tv{font-style:italic}
+#tip.pinned{outline:2px solid var(--fail)}
+#pull td.why-failed{max-width:420px;overflow:hidden;text-overflow:ellipsis}
 header,p,h2,h3{overflow-wrap:anywhere}
 .p{background:var(--pass);color:#fff}.f{background:var(--fail);color:#fff}.k{background:var(--flaky);color:#000}
 .b{background:var(--broken);color:#000}.s{background:var(--skipped);color:#000}.q{background:var(--q);color:#fff}
@@ -70,8 +85,9 @@ FILTER_JS = r"""
 (function(){
   var f = {tier: document.getElementById('f-tier'), owner: document.getElementById('f-owner'),
            status: document.getElementById('f-status'), text: document.getElementById('f-text')};
+  var green = document.getElementById('f-green');  // checked: hide green rows (#hide=green)
   var SHORTCUT = {t: 'tier', o: 'owner', s: 'status'}, KEYS = ['tier', 'owner', 'status', 'text'];
-  function typing(el){ return el && (el.tagName === 'INPUT' || el.tagName === 'SELECT'); }
+  function typing(el){ return el && (el.tagName === 'SELECT' || (el.tagName === 'INPUT' && el.type !== 'checkbox')); }
   var rows = Array.prototype.slice.call(document.querySelectorAll('tr[data-tier]'));  // the small tables
   var plans = Array.prototype.slice.call(document.querySelectorAll('div.plan'));  // by tier only
   function fromUrl(){  // #tier=cpu&text=foo; a plain anchor (#flaky-h) leaves the filters as they are
@@ -82,18 +98,21 @@ FILTER_JS = r"""
       if (el.tagName === 'SELECT' && v && !Array.prototype.some.call(el.options, function(o){ return o.value === v; })) v = '';
       el.value = v;
     });
+    green.checked = q.get('hide') === 'green';
     return true;
   }
   function toUrl(){
     var q = new URLSearchParams();
     KEYS.forEach(function(k){ if (f[k].value) q.set(k, f[k].value); });
+    if (green.checked) q.set('hide', 'green');
     var s = q.toString(), here = window.location.hash.slice(1);
     if (s === here || (!s && here.indexOf('=') < 0)) return;
     history.replaceState(null, '', s ? '#' + s : window.location.pathname + window.location.search);
   }
   function apply(){
     var tier = f.tier.value, owner = f.owner.value, status = f.status.value, text = f.text.value.toLowerCase();
-    var shown = HUD.filter(tier, owner, status, text);
+    var shown = HUD.filter(tier, owner, status, text, green.checked);
+    TIP.hide(true);
     rows.forEach(function(r){
       var ok = (!tier || r.dataset.tier === tier) && (!owner || r.dataset.owner === owner)
         && (!status || (' ' + r.dataset.status + ' ').indexOf(' ' + status + ' ') >= 0)
@@ -109,12 +128,14 @@ FILTER_JS = r"""
   }
   ['tier', 'owner', 'status'].forEach(function(k){ f[k].addEventListener('change', apply); });
   f.text.addEventListener('input', apply);
+  green.addEventListener('change', apply);
   window.addEventListener('hashchange', function(){ if (fromUrl()) apply(); });
   document.addEventListener('keydown', function(e){
     if (e.key === '/' && document.activeElement !== f.text) { e.preventDefault(); f.text.focus(); f.text.select(); }
     else if (SHORTCUT[e.key] && !typing(e.target)) { e.preventDefault(); f[SHORTCUT[e.key]].focus(); }
+    else if (e.key === 'g' && !typing(e.target)) { e.preventDefault(); green.checked = !green.checked; apply(); }
     else if (e.key === 'Escape') {
-      f.tier.value = ''; f.owner.value = ''; f.status.value = ''; f.text.value = ''; apply();
+      f.tier.value = ''; f.owner.value = ''; f.status.value = ''; f.text.value = ''; green.checked = false; apply();
       if (document.activeElement) document.activeElement.blur();
     }
   });
@@ -123,7 +144,7 @@ FILTER_JS = r"""
 })();
 """
 
-JS = GRID_JS + FILTER_JS
+JS = TIP_JS + GRID_JS + FILTER_JS
 
 
 def script_hash() -> str:

@@ -2,13 +2,18 @@
 
 Contract:
 - Rows: every (tier, file) the registry names, in the registry's tier order then by path, plus
-  every (tier, file) the shown runs hold that the registry does not (``unregistered``).
-- A cell is the file's result in one run. When a run has several attempts (GitHub's
-  ``run_attempt``) the file's latest attempt decides: a final failure is ``fail`` (``broken``
+  every (tier, file) the shown runs hold that the registry does not (``unregistered``); then
+  ordered by `ci.report.triage`: rows failing now first (with the commit their failure streak
+  began at), then recently flaky rows, then the rest.
+- A column is a commit of the default branch; a cell is the file's result at that commit. When
+  the commit has several runs, or a run several attempts (GitHub's ``run_attempt``), they are
+  ordered (runs as ingested, then attempts) and the file's latest attempt decides: a final failure is ``fail`` (``broken``
   when a final attempt was broken), a pass after any failure in the run (a pytest-rerunfailures
   retry, or an earlier run attempt) is ``flaky``, all passed is ``pass``, all skipped is
   ``skipped`` (the machine lacked the hardware). No result: ``quarantined`` or ``manual`` when the
-  registry says so, else ``not-run``.
+  registry says so, else ``not-run``. A failing or flaky cell carries its `Failure`: the first
+  failing test by node id and its error line (`failure_of`); the latest failure of a row failing
+  now, and each failure of the pull request, carry their verdict (`ci.report.verdicts`).
 - Durations: a run's sample is the file's seconds in its latest attempt (reruns included), never
   a run where every test skipped; p50 and p90 are nearest-rank. Drift is the rule of
   ``ci durations``: p90 off est_time by more than 25 % and 5 s.
@@ -19,17 +24,19 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
 from ci.history.store import Store
 from ci.registry import Registry, Status, TestEntry
-from ci.report.model import (BROKEN, FAIL, FLAKY, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar, DurationRow,
-                             FileRow, FlakyRow, PullTest, PullView, Report, Run, ShardLane, TierPlan)
-from ci.report.query import (FileResult, ReportRow, default_branch_runs, file_results, newest_repo,
-                             pull_request_reports)
+from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar, DurationRow,
+                             Failure, FileRow, FlakyRow, PullTest, PullView, Report, Run, ShardLane, TierPlan)
+from ci.report.query import (CommitRuns, FailureLine, FileResult, commit_authors, default_branch_commits, failure_lines,
+                             file_results, newest_repo, pull_request_reports)
+from ci.report.triage import days_between, ordered, triage
+from ci.report.verdicts import CellFailure, judge_cells, pull_verdicts
 from ci.results.durations import p90
 from ci.selection.plan import Plan
 
@@ -84,51 +91,113 @@ def drifted(p90_s: float, est_time: float) -> bool:
 def build_report(store: Store, registry: Registry, plans: Sequence[Plan] = (), *, runs: int = 30,
                  repo: str | None = None, pr: int | None = None, pr_plans: Sequence[Plan] = (),
                  changed: Sequence[str] = (), level: float = DEFAULT_LEVEL, min_trials: int = 5) -> Report:
-    """The whole `Report`: the last ``runs`` default-branch runs of ``repo`` (else of the newest
+    """The whole `Report`: the last ``runs`` default-branch commits of ``repo`` (else of the newest
     report's repository), the flaky ranking, durations, a timeline per plan in ``plans``, and
     with ``pr`` the pull request's view (its selection from ``pr_plans``, planned with the
     change ``changed``)."""
     repo = repo or newest_repo(store) or ""
-    shown = default_branch_runs(store, repo, runs) if repo else []
-    run_of = {report.id: (i, report.attempt) for i, run in enumerate(shown) for report in run.reports}
-    tier_of = {report.id: report.tier for run in shown for report in run.reports}
+    commits = default_branch_commits(store, repo, runs) if repo else []
+    where: dict[int, tuple[int, int]] = {}  # report id -> (column, the ordinal of its run attempt in the commit)
+    tier_of: dict[int, str] = {}
+    for column, commit in enumerate(commits):
+        keys = sorted({(pos, r.attempt) for pos, run in enumerate(commit.runs) for r in run.reports})
+        ordinal = {key: i for i, key in enumerate(keys)}
+        for pos, run in enumerate(commit.runs):
+            for r in run.reports:
+                where[r.id], tier_of[r.id] = (column, ordinal[(pos, r.attempt)]), r.tier
     grouped: dict[tuple[str, str], list[list[tuple[int, FileResult]]]] = defaultdict(
-        lambda: [[] for _ in shown])
-    for result in file_results(store, list(run_of)):
-        index, attempt = run_of[result.report_id]
-        grouped[(tier_of[result.report_id], result.file)][index].append((attempt, result))
-    rows, durations = _rows(registry, grouped, len(shown))
+        lambda: [[] for _ in commits])
+    failing: set[int] = set()
+    for result in file_results(store, list(where)):
+        column, attempt = where[result.report_id]
+        grouped[(tier_of[result.report_id], result.file)][column].append((attempt, result))
+        if result.failed or result.retried or result.broken:
+            failing.add(result.report_id)
+    lines: dict[tuple[str, str, int], list[tuple[int, FailureLine]]] = defaultdict(list)
+    for line in failure_lines(store, sorted(failing)):
+        column, attempt = where[line.report_id]
+        lines[(tier_of[line.report_id], line.file, column)].append((attempt, line))
+    authors = commit_authors(store, repo) if commits else {}
+    shown = tuple(_run(i, commit, authors.get(commit.sha, "")) for i, commit in enumerate(commits))
+    rows, durations = _rows(registry, grouped, lines, shown)
+    rows = _judged(store, repo, rows, lines, shown)
     return Report(
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo=repo,
-        runs=tuple(_run(i, run.reports) for i, run in enumerate(shown)), rows=tuple(rows),
+        runs=shown, rows=tuple(ordered(rows)),
         flaky=_flaky(store, registry, level, min_trials), durations=tuple(durations),
         plans=tuple(timeline(p) for p in plans),
         pull=_pull(store, registry, repo, pr, pr_plans, changed) if pr is not None else None, level=level)
 
 
-def _run(index: int, reports: Sequence[ReportRow]) -> Run:
-    first = reports[0]
-    url = next((r.run_url for r in reports if r.run_url), "")
-    return Run(index, first.sha, first.event, first.run_id, url, first.ingested_at)
+def _run(index: int, commit: CommitRuns, author: str) -> Run:
+    first = commit.runs[0].reports[0]
+    newest = commit.runs[-1].reports[0]
+    url = next((r.run_url for run in reversed(commit.runs) for r in run.reports if r.run_url), "")
+    pr = next((r.pr for run in commit.runs for r in run.reports if r.pr is not None), None)  # ingested with --pr
+    return Run(index, commit.sha, first.event, newest.run_id, url, first.ingested_at, author, pr, len(commit.runs))
+
+
+def _judged(store: Store, repo: str, rows: list[FileRow], lines: dict[tuple[str, str, int], list[tuple[int, FailureLine]]],
+            runs: Sequence[Run]) -> list[FileRow]:
+    """``rows`` with the verdict on each failing row's latest failure (`ci.report.verdicts`)."""
+    asks: list[tuple[int, CellFailure]] = []
+    for i, row in enumerate(rows):
+        if row.state != FAILING_ROW or not row.failures:
+            continue
+        last = row.failures[-1]  # by column: the latest result, which fails
+        mine = [(attempt, line) for attempt, line in lines.get((row.tier, row.file, last.run), ()) if line.node == last.node]
+        line = max(mine, key=lambda pair: (pair[0], pair[1].final))[1]
+        asks.append((i, CellFailure(row.tier, runs[last.run].sha, line, len(mine))))
+    out = list(rows)
+    for (i, _), detail in zip(asks, judge_cells(store, repo, [ask for _, ask in asks])):
+        row = out[i]
+        out[i] = replace(row, failures=row.failures[:-1] + (replace(row.failures[-1], verdict=detail),))
+    return out
+
+
+def failure_of(status: str, column: int, pairs: Sequence[tuple[int, FailureLine]]) -> Failure | None:
+    """Why a cell of ``status`` failed, from its commit's failed attempts (ordinal, line): for a
+    final failure the latest attempt's final failures, for a flaky cell every failure; the first
+    failing node by id, and how many nodes failed. None when nothing failed."""
+    if status in (FAIL, BROKEN):
+        latest = max((attempt for attempt, _ in pairs), default=0)
+        chosen = [line for attempt, line in pairs if attempt == latest and line.final]
+    elif status == FLAKY:
+        chosen = [line for _, line in pairs]
+    else:
+        return None
+    if not chosen:
+        return None
+    first = min(chosen, key=lambda line: line.node)
+    return Failure(column, first.node, first.message, len({line.node for line in chosen}))
 
 
 def _rows(registry: Registry, grouped: dict[tuple[str, str], list[list[tuple[int, FileResult]]]],
-          n_runs: int) -> tuple[list[FileRow], list[DurationRow]]:
+          lines: dict[tuple[str, str, int], list[tuple[int, FailureLine]]],
+          runs: Sequence[Run]) -> tuple[list[FileRow], list[DurationRow]]:
     keys = [(tier, entry.path) for tier in registry.tiers
             for entry in sorted(registry.tests_for_tier(tier, include_inactive=True), key=lambda e: e.path)]
     known = set(keys)
     order = {tier: i for i, tier in enumerate(registry.tiers)}
     keys += sorted((k for k in grouped if k not in known), key=lambda k: (order.get(k[0], len(order)), k[0], k[1]))
     rows, durations = [], []
-    empty = [[] for _ in range(n_runs)]
+    empty: list[list[tuple[int, FileResult]]] = [[] for _ in runs]
     for tier, path in keys:
         entry = registry.tests.get(path)
-        cells = [cell(results) for results in grouped.get((tier, path), empty)]
+        results = grouped.get((tier, path), empty)
+        cells = [cell(r) for r in results]
         if entry is not None and not entry.is_active:
             cells = [Cell(_inactive(entry), None) if c.status == NOT_RUN else c for c in cells]
         owner = entry.owner if entry else ""
-        rows.append(FileRow(tier, path, owner, entry.status.value if entry else "unregistered",
-                            tuple(c.status for c in cells), tuple(c.time for c in cells)))
+        statuses = tuple(c.status for c in cells)
+        state = triage(statuses)
+        attempts = tuple(len({a for a, _ in r}) for r in results)
+        failures = tuple(f for f in (failure_of(c.status, i, lines.get((tier, path, i), ()))
+                                     for i, c in enumerate(cells)) if f is not None)
+        days = days_between(runs[state.since].started, runs[state.latest].started) if state.since >= 0 else 0.0
+        rows.append(FileRow(tier, path, owner, entry.status.value if entry else "unregistered", statuses,
+                            tuple(c.time for c in cells), state.state, state.since, state.streak, days, failures,
+                            attempts if any(a > 1 for a in attempts) else ()))
         samples = [c.time for c in cells if c.time is not None]
         if samples:
             est = entry.est_time if entry else None
@@ -171,6 +240,8 @@ def rerun_command(path: str, tier: str) -> str:
 
 
 def _pull(store: Store, registry: Registry, repo: str, pr: int, plans: Sequence[Plan], changed: Sequence[str]) -> PullView:
+    """The pull request's view: its newest commit's results; tests failing there first, then the
+    ones its change selected, then the rest, each group in the plans' order."""
     reports = pull_request_reports(store, repo, pr) if repo else []
     sha = reports[-1].sha if reports else ""
     latest = [r for r in reports if r.sha == sha]
@@ -179,6 +250,10 @@ def _pull(store: Store, registry: Registry, repo: str, pr: int, plans: Sequence[
     grouped: dict[tuple[str, str], list[tuple[int, FileResult]]] = defaultdict(list)
     for result in file_results(store, list(attempt_of)):
         grouped[(tier_of[result.report_id], result.file)].append((attempt_of[result.report_id], result))
+    lines: dict[tuple[str, str], list[tuple[int, FailureLine]]] = defaultdict(list)
+    for line in failure_lines(store, list(attempt_of)):
+        lines[(tier_of[line.report_id], line.file)].append((attempt_of[line.report_id], line))
+    verdicts = pull_verdicts(store, repo, pr) if reports else {}
     tests = []
     for p in plans:
         tier = p.tier.name
@@ -189,6 +264,10 @@ def _pull(store: Store, registry: Registry, repo: str, pr: int, plans: Sequence[
             entry = registry.tests.get(path)
             if status == NOT_RUN and entry is not None and not entry.is_active:
                 status = _inactive(entry)  # no rerun command: the bot refuses manual and quarantined files
+            failure = failure_of(status, 0, lines.get((tier, path), ()))
+            if failure is not None:
+                failure = replace(failure, verdict=verdicts.get((tier, failure.node), ""))
             tests.append(PullTest(tier, path, entry.owner if entry else "", selected, why, status,
-                                  rerun_command(path, tier) if status == NOT_RUN and runnable else ""))
+                                  rerun_command(path, tier) if status == NOT_RUN and runnable else "", failure))
+    tests.sort(key=lambda t: 0 if t.status in (FAIL, BROKEN) else 1 if t.selected else 2)
     return PullView(pr, sha, tuple(changed), tuple(tests))

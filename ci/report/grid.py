@@ -4,7 +4,9 @@ Contract:
 - The page holds each table once, as data in one ``<script type="application/json"
   id="hud-data">`` block (a data block: never executed, and the CSP's script hash does not cover
   it): a matrix row is ``[tier index, owner index, file, cells]`` with one ASCII letter per cell
-  (`CLASS`), a durations row ``[tier index, owner index, file, samples, p50, p90, est_time,
+  (`CLASS`), and a fifth element only for a row that is not OK or merged several attempts
+  somewhere (`_extra`: its state, failing-since column, streak and days, each failing cell's
+  text, the attempts per column), so a green page costs what it did; a durations row ``[tier index, owner index, file, samples, p50, p90, est_time,
   timeout, flags (1 drift, 2 over timeout), levels]``. ``<``, ``>`` and ``&`` are written as JSON
   escapes, so no data can end the block or open markup; the script reads it with ``JSON.parse``.
 - The grids' headers are static HTML (escaped, run links only http(s)); their rows are drawn by
@@ -20,7 +22,7 @@ import html
 import json
 from collections import Counter
 
-from ci.report.model import Report, Run, TierPlan
+from ci.report.model import FAILING_ROW, FLAKY_ROW, FileRow, Report, Run, TierPlan
 
 CLASS = {"pass": "p", "fail": "f", "flaky": "k", "broken": "b", "skipped": "s", "quarantined": "q", "manual": "m",
          "not-run": "n"}
@@ -43,6 +45,16 @@ def link(url: str, label: str) -> str:
     return f'<a href="{esc(href)}">{esc(label)}</a>' if href else esc(label)
 
 
+_RUNS_PATH = "/actions/runs/"
+
+
+def forge_base(url: str) -> str:
+    """The repository's web address a GitHub-style run URL lives under
+    (``https://host/owner/name/actions/runs/1`` -> ``https://host/owner/name``), else ""."""
+    safe = safe_url(url)
+    return safe[:safe.index(_RUNS_PATH)] if _RUNS_PATH in safe else ""
+
+
 def run_label(run: Run, shas: Counter[str]) -> str:
     """A column's label: the short sha, or the run id where several shown runs share the sha."""
     return run.run_id[-7:] if shas[run.sha] > 1 and run.run_id else run.sha[:7]
@@ -54,6 +66,31 @@ def _levels(times: tuple[float | None, ...], est: float | None) -> str:
     def one(t: float | None) -> str:
         return " " if t is None else chr(65 + round(LEVELS * t / top))
     return one(est or None) + "".join(one(t) for t in times)
+
+
+_STATE_CODE = {FAILING_ROW: "f", FLAKY_ROW: "k"}
+
+
+def _extra(row: FileRow) -> dict[str, object] | None:
+    """A matrix row's fifth element (see the module docstring), or None for an OK row of single
+    attempts: ``k`` state (f failing, k flaky), ``s`` failing-since column, ``n`` streak, ``d``
+    days, ``x`` ``{column: [node, message, failed tests, verdict]}``, ``a`` attempts per column."""
+    extra: dict[str, object] = {}
+    if row.state in _STATE_CODE:
+        extra["k"] = _STATE_CODE[row.state]
+    if row.since >= 0:
+        extra.update(s=row.since, n=row.streak, d=round(row.since_days, 1))
+    if row.failures:
+        extra["x"] = {str(f.run): [f.node, f.message, f.failed, f.verdict] for f in row.failures}
+    if row.attempts:
+        extra["a"] = list(row.attempts)
+    return extra or None
+
+
+def _matrix_row(row: FileRow, ti: dict[str, int], oi: dict[str, int], fi: dict[str, int]) -> list[object]:
+    out: list[object] = [ti[row.tier], oi[row.owner], fi[row.file], "".join(CLASS[s] for s in row.cells)]
+    extra = _extra(row)
+    return out + [extra] if extra else out
 
 
 def gantt_scale(p: TierPlan) -> float:
@@ -75,7 +112,8 @@ def data_block(report: Report) -> str:
     times = {(r.tier, r.file): r.times for r in report.rows}
     data = {
         "runs": len(report.runs), "tiers": tiers, "owners": owners, "files": list(fi),
-        "mx": [[ti[r.tier], oi[r.owner], fi[r.file], "".join(CLASS[s] for s in r.cells)] for r in report.rows],
+        "shas": [r.sha for r in report.runs], "started": [r.started for r in report.runs],
+        "mx": [_matrix_row(r, ti, oi, fi) for r in report.rows],
         "du": [[ti[d.tier], oi[d.owner], fi[d.file], d.samples, round(d.p50, 1), round(d.p90, 1), d.est_time, d.timeout,
                 (1 if d.drift else 0) | (2 if d.over_timeout else 0), _levels(times.get((d.tier, d.file), ()), d.est_time)]
                for d in report.durations],
@@ -100,16 +138,34 @@ def _grid(gid: str, label: str, heads: str) -> str:
             '<a href="report.json">report.json</a>.</p></noscript>')
 
 
+def column_head(run: Run, shas: Counter[str]) -> str:
+    """A commit's column header: its short sha (a link to the commit where the run URL tells the
+    repository's address, else to the run), its author and its pull request (a link likewise);
+    ``data-run`` holds the run link a cell opens (absent when the URL is not http(s))."""
+    base = forge_base(run.url)
+    sha = link(f"{base}/commit/{run.sha}" if base else run.url, run_label(run, shas))
+    author = f'<span class="au">{esc(run.author)}</span>' if run.author else ""
+    pr = ""
+    if run.pr is not None:
+        pr = link(f"{base}/pull/{run.pr}", f"#{run.pr}") if base else esc(f"#{run.pr}")
+        pr = f'<span class="prn">{pr}</span>'
+    title = " ".join(x for x in (run.sha, run.author, f"#{run.pr}" if run.pr is not None else "",
+                                 f"{run.runs} runs" if run.runs > 1 else "", f"run {run.run_id}", run.event, run.started)
+                     if x)
+    target = safe_url(run.url)
+    data = f' data-run="{esc(target)}"' if target else ""
+    return f'<span class="r" role="columnheader"{data} title="{esc(title)}">{sha}{author}{pr}</span>'
+
+
 def matrix(report: Report) -> str:
     """The matrix's heading and grid (rows from the data block)."""
     shas = Counter(r.sha for r in report.runs)
-    heads = "".join(f'<span class="r" role="columnheader" title="{esc(r.sha)} run {esc(r.run_id)} {esc(r.event)} '
-                    f'{esc(r.started)}">{link(r.url, run_label(r, shas))}</span>'
-                    for r in report.runs)
-    return (f'<h2 id="matrix-h">Tier x file, last {len(report.runs)} run(s), oldest left'
+    heads = "".join(column_head(r, shas) for r in report.runs)
+    return (f'<h2 id="matrix-h">Tier x file, last {len(report.runs)} commit(s), oldest left, failing first'
             f'{count_of("matrix", len(report.rows))}</h2>'
             + _grid("matrix", "tier x file matrix", '<span class="t" role="columnheader">tier</span>'
-                    f'<span class="nm" role="columnheader">file</span>{heads}'))
+                    '<span class="nm" role="columnheader">file</span>'
+                    f'<span class="since" role="columnheader">failing since</span>{heads}'))
 
 
 def durations(report: Report) -> str:

@@ -9,7 +9,13 @@ Contract:
 - Filtering (`HUD.filter`) works on the data of every row, rendered or not, and re-renders.
 - Keyboard: one cell of each grid is in the tab order (roving tabindex); arrows, Home/End,
   PageUp/PageDown, Ctrl+Home/End move it, scrolling a row that is not rendered yet into view and
-  rendering it first; Enter on a matrix cell opens its run, as a click does.
+  rendering it first; Enter on a matrix cell does what a click does: a failing or flaky cell pins
+  its failure tip (`ci.report.tip_js`), any other opens its run (the column header's
+  ``data-run``).
+- The matrix draws a failing-since cell per row (the streak's first commit, its failing runs and
+  days; "≤" where no earlier result is shown, so it may have begun before), a small count on a
+  cell that merged several attempts, and shows a failing cell's tip on hover; `HUD.filter`'s
+  ``hideGreen`` keeps only failing and flaky rows.
 """
 
 GRID_JS = r"""
@@ -85,15 +91,21 @@ var HUD = (function(){
       else if (e.key === 'PageDown') r += page; else if (e.key === 'PageUp') r -= page;
       else if (e.key === 'Home') { if (e.ctrlKey) r = 0; c = 0; }
       else if (e.key === 'End') { if (e.ctrlKey) r = g.shown.length - 1; c = g.cols - 1; }
-      else if (e.key === 'Enter' && g.open) { g.open(g.shown[g.r], g.c); e.preventDefault(); return; }
+      else if (e.key === 'Enter' && g.open) { g.open(g.shown[g.r], g.c, g.cell()); e.preventDefault(); return; }
       else return;
       e.preventDefault(); g.move(r, c);
     });
     box.addEventListener('click', function(e){
       var el = e.target.closest('[data-c]'); if (!el) return;
       rove(+el.closest('.vr').dataset.pos, +el.dataset.c);
-      if (g.open) g.open(g.shown[g.r], g.c);
+      if (g.open) g.open(g.shown[g.r], g.c, el);
     });
+    if (opts.hover) {
+      box.addEventListener('mouseover', function(e){
+        var el = e.target.closest('[data-c]'); if (el) opts.hover(g.shown[+el.closest('.vr').dataset.pos], +el.dataset.c, el);
+      });
+      box.addEventListener('mouseleave', function(){ TIP.hide(false); });
+    }
     place(); g.render(true);
     return g;
   }
@@ -102,16 +114,37 @@ var HUD = (function(){
     row.appendChild(span('t', tier, 'rowheader'));
     var nm = span('nm', file, 'rowheader'); nm.title = file; row.appendChild(nm);
   }
-  var heads = document.querySelectorAll('#matrix .vhead .r');  // a header without a safe link holds no <a>
+  var heads = document.querySelectorAll('#matrix .vhead .r');  // data-run: the run a cell opens (http(s) only)
+  function since(d){
+    var x = d[4]; if (!x || x.s === undefined) return null;
+    var text = DATA.shas[x.s].slice(0, 7) + ' \u00b7 ' + x.n + (x.n > 1 ? ' runs' : ' run') + (x.d > 0 ? ', ' + x.d + ' d' : '');
+    return (/[pkfb]/.test(d[3].slice(0, x.s)) ? '' : '\u2264 ') + text;
+  }
+  function failure(d, c){ return d[4] && d[4].x && d[4].x[c]; }
+  function tipInfo(d, c){
+    var x = failure(d, c); if (!x) return null;
+    var n = d[4].a ? d[4].a[c] : 1, url = heads[c] && heads[c].dataset.run;
+    return {title: DATA.tiers[d[0]] + ' ' + DATA.files[d[2]] + ' at ' + DATA.shas[c].slice(0, 7) + ': ' + KIND[d[3][c]]
+            + (n > 1 ? ' (' + n + ' attempts)' : ''), node: x[0], message: x[1], failed: x[2], verdict: x[3], url: url};
+  }
   var mx = grid(document.getElementById('matrix'), DATA.mx, {cols: DATA.runs,
     draw: function(row, d){
       names(row, DATA.tiers[d[0]], DATA.files[d[2]]);
+      var text = since(d), sc = span('since', text || '', 'gridcell');
+      if (text) { sc.title = DATA.shas[d[4].s] + ' ' + DATA.started[d[4].s]; row.classList.add('failing'); }
+      row.appendChild(sc);
       for (var j = 0; j < d[3].length; j++) {
-        var s = span('c ' + d[3][j], LETTER[d[3][j]], 'gridcell'); s.dataset.c = String(j);
-        s.setAttribute('aria-label', KIND[d[3][j]]); row.appendChild(s);
+        var s = span('c ' + d[3][j], LETTER[d[3][j]], 'gridcell'), n = d[4] && d[4].a ? d[4].a[j] : 1, x = failure(d, j);
+        s.dataset.c = String(j); if (n > 1) s.dataset.n = String(n);
+        s.setAttribute('aria-label', KIND[d[3][j]] + (n > 1 ? ', ' + n + ' attempts' : '') + (x ? ': ' + x[0] + ': ' + x[1] : ''));
+        row.appendChild(s);
       }
     },
-    open: function(i, c){ var a = heads[c] && heads[c].querySelector('a'); if (a && a.href) window.location.href = a.href; }});
+    hover: function(i, c, el){ var info = tipInfo(DATA.mx[i], c); if (info) TIP.show(el, info, false); else TIP.hide(false); },
+    open: function(i, c, el){
+      var info = tipInfo(DATA.mx[i], c); if (info && el) { TIP.show(el, info, true); return; }
+      var url = heads[c] && heads[c].dataset.run; if (url) window.location.href = url;
+    }});
   function secs(v){ return v === null ? '' : v.toFixed(1); }
   function spark(levels){
     var NS = 'http://www.w3.org/2000/svg', svg = document.createElementNS(NS, 'svg');
@@ -154,10 +187,11 @@ var HUD = (function(){
   });
   function statuses(d){ var out = {}; for (var j = 0; j < d[3].length; j++) out[KIND[d[3][j]]] = 1;
     if (!d[3].length) out['not-run'] = 1; return out; }
-  return {filter: function(tier, owner, status, text){
+  return {filter: function(tier, owner, status, text, hideGreen){
     function base(d){ return (!tier || DATA.tiers[d[0]] === tier) && (!owner || DATA.owners[d[1]] === owner)
       && (!text || DATA.files[d[2]].toLowerCase().indexOf(text) >= 0); }
-    return {matrix: mx.filter(function(d){ return base(d) && (!status || statuses(d)[status] === 1); }),
+    return {matrix: mx.filter(function(d){ return base(d) && (!status || statuses(d)[status] === 1)
+                                          && (!hideGreen || !!(d[4] && d[4].k)); }),
             durations: du.filter(function(d){ return base(d) && (!status || status === ((d[8] & 1) ? 'drift' : 'timing')); })};
   }, grids: {matrix: mx, durations: du}};
 })();

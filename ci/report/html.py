@@ -19,7 +19,7 @@ from typing import Iterable
 from ci.report.assets import CSS, JS, script_hash
 from ci.report.grid import (CLASS, GANTT_LEFT, GANTT_WIDTH, LANE, count_of, data_block, durations, esc, gantt_scale,
                             link, matrix, run_label, safe_url)
-from ci.report.model import LETTERS, MEANING, STATUSES, PullView, Report, TierPlan
+from ci.report.model import LETTERS, MEANING, STATUSES, Failure, PullView, Report, TierPlan
 
 def _secs(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
@@ -34,7 +34,8 @@ def render(report: Report) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>CI HUD: {esc(report.repo)}</title><style>{CSS}</style></head><body>",
-        _header(report), "<main>", _filters(report), matrix(report), _flaky(report), durations(report),
+        _header(report), "<main>", _filters(report), matrix(report),
+        '<div id="tip" role="tooltip" tabindex="-1" hidden></div>', _flaky(report), durations(report),
         _plans(report.plans), _pull(report.pull), "</main>", data_block(report), f"<script>{JS}</script></body></html>",
     ]
     return "".join(parts)
@@ -43,7 +44,7 @@ def render(report: Report) -> str:
 def _header(report: Report) -> str:
     legend = "".join(f'<span class="c {CLASS[s]}">{LETTERS[s]}</span>{esc(MEANING[s])}' for s in STATUSES)
     return (f"<header><h1>CI HUD: {esc(report.repo or '(no history yet)')}</h1>"
-            f'<div class="meta">generated {esc(report.generated)}; {len(report.runs)} run(s) of the default '
+            f'<div class="meta">generated {esc(report.generated)}; {len(report.runs)} commit(s) of the default '
             f"branch, {len({r.file for r in report.rows})} file(s). The same data: "
             '<a href="report.json">report.json</a></div>'
             '<nav><a href="#matrix-h">matrix</a><a href="#flaky-h">flaky</a><a href="#durations-h">durations</a>'
@@ -64,7 +65,9 @@ def _filters(report: Report) -> str:
             f'<label>owner <select id="f-owner">{_options(owners, "every owner")}</select></label>'
             f'<label>status <select id="f-status">{_options(STATUSES, "every status")}</select></label>'
             '<label>text <input id="f-text" type="search" placeholder="/ filters by file or test; t, o, s: the selects; Esc clears" '
-            'autocomplete="off"></label></div>')
+            'autocomplete="off"></label>'
+            '<label title="g: keep only failing and recently flaky rows in the matrix"><input id="f-green" type="checkbox"> '
+            'hide green</label></div>')
 
 
 def _row_attrs(tier: str, owner: str, statuses: Iterable[str], text: str) -> str:
@@ -136,9 +139,20 @@ def _pull(view: PullView | None) -> str:
         body.append(f"<tr{_row_attrs(t.tier, t.owner, (t.status,), t.file)}><td>{esc(t.tier)}</td><td class=\"nm\" title=\"{esc(t.file)}\">{esc(t.file)}</td>"
                     f"<td>{'selected' if t.selected else 'not selected'}</td><td>{esc(t.why)}</td>"
                     f'<td class="c {CLASS[t.status]}">{LETTERS[t.status]}</td><td>{esc(t.status)}</td>'
-                    f"<td>{'<code>' + esc(t.rerun) + '</code>' if t.rerun else ''}</td></tr>")
+                    f"<td>{'<code>' + esc(t.rerun) + '</code>' if t.rerun else ''}</td>{_why_failed(t.failure)}</tr>")
     changed = ", ".join(esc(c) for c in view.changed) or "(none given)"
     return (f'<h2 id="pull-h">Pull request #{view.pr} at {esc(view.sha[:12] or "(no report yet)")}'
             f'{count_of("pull", len(view.tests))}</h2><p>changed: {changed}</p>'
+            '<p>Failing tests first, then those the change selected, then the rest.</p>'
             '<table id="pull"><thead><tr><th>tier</th><th>file</th><th>selection</th><th>why</th><th></th>'
-            f"<th>result</th><th>run it</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
+            f"<th>result</th><th>run it</th><th>why it failed</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def _why_failed(failure: Failure | None) -> str:
+    """The pull request row's failure cell: the first failing test, its message and verdict."""
+    if failure is None:
+        return "<td></td>"
+    more = f" (and {failure.failed - 1} more)" if failure.failed > 1 else ""
+    text = f"{failure.node}{more}: {failure.message}" + (f" [verdict: {failure.verdict}]" if failure.verdict else "")
+    return f'<td class="why-failed" title="{esc(text)}">{esc(text)}</td>'
+

@@ -18,13 +18,23 @@ LETTERS = {PASS: "✓", FAIL: "✗", FLAKY: "~", BROKEN: "B", SKIPPED: "S", QUAR
 MEANING = {PASS: "passed", FAIL: "failed", FLAKY: "failed, then passed on a retry", BROKEN:
            "broken (ImportError, collection error, no GPU)", SKIPPED: "every test skipped (no hardware)",
            QUARANTINED: "quarantined in the registry, not run", MANUAL: "manual in the registry, not run",
-           NOT_RUN: "no result in this run"}
+           NOT_RUN: "no result at this commit"}
+
+
+# A row's triage state: what the matrix shows first. FAILING: its latest result fails; FLAKY: a
+# failure (final or retried) in the last `RECENT` columns; OK: neither (what hide-green hides).
+FAILING_ROW, FLAKY_ROW, OK_ROW = "failing", "flaky", "ok"
+ROW_STATES = (FAILING_ROW, FLAKY_ROW, OK_ROW)
+RECENT = 10
 
 
 @dataclass(frozen=True)
 class Run:
-    """One column of the matrix: a CI run of the default branch (its reports share repo, sha and
-    run id; a run without a run id is its commit). ``index`` counts from 0, oldest first."""
+    """One column of the matrix: a commit of the default branch and every CI run of it (reports
+    sharing repo and sha; several runs or run attempts at one commit are merged into its cells).
+    ``index`` counts from 0, oldest first; ``run_id`` and ``url`` are the newest run's; ``runs``
+    how many runs were merged; ``author`` and ``pr`` (the pull request that made the commit) are
+    "" and None where the history does not know them."""
 
     index: int
     sha: str
@@ -32,6 +42,22 @@ class Run:
     run_id: str
     url: str
     started: str  # ingested_at of its first report (UTC, ISO 8601)
+    author: str = ""
+    pr: int | None = None
+    runs: int = 1
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why one cell failed: the first failing test of the file in that column (by node id), the
+    first line of its message, how many of the file's tests failed there, and the verdict on the
+    failure where one is known ("" otherwise)."""
+
+    run: int
+    node: str
+    message: str
+    failed: int
+    verdict: str = ""
 
 
 @dataclass(frozen=True)
@@ -45,6 +71,12 @@ class FileRow:
     registry_status: str  # active, manual, quarantined; "unregistered" for a file only the history knows
     cells: tuple[str, ...]
     times: tuple[float | None, ...]
+    state: str = OK_ROW                      # `ROW_STATES`
+    since: int = -1                          # FAILING: the column the current failure streak began in
+    streak: int = 0                          # FAILING: failing columns in that streak
+    since_days: float = 0.0                  # FAILING: days from the streak's first column to the latest
+    failures: tuple[Failure, ...] = ()       # one per failing or flaky cell, by column
+    attempts: tuple[int, ...] = ()           # per column, the run attempts merged there (empty: one each)
 
 
 @dataclass(frozen=True)
@@ -120,6 +152,7 @@ class PullTest:
     why: str
     status: str          # a matrix status; NOT_RUN when no report of the pull request has it
     rerun: str           # "/rerun-test FILE" when it did not run, else ""
+    failure: Failure | None = None  # why it failed, when it did
 
 
 @dataclass(frozen=True)

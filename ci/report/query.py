@@ -8,6 +8,14 @@ Contract:
 - `file_results` is one grouped query per 500 reports (never one per cell): for each report and
   file, how many attempts passed, failed finally, failed and were retried, were broken, skipped,
   and the seconds they took (reruns included, as `ci durations` counts them).
+- `default_branch_commits` groups those runs by commit: one per (repo, sha), in the order the
+  commit's first report was ingested (the order the branch's history reached the store); the last
+  ``limit`` commits are returned, each with its runs oldest first.
+- `failure_lines` is one query per 500 reports: every failed or broken attempt of those reports
+  (retried ones too), with its test's node id and its error line: the store's meaningful error
+  line (`ci.history.errors.error_line`, schema 2 on) where it has one, else its message's first
+  line; and its signature and infra kind (schema 2 on; "" before).
+- `commit_authors` is who pushed each default-branch commit (schema 2 on; empty before).
 - Reads only; never creates or migrates a store.
 """
 
@@ -61,6 +69,37 @@ class FileResult:
     time: float
 
 
+@dataclass(frozen=True)
+class CommitRuns:
+    """Every run of one commit of the default branch, oldest first."""
+
+    sha: str
+    runs: tuple[RunReports, ...]
+
+
+@dataclass(frozen=True)
+class FailureLine:
+    """One failed or broken attempt: its report, file and node, whether it was the final attempt
+    (not retried), and its message's first line (at most `MESSAGE_CHARS` characters)."""
+
+    report_id: int
+    file: str
+    node: str
+    final: bool
+    message: str
+    fingerprint: str = ""
+    infra: str = ""
+
+
+MESSAGE_CHARS = 300
+VERDICT_SCHEMA = 2  # the store's schema that holds authors, error lines, infra kinds and verdicts' inputs
+
+
+def has_verdicts(store: Store) -> bool:
+    """Whether the store's schema holds what `ci.history.verdict` reads (an older store is read as
+    it is: the HUD never migrates)."""
+    return store.schema_version() >= VERDICT_SCHEMA
+
 _REPORT_COLUMNS = "id, repo, sha, pr, event, tier, run_id, attempt, run_url, ingested_at"
 
 
@@ -87,6 +126,53 @@ def default_branch_runs(store: Store, repo: str, limit: int) -> list[RunReports]
         runs.setdefault((report.repo, report.sha, report.run_id), []).append(report)
     ordered = [RunReports(key, tuple(reports)) for key, reports in runs.items()]
     return ordered[-limit:] if limit else ordered
+
+
+def default_branch_commits(store: Store, repo: str, limit: int) -> list[CommitRuns]:
+    """The last ``limit`` commits of the default branch of ``repo`` that have runs, oldest first."""
+    commits: dict[str, list[RunReports]] = {}
+    for run in default_branch_runs(store, repo, 0):
+        commits.setdefault(run.key[1], []).append(run)
+    ordered = [CommitRuns(sha, tuple(runs)) for sha, runs in commits.items()]
+    return ordered[-limit:] if limit else ordered
+
+
+def first_line(message: str) -> str:
+    """The first non-blank line of ``message``, stripped, cut to `MESSAGE_CHARS` characters."""
+    for line in message.splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= MESSAGE_CHARS else line[:MESSAGE_CHARS - 1] + "…"
+    return ""
+
+
+_FAILURES = """SELECT c.report_id, n.file, n.node, c.retried, c.message, {extra}
+    FROM cases c JOIN nodes n ON n.id = c.node_id
+    WHERE c.report_id IN ({marks}) AND c.kind IN ('fail', 'broken')"""
+
+
+def failure_lines(store: Store, report_ids: Sequence[int]) -> list[FailureLine]:
+    """Every failed or broken attempt in ``report_ids`` (see the module docstring)."""
+    out: list[FailureLine] = []
+    ids = sorted(set(report_ids))
+    extra = "c.error, c.fingerprint, c.infra" if ids and has_verdicts(store) else "'', c.fingerprint, ''"
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
+        for rid, file, node, retried, message, error, fingerprint, infra in store.fetchall(
+                _FAILURES.format(extra=extra, marks=", ".join("?" * len(chunk))), chunk):
+            out.append(FailureLine(int(rid), file, node, not retried, first_line(error or message or ""),
+                                   fingerprint or "", infra or ""))
+    return out
+
+
+def commit_authors(store: Store, repo: str) -> dict[str, str]:
+    """sha -> the author of its newest default-branch report that names one (see the module docstring)."""
+    if not has_verdicts(store):
+        return {}
+    marks = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
+    return {sha: author for sha, author in store.fetchall(
+        f"SELECT sha, author FROM reports WHERE repo = ? AND event IN ({marks}) AND author <> '' ORDER BY id",
+        (repo, *DEFAULT_BRANCH_EVENTS))}
 
 
 def pull_request_reports(store: Store, repo: str, pr: int) -> list[ReportRow]:

@@ -18,7 +18,7 @@ from ci.atomic_write import atomic_write_bytes
 from ci.report.html import render
 from ci.report.model import Report
 
-JSON_SCHEMA = 1
+JSON_SCHEMA = 2  # 2: a column is a commit (runs merged); rows carry triage, failures, attempts
 _SURROGATE = re.compile("[\ud800-\udfff]")
 PAGE = "index.html"
 DATA = "report.json"

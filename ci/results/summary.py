@@ -3,6 +3,11 @@
 Drift is ``(measured - est_time) / est_time`` in percent; an entry is flagged when both
 ``|drift| > threshold_pct`` and ``|measured - est_time| > min_seconds`` (tiny files are noisy).
 Measured time is the sum of the file's testcase times (under xdist that is summed worker time).
+
+With verdicts (`FailureLine`, computed by the caller: `ci.history.verdict` sits above this layer),
+the Markdown starts with the verdict line (the headline, ``3 passed, 1 failed: broken on main since
+abc1234``), then the table, then each failing test with its verdict, detail and error line; the
+text form adds the verdict line and the failing tests after the table.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ci.atomic_write import atomic_write_bytes
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
@@ -18,6 +23,17 @@ from ci.results.junit import FileResult
 
 DEFAULT_THRESHOLD_PCT = 25.0
 DEFAULT_MIN_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class FailureLine:
+    """One failing test as the summary shows it: its verdict (``broken_on_main``, ``flaky``,
+    ``infra``, ``new``), the verdict's one-line detail and the failure's error line."""
+
+    node: str
+    verdict: str
+    detail: str
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,24 @@ def _total_cells(s: Summary) -> list[str]:
             str(t.reruns), f"{t.time:.1f}", "", ""]
 
 
+def failures_text(headline: str, failures: Sequence[FailureLine]) -> str:
+    """``verdict: <headline>`` and one block per failing test (plain text); ``""`` without a headline."""
+    if not headline:
+        return ""
+    lines = [f"verdict: {headline}"]
+    for f in failures:
+        lines.append(f"  {f.verdict:<14}  {f.node}")
+        lines.append(f"      {f.detail}")
+        if f.error:
+            lines.append(f"      {f.error}")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    """One line, no backtick to end a code span early (the text is a test's, not ours)."""
+    return text.replace("`", "'").replace("\r", " ").replace("\n", " ")
+
+
 def to_text(s: Summary) -> str:
     table = [list(_HEAD)] + [_cells(r) for r in s.rows] + [_total_cells(s)]
     widths = [max(len(row[i]) for row in table) for i in range(len(_HEAD))]
@@ -103,8 +137,14 @@ def to_text(s: Summary) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(s: Summary, title: str = "Test summary") -> str:
-    lines = [f"### {title}", "", "| " + " | ".join(_HEAD) + " |",
+def to_markdown(s: Summary, title: str = "Test summary", headline: str = "",
+                failures: Sequence[FailureLine] = ()) -> str:
+    """The step summary: the verdict line (``headline``) first when given, the table, then the
+    failing tests with their verdicts and error lines."""
+    lines = [f"### {title}", ""]
+    if headline:
+        lines += [f"**{_md(headline)}**", ""]
+    lines += ["| " + " | ".join(_HEAD) + " |",
              "|" + "|".join(["---"] + ["---:"] * (len(_HEAD) - 1)) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |" for r in s.rows]
     lines.append("| " + " | ".join(f"**{c}**" if c else "" for c in _total_cells(s)) + " |")
@@ -115,6 +155,12 @@ def to_markdown(s: Summary, title: str = "Test summary") -> str:
         lines.append(f"Drift over {s.threshold_pct:.0f}% (and {s.min_seconds:.0f}s):")
         lines += [f"- `{r.file}`: {r.result.time:.1f}s vs est_time {r.est_time:.0f}s ({r.drift_pct:+.0f}%)"
                   for r in s.drifting]
+    if failures:
+        lines += ["", "Failing tests:", ""]
+        for f in failures:
+            lines.append(f"- **{f.verdict}** `{_md(f.node)}`: {_md(f.detail)}")
+            if f.error:
+                lines.append(f"  <br>`{_md(f.error)}`")
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,9 @@ Contract:
   the impact gives a reason (a changed file in its import closure or a conftest above it); a
   change under any ``run_all_paths`` entry selects every active test. Without an impact, a
   changed helper or conftest beside or above the test inside a test root (``project.test_roots``)
-  selects it instead.
+  selects it instead. With ``maps`` (`ci.selection.depmap_select`), a test whose runtime
+  dependency map may decide is selected by it instead of by the impact; the others keep the
+  impact's verdict, with the reason the map could not decide.
   ``changed_files=None`` means "no change filter" (run everything active); an empty list
   selects nothing. ``uncovered`` lists changed paths that select no registered test at all.
 - Times used for sharding: ``durations[path]`` when given (seconds, e.g. measured p90), else the
@@ -31,6 +33,7 @@ from dataclasses import dataclass, fields
 from typing import Mapping, Sequence
 
 from ci.selection.deps import Impact
+from ci.selection.depmap_select import MapSelection
 from ci.project import ProjectConfig
 from ci.registry import (
     Registry, Status, TestEntry, Tier, deciding_pattern, normalize_path, path_is_under, registered_file_problem,
@@ -114,7 +117,8 @@ def run_command(path: str, tier: str, *, inactive: bool = False) -> str:
 
 def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = None,
          shards: int | None = None, shard_budget: float | None = None,
-         durations: Mapping[str, float] | None = None, impact: Impact | None = None) -> Plan:
+         durations: Mapping[str, float] | None = None, impact: Impact | None = None,
+         maps: MapSelection | None = None) -> Plan:
     """Select and shard the tests of ``tier``; see the module docstring for the contract."""
     if tier not in registry.tiers:
         raise PlanError(f"unknown tier {tier!r}; known tiers: {', '.join(registry.tiers)}")
@@ -141,9 +145,10 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
             detail = f"{entry.status.value}: {entry.reason}" + (f" ({entry.issue})" if entry.issue else "")
             not_run.append(NotRun(entry.path, detail, command))
             continue
-        why = _why_selected(entry, changed, trigger, impact, registry.project)
+        why = _why_selected(entry, changed, trigger, impact, registry.project, maps)
         if why is None:
-            not_run.append(NotRun(entry.path, "not affected by the change", command))
+            reason = maps.not_run_reason(entry.path) if maps is not None else "not affected by the change"
+            not_run.append(NotRun(entry.path, reason, command))
             continue
         if entry.path in durations:
             selected.append(PlannedTest(entry.path, float(durations[entry.path]), "durations", why))
@@ -162,7 +167,7 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
 
 
 def _why_selected(entry: TestEntry, changed: tuple[str, ...] | None, trigger: str | None,
-                  impact: Impact | None, project: ProjectConfig) -> str | None:
+                  impact: Impact | None, project: ProjectConfig, maps: MapSelection | None = None) -> str | None:
     if changed is None:
         return "all active tests"
     if trigger is not None:
@@ -172,7 +177,8 @@ def _why_selected(entry: TestEntry, changed: tuple[str, ...] | None, trigger: st
             if path_is_under(path, prefix):
                 return f"changed: {path}" if prefix == entry.path else f"changed: {path} (depends_on {prefix})"
     if impact is not None:
-        return impact.reasons.get(entry.path)
+        static = impact.reasons.get(entry.path)
+        return maps.why(entry.path, static) if maps is not None else static
     for path in changed:
         if _is_test_support(path, entry.path, project):
             return f"changed: {path} (test support beside or above the test)"

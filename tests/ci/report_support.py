@@ -17,13 +17,19 @@ only tests/test_a.py, which passed.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.store import open_store
 from tests.ci.history_support import Case, write_report
 from tests.ci.tree_testutil import write
+
+if TYPE_CHECKING:
+    from ci.report.browser import Browser
+    from ci.report.model import Report
 
 REPO = "acme/gpu"
 RUNS = 6
@@ -89,3 +95,54 @@ def build_history(store_location: str, directory: Path) -> None:
                 assert ingest(store, prepare(write_report(directory, cases), ident)).added
         ident = RunIdentity(REPO, PR_SHA, "pull_request", "cpu", pr=PR, run_id="900", run_url="https://ci.example/run/pr")
         assert ingest(store, prepare(write_report(directory, [Case("tests/test_a.py", "test_one")]), ident)).added
+
+
+def hud_page(base: Path, write: Callable[[Path], Path], history: Callable[[str, Path], None], pr: int,
+             changed: list[str], *options: str) -> Path:
+    """Under ``base``: the repository ``write`` makes, the SQLite history ``history`` ingests, and
+    `ci report`'s page of them with pull request ``pr``'s view (``changed``) and ``options``; the page."""
+    from ci.__main__ import main as ci_main
+
+    registry = write(base / "repo")
+    (base / "xml").mkdir()
+    store = str(base / "history.sqlite")
+    history(store, base / "xml")
+    listed = base / "changed.txt"
+    listed.write_text("".join(f"{c}\n" for c in changed))
+    assert ci_main(["report", "--html", str(base / "out"), "--store", store, "--registry", str(registry),
+                    "--pr", str(pr), "--changed-files", str(listed), "--min-runs", "1", *options]) == 0
+    return base / "out" / "index.html"
+
+
+@contextmanager
+def chromium() -> Iterator["Browser"]:
+    """A 1400 x 900 headless Chromium; a missing one FAILS the test (a browser test that skipped
+    would check nothing)."""
+    from ci.report.browser import Browser, find_chromium
+
+    assert find_chromium(), "no chromium: run `python3 ci/bootstrap.py`, which finds or installs one"
+    with Browser(width=1400, height=900) as b:
+        yield b
+
+
+def known_store(location: str, base: Path, write: Callable[[Path], Path],
+                history: Callable[[str, Path], None]) -> tuple[str, Path]:
+    """The repository ``write`` makes under ``base`` and the history ``history`` ingests at
+    ``location``: (the store's location, the registry's path)."""
+    registry = write(base / "repo")
+    (base / "xml").mkdir()
+    history(location, base / "xml")
+    return location, registry
+
+
+def built_report(location: str, registry_path: Path, shards: int | None = 2, **kw: object) -> "Report":
+    """`build_report` of the store at ``location`` (flaky scores from one trial on), with every
+    tier planned on ``shards`` shards (None: no plans)."""
+    from ci.registry import load_registry
+    from ci.report.build import build_report
+    from ci.selection.plan import plan
+
+    registry = load_registry(registry_path)
+    plans = [plan(registry, t, shards=shards) for t in registry.tiers] if shards else []
+    with open_store(location, create=False) as store:
+        return build_report(store, registry, plans, min_trials=1, **kw)  # type: ignore[arg-type]

@@ -71,7 +71,11 @@ def test_without_history_the_hint_is_spelling(repo: Path) -> None:
     write(repo, {"pkg/pool.py": "from pkg.quant import KVFP4QuantizeUtil\n"})
     spelled = [p.message for p in check_imports(repo, ("pkg",), history=False)]
     assert spelled == ["'pkg.quant' has no name 'KVFP4QuantizeUtil' (did you mean 'NVFP4KVQuantizeUtil'?)"]
-    assert find_renames(repo, {("pkg/quant.py", "KVFP4QuantizeUtil")}, total_seconds=0) == {}
+    # Out of time, history cannot tell: it says so rather than let spelling guess.
+    unread = find_renames(repo, {("pkg/quant.py", "KVFP4QuantizeUtil")}, total_seconds=0)
+    assert unread[("pkg/quant.py", "KVFP4QuantizeUtil")].describe() == (
+        "git history could not be read in time: cannot tell what 'KVFP4QuantizeUtil' was renamed to; "
+        "lint again, or run `git log -G KVFP4QuantizeUtil -- pkg/quant.py`")
     (repo / ".git").rename(repo / "not-git")  # a plain folder: no history to ask
     assert [p.message for p in check_imports(repo, ("pkg",), history=True)] == spelled
 

@@ -23,31 +23,25 @@ from hypothesis import strategies as st
 from scipy.stats import beta
 
 from ci.__main__ import main as ci_main
-from ci.history.store import open_store
 from ci.registry import load_registry
-from ci.report.build import build_report, cell
+from ci.report.build import cell
 from ci.report.html import render, run_label
 from ci.report.model import DurationRow, FileRow, FlakyRow, Report, Run
 from ci.report.query import FileResult
 from ci.report.write import write_report
 from ci.selection.plan import plan
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-from tests.ci.report_support import EVIL_FILE, EVIL_NAME, EXPECTED, PR, PR_SHA, REPO, RUNS, build_history, write_repo
+from tests.ci.report_support import (EVIL_FILE, EVIL_NAME, EXPECTED, PR, PR_SHA, REPO, RUNS, build_history, built_report,
+                                     known_store, write_repo)
 
 
 @pytest.fixture
 def known(store_location: str, tmp_path: Path) -> tuple[str, Path]:
-    registry = write_repo(tmp_path / "repo")
-    (tmp_path / "xml").mkdir()
-    build_history(store_location, tmp_path / "xml")
-    return store_location, registry
+    return known_store(store_location, tmp_path, write_repo, build_history)
 
 
 def _report(location: str, registry_path: Path, **kw: object) -> Report:
-    registry = load_registry(registry_path)
-    plans = [plan(registry, t, shards=2) for t in registry.tiers]
-    with open_store(location, create=False) as store:
-        return build_report(store, registry, plans, min_trials=1, **kw)  # type: ignore[arg-type]
+    return built_report(location, registry_path, **kw)
 
 
 def test_matrix_holds_the_known_history(known: tuple[str, Path]) -> None:
@@ -56,9 +50,17 @@ def test_matrix_holds_the_known_history(known: tuple[str, Path]) -> None:
     assert [r.url for r in report.runs] == [f"https://ci.example/run/{i}" for i in range(RUNS)]
     assert [r.run_id for r in report.runs] == [str(100 + i) for i in range(RUNS)]
     assert {(r.tier, r.file): list(r.cells) for r in report.rows} == EXPECTED
-    # registry order of tiers, then paths; the file only the history knows comes last
-    assert [(r.tier, r.file) for r in report.rows][:4] == [("cpu", f"tests/test_{x}.py") for x in "abce"]
-    assert report.rows[-1].registry_status == "unregistered"
+    # failing now first (the unregistered file fails in the last run), then flaky in the last 10
+    # runs (a, b on cpu), then the rest in the registry's order of tiers, then paths
+    assert [(r.tier, r.file, r.state) for r in report.rows] == [
+        ("cpu", EVIL_FILE, "failing"), ("cpu", "tests/test_a.py", "flaky"), ("cpu", "tests/test_b.py", "flaky"),
+        ("cpu", "tests/test_c.py", "ok"), ("cpu", "tests/test_e.py", "ok"), ("gpu_h100", "tests/test_b.py", "ok"),
+        ("gpu_h100", "tests/test_d.py", "ok")]
+    assert report.rows[0].registry_status == "unregistered"
+    assert (report.rows[0].since, report.rows[0].streak) == (RUNS - 1, 1)
+    # the failing cell's text: the failing test and its message's first line
+    assert [(f.run, f.node, f.message, f.failed) for f in report.rows[0].failures] == [
+        (RUNS - 1, f"{EVIL_FILE}::{EVIL_NAME}", "AssertionError: <b>bold</b>", 1)]
 
 
 def test_runs_are_the_last_n(known: tuple[str, Path]) -> None:
@@ -167,7 +169,7 @@ def test_markup_in_names_is_text_and_unsafe_links_are_dropped() -> None:
 def test_json_beside_the_page_and_a_non_utf8_test_id(tmp_path: Path) -> None:
     page, data = write_report(_tiny("tests/caf\udce9.py", "https://ci.example/run/1"), tmp_path / "out")
     loaded = json.loads(data.read_text(encoding="ascii"))
-    assert loaded["schema"] == 1 and loaded["rows"][0]["file"] == "tests/caf\udce9.py"
+    assert loaded["schema"] == 2 and loaded["rows"][0]["file"] == "tests/caf\udce9.py"
     assert loaded["runs"][0]["url"] == "https://ci.example/run/1"
     assert "tests/caf\ufffd.py" in page.read_text(encoding="utf-8")  # strict UTF-8 decode: no lone surrogate
 
@@ -179,7 +181,7 @@ def test_command_writes_the_page(known: tuple[str, Path], tmp_path: Path, capsys
     out = tmp_path / "hud"
     assert ci_main(["report", "--html", str(out), "--store", location, "--registry", str(registry), "--shards", "2",
                     "--pr", str(PR), "--changed-files", str(changed), "--min-runs", "1"]) == 0
-    assert "6 run(s), 7 row(s), 2 flaky, 2 plan(s), 1 pull request" in capsys.readouterr().out
+    assert "6 commit(s), 7 row(s), 2 flaky, 2 plan(s), 1 pull request" in capsys.readouterr().out
     data = json.loads((out / "report.json").read_text())
     assert data["pull"]["changed"] == ["tests/test_a.py", "tests/test_b.py"]
     block = (out / "index.html").read_text().split('id="hud-data">', 1)[1].split("</script>", 1)[0]
@@ -297,9 +299,9 @@ except OSError as exc:
 """
 
 
-# The larger report's JSON is 1.37 MB and its page 1.60 MB (2,000 flaky rows: a table in the page), the
+# The larger report's JSON is 1.52 MB and its page 1.58 MB (2,000 flaky rows: a table in the page), the
 # first report's 7 kB and 21 kB.
-@pytest.mark.parametrize(("cap", "json_rows"), [(200_000, 10), (1_500_000, 2000)])
+@pytest.mark.parametrize(("cap", "json_rows"), [(200_000, 10), (1_550_000, 2000)])
 def test_a_write_that_fails_midway_keeps_the_previous_files(tmp_path: Path, cap: int, json_rows: int) -> None:
     """The second, larger report cannot be written whole (a file size cap): below the JSON's size
     both files stay the first report's, between the two sizes the JSON is the new one and the

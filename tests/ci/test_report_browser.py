@@ -18,31 +18,21 @@ from typing import Iterator
 
 import pytest
 
-from ci.__main__ import main as ci_main
-from ci.report.browser import Browser, Tab, find_chromium
-from tests.ci.report_support import EVIL_FILE, EXPECTED, PR, RUNS, build_history, write_repo
+from ci.report.browser import Browser, Tab
+from tests.ci.report_support import EVIL_FILE, EXPECTED, PR, RUNS, build_history, chromium, hud_page, write_repo
 
 LETTER = {"pass": "✓", "fail": "✗", "flaky": "~", "skipped": "S", "quarantined": "Q", "manual": "M", "not-run": "·"}
 
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("hud")
-    registry = write_repo(base / "repo")
-    (base / "xml").mkdir()
-    store = str(base / "history.sqlite")
-    build_history(store, base / "xml")
-    changed = base / "changed.txt"
-    changed.write_text("tests/test_a.py\ntests/test_b.py\n")
-    assert ci_main(["report", "--html", str(base / "out"), "--store", store, "--registry", str(registry),
-                    "--shards", "2", "--pr", str(PR), "--changed-files", str(changed), "--min-runs", "1"]) == 0
-    return base / "out" / "index.html"
+    return hud_page(tmp_path_factory.mktemp("hud"), write_repo, build_history, PR,
+                    ["tests/test_a.py", "tests/test_b.py"], "--shards", "2")
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    assert find_chromium(), "no chromium: run `python3 ci/bootstrap.py`, which finds or installs one"
-    with Browser(width=1400, height=900) as b:
+    with chromium() as b:
         yield b
 
 
@@ -139,7 +129,7 @@ def test_filters_from_the_keyboard(tab: Tab, tmp_path: Path) -> None:
     tab.key("ArrowDown")
     tab.key("ArrowDown")
     assert tab.eval("document.getElementById('f-status').value") == "fail"
-    assert _visible(tab) == ["cpu tests/test_a.py", f"cpu {EVIL_FILE}"]
+    assert _visible(tab) == [f"cpu {EVIL_FILE}", "cpu tests/test_a.py"]  # failing now first
     tab.key("Escape")
     tab.key("t")
     tab.key("ArrowDown")  # every tier -> cpu
@@ -149,20 +139,47 @@ def test_filters_from_the_keyboard(tab: Tab, tmp_path: Path) -> None:
     assert tab.errors == []
 
 
-def test_a_click_on_a_cell_opens_its_run(browser: Browser, page: Path) -> None:
-    """A real mouse click on the cell of (cpu, tests/test_a.py) in run 2 navigates to run 2's link;
-    the navigation is caught (Fetch) and refused, so nothing leaves the machine."""
-    tab = browser.open(page)
-    tab.send("Fetch.enable", {"patterns": [{"urlPattern": "https://*"}, {"urlPattern": "http://*"}]})
-    x, y = tab.eval("""(() => { const row = [...document.querySelectorAll('#matrix .vr')]
-        .find(r => r.dataset.tier === 'cpu' && r.dataset.file === 'tests/test_a.py');
-        const c = row.querySelectorAll('.c')[2]; c.scrollIntoView({block: 'center'}); const b = c.getBoundingClientRect();
-        return [b.left + b.width / 2, b.top + b.height / 2]; })()""")
+def _click(tab: Tab, x: float, y: float) -> None:
     for kind in ("mousePressed", "mouseReleased"):
         tab.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+
+
+_CELL_AT = """(() => { const row = [...document.querySelectorAll('#matrix .vr')]
+    .find(r => r.dataset.tier === 'cpu' && r.dataset.file === '%s');
+    const c = row.querySelectorAll('.c')[%d]; c.scrollIntoView({block: 'center'}); const b = c.getBoundingClientRect();
+    return [b.left + b.width / 2, b.top + b.height / 2]; })()"""
+
+
+def _navigation(browser: Browser, tab: Tab) -> str:
+    """The URL the tab set out for, caught (Fetch) and refused, so nothing leaves the machine."""
     paused = browser.wait_event("Fetch.requestPaused", tab.session, timeout=10)["params"]
     tab.send("Fetch.failRequest", {"requestId": paused["requestId"], "errorReason": "BlockedByClient"})
-    assert paused["request"]["url"] == "https://ci.example/run/2"
+    return paused["request"]["url"]
+
+
+def test_a_click_on_a_passing_cell_opens_its_run(browser: Browser, page: Path) -> None:
+    """A real mouse click on the passing cell of (cpu, tests/test_e.py) in run 1 goes to run 1."""
+    tab = browser.open(page)
+    tab.send("Fetch.enable", {"patterns": [{"urlPattern": "https://*"}, {"urlPattern": "http://*"}]})
+    _click(tab, *tab.eval(_CELL_AT % ("tests/test_e.py", 1)))
+    assert _navigation(browser, tab) == "https://ci.example/run/1"
+    tab.close()
+
+
+def test_a_click_on_a_failing_cell_pins_its_failure_with_the_run_link(browser: Browser, page: Path) -> None:
+    """A real click on the failing cell of (cpu, tests/test_a.py) in run 2 opens no run: it pins
+    the failure's tip (the failing test, its message), focused on its link to run 2; a click on
+    that link goes to run 2."""
+    tab = browser.open(page)
+    tab.send("Fetch.enable", {"patterns": [{"urlPattern": "https://*"}, {"urlPattern": "http://*"}]})
+    _click(tab, *tab.eval(_CELL_AT % ("tests/test_a.py", 2)))
+    tip = tab.eval("(() => { const t = document.getElementById('tip'); return [t.hidden, [...t.children].map(c => c.textContent),"
+                   " t.querySelector('a').href, document.activeElement === t.querySelector('a')]; })()")
+    assert tip == [False, ["cpu tests/test_a.py at 0000002: fail", "tests/test_a.py::test_one",
+                           "AssertionError: off by one", "open the run"], "https://ci.example/run/2", True]
+    _click(tab, *tab.eval("(() => { const b = document.querySelector('#tip a').getBoundingClientRect();"
+                          " return [b.left + b.width / 2, b.top + b.height / 2]; })()"))
+    assert _navigation(browser, tab) == "https://ci.example/run/2"
     tab.close()
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from ci.history.store import open_store
 from tests.ci.history_support import Case, junit_xml, pg_server, store_location  # noqa: F401 (fixtures)
-from workflow_support import ROOT, WORKFLOW_DIR, load_workflow, run_step, step_named, uses
+from workflow_support import (ROOT, WORKFLOW_DIR, load_workflow, run_step, runner_workspace, step_named, uses,
+                              venv_python3)
 
 NIGHTLY = load_workflow(WORKFLOW_DIR / "gpu.yml")
 BASH = "bash --noprofile --norc -eo pipefail {0}"  # `shell: bash`, as GitHub runs it
@@ -58,13 +58,12 @@ def _artifacts(root: Path) -> None:
 def _ingest(work: Path, scratch: Path, url: str) -> object:
     """Run the step; its ``python3`` is this virtual environment's (psycopg and all), as the
     step's install gives the runner."""
-    (scratch / "bin").mkdir(parents=True, exist_ok=True)
-    python3 = scratch / "bin" / "python3"
-    python3.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    python3.chmod(0o755)
+    venv_python3(scratch)
     step = step_named(NIGHTLY["jobs"]["history"], "Ingest every tier's JUnit")
     assert step["shell"] == "bash"
+    assert step["env"]["EVENT"] == "${{ github.event_name == 'push' && 'push' || 'nightly' }}"
     env = {"REPO": "acme/gpu", "SHA": "abcdef1234567", "RUN_URL": "https://github.com/acme/gpu/actions/runs/77",
+           "EVENT": "nightly", "AUTHOR": "",
            "CI_HISTORY_URL": url, "SQLITE_STORE": NIGHTLY["jobs"]["history"]["env"]["SQLITE_STORE"],
            "GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "2"}
     return run_step(step["run"], env, work, scratch, shell=BASH)
@@ -73,9 +72,7 @@ def _ingest(work: Path, scratch: Path, url: str) -> object:
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     """A runner's workspace: the ci package (no registry: xunit1 reports carry their files)."""
-    work = tmp_path / "work"
-    work.mkdir()
-    os.symlink(ROOT / "ci", work / "ci")
+    work = runner_workspace(tmp_path)
     _artifacts(work)
     return work
 

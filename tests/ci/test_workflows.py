@@ -270,6 +270,43 @@ def test_plan_step_warns_and_falls_back_on_a_durations_file_it_rejects(bad, pr_r
     assert dict(outputs)["durations"] == "false"
 
 
+def _push_plan(repo: Path, tmp_path: Path, before: str) -> tuple[set[str], list[str]]:
+    jobs = load_workflow(WORKFLOW_DIR / "gpu.yml")["jobs"]
+    (step,) = [s for s in jobs["plan"]["steps"] if s.get("id") == "pushplan"]
+    assert step["if"] == "${{ github.event_name == 'push' }}" and _plan_step("gpu.yml")["if"] == "${{ github.event_name != 'push' }}"
+    output = tmp_path / "github_output"
+    output.write_text("", encoding="utf-8")
+    result = run_step(step["run"], {"DURATIONS": DURATIONS_FILE, "BEFORE": before, "GITHUB_OUTPUT": str(output)},
+                      repo, tmp_path / "scratch")
+    assert result.returncode == 0, result.stderr
+    out = dict(line.split("=", 1) for line in output.read_text(encoding="utf-8").splitlines())
+    assert out["durations"] == "false"
+    files = {f for e in json.loads(out["matrix"]).get("include", []) for f in e["tests"].split()}
+    return files, (repo / "changed.txt").read_text().split()
+
+
+def test_push_plan_step_plans_what_the_push_changed(pr_repo, tmp_path):
+    """gpu.yml on a push: the per-commit GPU tiers for the files changed since the commit before it;
+    with no usable "before" (a new branch's zeros, a force push's unknown commit) every file counts."""
+    def head() -> str:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=pr_repo, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    origin = subprocess.run(["git", "rev-parse", "origin/main"], cwd=pr_repo, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    quant, changed = _push_plan(pr_repo, tmp_path, origin)
+    assert changed == ["fp4kv/quant/nvfp4.py"] and HEAVY in quant
+    before = head()
+    (pr_repo / "NOTES.txt").write_text("a push that touches no code\n")
+    _git(pr_repo, "add", "NOTES.txt")
+    _git(pr_repo, "commit", "-qm", "notes")
+    nothing, changed = _push_plan(pr_repo, tmp_path, before)
+    assert changed == ["NOTES.txt"] and nothing == set()
+    for unusable in ("0" * 40, "f" * 40):
+        everything, listed = _push_plan(pr_repo, tmp_path, unusable)
+        assert "registry.yaml" in listed and "NOTES.txt" in listed and quant <= everything
+
+
 def test_plan_step_fallback_does_not_hide_a_real_error(pr_repo, tmp_path):
     result, outputs = _run_plan("pr-gpu.yml", pr_repo, tmp_path, base_ref="no-such-branch")
     assert result.returncode != 0 and outputs == []
@@ -317,10 +354,12 @@ def test_durations_cache_is_saved_and_restored_under_one_path_and_prefix():
         assert restore["with"]["path"] == save["with"]["path"]
         assert save["with"]["key"].startswith(prefix) and restore["with"]["key"].startswith(prefix)
         assert restore["with"]["key"] != save["with"]["key"]
-        assert jobs["plan"]["outputs"]["durations"] == "${{ steps.plan.outputs.durations }}"
+        # gpu.yml plans a push in a step of its own (`pushplan`); either step's outputs are the job's
+        plans = ("steps.plan", "steps.pushplan") if name == "gpu.yml" else ("steps.plan",)
+        assert jobs["plan"]["outputs"]["durations"] == "${{ " + " || ".join(f"{p}.outputs.durations" for p in plans) + " }}"
         (upload,) = [s for s in jobs["plan"]["steps"] if uses(s, "actions/upload-artifact")]
         (download,) = [s for s in jobs["gpu"]["steps"] if uses(s, "actions/download-artifact")]
         assert upload["with"]["name"] == download["with"]["name"] and upload["with"]["path"] == DURATIONS_FILE
         assert download["with"]["path"] == str(Path(DURATIONS_FILE).parent)
-        assert upload["if"] == "${{ steps.plan.outputs.durations == 'true' }}"
+        assert upload["if"] == "${{ " + " || ".join(f"{p}.outputs.durations == 'true'" for p in plans) + " }}"
         assert download["if"] == "${{ needs.plan.outputs.durations == 'true' }}"

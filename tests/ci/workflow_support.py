@@ -57,6 +57,25 @@ def needs(job: dict[str, Any]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
+def runner_workspace(directory: Path) -> Path:
+    """``directory/work``: a runner's workspace holding this checkout's ``ci`` and ``.github`` (the
+    steps' scripts), as a checkout of the default branch gives a job."""
+    work = directory / "work"
+    work.mkdir(parents=True)
+    os.symlink(ROOT / "ci", work / "ci")
+    os.symlink(ROOT / ".github", work / ".github")
+    return work
+
+
+def venv_python3(scratch: Path) -> None:
+    """Make ``python3`` on `run_step`'s PATH this virtual environment's (psycopg and all), as a
+    job's install step gives the runner: a wrapper, since a bare link to it would not find the venv."""
+    (scratch / "bin").mkdir(parents=True, exist_ok=True)
+    python3 = scratch / "bin" / "python3"
+    python3.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python3.chmod(0o755)
+
+
 def run_step(script: str, env: dict[str, str], cwd: Path, scratch: Path,
              shell: str = "bash -e {0}") -> subprocess.CompletedProcess:
     """Run a step's script as the runner does (``shell`` as GitHub documents it: ``bash -e {0}`` by

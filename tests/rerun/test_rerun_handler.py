@@ -18,6 +18,7 @@ from tools.rerun.handler import BotConfig, Handler
 from tools.rerun.replies import find_marker, marker
 from tools.rerun.resolve import default_tiers
 from tools.rerun.runs_table import find_row
+from tools.rerun.wrap import breakable_code
 
 from rerun_support import HEAD_SHA, PR, REPO, comment_payload, dedent
 
@@ -46,7 +47,7 @@ def test_story_command_dispatches_on_gpu_tier(fake: FakeGitHub, make_handler) ->
     assert f"| {quote('test_kvfp4_quant_dequant.py')} | `{STORY_FILE}` | `gpu_b200` |" in reply.body
     row = find_row(reply.body, "gpu_b200", "targets")
     (run,) = fake.runs
-    assert row is not None and row.result == "dispatched" and row.tests == f"`{STORY_FILE}`"
+    assert row is not None and row.result == "dispatched" and row.tests == breakable_code(STORY_FILE, limit=200)
     assert row.run == f"[run](https://github.com/{REPO}/actions/runs/{run.id})"
     # The head SHA is read after the permission check; the claim is posted before the dispatch.
     paths = [(r.method, r.path) for r in fake.requests]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tools.rerun.commands import quote
 from tools.rerun.fake_github import FakeGitHub
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
-from tools.rerun.report import Reporter, ReportError, RunResults, result_cell, summarize
+from tools.rerun.report import ID_LIMIT, Reporter, ReportError, RunResults, result_cell, summarize
 from tools.rerun.runs_table import RunRow, find_row, table
+from tools.rerun.wrap import breakable_code
 
 from rerun_support import PR, REPO, ROOT, TOKEN
 
@@ -48,7 +48,7 @@ def test_summarize_counts_time_and_failing_ids(tmp_path: Path) -> None:
         ["tests/quant/test_pack.py::test_err"] + [f"tests/quant/test_pack.py::test_bad[{i}]" for i in range(12)]))
     cell = result_cell(results)
     assert cell.startswith("**failed**: 2 passed, 12 failed, 1 skipped, 1 errors in 12.5 s<br>failing:<br>")
-    assert cell.count(quote("tests/quant/test_pack.py::").removesuffix("</code>")) == 10 and cell.endswith("… and 3 more")
+    assert cell.count(breakable_code("tests/quant/test_pack.py::").removesuffix("</code>")) == 10 and cell.endswith("… and 3 more")
     assert result_cell(summarize(_junit(tmp_path / "ok.xml", _case("a"), "754"))) == \
         "**passed**: 1 passed, 0 failed, 0 skipped, 0 errors in 12 min 34 s"
 
@@ -165,7 +165,7 @@ def test_cli_report_writes_the_row_and_exits_non_zero_without_a_report(api_url: 
     ok = run("--junit", str(junit), "--run-url", "https://github.com/acme/llm-serving/actions/runs/5")
     assert ok.returncode == 0, ok.stderr
     row = find_row(fake.bot_replies(PR)[0].body, "gpu_b200", "1/2")
-    assert row.result.startswith("**failed**: 1 passed, 1 failed") and quote("tests/quant/test_pack.py::test_b") in row.result
+    assert row.result.startswith("**failed**: 1 passed, 1 failed") and breakable_code("tests/quant/test_pack.py::test_b", ID_LIMIT) in row.result
     assert row.run == "[run](https://github.com/acme/llm-serving/actions/runs/5)"
     missing = run("--junit", str(tmp_path / "nope.xml"))
     assert missing.returncode == 1 and "missing or unreadable" in missing.stderr

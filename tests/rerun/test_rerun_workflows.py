@@ -149,19 +149,23 @@ def test_the_report_job_has_least_permissions_and_runs_the_default_branch_code()
     assert download["with"]["name"] == upload["with"]["name"]
     last = steps[-1]
     assert last["if"] == "always()" and "tools.rerun report" in last["run"]
-    assert set(last["env"]) == {"GITHUB_TOKEN", "PR", "COMMENT_ID", "TIER", "PART", "RUN_URL", "SLOT"}
+    assert set(last["env"]) == {"GITHUB_TOKEN", "PR", "COMMENT_ID", "TIER", "PART", "RUN_URL", "SLOT", "SHA",
+                                "CI_HISTORY_STORE"}
+    # the history's URL (a secret) reaches only this job, which runs the default branch's code
+    assert last["env"]["CI_HISTORY_STORE"] == "${{ secrets.CI_HISTORY_URL }}"
+    assert "secrets.CI_HISTORY_URL" not in str(data["jobs"]["run"])
 
 
 def test_the_report_command_in_the_workflow_parses(monkeypatch) -> None:
     """The CLI accepts exactly what the report step passes (env values stand in for the inputs)."""
     step = load_workflow(DISPATCH_WORKFLOW)["jobs"]["report"]["steps"][-1]
     env = {"PR": "42", "COMMENT_ID": "101", "TIER": "gpu_b200", "PART": "2/3",
-           "RUN_URL": "https://github.com/o/r/actions/runs/1", "SLOT": "5/9"}
+           "RUN_URL": "https://github.com/o/r/actions/runs/1", "SLOT": "5/9", "SHA": "a" * 40}
     argv = shlex.split(re.sub(r'"\$(\w+)"', lambda m: shlex.quote(env[m[1]]), step["run"]))
     assert argv[:4] == ["python3", "-m", "tools.rerun", "report"]
     args = build_parser().parse_args(argv[3:])
-    assert (args.pr, args.comment_id, args.tier, args.part, args.junit, args.slot) == (
-        42, 101, "gpu_b200", "2/3", "reports/junit-rerun.xml", "5/9")
+    assert (args.pr, args.comment_id, args.tier, args.part, args.junit, args.slot, args.sha) == (
+        42, 101, "gpu_b200", "2/3", "reports/junit-rerun.xml", "5/9", "a" * 40)
     run_step = next(s for s in _steps(load_workflow(DISPATCH_WORKFLOW), "run") if "ci run" in s.get("run", ""))
     assert "--junit reports/junit-rerun.xml" in run_step["run"]
 

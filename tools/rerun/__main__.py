@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci.registry import find_repo_root
 from tools.rerun.budget import BOT_WRITES_PER_MINUTE
@@ -30,6 +31,9 @@ from tools.rerun.journal import JournalError
 from tools.rerun.pr_runs import PR_WORKFLOWS
 from tools.rerun.runs_table import TARGETS_PART
 from tools.rerun.secrets_file import RedactingFilter, SecretError, check_secret, read_secret
+
+if TYPE_CHECKING:
+    from tools.rerun.report import Reporter
 
 DEFAULT_API = "https://api.github.com"
 PRUNE_AFTER = 30 * 24 * 3600.0  # handled deliveries are forgotten after 30 days
@@ -142,38 +146,64 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tools.rerun.report import Reporter, ReportError, result_cell, summarize
+    from tools.rerun.report import Reporter, ReportError, result_cell, row_verdict, summarize
 
     repo = _repository(args)
     if not repo:
         raise ValueError("report needs --repo owner/name (or $GITHUB_REPOSITORY)")
-    results = summarize(args.junit, root=Path.cwd())
-    notes: dict[str, str] = {}
-    history = args.history or os.environ.get("CI_HISTORY_STORE")
+    if (args.junit is None) == (args.ended is None):
+        raise ValueError("report needs --junit FILE (the run's results) or --ended CONCLUSION (it sent none)")
     if args.history_wait is not None and not 0 < args.history_wait <= 3600:
         raise ValueError(f"--history-wait must be a number of seconds above 0 and at most 3600, got {args.history_wait}")
+    reporter = Reporter(GitHubClient(_api(args), _token(args)), repo, args.bot_login, settle=args.settle_seconds)
+    if args.ended is not None:
+        return _report_ended(args, reporter)
+    results = summarize(args.junit, root=Path.cwd())
+    verdicts = {}
+    history = args.history or os.environ.get("CI_HISTORY_STORE")
     if history and not isinstance(results, str):
         from ci.history.store import failure_text
-        from tools.rerun.flake_notes import NOTES_WAIT_S, flake_notes
+        from tools.rerun.verdicts import NOTES_WAIT_S, read_verdicts
 
         try:
-            notes = flake_notes(history, args.tier, results.failing, wait=args.history_wait or NOTES_WAIT_S)
-        except Exception as exc:  # a history that cannot be read costs the notes, never the row
-            print(f"rerun-test report: history: {failure_text(exc, history)}; the row has no flake notes",
+            verdicts = read_verdicts(history, args.tier, results.cases, results.failing, sha=args.sha or "",
+                                     repo=repo, wait=args.history_wait or NOTES_WAIT_S)
+        except Exception as exc:  # a history that cannot be read costs the verdicts, never the row
+            print(f"rerun-test report: history: {failure_text(exc, history)}; the row has no verdicts",
                   file=sys.stderr)
-    reporter = Reporter(GitHubClient(_api(args), _token(args)), repo, args.bot_login, settle=args.settle_seconds)
     try:
-        done = reporter.report(args.pr, args.comment_id, args.tier, args.part, result_cell(results, notes),
-                               args.run_url, args.slot)
+        done = reporter.report(args.pr, args.comment_id, args.tier, args.part, result_cell(results, verdicts),
+                               args.run_url, args.slot, row_verdict(results, verdicts))
     except (GitHubError, ReportError) as exc:
         print(f"rerun-test report: {exc}", file=sys.stderr)
         return 1
+    if done is None:  # only `only_if_waiting` writes nothing; never for a report with results
+        raise ValueError("the report was not written")
     print(f"rerun-test report: wrote {args.tier} {args.part} into comment {done.comment_id} "
           f"({done.writes} write(s), {done.lost} lost update(s) repaired"
           + (", superseded by a later report" if done.superseded else "") + ")")
     if isinstance(results, str):
         print(f"rerun-test report: {results}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _report_ended(args: argparse.Namespace, reporter: "Reporter") -> int:
+    """A run that ended without sending results: its row says so, unless results came after all."""
+    from tools.rerun.headline import silent_cell
+    from tools.rerun.report import ReportError
+
+    try:
+        done = reporter.report(args.pr, args.comment_id, args.tier, args.part, silent_cell(args.ended),
+                               args.run_url, args.slot, only_if_waiting=True)
+    except (GitHubError, ReportError) as exc:
+        print(f"rerun-test report: {exc}", file=sys.stderr)
+        return 1
+    if done is None:
+        print(f"rerun-test report: {args.tier} {args.part} already holds results; nothing written")
+    else:
+        print(f"rerun-test report: marked {args.tier} {args.part} in comment {done.comment_id} as ended "
+              f"({args.ended}) without a result")
     return 0
 
 
@@ -247,7 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fsync every journal commit (survives power loss, not only a killed process)")
     serve.add_argument("--workers", type=int, default=4, help="background handler threads (default: %(default)s)")
     report = sub.add_parser("report", parents=[github], help="write a run's JUnit results into the bot's reply")
-    report.add_argument("--junit", required=True, help="JUnit XML of the run")
+    report.add_argument("--junit", help="JUnit XML of the run")
+    report.add_argument("--ended", metavar="CONCLUSION",
+                        help="instead of --junit: the run ended (GitHub's conclusion: cancelled, failure...) and "
+                             "sent no result; its row says so and the headline names it, unless it holds results")
     report.add_argument("--pr", type=int, required=True, help="pull request number")
     report.add_argument("--comment-id", type=int, required=True, help="the comment the run answers")
     report.add_argument("--tier", required=True, help="tier of the run (its row in the reply)")
@@ -255,12 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--run-url", help="link to the run")
     report.add_argument("--slot", default="", help="`k/M`: write in slot k of M (the run's place among its comment's "
                         "runs), so reports finishing together take turns (default: the part when `i/N`)")
+    report.add_argument("--sha", help="the commit the run tested (the dispatch's `sha` input): a failure that also "
+                        "passed at this commit in the history is flaky")
     report.add_argument("--history", metavar="URL_OR_PATH",
-                        help="test history store (`ci history ingest`): each failure says whether it is a known "
-                             "flake (default: $CI_HISTORY_STORE; none: no notes)")
+                        help="test history store (`ci history ingest`): each failure gets a verdict (broken on main, "
+                             "flaky, infra or new) (default: $CI_HISTORY_STORE; none: no verdicts)")
     report.add_argument("--history-wait", type=float, metavar="SECONDS",
-                        help="the longest the notes may hold the row up: a history that has not answered by then "
-                             "costs the notes, never the row (default: 20)")
+                        help="the longest the verdicts may hold the row up: a history that has not answered by then "
+                             "costs the verdicts, never the row (default: 20)")
     report.add_argument("--settle-seconds", type=float, default=12.0,
                         help="re-read the reply this long after writing, to catch a lost update (default: %(default)s)")
     redeliver = sub.add_parser("redeliver", parents=[github],

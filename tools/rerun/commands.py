@@ -214,16 +214,22 @@ _ENTITIES = {ord(c): f"&#{ord(c)};" for c in string.punctuation if c not in "/,-
 _ENTITIES[ord("@")] = "<!-- -->&#64;"
 
 
+def entities(text: str) -> str:
+    """``text`` with every Markdown and HTML metacharacter written as a numeric entity (and each
+    ``@`` split from what precedes it), as `quote` writes it: plain text in any GitHub Markdown."""
+    return text.translate(_ENTITIES)
+
+
 def quote(text: str, limit: int = 80) -> str:
     """``text`` as inline code that renders as exactly that text in GitHub-flavoured Markdown and
     HTML: control and non-ASCII characters become escapes (``\\u200b``), every Markdown and HTML
     metacharacter an entity, so nothing in it is a link, emphasis, a mention, a tag or a table
     cell break. Longer than ``limit`` characters is cut with an explicit note of how much was left out."""
     shown, rest = text[:limit], len(text) - limit
-    escaped = shown.encode("unicode_escape").decode("ascii").translate(_ENTITIES)
+    escaped = entities(shown.encode("unicode_escape").decode("ascii"))
     suffix = f"… ({rest} more characters)" if rest > 0 else ""
     return f"<code>{escaped}</code>{suffix}"
 
 
-__all__ = ["COMMAND", "Command", "MAX_TARGETS", "SAFE_TARGET", "TIER_RE", "UnsafeTarget", "check_target",
+__all__ = ["COMMAND", "Command", "MAX_TARGETS", "SAFE_TARGET", "TIER_RE", "UnsafeTarget", "check_target", "entities",
            "help_text", "parse_args", "parse_comment", "quote"]

@@ -10,7 +10,8 @@ that fits:
 2. result cells keep the verdict, the counts and the time (the failing ids are in the run's log
    and its JUnit report, which the row links);
 3. runner cells become ``…`` (the tier names the runner);
-4. result cells keep the verdict and the non-zero counts only (``**failed**: 41 passed, 1 failed``).
+4. result cells keep the outcome and the non-zero counts only (``**failed**: 41 passed, 1 failed``),
+   verdict cells one word (`verdicts.short_cell`: ``broken+``), tests cells ``—``.
 
 Every row keeps its key, its run link and the start of its result cell (``**failed**: 1 passed,
 ...``), so `runs_table.find_row` and `RunRow.has_results` read it as before, and a later report
@@ -25,7 +26,8 @@ import re
 from dataclasses import replace
 
 from tools.rerun.replies import MAX_BODY_CHARS, _size, cap
-from tools.rerun.runs_table import RunRow, parse_row
+from tools.rerun.runs_table import NO_VERDICT, RunRow, parse_row
+from tools.rerun.verdicts import SHORT_WORST, short_cell
 
 SHORT_FAILING = 3
 STEPS = (1, 2, 3, 4)
@@ -77,6 +79,8 @@ def shorten(row: RunRow, step: int) -> RunRow:
         row = replace(row, result=_short_result(row.result, step))
     if step >= 3:
         row = replace(row, runner="…")
+    if step >= 4:
+        row = replace(row, verdict=short_cell(row.verdict), tests="—" if row.tests else row.tests)
     return row
 
 
@@ -90,8 +94,8 @@ REPLY_OVERHEAD = 8_000
 def max_rows(tier: str, limit: int = MAX_BODY_CHARS) -> int:
     """How many rows of ``tier`` one reply holds with every result kept, whatever the results:
     rows at `fit`'s last step with the longest run link and five-digit counts."""
-    worst = RunRow(tier, "99999/99999", "…", "99999 test(s)", _LONGEST_RUN,
-                   "**failed**: 99999 passed, 99999 failed, 99999 skipped, 99999 errors")
+    worst = RunRow(tier, "99999/99999", "…", NO_VERDICT, _LONGEST_RUN,
+                   "**failed**: 99999 passed, 99999 failed, 99999 skipped, 99999 errors", "v" * SHORT_WORST)
     return max(0, (limit - REPLY_OVERHEAD) // (_size(worst.render()) + 1))
 
 

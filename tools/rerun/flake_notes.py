@@ -12,24 +12,26 @@ It never keeps its caller waiting longer than ``wait`` seconds (`NOTES_WAIT_S`):
 in a daemon thread, and a history that has not answered by then (a paused PostgreSQL, a hung
 network file system) is a `StoreError` too, the thread left behind. The store's own timeouts
 (`ci.history.postgres.Timeouts`, from the environment) are cut to ``wait`` as well, so that thread
-gives up soon after.
+gives up soon after. `read_within(location, wait, read)` is that contract for any read of the
+store (`tools.rerun.verdicts` judges failures through it).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
 from ci.history.location import describe
 from ci.history.model import FlakyScore
 from ci.history.postgres import Timeouts
-from ci.history.store import StoreError, open_store
+from ci.history.store import Store, StoreError, open_store
 
 MIN_TRIALS = 5  # what `ci flaky` hides below by default
 NEW = "new"
 NOTES_WAIT_S = 20.0
+T = TypeVar("T")
 
 
 def note(score: FlakyScore) -> str:
@@ -42,15 +44,31 @@ def flake_notes(location: str, tier: str, nodes: Sequence[str], *, wait: float =
     """{node: note} for every node of ``nodes`` within ``wait`` seconds (see the module docstring)."""
     if not nodes:
         return {}
-    outcome: list[dict[str, str] | BaseException] = []
 
-    def read() -> None:
+    def read(store: Store) -> dict[str, str]:
+        scores = flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=DEFAULT_LEVEL, nodes=nodes)
+        known = {s.node: note(s) for s in scores}
+        return {n: known.get(n, NEW) for n in nodes}
+
+    return read_within(location, wait, read)
+
+
+def read_within(location: str, wait: float, read: Callable[[Store], T]) -> T:
+    """``read`` of the store at ``location`` (opened read-only, its timeouts cut to ``wait``), or
+    `StoreError` when it has not answered within ``wait`` seconds (see the module docstring)."""
+    outcome: list[T | BaseException] = []
+
+    def run() -> None:
         try:
-            outcome.append(_read(location, tier, nodes, wait))
+            env = Timeouts.from_env()
+            cap = max(1, math.ceil(wait))
+            timeouts = Timeouts(min(env.connect_s, cap), min(env.statement_s, cap))
+            with open_store(location, create=False, timeouts=timeouts) as store:
+                outcome.append(read(store))
         except BaseException as exc:  # handed to the caller's thread, raised there
             outcome.append(exc)
 
-    worker = threading.Thread(target=read, name="flake-notes", daemon=True)
+    worker = threading.Thread(target=run, name="history-read", daemon=True)
     worker.start()
     worker.join(wait)
     if not outcome:
@@ -60,14 +78,4 @@ def flake_notes(location: str, tier: str, nodes: Sequence[str], *, wait: float =
     return outcome[0]
 
 
-def _read(location: str, tier: str, nodes: Sequence[str], wait: float) -> dict[str, str]:
-    env = Timeouts.from_env()
-    cap = max(1, math.ceil(wait))
-    timeouts = Timeouts(min(env.connect_s, cap), min(env.statement_s, cap))
-    with open_store(location, create=False, timeouts=timeouts) as store:
-        scores = flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=DEFAULT_LEVEL, nodes=nodes)
-    known = {s.node: note(s) for s in scores}
-    return {n: known.get(n, NEW) for n in nodes}
-
-
-__all__ = ["MIN_TRIALS", "NEW", "NOTES_WAIT_S", "flake_notes", "note"]
+__all__ = ["MIN_TRIALS", "NEW", "NOTES_WAIT_S", "flake_notes", "note", "read_within"]

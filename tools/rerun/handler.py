@@ -49,6 +49,7 @@ from tools.rerun.event import CommentEvent
 from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubAPI, GitHubError, PullRequest
 from tools.rerun.policy import decide
 from tools.rerun.pr_runs import PR_WORKFLOWS
+from tools.rerun.headline import retitle, span
 from tools.rerun.runs_table import put_row, rows_in
 from tools.rerun.work import Work
 
@@ -240,13 +241,13 @@ class Handler:
 
         def progress(done: list[DispatchResult]) -> None:
             body = replies.result_reply(
-                event.comment_id, event.user, f"dispatching… {len(done)} of {len(work.dispatches)} run(s) sent for "
-                f"commit `{sha[:12]}` (paced to stay within GitHub's rate limits).", work.sections,
+                event.comment_id, event.user, span(f"dispatching… {len(done)} of {len(work.dispatches)} run(s) sent")
+                + f" for commit `{sha[:12]}` (paced to stay within GitHub's rate limits).", work.sections,
                 replies.runs_table(done, actions_url), [], replies.CLAIMED, sha)
             if reply.id is None or config.dry_run or not edits.due(body):
                 return
             try:
-                self.client.edit_comment(event.repo, reply.id, fit(self._keep_reported(event, reply.id, body)))
+                self.client.edit_comment(event.repo, reply.id, fit(retitle(self._keep_reported(event, reply.id, body))))
             except GitHubError as exc:  # progress is a courtesy; the final edit says what happened
                 log.warning("progress edit of reply %d failed: %s", reply.id, exc)
             edits.wrote(body)
@@ -265,7 +266,7 @@ class Handler:
             work.sections + [cmd_rerun_failed.render(outcome.reruns)], replies.runs_table(outcome.dispatches, actions_url),
             work.notes, state, sha)
         if (resumed or work.dispatches) and reply.id is not None and not config.dry_run:
-            body = self._keep_reported(event, reply.id, body)
+            body = retitle(self._keep_reported(event, reply.id, body))
         self._write(event, outcome, reply, body)
         self._react(event, outcome, "rocket" if outcome.status == "dispatched" else "confused")
         return outcome

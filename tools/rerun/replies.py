@@ -19,9 +19,11 @@ from ci.registry.writer import render_entry, suggested_entry
 from tools.rerun.cmd_rerun_failed import RerunResult
 from tools.rerun.commands import MAX_TARGETS, Command, help_text, quote
 from tools.rerun.dispatch import DispatchResult
+from tools.rerun.headline import span
 from tools.rerun.policy import Decision
 from tools.rerun.resolve import Kind, Resolution
 from tools.rerun.runs_table import RunRow, table
+from tools.rerun.wrap import breakable_code
 
 MARKER_PREFIX = "<!-- rerun-test:comment="
 MARKER_RE = re.compile(r"<!-- rerun-test:comment=(\d+)(?: state=([a-z]+))?(?: sha=([0-9a-f]{7,64}))? -->")
@@ -225,7 +227,7 @@ MAX_TESTS_SHOWN = 5
 
 
 def _tests_cell(tests: Sequence[str]) -> str:
-    shown = "<br>".join(f"`{t}`" for t in tests[:MAX_TESTS_SHOWN])
+    shown = "<br>".join(breakable_code(t, limit=200) for t in tests[:MAX_TESTS_SHOWN])
     more = len(tests) - MAX_TESTS_SHOWN
     return shown + (f"<br>… and {more} more" if more > 0 else "")
 
@@ -237,7 +239,7 @@ def run_row(result: DispatchResult, actions_url: str | None = None) -> RunRow:
         run = f"[run]({result.run_url})"
     else:
         run = f"[not listed yet]({result.run_url})" if result.run_url else "—"
-    text = _DISPATCH_TEXT.get(result.state) or f"dispatch failed: {quote(result.error or '', limit=300)}"
+    text = _DISPATCH_TEXT.get(result.state) or f"dispatch failed: {breakable_code(result.error or '', limit=300)}"
     return RunRow(spec.tier, spec.part, f"`{', '.join(spec.runner)}`", _tests_cell(spec.tests), run, text)
 
 
@@ -247,11 +249,12 @@ def runs_table(results: Sequence[DispatchResult], actions_url: str | None = None
 
 def header(dispatches: Sequence[DispatchResult], reruns: Sequence[RerunResult], sha: str, workflow: str,
            branch: str, dry_run: bool) -> str:
-    """The reply's first sentence: what was sent, for which commit."""
+    """The reply's first sentence: what was sent, for which commit. How many runs were dispatched
+    is the headline's span (`tools.rerun.headline`), which becomes the outcome as results arrive."""
     parts = []
     if dispatches:
         sent = sum(d.ok for d in dispatches)
-        parts.append(f"{sent} of {len(dispatches)} run(s) dispatched (workflow `{workflow}` on `{branch}`)")
+        parts.append(span(f"{sent} of {len(dispatches)} run(s) dispatched") + f" (workflow `{workflow}` on `{branch}`)")
     if reruns:
         parts.append(f"{sum(r.state != 'failed' for r in reruns)} of {len(reruns)} failed run(s) re-run")
     if not parts:

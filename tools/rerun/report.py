@@ -36,23 +36,26 @@ import logging
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
 from ci.history.ingest import node_id
-from ci.results.junit import ERROR, FAILED, JUnitError, parse_junit
+from ci.results.junit import ERROR, FAILED, CaseResult, JUnitError, parse_junit
 from tools.rerun import replies
 from tools.rerun.budget import report_slot_wait, shard_of
 from tools.rerun.commands import quote
 from tools.rerun.fit import STEPS, fit, shorten
-from tools.rerun.flake_notes import NEW
 from tools.rerun.github import GitHubAPI, IssueComment
-from tools.rerun.runs_table import RunRow, find_row, put_row
+from tools.rerun.headline import retitle
+from tools.rerun.runs_table import NO_VERDICT, RunRow, find_row, put_row
+from tools.rerun.verdicts import LABELS, FailureVerdict, verdict_cell
+from tools.rerun.wrap import breakable_code
 
 log = logging.getLogger(__name__)
 
 MAX_FAILING = 10
+ID_LIMIT = 256  # characters of a failing id shown: SGLang's reach ~200 (a 126-character path, class, test, params)
 MAX_SECONDS = 7 * 24 * 3600.0  # a run reporting more than a week of test time has a broken report
 
 
@@ -62,7 +65,8 @@ class ReportError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunResults:
-    """Counts, total seconds, and the failing/erroring node ids (all of them, in report order)."""
+    """Counts, total seconds, and the failing/erroring node ids (all of them, in report order);
+    ``cases``, the JUnit report's cases, for judging the failures (not part of equality)."""
 
     passed: int
     failed: int
@@ -70,6 +74,7 @@ class RunResults:
     errors: int
     seconds: float
     failing: tuple[str, ...]
+    cases: tuple[CaseResult, ...] = field(default=(), compare=False, repr=False)
 
 
 def summarize(path: str | Path, root: str | Path | None = None) -> RunResults | str:
@@ -88,37 +93,43 @@ def summarize(path: str | Path, root: str | Path | None = None) -> RunResults | 
         counts[case.outcome] += 1
     failing = tuple(node_id(c) for c in report.cases if c.outcome in (FAILED, ERROR))  # the history's ids
     seconds = report.wall_time or sum(c.time for c in report.cases)
-    return RunResults(counts["passed"], counts["failed"], counts["skipped"], counts["error"], seconds, failing)
+    return RunResults(counts["passed"], counts["failed"], counts["skipped"], counts["error"], seconds, failing,
+                      tuple(report.cases))
 
 
 def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
-def result_cell(results: RunResults | str, notes: Mapping[str, str] | None = None) -> str:
-    """The result cell (it starts with ``**``, which marks a row as holding results). ``notes``
-    (`tools.rerun.flake_notes`: ``flaky 9 % ±4 over 120 runs on gpu_h200`` or ``new``) follow
-    each failing id, and the counts: the note itself for one failure, a tally for several. They
-    come after the time, so `tools.rerun.fit`'s last step drops them with the rest."""
+def result_cell(results: RunResults | str, verdicts: Mapping[str, FailureVerdict] | None = None) -> str:
+    """The result cell (it starts with ``**``, which marks a row as holding results): counts and
+    time, then the failing ids (with break opportunities, `tools.rerun.wrap`). With several
+    failures each id is followed by its verdict's kind (the details are in the verdict cell, and
+    for one failure the verdict cell says it all). The kinds come after the time, so
+    `tools.rerun.fit`'s last step drops them with the rest."""
     if isinstance(results, str):
-        return f"**no report**: the run produced no report: {quote(results, limit=200)}"
+        return f"**no report**: the run produced no report: {breakable_code(results, limit=200)}"
     r = results
-    notes = notes or {}
-    verdict = "**failed**" if r.failed or r.errors else "**passed**"
-    cell = (f"{verdict}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.errors} errors "
+    verdicts = verdicts or {}
+    outcome = "**failed**" if r.failed or r.errors else "**passed**"
+    cell = (f"{outcome}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.errors} errors "
             f"in {_duration(r.seconds)}")
-    known = [notes[n] for n in r.failing if n in notes]
-    if len(r.failing) == 1 and known:
-        cell += f" · {known[0]}"
-    elif known:
-        flakes = sum(k != NEW for k in known)
-        cell += f" · {flakes} known flak{'e' if flakes == 1 else 'es'}, {len(known) - flakes} new"
     if r.failing:
-        shown = "<br>".join(quote(node, limit=160) + (f" · {notes[node]}" if node in notes else "")
+        several = len(r.failing) > 1
+        shown = "<br>".join(breakable_code(node, limit=ID_LIMIT)
+                            + (f" · {LABELS[verdicts[node].kind]}" if several and node in verdicts else "")
                             for node in r.failing[:MAX_FAILING])
         more = len(r.failing) - MAX_FAILING
         cell += "<br>failing:<br>" + shown + (f"<br>… and {more} more" if more > 0 else "")
     return cell
+
+
+def row_verdict(results: RunResults | str, verdicts: Mapping[str, FailureVerdict] | None = None) -> str:
+    """The verdict cell of a run: `verdicts.verdict_cell` of its failing tests' verdicts (all of
+    them, not only those the result cell shows); `NO_VERDICT` without failures or a history."""
+    if isinstance(results, str) or not verdicts:
+        return NO_VERDICT
+    return verdict_cell([verdicts[n] for n in results.failing if n in verdicts])
 
 
 @dataclass(frozen=True)
@@ -151,9 +162,13 @@ class Reporter:
         raise ReportError(f"no reply of {self.bot_login} for comment {comment_id} on #{pr}")
 
     def report(self, pr: int, comment_id: int, tier: str, part: str, cell: str,
-               run_url: str | None = None, slot: str = "") -> ReportOutcome:
-        """Put ``cell`` (and the run link) into the row (tier, part); raises `ReportError` when the
-        row keeps getting lost after ``attempts`` writes, `GitHubError` when GitHub fails."""
+               run_url: str | None = None, slot: str = "", verdict: str = NO_VERDICT, *,
+               only_if_waiting: bool = False) -> ReportOutcome | None:
+        """Put ``cell``, ``verdict`` (and the run link) into the row (tier, part) and rewrite the
+        headline (`tools.rerun.headline.retitle`); raises `ReportError` when the row keeps getting
+        lost after ``attempts`` writes, `GitHubError` when GitHub fails. ``only_if_waiting``
+        (a run that ended without sending results): write nothing, and return None, when the row
+        already holds results."""
         run = f"[run]({run_url})" if run_url else None
         writes = lost = 0
         shard = shard_of(slot) or shard_of(part)
@@ -162,9 +177,11 @@ class Reporter:
         for attempt in range(1, self.attempts + 1):
             reply = self.find_reply(pr, comment_id)
             current = find_row(reply.body, tier, part)
+            if only_if_waiting and current is not None and current.has_results:
+                return None
             base = current or RunRow(tier, part, "—", "—", "—", "")
-            mine = base.with_result(cell, run)
-            body = fit(put_row(reply.body, mine))  # shortens cells to fit; never drops a row
+            mine = base.with_result(cell, run, verdict)
+            body = fit(retitle(put_row(reply.body, mine)))  # shortens cells to fit; never drops a row
             mine = find_row(body, tier, part) or mine  # as written (its cells may be shortened)
             self.client.edit_comment(self.repo, reply.id, body)
             writes += 1
@@ -187,4 +204,5 @@ class Reporter:
         return "superseded" if row is not None and row.has_results else "lost"
 
 
-__all__ = ["MAX_FAILING", "ReportError", "ReportOutcome", "Reporter", "RunResults", "result_cell", "summarize"]
+__all__ = ["ID_LIMIT", "MAX_FAILING", "ReportError", "ReportOutcome", "Reporter", "RunResults", "result_cell", "row_verdict",
+           "summarize"]

@@ -1,6 +1,8 @@
 """The runs table of a bot reply: one row per dispatched run, found and edited in place by key.
 
-A row is ``| `tier` | part | `runner labels` | tests | run | result |``; its key is (tier, part),
+A row is ``| `tier` | part | result | verdict | run | tests | `runner labels` |``: the result and what
+the test history says of its failures (`tools.rerun.verdicts`) come first, so that they stay in
+view and the wide cells (tests, runner) wrap last. Its key is (tier, part),
 where part is ``targets`` (the `/rerun-test` targets of that tier) or ``i/N`` (shard i of N of a
 `/rerun-tier` run). Every cell is written by the bot: tier names match ``[A-Za-z_][A-Za-z0-9_]*``
 and text from elsewhere goes through `commands.quote`, so a cell never holds a raw ``|`` and a
@@ -8,14 +10,21 @@ row splits back into the same cells.
 
 A result cell that starts with ``**`` holds results (written by ``report``); anything else
 (``dispatched``, ``dispatch failed: ...``) is a placeholder waiting for them.
+
+Replies written before the verdict column (``| tier | part | runner | tests | run | result |``) are
+still read: such a row parses with an empty verdict, and `put_row` rewrites the whole table in the
+current layout the first time it edits one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-HEADER = "| tier | part | runner | tests | run | result |"
-SEPARATOR = "|---|---|---|---|---|---|"
+HEADER = "| tier | part | result | verdict | run | tests | runner |"
+SEPARATOR = "|---|---|---|---|---|---|---|"
+LEGACY_HEADER = "| tier | part | runner | tests | run | result |"
+LEGACY_SEPARATOR = "|---|---|---|---|---|---|"
+NO_VERDICT = "—"
 TARGETS_PART = "targets"
 
 
@@ -29,6 +38,7 @@ class RunRow:
     tests: str
     run: str
     result: str
+    verdict: str = NO_VERDICT
 
     @property
     def key(self) -> tuple[str, str]:
@@ -39,10 +49,11 @@ class RunRow:
         return self.result.startswith("**")
 
     def render(self) -> str:
-        return f"| `{self.tier}` | {self.part} | {self.runner} | {self.tests} | {self.run} | {self.result} |"
+        return (f"| `{self.tier}` | {self.part} | {self.result} | {self.verdict or NO_VERDICT} | {self.run} "
+                f"| {self.tests} | {self.runner} |")
 
-    def with_result(self, result: str, run: str | None = None) -> "RunRow":
-        return replace(self, result=result, run=run if run is not None else self.run)
+    def with_result(self, result: str, run: str | None = None, verdict: str = NO_VERDICT) -> "RunRow":
+        return replace(self, result=result, run=run if run is not None else self.run, verdict=verdict)
 
 
 def parse_row(line: str) -> RunRow | None:
@@ -50,9 +61,13 @@ def parse_row(line: str) -> RunRow | None:
     if not (line.startswith("| `") and line.endswith(" |")):
         return None
     cells = line[2:-2].split(" | ")
-    if len(cells) != 6 or not (cells[0].startswith("`") and cells[0].endswith("`")):
+    if len(cells) not in (6, 7) or not (cells[0].startswith("`") and cells[0].endswith("`")):
         return None
-    return RunRow(cells[0][1:-1], *cells[1:])
+    if len(cells) == 6:  # the layout before the verdict column
+        tier, part, runner, tests, run, result = cells
+        return RunRow(tier[1:-1], part, runner, tests, run, result)
+    tier, part, result, verdict, run, tests, runner = cells
+    return RunRow(tier[1:-1], part, runner, tests, run, result, verdict)
 
 
 def rows_in(body: str) -> list[RunRow]:
@@ -67,10 +82,23 @@ def table(rows: list[RunRow]) -> str:
     return "\n".join([HEADER, SEPARATOR] + [row.render() for row in rows])
 
 
+def _current_layout(lines: list[str]) -> list[str]:
+    """``lines`` with a table in the layout before the verdict column rewritten in the current one."""
+    if LEGACY_HEADER not in lines:
+        return lines
+    start = lines.index(LEGACY_HEADER)
+    out = lines[:start] + [HEADER, SEPARATOR]
+    end = start + 2
+    while end < len(lines) and (row := parse_row(lines[end])) is not None:
+        out.append(row.render())
+        end += 1
+    return out + lines[end:]
+
+
 def put_row(body: str, row: RunRow) -> str:
     """``body`` with the row of ``row.key`` replaced by ``row``; a missing row is appended to the
     runs table, and a body without one gets a table at its end."""
-    lines = body.split("\n")
+    lines = _current_layout(body.split("\n"))
     for i, line in enumerate(lines):
         found = parse_row(line)
         if found is not None and found.key == row.key:
@@ -84,4 +112,4 @@ def put_row(body: str, row: RunRow) -> str:
     return body.rstrip("\n") + "\n\n" + table([row]) + "\n"
 
 
-__all__ = ["HEADER", "RunRow", "SEPARATOR", "TARGETS_PART", "find_row", "parse_row", "put_row", "rows_in", "table"]
+__all__ = ["HEADER", "LEGACY_HEADER", "NO_VERDICT", "RunRow", "SEPARATOR", "TARGETS_PART", "find_row", "parse_row", "put_row", "rows_in", "table"]

@@ -1,0 +1,153 @@
+"""Runtime dependency maps in the history store: ingest a map file, read the latest map per test.
+
+Contract:
+- `prepare_depmap` reads one map file with `ci.selection.depmap_format.parse_depmap` (the one
+  reader) and checks the run identity (`RunIdentity.check`) and that the map's tier, when it names
+  one, is the identity's; any problem raises `DepmapError` / `ValueError` before the store is
+  touched.
+- `ingest_depmap` writes the map and its test rows in one transaction; a map already stored
+  (same bytes, same identity: the key) writes nothing and returns False.
+- `latest_maps` gives, for each test file of ``tier`` (of ``repo`` when given), the entry of the
+  most recently recorded map that holds it, with where it came from (`StoredTestMap`). A stored
+  entry that does not read back (a hand-edited row) is left out and named in ``problems``; its test
+  then has no map, so selection falls back to the static graph for it.
+- `gather_maps` puts the store's and map files' entries together for `ci plan`; it never raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+from ci.history.model import RunIdentity
+from ci.history.store import Store, failure_text, now, open_store
+from ci.regular_file import MAX_REPORT_BYTES, UnreadableFile, read_regular
+from ci.selection.depmap_format import (DepMap, DepmapError, StoredTestMap, TestMap, is_relative_path, maps_of_file,
+                                        parse_depmap, utc_time)
+
+
+@dataclass(frozen=True)
+class PreparedDepmap:
+    source: str
+    identity: RunIdentity
+    key: str
+    depmap: DepMap
+
+
+def prepare_depmap(path: str | Path, identity: RunIdentity) -> PreparedDepmap:
+    """Read and check one map file; see the module docstring."""
+    identity.check()
+    identity = replace(identity, sha=identity.sha.lower())
+    try:
+        data = read_regular(path, MAX_REPORT_BYTES)
+    except (OSError, UnreadableFile) as exc:
+        raise DepmapError(f"{path}: cannot read the map: {getattr(exc, 'strerror', None) or exc}") from exc
+    depmap = parse_depmap(data, str(path))
+    if depmap.tier is not None and depmap.tier != identity.tier:
+        raise DepmapError(f"{path}: the map was recorded on tier {depmap.tier!r}, not --tier {identity.tier!r}")
+    payload = json.dumps([hashlib.sha256(data).hexdigest(), asdict(identity)], sort_keys=True)
+    return PreparedDepmap(str(path), identity, hashlib.sha256(payload.encode()).hexdigest(), depmap)
+
+
+_INSERT = """INSERT INTO depmaps (map_key, source, repo, sha, event, tier, shard, run_id, run_url, recorded_at,
+    ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (map_key) DO NOTHING RETURNING id"""
+
+
+def ingest_depmap(store: Store, prepared: PreparedDepmap) -> bool:
+    """Store ``prepared`` in one transaction; False when it was already stored."""
+    ident, depmap = prepared.identity, prepared.depmap
+    with store.transaction():
+        cur = store.execute(_INSERT, (prepared.key, Path(prepared.source).name, ident.repo, ident.sha, ident.event,
+                                      ident.tier, ident.shard, ident.run_id, ident.run_url, stored_time(depmap.recorded_at),
+                                      now()))
+        inserted = cur.fetchall()
+        cur.close()
+        if not inserted:
+            return False
+        map_id = int(inserted[0][0])
+        store.executemany(
+            "INSERT INTO depmap_tests (map_id, test_file, complete, items, ran, executed, opened) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(map_id, test, int(t.complete), t.items, t.ran, "\n".join(sorted(t.executed)), "\n".join(sorted(t.opened)))
+             for test, t in sorted(depmap.tests.items())])
+    return True
+
+
+@dataclass(frozen=True)
+class LatestMaps:
+    tests: dict[str, StoredTestMap]
+    problems: tuple[str, ...] = ()
+
+
+def stored_time(recorded_at: str) -> str:
+    """A map's time as stored: UTC, to the second, so that the store's string order is time order."""
+    when = utc_time(recorded_at)
+    if when is None:
+        raise DepmapError(f"recorded_at {recorded_at!r} is not an ISO 8601 time with its UTC offset")
+    return when.isoformat(timespec="seconds")
+
+
+def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetime | None = None) -> LatestMaps:
+    """The newest stored entry per test file of ``tier``; see the module docstring. ``since``:
+    only maps recorded then or later (older ones could not decide anyway; the store then reads
+    the last days' maps, not every map ever stored)."""
+    query = ("SELECT t.test_file, t.complete, t.items, t.ran, t.executed, t.opened, m.id, m.sha, m.run_id, "
+             "m.recorded_at FROM depmap_tests t JOIN depmaps m ON m.id = t.map_id WHERE m.tier = ?")
+    params: list[object] = [tier]
+    if repo is not None:
+        query += " AND m.repo = ?"
+        params.append(repo)
+    if since is not None:
+        query += " AND m.recorded_at >= ?"
+        params.append(stored_time(since.isoformat()))
+    found: dict[str, StoredTestMap] = {}
+    problems: list[str] = []
+    for test, complete, items, ran, executed, opened, map_id, sha, run_id, recorded_at in store.fetchall(
+            query + " ORDER BY m.recorded_at, m.id", params):
+        paths = [p for p in f"{executed}\n{opened}".split("\n") if p]
+        if not is_relative_path(test) or not all(is_relative_path(p) for p in paths) or min(items, ran) < 0:
+            problems.append(f"stored map {map_id} (run {run_id or '?'} at {sha[:12]}): the entry of {test!r} "
+                            "does not read back; ignored")
+            found.pop(test, None)
+            continue
+        entry = TestMap(frozenset(p for p in executed.split("\n") if p), frozenset(p for p in opened.split("\n") if p),
+                        bool(complete), int(items), int(ran))
+        found[test] = StoredTestMap(entry, f"run {run_id or map_id} at {sha[:12]}", recorded_at)
+    return LatestMaps(found, tuple(problems))
+
+
+def gather_maps(tier: str, map_files: Sequence[str], *, use_store: bool = False, store_location: str | None = None,
+                repo: str | None = None, since: datetime | None = None) -> LatestMaps:
+    """The newest usable source per test file of ``tier``: the store's latest maps (``use_store``)
+    and the map files given (those recorded on another tier are skipped). Never raises for a bad
+    source: a map file that does not read, or a store that cannot be read, is one line in
+    ``problems`` and contributes nothing, so its tests fall back to the static graph."""
+    found: dict[str, StoredTestMap] = {}
+    problems: list[str] = []
+    if use_store:
+        try:
+            with open_store(store_location, create=False) as store:
+                stored = latest_maps(store, tier, repo, since)
+            found.update(stored.tests)
+            problems += stored.problems
+        except Exception as exc:  # StoreError, StoreMissing, a driver's own: no maps, never a crash
+            problems.append(f"maps of tier {tier} not read from the history store: {failure_text(exc, store_location)}")
+    for path in map_files:
+        try:
+            depmap = parse_depmap(read_regular(path, MAX_REPORT_BYTES), path)
+        except OSError as exc:
+            problems.append(f"{path}: map ignored: cannot read it: {exc.strerror or exc}")
+            continue
+        except DepmapError as exc:
+            problems.append(f"{exc}; map ignored")
+            continue
+        if depmap.tier not in (None, tier):
+            continue
+        for test, entry in maps_of_file(depmap, path).items():
+            if test not in found or entry.recorded_at >= found[test].recorded_at:
+                found[test] = entry
+    return LatestMaps(found, tuple(problems))

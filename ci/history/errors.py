@@ -1,0 +1,148 @@
+"""A failure's meaningful error line, whether that line is generic, and the infrastructure cause it names.
+
+Contract:
+- `error_line(attempt)` is the first line that says what went wrong, as written (numbers kept for
+  the reader), at most `MAX_ERROR_CHARS`: the JUnit ``message``'s first line unless it is a
+  generic wrapper (`is_generic`: a bare exception type, ``assert False``, ``Failed``, a process
+  that "exited with code 1", a pytest-timeout line); then the first ``E`` line of the failure's
+  text that is not generic; when every candidate is generic, the message's line followed by
+  `` [at <source line>]``, the last ``>`` line pytest marks (the statement that raised), so two
+  different bare ``assert`` failures of one test still read apart. ``""`` when the attempt has no
+  failure text (a retried attempt: pytest's JUnit keeps none).
+- `normalise(text)` is the signature text of a line: run-specific parts replaced (see its doc);
+  `ci.history.classify.fingerprint` hashes it.
+- `is_generic(line)`: the line, once normalised and
+  stripped of its exception type, of assert/comparison words and placeholders, holds no word of
+  three letters or more; or it is one of the known wrapper phrases. A generic line never makes a
+  failure flaky by its signature alone (`ci.history.verdict`): it matches everything.
+- `infra_kind(attempt)`: ``no-gpu``, ``cuda``, ``nccl``, ``oom-kill``, ``lost-runner`` or
+  ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
+  lines) names that runner-level cause, else ``""``. An assertion is never infra, whatever string it
+  quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ci.results.junit import Attempt
+
+MAX_ERROR_CHARS = 300
+NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL = "no-gpu", "cuda", "nccl", "oom-kill", "lost-runner", "signal"
+INFRA_KINDS = (NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL)
+
+MISSING_GPU = re.compile(
+    r"no CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|NVIDIA driver on your system is too old"
+    r"|CUDA driver version is insufficient|Torch not compiled with CUDA enabled|cudaErrorNoDevice"
+    r"|RuntimeError: No HIP GPUs are available", re.I)
+# Order matters: the first that matches names the cause (an NCCL error that wraps a CUDA one is NCCL's).
+_INFRA = (
+    (NO_GPU, MISSING_GPU),
+    (NCCL, re.compile(r"\bNCCL (?:error|communicator was aborted|WARN)|\bnccl(?:System|Internal|UnhandledCuda|Invalid"
+                      r"Usage|Remote)Error\b|ProcessGroupNCCL.{0,80}(?:timed? ?out|Watchdog)|DistBackendError", re.I)),
+    (CUDA, re.compile(r"\bCUDA error\b|\bcudaError\w*|CUDA driver error|uncorrectable ECC error|\bXid\b"
+                      r"|CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|NOT_INITIALIZED)", re.I)),
+    (OOM_KILL, re.compile(r"\bOut of memory: Killed process|\boom[-_ ]kill|exit(?:ed)? (?:with )?(?:status|code) "
+                          r"(?:-9|137)\b|killed by signal 9\b|\bSIGKILL\b|^Killed$", re.I | re.M)),
+    (LOST_RUNNER, re.compile(r"runner has received a shutdown signal|lost communication with the server"
+                             r"|The self-hosted runner .{0,80} lost|runner .{0,40} (?:went offline|disconnected)", re.I)),
+    (SIGNAL, re.compile(r"Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|(?:killed|terminated) by signal"
+                        r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
+                        re.I)),
+)
+_ASSERTION = re.compile(r"\s*(?:(?:[\w]+\.)*(?:AssertionError|AssertError)\b|assert\b|Failed: (?!Timeout))")
+
+_TYPE_PREFIX = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failed|Failure)\b:?")
+_FILLER = re.compile(r"<n>|<addr>|<tmp>|<path>|<id>|\b(?:assert|is|not|in|and|or|None|True|False|where|true|false"
+                     r"|Failed|failed|error|Error)\b|[^A-Za-z]", re.I)
+_WORD = re.compile(r"[A-Za-z]{3,}")
+_WRAPPERS = re.compile(
+    r"^(?:.*(?:exited with (?:exit )?code|returned non-zero exit status|process completed with exit code"
+    r"|terminated with exit code|exit status <n>)\b.*|Failed: Timeout .*|Timeout .*|collection failure"
+    r"|(?:AssertionError: )?(?:False is not true|True is not false|unexpectedly None|<n> != <n>|<n> not greater than <n>"
+    r"|<n> not less than <n>|<n> not greater than or equal to <n>|<n> not less than or equal to <n>))$", re.I)
+
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_TMP = re.compile(r"(?:/tmp|/var/folders|/private/var|\S*/pytest-of-[^/\s]+)/\S*|\btmp[A-Za-z0-9_]{6,}\b")
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:/[\w.+@-]+){2,}/?")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_LONG_HEX = re.compile(r"\b[0-9a-fA-F]{12,}\b")
+_NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_LINE_NO = re.compile(r"(\.py|\bline)[: ]\s*\d+")
+_SPACE = re.compile(r"\s+")
+MAX_FINGERPRINT_TEXT = 300
+
+
+@lru_cache(maxsize=4096)  # is_generic and the fingerprint normalise the same line, one after the other
+def normalise(text: str) -> str:
+    """One line with the run-specific parts replaced: ``0x...`` -> ``<addr>``, temporary
+    directories and ``tmpXXXXXX`` names -> ``<tmp>``, other absolute paths -> ``<path>``, UUIDs and
+    long hex ids -> ``<id>``, line numbers (``x.py:12``, ``line 12``) and other numbers -> ``<n>``;
+    whitespace folded; at most `MAX_FINGERPRINT_TEXT` characters."""
+    text = _HEX.sub("<addr>", text)
+    text = _TMP.sub("<tmp>", text)
+    text = _PATH.sub("<path>", text)
+    text = _UUID.sub("<id>", text)
+    text = _LONG_HEX.sub("<id>", text)
+    text = _LINE_NO.sub(r"\1:<n>", text)
+    text = _NUMBER.sub("<n>", text)
+    return _SPACE.sub(" ", text).strip()[:MAX_FINGERPRINT_TEXT]
+
+
+def is_generic(line: str) -> bool:
+    """True when ``line`` names no particular cause (see the module docstring)."""
+    text = normalise(line)
+    if not text or _WRAPPERS.match(text):
+        return True
+    rest = _FILLER.sub(" ", _TYPE_PREFIX.sub("", text, count=1))
+    return _WORD.search(rest) is None
+
+
+def _e_lines(detail: str) -> list[str]:
+    return [line[1:].strip() for line in detail.splitlines() if line.startswith("E ") and line[1:].strip()]
+
+
+def _continuation(line: str) -> bool:
+    """pytest's explanation lines under an ``E`` line: ``+  where ...``, diff markers, ``At index``."""
+    return line.startswith(("+", "-", "?", "where ", "At index", "Full diff", "Use -v", "...", "Omitting"))
+
+
+def _source_line(detail: str) -> str:
+    marked = [line[1:].strip() for line in detail.splitlines() if line.startswith(">") and line[1:].strip()]
+    return marked[-1] if marked else ""
+
+
+def error_line(attempt: Attempt) -> str:
+    """The first meaningful error line of a failed attempt (see the module docstring)."""
+    first = attempt.message.strip().splitlines()[0].strip() if attempt.message.strip() else ""
+    candidates = [first] if first else []
+    candidates += [line for line in _e_lines(attempt.detail) if not _continuation(line)]
+    for line in candidates:
+        if not is_generic(line):
+            return line[:MAX_ERROR_CHARS]
+    if not candidates:
+        return ""
+    source = _source_line(attempt.detail)
+    text = f"{candidates[0]} [at {source}]" if source else candidates[0]
+    return text[:MAX_ERROR_CHARS]
+
+
+def infra_kind(attempt: Attempt) -> str:
+    """The runner-level cause this failure names, or ``""`` (see the module docstring)."""
+    first = attempt.message.strip().splitlines()[0].strip() if attempt.message.strip() else ""
+    e_lines = [line for line in _e_lines(attempt.detail) if not _continuation(line)]
+    raised = first or (e_lines[-1] if e_lines else "")
+    if _ASSERTION.match(raised):
+        return ""  # the test's own check failed, whatever text it quotes
+    lines = ([first] if first else []) + e_lines[-3:]
+    if not lines and attempt.detail.strip():
+        lines = attempt.detail.strip().splitlines()[-3:]
+    for line in lines:
+        if _ASSERTION.match(line):
+            continue
+        for kind, pattern in _INFRA:
+            if pattern.search(line):
+                return kind
+    return ""

@@ -1,0 +1,318 @@
+"""Is this red mine? One verdict for each failing test of a run, computed here and nowhere else.
+
+Contract (`judge`; docs/history.md#verdicts says why each rule is what it is). For a failure of
+test N on tier T at commit S, the first of these that holds is its verdict:
+
+1. ``infra``: the failure's own exception line names a runner-level cause (no CUDA device, a CUDA or
+   NCCL error, the OOM killer, a lost runner, an exit by signal: `ci.history.errors.infra_kind`;
+   never an assertion that quotes such text). Attributed to the runner, with the runner's record
+   (`ci.history.runners`): a bad machine shows as one.
+2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
+   the same commit), so the code is not what fails.
+3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
+   its commits), N fails on T since a commit and has not passed since (an open streak with two or
+   more failing attempts, or with one whose signature is this failure's and is not a known flaky
+   signature of N), or the pull request's merge base lies inside a streak main has since fixed.
+   The detail names the first failing commit, the last pass and the candidate commits between.
+4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
+   trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
+   pass on one commit, or a short flip between passes), the signature is not generic
+   (`ci.history.errors.is_generic`: it would match any failure), and the failure did not repeat at S
+   so often that a flake of N's rate (the interval's upper end) would do that less than `CHANCE` of
+   the time.
+5. ``new``: none of these; probably the change's own.
+
+A breakage is never called flaky: a signature N never failed with, a generic one, or a failure that
+main shows consistently is not flaky. Each `Verdict` has a one-line ``detail``; `tally` makes the
+headline of a set of results (``3 passed, 1 failed: broken on main since abc1234``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+from ci.history.classify import signature
+from ci.history.errors import error_line, infra_kind, is_generic
+from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
+from ci.history.mainline import MainRun, Streak, fail_streaks, main_order, position
+from ci.history.model import DEFAULT_BRANCH_EVENTS, PASS, FlakyScore, Interval
+from ci.history.runners import RunnerHealth, runner_health
+from ci.history.store import Store
+from ci.results.junit import FAILED, Attempt
+
+BROKEN_ON_MAIN, FLAKY, INFRA, NEW = "broken_on_main", "flaky", "infra", "new"
+VERDICTS = (BROKEN_ON_MAIN, INFRA, FLAKY, NEW)  # the order a headline names them in
+MIN_TRIALS = 5
+CHANCE = 0.05
+SHORT = 7
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failing test of a run, to be judged. ``failures`` counts its failed attempts at ``sha``
+    in this run; ``passed_on_retry`` is true when a later attempt of the run passed."""
+
+    node: str
+    tier: str
+    sha: str
+    repo: str = ""
+    error: str = ""
+    fingerprint: str = ""
+    infra: str = ""
+    runner: str = ""
+    failures: int = 1
+    passed_on_retry: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict on one `Failure` and why, in one line (``detail``). ``since``, ``last_pass``,
+    ``fixed_at`` and the candidates are set for ``broken_on_main``; ``score`` and ``interval`` when
+    the history scores the test flaky on the tier; ``runner_health`` for ``infra``."""
+
+    node: str
+    tier: str
+    sha: str
+    verdict: str
+    detail: str
+    error: str = ""
+    fingerprint: str = ""
+    runner: str = ""
+    infra: str = ""
+    since: str = ""
+    last_pass: str = ""
+    fixed_at: str = ""
+    candidates: tuple[str, ...] = ()
+    candidate_count: int = 0
+    score: float | None = None
+    interval: Interval | None = None
+    runner_health: RunnerHealth | None = None
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A set of results in numbers and one headline."""
+
+    passed: int
+    failed: int
+    skipped: int
+    flaky_passed: int  # passed only on a retry: counted in ``passed``
+    counts: tuple[tuple[str, int], ...]  # (verdict, failures), in `VERDICTS` order, zeros left out
+    headline: str
+
+
+def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Attempt], *, repo: str = "",
+                          runner: str = "", fingerprint: str = "", error: str = "") -> Failure:
+    """A `Failure` from one test's attempts in a run: its last failed attempt with text speaks
+    (error line, signature and infra cause as ingest stores them, unless ``error`` /
+    ``fingerprint`` are given); ``passed_on_retry`` when the last attempt passed."""
+    failed = [a for a in attempts if a.outcome not in ("passed", "skipped")] or list(attempts)
+    spoken = next((a for a in reversed(failed) if a.message or a.detail), failed[-1] if failed else Attempt(FAILED, 0))
+    error = error or error_line(spoken)
+    fingerprint = fingerprint or signature(error)[0]
+    passed = bool(attempts) and attempts[-1].outcome == "passed"
+    return Failure(node, tier, sha, repo, error, fingerprint, infra_kind(spoken), runner, max(1, len(failed)), passed)
+
+
+def short(sha: str) -> str:
+    return sha[:SHORT]
+
+
+def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str = "",
+          git_order: Sequence[str] | None = None, level: float = DEFAULT_LEVEL) -> list[Verdict]:
+    """A `Verdict` for each failure, in the given order (see the module docstring). Without a
+    store only rules 1, 2 and 5 can hold."""
+    if store is None:
+        return [_without_history(f) for f in failures]
+    health = runner_health(store) if any(f.infra for f in failures) else {}
+    out: dict[int, Verdict] = {}
+    by_tier: dict[tuple[str, str], list[int]] = {}
+    for i, f in enumerate(failures):
+        by_tier.setdefault((f.repo, f.tier), []).append(i)
+    for (repo, tier), indexes in by_tier.items():
+        nodes = sorted({failures[i].node for i in indexes})
+        ids = _node_ids(store, nodes)
+        main = _main_runs(store, repo, tier, ids)
+        scores = {s.node: s for s in flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=level, nodes=nodes)}
+        orders: dict[str, tuple[str, ...]] = {}
+        for i in indexes:
+            f = failures[i]
+            runs = main.get(f.node, [])
+            if f.node not in orders:
+                orders[f.node] = main_order(store, repo, tier, runs, git_order)
+            order = orders[f.node]
+            same = _same_commit(store, repo, tier, f.sha, ids.get(f.node))
+            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health)
+    return [out[i] for i in range(len(failures))]
+
+
+def _without_history(f: Failure) -> Verdict:
+    if f.infra:
+        return _infra(f, {})
+    if f.passed_on_retry:
+        return Verdict(f.node, f.tier, f.sha, FLAKY, "flaky: failed, then passed on retry in this run", f.error,
+                       f.fingerprint, f.runner)
+    return Verdict(f.node, f.tier, f.sha, NEW, "new: no history to compare with", f.error, f.fingerprint, f.runner)
+
+
+def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
+    record = health.get(f.runner)
+    where = f" on runner {f.runner}" if f.runner else " (runner unknown)"
+    detail = f"infra: {f.infra}{where}"
+    if record is not None and record.infra_reports:
+        detail += f"; {record.describe()}"
+    return Verdict(f.node, f.tier, f.sha, INFRA, detail, f.error, f.fingerprint, f.runner, f.infra,
+                   runner_health=record)
+
+
+def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
+            same: tuple[int, int], merge_base: str, health: dict[str, RunnerHealth]) -> Verdict:
+    if f.infra:
+        return _infra(f, health)
+    passes, fails_here = same
+    base = dict(error=f.error, fingerprint=f.fingerprint, runner=f.runner,
+                score=score.score if score else None, interval=score.interval if score else None)
+    if f.passed_on_retry or passes:
+        where = "on retry in this run" if f.passed_on_retry else "in another run of the same commit"
+        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: failed, then passed {where}" + _score_text(score),
+                       **base)
+    flaky_prints = {fp for fp, _, _ in score.fingerprints} if score else set()
+    known_flake = bool(f.fingerprint) and f.fingerprint in flaky_prints and not is_generic(f.error)
+    streak = _breakage(fail_streaks(runs, order), order, f, known_flake, merge_base)
+    if streak is not None:
+        return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
+                       last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
+                       candidate_count=streak.candidate_count, **base)
+    if score is not None and known_flake:
+        repeats = max(f.failures, fails_here)
+        if repeats >= 2 and score.score ** repeats < CHANCE:
+            return Verdict(f.node, f.tier, f.sha, NEW, f"new: failed {repeats} times at {short(f.sha)} with no pass; "
+                           f"its flakes ({score.score:.0%}) would do that under {CHANCE:.0%} of the time", **base)
+        return Verdict(f.node, f.tier, f.sha, FLAKY, "flaky: the same failure as its earlier flakes" + _score_text(score),
+                       **base)
+    why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
+           else "an error this test never failed with as a flake" if score else "not failing on the default branch")
+    return Verdict(f.node, f.tier, f.sha, NEW, f"new: probably this change's ({why})", **base)
+
+
+def _breakage(streaks: list[Streak], order: tuple[str, ...], f: Failure, known_flake: bool,
+              merge_base: str) -> Streak | None:
+    if not streaks:
+        return None
+    last = streaks[-1]
+    if last.open and (last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
+        return last
+    at = position(order, merge_base) if merge_base else None
+    if at is not None:
+        for streak in streaks:
+            if not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2:
+                return streak
+    return None
+
+
+def _broken_text(s: Streak, f: Failure) -> str:
+    shown = ", ".join(short(c) for c in s.candidates)
+    more = f" and {s.candidate_count - len(s.candidates)} more" if s.candidate_count > len(s.candidates) else ""
+    cands = f"{s.candidate_count} candidate commit{'s' if s.candidate_count != 1 else ''}: {shown}{more}"
+    since = f"broken on main since {short(s.first_fail)}"
+    passed = f", last passed at {short(s.last_pass)}" if s.last_pass else ", never passed there"
+    fixed = f"; fixed on main at {short(s.fixed_at)}: merge the default branch" if s.fixed_at else ""
+    same = "" if not f.fingerprint or f.fingerprint in s.fingerprints else "; main fails with a different error"
+    return f"{since} ({cands}{passed}){fixed}{same}"
+
+
+def _score_text(score: FlakyScore | None) -> str:
+    if score is None:
+        return ""
+    iv = score.interval
+    return f" (flaky {score.score:.0%} [{iv.low:.0%}, {iv.high:.0%}] over {score.trials} runs on {score.tier})"
+
+
+def tally(verdicts: Sequence[Verdict], passed: int, failed: int, skipped: int = 0) -> Tally:
+    """Counts and the headline: ``3 passed, 1 failed: broken on main since abc1234``; failures
+    judged flaky that passed on retry are counted as passed and named (``1 flaky, passed on retry``)."""
+    retried = [v for v in verdicts if v.verdict == FLAKY and v.detail.startswith("flaky: failed, then passed on retry")]
+    hard = [v for v in verdicts if v not in retried]
+    counts = Counter(v.verdict for v in hard)
+    ordered = tuple((name, counts[name]) for name in VERDICTS if counts[name])
+    parts = [f"{passed} passed"] + ([f"{failed} failed"] if failed or hard else []) + (
+        [f"{skipped} skipped"] if skipped else [])
+    head = ", ".join(parts)
+    named = [_verdict_words(name, n, hard) for name, n in ordered]
+    if len(named) == 1 and ordered[0][1] == 1:
+        head += ": " + named[0].split(" ", 1)[1]  # "1 failed: broken on main since abc1234"
+    elif named:
+        head += ": " + ", ".join(named)
+    if retried:
+        head += f" ({len(retried)} flaky, passed on retry)"
+    return Tally(passed, failed, skipped, len(retried), ordered, head)
+
+
+def _verdict_words(name: str, n: int, verdicts: Sequence[Verdict]) -> str:
+    if name == BROKEN_ON_MAIN:
+        since = sorted({short(v.since) for v in verdicts if v.verdict == name and v.since})
+        return f"{n} broken on main since {', '.join(since)}"
+    if name == NEW:
+        return f"{n} new (probably this change's)"
+    if name == INFRA:
+        runners = sorted({v.runner for v in verdicts if v.verdict == name and v.runner})
+        return f"{n} infra" + (f" on {', '.join(runners)}" if runners else "")
+    return f"{n} {name}"
+
+
+_CONCERN = {NEW: 0, BROKEN_ON_MAIN: 1, INFRA: 2, FLAKY: 3}
+
+
+def by_concern(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """Most likely the reader's own first: new, then broken on main, infra, flaky; by test id within."""
+    return sorted(verdicts, key=lambda v: (_CONCERN.get(v.verdict, 0), v.node, v.tier))
+
+
+def _node_ids(store: Store, nodes: Sequence[str]) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for start in range(0, len(nodes), _CHUNK):
+        chunk = list(nodes[start:start + _CHUNK])
+        ids.update((str(n), int(i)) for i, n in store.fetchall(
+            f"SELECT id, node FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
+    return ids
+
+
+# CROSS JOIN: walk the reports, look each node up by the primary key (as `ci.history.flaky` does).
+_MAIN = """SELECT c.node_id, r.sha, r.id, c.kind, c.fingerprint, c.infra
+    FROM reports r CROSS JOIN cases c
+    WHERE c.report_id = r.id AND r.scored = 1 AND {repo}r.tier = ? AND r.event IN ({events})
+    AND c.node_id IN ({marks}) ORDER BY r.id, c.attempt"""
+
+
+def _repo(repo: str) -> tuple[str, list[str]]:
+    """The repository condition: none when the failure does not say which (one repository's store)."""
+    return ("r.repo = ? AND ", [repo]) if repo else ("", [])
+
+
+def _main_runs(store: Store, repo: str, tier: str, ids: dict[str, int]) -> dict[str, list[MainRun]]:
+    names = {i: n for n, i in ids.items()}
+    out: dict[str, list[MainRun]] = {}
+    values = sorted(names)
+    for start in range(0, len(values), _CHUNK):
+        chunk = values[start:start + _CHUNK]
+        where, params = _repo(repo)
+        query = _MAIN.format(repo=where, events=", ".join("?" * len(DEFAULT_BRANCH_EVENTS)),
+                             marks=", ".join("?" * len(chunk)))
+        for node_id, sha, rid, kind, fp, infra in store.fetchall(query, [*params, tier, *DEFAULT_BRANCH_EVENTS, *chunk]):
+            out.setdefault(names[int(node_id)], []).append(MainRun(str(sha), int(rid), str(kind), str(fp), str(infra)))
+    return out
+
+
+def _same_commit(store: Store, repo: str, tier: str, sha: str, node_id: int | None) -> tuple[int, int]:
+    """(passes, failures) of the node on ``tier`` at ``sha`` in the store, every event counted."""
+    if node_id is None:
+        return 0, 0
+    where, params = _repo(repo)
+    rows = store.fetchall("SELECT c.kind, COUNT(*) FROM reports r JOIN cases c ON c.report_id = r.id "
+                          f"WHERE {where}r.tier = ? AND r.sha = ? AND c.node_id = ? GROUP BY c.kind",
+                          (*params, tier, sha.lower(), node_id))
+    kinds = {str(k): int(n) for k, n in rows}
+    return kinds.get(PASS, 0), kinds.get("fail", 0) + kinds.get("broken", 0)

@@ -1,0 +1,118 @@
+"""Which paths a recording keeps, and the log of files a process opened (an audit hook).
+
+Shared by the pytest process (`ci.running.depmap_record`) and every Python subprocess a recorded
+test starts (`ci.running.depmap_subprocess`). The environment carries the recording between them:
+`PARTS_ENV` (the directory where every process leaves its parts), `ROOT_ENV` (the repository) and
+`TEST_ENV` (the test file running now, so a subprocess's work is the test's).
+
+Contract:
+- `RepoFiles.relative` keeps a path only if it lies inside the repository and not in an
+  interpreter's tree (a virtualenv inside the repository, ``site-packages``), ``__pycache__`` or
+  ``.git``, nor in the recorder's own modules; it returns the repo-relative POSIX path or None.
+- `OpenedLog` is an audit hook on "open" events for reading: each new (test file, path) pair is
+  appended at once as one ``test\\tpath`` line to ``opened.<pid>.log`` in the parts directory, so
+  a process killed later (a server stopped with SIGKILL) loses nothing it opened before. Opens
+  for writing are not dependencies and are left out; so are opens outside any test (context "").
+  Python sources (``.py``) are left out too: the import system and pytest's assertion rewriting
+  read them whether or not their code runs, and coverage already says which ran.
+  Audit hooks cannot be removed: `OpenedLog.stop` makes the hook a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+RECORD_ENV = "CI_DEPMAP"  # the map file a recording pytest writes (`ci run --record-depmap`)
+PARTS_ENV = "CI_DEPMAP_PARTS"
+ROOT_ENV = "CI_DEPMAP_ROOT"
+TEST_ENV = "CI_DEPMAP_TEST"
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_PYTHON = (".py", ".pyc")  # sources are mapped by execution; imports and assertion rewriting read them
+_SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages"})
+_OWN = frozenset(f"depmap_{name}.py" for name in ("files", "record", "subprocess", "merge"))
+
+
+class RepoFiles:
+    """Turns absolute paths into repo-relative ones, or None for paths a map leaves out."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.roots = tuple(dict.fromkeys((os.path.abspath(root), os.path.realpath(root))))
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+        self.excluded = tuple(p + os.sep for p in sorted({os.path.realpath(p) for p in prefixes} | prefixes))
+        self.own_dir = os.path.dirname(os.path.abspath(__file__))
+        self.memo: dict[str, str | None] = {}
+
+    def relative(self, path: str) -> str | None:
+        """See the module docstring."""
+        found = self.memo.get(path, "")
+        if found != "":
+            return found
+        rel = self._relative(path)
+        self.memo[path] = rel
+        return rel
+
+    def _relative(self, path: str) -> str | None:
+        full = os.path.abspath(path)
+        if full.startswith(self.excluded):
+            return None
+        if os.path.dirname(full) == self.own_dir and os.path.basename(full) in _OWN:
+            return None
+        for root in self.roots:
+            if full.startswith(root + os.sep):
+                rel = full[len(root) + 1:].replace(os.sep, "/")
+                return None if _SKIPPED_PARTS.intersection(rel.split("/")) else rel
+        return None
+
+
+def _reads(mode: object, flags: object) -> bool:
+    if isinstance(mode, str):
+        return not any(c in mode for c in "wax+")
+    return isinstance(flags, int) and not flags & _WRITE_FLAGS
+
+
+class OpenedLog:
+    """The "open" audit hook of one process; see the module docstring."""
+
+    def __init__(self, files: RepoFiles, parts: str | os.PathLike[str]):
+        self.files = files
+        self.log_path = Path(parts) / f"opened.{os.getpid()}.log"
+        self.context = ""
+        self.seen: set[tuple[str, str]] = set()
+        self.active = False
+        self._out = None
+
+    def start(self) -> None:
+        self.active = True
+        sys.addaudithook(self._hook)
+
+    def stop(self) -> None:
+        self.active = False
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def _hook(self, event: str, args: tuple) -> None:
+        if event != "open" or not self.active or not self.context:
+            return
+        path = args[0]
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        elif not isinstance(path, str):
+            path = os.fspath(path) if isinstance(path, os.PathLike) else None
+        if path is None or not _reads(args[1], args[2]):
+            return
+        rel = self.files.relative(path)
+        if rel is None or rel.endswith(_PYTHON) or (self.context, rel) in self.seen:
+            return
+        self.seen.add((self.context, rel))
+        self.active = False  # our own open below must not come back here
+        try:
+            if self._out is None:
+                self._out = open(self.log_path, "a", encoding="utf-8", buffering=1)
+            self._out.write(f"{self.context}\t{rel}\n")
+        except OSError:
+            pass  # a full disk loses this line; the map is then a little smaller, never wrong
+        finally:
+            self.active = True

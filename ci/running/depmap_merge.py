@@ -1,0 +1,61 @@
+"""Build the map from the parts every recording process left in the parts directory.
+
+Parts: coverage data files ``cov.*`` (one per process; contexts are test files), open logs
+``opened.*.log`` (`ci.running.depmap_files.OpenedLog`), and one ``items.*.json`` per process
+that ran tests: ``{"items": {test: n}, "done": {test: n}, "ran": {test: n}}`` (collected,
+finished, and with their body run). Under pytest-xdist every worker collects every test and runs
+some, so a test file's collected count is the largest any process saw and its finished count the
+sum: the file is complete when they meet.
+
+Contract: `build_map` returns one entry per collected test file (executed and opened files of
+other contexts, e.g. work done outside any test, are dropped); it raises `OSError` / `ValueError`
+only for parts it cannot read at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from coverage import CoverageData
+
+from ci.running.depmap_files import RepoFiles
+from ci.selection.depmap_format import DepMap, TestMap
+
+
+def build_map(parts: Path, files: RepoFiles, tier: str | None) -> DepMap:
+    """See the module docstring."""
+    items: dict[str, int] = defaultdict(int)
+    done: dict[str, int] = defaultdict(int)
+    ran: dict[str, int] = defaultdict(int)
+    for part in sorted(parts.glob("items.*.json")):
+        data = json.loads(part.read_text(encoding="utf-8"))
+        for test, n in data["items"].items():
+            items[test] = max(items[test], n)
+        for test, n in data["done"].items():
+            done[test] += n
+        for test, n in data["ran"].items():
+            ran[test] += n
+    executed: dict[str, set[str]] = defaultdict(set)
+    for part in sorted(parts.glob("cov.*")):
+        data = CoverageData(basename=str(part))
+        data.read()
+        for measured in data.measured_files():
+            rel = files.relative(measured)
+            if rel is None:
+                continue
+            for contexts in data.contexts_by_lineno(measured).values():
+                for context in contexts:
+                    executed[context].add(rel)
+    opened: dict[str, set[str]] = defaultdict(set)
+    for part in sorted(parts.glob("opened.*.log")):
+        for line in part.read_text(encoding="utf-8", errors="replace").splitlines():
+            test, sep, rel = line.partition("\t")
+            if sep:
+                opened[test].add(rel)
+    tests = {test: TestMap(frozenset(executed.get(test, ())), frozenset(opened.get(test, ())),
+                           done[test] >= n, n, ran[test])
+             for test, n in items.items()}
+    return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests)

@@ -1,0 +1,166 @@
+"""Record a runtime dependency map while pytest runs a tier (`RECORD_ENV` names the map file).
+
+`ci.pytest_plugin` registers a `DepmapRecorder` when `RECORD_ENV` is set and this process is not
+itself started by a recorded test (`ci.running.depmap_files.TEST_ENV` unset: a pytest that a test
+starts is measured as that test's subprocess instead). In each process that runs tests it:
+
+- starts coverage.py with the C tracer (``core = ctrace``; Python 3.11 has no ``sysmon``),
+  measuring only files inside the repository, and switches coverage's dynamic context to the test
+  file whose module is being collected or whose test is running, so each executed file is the test
+  file's that ran it (a module first imported while collecting ``test_a.py`` is ``test_a.py``'s);
+- adds the "open" audit hook (`OpenedLog`) with the same test file as its context;
+- exports ``COVERAGE_PROCESS_START`` (a config written to the parts directory) and the test file,
+  so every Python subprocess a test starts is measured with that test file as its context;
+- counts each test file's collected, finished and run tests (completeness: `depmap_format`).
+
+The process that owns the recording (the one pytest process, or the pytest-xdist controller)
+makes the parts directory at configure and, after every worker has finished,
+merges the parts (`ci.running.depmap_merge`) at its session's end and writes the map through
+`ci.atomic_write`; a map it cannot build or write is one line in pytest's output, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from ci.atomic_write import atomic_write_text
+from ci.running.depmap_files import PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
+from ci.selection.depmap_format import dump_depmap
+
+_SUBPROCESS_PLUGIN = "ci.running.depmap_subprocess"
+
+
+def wanted() -> bool:
+    """True when this pytest process should record (see the module docstring)."""
+    return bool(os.environ.get(RECORD_ENV)) and not os.environ.get(TEST_ENV)
+
+
+def _check_coverage() -> None:
+    try:
+        import coverage  # deferred: only a recording run needs it
+    except ImportError:
+        raise pytest.UsageError(f"${RECORD_ENV} asks for a dependency map, but coverage.py is not installed "
+                                "(pip install 'coverage>=7.10')") from None
+    if coverage.Coverage.current() is not None:
+        raise pytest.UsageError(f"${RECORD_ENV} asks for a dependency map, but coverage is already measuring "
+                                "this pytest (pytest-cov, COVERAGE_PROCESS_START): one tracer at a time")
+
+
+class DepmapRecorder:
+    """A pytest plugin object; one per process (see the module docstring)."""
+
+    def __init__(self, config: pytest.Config, root: Path, tier: str | None, relative_test):
+        _check_coverage()  # before anything is made: a refusal leaves nothing behind
+        self.out = Path(config.invocation_params.dir, os.environ[RECORD_ENV])
+        self.root, self.tier, self.relative_test = root, tier, relative_test
+        self.owner = getattr(config, "workerinput", None) is None
+        if self.owner:
+            os.environ[PARTS_ENV] = tempfile.mkdtemp(prefix="ci-depmap-")
+            os.environ[ROOT_ENV] = str(root)
+        self.parts = Path(os.environ[PARTS_ENV])
+        self.files = RepoFiles(root)
+        self.items: dict[str, int] = defaultdict(int)
+        self.done: dict[str, int] = defaultdict(int)
+        self.ran: dict[str, int] = defaultdict(int)
+        self.context = ""
+        self.opened = OpenedLog(self.files, self.parts)
+        self.cov = self._coverage()
+
+    def _coverage(self):
+        import coverage
+
+        include = [os.path.join(r, "*") for r in self.files.roots]
+        omit = [p + "*" for p in self.files.excluded]
+        config = self.parts / "coverage.ini"
+        config.write_text("[run]\n" + "".join(f"{k} = {v}\n" for k, v in {
+            "data_file": self.parts / "cov", "parallel": "True", "core": "ctrace", "sigterm": "True",
+            "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
+            "include": "\n    " + "\n    ".join(include), "omit": "\n    " + "\n    ".join(omit)}.items()),
+            encoding="utf-8")
+        cov = coverage.Coverage(data_file=str(self.parts / "cov"), data_suffix=True, config_file=False,
+                                include=include, omit=omit)
+        cov.set_option("run:core", "ctrace")
+        cov.start()
+        self.opened.start()
+        return cov
+
+    def _switch(self, context: str) -> None:
+        if context == self.context:
+            return
+        self.context = self.opened.context = context
+        self.cov.switch_context(context)
+        if context:
+            os.environ[TEST_ENV] = context
+            os.environ["COVERAGE_PROCESS_START"] = str(self.parts / "coverage.ini")
+        else:
+            os.environ.pop(TEST_ENV, None)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector):
+        rel = self.relative_test(collector.path) if isinstance(collector, pytest.Module) else None
+        if rel is None:
+            return (yield)
+        self._switch(rel)
+        try:
+            return (yield)
+        finally:
+            self._switch("")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            rel = self.relative_test(item.path)
+            if rel is not None:
+                self.items[rel] += 1
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        rel = self.relative_test(item.path)
+        if rel is not None:
+            self._switch(rel)
+        result = yield
+        if rel is not None:
+            self.done[rel] += 1
+        return result
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and self.context:
+            self.ran[self.context] += 1
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Save this process's parts; the owner (last to finish: an xdist controller's session
+        ends after its workers') then merges every process's parts into the map."""
+        self._switch("")
+        self.opened.stop()
+        self.cov.stop()
+        self.cov.save()
+        parts = {"items": self.items, "done": self.done, "ran": self.ran}
+        (self.parts / f"items.{os.getpid()}.json").write_text(json.dumps(parts), encoding="utf-8")
+        if self.owner:
+            self._write_map(session.config.pluginmanager.get_plugin("terminalreporter"))
+
+    def _write_map(self, reporter) -> None:
+        from ci.running.depmap_merge import build_map  # deferred: only the owner merges
+
+        try:
+            depmap = build_map(self.parts, self.files, self.tier)
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.out, dump_depmap(depmap))
+            line = f"depmap: wrote {self.out} ({len(depmap.tests)} test file(s))"
+        except (OSError, ValueError) as exc:
+            line = f"depmap: no map written to {self.out}: {exc}"
+        finally:
+            shutil.rmtree(self.parts, ignore_errors=True)
+            for name in (PARTS_ENV, ROOT_ENV, TEST_ENV, "COVERAGE_PROCESS_START"):
+                os.environ.pop(name, None)
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(line)

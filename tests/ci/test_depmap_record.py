@@ -1,0 +1,201 @@
+"""Recording a runtime dependency map: real pytest runs in a child process over a small project.
+
+The project (`_make_project`) has a package whose modules each test reaches differently: by a
+call, by a call inside a Python subprocess the test starts, by opening a data file, and one
+module no test executes. The expected maps are written out by hand from that layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.selection.depmap_format import parse_depmap
+
+REGISTRY = """\
+version: 1
+project:
+  first_party: [pkg, tests]
+  source_roots: ["."]
+  test_roots: [tests]
+  test_patterns: ["test_*.py"]
+tiers:
+  cpu:
+    description: cpu
+    runner_labels: [ubuntu-latest]
+    gpu_count: 0
+    arch: cpu
+tests:
+{entries}
+"""
+
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/alpha.py": "def f():\n    return 1\n",
+    "pkg/beta.py": "def g():\n    return 2\n",
+    "pkg/gamma.py": "VALUE = 3\n",
+    "pkg/unused.py": "def never():\n    return 0\n",
+    "pkg/loader.py": textwrap.dedent("""\
+        import json, os
+        def table():
+            with open(os.path.join(os.path.dirname(__file__), "table.json")) as fh:
+                return json.load(fh)
+        """),
+    "pkg/table.json": '{"k": 1}\n',
+    "tests/__init__.py": "",
+    "tests/test_alpha.py": "from pkg import alpha\n\ndef test_a():\n    assert alpha.f() == 1\n",
+    "tests/test_beta.py": "def test_b():\n    from pkg.beta import g\n    assert g() == 2\n",
+    "tests/test_data.py": "from pkg.loader import table\n\ndef test_d():\n    assert table() == {'k': 1}\n",
+    "tests/test_sub.py": textwrap.dedent("""\
+        import subprocess, sys
+        def test_s():
+            out = subprocess.run([sys.executable, "-c", "import pkg.gamma as g; print(g.VALUE)"],
+                                 capture_output=True, text=True, check=True)
+            assert out.stdout.strip() == "3"
+        """),
+    "tests/test_skipped.py": "import pytest\n\n@pytest.mark.skip(reason='no')\ndef test_x():\n    pass\n",
+    "tests/test_fails.py": "from pkg import beta\n\ndef test_f():\n    assert beta.g() == 3\n",
+}
+
+
+def _make_project(root: Path) -> None:
+    for rel, text in FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    tests = sorted(r for r in FILES if r.startswith("tests/test_"))
+    entries = "".join(f"  {t}:\n    tiers: [cpu]\n    est_time: 1\n    owner: '@x'\n    status: active\n" for t in tests)
+    (root / "registry.yaml").write_text(REGISTRY.format(entries=entries))
+
+
+def _clean_env() -> dict[str, str]:
+    """This test may itself run under a recording: its child must record its own map, not be
+    measured as a subprocess of the outer one."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CI_DEPMAP", "COVERAGE_")) and k != "PYTEST_ADDOPTS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2])])
+    return env
+
+
+def _record(root: Path, *args: str, workers: str = "0") -> subprocess.CompletedProcess[str]:
+    env = _clean_env()
+    env["CI_DEPMAP"] = "out/depmap.json"
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", workers,
+                           "-q", "-p", "no:cacheprovider", *args], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("proj")
+    _make_project(root)
+    proc = _record(root)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails fails, on purpose
+    assert "depmap: wrote" in proc.stdout, proc.stdout + proc.stderr
+    text = (root / "out" / "depmap.json").read_text()
+    return root, json.loads(text)
+
+
+def _entry(data: dict, test: str) -> dict:
+    return data["tests"][test]
+
+
+def test_each_test_file_maps_exactly_what_it_executed(recorded: tuple[Path, dict]) -> None:
+    _, data = recorded
+    assert data["format"] == "ci-depmap" and data["version"] == 1 and data["tier"] == "cpu"
+    # test_alpha, collected first, imports the packages and pkg.alpha while being collected (its
+    # context) and calls f() in the test
+    assert _entry(data, "tests/test_alpha.py")["executed"] == [
+        "pkg/__init__.py", "pkg/alpha.py", "tests/__init__.py", "tests/test_alpha.py"]
+    # test_beta imports inside the test body; pkg/__init__ was already imported by test_alpha
+    assert _entry(data, "tests/test_beta.py")["executed"] == ["pkg/beta.py", "tests/test_beta.py"]
+    assert _entry(data, "tests/test_data.py")["executed"] == ["pkg/loader.py", "tests/test_data.py"]
+
+
+def test_opened_data_files_are_recorded_and_python_imports_are_not_confused_with_them(
+        recorded: tuple[Path, dict]) -> None:
+    _, data = recorded
+    assert _entry(data, "tests/test_data.py")["opened"] == ["pkg/table.json"]
+    assert _entry(data, "tests/test_alpha.py")["opened"] == []
+
+
+def test_a_subprocess_started_by_a_test_is_attributed_to_that_test(recorded: tuple[Path, dict]) -> None:
+    _, data = recorded
+    sub = _entry(data, "tests/test_sub.py")
+    # pkg/gamma.py runs only in the child python: coverage's start-up hook measured it there
+    assert sub["executed"] == ["pkg/__init__.py", "pkg/gamma.py", "tests/test_sub.py"]
+    assert sub["opened"] == []  # Python sources are mapped by execution, not as opened files
+    assert not any("gamma" in p for t, e in data["tests"].items() if t != "tests/test_sub.py" for p in e["executed"])
+
+
+def test_completeness_and_skips_are_counted(recorded: tuple[Path, dict]) -> None:
+    _, data = recorded
+    skipped = _entry(data, "tests/test_skipped.py")
+    assert (skipped["complete"], skipped["items"], skipped["ran"]) == (True, 1, 0)
+    failed = _entry(data, "tests/test_fails.py")  # a failing test still ran: its map counts
+    assert (failed["complete"], failed["items"], failed["ran"]) == (True, 1, 1)
+    assert failed["executed"] == ["pkg/beta.py", "tests/test_fails.py"]
+
+
+def test_no_file_outside_the_repository_or_unexecuted_is_recorded(recorded: tuple[Path, dict]) -> None:
+    root, data = recorded
+    every = {p for e in data["tests"].values() for p in e["executed"] + e["opened"]}
+    assert "pkg/unused.py" not in every
+    assert all(not p.startswith(("/", "out/")) and "__pycache__" not in p for p in every)
+    assert parse_depmap((root / "out" / "depmap.json").read_text(), "depmap.json").tests.keys() == data["tests"].keys()
+
+
+def test_under_xdist_the_workers_maps_are_merged(tmp_path: Path) -> None:
+    _make_project(tmp_path)
+    proc = _record(tmp_path, workers="2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads((tmp_path / "out" / "depmap.json").read_text())
+    assert sorted(data["tests"]) == sorted(r for r in FILES if r.startswith("tests/test_"))
+    assert all(e["complete"] for e in data["tests"].values())
+    assert "pkg/gamma.py" in _entry(data, "tests/test_sub.py")["executed"]
+    assert _entry(data, "tests/test_data.py")["opened"] == ["pkg/table.json"]
+
+
+def test_without_the_variable_nothing_is_recorded(tmp_path: Path) -> None:
+    _make_project(tmp_path)
+    env = _clean_env()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "-n", "0", "-q",
+                           "-p", "no:cacheprovider", "tests/test_alpha.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "depmap" not in proc.stdout and not (tmp_path / "out").exists()
+
+
+def test_ci_run_records_with_its_flag_and_refuses_it_without_the_plugin(tmp_path: Path) -> None:
+    _make_project(tmp_path)
+    env = _clean_env()
+    base = [sys.executable, "-m", "ci", "run", "--registry", str(tmp_path / "registry.yaml"), "--tier", "cpu",
+            "--workers", "0", "--record-depmap", "m.json"]
+    proc = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails fails
+    data = parse_depmap((tmp_path / "m.json").read_text(), "m.json")
+    assert data.tier == "cpu" and len(data.tests) == 6
+    assert data.tests["tests/test_sub.py"].executed == {"pkg/__init__.py", "pkg/gamma.py", "tests/test_sub.py"}
+    proc = subprocess.run(base + ["--no-plugin"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--record-depmap needs the plugin" in proc.stderr
+
+
+def test_recording_under_a_coverage_already_running_is_a_usage_error(tmp_path: Path) -> None:
+    _make_project(tmp_path)
+    (tmp_path / "cov.ini").write_text(f"[run]\ndata_file = {tmp_path}/other.cov\n")
+    env = _clean_env()
+    (tmp_path / "tmp").mkdir()
+    env.update(CI_DEPMAP="out/depmap.json", COVERAGE_PROCESS_START=str(tmp_path / "cov.ini"), TMPDIR=str(tmp_path / "tmp"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "-n", "0", "-q",
+                           "-p", "no:cacheprovider", "tests/test_alpha.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "coverage is already measuring" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []  # no parts directory left behind

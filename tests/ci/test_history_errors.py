@@ -1,0 +1,138 @@
+"""The meaningful error line, generic lines, infra causes and the signature (`ci.history.errors`),
+on hand-picked lines and on JUnit that real pytest wrote."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.history.classify import fingerprint
+from ci.history.errors import MAX_ERROR_CHARS, error_line, infra_kind, is_generic, normalise
+from ci.history.ingest import case_rows
+from ci.results.junit import FAILED, Attempt, parse_junit
+
+
+@pytest.mark.parametrize("line, generic", [
+    ("AssertionError", True),
+    ("AssertionError: ", True),
+    ("assert False", True),
+    ("assert 3 == 4", True),
+    ("AssertionError: False is not true", True),
+    ("AssertionError: 0.62 not greater than 0.65", True),
+    ("Failed: Timeout >300.0s", True),
+    ("RuntimeError: Server process exited with code 1", True),
+    ("subprocess.CalledProcessError: Command '['python', 'x']' returned non-zero exit status 1.", True),
+    ("collection failure", True),
+    ("", True),
+    ("AssertionError: accuracy 0.62 below 0.65", False),
+    ("assert 'ok' == 'bad'", False),  # the values compared are words: specific enough
+    ("assert result.text == 'Paris'", False),
+    ("RuntimeError: shape mismatch: expected [8, 128], got [8, 64]", False),
+    ("KeyError: 'input_ids'", False),
+    ("ValueError: nan", False),  # three letters: a word
+    ("ValueError: na", True),
+])
+def test_is_generic(line: str, generic: bool) -> None:
+    assert is_generic(line) is generic
+
+
+def att(message: str, detail: str = "") -> Attempt:
+    return Attempt(FAILED, 1.0, message, detail)
+
+
+@pytest.mark.parametrize("attempt, expected", [
+    (att("AssertionError: accuracy 0.5 below 0.75"), "AssertionError: accuracy 0.5 below 0.75"),
+    # a generic message: the first specific E line speaks
+    (att("RuntimeError: Server process exited with code 1",
+         "E   RuntimeError: Server process exited with code 1\nE   caused by: KeyError: 'rope_scaling'"),
+     "caused by: KeyError: 'rope_scaling'"),
+    # every line generic: the statement that raised tells two bare asserts apart
+    (att("AssertionError", ">       assert out.ok\nE       AssertionError"), "AssertionError [at assert out.ok]"),
+    (att("assert 3 == 4\n +  where 3 = f()", ">       assert f() == 4\nE       assert 3 == 4\nE        +  where 3 = f()"),
+     "assert 3 == 4 [at assert f() == 4]"),
+    (att("", "E   ValueError: bad dtype fp4\nE   more"), "ValueError: bad dtype fp4"),
+    (att(""), ""),
+    (att("X" * 1000), "X" * MAX_ERROR_CHARS),
+])
+def test_error_line(attempt: Attempt, expected: str) -> None:
+    assert error_line(attempt) == expected
+
+
+@pytest.mark.parametrize("message, detail, kind", [
+    ("RuntimeError: No CUDA GPUs are available", "", "no-gpu"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "", "cuda"),
+    ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970", "", "nccl"),
+    ("RuntimeError: Server process exited with code -9", "", "oom-kill"),
+    ("RuntimeError: Server process exited with code -11", "", "signal"),
+    ("RuntimeError: Server process exited with code 1", "", ""),
+    ("", "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):", "signal"),
+    ("", "E   RuntimeError: The runner has received a shutdown signal.", "lost-runner"),
+    # an assertion that quotes an infra string is the test's own check
+    ("AssertionError: assert 'NCCL error' not in 'log: NCCL error: x'", "", ""),
+    ("assert 'CUDA error' not in out", "E   assert 'CUDA error' not in out\nE    +  where 'CUDA error' = f()", ""),
+    ("Failed: saw CUDA error in the log", "", ""),
+    # the test's assertion over a chained NCCL error: the assertion is what failed (the rule is simple)
+    ("AssertionError: server did not answer", "E   RuntimeError: NCCL error in: x\n\nE   AssertionError: server did not answer", ""),
+    ("Failed: Timeout >300.0s", "E   Failed: Timeout >300.0s", ""),
+    ("AssertionError: accuracy low", "", ""),
+])
+def test_infra_kind(message: str, detail: str, kind: str) -> None:
+    assert infra_kind(att(message, detail)) == kind
+
+
+def test_signature_strips_what_changes_between_runs() -> None:
+    a = att("OSError: cannot open /tmp/pytest-of-ci/pytest-12/test_x0/tmpa1b2c3d4/model.bin at 0x7f3a2b at line 45")
+    b = att("OSError: cannot open /tmp/pytest-of-ci/pytest-99/test_x1/tmpzzzzyyyy/model.bin at 0x7fffff at line 46")
+    c = att("OSError: cannot open model.safetensors")
+    assert fingerprint(a) == fingerprint(b) != fingerprint(c)
+    assert normalise("File x.py:123 tmpq8w7e6r5 in 12 ms") == "File x.py:<n> <tmp> in <n> ms"
+    # the same failure in two tests groups as one
+    assert fingerprint(att("KeyError: 'x'")) == fingerprint(att("KeyError: 'x'", "E   KeyError: 'x'"))
+
+
+SUITE = textwrap.dedent("""\
+    import subprocess
+
+    def test_bare_assert():
+        ok = False
+        assert ok
+
+    def test_compare():
+        assert 1 + 2 == 4
+
+    def test_message():
+        assert 0.5 > 0.75, "accuracy 0.5 below 0.75"
+
+    def test_quotes_nccl():
+        log = "NCCL error: remote process exited"
+        assert "NCCL error" not in log
+
+    def test_cuda():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def test_wrapped():
+        try:
+            raise KeyError("rope_scaling")
+        except KeyError as exc:
+            raise RuntimeError("Server process exited with code 1") from exc
+    """)
+
+
+def test_real_pytest_output(tmp_path: Path) -> None:
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--junitxml",
+                    str(tmp_path / "junit.xml"), str(tmp_path)], cwd=tmp_path, capture_output=True, timeout=120)
+    report = parse_junit(tmp_path / "junit.xml", root=tmp_path)
+    rows = {case.name: case_rows(case)[-1] for case in report.cases}
+    assert rows["test_bare_assert"].error == "assert False [at assert ok]"
+    assert rows["test_compare"].error.startswith("assert (1 + 2) == 4") or rows["test_compare"].error == "assert 3 == 4 [at assert 1 + 2 == 4]"
+    assert rows["test_message"].error == "AssertionError: accuracy 0.5 below 0.75"
+    assert rows["test_quotes_nccl"].infra == "" and "NCCL error" in rows["test_quotes_nccl"].error
+    assert rows["test_cuda"].infra == "cuda"
+    assert rows["test_cuda"].error == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert rows["test_wrapped"].error == "KeyError: 'rope_scaling'"
+    assert rows["test_wrapped"].message == "KeyError: 'rope_scaling'"  # the signature text follows the error line
