@@ -51,6 +51,7 @@ class Starter:
     notes: tuple[str, ...]
     gpu: dict[str, Evidence] = field(default_factory=dict)
     registered: dict[str, list[str]] = field(default_factory=dict)
+    unregistered: tuple[str, ...] = ()
 
 
 def roots_of_tests(files: Iterable[str]) -> tuple[str, ...]:
@@ -136,6 +137,22 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
     for f, why in reading.gpu.items():
         tests[f] = entry(f, ("cpu",), measured.get(f, DEFAULT_EST_TIME), owner, status=Status.MANUAL,
                          reason=gpu_reason(why))
+    # A tree that registers suites in-source runs only registered files (SGLang: its runner reads
+    # test/registered/); a file without a registration there is parked, whatever it imports, so the
+    # CUDA reading above (which cannot follow helpers that start a GPU server) is not the last word.
+    unregistered: tuple[str, ...] = ()
+    if reading.registered:
+        # Per test root: a root without any registration (SGLang's sgl-model-gateway tests, run by
+        # their own workflow) keeps its files active.
+        def root_of(path: str) -> str:
+            return max((r for r in base.project.test_roots if r == "." or path.startswith(r.rstrip("/") + "/")),
+                       key=len, default="")
+        registering = {root_of(f) for f in reading.registered}
+        unregistered = tuple(f for f in files if f not in reading.registered and f not in reading.gpu
+                             and root_of(f) in registering)
+        for f in unregistered:
+            tests[f] = entry(f, ("cpu",), measured.get(f, DEFAULT_EST_TIME), owner, status=Status.MANUAL,
+                             reason=UNREGISTERED_REASON)
     if reports:
         unmeasured = [f for f in files if f not in measured]
         if unmeasured:
@@ -157,7 +174,11 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
         if problem is not None:
             notes.append(f"{link} {problem}; `lint` reports it (L006): fix or remove the link")
     notes += [f"{p.path}: {p.message}; `lint` reports it ({p.code})" for p in tree.unreadable]
-    return Starter(base.with_tests(tests), tuple(notes), reading.gpu, reading.registered)
+    return Starter(base.with_tests(tests), tuple(notes), reading.gpu, reading.registered, unregistered)
+
+
+UNREGISTERED_REASON = ("registers no suite (no register_*_ci call) in a repository whose CI runs only the files that "
+                       "do; `import-suites` places the registered ones")
 
 
 def gpu_reason(why: Evidence) -> str:
@@ -166,7 +187,7 @@ def gpu_reason(why: Evidence) -> str:
     return f"a GPU test ({said} {why.what} at {why.where}); give it a GPU tier, the cpu tier cannot run it"
 
 
-__all__ = ["CPU_TIER", "DEFAULT_EST_TIME", "Starter", "detect_project", "empty_registry", "gpu_reason",
+__all__ = ["CPU_TIER", "DEFAULT_EST_TIME", "UNREGISTERED_REASON", "Starter", "detect_project", "empty_registry", "gpu_reason",
            "measured_est_times",
            "starter_registry",
            "roots_of_tests"]

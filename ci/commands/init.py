@@ -6,7 +6,8 @@ else the git work tree's top; else the working directory): the layout it finds (
 est_time from the JUnit reports when given (see `ci.adopt.starter`). The file lints clean unless the
 tree itself has problems (shared basenames, stale imports), which it prints. GPU tests
 (`ci.adopt.gpu_tests`) are ``status: manual`` on that tier, with a tally of why; files that register
-suites in-source (``register_*_ci(...)``) get the ``import-suites`` command that places them.
+suites in-source (``register_*_ci(...)``) get the ``import-suites`` command that places them, and in
+such a tree a file that registers nothing is manual too (its CI runs only registered files).
 
 Refuses to overwrite an existing registry unless ``--force``; the write is atomic (a crash leaves
 the old file or the new one, never half of one) and takes the registry lock; a registry written
@@ -93,12 +94,14 @@ def main(argv: list[str]) -> int:
         return 2
     project = registry.project
     gpu = f", {len(starter.gpu)} of them GPU tests kept manual" if starter.gpu else ""
+    if starter.unregistered:
+        gpu += f", {len(starter.unregistered)} unregistered kept manual"
     print(f"wrote {target}: {len(registry.tests)} test file(s) on tier cpu{gpu}; test roots "
           f"{', '.join(project.test_roots)}, patterns {', '.join(project.test_patterns)}, first-party "
           f"{', '.join(project.first_party) or '(discovered by lint)'}")
     for note in starter.notes:
         print(f"note: {note}")
-    for line in _gpu_tally(starter) + _import_hint(starter, root, target, prog):
+    for line in _gpu_tally(starter) + _unregistered_tally(starter) + _import_hint(starter, root, target, prog):
         print(line)
     return 0
 
@@ -115,6 +118,14 @@ def _gpu_tally(starter: Starter) -> list[str]:
     if cuda:
         parts.append(f"{len(cuda)} use CUDA (e.g. {cuda[0].what} at {cuda[0].where})")
     return [f"gpu: {len(starter.gpu)} test file(s) are manual, not run on the cpu tier: {'; '.join(parts)}"]
+
+
+def _unregistered_tally(starter: Starter) -> list[str]:
+    if not starter.unregistered:
+        return []
+    return [f"unregistered: {len(starter.unregistered)} test file(s) are manual: they call no register_*_ci while "
+            f"{len(starter.registered)} file(s) do, and this repository's CI runs only registered files "
+            f"(e.g. {starter.unregistered[0]})"]
 
 
 def _import_hint(starter: Starter, root: Path, target: Path, prog: str) -> list[str]:

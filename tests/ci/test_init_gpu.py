@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ci.__main__ import main as ci_main
+from ci.adopt.starter import UNREGISTERED_REASON
 from ci.registry import Status, load_registry
 from sglang_like import write
 
@@ -45,6 +46,9 @@ CPU = {  # each one step short of a rule
 }
 
 
+REGISTERED_CPU = ("tests/test_reg_both.py", "tests/test_reg_cpu.py")
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     files = {path: source + BODY for path, (source, _) in GPU.items()}
@@ -62,10 +66,18 @@ def test_gpu_tests_are_manual_with_the_evidence_and_tallied(repo: Path, capsys) 
         entry = tests[path]
         assert entry.status is Status.MANUAL and entry.tiers == ("cpu",), path
         assert entry.reason == f"a GPU test ({why}); give it a GPU tier, the cpu tier cannot run it"
+    # this tree registers suites in-source: a file with a cpu registration runs on cpu; one that
+    # registers nothing is parked (its CI runs only registered files), and not called a GPU test
     for path in CPU:
-        assert tests[path].status is Status.ACTIVE, path
+        entry = tests[path]
+        if path in REGISTERED_CPU:
+            assert entry.status is Status.ACTIVE, path
+        else:
+            assert (entry.status, entry.reason) == (Status.MANUAL, UNREGISTERED_REASON), path
     assert out.startswith(f"wrote {repo / 'registry.yaml'}: 19 test file(s) on tier cpu, 8 of them GPU tests "
-                          f"kept manual; test roots tests,")
+                          f"kept manual, 9 unregistered kept manual; test roots tests,")
+    assert ("unregistered: 9 test file(s) are manual: they call no register_*_ci while 4 file(s) do, and this "
+            "repository's CI runs only registered files (e.g. tests/") in out
     assert ("gpu: 8 test file(s) are manual, not run on the cpu tier: 2 register a GPU backend in-source "
             "(register_amd_ci 1, register_cuda_ci 1); 6 use CUDA (e.g. ") in out
     # in-source registrations: the files, their suites, and the command that places them
@@ -89,6 +101,20 @@ def test_the_command_init_names_runs(repo: Path, tmp_path_factory) -> None:
     assert "summary: registrations read from tests/**/*.py (test root)" in result.stdout
 
 
+def test_without_registrations_only_the_cuda_rule_decides(tmp_path: Path, capsys) -> None:
+    """No file registers a suite: nothing is parked for being unregistered; each CPU case one step
+    short of the CUDA rule stays active, each CUDA use is manual."""
+    cuda = {p: src for p, (src, _) in GPU.items() if "register_" not in src}
+    plain = {p: src for p, src in CPU.items() if "register_" not in src and p != "tests/test_broken.py"}
+    write(tmp_path, {p: src + BODY for p, src in {**cuda, **plain}.items()})
+    assert ci_main(["--root", str(tmp_path), "init"]) == 0
+    out = capsys.readouterr().out
+    tests = load_registry(tmp_path / "registry.yaml").tests
+    assert {p for p, e in tests.items() if e.status is Status.ACTIVE} == set(plain)
+    assert {p for p, e in tests.items() if e.status is Status.MANUAL} == set(cuda)
+    assert "unregistered" not in out and "import:" not in out
+
+
 def test_a_tree_without_gpu_tests_or_registrations_prints_neither(tmp_path: Path, capsys) -> None:
     write(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
     assert ci_main(["--root", str(tmp_path), "init"]) == 0
@@ -104,3 +130,21 @@ def test_after_init_lint_is_clean(repo: Path, tmp_path_factory) -> None:
     lint = subprocess.run([str(CONSOLE_SCRIPT), "--root", str(repo), "lint"], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path_factory.mktemp("elsewhere"))
     assert (lint.returncode, lint.stdout) == (0, ""), lint.stdout + lint.stderr
+
+
+def test_a_test_root_without_registrations_keeps_its_files(tmp_path: Path, capsys) -> None:
+    """Parking is per test root: ``tests/`` registers suites, ``gateway/tests/`` (its own workflow)
+    registers nothing, so only ``tests/``'s unregistered file is parked."""
+    write(tmp_path, {
+        "pytest.ini": "[pytest]\ntestpaths = tests gateway/tests\n",
+        "tests/test_reg.py": "register_cpu_ci(5, 'base-a-test-cpu')\n" + BODY,
+        "tests/test_parked.py": BODY,
+        "gateway/tests/test_router.py": BODY,
+    })
+    assert ci_main(["--root", str(tmp_path), "init"]) == 0
+    out = capsys.readouterr().out
+    tests = load_registry(tmp_path / "registry.yaml").tests
+    assert {p: e.status for p, e in tests.items()} == {
+        "tests/test_reg.py": Status.ACTIVE, "tests/test_parked.py": Status.MANUAL,
+        "gateway/tests/test_router.py": Status.ACTIVE}, out
+    assert "unregistered: 1 test file(s) are manual" in out
