@@ -216,7 +216,11 @@ def test_a_signal_to_ci_run_reaches_pytest_in_its_own_session(tree, signum: int)
             time.sleep(0.05)
         pytest_pid = next(pid for pid in proctree.children(proc.pid))
         os.kill(proc.pid, signum)
-        out, _ = proc.communicate(timeout=30)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # seen once in a loaded fresh-clone run: say where each stood
+            pytest.fail(f"ci run still running 30 s after {signal.Signals(signum).name}:\n"
+                        + "\n".join(_signal_state(pid) for pid in (proc.pid, pytest_pid)))
     finally:
         os.killpg(proc.pid, signal.SIGKILL) if proc.poll() is None else None
     if signum == signal.SIGINT:  # pytest stops the test, reports, and ci run summarises as usual
@@ -225,6 +229,18 @@ def test_a_signal_to_ci_run_reaches_pytest_in_its_own_session(tree, signum: int)
         assert proc.returncode == -signal.SIGTERM, out
     with pytest.raises(ProcessLookupError):
         os.kill(pytest_pid, 0)
+
+
+def _signal_state(pid: int) -> str:
+    """One process's state, signal masks, threads and kernel wait channel, from /proc."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        keep = [line for line in status.splitlines() if line.split(":")[0] in
+                ("Name", "State", "Threads", "SigQ", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")]
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+        return f"pid {pid}: {'; '.join(keep)}; wchan {wchan}"
+    except OSError as exc:
+        return f"pid {pid}: {exc}"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and the subreaper are Linux's")
