@@ -80,8 +80,13 @@ def run_invocation(inv: PytestInvocation, env: Mapping[str, str] | None = None) 
     ours = proctree.children(os.getpid())
     received: list[int] = []
     try:
-        proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=child_env(inv.cwd, env), start_new_session=True)
-        with _forwarding(proc.pid, received):
+        # The handlers go in before pytest starts: a caught signal is reset to its default in the
+        # child at exec, while an ignored one stays ignored. A `ci run` started with SIGINT ignored
+        # (any background job of a shell script) would otherwise hand pytest an ignored SIGINT,
+        # and the Ctrl-C it forwards would never stop the run.
+        with _forwarding(received) as group:
+            proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=child_env(inv.cwd, env), start_new_session=True)
+            group.start(proc.pid)
             _wait_unreaped(proc)
             proctree.kill_tree(proctree.children(os.getpid()) - ours - {proc.pid}, group=proc.pid)
             rc = proc.wait()
@@ -99,23 +104,42 @@ def run_invocation(inv: PytestInvocation, env: Mapping[str, str] | None = None) 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+class _Group:
+    """The process group signals are passed on to, once started; what came before is sent then."""
+
+    def __init__(self, received: list[int]):
+        self.pgid: int | None = None
+        self.received = received
+
+    def send(self, signum: int) -> None:
+        if self.pgid is not None:
+            try:
+                os.killpg(self.pgid, signum)
+            except OSError:
+                pass
+
+    def start(self, pgid: int) -> None:
+        self.pgid = pgid
+        for signum in list(self.received):
+            self.send(signum)
+
+
 @contextmanager
-def _forwarding(pgid: int, received: list[int]) -> Iterator[None]:
-    """Pass `_FORWARDED` signals on to process group ``pgid`` (noting each in ``received``) while
+def _forwarding(received: list[int]) -> Iterator[_Group]:
+    """Pass `_FORWARDED` signals on to the yielded group (noting each in ``received``) while
     inside; only the main thread can set handlers, so elsewhere nothing is forwarded."""
+    group = _Group(received)
+
     def forward(signum: int, _frame: object) -> None:
         received.append(signum)
-        try:
-            os.killpg(pgid, signum)
-        except OSError:
-            pass
+        group.send(signum)
 
     try:
         previous = {s: signal.signal(s, forward) for s in _FORWARDED}
     except ValueError:  # not the main thread
         previous = {}
     try:
-        yield
+        yield group
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

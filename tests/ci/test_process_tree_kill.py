@@ -201,15 +201,22 @@ def test_ci_run_leaves_nothing_behind_even_from_a_passing_test(tree) -> None:
     assert sleepers(mark) == [], out
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_to_ci_run_reaches_pytest_in_its_own_session(tree, signum: int) -> None:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(("signum", "started_ignoring"), [
+    (signal.SIGINT, False), (signal.SIGTERM, False),
+    # a shell script's background job starts with SIGINT ignored: pytest must not inherit that
+    (signal.SIGINT, True)], ids=["SIGINT", "SIGTERM", "SIGINT-from-a-background-job"])
+def test_a_signal_to_ci_run_reaches_pytest_in_its_own_session(tree, signum: int, started_ignoring: bool) -> None:
     """pytest runs in a session of its own, out of the terminal's reach: `ci run` passes SIGINT
     (Ctrl-C) and SIGTERM (a CI runner cancelling the job) on, so no test runs on without it."""
     root, mark = tree
     env = {**os.environ, "PYTHONPATH": str(REPO), "CI_HARDWARE_OVERRIDE": "none"}
     proc = subprocess.Popen([sys.executable, "-m", "ci", "run", "--workers", "0", "tests/test_long.py"], cwd=root,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_ignore_sigint if started_ignoring else None)
     try:
         deadline = time.monotonic() + BOUND
         while not (root / "started").exists() and time.monotonic() < deadline:
