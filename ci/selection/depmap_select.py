@@ -7,8 +7,18 @@ neither its own path, ``depends_on`` nor ``run_all_paths`` selected already.
 Contract:
 - A test's map decides when it is usable (complete, with tests that ran: `TestMap.usable`), no
   older than ``max_age_days`` at ``now``, and the test file itself is not among the changed
-  files. It then selects the test exactly when a changed path is among the files the test
-  executed or opened, and says so: ``executed pkg/a.py in run 7 at 1a2b3c4d5e6f``.
+  files. It then selects the test when the change can reach it, and says how
+  (``executed pkg/a.py:12 in f() in run 7 at 1a2b3c4d5e6f``):
+  - a changed file the test opened selects it;
+  - line level, when the map has lines (version 2), the changed file's scopes are known
+    (``scopes``: `ci.selection.edit_scopes`) and the map's line numbers are those of the scopes'
+    base (``drift`` says which files differ between the map's commit and that base; a file that
+    differs, or a map whose commit is unknown, is judged by file): a changed function body
+    selects the test when it ran a line of that body; a module-level change selects every test
+    that loaded or executed the file; a function body that also ran outside any test's own work
+    (the map's ``shared`` lines: import-time code, session fixtures, the session itself) counts
+    as module level, since its effect reaches every test that loaded the file;
+  - file level otherwise: a changed file the test executed or loaded selects it.
 - Every other test falls back to the static graph's verdict, and the reason for the fallback is
   added to it: ``no map: static graph``, ``map of run 7 at ... is 20.0 days old (limit 14): static graph``.
   A map that cannot be trusted is never read as "this test needs nothing".
@@ -19,9 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ci.selection.depmap_format import StoredTestMap
+from ci.selection.edit_scopes import Scope
+
+Drift = Callable[[str | None], "frozenset[str] | None"]
 
 DEFAULT_MAX_AGE_DAYS = 14.0
 
@@ -67,10 +80,54 @@ def _age_days(recorded_at: str, now: datetime) -> float | None:
     return (now - when).total_seconds() / 86400
 
 
+def _no_drift(sha: str | None) -> frozenset[str] | None:
+    return None  # without a base for the scopes, line numbers cannot be trusted: judge by file
+
+
+def _scope_hit(stored: StoredTestMap, path: str, scope: Scope) -> str | None:
+    entry = stored.entry
+    reaches = path in entry.loaded or path in entry.executed
+    if scope.is_module:
+        return f"loaded {path}, changed at module level (line {scope.line})" if reaches else None
+    body = range(scope.first, scope.last + 1)
+    ran = sorted(set(body).intersection((entry.lines or {}).get(path, ())))
+    if ran:
+        return f"executed {path}:{ran[0]} in {scope.name}()"
+    if reaches and not stored.shared.get(path, frozenset()).isdisjoint(body):
+        return f"loaded {path}, whose {scope.name}() ran outside a test (at import or in the session)"
+    return None
+
+
+def _hits(stored: StoredTestMap, changed: Sequence[str], scopes: Mapping[str, tuple[Scope, ...] | None],
+          drifted: frozenset[str] | None) -> list[str]:
+    entry = stored.entry
+    hits: list[str] = []
+    for path in changed:
+        if path in entry.opened and path not in entry.executed:
+            hits.append(f"opened {path}")
+            continue
+        file_scopes = scopes.get(path)
+        if entry.lines is None or file_scopes is None or drifted is None or path in drifted:
+            if path in entry.executed:
+                hits.append(f"executed {path}")
+            elif path in entry.loaded:
+                hits.append(f"loaded {path}")
+            continue
+        hits += [why for scope in file_scopes if (why := _scope_hit(stored, path, scope)) is not None][:1]
+    return hits
+
+
 def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], changed: Sequence[str], *,
-                   now: datetime, max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> MapSelection:
-    """See the module docstring. ``tests``: the tier's registered test paths."""
+                   now: datetime, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+                   scopes: Mapping[str, tuple[Scope, ...] | None] | None = None,
+                   drift: Drift = _no_drift) -> MapSelection:
+    """See the module docstring. ``tests``: the tier's registered test paths; ``scopes``: the
+    changed Python files' scopes (absent or None: judged by file); ``drift(sha)``: the files that
+    differ between commit ``sha`` and the scopes' base, None when unknown."""
     changed_set = set(changed)
+    ordered = sorted(changed_set)
+    scopes = scopes or {}
+    drifts: dict[str | None, frozenset[str] | None] = {}
     out = MapSelection()
     for test in tests:
         stored = maps.get(test)
@@ -91,9 +148,9 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             when = "has an unreadable time" if age is None else f"is {age:.1f} days old (limit {max_age_days:g})"
             out.fallback[test] = f"the map of {stored.origin} {when}"
             continue
-        executed = sorted(changed_set & stored.entry.executed)
-        opened = sorted(changed_set & stored.entry.opened - stored.entry.executed)
-        hits = [f"executed {p}" for p in executed] + [f"opened {p}" for p in opened]
+        if stored.sha not in drifts:
+            drifts[stored.sha] = drift(stored.sha) if stored.sha is not None else None
+        hits = _hits(stored, ordered, scopes, drifts[stored.sha])
         why = None
         if hits:
             more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
