@@ -8,8 +8,7 @@ some, so a test file's collected count is the largest any process saw and its fi
 sum: the file is complete when they meet.
 
 Contract: `build_map` returns one entry per collected test file, with the lines each executed,
-the modules it loaded (``items.*.json``'s ``loaded``, unioned over processes; every file it
-executed is loaded too) and the files it opened; lines of shared contexts
+the files it opened; lines of shared contexts
 (`ci.running.depmap_files.read_context`) also go to the map's ``shared``; lines and opened files
 of test files that were not collected are dropped. It raises `OSError` / `ValueError` only for
 parts it cannot read at all.
@@ -33,7 +32,6 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
     items: dict[str, int] = defaultdict(int)
     done: dict[str, int] = defaultdict(int)
     ran: dict[str, int] = defaultdict(int)
-    loaded: dict[str, set[str]] = defaultdict(set)
     for part in sorted(parts.glob("items.*.json")):
         data = json.loads(part.read_text(encoding="utf-8"))
         for test, n in data["items"].items():
@@ -42,8 +40,6 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
             done[test] += n
         for test, n in data["ran"].items():
             ran[test] += n
-        for test, paths in data.get("loaded", {}).items():
-            loaded[test].update(paths)
     lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     shared: dict[str, set[int]] = defaultdict(set)
     for part in sorted(parts.glob("cov.*")):
@@ -71,6 +67,6 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
     for test, n in items.items():
         own = {rel: frozenset(found) for rel, found in lines.get(test, {}).items()}
         tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), done[test] >= n, n, ran[test],
-                              lines=own, loaded=frozenset(loaded.get(test, set()) | own.keys()))
+                              lines=own)
     return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests,
                   {rel: frozenset(found) for rel, found in shared.items()}, sha)

@@ -11,8 +11,6 @@ starts is measured as that test's subprocess instead). In each process that runs
   collecting a test module (the import-time code of everything it imports first; the module is
   still the collecting file's), the setup of a session- or package-scoped fixture, and the
   session outside any test (context ""): the merge makes those lines the map's ``shared``;
-- after each stretch of a test file's tests, notes the repository modules in ``sys.modules``:
-  the file's ``loaded`` (a module imported earlier by another file is loaded for this one too);
 - adds the "open" audit hook (`OpenedLog`) with the same test file as its context;
 - exports ``COVERAGE_PROCESS_START`` (a config written to the parts directory) and the test file,
   so every Python subprocess a test starts is measured with that test file as its context;
@@ -30,7 +28,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
@@ -152,7 +149,6 @@ class DepmapRecorder:
         self.items: dict[str, int] = defaultdict(int)
         self.done: dict[str, int] = defaultdict(int)
         self.ran: dict[str, int] = defaultdict(int)
-        self.loaded: dict[str, set[str]] = defaultdict(set)
         self.context = ""
         self.opened = OpenedLog(self.files, self.parts)
         self.cov = early.cov if early is not None else _start_coverage(self.parts, self.files)
@@ -163,8 +159,6 @@ class DepmapRecorder:
         open log's and subprocesses' context; "" outside any test file)."""
         if context == self.context:
             return
-        if self.context and self.context == self.opened.context:  # leaving a test file's own work
-            self._note_loaded(self.context)
         self.context = context
         self.opened.context = test
         self.cov.switch_context(context)
@@ -173,15 +167,6 @@ class DepmapRecorder:
             os.environ["COVERAGE_PROCESS_START"] = str(self.parts / "coverage.ini")
         else:
             os.environ.pop(TEST_ENV, None)
-
-    def _note_loaded(self, test: str) -> None:
-        found = self.loaded[test]
-        for module in list(sys.modules.values()):
-            path = getattr(module, "__dict__", {}).get("__file__")  # __dict__: a lazy module's __getattr__ must not run
-            if isinstance(path, str):
-                rel = self.files.relative(path)
-                if rel is not None:
-                    found.add(rel)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector):
@@ -234,8 +219,7 @@ class DepmapRecorder:
         self.opened.stop()
         self.cov.stop()
         self.cov.save()
-        parts = {"items": self.items, "done": self.done, "ran": self.ran,
-                 "loaded": {test: sorted(paths) for test, paths in self.loaded.items()}}
+        parts = {"items": self.items, "done": self.done, "ran": self.ran,}
         (self.parts / f"items.{os.getpid()}.json").write_text(json.dumps(parts), encoding="utf-8")
         if self.owner:
             self._write_map(session.config.pluginmanager.get_plugin("terminalreporter"))

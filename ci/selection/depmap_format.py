@@ -4,18 +4,17 @@ A map comes from one recorded run of a tier (`ci.running.depmap_record`). Per te
 the repository files the file's tests executed (coverage.py, the subprocesses they started
 included) and the repository files they opened (``sys.addaudithook`` "open" events: data,
 configs, kernel sources compiled at run time). Version 2 adds what line-level selection
-(`ci.selection.depmap_select`) needs: the executed lines of each file, the repository modules
-loaded in the test's process, the lines run outside any test's own work (``shared``: the
+(`ci.selection.depmap_select`) needs: the executed lines of each file, the lines run outside any test's own work (``shared``: the
 session's start and end, the import of test modules at collection, session- and package-scoped
 fixtures), and the commit the map was recorded at (line numbers are that commit's).
 
-The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and no ``loaded``,
+The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and no
 ``shared`` or ``sha``; it is still read, and selects by file)::
 
     {"format": "ci-depmap", "version": 2, "tier": "cpu" | null, "recorded_at": "2026-12-04T13:00:00+00:00",
      "sha": "<40 hex>" | null, "shared": {"pkg/a.py": "1-20,31"},
      "tests": {"tests/a/test_x.py": {"complete": true, "items": 3, "ran": 3,
-                                      "executed": {"pkg/a.py": "3-9,14"}, "loaded": ["pkg/b.py"],
+                                      "executed": {"pkg/a.py": "3-9,14"},
                                       "opened": ["data/t.json", ...]}}}
 
 Contract:
@@ -58,7 +57,7 @@ Lines = Mapping[str, frozenset[int]]
 
 @dataclass(frozen=True, eq=True)
 class TestMap:
-    """What one test file executed, loaded and opened in one recorded run. ``lines`` (version 2):
+    """What one test file executed and opened in one recorded run. ``lines`` (version 2):
     repo-relative file -> executed line numbers; None for a version-1 entry (files only)."""
 
     __test__ = False  # not a pytest test class, despite the name
@@ -69,7 +68,6 @@ class TestMap:
     items: int = 0
     ran: int = 0
     lines: Lines | None = field(default=None, hash=False)
-    loaded: frozenset[str] = frozenset()
 
     @property
     def files(self) -> frozenset[str]:
@@ -139,8 +137,7 @@ def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
         raise _bad(source, f"test path {test!r} is not repo-relative")
     if not isinstance(entry, dict):
         raise _bad(source, f"tests[{test!r}] must be an object")
-    needed = {"complete", "items", "ran", "executed", "opened"} | ({"loaded"} if version == 2 else set())
-    missing = needed - entry.keys()
+    missing = {"complete", "items", "ran", "executed", "opened"} - entry.keys()
     if missing:
         raise _bad(source, f"tests[{test!r}] lacks {', '.join(sorted(missing))}")
     if not isinstance(entry["complete"], bool):
@@ -150,8 +147,7 @@ def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
     if version == 1:
         return TestMap(_paths(source, test, "executed", entry["executed"]), opened, entry["complete"], *counts)
     lines = _line_map(source, f"tests[{test!r}].executed", entry["executed"])
-    return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines,
-                   loaded=_paths(source, test, "loaded", entry["loaded"]))
+    return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines)
 
 
 def parse_depmap(text: str | bytes, source: str) -> DepMap:
@@ -198,7 +194,7 @@ def utc_time(text: str) -> datetime | None:
 def _v2_entry(t: TestMap) -> dict[str, Any]:
     lines = t.lines or {}
     return {"complete": t.complete, "items": t.items, "ran": t.ran, "opened": sorted(t.opened),
-            "loaded": sorted(t.loaded), "executed": {p: format_lines(lines.get(p, ())) for p in sorted(t.executed)}}
+            "executed": {p: format_lines(lines.get(p, ())) for p in sorted(t.executed)}}
 
 
 def dump_depmap(depmap: DepMap) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+_BINARY = re.compile(r"Binary files (.+) and (.+) differ$")
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -41,8 +42,9 @@ def touched_old_lines(diff: str) -> dict[str, frozenset[int] | None]:
             current = old_path if old_path is not None else new_path
             if current is not None:
                 out.setdefault(current, None if old_path is None else set())
-        elif line.startswith("Binary files ") and current is None:
-            continue
+        elif (binary := _BINARY.match(line)) is not None:
+            old, new = _path(binary.group(1), "a/"), _path(binary.group(2), "b/")
+            out[old if old is not None else new] = None
         elif line.startswith("@@") and current is not None:
             match = _HUNK.match(line)
             lines = out.get(current)

@@ -137,18 +137,15 @@ def test_each_test_file_maps_exactly_what_it_executed(recorded: tuple[Path, dict
     assert _entry(data, "tests/test_data.py")["executed"] == {"pkg/loader.py": "1-4", "tests/test_data.py": "1,3-4"}
 
 
-def test_shared_work_loaded_modules_and_the_commit_are_recorded(recorded: tuple[Path, dict]) -> None:
+def test_shared_work_and_the_commit_are_recorded(recorded: tuple[Path, dict]) -> None:
     root, data = recorded
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     assert data["sha"] == head
     # import-time code (collection) and the session fixture's setup serve every test file
     assert data["shared"]["pkg/built.py"] == "1-2,4"
     assert data["shared"]["pkg/session_helper.py"] == "1-2"  # imported by the conftest, then the fixture
-    assert "pkg/alpha.py" in _entry(data, "tests/test_alpha.py")["loaded"]
     assert data["shared"]["pkg/loader.py"] == "1-2"  # its import; table()'s body ran only in test_data's test
-    # modules imported by test_alpha are still loaded when test_beta runs
-    assert {"pkg/alpha.py", "pkg/built.py", "pkg/beta.py"} <= set(_entry(data, "tests/test_beta.py")["loaded"])
-    assert "pkg/unused.py" not in _entry(data, "tests/test_beta.py")["loaded"]
+    assert "pkg/unused.py" not in data["shared"]
 
 
 def test_opened_data_files_are_recorded_and_python_imports_are_not_confused_with_them(
@@ -178,7 +175,7 @@ def test_completeness_and_skips_are_counted(recorded: tuple[Path, dict]) -> None
 
 def test_no_file_outside_the_repository_or_unexecuted_is_recorded(recorded: tuple[Path, dict]) -> None:
     root, data = recorded
-    every = {p for e in data["tests"].values() for p in [*e["executed"], *e["opened"], *e["loaded"]]}
+    every = {p for e in data["tests"].values() for p in [*e["executed"], *e["opened"]]}
     assert "pkg/unused.py" not in every
     assert all(not p.startswith(("/", "out/")) and "__pycache__" not in p for p in every)
     assert parse_depmap((root / "out" / "depmap.json").read_text(), "depmap.json").tests.keys() == data["tests"].keys()
