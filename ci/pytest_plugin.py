@@ -161,6 +161,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    depmap_record.drop_early()
     state = config.stash.get(_STATE, None)
     if state is None:
         return

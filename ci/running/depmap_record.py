@@ -124,6 +124,21 @@ def start_early(root: Path | None) -> None:
     _EARLY = _Early(root, owner, _start_coverage(Path(os.environ[PARTS_ENV]), RepoFiles(root)))
 
 
+def drop_early() -> None:
+    """Stop a measurement `start_early` began that no recorder took over (configure found no
+    registry-driven tree): its data and, when this process made it, the parts directory go."""
+    global _EARLY
+    early, _EARLY = _EARLY, None
+    if early is None:
+        return
+    early.cov.stop()
+    early.cov.erase()
+    parts = os.environ.pop(PARTS_ENV, None) if early.owner else None
+    if parts:
+        shutil.rmtree(parts, ignore_errors=True)
+        os.environ.pop(ROOT_ENV, None)
+
+
 def _take_early(root: Path) -> _Early | None:
     global _EARLY
     early, _EARLY = _EARLY, None

@@ -229,3 +229,19 @@ def test_recording_under_a_coverage_already_running_is_a_usage_error(tmp_path: P
     assert "coverage is already measuring" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
     assert list((tmp_path / "tmp").iterdir()) == []  # no parts directory left behind
+
+
+def test_a_measurement_started_early_and_never_taken_over_leaves_nothing(tmp_path: Path) -> None:
+    # the recording starts before the conftests load, from the invocation directory's registry;
+    # --rootdir elsewhere makes configure find no registry-driven tree: nothing records, nothing is left
+    _make_project(tmp_path / "proj")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "tmp").mkdir()
+    env = _clean_env()
+    env.update(CI_DEPMAP="out/depmap.json", TMPDIR=str(tmp_path / "tmp"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "-n", "0", "-q",
+                           "-p", "no:cacheprovider", "--rootdir", str(tmp_path / "elsewhere"), "tests/test_beta.py"],
+                          cwd=tmp_path / "proj", env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "depmap" not in proc.stdout and not (tmp_path / "proj" / "out").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []  # the parts directory the early start made is gone
