@@ -101,6 +101,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run quarantined files' tests non-blocking (xfail, not strict) instead of skipping them")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    try:  # a recording starts before the conftests run their import-time code (docs/selection.md)
+        depmap_record.start_early(find_repo_root(early_config.invocation_params.dir))
+    except RepoRootNotFound:
+        pass
+
+
 def pytest_configure(config: pytest.Config) -> None:
     option = config.getoption("registry")
     try:

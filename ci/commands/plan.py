@@ -99,12 +99,14 @@ def make_plans(registry: Registry, tiers: list[str], args: argparse.Namespace, r
     changes = changed_files(args, root)
     durations = read_durations(args.durations)
     shards, budget = getattr(args, "shards", None), getattr(args, "shard_budget", None)
+    deps = None
     if changes is None:
         impact = Impact(None, not_files=registered_non_files(root, registry))
     else:
-        impact = TestDependencies(root, registry).impact(changes)
+        deps = TestDependencies(root, registry)
+        impact = deps.impact(changes)
     return [plan(registry, t, changes, shards=shards, shard_budget=budget, durations=durations, impact=impact,
-                 maps=_maps(registry, t, changes, args)) for t in tiers]
+                 maps=_maps(registry, t, changes, args, deps)) for t in tiers]
 
 
 def add_depmap_args(parser: argparse.ArgumentParser) -> None:
@@ -130,7 +132,8 @@ def _days(text: str) -> float:
     return value
 
 
-def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argparse.Namespace) -> MapSelection | None:
+def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argparse.Namespace,
+          deps: TestDependencies | None) -> MapSelection | None:
     """The tier's map verdicts, or None without changed files or map sources. A map source that
     cannot be read is a warning on stderr: its tests fall back to the static graph."""
     files, from_store = getattr(args, "depmap", []), getattr(args, "depmaps_from_store", False)
@@ -144,7 +147,13 @@ def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argpar
     for problem in gathered.problems:
         print(f"python -m ci plan: warning: {problem}", file=sys.stderr)
     tests = [e.path for e in registry.tests_for_tier(tier, include_inactive=True)]
-    return select_by_maps(gathered.tests, tests, changes, now=now, max_age_days=args.depmap_max_age)
+    if not hasattr(args, "_git_lines"):  # one per plan command: its git answers serve every tier
+        from ci.selection.git_lines import GitLines  # deferred: only map selection reads lines
+
+        args._git_lines = GitLines(registry_file(args).parent, changes, args.base)
+    reach = (lambda path: deps.impact([path]).reasons) if deps is not None else (lambda path: {})
+    return select_by_maps(gathered.tests, tests, changes, now=now, max_age_days=args.depmap_max_age,
+                          scopes_for=args._git_lines.scopes_for, module_reach=reach)
 
 
 def selection_args(args: argparse.Namespace) -> list[str]:

@@ -7,7 +7,9 @@ Contract:
   touched. An unscored identity (code nobody reviewed yet: a pull request's) is refused: `ci plan`
   trusts every stored map of its tier, so such a map could make any test look unaffected.
 - `ingest_depmap` writes the map and its test rows in one transaction; a map already stored
-  (same bytes, same identity: the key) writes nothing and returns False.
+  (same bytes, same identity: the key) writes nothing and returns False. A version-2 map's line
+  data is kept (``lines`` per test, the map's ``shared`` lines and commit); a map recorded at
+  another commit than the run identity's ``--sha`` is refused.
 - `latest_maps` gives, for each test file of ``tier`` (of ``repo`` when given), the entry of the
   most recently recorded map that holds it, with where it came from (`StoredTestMap`). A stored
   entry that does not read back (a hand-edited row) is left out and named in ``problems``; its test
@@ -22,13 +24,14 @@ import json
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ci.history.model import RunIdentity
 from ci.history.store import Store, failure_text, now, open_store
 from ci.regular_file import MAX_REPORT_BYTES, UnreadableFile, read_regular
 from ci.selection.depmap_format import (DepMap, DepmapError, StoredTestMap, TestMap, is_relative_path, maps_of_file,
                                         parse_depmap, utc_time)
+from ci.selection.line_ranges import format_lines, parse_lines
 
 
 @dataclass(frozen=True)
@@ -53,31 +56,59 @@ def prepare_depmap(path: str | Path, identity: RunIdentity) -> PreparedDepmap:
     depmap = parse_depmap(data, str(path))
     if depmap.tier is not None and depmap.tier != identity.tier:
         raise DepmapError(f"{path}: the map was recorded on tier {depmap.tier!r}, not --tier {identity.tier!r}")
+    if depmap.sha is not None and depmap.sha != identity.sha:
+        raise DepmapError(f"{path}: the map was recorded at commit {depmap.sha}, not --sha {identity.sha}")
     payload = json.dumps([hashlib.sha256(data).hexdigest(), asdict(identity)], sort_keys=True)
     return PreparedDepmap(str(path), identity, hashlib.sha256(payload.encode()).hexdigest(), depmap)
 
 
 _INSERT = """INSERT INTO depmaps (map_key, source, repo, sha, event, tier, shard, run_id, run_url, recorded_at,
-    ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (map_key) DO NOTHING RETURNING id"""
+    ingested_at, map_version, map_sha, shared) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (map_key) DO NOTHING RETURNING id"""
+
+
+def _lines_json(lines: Mapping[str, frozenset[int]] | None) -> str:
+    if lines is None:
+        return ""
+    return json.dumps({p: format_lines(v) for p, v in sorted(lines.items())}, sort_keys=True)
+
+
+def _read_lines(text: str, where: str) -> dict[str, frozenset[int]] | None:
+    """A stored ``lines`` / ``shared`` column; None for '' (a version-1 map); ValueError when it
+    does not read back."""
+    if text == "":
+        return None
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not an object")
+    out = {}
+    for path, ranges in data.items():
+        if not isinstance(path, str) or not is_relative_path(path) or not isinstance(ranges, str):
+            raise ValueError(f"{where} holds {path!r}")
+        out[path] = parse_lines(ranges)
+    return out
 
 
 def ingest_depmap(store: Store, prepared: PreparedDepmap) -> bool:
     """Store ``prepared`` in one transaction; False when it was already stored."""
     ident, depmap = prepared.identity, prepared.depmap
     with store.transaction():
+        version = 2 if depmap.sha is not None or depmap.shared or any(
+            t.lines is not None for t in depmap.tests.values()) else 1
         cur = store.execute(_INSERT, (prepared.key, Path(prepared.source).name, ident.repo, ident.sha, ident.event,
                                       ident.tier, ident.shard, ident.run_id, ident.run_url, stored_time(depmap.recorded_at),
-                                      now()))
+                                      now(), version, depmap.sha or "",
+                                      _lines_json(depmap.shared) if version == 2 else ""))
         inserted = cur.fetchall()
         cur.close()
         if not inserted:
             return False
         map_id = int(inserted[0][0])
         store.executemany(
-            "INSERT INTO depmap_tests (map_id, test_file, complete, items, ran, executed, opened) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(map_id, test, int(t.complete), t.items, t.ran, "\n".join(sorted(t.executed)), "\n".join(sorted(t.opened)))
-             for test, t in sorted(depmap.tests.items())])
+            "INSERT INTO depmap_tests (map_id, test_file, complete, items, ran, executed, opened, lines) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(map_id, test, int(t.complete), t.items, t.ran, "\n".join(sorted(t.executed)), "\n".join(sorted(t.opened)),
+              _lines_json(t.lines)) for test, t in sorted(depmap.tests.items())])
     return True
 
 
@@ -99,8 +130,8 @@ def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetim
     """The newest stored entry per test file of ``tier``; see the module docstring. ``since``:
     only maps recorded then or later (older ones could not decide anyway; the store then reads
     the last days' maps, not every map ever stored)."""
-    query = ("SELECT t.test_file, t.complete, t.items, t.ran, t.executed, t.opened, m.id, m.sha, m.run_id, "
-             "m.recorded_at FROM depmap_tests t JOIN depmaps m ON m.id = t.map_id WHERE m.tier = ?")
+    query = ("SELECT t.test_file, t.complete, t.items, t.ran, t.executed, t.opened, t.lines, m.id, m.sha, m.run_id, "
+             "m.recorded_at, m.map_sha, m.shared FROM depmap_tests t JOIN depmaps m ON m.id = t.map_id WHERE m.tier = ?")
     params: list[object] = [tier]
     if repo is not None:
         query += " AND m.repo = ?"
@@ -110,17 +141,25 @@ def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetim
         params.append(stored_time(since.isoformat()))
     found: dict[str, StoredTestMap] = {}
     problems: list[str] = []
-    for test, complete, items, ran, executed, opened, map_id, sha, run_id, recorded_at in store.fetchall(
-            query + " ORDER BY m.recorded_at, m.id", params):
+    shared_of: dict[int, dict[str, frozenset[int]] | None] = {}
+    for (test, complete, items, ran, executed, opened, lines_text, map_id, sha, run_id, recorded_at, map_sha,
+         shared_text) in store.fetchall(query + " ORDER BY m.recorded_at, m.id", params):
         paths = [p for p in f"{executed}\n{opened}".split("\n") if p]
-        if not is_relative_path(test) or not all(is_relative_path(p) for p in paths) or min(items, ran) < 0:
+        try:
+            if not is_relative_path(test) or not all(is_relative_path(p) for p in paths) or min(items, ran) < 0:
+                raise ValueError(test)
+            lines = _read_lines(lines_text, "lines")
+            if map_id not in shared_of:
+                shared_of[map_id] = _read_lines(shared_text, "shared")
+        except ValueError:
             problems.append(f"stored map {map_id} (run {run_id or '?'} at {sha[:12]}): the entry of {test!r} "
                             "does not read back; ignored")
             found.pop(test, None)
             continue
         entry = TestMap(frozenset(p for p in executed.split("\n") if p), frozenset(p for p in opened.split("\n") if p),
-                        bool(complete), int(items), int(ran))
-        found[test] = StoredTestMap(entry, f"run {run_id or map_id} at {sha[:12]}", recorded_at)
+                        bool(complete), int(items), int(ran), lines=lines)
+        found[test] = StoredTestMap(entry, f"run {run_id or map_id} at {sha[:12]}", recorded_at,
+                                    shared_of[map_id] or {}, map_sha or None)
     return LatestMaps(found, tuple(problems))
 
 

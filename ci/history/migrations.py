@@ -24,6 +24,10 @@ the infra failures so a runner's health is read without scanning every case.
 
 Migration 3 (runtime dependency maps, docs/selection.md): ``depmaps`` (one row per ingested map
 file) and ``depmap_tests`` (one row per test file in it).
+
+Migration 4 (line-level maps, map format version 2): ``depmaps.map_version``, ``depmaps.map_sha``
+(the commit the map's line numbers are of, '' when unknown), ``depmaps.shared`` and
+``depmap_tests.lines`` (JSON objects of path -> line ranges, '' for a version-1 map).
 """
 
 from __future__ import annotations
@@ -106,6 +110,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             opened TEXT NOT NULL,
             PRIMARY KEY (map_id, test_file)
         )""",
+    ),
+    (
+        "ALTER TABLE depmaps ADD COLUMN map_version INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE depmaps ADD COLUMN map_sha TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE depmaps ADD COLUMN shared TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE depmap_tests ADD COLUMN lines TEXT NOT NULL DEFAULT ''",
     ),
 )
 

@@ -32,6 +32,28 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PYTHON = (".py", ".pyc")  # sources are mapped by execution; imports and assertion rewriting read them
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages"})
 _OWN = frozenset(f"depmap_{name}.py" for name in ("files", "record", "subprocess", "merge"))
+_SHARED_MARK = "\x1f"  # starts a shared context's name; no repo-relative path starts with it
+_KINDS = ("collect", "fixture")
+
+
+def collect_context(test: str) -> str:
+    """The coverage context while ``test``'s module is collected (imported)."""
+    return f"{_SHARED_MARK}collect{_SHARED_MARK}{test}"
+
+
+def fixture_context(test: str) -> str:
+    """The coverage context while a session- or package-scoped fixture is set up for ``test``."""
+    return f"{_SHARED_MARK}fixture{_SHARED_MARK}{test}"
+
+
+def read_context(context: str) -> tuple[str, bool]:
+    """(the test file a coverage context's lines are for, "" for none; whether they are shared)."""
+    if not context:
+        return "", True  # the session outside any test
+    if context.startswith(_SHARED_MARK):
+        _, kind, test = context.split(_SHARED_MARK, 2) if context.count(_SHARED_MARK) >= 2 else ("", "", "")
+        return (test, True) if kind in _KINDS else ("", True)
+    return context, False
 
 
 class RepoFiles:

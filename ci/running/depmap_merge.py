@@ -7,9 +7,11 @@ finished, and with their body run). Under pytest-xdist every worker collects eve
 some, so a test file's collected count is the largest any process saw and its finished count the
 sum: the file is complete when they meet.
 
-Contract: `build_map` returns one entry per collected test file (executed and opened files of
-other contexts, e.g. work done outside any test, are dropped); it raises `OSError` / `ValueError`
-only for parts it cannot read at all.
+Contract: `build_map` returns one entry per collected test file, with the lines each executed,
+the files it opened; lines of shared contexts
+(`ci.running.depmap_files.read_context`) also go to the map's ``shared``; lines and opened files
+of test files that were not collected are dropped. It raises `OSError` / `ValueError` only for
+parts it cannot read at all.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from pathlib import Path
 
 from coverage import CoverageData
 
-from ci.running.depmap_files import RepoFiles
+from ci.running.depmap_files import RepoFiles, read_context
 from ci.selection.depmap_format import DepMap, TestMap
 
 
-def build_map(parts: Path, files: RepoFiles, tier: str | None) -> DepMap:
+def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None = None) -> DepMap:
     """See the module docstring."""
     items: dict[str, int] = defaultdict(int)
     done: dict[str, int] = defaultdict(int)
@@ -38,7 +40,8 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None) -> DepMap:
             done[test] += n
         for test, n in data["ran"].items():
             ran[test] += n
-    executed: dict[str, set[str]] = defaultdict(set)
+    lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    shared: dict[str, set[int]] = defaultdict(set)
     for part in sorted(parts.glob("cov.*")):
         data = CoverageData(basename=str(part))
         data.read()
@@ -46,16 +49,24 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None) -> DepMap:
             rel = files.relative(measured)
             if rel is None:
                 continue
-            for contexts in data.contexts_by_lineno(measured).values():
+            for lineno, contexts in data.contexts_by_lineno(measured).items():
                 for context in contexts:
-                    executed[context].add(rel)
+                    test, is_shared = read_context(context)
+                    numbers = (lineno,) if lineno >= 1 else ()  # an empty module runs "line 0": no line
+                    if test:
+                        lines[test][rel].update(numbers)
+                    if is_shared:
+                        shared[rel].update(numbers)
     opened: dict[str, set[str]] = defaultdict(set)
     for part in sorted(parts.glob("opened.*.log")):
         for line in part.read_text(encoding="utf-8", errors="replace").splitlines():
             test, sep, rel = line.partition("\t")
             if sep:
                 opened[test].add(rel)
-    tests = {test: TestMap(frozenset(executed.get(test, ())), frozenset(opened.get(test, ())),
-                           done[test] >= n, n, ran[test])
-             for test, n in items.items()}
-    return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests)
+    tests = {}
+    for test, n in items.items():
+        own = {rel: frozenset(found) for rel, found in lines.get(test, {}).items()}
+        tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), done[test] >= n, n, ran[test],
+                              lines=own)
+    return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests,
+                  {rel: frozenset(found) for rel, found in shared.items()}, sha)

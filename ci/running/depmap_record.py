@@ -6,8 +6,11 @@ starts is measured as that test's subprocess instead). In each process that runs
 
 - starts coverage.py with the C tracer (``core = ctrace``; Python 3.11 has no ``sysmon``),
   measuring only files inside the repository, and switches coverage's dynamic context to the test
-  file whose module is being collected or whose test is running, so each executed file is the test
-  file's that ran it (a module first imported while collecting ``test_a.py`` is ``test_a.py``'s);
+  file whose test is running, so each executed line is the test file's that ran it. Work that
+  serves more than one test file gets a shared context (`depmap_files.shared_context`) as well:
+  collecting a test module (the import-time code of everything it imports first; the module is
+  still the collecting file's), the setup of a session- or package-scoped fixture, and the
+  session outside any test (context ""): the merge makes those lines the map's ``shared``;
 - adds the "open" audit hook (`OpenedLog`) with the same test file as its context;
 - exports ``COVERAGE_PROCESS_START`` (a config written to the parts directory) and the test file,
   so every Python subprocess a test starts is measured with that test file as its context;
@@ -24,17 +27,31 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ci.atomic_write import atomic_write_text
-from ci.running.depmap_files import PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
+from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
+                                     fixture_context)
 from ci.selection.depmap_format import dump_depmap
 
 _SUBPROCESS_PLUGIN = "ci.running.depmap_subprocess"
+
+
+def head_commit(root: Path) -> str | None:
+    """The checkout's commit (the map's line numbers are its), or None outside a git checkout."""
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = proc.stdout.strip().lower()
+    return sha if proc.returncode == 0 and len(sha) in (40, 64) else None
 
 
 def wanted() -> bool:
@@ -53,17 +70,80 @@ def _check_coverage() -> None:
                                 "this pytest (pytest-cov, COVERAGE_PROCESS_START): one tracer at a time")
 
 
+def _claim_parts(root: Path) -> bool:
+    """Make the parts directory unless a parent process (the xdist controller) did: True when
+    this process owns the recording."""
+    if os.environ.get(PARTS_ENV):
+        return False
+    os.environ[PARTS_ENV] = tempfile.mkdtemp(prefix="ci-depmap-")
+    os.environ[ROOT_ENV] = str(root)
+    return True
+
+
+def _start_coverage(parts: Path, files: RepoFiles):
+    import coverage
+
+    include = [os.path.join(r, "*") for r in files.roots]
+    omit = [p + "*" for p in files.excluded]
+    config = parts / "coverage.ini"
+    config.write_text("[run]\n" + "".join(f"{k} = {v}\n" for k, v in {
+        "data_file": parts / "cov", "parallel": "True", "core": "ctrace", "sigterm": "True",
+        "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
+        "include": "\n    " + "\n    ".join(include), "omit": "\n    " + "\n    ".join(omit)}.items()),
+        encoding="utf-8")
+    cov = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
+                            include=include, omit=omit)
+    cov.set_option("run:core", "ctrace")
+    cov.start()
+    return cov
+
+
+@dataclass
+class _Early:
+    root: Path
+    owner: bool
+    cov: object
+
+
+_EARLY: _Early | None = None
+
+
+def start_early(root: Path | None) -> None:
+    """Start measuring before pytest loads the initial conftests (their import-time code, and the
+    first-party code it calls, is then in the map's ``shared``); the recorder made at configure
+    takes this measurement over when its repository root is ``root``. Does nothing when recording
+    is not wanted, the root is unknown, or coverage cannot start (configure then says why)."""
+    global _EARLY
+    if _EARLY is not None or root is None or not wanted():
+        return
+    try:
+        _check_coverage()
+    except pytest.UsageError:
+        return
+    owner = _claim_parts(root)
+    _EARLY = _Early(root, owner, _start_coverage(Path(os.environ[PARTS_ENV]), RepoFiles(root)))
+
+
+def _take_early(root: Path) -> _Early | None:
+    global _EARLY
+    early, _EARLY = _EARLY, None
+    if early is None or early.root == root:
+        return early
+    early.cov.stop()  # measured another tree: its data is not this recording's
+    early.cov.erase()
+    return None
+
+
 class DepmapRecorder:
     """A pytest plugin object; one per process (see the module docstring)."""
 
     def __init__(self, config: pytest.Config, root: Path, tier: str | None, relative_test):
-        _check_coverage()  # before anything is made: a refusal leaves nothing behind
+        early = _take_early(root)
+        if early is None:
+            _check_coverage()  # before anything is made: a refusal leaves nothing behind
         self.out = Path(config.invocation_params.dir, os.environ[RECORD_ENV])
         self.root, self.tier, self.relative_test = root, tier, relative_test
-        self.owner = getattr(config, "workerinput", None) is None
-        if self.owner:
-            os.environ[PARTS_ENV] = tempfile.mkdtemp(prefix="ci-depmap-")
-            os.environ[ROOT_ENV] = str(root)
+        self.owner = early.owner if early is not None else _claim_parts(root)
         self.parts = Path(os.environ[PARTS_ENV])
         self.files = RepoFiles(root)
         self.items: dict[str, int] = defaultdict(int)
@@ -71,33 +151,19 @@ class DepmapRecorder:
         self.ran: dict[str, int] = defaultdict(int)
         self.context = ""
         self.opened = OpenedLog(self.files, self.parts)
-        self.cov = self._coverage()
-
-    def _coverage(self):
-        import coverage
-
-        include = [os.path.join(r, "*") for r in self.files.roots]
-        omit = [p + "*" for p in self.files.excluded]
-        config = self.parts / "coverage.ini"
-        config.write_text("[run]\n" + "".join(f"{k} = {v}\n" for k, v in {
-            "data_file": self.parts / "cov", "parallel": "True", "core": "ctrace", "sigterm": "True",
-            "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
-            "include": "\n    " + "\n    ".join(include), "omit": "\n    " + "\n    ".join(omit)}.items()),
-            encoding="utf-8")
-        cov = coverage.Coverage(data_file=str(self.parts / "cov"), data_suffix=True, config_file=False,
-                                include=include, omit=omit)
-        cov.set_option("run:core", "ctrace")
-        cov.start()
+        self.cov = early.cov if early is not None else _start_coverage(self.parts, self.files)
         self.opened.start()
-        return cov
 
-    def _switch(self, context: str) -> None:
+    def _switch(self, context: str, test: str = "") -> None:
+        """Make ``context`` coverage's context; ``test`` is the test file the work is for (the
+        open log's and subprocesses' context; "" outside any test file)."""
         if context == self.context:
             return
-        self.context = self.opened.context = context
+        self.context = context
+        self.opened.context = test
         self.cov.switch_context(context)
-        if context:
-            os.environ[TEST_ENV] = context
+        if test:
+            os.environ[TEST_ENV] = test
             os.environ["COVERAGE_PROCESS_START"] = str(self.parts / "coverage.ini")
         else:
             os.environ.pop(TEST_ENV, None)
@@ -107,11 +173,22 @@ class DepmapRecorder:
         rel = self.relative_test(collector.path) if isinstance(collector, pytest.Module) else None
         if rel is None:
             return (yield)
-        self._switch(rel)
+        self._switch(collect_context(rel), rel)
         try:
             return (yield)
         finally:
             self._switch("")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+        if fixturedef.scope not in ("session", "package") or not self.context:
+            return (yield)
+        before, test = self.context, self.opened.context
+        self._switch(fixture_context(before), test)
+        try:
+            return (yield)
+        finally:
+            self._switch(before, test)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -124,7 +201,7 @@ class DepmapRecorder:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
         rel = self.relative_test(item.path)
         if rel is not None:
-            self._switch(rel)
+            self._switch(rel, rel)
         result = yield
         if rel is not None:
             self.done[rel] += 1
@@ -142,7 +219,7 @@ class DepmapRecorder:
         self.opened.stop()
         self.cov.stop()
         self.cov.save()
-        parts = {"items": self.items, "done": self.done, "ran": self.ran}
+        parts = {"items": self.items, "done": self.done, "ran": self.ran,}
         (self.parts / f"items.{os.getpid()}.json").write_text(json.dumps(parts), encoding="utf-8")
         if self.owner:
             self._write_map(session.config.pluginmanager.get_plugin("terminalreporter"))
@@ -151,7 +228,7 @@ class DepmapRecorder:
         from ci.running.depmap_merge import build_map  # deferred: only the owner merges
 
         try:
-            depmap = build_map(self.parts, self.files, self.tier)
+            depmap = build_map(self.parts, self.files, self.tier, head_commit(self.root))
             self.out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.out, dump_depmap(depmap))
             line = f"depmap: wrote {self.out} ({len(depmap.tests)} test file(s))"

@@ -1,47 +1,64 @@
 """The runtime dependency map: what each test file really executed and opened, and its one file format.
 
 A map comes from one recorded run of a tier (`ci.running.depmap_record`). Per test file it holds
-the repository files the file's tests executed (coverage.py, file granularity, the subprocesses
-they started included) and the repository files they opened (``sys.addaudithook`` "open"
-events: data, configs, kernel sources compiled at run time).
+the repository files the file's tests executed (coverage.py, the subprocesses they started
+included) and the repository files they opened (``sys.addaudithook`` "open" events: data,
+configs, kernel sources compiled at run time). Version 2 adds what line-level selection
+(`ci.selection.depmap_select`) needs: the executed lines of each file, the lines run outside any test's own work (``shared``: the
+session's start and end, the import of test modules at collection, session- and package-scoped
+fixtures), and the commit the map was recorded at (line numbers are that commit's).
 
-The file is JSON, version 1::
+The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and no
+``shared`` or ``sha``; it is still read, and selects by file)::
 
-    {"format": "ci-depmap", "version": 1, "tier": "cpu" | null, "recorded_at": "2026-12-04T13:00:00+00:00",
+    {"format": "ci-depmap", "version": 2, "tier": "cpu" | null, "recorded_at": "2026-12-04T13:00:00+00:00",
+     "sha": "<40 hex>" | null, "shared": {"pkg/a.py": "1-20,31"},
      "tests": {"tests/a/test_x.py": {"complete": true, "items": 3, "ran": 3,
-                                      "executed": ["pkg/a.py", ...], "opened": ["data/t.json", ...]}}}
+                                      "executed": {"pkg/a.py": "3-9,14"},
+                                      "opened": ["data/t.json", ...]}}}
 
 Contract:
-- `parse_depmap` is the one reader: anything else than the shape above (bad JSON, a missing or
-  mistyped field, an unknown version, a path that is absolute, holds ``..`` or NUL) raises
-  `DepmapError` naming the file and the offending value. A reader never guesses at a partial map.
+- `parse_depmap` is the one reader: anything else than the shapes above (bad JSON, a missing or
+  mistyped field, an unknown version, a path that is absolute, holds ``..`` or NUL, a line range
+  that `ci.selection.line_ranges` refuses) raises `DepmapError` naming the file and the offending
+  value. A reader never guesses at a partial map.
 - ``complete`` is true when every collected test of the file finished in the recorded run; ``ran``
   counts the tests whose body ran (not skipped). Only a complete entry with ``ran > 0`` is
   `TestMap.usable`: a file cut short, or one whose tests were all skipped (a GPU tier recorded
   where its hardware is absent), teaches nothing about what the file needs.
 - ``recorded_at`` carries its UTC offset (a time without one is refused): the store compares
   these times, and a local time would shift a map's age by hours.
-- `dump_depmap` writes what `parse_depmap` reads back equal (sorted, stable).
+- `dump_depmap` writes what `parse_depmap` reads back equal (sorted, stable); a map without line
+  data (``TestMap.lines`` None) is written as version 1.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from ci.selection.line_ranges import format_lines, parse_lines
+
 FORMAT = "ci-depmap"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class DepmapError(ValueError):
-    """A map file (or stored map) that is not a well-formed version-1 map; the message names it."""
+    """A map file (or stored map) that is not a well-formed map; the message names it."""
 
 
-@dataclass(frozen=True)
+Lines = Mapping[str, frozenset[int]]
+
+
+@dataclass(frozen=True, eq=True)
 class TestMap:
-    """What one test file executed and opened in one recorded run."""
+    """What one test file executed and opened in one recorded run. ``lines`` (version 2):
+    repo-relative file -> executed line numbers; None for a version-1 entry (files only)."""
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -50,6 +67,7 @@ class TestMap:
     complete: bool = True
     items: int = 0
     ran: int = 0
+    lines: Lines | None = field(default=None, hash=False)
 
     @property
     def files(self) -> frozenset[str]:
@@ -63,15 +81,18 @@ class TestMap:
 
 @dataclass(frozen=True)
 class DepMap:
-    """One recorded run's map: ``tests`` is repo-relative test path -> `TestMap`."""
+    """One recorded run's map: ``tests`` is repo-relative test path -> `TestMap`; ``shared`` the
+    lines run outside any test's own work; ``sha`` the commit recorded (None: unknown)."""
 
     tier: str | None
     recorded_at: str
     tests: Mapping[str, TestMap] = field(default_factory=dict)
+    shared: Lines = field(default_factory=dict)
+    sha: str | None = None
 
 
 def _bad(source: str, what: str) -> DepmapError:
-    return DepmapError(f"{source}: not a {FORMAT} v{VERSION} map: {what}")
+    return DepmapError(f"{source}: not a {FORMAT} v1/v2 map: {what}")
 
 
 def _paths(source: str, test: str, key: str, value: Any) -> frozenset[str]:
@@ -81,6 +102,22 @@ def _paths(source: str, test: str, key: str, value: Any) -> frozenset[str]:
         if not isinstance(p, str) or not is_relative_path(p):
             raise _bad(source, f"tests[{test!r}].{key} holds {p!r}, not a repo-relative path")
     return frozenset(value)
+
+
+def _line_map(source: str, where: str, value: Any) -> dict[str, frozenset[int]]:
+    if not isinstance(value, dict):
+        raise _bad(source, f"{where} must be an object of path -> line ranges, got {type(value).__name__}")
+    out: dict[str, frozenset[int]] = {}
+    for path, ranges in value.items():
+        if not is_relative_path(path):
+            raise _bad(source, f"{where} holds {path!r}, not a repo-relative path")
+        if not isinstance(ranges, str):
+            raise _bad(source, f"{where}[{path!r}] must be line ranges like \"1-5,9\", got {ranges!r}")
+        try:
+            out[path] = parse_lines(ranges)
+        except ValueError as exc:
+            raise _bad(source, f"{where}[{path!r}]: {exc}") from None
+    return out
 
 
 def is_relative_path(path: str) -> bool:
@@ -95,16 +132,35 @@ def _count(source: str, test: str, key: str, value: Any) -> int:
     return value
 
 
+def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
+    if not is_relative_path(test):
+        raise _bad(source, f"test path {test!r} is not repo-relative")
+    if not isinstance(entry, dict):
+        raise _bad(source, f"tests[{test!r}] must be an object")
+    missing = {"complete", "items", "ran", "executed", "opened"} - entry.keys()
+    if missing:
+        raise _bad(source, f"tests[{test!r}] lacks {', '.join(sorted(missing))}")
+    if not isinstance(entry["complete"], bool):
+        raise _bad(source, f"tests[{test!r}].complete must be true or false, got {entry['complete']!r}")
+    counts = (_count(source, test, "items", entry["items"]), _count(source, test, "ran", entry["ran"]))
+    opened = _paths(source, test, "opened", entry["opened"])
+    if version == 1:
+        return TestMap(_paths(source, test, "executed", entry["executed"]), opened, entry["complete"], *counts)
+    lines = _line_map(source, f"tests[{test!r}].executed", entry["executed"])
+    return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines)
+
+
 def parse_depmap(text: str | bytes, source: str) -> DepMap:
-    """Read a version-1 map from ``text``; `DepmapError` naming ``source`` on any problem."""
+    """Read a version-1 or version-2 map from ``text``; `DepmapError` naming ``source`` on any problem."""
     try:
         data = json.loads(text)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
         raise _bad(source, f"unreadable JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _bad(source, f'"format" must be "{FORMAT}"')
-    if data.get("version") != VERSION:
-        raise _bad(source, f"unknown version {data.get('version')!r}")
+    version = data.get("version")
+    if version not in VERSIONS or isinstance(version, bool):
+        raise _bad(source, f"unknown version {version!r}")
     tier, recorded_at, tests = data.get("tier"), data.get("recorded_at"), data.get("tests")
     if tier is not None and (not isinstance(tier, str) or not tier):
         raise _bad(source, f'"tier" must be a tier name or null, got {tier!r}')
@@ -112,21 +168,18 @@ def parse_depmap(text: str | bytes, source: str) -> DepMap:
         raise _bad(source, f'"recorded_at" must be an ISO 8601 time with its UTC offset, got {recorded_at!r}')
     if not isinstance(tests, dict):
         raise _bad(source, '"tests" must be an object of test path -> entry')
-    out: dict[str, TestMap] = {}
-    for test, entry in tests.items():
-        if not is_relative_path(test):
-            raise _bad(source, f"test path {test!r} is not repo-relative")
-        if not isinstance(entry, dict):
-            raise _bad(source, f"tests[{test!r}] must be an object")
-        missing = {"complete", "items", "ran", "executed", "opened"} - entry.keys()
-        if missing:
-            raise _bad(source, f"tests[{test!r}] lacks {', '.join(sorted(missing))}")
-        if not isinstance(entry["complete"], bool):
-            raise _bad(source, f"tests[{test!r}].complete must be true or false, got {entry['complete']!r}")
-        out[test] = TestMap(_paths(source, test, "executed", entry["executed"]),
-                            _paths(source, test, "opened", entry["opened"]), entry["complete"],
-                            _count(source, test, "items", entry["items"]), _count(source, test, "ran", entry["ran"]))
-    return DepMap(tier, recorded_at, out)
+    shared: dict[str, frozenset[int]] = {}
+    sha = None
+    if version == 2:
+        for key in ("shared", "sha"):
+            if key not in data:
+                raise _bad(source, f'lacks "{key}"')
+        shared = _line_map(source, '"shared"', data["shared"])
+        sha = data["sha"]
+        if sha is not None and (not isinstance(sha, str) or not _SHA.fullmatch(sha)):
+            raise _bad(source, f'"sha" must be a full commit id (lowercase hex) or null, got {sha!r}')
+    out = {test: _entry(source, test, entry, version) for test, entry in tests.items()}
+    return DepMap(tier, recorded_at, out, shared, sha)
 
 
 def utc_time(text: str) -> datetime | None:
@@ -138,25 +191,40 @@ def utc_time(text: str) -> datetime | None:
     return when.astimezone(timezone.utc) if when.tzinfo is not None else None
 
 
+def _v2_entry(t: TestMap) -> dict[str, Any]:
+    lines = t.lines or {}
+    return {"complete": t.complete, "items": t.items, "ran": t.ran, "opened": sorted(t.opened),
+            "executed": {p: format_lines(lines.get(p, ())) for p in sorted(t.executed)}}
+
+
 def dump_depmap(depmap: DepMap) -> str:
-    """The JSON text of ``depmap`` (keys and paths sorted)."""
+    """The JSON text of ``depmap`` (keys and paths sorted); version 1 when no entry has lines."""
+    if any(t.lines is not None for t in depmap.tests.values()) or depmap.shared or depmap.sha:
+        tests = {path: _v2_entry(t) for path, t in sorted(depmap.tests.items())}
+        return json.dumps({"format": FORMAT, "version": 2, "tier": depmap.tier, "recorded_at": depmap.recorded_at,
+                           "sha": depmap.sha, "shared": {p: format_lines(v) for p, v in sorted(depmap.shared.items())},
+                           "tests": tests}, indent=1, sort_keys=True) + "\n"
     tests = {path: {"complete": t.complete, "items": t.items, "ran": t.ran,
                     "executed": sorted(t.executed), "opened": sorted(t.opened)}
              for path, t in sorted(depmap.tests.items())}
-    return json.dumps({"format": FORMAT, "version": VERSION, "tier": depmap.tier,
+    return json.dumps({"format": FORMAT, "version": 1, "tier": depmap.tier,
                        "recorded_at": depmap.recorded_at, "tests": tests}, indent=1, sort_keys=True) + "\n"
 
 
 @dataclass(frozen=True)
 class StoredTestMap:
     """A test file's entry with where it came from: ``origin`` reads ``run 123 at 1a2b3c4d5e6f``
-    (or the map file's name), ``recorded_at`` is the map's ISO 8601 time."""
+    (or the map file's name), ``recorded_at`` is the map's ISO 8601 time; ``shared`` and ``sha``
+    are its map's (`DepMap`)."""
 
     entry: TestMap
     origin: str
     recorded_at: str
+    shared: Lines = field(default_factory=dict)
+    sha: str | None = None
 
 
 def maps_of_file(depmap: DepMap, source: str) -> dict[str, StoredTestMap]:
     """Every entry of a map read from a file, with the file as its origin."""
-    return {test: StoredTestMap(entry, f"map {source}", depmap.recorded_at) for test, entry in depmap.tests.items()}
+    return {test: StoredTestMap(entry, f"map {source}", depmap.recorded_at, depmap.shared, depmap.sha)
+            for test, entry in depmap.tests.items()}

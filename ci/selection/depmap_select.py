@@ -7,8 +7,21 @@ neither its own path, ``depends_on`` nor ``run_all_paths`` selected already.
 Contract:
 - A test's map decides when it is usable (complete, with tests that ran: `TestMap.usable`), no
   older than ``max_age_days`` at ``now``, and the test file itself is not among the changed
-  files. It then selects the test exactly when a changed path is among the files the test
-  executed or opened, and says so: ``executed pkg/a.py in run 7 at 1a2b3c4d5e6f``.
+  files. It then selects the test when the change can reach it, and says how
+  (``executed pkg/a.py:12 in f() in run 7 at 1a2b3c4d5e6f``):
+  - a changed file the test opened selects it;
+  - line level, when the map has lines (version 2) and the changed file's scopes relative to the
+    map's commit are known (``scopes_for(sha)``: `ci.selection.git_lines`, None when git cannot
+    tell, e.g. the commit is not in a shallow clone): a changed function body
+    selects the test when it ran a line of that body. A module-level change selects a test that
+    executed any line of the file or that the static import graph says imports it
+    (``module_reach(path)``: test -> the graph's reason): a changed constant reaches every
+    importer, whatever it executed. A function body that also ran outside any test's own work
+    (the map's ``shared`` lines: import-time code, session fixtures, the session itself) counts
+    as module level, since its effect reaches every importer;
+  - file level otherwise (a version-1 map, a list of paths without lines, a file that drifted):
+    a test that executed the file or imports it (the graph) is selected; the map only adds what
+    the graph cannot see (an executed file no import names, an opened data file).
 - Every other test falls back to the static graph's verdict, and the reason for the fallback is
   added to it: ``no map: static graph``, ``map of run 7 at ... is 20.0 days old (limit 14): static graph``.
   A map that cannot be trusted is never read as "this test needs nothing".
@@ -19,9 +32,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ci.selection.depmap_format import StoredTestMap
+from ci.selection.edit_scopes import Scope
+
+ScopesFor = Callable[[str | None], "Mapping[str, tuple[Scope, ...] | None] | None"]
 
 DEFAULT_MAX_AGE_DAYS = 14.0
 
@@ -67,10 +83,78 @@ def _age_days(recorded_at: str, now: datetime) -> float | None:
     return (now - when).total_seconds() / 86400
 
 
+def _no_scopes(sha: str | None) -> None:
+    return None  # nothing known of lines: judge by file
+
+
+def _no_reach(path: str) -> Mapping[str, str]:
+    return {}
+
+
+@dataclass
+class _Change:
+    """What the selection knows about the changes, shared by every test's decision."""
+
+    changed: list[str]
+    module_reach: Callable[[str], Mapping[str, str]]
+    reach_memo: dict[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def reach(self, path: str, test: str) -> str | None:
+        if path not in self.reach_memo:
+            self.reach_memo[path] = self.module_reach(path)
+        return self.reach_memo[path].get(test)
+
+
+def _module_hit(test: str, stored: StoredTestMap, path: str, change: _Change, what: str) -> str | None:
+    if path in stored.entry.executed:
+        return f"executed {path}, {what}"
+    reason = change.reach(path, test)
+    return f"{reason}, {what}" if reason is not None else None
+
+
+def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change) -> str | None:
+    if scope.is_module:
+        return _module_hit(test, stored, path, change, f"changed at module level (line {scope.line})")
+    body = range(scope.first, scope.last + 1)
+    ran = sorted(set(body).intersection((stored.entry.lines or {}).get(path, ())))
+    if ran:
+        return f"executed {path}:{ran[0]} in {scope.name}()"
+    if not stored.shared.get(path, frozenset()).isdisjoint(body):
+        return _module_hit(test, stored, path, change, f"whose {scope.name}() ran outside a test (at import or in "
+                                                       "the session)")
+    return None
+
+
+def _hits(test: str, stored: StoredTestMap, change: _Change,
+          scopes: Mapping[str, tuple[Scope, ...] | None] | None) -> list[str]:
+    entry = stored.entry
+    hits: list[str] = []
+    for path in change.changed:
+        if path in entry.opened and path not in entry.executed:
+            hits.append(f"opened {path}")
+            continue
+        file_scopes = scopes.get(path) if scopes is not None else None
+        if entry.lines is None or file_scopes is None:
+            if path in entry.executed:
+                hits.append(f"executed {path}")
+            elif (reason := change.reach(path, test)) is not None:
+                hits.append(reason)
+            continue
+        hits += [why for scope in file_scopes if (why := _scope_hit(test, stored, path, scope, change)) is not None][:1]
+    return hits
+
+
 def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], changed: Sequence[str], *,
-                   now: datetime, max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> MapSelection:
-    """See the module docstring. ``tests``: the tier's registered test paths."""
+                   now: datetime, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+                   scopes_for: ScopesFor = _no_scopes,
+                   module_reach: Callable[[str], Mapping[str, str]] = _no_reach) -> MapSelection:
+    """See the module docstring. ``tests``: the tier's registered test paths; ``scopes_for(sha)``:
+    the changed files' scopes relative to a map's commit (None, or a file absent or None: judged
+    by file); ``module_reach(path)``:
+    the tests the static import graph says import ``path``, with its reason."""
     changed_set = set(changed)
+    change = _Change(sorted(changed_set), module_reach)
+    per_commit: dict[str | None, Mapping[str, tuple[Scope, ...] | None] | None] = {}
     out = MapSelection()
     for test in tests:
         stored = maps.get(test)
@@ -91,9 +175,9 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             when = "has an unreadable time" if age is None else f"is {age:.1f} days old (limit {max_age_days:g})"
             out.fallback[test] = f"the map of {stored.origin} {when}"
             continue
-        executed = sorted(changed_set & stored.entry.executed)
-        opened = sorted(changed_set & stored.entry.opened - stored.entry.executed)
-        hits = [f"executed {p}" for p in executed] + [f"opened {p}" for p in opened]
+        if stored.sha not in per_commit:
+            per_commit[stored.sha] = scopes_for(stored.sha) if stored.sha is not None else None
+        hits = _hits(test, stored, change, per_commit[stored.sha])
         why = None
         if hits:
             more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""

@@ -1,10 +1,12 @@
-"""`ci plan` with runtime dependency maps: maps in a real store (SQLite, and PostgreSQL for the
-store's own round trip), map files, and every way a map must not be trusted.
+"""`ci plan` with runtime dependency maps judged by file (version-1 maps, a list of changed paths):
+maps in a real store (SQLite, and PostgreSQL for the store's own round trip), map files, and every
+way a map must not be trusted. Line-level selection is `test_depmap_lines.py`'s.
 
-The project is SGLang's problem in small: ``pkg/__init__.py`` imports every module, so the static
-graph gives every test every module. The maps (written here by hand, the oracle) say what each test
-really executed: test_a runs pkg/a.py, test_b runs pkg/b.py and opens pkg/data.json; test_c was
-added after the maps were recorded.
+By file, a map can only add to the static graph (a module-level change reaches every importer,
+whatever it executed): test_a and test_c import pkg.a, test_b imports pkg.b. The maps (written
+here by hand, the oracle) say what each test really executed: test_a runs pkg/a.py, test_b runs
+pkg/b.py and opens pkg/data.json, and in some maps also runs pkg/a.py through a plugin no import
+names; test_c was added after the maps were recorded.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fi
 from tests.ci.tree_testutil import CPU_REGISTRY_HEAD, write
 
 TESTS = ("tests/test_a.py", "tests/test_b.py", "tests/test_c.py")
+IMPORT_A = ["tests/test_a.py", "tests/test_c.py"]  # what the static graph selects for pkg/a.py
 IDENTITY = ["--repo", "o/r", "--event", "nightly", "--tier", "cpu"]
 SHA1, SHA2 = "a" * 40, "b" * 40
 
@@ -31,7 +34,7 @@ SHA1, SHA2 = "a" * 40, "b" * 40
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     write(tmp_path, {
-        "pkg/__init__.py": "from pkg import a, b\n",
+        "pkg/__init__.py": "",
         "pkg/a.py": "def fa():\n    return 1\n",
         "pkg/b.py": "def fb():\n    return 2\n",
         "pkg/data.json": "{}\n",
@@ -59,6 +62,8 @@ MAPS = {
     "tests/test_a.py": entry(["pkg/__init__.py", "pkg/a.py", "tests/test_a.py"]),
     "tests/test_b.py": entry(["pkg/b.py", "tests/test_b.py"], ["pkg/data.json"]),
 }
+# test_b also runs pkg/a.py through a plugin that no import statement names
+PLUGIN_MAPS = {**MAPS, "tests/test_b.py": entry(["pkg/a.py", "pkg/b.py", "tests/test_b.py"], ["pkg/data.json"])}
 
 
 def plan_json(project: Path, capsys: pytest.CaptureFixture[str], changed: list[str], *extra: str) -> dict:
@@ -77,9 +82,9 @@ def ingest(project: Path, path: Path, store: str, sha: str = SHA1, run_id: str =
     return ci_main(["history", "ingest", str(path), *IDENTITY, "--sha", sha, "--run-id", run_id, "--store", store])
 
 
-def test_the_static_graph_alone_selects_every_test(project: Path, capsys) -> None:
+def test_the_static_graph_alone_selects_the_importers(project: Path, capsys) -> None:
     plan = plan_json(project, capsys, ["pkg/a.py"])
-    assert sorted(plan["selected"]) == list(TESTS)
+    assert sorted(plan["selected"]) == IMPORT_A
 
 
 def test_maps_from_the_store_select_what_executed_the_change(project: Path, capsys) -> None:
@@ -120,13 +125,20 @@ def test_a_partial_or_all_skipped_entry_falls_back_to_the_static_graph(project: 
     assert "tests/test_a.py" in plan["not_run"]
 
 
+def test_a_map_adds_what_no_import_names_and_never_drops_an_importer(project: Path, capsys) -> None:
+    plan = plan_json(project, capsys, ["pkg/a.py"], "--depmap", str(depmap(project / "m.json", PLUGIN_MAPS)))
+    assert plan["selected"]["tests/test_b.py"].startswith("executed pkg/a.py in map ")
+    # test_a's map holds pkg/a.py; test_c has none: the graph
+    assert set(plan["selected"]) == set(TESTS)
+
+
 @pytest.mark.parametrize("limit, used", [("1.9", False), ("2.1", True), ("0", False)])
 def test_a_map_older_than_the_limit_is_not_used(project: Path, capsys, limit: str, used: bool) -> None:
-    path = depmap(project / "m.json", MAPS, days_old=2)
-    plan = plan_json(project, capsys, ["pkg/b.py"], "--depmap", str(path), "--depmap-max-age", limit)
-    assert ("tests/test_a.py" in plan["selected"]) is not used
+    path = depmap(project / "m.json", PLUGIN_MAPS, days_old=2)
+    plan = plan_json(project, capsys, ["pkg/a.py"], "--depmap", str(path), "--depmap-max-age", limit)
+    assert ("tests/test_b.py" in plan["selected"]) is used
     if not used:
-        assert "is 2.0 days old (limit" in plan["selected"]["tests/test_a.py"]
+        assert "is 2.0 days old (limit" in plan["not_run"]["tests/test_b.py"]
 
 
 @pytest.mark.parametrize("text", [
@@ -148,12 +160,12 @@ def test_a_corrupt_map_file_is_a_warning_and_the_static_graph_selects(project: P
     out, err = capsys.readouterr()
     assert rc == 0
     assert err.count("\n") == 1 and str(path) in err and "map ignored" in err and "Traceback" not in err
-    assert sorted(t["path"] for t in json.loads(out)["plans"][0]["selected"]) == list(TESTS)
+    assert sorted(t["path"] for t in json.loads(out)["plans"][0]["selected"]) == IMPORT_A
 
 
 def test_a_missing_store_is_a_warning_not_an_empty_plan(project: Path, capsys) -> None:
     plan = plan_json(project, capsys, ["pkg/a.py"], "--depmaps-from-store", "--store", str(project / "none.sqlite"))
-    assert sorted(plan["selected"]) == list(TESTS)
+    assert sorted(plan["selected"]) == IMPORT_A
 
 
 def test_a_corrupt_stored_entry_is_ignored_with_a_warning(project: Path, capsys) -> None:
@@ -179,8 +191,9 @@ def test_run_all_paths_and_a_changed_test_file_still_select(project: Path, capsy
 
 
 def test_a_map_of_another_tier_is_not_used(project: Path, capsys) -> None:
-    plan = plan_json(project, capsys, ["pkg/a.py"], "--depmap", str(depmap(project / "m.json", MAPS, tier="gpu")))
-    assert sorted(plan["selected"]) == list(TESTS)
+    plan = plan_json(project, capsys, ["pkg/a.py"], "--depmap",
+                     str(depmap(project / "m.json", PLUGIN_MAPS, tier="gpu")))
+    assert sorted(plan["selected"]) == IMPORT_A  # test_b's gpu map, which holds pkg/a.py, is not read
 
 
 def test_ingest_refuses_a_bad_map_and_writes_nothing(project: Path, capsys) -> None:

@@ -48,10 +48,21 @@ FILES = {
                 return json.load(fh)
         """),
     "pkg/table.json": '{"k": 1}\n',
+    # import-time work: build() runs while test_alpha is collected, and serves every importer
+    "pkg/built.py": "def build():\n    return {'x': 1}\n\nTABLE = build()\n",
+    "pkg/session_helper.py": "def make():\n    return 5\n",
+    "tests/conftest.py": textwrap.dedent("""\
+        import pytest
+        from pkg import session_helper
+
+        @pytest.fixture(scope="session")
+        def shared_thing():
+            return session_helper.make()
+        """),
     "tests/__init__.py": "",
-    "tests/test_alpha.py": "from pkg import alpha\n\ndef test_a():\n    assert alpha.f() == 1\n",
+    "tests/test_alpha.py": "from pkg import alpha, built\n\ndef test_a(shared_thing):\n    assert alpha.f() == 1\n",
     "tests/test_beta.py": "def test_b():\n    from pkg.beta import g\n    assert g() == 2\n",
-    "tests/test_data.py": "from pkg.loader import table\n\ndef test_d():\n    assert table() == {'k': 1}\n",
+    "tests/test_data.py": "from pkg.loader import table\n\ndef test_d(shared_thing):\n    assert table() == {'k': 1}\n",
     "tests/test_sub.py": textwrap.dedent("""\
         import subprocess, sys
         def test_s():
@@ -95,6 +106,10 @@ def _record(root: Path, *args: str, workers: str = "0") -> subprocess.CompletedP
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("proj")
     _make_project(root)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=root, check=True)
     proc = _record(root)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails fails, on purpose
     assert "depmap: wrote" in proc.stdout, proc.stdout + proc.stderr
@@ -108,14 +123,29 @@ def _entry(data: dict, test: str) -> dict:
 
 def test_each_test_file_maps_exactly_what_it_executed(recorded: tuple[Path, dict]) -> None:
     _, data = recorded
-    assert data["format"] == "ci-depmap" and data["version"] == 1 and data["tier"] == "cpu"
-    # test_alpha, collected first, imports the packages and pkg.alpha while being collected (its
-    # context) and calls f() in the test
-    assert _entry(data, "tests/test_alpha.py")["executed"] == [
-        "pkg/__init__.py", "pkg/alpha.py", "tests/__init__.py", "tests/test_alpha.py"]
-    # test_beta imports inside the test body; pkg/__init__ was already imported by test_alpha
-    assert _entry(data, "tests/test_beta.py")["executed"] == ["pkg/beta.py", "tests/test_beta.py"]
-    assert _entry(data, "tests/test_data.py")["executed"] == ["pkg/loader.py", "tests/test_data.py"]
+    assert data["format"] == "ci-depmap" and data["version"] == 2 and data["tier"] == "cpu"
+    # the conftest imported pkg and pkg.session_helper in the session, before any test file;
+    # test_alpha, collected first, imports pkg.alpha and pkg.built while being collected (its
+    # context), sets up the session fixture (conftest line 6, make()'s body) and calls f()
+    assert _entry(data, "tests/test_alpha.py")["executed"] == {
+        "pkg/alpha.py": "1-2", "pkg/built.py": "1-2,4", "pkg/session_helper.py": "2", "tests/conftest.py": "6",
+        "tests/test_alpha.py": "1,3-4"}
+    # test_beta imports inside the test body; test_fails imported pkg.beta at collection, so
+    # test_beta ran only g()'s body
+    assert _entry(data, "tests/test_beta.py")["executed"] == {"pkg/beta.py": "2", "tests/test_beta.py": "1-3"}
+    # the session fixture ran for test_alpha: test_data executed none of it
+    assert _entry(data, "tests/test_data.py")["executed"] == {"pkg/loader.py": "1-4", "tests/test_data.py": "1,3-4"}
+
+
+def test_shared_work_and_the_commit_are_recorded(recorded: tuple[Path, dict]) -> None:
+    root, data = recorded
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert data["sha"] == head
+    # import-time code (collection) and the session fixture's setup serve every test file
+    assert data["shared"]["pkg/built.py"] == "1-2,4"
+    assert data["shared"]["pkg/session_helper.py"] == "1-2"  # imported by the conftest, then the fixture
+    assert data["shared"]["pkg/loader.py"] == "1-2"  # its import; table()'s body ran only in test_data's test
+    assert "pkg/unused.py" not in data["shared"]
 
 
 def test_opened_data_files_are_recorded_and_python_imports_are_not_confused_with_them(
@@ -129,7 +159,7 @@ def test_a_subprocess_started_by_a_test_is_attributed_to_that_test(recorded: tup
     _, data = recorded
     sub = _entry(data, "tests/test_sub.py")
     # pkg/gamma.py runs only in the child python: coverage's start-up hook measured it there
-    assert sub["executed"] == ["pkg/__init__.py", "pkg/gamma.py", "tests/test_sub.py"]
+    assert sorted(sub["executed"]) == ["pkg/__init__.py", "pkg/gamma.py", "tests/test_sub.py"]
     assert sub["opened"] == []  # Python sources are mapped by execution, not as opened files
     assert not any("gamma" in p for t, e in data["tests"].items() if t != "tests/test_sub.py" for p in e["executed"])
 
@@ -140,12 +170,12 @@ def test_completeness_and_skips_are_counted(recorded: tuple[Path, dict]) -> None
     assert (skipped["complete"], skipped["items"], skipped["ran"]) == (True, 1, 0)
     failed = _entry(data, "tests/test_fails.py")  # a failing test still ran: its map counts
     assert (failed["complete"], failed["items"], failed["ran"]) == (True, 1, 1)
-    assert failed["executed"] == ["pkg/beta.py", "tests/test_fails.py"]
+    assert sorted(failed["executed"]) == ["pkg/beta.py", "tests/test_fails.py"]
 
 
 def test_no_file_outside_the_repository_or_unexecuted_is_recorded(recorded: tuple[Path, dict]) -> None:
     root, data = recorded
-    every = {p for e in data["tests"].values() for p in e["executed"] + e["opened"]}
+    every = {p for e in data["tests"].values() for p in [*e["executed"], *e["opened"]]}
     assert "pkg/unused.py" not in every
     assert all(not p.startswith(("/", "out/")) and "__pycache__" not in p for p in every)
     assert parse_depmap((root / "out" / "depmap.json").read_text(), "depmap.json").tests.keys() == data["tests"].keys()
@@ -180,7 +210,7 @@ def test_ci_run_records_with_its_flag_and_refuses_it_without_the_plugin(tmp_path
     proc = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails fails
     data = parse_depmap((tmp_path / "m.json").read_text(), "m.json")
-    assert data.tier == "cpu" and len(data.tests) == 6
+    assert data.tier == "cpu" and len(data.tests) == 6 and data.sha is None  # not a git checkout
     assert data.tests["tests/test_sub.py"].executed == {"pkg/__init__.py", "pkg/gamma.py", "tests/test_sub.py"}
     proc = subprocess.run(base + ["--no-plugin"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--record-depmap needs the plugin" in proc.stderr

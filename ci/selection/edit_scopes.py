@@ -1,0 +1,118 @@
+"""Where a change lies in a Python file: which function bodies it touches, or the module level.
+
+Line-level selection (`ci.selection.depmap_select`) asks, for each changed Python file, the
+scopes of the changed lines of its OLD version (the version the maps' line numbers are of):
+
+- a line inside a function's body (after its ``def`` header) belongs to the innermost such
+  function: a test can only be affected when it ran some line of that body;
+- any other line is module level: a ``def`` header (its default values and decorators run at
+  import), a class body outside its methods, a module-level statement, a blank line or comment
+  between definitions (an insertion there may be anything). A module-level change may affect every
+  test that loaded the module;
+- a function decorated as a kernel (a decorator whose last name ends in ``jit`` or is one of
+  `KERNEL_DECORATORS`: ``triton.jit``, ``triton.autotune``, ``torch.compile``, ``numba.njit``...)
+  is module level too: its body runs on a device or through a compiler, never line by line as
+  Python, so no map records it (a Triton interpreter run on CPU would, a GPU run does not).
+
+Contract: `scopes_of` returns the distinct scopes of ``old_lines`` (sorted by first line), or
+None when the source does not parse (then the whole file is the unit of selection). It never
+raises for bad Python.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+KERNEL_DECORATORS = frozenset({"autotune", "heuristics", "compile", "script", "kernel"})
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A changed function body (``first``..``last`` are its body's lines) or, with ``first`` None,
+    the module level; ``name`` is the dotted function name or ``<module>``, ``line`` the first
+    changed line in it (for messages)."""
+
+    name: str
+    first: int | None
+    last: int | None
+    line: int
+
+    @property
+    def is_module(self) -> bool:
+        return self.first is None
+
+
+@dataclass(frozen=True)
+class _Body:
+    name: str
+    first: int
+    last: int
+
+
+def _decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _is_kernel(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    names = (_decorator_name(d) for d in node.decorator_list)
+    return any(n.endswith("jit") or n in KERNEL_DECORATORS for n in names)
+
+
+def _bodies(tree: ast.AST) -> list[_Body]:
+    """Every non-kernel function's body range, with dotted names; a kernel's nested functions
+    are left out with it (they are compiled with it)."""
+    out: list[_Body] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if _is_kernel(child):
+                    continue
+                name = prefix + child.name
+                # The def line itself is header (defaults, a one-line body's header): module level.
+                first = max(child.body[0].lineno, child.lineno + 1)
+                if child.end_lineno is not None and first <= child.end_lineno:
+                    out.append(_Body(name, first, child.end_lineno))
+                walk(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, prefix + child.name + ".")
+            else:
+                walk(child, prefix)
+
+    walk(tree, "")
+    return out
+
+
+def scopes_of(old_source: str | bytes, old_lines: Iterable[int]) -> tuple[Scope, ...] | None:
+    """See the module docstring."""
+    try:
+        tree = ast.parse(old_source)
+    except (SyntaxError, ValueError):  # ValueError: NUL bytes in the source
+        return None
+    bodies = _bodies(tree)
+    found: dict[tuple[int | None, int | None], Scope] = {}
+    for line in sorted(set(old_lines)):
+        inner = min((b for b in bodies if b.first <= line <= b.last), key=lambda b: b.last - b.first, default=None)
+        key = (None, None) if inner is None else (inner.first, inner.last)
+        if key not in found:
+            found[key] = (Scope("<module>", None, None, line) if inner is None
+                          else Scope(inner.name, inner.first, inner.last, line))
+    return tuple(sorted(found.values(), key=lambda s: (s.first or 0, s.line)))
+
+
+def diff_scopes(touched: Mapping[str, frozenset[int] | None],
+                read_old: Callable[[str], str | bytes | None]) -> dict[str, tuple[Scope, ...] | None]:
+    """The scopes of each changed Python file of a diff (`ci.selection.diff_hunks.touched_old_lines`);
+    ``read_old(path)`` gives the file's old text, None when it had none. A file that is not
+    Python, new, unreadable or not parseable maps to None: it is judged by file."""
+    out: dict[str, tuple[Scope, ...] | None] = {}
+    for path, lines in touched.items():
+        old = read_old(path) if path.endswith(".py") and lines is not None else None
+        out[path] = None if old is None else scopes_of(old, lines or ())
+    return out

@@ -1,0 +1,85 @@
+"""What changed since a map was recorded, line by line, read from git: the input of line-level
+map selection.
+
+A map's line numbers are those of the commit it was recorded at. So the changed files' lines are
+read against that commit: ``git diff -U0 SHA -- FILES`` (to the working tree, so an uncommitted
+change counts too) through `ci.selection.diff_hunks` (the one diff reader), and each changed
+Python file's old text with ``git show SHA:FILE``. A change made on the default branch after the
+map was recorded is then part of the diff: it can only add tests, never hide one. With a base
+(``ci plan --base``), the lines that differ between the map's commit and the merge base are added
+too: a line the branch reverted to the map's text still differs between base and branch.
+
+Contract: `GitLines(cwd, changed).scopes_for(sha)` gives the changed files' scopes
+(`ci.selection.edit_scopes.diff_scopes`) relative to ``sha``, or None when git cannot tell (no
+commit recorded, the commit is not in this checkout: a shallow clone, git failing); the map is
+then judged by file. Results are cached per commit. It never raises for git's failures.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ci.selection.diff_hunks import touched_old_lines
+from ci.selection.edit_scopes import Scope, diff_scopes
+
+_GIT = ("git", "-c", "core.quotepath=off")
+Scopes = dict[str, "tuple[Scope, ...] | None"]
+
+
+def _git(args: list[str], cwd: str | Path, *, text: bool = True) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run([*_GIT, *args], cwd=cwd, capture_output=True, text=text, check=False, timeout=300)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+@dataclass
+class GitLines:
+    """See the module docstring; ``changed``: the repo-relative changed paths (relative to ``cwd``)."""
+
+    cwd: Path
+    changed: Sequence[str]
+    base: str | None = None
+    _memo: dict[str, Scopes | None] = field(default_factory=dict)
+
+    def scopes_for(self, sha: str | None) -> Scopes | None:
+        if sha is None or not self.changed:
+            return None
+        if sha not in self._memo:
+            self._memo[sha] = self._read(sha)
+        return self._memo[sha]
+
+    def _read(self, sha: str) -> Scopes | None:
+        known = _git(["cat-file", "-e", f"{sha}^{{commit}}"], self.cwd)
+        if known is None or known.returncode != 0:
+            return None
+        targets = [[sha]]
+        if self.base is not None:
+            merge = _git(["merge-base", self.base, "HEAD"], self.cwd)
+            if merge is None or merge.returncode != 0:
+                return None
+            targets.append([sha, merge.stdout.strip()])
+        touched: dict[str, frozenset[int] | None] = {}
+        for target in targets:
+            diff = _git(["diff", "-U0", "--no-renames", "--no-color", "--no-ext-diff", "--relative", *target, "--",
+                         *self.changed], self.cwd)
+            if diff is None or diff.returncode != 0:
+                return None
+            try:
+                found = touched_old_lines(diff.stdout)
+            except ValueError:
+                return None
+            for path, lines in found.items():
+                known = touched.get(path, frozenset())
+                touched[path] = None if lines is None or known is None else known | lines
+
+        def read_old(path: str) -> bytes | None:
+            proc = _git(["show", f"{sha}:./{path}"], self.cwd, text=False)
+            return proc.stdout if proc is not None and proc.returncode == 0 else None
+
+        scopes = diff_scopes(touched, read_old)
+        # a listed file git finds no difference in is judged by file: a list may name what git cannot see
+        return {path: scopes.get(path) for path in self.changed}

@@ -1,0 +1,258 @@
+"""Line-level selection by runtime maps: a map recorded by the real recorder in a child pytest,
+then `ci plan --base` on real git branches that change one thing each.
+
+The oracle is the project's layout, written out by hand: which test runs which function body,
+which module each test loads, what runs at import time. The static graph would select every test
+that imports a changed module; the map narrows a function-body change to the tests that ran it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.__main__ import main as ci_main
+from ci.selection.diff_hunks import touched_old_lines
+from ci.selection.edit_scopes import scopes_of
+from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+
+REGISTRY_HEAD = """\
+version: 1
+project:
+  first_party: [pkg, tests]
+  source_roots: ["."]
+  test_roots: [tests]
+  test_patterns: ["test_*.py"]
+tiers:
+  cpu:
+    description: cpu
+    runner_labels: [ubuntu-latest]
+    gpu_count: 0
+    arch: cpu
+tests:
+"""
+OPS = textwrap.dedent("""\
+    LIMIT = 3
+
+
+    def double(x):
+        return x * 2
+
+
+    def clamp(x):
+        if x > LIMIT:
+            return LIMIT
+        return x
+    """)
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/ops.py": OPS,
+    "pkg/built.py": "def build():\n    return {'k': 1}\n\n\nTABLE = build()\n",
+    "tests/test_double.py": "from pkg import ops\n\n\ndef test_double():\n    assert ops.double(2) == 4\n",
+    "tests/test_clamp.py": "from pkg import ops\n\n\ndef test_clamp():\n    assert ops.clamp(5) == 3\n",
+    "tests/test_table.py": "from pkg import built\n\n\ndef test_table():\n    assert built.TABLE == {'k': 1}\n",
+    # imports built inside the test, after test_table's collection ran build(): the body of
+    # build() is never in test_other's own lines, only in the map's shared lines
+    "tests/test_zother.py": "def test_other():\n    from pkg import built\n    assert built.TABLE['k'] == 1\n",
+}
+TESTS = sorted(p for p in FILES if p.startswith("tests/test_"))
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lines")
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "registry.yaml").write_text(REGISTRY_HEAD + "".join(
+        f"  {t}:\n    tiers: [cpu]\n    est_time: 1\n    owner: '@x'\n    status: active\n" for t in TESTS))
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "base")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_")) and k != "PYTEST_ADDOPTS"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-m", "ci", "run", "--registry", str(root / "registry.yaml"), "--tier", "cpu",
+                           "--workers", "0", "--record-depmap", str(root.parent / f"{root.name}.json")],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return root
+
+
+def _plan(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, str], *extra: str) -> dict[str, str]:
+    """Branch off main, apply ``edits`` (path -> new text), commit, plan with the map against main."""
+    branch = f"b{abs(hash(json.dumps(edits, sort_keys=True)))}"
+    _git(root, "checkout", "-q", "-B", branch, "main")
+    for rel, text in edits.items():
+        (root / rel).write_text(text)
+    _git(root, "commit", "-q", "-am", "change")
+    capsys.readouterr()
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        maps = list(extra) or ["--depmap", str(root.parent / f"{root.name}.json")]
+        rc = ci_main(["plan", "--registry", str(root / "registry.yaml"), "--tier", "cpu", "--base", "main",
+                      "--format", "json", *maps])
+    finally:
+        os.chdir(cwd)
+        _git(root, "checkout", "-q", "main")
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)["plans"][0]
+    return {t["path"]: t["why"] for t in out["selected"]}
+
+
+@pytest.mark.parametrize("edit, expected, why", [
+    (("pkg/ops.py", "return x * 2", "return x * 3"), {"tests/test_double.py"}, "executed pkg/ops.py:5 in double()"),
+    (("pkg/ops.py", "if x > LIMIT", "if x >= LIMIT"), {"tests/test_clamp.py"}, "executed pkg/ops.py:9 in clamp()"),
+    (("pkg/ops.py", "LIMIT = 3", "LIMIT = 4"), {"tests/test_double.py", "tests/test_clamp.py"},
+     "executed pkg/ops.py, changed at module level (line 1)"),
+    (("pkg/ops.py", "    return x\n", "    return x\n\n\ndef new():\n    return 0\n"),
+     {"tests/test_double.py", "tests/test_clamp.py"}, "changed at module level"),
+    (("pkg/built.py", "return {'k': 1}", "return {'k': 2}"), {"tests/test_table.py", "tests/test_zother.py"},
+     "built.py, whose build() ran outside a test"),
+], ids=["double-body", "clamp-body", "module-constant", "new-function", "import-time-function"])
+def test_a_change_selects_the_tests_its_scope_reaches(recorded: Path, capsys, edit, expected, why) -> None:
+    path, old, new = edit
+    text = (recorded / path).read_text()
+    assert old in text
+    selected = _plan(recorded, capsys, {path: text.replace(old, new, 1)})
+    assert set(selected) == expected, selected
+    # the last test of each case shows the rule (test_table collected built.py: it ran build() itself)
+    assert why in selected[max(expected)], selected
+
+
+def test_without_lines_or_with_a_list_of_paths_the_map_judges_by_file(recorded: Path, capsys, tmp_path) -> None:
+    changed = tmp_path / "changed.txt"
+    changed.write_text("pkg/ops.py\n")
+    capsys.readouterr()
+    assert ci_main(["plan", "--registry", str(recorded / "registry.yaml"), "--tier", "cpu", "--changed-files",
+                    str(changed), "--depmap", str(recorded.parent / f"{recorded.name}.json"), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)["plans"][0]
+    assert {t["path"] for t in out["selected"]} == {"tests/test_double.py", "tests/test_clamp.py"}
+
+
+def test_a_change_on_main_since_the_map_is_part_of_the_change(recorded: Path, capsys) -> None:
+    # main moves on after the map: a comment line at the top of ops.py shifts every line. Lines are
+    # read against the map's commit, so the shift is a module-level change of ops.py: conservative
+    _git(recorded, "checkout", "-q", "-B", "moved", "main")
+    (recorded / "pkg/ops.py").write_text("# moved\n" + OPS)
+    _git(recorded, "commit", "-q", "-am", "shift")
+    try:
+        _git(recorded, "branch", "-f", "main-old", "main")
+        _git(recorded, "branch", "-f", "main", "moved")
+        text = (recorded / "pkg/ops.py").read_text()
+        selected = _plan(recorded, capsys, {"pkg/ops.py": text.replace("return x * 2", "return x * 3")})
+    finally:
+        _git(recorded, "checkout", "-q", "main-old")
+        _git(recorded, "branch", "-f", "main", "main-old")
+        _git(recorded, "checkout", "-q", "main")
+    assert set(selected) == {"tests/test_double.py", "tests/test_clamp.py"}
+    assert "changed at module level (line 1)" in selected["tests/test_clamp.py"]
+
+
+def test_a_map_whose_commit_is_not_in_the_checkout_judges_by_file(recorded: Path, capsys, tmp_path) -> None:
+    data = json.loads((recorded.parent / f"{recorded.name}.json").read_text())
+    data["sha"] = "f" * 40  # a shallow clone without the map's commit
+    moved = tmp_path / "m.json"
+    moved.write_text(json.dumps(data))
+    text = (recorded / "pkg/ops.py").read_text()
+    selected = _plan(recorded, capsys, {"pkg/ops.py": text.replace("return x * 2", "return x * 3")},
+                     "--depmap", str(moved))
+    assert set(selected) == {"tests/test_double.py", "tests/test_clamp.py"}
+    assert selected["tests/test_double.py"].startswith("executed pkg/ops.py in map ")
+
+
+def test_line_maps_round_trip_through_the_store_on_both_databases(recorded: Path, capsys, store_location: str) -> None:
+    path = recorded.parent / f"{recorded.name}.json"
+    sha = json.loads(path.read_text())["sha"]
+    identity = ["--repo", "o/r", "--event", "nightly", "--tier", "cpu", "--store", store_location]
+    capsys.readouterr()
+    assert ci_main(["history", "ingest", str(path), *identity, "--sha", "0" * 40]) == 2
+    assert f"recorded at commit {sha}, not --sha {'0' * 40}" in capsys.readouterr().err
+    assert ci_main(["history", "ingest", str(path), *identity, "--sha", sha, "--run-id", "7"]) == 0
+    text = (recorded / "pkg/built.py").read_text()
+    selected = _plan(recorded, capsys, {"pkg/built.py": text.replace("{'k': 1}", "{'k': 2}")},
+                     "--depmaps-from-store", "--store", store_location)
+    assert set(selected) == {"tests/test_table.py", "tests/test_zother.py"}
+    assert selected["tests/test_zother.py"].endswith(f"whose build() ran outside a test (at import or in the session) "
+                                                     f"in run 7 at {sha[:12]}")
+    text = (recorded / "pkg/ops.py").read_text()
+    selected = _plan(recorded, capsys, {"pkg/ops.py": text.replace("return x * 2", "return x * 3")},
+                     "--depmaps-from-store", "--store", store_location)
+    assert selected == {"tests/test_double.py": f"executed pkg/ops.py:5 in double() in run 7 at {sha[:12]}"}
+
+
+def test_the_diff_reader_agrees_with_git(tmp_path: Path) -> None:
+    root = tmp_path
+    (root / "a.py").write_text("".join(f"line{i}\n" for i in range(1, 11)))
+    (root / "gone.py").write_text("x = 1\ny = 2\n")
+    (root / "blob.bin").write_bytes(b"\x00\x01")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "base")
+    lines = (root / "a.py").read_text().splitlines(keepends=True)
+    lines[2] = "changed3\n"               # replace old line 3
+    del lines[6]                          # delete old line 7
+    lines.insert(8, "inserted\n")         # insert after old line 9 (8 lines before it now)
+    (root / "a.py").write_text("".join(lines))
+    (root / "gone.py").unlink()
+    (root / "new.py").write_text("z = 3\n")
+    (root / "blob.bin").write_bytes(b"\x00\x02")
+    _git(root, "add", "-A")
+    touched = touched_old_lines(_git(root, "-c", "core.quotepath=off", "diff", "-U0", "--cached", "--no-renames"))
+    assert touched["a.py"] == {3, 7, 9, 10}
+    assert touched["gone.py"] == {1, 2}
+    assert touched["new.py"] is None  # no old side: judged by file
+    assert touched["blob.bin"] is None  # a binary file: judged by file
+    assert set(touched) == {"a.py", "gone.py", "new.py", "blob.bin"}
+
+
+SCOPED = textwrap.dedent("""\
+    import x
+    A = 1
+
+    @deco
+    def f(a=1):
+        \"\"\"doc\"\"\"
+        y = a
+        def g():
+            return 2
+        return y
+
+    class C:
+        k = 3
+        def m(self):
+            return self.k
+
+    @triton.jit
+    def kern(X):
+        x = 1
+    def one(): return 5
+    """)
+
+
+@pytest.mark.parametrize("line, name", [
+    (1, "<module>"), (4, "<module>"), (5, "<module>"),  # import, decorator, def header (defaults)
+    (6, "f"), (7, "f"), (8, "f"),  # docstring, body, a nested def's header is f's body
+    (9, "f.g"), (13, "<module>"), (15, "C.m"), (11, "<module>"),  # class body outside methods
+    (19, "<module>"), (20, "<module>"),  # a kernel's body; a one-line def
+])
+def test_scopes_of_hand_picked_lines(line: int, name: str) -> None:
+    (scope,) = scopes_of(SCOPED, [line])
+    assert scope.name == name and scope.line == line
+
+
+def test_scopes_of_unparseable_source_is_none_and_scopes_are_deduplicated() -> None:
+    assert scopes_of("def f(:\n", [1]) is None
+    assert scopes_of(b"x = 1\x00\n", [1]) is None
+    assert [s.name for s in scopes_of(SCOPED, [6, 7, 10, 2, 1])] == ["<module>", "f"]
