@@ -16,8 +16,8 @@ import pytest
 
 from ci.history.store import open_store
 from tests.ci.history_support import Case, junit_xml
-from workflow_support import (ROOT, WORKFLOW_DIR, ci_run_args, load_workflow, plan_repo, run_step, runner_workspace,
-                              step_named, uses, venv_python3)
+from workflow_support import (ROOT, WORKFLOW_DIR, ci_run_args, git, load_workflow, plan_repo, run_step,
+                              runner_workspace, step_named, uses, venv_python3)
 
 NIGHTLY = load_workflow(WORKFLOW_DIR / "gpu.yml")
 PR_GPU = load_workflow(WORKFLOW_DIR / "pr-gpu.yml")
@@ -197,19 +197,27 @@ def test_without_a_store_the_pr_plan_warns_and_selects_by_the_static_graph(pr_re
 
 
 def test_the_pr_plan_selects_by_the_maps_the_nightly_ingested(pr_repo: Path, tmp_path: Path) -> None:
-    """The nightly's own ingest step fills the store from a gpu_h100 artifact whose map says the
-    test never executed fp4kv/quant/nvfp4.py (the change): on gpu_h100 the map leaves it out; the
-    other tiers have no map and keep the static graph's verdict. Maps of another repository in a
-    shared store are not used."""
-    _artifact(pr_repo / "reports", "gpu_h100", "1", "1", _map({HEAVY: [HEAVY, "fp4kv/quant/e2m1.py"]}),
-              Case(HEAVY, "test_a"))
+    """A change to a data file no import names: the static graph selects nothing. The nightly's own
+    ingest step fills the store from a gpu_h100 artifact whose map says the test opened that file:
+    the plan then runs it on gpu_h100, and only there (the other tiers have no map). Maps of
+    another repository in a shared store are not used."""
+    data = "fp4kv/quant/scales.json"
+    git(pr_repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    (pr_repo / data).write_text("{}\n", encoding="utf-8")
+    git(pr_repo, "add", data)
+    git(pr_repo, "commit", "-qm", "data")
+    _, static = _pr_plan(pr_repo, tmp_path / "static")
+    assert static == {}
+    depmap = json.loads(_map({HEAVY: [HEAVY]}))
+    depmap["tests"][HEAVY]["opened"] = [data]
+    _artifact(pr_repo / "reports", "gpu_h100", "1", "1", json.dumps(depmap), Case(HEAVY, "test_a"))
     ingested = _nightly_ingest(pr_repo, tmp_path / "nightly")
     assert ingested.returncode == 0, ingested.stderr
     result, selected = _pr_plan(pr_repo, tmp_path / "pr")
     assert "not read from the history store" not in result.stderr, result.stderr
-    assert {tier for tier, files in selected.items() if HEAVY in files} == {"gpu_h200", "gpu_b200"}
+    assert selected == {"gpu_h100": {HEAVY}}
     _, other = _pr_plan(pr_repo, tmp_path / "other", repo_name="someone/else")
-    assert {tier for tier, files in other.items() if HEAVY in files} == {"gpu_h100", "gpu_h200", "gpu_b200"}
+    assert other == {}
 
 
 def test_a_corrupt_store_is_a_warning_and_the_static_graph_selects(pr_repo: Path, tmp_path: Path) -> None:
