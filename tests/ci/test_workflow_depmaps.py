@@ -78,9 +78,14 @@ def _stored(store: Path, sql: str) -> list[tuple]:
 def test_every_nightly_shard_records_its_map_into_its_junit_artifact(tmp_path: Path) -> None:
     gpu = NIGHTLY["jobs"]["gpu"]
     run = step_named(gpu, "Run shard")
-    env = {"TIER": "gpu_h100", "SHARD": "2", "SHARDS": "3", "USE_DURATIONS": "false"}
+    assert run["env"]["RECORD_DEPMAP"] == \
+        "${{ github.ref == format('refs/heads/{0}', github.event.repository.default_branch) }}"
+    env = {"TIER": "gpu_h100", "SHARD": "2", "SHARDS": "3", "USE_DURATIONS": "false", "RECORD_DEPMAP": "true"}
     args = ci_run_args(run["run"], env, tmp_path)
     assert (args.tier, args.shard, args.paths) == ("gpu_h100", "2/3", [])
+    # a dispatch on another branch runs code nobody merged: no map
+    other = ci_run_args(run["run"], {**env, "RECORD_DEPMAP": "false"}, tmp_path / "branch")
+    assert other.record_depmap is None and (other.tier, other.shard, other.junit) == (args.tier, args.shard, args.junit)
     upload = step_named(gpu, "Upload JUnit XML")
     assert upload["if"] == "${{ !cancelled() }}"  # a failing shard's map is uploaded too
     paths = _expand(upload["with"]["path"], MATRIX).split()

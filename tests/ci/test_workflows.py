@@ -311,7 +311,8 @@ def test_shard_step_passes_the_plans_durations_to_ci_run(use_durations, tmp_path
     step = step_named(gpu, "Run shard")
     assert step["env"]["USE_DURATIONS"] == "${{ needs.plan.outputs.durations }}"
     assert gpu["defaults"]["run"]["shell"] == "bash"
-    env = {"TIER": "gpu_h100", "SHARD": "2", "SHARDS": "3", "BASE_REF": "main", "USE_DURATIONS": use_durations}
+    env = {"TIER": "gpu_h100", "SHARD": "2", "SHARDS": "3", "BASE_REF": "main", "USE_DURATIONS": use_durations,
+           "RECORD_DEPMAP": "true"}
     args = ci_run_args(step["run"], env, tmp_path)
     assert (args.tier, args.shard, args.junit, args.paths) == ("gpu_h100", "2/3", "reports/junit-gpu_h100-2.xml", [])
     assert args.durations == (DURATIONS_FILE if use_durations == "true" else None)
