@@ -4,7 +4,8 @@ Contract:
 - `prepare_depmap` reads one map file with `ci.selection.depmap_format.parse_depmap` (the one
   reader) and checks the run identity (`RunIdentity.check`) and that the map's tier, when it names
   one, is the identity's; any problem raises `DepmapError` / `ValueError` before the store is
-  touched.
+  touched. An unscored identity (code nobody reviewed yet: a pull request's) is refused: `ci plan`
+  trusts every stored map of its tier, so such a map could make any test look unaffected.
 - `ingest_depmap` writes the map and its test rows in one transaction; a map already stored
   (same bytes, same identity: the key) writes nothing and returns False. A version-2 map's line
   data is kept (``lines`` per test, the map's ``shared`` lines and commit); a map recorded at
@@ -44,6 +45,9 @@ class PreparedDepmap:
 def prepare_depmap(path: str | Path, identity: RunIdentity) -> PreparedDepmap:
     """Read and check one map file; see the module docstring."""
     identity.check()
+    if not identity.scored:
+        raise DepmapError(f"{path}: a dependency map is not stored from an unscored run (--unscored: code not yet "
+                          "reviewed); record maps on the default branch")
     identity = replace(identity, sha=identity.sha.lower())
     try:
         data = read_regular(path, MAX_REPORT_BYTES)

@@ -210,6 +210,25 @@ def test_ingest_refuses_a_bad_map_and_writes_nothing(project: Path, capsys) -> N
     assert "recorded on tier 'gpu'" in capsys.readouterr().err
 
 
+def test_ingest_refuses_a_map_of_an_unscored_run_and_writes_nothing(project: Path, capsys) -> None:
+    """A pull request's code wrote it: `ci plan` trusts every stored map, so it is never stored,
+    and neither is the JUnit beside it (one bad argument writes nothing)."""
+    store = project / "h.sqlite"
+    path = depmap(project / "m.json", MAPS)
+    junit = project / "j.xml"
+    junit.write_text('<testsuite name="pytest" tests="1"><testcase classname="tests.test_a" name="test_a" '
+                     'file="tests/test_a.py" time="0.1"/></testsuite>')
+    capsys.readouterr()
+    argv = ["history", "ingest", str(junit), str(path), *IDENTITY, "--sha", SHA1, "--store", str(store)]
+    assert ci_main([*argv, "--unscored"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and "unscored" in err and "nothing was written" in err
+    assert not store.exists()
+    assert ci_main(argv) == 0  # the same files, scored: stored
+    with open_store(str(store), create=False) as opened:
+        assert opened.fetchall("SELECT event FROM depmaps") == [("nightly",)]
+
+
 def test_the_store_round_trip_on_both_databases(project: Path, store_location: str, capsys) -> None:
     path = depmap(project / "m.json", MAPS)
     assert ingest(project, path, store_location) == 0

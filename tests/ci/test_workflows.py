@@ -9,7 +9,6 @@ import importlib.util
 import json
 import re
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,8 +16,8 @@ import pytest
 
 from ci.__main__ import COMMANDS
 from ci.registry import load_registry
-from workflow_support import (ROOT, WORKFLOW_DIR, WORKFLOWS, load_workflow, needs, run_scripts, run_step,
-                              step_named, triggers, uses)
+from workflow_support import (ROOT, WORKFLOW_DIR, WORKFLOWS, ci_run_args, git, load_workflow, needs, plan_repo,
+                              run_scripts, run_step, step_named, triggers, uses)
 
 # `python -m mod [cmd]`, `python3 -m`, `.venv/bin/python -m`
 MODULE_CALL = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?python3?(?:\.\d+)? -m ([\w.]+)((?:[ \t]+[^\s;&|]+)*)")
@@ -67,15 +66,16 @@ def test_pr_gpu_workflow_gates_plans_and_shards_the_gpu_tiers():
     jobs = wf["jobs"]
     assert "-m tools.approval --event \"$GITHUB_EVENT_PATH\"" in step_named(jobs["approval"], "Decide")["run"]
     plan = step_named(jobs["plan"], "Plan GPU tiers")["run"]
-    for expected in ("-m ci plan --gpu-tiers --base", "--format github-matrix --github-output", "--durations"):
-        assert expected in plan, expected
+    for expected in ("-m ci plan --gpu-tiers --base", "--format github-matrix --github-output", "--durations",
+                     '--depmaps-from-store --store "$STORE"'):
+        assert plan.count(expected) == (1 if expected == "--durations" else 2), expected  # both tries
     gpu = jobs["gpu"]
     assert needs(gpu) == ["approval", "plan"] and gpu["runs-on"] == "${{ matrix.runner }}"
     assert gpu["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert gpu["if"] == "${{ needs.approval.outputs.run == 'true' && needs.plan.outputs.has_tests == 'true' }}"
-    run = step_named(gpu, "Run shard")
-    assert '--shard "$SHARD/$SHARDS" --base "origin/$BASE_REF"' in run["run"]
-    assert run["env"]["SHARD"] == "${{ matrix.shard }}" and run["env"]["SHARDS"] == "${{ matrix.shards }}"
+    run = step_named(gpu, "Run shard")  # the plan's files (tests/ci/test_workflow_depmaps.py runs it)
+    assert "--shard" not in run["run"] and "--record-depmap" not in run["run"]
+    assert run["env"]["TESTS"] == "${{ matrix.tests }}" and run["env"]["SHARD"] == "${{ matrix.shard }}"
     assert sum(uses(s, "actions/upload-artifact") for s in gpu["steps"]) == 1
 
 
@@ -184,29 +184,9 @@ DURATIONS_FILE = "ci-durations/durations.json"
 HEAVY = "tests/quant/test_nvfp4.py"  # a GPU-tier file that a change under fp4kv/quant selects
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo,
-                   check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture
 def pr_repo(tmp_path: Path) -> Path:
-    """A git repository with this registry, `ci`, `fp4kv` and `tests` (selection follows the import
-    graph, so the tests and what they import must be there), `origin/main` at its first commit, and
-    a second commit that changes fp4kv/quant/nvfp4.py (so the GPU tiers have tests to plan)."""
-    repo = tmp_path / "repo"
-    for package in ("ci", "fp4kv", "tests"):
-        shutil.copytree(ROOT / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "registry.yaml", repo / "registry.yaml")
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "base")
-    _git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
-    with open(repo / "fp4kv" / "quant" / "nvfp4.py", "a", encoding="utf-8") as changed:
-        changed.write("# changed\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "change")
-    return repo
+    return plan_repo(tmp_path)
 
 
 def _plan_step(name: str) -> dict:
@@ -218,13 +198,18 @@ def _plan_step(name: str) -> dict:
 
 def _run_plan(name: str, repo: Path, tmp_path: Path, base_ref: str = "main"):
     step = _plan_step(name)
-    env = {k: v.replace("${{ github.base_ref }}", base_ref) for k, v in step["env"].items()}
+    env = {k: v.replace("${{ github.base_ref }}", base_ref).replace("${{ github.repository }}", "acme/gpu")
+           for k, v in step["env"].items()}
     assert env["DURATIONS"] == DURATIONS_FILE and "${{" not in "".join(env.values())
     output = tmp_path / "github_output"
     output.write_text("", encoding="utf-8")
     result = run_step(step["run"], {**env, "GITHUB_OUTPUT": str(output)}, repo, tmp_path / "scratch")
     outputs = [line.split("=", 1) for line in output.read_text(encoding="utf-8").splitlines()]
     return result, outputs
+
+
+def _gpu_tiers() -> list[str]:
+    return [t.name for t in load_registry(ROOT / "registry.yaml").tiers.values() if t.needs_gpu]
 
 
 def _est_time_of(matrix: dict, path: str) -> float:
@@ -250,7 +235,10 @@ def test_plan_step_falls_back_to_est_time_without_durations(name, pr_repo, tmp_p
     result, outputs = _run_plan(name, pr_repo, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "::notice::no recorded durations" in result.stdout
-    assert "python -m ci plan:" not in result.stderr  # no failed first try to explain away in the log
+    # no failed first try to explain away in the log; pr-gpu.yml's plan also says it found no maps
+    said = [line for line in result.stderr.splitlines() if line.startswith("python -m ci plan:")]
+    no_store = [line for line in said if "not read from the history store" in line and "no history there yet" in line]
+    assert said == no_store and len(no_store) == (len(_gpu_tiers()) if name == "pr-gpu.yml" else 0), said
     out = dict(outputs)
     assert sorted(k for k, _ in outputs) == ["durations", "has_tests", "matrix"]
     assert out["durations"] == "false" and out["has_tests"] == "true"
@@ -298,8 +286,8 @@ def test_push_plan_step_plans_what_the_push_changed(pr_repo, tmp_path):
     assert changed == ["fp4kv/quant/nvfp4.py"] and HEAVY in quant
     before = head()
     (pr_repo / "NOTES.txt").write_text("a push that touches no code\n")
-    _git(pr_repo, "add", "NOTES.txt")
-    _git(pr_repo, "commit", "-qm", "notes")
+    git(pr_repo, "add", "NOTES.txt")
+    git(pr_repo, "commit", "-qm", "notes")
     nothing, changed = _push_plan(pr_repo, tmp_path, before)
     assert changed == ["NOTES.txt"] and nothing == set()
     for unusable in ("0" * 40, "f" * 40):
@@ -313,32 +301,22 @@ def test_plan_step_fallback_does_not_hide_a_real_error(pr_repo, tmp_path):
     assert "no-such-branch" in result.stderr
 
 
-@pytest.mark.parametrize("name", sorted(PLAN_STEPS))
 @pytest.mark.parametrize("use_durations", ["true", "false"])
-def test_shard_step_passes_the_plans_durations_to_ci_run(name, use_durations, tmp_path):
-    """Shard i/N must be cut from the same times the plan used. The step runs against a stand-in
-    `.venv/bin/python` that records its argv, which `ci run`'s own parser then reads."""
-    wf = load_workflow(WORKFLOW_DIR / name)
+def test_shard_step_passes_the_plans_durations_to_ci_run(use_durations, tmp_path):
+    """gpu.yml: shard i/N must be cut from the same times the plan used. The step runs against a
+    stand-in `.venv/bin/python` that records its argv, which `ci run`'s own parser then reads.
+    (pr-gpu.yml runs the plan's files instead: tests/ci/test_workflow_depmaps.py.)"""
+    wf = load_workflow(WORKFLOW_DIR / "gpu.yml")
     gpu = wf["jobs"]["gpu"]
     step = step_named(gpu, "Run shard")
     assert step["env"]["USE_DURATIONS"] == "${{ needs.plan.outputs.durations }}"
     assert gpu["defaults"]["run"]["shell"] == "bash"
-    env = {"TIER": "gpu_h100", "SHARD": "2", "SHARDS": "3", "BASE_REF": "main", "USE_DURATIONS": use_durations}
-    cwd = tmp_path / "work"
-    (cwd / ".venv" / "bin").mkdir(parents=True)
-    argv_file = tmp_path / "argv.json"
-    stub = cwd / ".venv" / "bin" / "python"
-    stub.write_text(f"#!/bin/sh\nexec python3 -c 'import json, sys; json.dump(sys.argv[1:], open(\"{argv_file}\", \"w\"))' \"$@\"\n")
-    stub.chmod(0o755)
-    result = run_step(step["run"], env, cwd, tmp_path / "scratch", shell="bash --noprofile --norc -eo pipefail {0}")
-    assert result.returncode == 0, result.stderr
-    argv = json.loads(argv_file.read_text())
-    assert argv[:3] == ["-m", "ci", "run"]
-    from ci.commands.run import build_parser
-    args = build_parser().parse_args(argv[3:])
+    env = {"TIER": "gpu_h100", "SHARD": "2", "SHARDS": "3", "BASE_REF": "main", "USE_DURATIONS": use_durations,
+           "RECORD_DEPMAP": "true"}
+    args = ci_run_args(step["run"], env, tmp_path)
     assert (args.tier, args.shard, args.junit, args.paths) == ("gpu_h100", "2/3", "reports/junit-gpu_h100-2.xml", [])
     assert args.durations == (DURATIONS_FILE if use_durations == "true" else None)
-    assert args.base == ("origin/main" if name == "pr-gpu.yml" else None)
+    assert args.base is None and args.record_depmap == "reports/depmap-gpu_h100-2-of-3.json"
 
 
 def test_durations_cache_is_saved_and_restored_under_one_path_and_prefix():
@@ -348,14 +326,20 @@ def test_durations_cache_is_saved_and_restored_under_one_path_and_prefix():
     assert f"--json {DURATIONS_FILE}" in step_named(nightly["jobs"]["durations"], "Measured durations")["run"]
     for name in PLAN_STEPS:
         jobs = load_workflow(WORKFLOW_DIR / name)["jobs"]
-        (restore,) = [s for s in jobs["plan"]["steps"] if uses(s, "actions/cache/restore")]
+        (restore,) = [s for s in jobs["plan"]["steps"] if uses(s, "actions/cache/restore")
+                      and s["with"]["path"] == DURATIONS_FILE]
         prefix = restore["with"]["restore-keys"]
         # the cache version hashes the path: restore must name exactly what save saved
         assert restore["with"]["path"] == save["with"]["path"]
         assert save["with"]["key"].startswith(prefix) and restore["with"]["key"].startswith(prefix)
         assert restore["with"]["key"] != save["with"]["key"]
+        if name == "pr-gpu.yml":  # its shards run the plan's files: they need no durations
+            assert "durations" not in jobs["plan"]["outputs"]
+            assert not [s for job in jobs.values() for s in job["steps"]
+                        if uses(s, "actions/upload-artifact") and s["with"]["name"] == "plan-durations"]
+            continue
         # gpu.yml plans a push in a step of its own (`pushplan`); either step's outputs are the job's
-        plans = ("steps.plan", "steps.pushplan") if name == "gpu.yml" else ("steps.plan",)
+        plans = ("steps.plan", "steps.pushplan")
         assert jobs["plan"]["outputs"]["durations"] == "${{ " + " || ".join(f"{p}.outputs.durations" for p in plans) + " }}"
         (upload,) = [s for s in jobs["plan"]["steps"] if uses(s, "actions/upload-artifact")]
         (download,) = [s for s in jobs["gpu"]["steps"] if uses(s, "actions/download-artifact")]

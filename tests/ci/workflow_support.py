@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +60,31 @@ def needs(job: dict[str, Any]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo,
+                   check=True, capture_output=True, timeout=60)
+
+
+def plan_repo(directory: Path) -> Path:
+    """``directory/repo``: a git repository with this registry, `ci`, `fp4kv` and `tests` (selection
+    follows the import graph, so the tests and what they import must be there), `origin/main` at its
+    first commit, and a second commit that changes fp4kv/quant/nvfp4.py (so the GPU tiers have
+    tests to plan)."""
+    repo = directory / "repo"
+    for package in ("ci", "fp4kv", "tests"):
+        shutil.copytree(ROOT / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "registry.yaml", repo / "registry.yaml")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "base")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    with open(repo / "fp4kv" / "quant" / "nvfp4.py", "a", encoding="utf-8") as changed:
+        changed.write("# changed\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "change")
+    return repo
+
+
 def runner_workspace(directory: Path) -> Path:
     """``directory/work``: a runner's workspace holding this checkout's ``ci`` and ``.github`` (the
     steps' scripts), as a checkout of the default branch gives a job."""
@@ -93,3 +121,21 @@ def run_step(script: str, env: dict[str, str], cwd: Path, scratch: Path,
     full_env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", **env}
     full_env.pop("PYTHONPATH", None)
     return subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
+
+
+def ci_run_args(script: str, env: dict[str, str], directory: Path) -> argparse.Namespace:
+    """Run a shard step's ``script`` (``shell: bash``) against a stand-in ``.venv/bin/python`` that
+    records its argv; return what `ci run`'s own parser reads from it."""
+    from ci.commands.run import build_parser
+
+    work = directory / "work"
+    (work / ".venv" / "bin").mkdir(parents=True)
+    argv_file = directory / "argv.json"
+    stub = work / ".venv" / "bin" / "python"
+    stub.write_text(f"#!/bin/sh\nexec python3 -c 'import json, sys; json.dump(sys.argv[1:], open(\"{argv_file}\", \"w\"))' \"$@\"\n")
+    stub.chmod(0o755)
+    result = run_step(script, env, work, directory / "scratch", shell="bash --noprofile --norc -eo pipefail {0}")
+    assert result.returncode == 0, result.stderr
+    argv = json.loads(argv_file.read_text())
+    assert argv[:3] == ["-m", "ci", "run"]
+    return build_parser().parse_args(argv[3:])
