@@ -22,16 +22,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 
+from bench._depmap_history import selection_table
 from bench.table import format_table
 from ci.registry import Registry, find_repo_root, load_registry
-from ci.selection.deps import TestDependencies
-from ci.selection.depmap_format import maps_of_file, parse_depmap
-from ci.selection.depmap_select import select_by_maps
-from ci.selection.plan import plan
 
 GOAL = 0.10
 QUICK_FILES = ("tests/ci/test_shard.py",)
@@ -78,70 +73,6 @@ def overhead(root: Path, files: list[str], repeat: int, out: Path) -> tuple[floa
     return bc, rc_
 
 
-def commits(root: Path, n: int) -> list[str]:
-    out = subprocess.run(["git", "rev-list", "--first-parent", "--no-merges", f"-n{n}", "HEAD"], cwd=root,
-                         capture_output=True, text=True)
-    return out.stdout.split() if out.returncode == 0 else []
-
-
-def changed_in(root: Path, sha: str) -> list[str] | None:
-    out = subprocess.run(["git", "diff", "--name-only", f"{sha}^", sha], cwd=root, capture_output=True, text=True)
-    return out.stdout.split("\n")[:-1] if out.returncode == 0 else None
-
-
-def selection(root: Path, registry: Registry, files: list[str], map_path: Path, n: int) -> None:
-    depmap = parse_depmap(map_path.read_bytes(), map_path.name)
-    maps = maps_of_file(depmap, map_path.name)
-    recorded = set(files)
-    est = {p: registry.tests[p].est_time for p in files}
-    graph = TestDependencies(root, registry)
-    now = datetime.now(timezone.utc)
-    rows, totals = [], [0.0, 0.0, 0.0, 0.0]
-    for sha in commits(root, n):
-        changed = changed_in(root, sha)
-        if changed is None:
-            continue
-        impact = graph.impact(changed)
-        chosen = select_by_maps(maps, files, changed, now=now)
-        cells = []
-        for reg in (registry, replace(registry, run_all_paths=())):
-            static = {t.path for t in plan(reg, "cpu", changed, impact=impact).selected} & recorded
-            mapped = {t.path for t in plan(reg, "cpu", changed, impact=impact, maps=chosen).selected} & recorded
-            cells += [len(static), sum(est[p] for p in static), len(mapped), sum(est[p] for p in mapped)]
-        totals = [a + b for a, b in zip(totals, (cells[5], cells[7], cells[1], cells[3]))]
-        ratio = f"{cells[7] / cells[5]:.2f}" if cells[5] and cells[7] else ""  # 0/x: the cells say it
-        rows.append((sha[:9], len(changed), f"{cells[0]}/{cells[1]:.0f}", f"{cells[2]}/{cells[3]:.0f}",
-                     f"{cells[4]}/{cells[5]:.0f}", f"{cells[6]}/{cells[7]:.0f}", ratio))
-    total_ratio = f"{totals[1] / totals[0]:.2f}" if totals[0] and totals[1] else ""
-    rows.append(("all", "", f"-/{totals[2]:.0f}", f"-/{totals[3]:.0f}", f"-/{totals[0]:.0f}", f"-/{totals[1]:.0f}",
-                 total_ratio))
-    rows.append(one_file_changes(registry, files, maps, graph, now))
-    print(format_table(("commit", "changed", "graph", "map", "graph, no run-all", "map, no run-all",
-                        "x graph est (no run-all)"), rows,
-                       title=f"selected of the {len(files)} recorded files: count/est s ({len(depmap.tests)} in the "
-                             f"map, {sum(t.usable for t in depmap.tests.values())} usable)"))
-
-
-def one_file_changes(registry: Registry, files: list[str], maps: dict, graph: TestDependencies,
-                     now: datetime) -> tuple[object, ...]:
-    """The row for every non-test file some map holds, changed alone, without run_all_paths:
-    summed over those changes, the recorded files' est_time each rule selects."""
-    bare = replace(registry, run_all_paths=())
-    est = {p: registry.tests[p].est_time for p in files}
-    recorded = set(files)
-    sources = sorted({p for m in maps.values() for p in m.entry.files} - set(registry.tests))
-    static_total = mapped_total = 0.0
-    for path in sources:
-        impact = graph.impact([path])
-        chosen = select_by_maps(maps, files, [path], now=now)
-        static_total += sum(est[t.path] for t in plan(bare, "cpu", [path], impact=impact).selected if t.path in recorded)
-        mapped_total += sum(est[t.path] for t in plan(bare, "cpu", [path], impact=impact, maps=chosen).selected
-                            if t.path in recorded)
-    ratio = f"{mapped_total / static_total:.2f}" if static_total and mapped_total else ""
-    return (f"each of {len(sources)} mapped files alone", 1, "", "", f"-/{static_total:.0f}", f"-/{mapped_total:.0f}",
-            ratio)
-
-
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     repeat = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--repeat=")), 1 if quick else 2)
@@ -157,5 +88,5 @@ def main(argv: list[str]) -> int:
         if not out.is_file():
             print("bench depmap: the recording run wrote no map; no selection table")
             return 1
-        selection(root, registry, files, out, 3 if quick else 20)
+        print(selection_table(root, registry, files, out, 3 if quick else 20))
     return 0 if verdict == "MET" else 1
