@@ -11,12 +11,17 @@ Contract:
   replaced line, and for a pure insertion after old line ``s`` both neighbours ``s`` and ``s + 1``
   (the inserted code may belong to either's block; line 1 for an insertion at the top). A binary
   file, or a diff it cannot follow, maps to None.
+- `Hunk.comment_only` is true when every removed and added line of the hunk is blank or a
+  whole-line ``#`` comment, as text (whether such a line lies inside a multi-line string is for
+  the reader of the old source to say: `ci.selection.edit_scopes.diff_scopes`);
+  `comment_only_lines` gives the old lines `touched_old_lines` counts for such hunks.
 - Paths are repo-relative as git prints them (``a/`` and ``b/`` prefixes are removed); quoted
   paths are refused with `ValueError` (run git with ``core.quotepath=off``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -33,6 +38,15 @@ class Hunk:
     old_count: int
     new_start: int
     new_count: int
+    comment_only: bool = False
+
+    @property
+    def old_lines(self) -> frozenset[int]:
+        """The old lines this hunk touches (see `touched_old_lines`)."""
+        if self.old_count == 0:
+            return frozenset(n for n in (self.old_start, self.old_start + 1) if n >= 1) | (
+                {1} if self.old_start == 0 else frozenset())
+        return frozenset(range(self.old_start, self.old_start + self.old_count))
 
 
 @dataclass(frozen=True)
@@ -65,16 +79,23 @@ def file_diffs(diff: str) -> list[FileDiff]:
     current: tuple[str | None, str | None] | None = None
     hunks: list[Hunk] | None = []
     body = [0, 0]  # the current hunk's old and new lines still to come: content, never a header
+    trivial = [True]  # every content line of the current hunk so far is blank or a comment
+
+    def finish_hunk() -> None:
+        if hunks and not trivial[0]:
+            hunks[-1] = Hunk(*dataclasses.astuple(hunks[-1])[:4], comment_only=False)
 
     def close() -> None:
+        finish_hunk()
         if current is not None:
             out.append(FileDiff(*current, None if hunks is None else tuple(hunks)))
 
     for line in diff.splitlines():
-        if body[0] and line.startswith("-"):  # a removed line reading "-- x" is not a "--- " header
-            body[0] -= 1
-        elif body[1] and line.startswith("+"):
-            body[1] -= 1
+        if body[0] and line.startswith("-") or body[1] and line.startswith("+"):
+            # a removed line reading "-- x" is not a "--- " header
+            body[0 if line.startswith("-") and body[0] else 1] -= 1
+            text = line[1:].strip()
+            trivial[0] = trivial[0] and (not text or text.startswith("#"))
         elif line.startswith("diff --git "):
             close()
             current, old_path, hunks, body[:] = None, None, [], [0, 0]
@@ -93,9 +114,11 @@ def file_diffs(diff: str) -> list[FileDiff]:
             if match is None:
                 hunks = None
                 continue
-            hunk = Hunk(int(match.group(1)), int(match.group(2) or "1"), int(match.group(3)), int(match.group(4) or "1"))
+            finish_hunk()
+            hunk = Hunk(int(match.group(1)), int(match.group(2) or "1"), int(match.group(3)), int(match.group(4) or "1"),
+                        comment_only=True)
             hunks.append(hunk)
-            body[:] = [hunk.old_count, hunk.new_count]
+            body[:], trivial[0] = [hunk.old_count, hunk.new_count], True
     close()
     return out
 
@@ -107,11 +130,16 @@ def touched_old_lines(diff: str) -> dict[str, frozenset[int] | None]:
         if part.old_path is None or part.hunks is None:
             out[part.path] = None
             continue
-        lines: set[int] = set()
-        for hunk in part.hunks:
-            if hunk.old_count == 0:
-                lines.update(n for n in (hunk.old_start, hunk.old_start + 1) if n >= 1)
-            else:
-                lines.update(range(hunk.old_start, hunk.old_start + hunk.old_count))
-        out[part.path] = frozenset(lines)
+        out[part.path] = frozenset().union(*(hunk.old_lines for hunk in part.hunks))
+    return out
+
+
+def comment_only_lines(diff: str) -> dict[str, frozenset[int]]:
+    """Per file, the old lines touched only by comment-only hunks (see the module docstring)."""
+    out: dict[str, frozenset[int]] = {}
+    for part in file_diffs(diff):
+        if part.old_path is None or part.hunks is None:
+            continue
+        code = frozenset().union(*(h.old_lines for h in part.hunks if not h.comment_only))
+        out[part.path] = frozenset().union(*(h.old_lines for h in part.hunks if h.comment_only)) - code
     return out

@@ -22,6 +22,8 @@ raises for bad Python.
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
@@ -106,13 +108,40 @@ def scopes_of(old_source: str | bytes, old_lines: Iterable[int]) -> tuple[Scope,
     return tuple(sorted(found.values(), key=lambda s: (s.first or 0, s.line)))
 
 
-def diff_scopes(touched: Mapping[str, frozenset[int] | None],
-                read_old: Callable[[str], str | bytes | None]) -> dict[str, tuple[Scope, ...] | None]:
+def _string_lines(source: str | bytes) -> frozenset[int] | None:
+    """The lines a multi-line string literal spans (a '#' there is text, not a comment); None
+    when the source does not tokenize."""
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    spans: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                spans.update(range(token.start[0], token.end[0] + 1))
+            elif token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+                spans.update(range(token.start[0], token.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return None
+    return frozenset(spans)
+
+
+def diff_scopes(touched: Mapping[str, frozenset[int] | None], read_old: Callable[[str], str | bytes | None],
+                comment_lines: Mapping[str, frozenset[int]] | None = None) -> dict[str, tuple[Scope, ...] | None]:
     """The scopes of each changed Python file of a diff (`ci.selection.diff_hunks.touched_old_lines`);
     ``read_old(path)`` gives the file's old text, None when it had none. A file that is not
-    Python, new, unreadable or not parseable maps to None: it is judged by file."""
+    Python, new, unreadable or not parseable maps to None: it is judged by file. Lines only
+    comment-only hunks touched (``comment_lines``: `ci.selection.diff_hunks.comment_only_lines`)
+    are left out unless they lie in a multi-line string of the old text; a file whose every
+    touched line is left out maps to ``()``: nothing that runs changed."""
     out: dict[str, tuple[Scope, ...] | None] = {}
     for path, lines in touched.items():
         old = read_old(path) if path.endswith(".py") and lines is not None else None
-        out[path] = None if old is None else scopes_of(old, lines or ())
+        if old is None:
+            out[path] = None
+            continue
+        comments = (comment_lines or {}).get(path, frozenset())
+        if comments:
+            in_strings = _string_lines(old)
+            dropped = comments - (in_strings if in_strings is not None else comments)
+            lines = frozenset(lines or ()) - dropped
+        out[path] = scopes_of(old, lines or ())
     return out

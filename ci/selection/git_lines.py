@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ci.selection.diff_hunks import touched_old_lines
+from ci.selection.diff_hunks import comment_only_lines, touched_old_lines
 from ci.selection.edit_scopes import Scope, diff_scopes
 
 _GIT = ("git", "-c", "core.quotepath=off")
@@ -63,23 +63,27 @@ class GitLines:
                 return None
             targets.append([sha, merge.stdout.strip()])
         touched: dict[str, frozenset[int] | None] = {}
+        comments: dict[str, frozenset[int]] = {}
+        code: dict[str, frozenset[int]] = {}
         for target in targets:
             diff = _git(["diff", "-U0", "--no-renames", "--no-color", "--no-ext-diff", "--relative", *target, "--",
                          *self.changed], self.cwd)
             if diff is None or diff.returncode != 0:
                 return None
             try:
-                found = touched_old_lines(diff.stdout)
+                found, trivial = touched_old_lines(diff.stdout), comment_only_lines(diff.stdout)
             except ValueError:
                 return None
             for path, lines in found.items():
                 known = touched.get(path, frozenset())
                 touched[path] = None if lines is None or known is None else known | lines
+                comments[path] = comments.get(path, frozenset()) | trivial.get(path, frozenset())
+                code[path] = code.get(path, frozenset()) | ((lines or frozenset()) - trivial.get(path, frozenset()))
 
         def read_old(path: str) -> bytes | None:
             proc = _git(["show", f"{sha}:./{path}"], self.cwd, text=False)
             return proc.stdout if proc is not None and proc.returncode == 0 else None
 
-        scopes = diff_scopes(touched, read_old)
+        scopes = diff_scopes(touched, read_old, {p: comments[p] - code[p] for p in comments})
         # a listed file git finds no difference in is judged by file: a list may name what git cannot see
         return {path: scopes.get(path) for path in self.changed}

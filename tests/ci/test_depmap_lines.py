@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from ci.__main__ import main as ci_main
-from ci.selection.diff_hunks import touched_old_lines
-from ci.selection.edit_scopes import scopes_of
+from ci.selection.diff_hunks import comment_only_lines, touched_old_lines
+from ci.selection.edit_scopes import diff_scopes, scopes_of
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 
 REGISTRY_HEAD = """\
@@ -142,10 +142,10 @@ def test_without_lines_or_with_a_list_of_paths_the_map_judges_by_file(recorded: 
 
 
 def test_a_change_on_main_since_the_map_is_part_of_the_change(recorded: Path, capsys) -> None:
-    # main moves on after the map: a comment line at the top of ops.py shifts every line. Lines are
-    # read against the map's commit, so the shift is a module-level change of ops.py: conservative
+    # main moves on after the map: an import at the top of ops.py shifts every line. Lines are
+    # read against the map's commit, so main's import is part of the change: module level
     _git(recorded, "checkout", "-q", "-B", "moved", "main")
-    (recorded / "pkg/ops.py").write_text("# moved\n" + OPS)
+    (recorded / "pkg/ops.py").write_text("import os\n" + OPS)
     _git(recorded, "commit", "-q", "-am", "shift")
     try:
         _git(recorded, "branch", "-f", "main-old", "main")
@@ -158,6 +158,32 @@ def test_a_change_on_main_since_the_map_is_part_of_the_change(recorded: Path, ca
         _git(recorded, "checkout", "-q", "main")
     assert set(selected) == {"tests/test_double.py", "tests/test_clamp.py"}
     assert "changed at module level (line 1)" in selected["tests/test_clamp.py"]
+
+
+def test_comments_and_blank_lines_select_nothing_but_a_hash_inside_a_string_is_code(recorded: Path, capsys) -> None:
+    text = (recorded / "pkg/ops.py").read_text()
+    edited = text.replace("def double(x):\n", "# doubles\n\ndef double(x):\n").replace("LIMIT = 3\n", "LIMIT = 3  # cap\n")
+    selected = _plan(recorded, capsys, {"pkg/ops.py": edited.replace("LIMIT = 3  # cap\n", "# the cap\nLIMIT = 3\n")})
+    assert selected == {}  # a comment line and a blank line inserted: nothing that runs changed
+    # a trailing comment on a code line is a code line's hunk: module level, judged as such
+    assert set(_plan(recorded, capsys, {"pkg/ops.py": edited})) == {"tests/test_double.py", "tests/test_clamp.py"}
+
+
+def test_a_comment_only_hunk_inside_a_multi_line_string_is_code() -> None:
+    old = 'def f():\n    return """\nusage\n"""\n\n\ndef g():\n    return 1\n'
+    diff = ("--- a/m.py\n+++ b/m.py\n@@ -3 +3 @@\n-usage\n+# usage\n"   # inside the string: code
+            "@@ -6,0 +7 @@\n+# between\n")                              # between defs: a comment
+    touched = touched_old_lines(diff)
+    assert touched == {"m.py": {3, 6, 7}}
+    assert comment_only_lines(diff) == {"m.py": {6, 7}}
+    scopes = diff_scopes(touched, lambda path: old, comment_only_lines(diff))
+    assert [s.name for s in scopes["m.py"]] == ["f"]  # line 3 is in f's body; 6 and 7 dropped
+    # "usage" -> "# usage" is textually a comment on both sides, yet it is string content
+    diff_in_string = "--- a/m.py\n+++ b/m.py\n@@ -3 +3 @@\n-# usage\n+# use\n"
+    old_hash = old.replace("usage", "# usage")
+    scopes = diff_scopes(touched_old_lines(diff_in_string), lambda path: old_hash, comment_only_lines(diff_in_string))
+    assert [s.name for s in scopes["m.py"]] == ["f"]
+    assert diff_scopes({"m.py": frozenset({6})}, lambda path: old, {"m.py": frozenset({6})}) == {"m.py": ()}
 
 
 def test_a_map_whose_commit_is_not_in_the_checkout_judges_by_file(recorded: Path, capsys, tmp_path) -> None:
