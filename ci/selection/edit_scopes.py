@@ -3,10 +3,10 @@
 Line-level selection (`ci.selection.depmap_select`) asks, for each changed Python file, the
 scopes of the changed lines of its OLD version (the version the maps' line numbers are of):
 
-- a line inside a function's body (after its ``def`` header) belongs to the innermost such
-  function: a test can only be affected when it ran some line of that body;
+- a line inside a function's body (after its ``def`` header and docstring) belongs to the
+  innermost such function: a test can only be affected when it ran some line of that body;
 - any other line is module level: a ``def`` header (its default values and decorators run at
-  import), a class body outside its methods, a module-level statement, a blank line or comment
+  import), a docstring (read without running the body: ``pytest --fixtures``, ``--help`` texts), a class body outside its methods, a module-level statement, a blank line or comment
   between definitions (an insertion there may be anything). A module-level change may affect every
   test that loaded the module;
 - a function decorated as a kernel (a decorator whose last name ends in ``jit`` or is one of
@@ -66,6 +66,10 @@ def _is_kernel(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(n.endswith("jit") or n in KERNEL_DECORATORS for n in names)
 
 
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
 def _bodies(tree: ast.AST) -> list[_Body]:
     """Every non-kernel function's body range, with dotted names; a kernel's nested functions
     are left out with it (they are compiled with it)."""
@@ -78,7 +82,12 @@ def _bodies(tree: ast.AST) -> list[_Body]:
                     continue
                 name = prefix + child.name
                 # The def line itself is header (defaults, a one-line body's header): module level.
-                first = max(child.body[0].lineno, child.lineno + 1)
+                # So is a docstring: tools read it without running the body (`pytest --fixtures`).
+                body = child.body[1:] if _is_docstring(child.body[0]) else child.body
+                if not body:
+                    walk(child, name + ".")
+                    continue
+                first = max(body[0].lineno, child.lineno + 1)
                 if child.end_lineno is not None and first <= child.end_lineno:
                     out.append(_Body(name, first, child.end_lineno))
                 walk(child, name + ".")

@@ -269,7 +269,7 @@ SCOPED = textwrap.dedent("""\
 
 @pytest.mark.parametrize("line, name", [
     (1, "<module>"), (4, "<module>"), (5, "<module>"),  # import, decorator, def header (defaults)
-    (6, "f"), (7, "f"), (8, "f"),  # docstring, body, a nested def's header is f's body
+    (6, "<module>"), (7, "f"), (8, "f"),  # docstring (read by tools), body, a nested def's header is f's body
     (9, "f.g"), (13, "<module>"), (15, "C.m"), (11, "<module>"),  # class body outside methods
     (19, "<module>"), (20, "<module>"),  # a kernel's body; a one-line def
 ])
@@ -281,4 +281,5 @@ def test_scopes_of_hand_picked_lines(line: int, name: str) -> None:
 def test_scopes_of_unparseable_source_is_none_and_scopes_are_deduplicated() -> None:
     assert scopes_of("def f(:\n", [1]) is None
     assert scopes_of(b"x = 1\x00\n", [1]) is None
-    assert [s.name for s in scopes_of(SCOPED, [6, 7, 10, 2, 1])] == ["<module>", "f"]
+    assert [s.name for s in scopes_of(SCOPED, [7, 10, 2, 1])] == ["<module>", "f"]
+    assert [s.name for s in scopes_of('def f():\n    """only a docstring"""\n', [2])] == ["<module>"]
