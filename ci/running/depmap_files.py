@@ -15,6 +15,9 @@ Contract:
   for writing are not dependencies and are left out; so are opens outside any test (context "").
   Python sources (``.py``) are left out too: the import system and pytest's assertion rewriting
   read them whether or not their code runs, and coverage already says which ran.
+  Only a path that names a regular file in the repository is kept: the event does not say
+  whether a relative name was relative to a ``dir_fd`` (``shutil.rmtree`` opens every directory
+  it deletes that way), and directories are not dependencies.
   Audit hooks cannot be removed: `OpenedLog.stop` makes the hook a no-op.
 """
 
@@ -129,6 +132,11 @@ class OpenedLog:
         if rel is None or rel.endswith(_PYTHON) or (self.context, rel) in self.seen:
             return
         self.seen.add((self.context, rel))
+        # the event carries no dir_fd: a name relative to one (shutil.rmtree walks a tree by
+        # os.open(name, dir_fd=...)) reads as relative to the working directory; and a directory
+        # is not a dependency. What is not a file where the name points is left out.
+        if not os.path.isfile(os.path.join(self.files.roots[0], rel)):
+            return
         self.active = False  # our own open below must not come back here
         try:
             if self._out is None:

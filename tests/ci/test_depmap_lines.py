@@ -283,3 +283,21 @@ def test_scopes_of_unparseable_source_is_none_and_scopes_are_deduplicated() -> N
     assert scopes_of(b"x = 1\x00\n", [1]) is None
     assert [s.name for s in scopes_of(SCOPED, [7, 10, 2, 1])] == ["<module>", "f"]
     assert [s.name for s in scopes_of('def f():\n    """only a docstring"""\n', [2])] == ["<module>"]
+
+
+def test_the_open_log_keeps_regular_files_of_the_repository_only(tmp_path: Path) -> None:
+    from ci.running.depmap_files import OpenedLog, RepoFiles
+
+    root, parts = tmp_path / "repo", tmp_path / "parts"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "table.json").write_text("{}")
+    parts.mkdir()
+    log = OpenedLog(RepoFiles(root), parts)
+    log.context, log.active = "tests/test_a.py", True
+    for path, mode in ((root / "pkg", "r"), (root / "pkg" / "table.json", "r"), (root / "05", "r"),
+                       (root / "pkg" / "out.json", "w"), (tmp_path / "elsewhere.json", "r")):
+        log._hook("open", (str(path), mode, 0))
+    log.stop()
+    # a directory (shutil.rmtree opens each by dir_fd-relative name), a name that is no file,
+    # a write and a path outside the repository are not dependencies
+    assert (parts / f"opened.{os.getpid()}.log").read_text() == "tests/test_a.py\tpkg/table.json\n"
