@@ -10,8 +10,8 @@ Contract:
   test file fails when any attempt of any of its cases failed or errored, teardown errors and
   collection errors included. It returns None for a report that is missing or unreadable.
 - `SuiteRun.failing` is None when the run gave no usable verdict: the limit was hit, pytest
-  exited 2, 3 or 4 (interrupted, internal error, usage error), or the JUnit is missing or
-  unreadable; ``broken`` says which. A caller then counts every file as failing, and says so.
+  exited 2, 3, 4 or 5 (interrupted, internal error, usage error, nothing collected: the universe
+  always holds tests), or the JUnit is missing or unreadable; ``broken`` says which. A caller then counts every file as failing, and says so.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Sequence
 from ci.results.junit import ERROR, FAILED, JUnitError, parse_junit
 
 _NO_VERDICT = {2: "pytest was interrupted (exit 2)", 3: "pytest hit an internal error (exit 3)",
-               4: "pytest was misused (exit 4)"}
+               4: "pytest was misused (exit 4)", 5: "pytest collected no tests (exit 5)"}
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Contract:
 - `TreeSpec` says where a tree keeps its code and tests and what the copy needs besides its
   tracked files (``extra_files``: a generated ``_version.py``); nothing here names a tree.
 - `make_copy` makes ``<workdir>/tree``, a ``git clone --shared`` of the source repository checked
-  out (forced, so a mutant left by a killed run is undone) at the commit, and writes the extra files.
+  out (forced, so a mutant left by a killed run is undone, and its source root's ``__pycache__``
+  folders removed with it) at the commit, and writes the extra files.
 - `collect_candidates`: the test files the tree's own pytest configuration collects
   (``--collect-only -q``), files with collection errors included (the baseline then drops them).
 - `write_registry`: a minimal ``registry.yaml`` in the copy: one tier ``cpu``, every universe
@@ -20,6 +21,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +61,8 @@ def make_copy(repo: Path, spec: TreeSpec, workdir: Path) -> Path:
     if not (tree / ".git").exists():
         _git("clone", "-q", "--shared", "--no-checkout", str(repo), str(tree))
     _git("checkout", "-q", "-f", spec.commit, cwd=tree)
+    for cache in (tree / spec.source_root).rglob("__pycache__"):  # a killed run may leave a mutant's bytecode
+        shutil.rmtree(cache, ignore_errors=True)
     for rel, text in spec.extra_files.items():
         atomic_write_text(tree / rel, text)
     return tree

@@ -99,7 +99,9 @@ def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> 
     """Step 1 (module docstring): the universe and its seconds, from two runs at the base commit."""
     state = opts.workdir / "baseline.json"
     if opts.resume and state.is_file():
-        return Baseline(**json.loads(state.read_text()))
+        kept = Baseline(**json.loads(state.read_text()))
+        write_registry(tree, spec, kept.universe, kept.durations)  # the copy may be new
+        return kept
     candidates = collect_candidates(opts.python, tree, env)
     runs: list[SuiteRun] = []
     for i in (1, 2):

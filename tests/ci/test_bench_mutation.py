@@ -141,10 +141,13 @@ def test_missing_or_garbled_junit_reads_as_no_verdict(tmp_path: Path) -> None:
     assert failing_files(tmp_path / "cut.xml", tmp_path, ()) is None
 
 
-def test_usage_error_and_timeout_are_runs_without_a_verdict(suite: Path) -> None:
+def test_usage_error_nothing_collected_and_timeout_are_runs_without_a_verdict(suite: Path) -> None:
     usage = run_suite(sys.executable, suite, ["test_ok.py", "--no-such-option"], suite / "j.xml", workers=0,
                       limit=120, extra_env={})
     assert usage.failing is None and usage.exit == 4 and "exit 4" in usage.broken
+    (suite / "test_empty.py").write_text("X = 1\n")
+    empty = run_suite(sys.executable, suite, ["test_empty.py"], suite / "j.xml", workers=0, limit=120, extra_env={})
+    assert empty.failing is None and empty.exit == 5 and "no tests" in empty.broken
     (suite / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
     slow = run_suite(sys.executable, suite, ["test_slow.py"], suite / "j.xml", workers=0, limit=3, extra_env={})
     assert slow.failing is None and slow.exit is None and slow.broken.startswith("timed out after 3 s")
@@ -255,3 +258,33 @@ def test_score_counts_pairs_and_lists_every_miss() -> None:
     assert only_a.mean_files == 0.25 and only_a.mean_time == 1 / 8
     nothing_failed = score({"a": lambda m: set()}, mutants[1:], results, universe, durations)[0]
     assert nothing_failed.recall is None
+
+
+# -- the command's bad input ---------------------------------------------------------------------
+
+def test_a_missing_repository_or_interpreter_is_one_line_and_exit_2(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.mutation import main
+
+    assert main(["--pytest-repo", str(tmp_path / "nowhere"), "--python", sys.executable,
+                 "--workdir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--pytest-repo {tmp_path / 'nowhere'}: no git repository there" in err
+    (tmp_path / "repo").mkdir()
+    build_quick_tree(tmp_path / "repo")
+    assert main(["--pytest-repo", str(tmp_path / "repo"), "--workdir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give --python PY" in err
+
+
+def test_results_from_an_earlier_run_are_kept_unless_resumed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.mutation import main
+
+    (tmp_path / "repo").mkdir()
+    build_quick_tree(tmp_path / "repo")
+    (tmp_path / "w").mkdir()
+    append_result(tmp_path / "w" / "mutants.jsonl", _result(1))
+    assert main(["--pytest-repo", str(tmp_path / "repo"), "--python", sys.executable,
+                 "--workdir", str(tmp_path / "w")]) == 2
+    assert "mutants.jsonl exists: pass --resume to continue it" in capsys.readouterr().err
+    assert load_results(tmp_path / "w" / "mutants.jsonl")[0] == {"id1": _result(1)}
