@@ -123,8 +123,9 @@ with open(out, "w") as fh:
 
 
 def coverage_lines(python: str, tree: Path, spec: TreeSpec, universe: Sequence[str], workdir: Path, *,
-                   workers: int, limit: float, env: Mapping[str, str]) -> dict[str, frozenset[int]]:
-    """Executed lines per source file (repo-relative), from a plain coverage.py run (module docstring)."""
+                   workers: int, limit: float, env: Mapping[str, str]) -> tuple[dict[str, frozenset[int]], float]:
+    """Executed lines per source file (repo-relative), from a plain coverage.py run (module
+    docstring), and that run's wall seconds."""
     data = workdir / "coverage"
     data.mkdir(exist_ok=True)
     for old in data.glob(".coverage*"):
@@ -141,7 +142,7 @@ def coverage_lines(python: str, tree: Path, spec: TreeSpec, universe: Sequence[s
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise TreeError(f"{tree}: reading coverage data failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return read_executed(out)
+    return read_executed(out), run.wall
 
 
 def read_executed(path: Path) -> dict[str, frozenset[int]]:

@@ -136,7 +136,8 @@ def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, s
         base.walls["recording (CI_DEPMAP)"] = run.wall
     if not (opts.resume and executed.is_file()):
         _say("bench mutation: coverage run for executed lines")
-        coverage_lines(opts.python, tree, spec, base.universe, opts.workdir, workers=opts.workers, limit=limit, env=env)
+        base.walls["coverage run (coverage.py)"] = coverage_lines(
+            opts.python, tree, spec, base.universe, opts.workdir, workers=opts.workers, limit=limit, env=env)[1]
     atomic_write_text(opts.workdir / "baseline.json", json.dumps(asdict(base), indent=1))
     return read_executed(executed)
 
@@ -189,21 +190,25 @@ def measure(opts: Options, repo: Path, spec: TreeSpec) -> int:
         results[mutant.id] = result
         _say(f"bench mutation: mutant {i}/{len(mutants)} {mutant.id} {mutant.path}:{mutant.line} {mutant.operator}: "
              f"{len(result.failing)} failing file(s), {result.wall:.0f} s{' ' + result.broken if result.broken else ''}")
-    report(opts, tree, base, mutants, results)
+    report(opts, tree, spec, base, mutants, results)
     return 0
 
 
-def report(opts: Options, tree: Path, base: Baseline, mutants: list[Mutant], results: dict[str, MutantResult]) -> None:
+def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: list[Mutant],
+           results: dict[str, MutantResult]) -> None:
+    """Print the runs table, the universe's exclusions, the selector table, the goal and every miss."""
     universe = frozenset(base.universe)
     done = [results[m.id] for m in mutants if m.id in results]
     first = base.walls["baseline run 1"]
-    rows = [(name, len(universe), "", f"{wall:.1f}", ratio(wall / first)) for name, wall in base.walls.items()]
+    candidates = len(universe) + len(base.excluded)  # the baselines ran every collected file
+    rows = [(name, candidates if name.startswith("baseline") else len(universe), "", f"{wall:.1f}", ratio(wall / first))
+            for name, wall in base.walls.items()]
     if done:
         mean = sum(r.wall for r in done) / len(done)
         rows.append(("mutant runs (mean)", len(universe), f"{sum(len(r.failing) for r in done) / len(done):.1f}",
                      f"{mean:.1f}", ratio(mean / first)))
     print(format_table(("run", "files", "failing files (mean)", "wall s", "x baseline run 1"), rows,
-                       title=f"tree {tree} at {subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=tree, capture_output=True, text=True).stdout.strip()[:12]}, -n {opts.workers}"))
+                       title=f"tree {spec.name} at {spec.commit[:12]} ({tree}), -n {opts.workers}"))
     print()
     for path, why in base.excluded.items():
         print(f"left out of the universe: {path} ({why})")
