@@ -3,8 +3,10 @@
 Contract:
 - `run_suite` runs ``PY -m pytest`` in the tree on the given files with xdist (``-n``), a JUnit
   report (``junit_family=xunit1``, so each case names its file), ``--continue-on-collection-errors``
-  (without it one file that fails to import stops the whole run) and a wall-clock limit; the
-  process group is killed at the limit. The environment is this process's without
+  (without it one file that fails to import stops the whole run) and a wall-clock limit. The
+  cache plugin stays on (a tree's tests may use the ``cache`` fixture: with ``-p no:cacheprovider``
+  pytest's ``test_legacypath.py::test_cache_makedir`` errors at setup, and the file left the universe);
+  the process group is killed at the limit. The environment is this process's without
   ``PYTEST_ADDOPTS``, ``CI_DEPMAP*`` and ``COVERAGE_*``, plus ``extra_env``.
 - `failing_files` reads that report with `ci.results.junit.parse_junit` (the one JUnit parser): a
   test file fails when any attempt of any of its cases failed or errored, teardown errors and
@@ -70,7 +72,7 @@ def run_suite(python: str, tree: Path, files: Sequence[str], junit: Path, *, wor
     """See the module docstring. ``prefix`` goes before ``-m pytest`` (``-m coverage run ...``)."""
     if junit.exists():
         junit.unlink()
-    argv = [python, *(prefix or ("-m",)), "pytest", *plugin_args, "-n", str(workers), "-p", "no:cacheprovider",
+    argv = [python, *(prefix or ("-m",)), "pytest", *plugin_args, "-n", str(workers),
             "-q", "--continue-on-collection-errors", "-o", "junit_family=xunit1", f"--junitxml={junit}", *files]
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=tree, env=clean_env(extra_env), stdout=subprocess.PIPE,

@@ -76,7 +76,7 @@ def pythonpath(tree: Path, spec: TreeSpec, ci_root: Path) -> dict[str, str]:
 
 def collect_candidates(python: str, tree: Path, env: Mapping[str, str]) -> list[str]:
     """Test files pytest collects in the copy with its own configuration (see the module docstring)."""
-    proc = subprocess.run([python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0"],
+    proc = subprocess.run([python, "-m", "pytest", "--collect-only", "-q", "-n", "0"],
                           cwd=tree, env=clean_env(env), capture_output=True, text=True)
     found = set()
     for line in proc.stdout.splitlines():
