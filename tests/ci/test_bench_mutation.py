@@ -301,3 +301,12 @@ def test_results_from_an_earlier_run_are_kept_unless_resumed(tmp_path: Path, cap
                  "--workdir", str(tmp_path / "w")]) == 2
     assert "mutants.jsonl exists: pass --resume to continue it" in capsys.readouterr().err
     assert load_results(tmp_path / "w" / "mutants.jsonl")[0] == {"id1": _result(1)}
+
+
+def test_the_bench_dispatcher_passes_a_flag_and_its_value_through() -> None:
+    from bench.__main__ import split_args
+
+    assert split_args(["mutation", "--tree", "pytest", "--mutants", "3", "--resume"]) == (
+        ["mutation"], ["--tree", "pytest", "--mutants", "3", "--resume"])
+    assert split_args(["quant", "--quick", "pool"]) == (["quant", "pool"], ["--quick"])  # a name stays a name
+    assert split_args(["--mutants=3", "nosuch"]) == (["nosuch"], ["--mutants=3"])  # still refused as unknown
