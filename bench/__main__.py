@@ -16,6 +16,22 @@ def available() -> list[str]:
                   if not m.name.startswith("_") and m.name not in _NOT_BENCHMARKS)
 
 
+def split_args(args: list[str]) -> tuple[list[str], list[str]]:
+    """Benchmark names, and the flags passed to each benchmark in order. A word that follows a
+    flag without ``=`` and is not a benchmark name is that flag's value (``--tree pytest``)."""
+    names: list[str] = []
+    flags: list[str] = []
+    known = set(available())
+    for arg in args:
+        if arg.startswith("-"):
+            flags.append(arg)
+        elif flags and "=" not in flags[-1] and flags[-1].startswith("--") and arg not in known:
+            flags.append(arg)
+        else:
+            names.append(arg)
+    return names, flags
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if "-h" in args or "--help" in args:
@@ -23,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
               "each prints a table whose ratios are against a baseline measured in the same run;\n"
               "`python -m bench NAME --help` is not forwarded: see the module docstring of bench/NAME.py")
         return 0
-    names = [a for a in args if not a.startswith("-")]
-    flags = [a for a in args if a.startswith("-")]
+    names, flags = split_args(args)
     unknown = sorted(set(names) - set(available()))
     if unknown:
         print(f"python -m bench: unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(available())}",

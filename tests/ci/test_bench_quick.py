@@ -127,6 +127,21 @@ SPECS: dict[str, Spec] = {
         TableSpec(("phase", "ms", "x ast.parse"), ("import check", "lint_repo"), "x ast.parse")),
         goal=r"target src-layout lint of 2000 modules under 1 s: [0-9.]+ s -> (OK|MISSED)",
         cells={(0, "baseline: yaml.load CSafeLoader", "x CSafeLoader load"): "1.00"}),
+    "mutation": Spec((
+        TableSpec(("run", "files", "failing files (mean)", "wall s", "x baseline run 1"),
+                  ("baseline run 1", "baseline run 2", "recording (CI_DEPMAP)", "mutant runs (mean)"),
+                  "x baseline run 1"),
+        TableSpec(("selector", "recall", "failing pairs selected", "files selected (mean)", "est-time selected (mean)",
+                   "x static graph (files)", "x static graph (est-time)", "misses"),
+                  ("runtime map", "static graph (baseline)", "path prefix"), "x static graph (files)")),
+        # the tiny tree's mutants are seeded: every one kills a test file, and the path-prefix rule
+        # misses test_report.py (it exercises two modules); the static graph selects every test
+        lines=(r"mutants: 5 run of 5, 5 killed \(>= 1 failing file\), \d+ failing \(mutant, test file\) pairs; "
+               r"0 run\(s\) without a verdict counted as every file failing",
+               r"goal: runtime map recall >= 99\.5%: MET \(100\.00%\)",
+               r"miss \(path prefix\): \w+ src/shapes/\w+\.py:\d+ \w+ `.*` -> tests/test_report\.py not selected"),
+        cells={(1, "static graph (baseline)", "x static graph (files)"): "1.00",
+               (1, "static graph (baseline)", "recall"): "100.0%"}),
     "plan": Spec((
         TableSpec(("shards", "bound s", "LPT (ours)", "pytest-split least_duration",
                    "pytest-split duration_based_chunks (default)", "pytest-shard (sha256 of id)", "round-robin",

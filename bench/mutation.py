@@ -1,0 +1,269 @@
+"""Recall of change-based test selection, measured with seeded mutations on a real tree:
+``python -m bench mutation --tree pytest --python PY --workdir DIR [--mutants N] [--seed S] [--resume]``.
+
+Setup for ``--tree pytest`` (pytest's own repository at `PYTEST_COMMIT`; its git directory is
+``--pytest-repo``, default `PYTEST_MIRROR`), an interpreter with the tree's test dependencies::
+
+    git clone /work/.mirror/pytest-dev+pytest/repo /work/scratch/pytest
+    git -C /work/scratch/pytest checkout df87db7b0462fb764ef73fa00561adf8ad047572
+    python3 -m venv /work/scratch/pyvenv
+    cd /work/scratch/pytest && SETUPTOOLS_SCM_PRETEND_VERSION=9.1.0.dev0 \\
+        /work/scratch/pyvenv/bin/pip install -e '.[dev]' pytest-xdist coverage pyyaml
+    python -m bench mutation --tree pytest --python /work/scratch/pyvenv/bin/python --workdir /work/scratch/mut
+
+What one run does, in ``--workdir``:
+
+1. ``tree/``: a ``git clone --shared`` of the repository at the commit (`bench._mutation_tree`),
+   run with ``PYTHONPATH`` = the copy's source root, then this repository (so ``ci`` imports).
+   The universe is the test files the tree's pytest configuration collects, run twice at the base
+   commit (``-n 2``, JUnit); a file failing in either run is left out and named. Per-file
+   seconds come from those runs. A minimal ``registry.yaml`` is written into the copy.
+2. ``depmap.json``: the universe run once more with ``-p ci.pytest_plugin --tier cpu`` and
+   ``CI_DEPMAP`` (the runtime map the selector reads); ``executed.json``: executed lines from a
+   plain ``coverage run --parallel-mode -m pytest`` of the universe (coverage.py's own data).
+3. ``--mutants N`` seeded behaviour mutations of the source root's files, at executed statements
+   (`bench._mutation_gen`). Each is applied, its ``__pycache__`` entry removed, the universe run
+   (``-n 2``, a limit of 3x the slowest baseline; a timeout or a run without a usable JUnit counts
+   every universe file as failing, and says so), and the file restored from git. One line per
+   mutant goes to ``mutants.jsonl`` (flushed, fsynced); ``--resume`` skips the mutants done and
+   reuses steps 1-2.
+4. Three selectors on the same mutants: the runtime map (`bench._mutation_runtime`), the static
+   import graph (``ci plan`` on the generated registry) and the path-prefix rule
+   (`bench._mutation_select`). Recall = selected failing (mutant, test file) pairs / failing pairs
+   (goal >= 99.5 %, a MISSED line when not met); mean fraction of universe files and of est-time
+   selected, each as a ratio to the static graph's. Every miss is listed.
+
+``--quick``: a tiny tree made in a temp dir (`bench._mutation_quick`), this interpreter, 5 mutants,
+``-n 0``. Exit 0 when the tables are complete; 2 for bad usage or a missing repository; 1 when
+the tree could not be prepared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench._mutation_gen import Mutant, generate
+from bench._mutation_quick import build_quick_tree
+from bench._mutation_report import GOAL_RECALL, miss_lines, score, selector_table
+from bench._mutation_run import SuiteRun, drop_bytecode, run_suite
+from bench._mutation_runtime import runtime_selection
+from bench._mutation_select import SelectionTree, path_prefix_selection, static_selection
+from bench._mutation_store import MutantResult, ResultsError, append_result, load_results
+from bench._mutation_tree import (
+    TreeError, TreeSpec, collect_candidates, coverage_lines, make_copy, pythonpath, read_executed, write_registry,
+)
+from bench.table import format_table, ratio
+from ci.atomic_write import atomic_write_text
+from ci.registry import load_registry
+
+PYTEST_COMMIT = "df87db7b0462fb764ef73fa00561adf8ad047572"
+PYTEST_MIRROR = Path("/work/.mirror/pytest-dev+pytest/repo")
+_PYTEST_VERSION = ('__version__ = version = "9.1.0.dev0"\n__version_tuple__ = version_tuple = (9, 1, 0, "dev0")\n'
+                   "__commit_id__ = commit_id = None\n")
+PYTEST = TreeSpec("pytest", PYTEST_COMMIT, "src", "testing", ("test_*.py", "*_test.py"),
+                  {"src/_pytest/_version.py": _PYTEST_VERSION})
+CI_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Step 1's outcome, kept in ``<workdir>/baseline.json`` for ``--resume``."""
+
+    universe: list[str]
+    excluded: dict[str, str]
+    durations: dict[str, float]
+    walls: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Options:
+    python: str
+    workdir: Path
+    mutants: int
+    seed: int
+    workers: int
+    resume: bool
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> Baseline:
+    """Step 1 (module docstring): the universe and its seconds, from two runs at the base commit."""
+    state = opts.workdir / "baseline.json"
+    if opts.resume and state.is_file():
+        kept = Baseline(**json.loads(state.read_text()))
+        write_registry(tree, spec, kept.universe, kept.durations)  # the copy may be new
+        return kept
+    candidates = collect_candidates(opts.python, tree, env)
+    runs: list[SuiteRun] = []
+    for i in (1, 2):
+        _say(f"bench mutation: baseline run {i} of {len(candidates)} test files")
+        run = run_suite(opts.python, tree, candidates, opts.workdir / f"baseline{i}.xml", workers=opts.workers,
+                        limit=3600, extra_env=env)
+        if run.failing is None:
+            raise TreeError(f"baseline run {i} gave no verdict: {run.broken}: {run.tail[-300:]!r}")
+        runs.append(run)
+    excluded = {f: "failed in baseline run " + " and ".join(str(i + 1) for i, r in enumerate(runs) if f in r.failing)
+                for f in sorted(runs[0].failing | runs[1].failing)}  # type: ignore[operator]
+    universe = [f for f in candidates if f not in excluded]
+    durations = {f: (runs[0].durations.get(f, 0.0) + runs[1].durations.get(f, 0.0)) / 2 for f in universe}
+    result = Baseline(universe, excluded, durations, {"baseline run 1": runs[0].wall, "baseline run 2": runs[1].wall})
+    write_registry(tree, spec, universe, durations)
+    atomic_write_text(state, json.dumps(asdict(result), indent=1))
+    return result
+
+
+def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str],
+                     base: Baseline) -> dict[str, frozenset[int]]:
+    """Step 2: the runtime map (``depmap.json``) and coverage.py's executed lines."""
+    depmap, executed = opts.workdir / "depmap.json", opts.workdir / "executed.json"
+    limit = 6 * max(base.walls.values())
+    if not (opts.resume and depmap.is_file()):
+        _say("bench mutation: recording the runtime map (CI_DEPMAP, -p ci.pytest_plugin --tier cpu)")
+        run = run_suite(opts.python, tree, base.universe, opts.workdir / "recording.xml", workers=opts.workers,
+                        limit=limit, extra_env={**env, "CI_DEPMAP": str(depmap)},
+                        plugin_args=("-p", "ci.pytest_plugin", "--tier", "cpu"))
+        if not depmap.is_file():
+            raise TreeError(f"the recording run wrote no map ({run.broken or f'exit {run.exit}'}): {run.tail[-300:]!r}")
+        base.walls["recording (CI_DEPMAP)"] = run.wall
+    if not (opts.resume and executed.is_file()):
+        _say("bench mutation: coverage run for executed lines")
+        base.walls["coverage run (coverage.py)"] = coverage_lines(
+            opts.python, tree, spec, base.universe, opts.workdir, workers=opts.workers, limit=limit, env=env)[1]
+    atomic_write_text(opts.workdir / "baseline.json", json.dumps(asdict(base), indent=1))
+    return read_executed(executed)
+
+
+def mutants_of(tree: Path, spec: TreeSpec, executed: dict[str, frozenset[int]], opts: Options) -> list[Mutant]:
+    listed = subprocess.run(["git", "ls-files", "--", f"{spec.source_root}/*.py"], cwd=tree, capture_output=True,
+                            text=True, check=True).stdout.split()
+    sources = {p: (tree / p).read_text(encoding="utf-8") for p in listed}
+    return generate(sources, executed, opts.mutants, opts.seed)
+
+
+def run_mutant(opts: Options, tree: Path, mutant: Mutant, base: Baseline, env: dict[str, str]) -> MutantResult:
+    """Step 3 for one mutant: apply, run the universe, restore from git (module docstring)."""
+    target = tree / mutant.path
+    limit = 3 * max(v for k, v in base.walls.items() if k.startswith("baseline"))
+    try:
+        atomic_write_text(target, mutant.source)
+        drop_bytecode(target)
+        run = run_suite(opts.python, tree, base.universe, opts.workdir / "mutant.xml", workers=opts.workers,
+                        limit=limit, extra_env=env)
+    finally:
+        subprocess.run(["git", "checkout", "-q", "--", mutant.path], cwd=tree, check=True)
+        drop_bytecode(target)
+    universe = set(base.universe)
+    failing = sorted(universe if run.failing is None else run.failing & universe)
+    return MutantResult(mutant.id, mutant.path, mutant.line, mutant.operator, mutant.diff, tuple(failing), run.wall,
+                        run.exit, run.broken)
+
+
+def measure(opts: Options, repo: Path, spec: TreeSpec) -> int:
+    opts.workdir.mkdir(parents=True, exist_ok=True)
+    results_path = opts.workdir / "mutants.jsonl"
+    if results_path.exists() and not opts.resume:
+        print(f"bench mutation: {results_path} exists: pass --resume to continue it, or another --workdir",
+              file=sys.stderr)
+        return 2
+    tree = make_copy(repo, spec, opts.workdir)
+    env = pythonpath(tree, spec, CI_ROOT)
+    base = baseline(opts, tree, spec, env)
+    executed = record_and_cover(opts, tree, spec, env, base)
+    mutants = mutants_of(tree, spec, executed, opts)
+    results, warnings = load_results(results_path)
+    for warning in warnings:
+        _say(f"bench mutation: warning: {warning}")
+    for i, mutant in enumerate(mutants, 1):
+        if mutant.id in results:
+            continue
+        result = run_mutant(opts, tree, mutant, base, env)
+        append_result(results_path, result)
+        results[mutant.id] = result
+        _say(f"bench mutation: mutant {i}/{len(mutants)} {mutant.id} {mutant.path}:{mutant.line} {mutant.operator}: "
+             f"{len(result.failing)} failing file(s), {result.wall:.0f} s{' ' + result.broken if result.broken else ''}")
+    report(opts, tree, spec, base, mutants, results)
+    return 0
+
+
+def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: list[Mutant],
+           results: dict[str, MutantResult]) -> None:
+    """Print the runs table, the universe's exclusions, the selector table, the goal and every miss."""
+    universe = frozenset(base.universe)
+    done = [results[m.id] for m in mutants if m.id in results]
+    first = base.walls["baseline run 1"]
+    candidates = len(universe) + len(base.excluded)  # the baselines ran every collected file
+    rows = [(name, candidates if name.startswith("baseline") else len(universe), "", f"{wall:.1f}", ratio(wall / first))
+            for name, wall in base.walls.items()]
+    if done:
+        mean = sum(r.wall for r in done) / len(done)
+        rows.append(("mutant runs (mean)", len(universe), f"{sum(len(r.failing) for r in done) / len(done):.1f}",
+                     f"{mean:.1f}", ratio(mean / first)))
+    print(format_table(("run", "files", "failing files (mean)", "wall s", "x baseline run 1"), rows,
+                       title=f"tree {spec.name} at {spec.commit[:12]} ({tree}), -n {opts.workers}"))
+    print()
+    for path, why in base.excluded.items():
+        print(f"left out of the universe: {path} ({why})")
+    broken = [r for r in done if r.broken]
+    print(f"mutants: {len(done)} run of {len(mutants)}, {sum(1 for r in done if r.failing)} killed (>= 1 failing file), "
+          f"{sum(len(r.failing) for r in done)} failing (mutant, test file) pairs; {len(broken)} run(s) without a "
+          f"verdict counted as every file failing" + "".join(f"\n  {r.id} {r.path}:{r.line}: {r.broken}" for r in broken))
+    tree_view = SelectionTree(tree, load_registry(tree / "registry.yaml"), universe)
+    selectors = {"runtime map": lambda m: runtime_selection(opts.workdir / "depmap.json", tree_view, m),
+                 "static graph": lambda m: static_selection(tree_view, m.path),
+                 "path prefix": lambda m: path_prefix_selection(universe, m.path)}
+    scores = score(selectors, mutants, results, universe, base.durations)
+    print(selector_table(scores, "static graph"))
+    print()
+    recall = scores[0].recall
+    verdict = "n/a (no failing pair)" if recall is None else ("MET" if recall >= GOAL_RECALL else "MISSED")
+    print(f"goal: runtime map recall >= {GOAL_RECALL:.1%}: {verdict}" + (f" ({recall:.2%})" if recall is not None else ""))
+    for line in miss_lines(scores):
+        print(line)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench mutation", description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", choices=("pytest",), default="pytest")
+    parser.add_argument("--pytest-repo", type=Path, default=PYTEST_MIRROR)
+    parser.add_argument("--python", default=None)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--mutants", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=20261204)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    try:
+        if args.quick:
+            with tempfile.TemporaryDirectory(prefix="bench-mutation-") as tmp:
+                repo = Path(tmp) / "repo"
+                repo.mkdir()
+                spec = build_quick_tree(repo)
+                opts = Options(sys.executable, Path(tmp) / "work", args.mutants or 5, args.seed, 0, False)
+                return measure(opts, repo, spec)
+        if not (args.pytest_repo / "HEAD").is_file() and not (args.pytest_repo / ".git").exists():
+            print(f"bench mutation: --pytest-repo {args.pytest_repo}: no git repository there (a clone or mirror "
+                  f"of pytest-dev/pytest holding {PYTEST_COMMIT[:12]})", file=sys.stderr)
+            return 2
+        if args.python is None or args.workdir is None:
+            print("bench mutation: give --python PY (an interpreter with the tree's test dependencies) and "
+                  "--workdir DIR; see the module docstring for the setup", file=sys.stderr)
+            return 2
+        opts = Options(args.python, args.workdir.resolve(), args.mutants or 100, args.seed, args.workers, args.resume)
+        return measure(opts, args.pytest_repo, PYTEST)
+    except (TreeError, ResultsError) as exc:
+        print(f"bench mutation: {exc}", file=sys.stderr)
+        return 1
