@@ -3,10 +3,10 @@
 Contract:
 - `sites(source)` lists every statement of a module with the mutations possible in its own
   expressions (not in nested statements). `generate` picks among the statements whose first line
-  some test executed (``executed``: path -> line numbers, from coverage.py's data), seeded: a
-  shuffled list of (file, statement), for each an operator kind drawn from those the statement
-  allows, then one target of that kind; a draw that does not compile, or leaves the AST equal,
-  is skipped. Same inputs and seed, same mutants.
+  some test executed (``executed``: path -> line numbers, from coverage.py's data), seeded: an
+  operator kind drawn uniformly among those still on offer, then a statement offering it, then
+  one target of that kind; a draw that does not compile, or leaves the AST equal, is skipped.
+  Same inputs and seed, same mutants.
 - Operators: ``comparison`` (``<`` -> ``>=``, ``<=`` -> ``>``, ``==`` -> ``!=``, ``in`` ->
   ``not in``, ``is`` -> ``is not`` and back), ``constant`` (an int or float ``n`` -> ``n + 1``),
   ``boolean`` (``True`` <-> ``False``), ``boolop`` (``and`` <-> ``or``), ``not`` (``not x`` ->
@@ -25,6 +25,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator, Mapping
 
 _FLIP = {ast.Lt: ">=", ast.LtE: ">", ast.Gt: "<=", ast.GtE: "<", ast.Eq: "!=", ast.NotEq: "==",
@@ -178,6 +179,11 @@ def sites(source: str) -> list[Site]:
     return sorted(out, key=lambda s: s.line)
 
 
+@lru_cache(maxsize=8)
+def _dump(raw: bytes) -> str:
+    return ast.dump(ast.parse(raw))
+
+
 def apply_edit(path: str, source: str, edit: Edit) -> Mutant | None:
     """The mutant ``edit`` makes of ``source``, or None when it does not compile, changes the
     line count or leaves the AST as it was."""
@@ -188,7 +194,7 @@ def apply_edit(path: str, source: str, edit: Edit) -> Mutant | None:
         return None
     try:
         compile(new_raw, path, "exec", dont_inherit=True)
-        if ast.dump(ast.parse(new_raw)) == ast.dump(ast.parse(raw)):
+        if ast.dump(ast.parse(new_raw)) == _dump(raw):
             return None
     except (SyntaxError, ValueError):
         return None
@@ -206,23 +212,31 @@ def unified_diff(path: str, old: str, new: str) -> str:
 
 def generate(sources: Mapping[str, str], executed: Mapping[str, frozenset[int]], count: int,
              seed: int) -> list[Mutant]:
-    """Up to ``count`` distinct mutants of ``sources`` (path -> text) at executed statements."""
-    candidates = []
+    """Up to ``count`` distinct mutants of ``sources`` (path -> text) at executed statements: each
+    draw takes an operator uniformly among those some executed statement still offers (so the
+    common ``pass`` does not crowd out the rest), then one such statement, then one edit of it."""
+    by_operator: dict[str, list[tuple[str, Site]]] = {}
     for path in sorted(sources):
         hit = executed.get(path, frozenset())
         try:
             found = sites(sources[path])
         except (SyntaxError, ValueError):
             continue
-        candidates += [(path, site) for site in found if site.line in hit]
+        for site in found:
+            if site.line in hit:
+                for operator in site.edits:
+                    by_operator.setdefault(operator, []).append((path, site))
     rng = random.Random(seed)
-    rng.shuffle(candidates)
+    for operator in sorted(by_operator):
+        rng.shuffle(by_operator[operator])
     out: list[Mutant] = []
     seen: set[str] = set()
-    for path, site in candidates:
-        if len(out) >= count:
+    while len(out) < count:
+        left = sorted(op for op, candidates in by_operator.items() if candidates)
+        if not left:
             break
-        operator = rng.choice(sorted(site.edits))
+        operator = rng.choice(left)
+        path, site = by_operator[operator].pop()
         mutant = apply_edit(path, sources[path], rng.choice(site.edits[operator]))
         if mutant is not None and mutant.id not in seen:
             seen.add(mutant.id)

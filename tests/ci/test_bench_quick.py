@@ -134,9 +134,9 @@ SPECS: dict[str, Spec] = {
         TableSpec(("selector", "recall", "failing pairs selected", "files selected (mean)", "est-time selected (mean)",
                    "x static graph (files)", "x static graph (est-time)", "misses"),
                   ("runtime map", "static graph (baseline)", "path prefix"), "x static graph (files)")),
-        # the tiny tree's mutants are seeded: every one kills a test file, and the path-prefix rule
+        # the tiny tree's mutants are seeded: 3 of 5 kill a test file, and the path-prefix rule
         # misses test_report.py (it exercises two modules); the static graph selects every test
-        lines=(r"mutants: 5 run of 5, 5 killed \(>= 1 failing file\), \d+ failing \(mutant, test file\) pairs; "
+        lines=(r"mutants: 5 run of 5, 3 killed \(>= 1 failing file\), \d+ failing \(mutant, test file\) pairs; "
                r"0 run\(s\) without a verdict counted as every file failing",
                r"goal: runtime map recall >= 99\.5%: MET \(100\.00%\)",
                r"miss \(path prefix\): \w+ src/shapes/\w+\.py:\d+ \w+ `.*` -> tests/test_report\.py not selected"),
