@@ -90,6 +90,7 @@ class Options:
     workers: int
     resume: bool
     max_file_seconds: float | None = None
+    report_only: bool = False
 
 
 def _say(text: str) -> None:
@@ -200,7 +201,7 @@ def measure(opts: Options, repo: Path, spec: TreeSpec) -> int:
     for warning in warnings:
         _say(f"bench mutation: warning: {warning}")
     for i, mutant in enumerate(mutants, 1):
-        if mutant.id in results:
+        if mutant.id in results or opts.report_only:
             continue
         result = run_mutant(opts, tree, mutant, base, env)
         append_result(results_path, result)
@@ -257,6 +258,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=20261204)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--report-only", action="store_true",
+                        help="with --resume: print the tables for the mutants run so far, run no more")
     parser.add_argument("--max-file-seconds", type=float, default=None,
                         help="leave out of the universe the files slower than this in the baselines (named)")
     parser.add_argument("--quick", action="store_true")
@@ -282,7 +285,7 @@ def main(argv: list[str]) -> int:
                   "--workdir DIR; see the module docstring for the setup", file=sys.stderr)
             return 2
         opts = Options(args.python, args.workdir.resolve(), args.mutants or 100, args.seed, args.workers, args.resume,
-                       args.max_file_seconds)
+                       args.max_file_seconds, args.report_only)
         return measure(opts, args.pytest_repo, PYTEST)
     except (TreeError, ResultsError) as exc:
         print(f"bench mutation: {exc}", file=sys.stderr)
