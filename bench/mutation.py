@@ -50,7 +50,7 @@ from pathlib import Path
 
 from bench._mutation_gen import Mutant, generate
 from bench._mutation_quick import build_quick_tree
-from bench._mutation_report import GOAL_RECALL, miss_lines, score, selector_table
+from bench._mutation_report import GOAL_RECALL, miss_lines, score, selector_table, unjudged_lines
 from bench._mutation_run import SuiteRun, drop_bytecode, run_suite
 from bench._mutation_runtime import runtime_selection
 from bench._mutation_select import SelectionTree, path_prefix_selection, static_selection
@@ -244,7 +244,7 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
     recall = scores[0].recall
     verdict = "n/a (no failing pair)" if recall is None else ("MET" if recall >= GOAL_RECALL else "MISSED")
     print(f"goal: runtime map recall >= {GOAL_RECALL:.1%}: {verdict}" + (f" ({recall:.2%})" if recall is not None else ""))
-    for line in miss_lines(scores):
+    for line in unjudged_lines(scores) + miss_lines(scores):
         print(line)
 
 
