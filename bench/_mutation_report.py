@@ -8,6 +8,10 @@ Contract:
   baseline seconds (est-time); both are averaged over the mutants run, and each is also given
   as a ratio to the static graph's mean (the baseline of the comparison).
 - Every miss is kept: mutant, the failing file the selector did not select.
+- A run without a per-file verdict (the harness itself broke: pytest's internal error, a
+  timeout) names no failing file, only a red run: it enters no failing pair. Each selector keeps
+  such mutants in ``unjudged`` with the number of files it selected, so the table says how many
+  there were and whether each selection was empty (an empty selection would have shipped them).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class SelectorScore:
     file_fractions: list[float] = field(default_factory=list)
     time_fractions: list[float] = field(default_factory=list)
     misses: list[Miss] = field(default_factory=list)
+    unjudged: list[tuple[MutantResult, int]] = field(default_factory=list)
 
     @property
     def recall(self) -> float | None:
@@ -68,6 +73,9 @@ def score(selectors: Mapping[str, Selector], mutants: Sequence[Mutant], results:
             chosen = select(mutant) & universe
             entry.file_fractions.append(len(chosen) / len(universe))
             entry.time_fractions.append(sum(durations.get(t, 0.0) for t in chosen) / total_time)
+            if result.broken:
+                entry.unjudged.append((result, len(chosen)))
+                continue
             entry.failing_pairs += len(failing)
             entry.selected_pairs += len(failing & chosen)
             entry.misses += [Miss(result, t) for t in sorted(failing - chosen)]
@@ -87,10 +95,21 @@ def selector_table(scores: Sequence[SelectorScore], baseline: str) -> str:
         time_x = ratio(s.mean_time / base.mean_time) if base.mean_time else ""
         rows.append((s.name + (" (baseline)" if s.name == baseline else ""), _pct(s.recall),
                      f"{s.selected_pairs}/{s.failing_pairs}", _pct(s.mean_files), _pct(s.mean_time),
-                     files_x, time_x, len(s.misses)))
+                     files_x, time_x, len(s.misses),
+                     f"{len(s.unjudged)}: {sum(1 for _, n in s.unjudged if n == 0)}"))
     return format_table(("selector", "recall", "failing pairs selected", "files selected (mean)",
                          "est-time selected (mean)", "x static graph (files)", "x static graph (est-time)",
-                         "misses"), rows, title="selection per mutant, same mutants, same run")
+                         "misses", "no verdict: empty selections"), rows,
+                        title="selection per mutant, same mutants, same run")
+
+
+def unjudged_lines(scores: Sequence[SelectorScore]) -> list[str]:
+    """One line per run without a verdict: what broke and how many files each selector chose."""
+    if not scores or not scores[0].unjudged:
+        return []
+    counts = [dict((r.id, n) for r, n in s.unjudged) for s in scores]
+    return [f"no verdict: {r.id} {r.path}:{r.line} {r.operator} ({r.broken}); files selected: "
+            + ", ".join(f"{s.name} {c[r.id]}" for s, c in zip(scores, counts)) for r, _ in scores[0].unjudged]
 
 
 def miss_lines(scores: Sequence[SelectorScore]) -> list[str]:
@@ -105,4 +124,4 @@ def miss_lines(scores: Sequence[SelectorScore]) -> list[str]:
     return out
 
 
-__all__ = ["GOAL_RECALL", "Miss", "Selector", "SelectorScore", "miss_lines", "score", "selector_table"]
+__all__ = ["GOAL_RECALL", "Miss", "Selector", "SelectorScore", "miss_lines", "score", "selector_table", "unjudged_lines"]

@@ -1,35 +1,51 @@
-"""The runtime-map selector of ``bench mutation``, in one function the selection API can be swapped in.
+"""The runtime-map selector of ``bench mutation``: what ``ci plan`` decides with the recorded map.
 
-`runtime_selection(depmap_path, tree, mutant)`: the universe files that the recorded map at
-``depmap_path`` selects for the mutant's change, with today's file-level API
-(`ci.selection.depmap_select.select_by_maps`, changed = ``[mutant.path]``, ``now`` = the map's own
-time, so its age never decides): every test the map decides and gives a reason (``why``), plus
-each test the map cannot decide (no map, partial, all skipped) that the static graph selects:
-that is the plan's fallback. A line-level API would take the mutant's diff (``mutant.diff``).
+`runtime_selection(depmap_path, tree, mutant)`: the universe files that the map at
+``depmap_path`` selects for the mutant, through the same API ``ci plan`` uses
+(`ci.selection.depmap_select.select_by_maps`): the mutant's diff gives the touched lines
+(`ci.selection.diff_hunks`), the base file's text their scopes (`ci.selection.edit_scopes`), and
+those scopes count only for a map recorded at the base commit (the map's ``sha``); a module-level
+change reaches the static graph's importers (``module_reach``). ``now`` is the map's own time,
+so its age never decides. Every test the map decides with a reason is selected, plus each test
+the map cannot decide (no map, partial, all skipped) that the static graph selects: the plan's
+fallback.
 """
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
 from bench._mutation_gen import Mutant
 from bench._mutation_select import SelectionTree, static_selection
-from ci.selection.depmap_format import StoredTestMap, maps_of_file, parse_depmap, utc_time
+from ci.selection.depmap_format import DepMap, StoredTestMap, maps_of_file, parse_depmap, utc_time
 from ci.selection.depmap_select import select_by_maps
+from ci.selection.diff_hunks import touched_old_lines
+from ci.selection.edit_scopes import diff_scopes
 
 
 @lru_cache(maxsize=4)
-def _maps(path: str, mtime_ns: int) -> tuple[dict[str, StoredTestMap], datetime]:
+def _maps(path: str, mtime_ns: int) -> tuple[DepMap, dict[str, StoredTestMap], datetime]:
     depmap = parse_depmap(Path(path).read_bytes(), path)
-    return maps_of_file(depmap, path), utc_time(depmap.recorded_at) or datetime.now(timezone.utc)
+    return depmap, maps_of_file(depmap, path), utc_time(depmap.recorded_at) or datetime.now(timezone.utc)
+
+
+@lru_cache(maxsize=256)
+def _base_text(root: str, path: str) -> bytes | None:
+    proc = subprocess.run(["git", "show", f"HEAD:./{path}"], cwd=root, capture_output=True, check=False)
+    return proc.stdout if proc.returncode == 0 else None
 
 
 def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant) -> set[str]:
     """See the module docstring."""
-    maps, now = _maps(str(depmap_path), depmap_path.stat().st_mtime_ns)
-    chosen = select_by_maps(maps, sorted(tree.universe), [mutant.path], now=now)
+    depmap, maps, now = _maps(str(depmap_path), depmap_path.stat().st_mtime_ns)
+    touched = touched_old_lines(mutant.diff)
+    scopes = diff_scopes(touched, lambda path: _base_text(str(tree.root), path))
+    chosen = select_by_maps(maps, sorted(tree.universe), [mutant.path], now=now,
+                            scopes_for=lambda sha: scopes if sha is not None and sha == depmap.sha else None,
+                            module_reach=lambda path: tree.deps.impact([path]).reasons)
     selected = {t for t, verdict in chosen.decided.items() if verdict.why}
     if chosen.fallback:
         selected |= set(chosen.fallback) & static_selection(tree, mutant.path)

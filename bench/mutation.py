@@ -50,7 +50,7 @@ from pathlib import Path
 
 from bench._mutation_gen import Mutant, generate
 from bench._mutation_quick import build_quick_tree
-from bench._mutation_report import GOAL_RECALL, miss_lines, score, selector_table
+from bench._mutation_report import GOAL_RECALL, miss_lines, score, selector_table, unjudged_lines
 from bench._mutation_run import SuiteRun, drop_bytecode, run_suite
 from bench._mutation_runtime import runtime_selection
 from bench._mutation_select import SelectionTree, path_prefix_selection, static_selection
@@ -89,6 +89,8 @@ class Options:
     seed: int
     workers: int
     resume: bool
+    max_file_seconds: float | None = None
+    report_only: bool = False
 
 
 def _say(text: str) -> None:
@@ -99,8 +101,9 @@ def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> 
     """Step 1 (module docstring): the universe and its seconds, from two runs at the base commit."""
     state = opts.workdir / "baseline.json"
     if opts.resume and state.is_file():
-        kept = Baseline(**json.loads(state.read_text()))
+        kept = _within_budget(Baseline(**json.loads(state.read_text())), opts.max_file_seconds)
         write_registry(tree, spec, kept.universe, kept.durations)  # the copy may be new
+        atomic_write_text(state, json.dumps(asdict(kept), indent=1))
         return kept
     candidates = collect_candidates(opts.python, tree, env)
     runs: list[SuiteRun] = []
@@ -115,10 +118,25 @@ def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> 
                 for f in sorted(runs[0].failing | runs[1].failing)}  # type: ignore[operator]
     universe = [f for f in candidates if f not in excluded]
     durations = {f: (runs[0].durations.get(f, 0.0) + runs[1].durations.get(f, 0.0)) / 2 for f in universe}
-    result = Baseline(universe, excluded, durations, {"baseline run 1": runs[0].wall, "baseline run 2": runs[1].wall})
+    result = _within_budget(Baseline(universe, excluded, durations,
+                                     {"baseline run 1": runs[0].wall, "baseline run 2": runs[1].wall}),
+                            opts.max_file_seconds)
     write_registry(tree, spec, universe, durations)
     atomic_write_text(state, json.dumps(asdict(result), indent=1))
     return result
+
+
+def _within_budget(base: Baseline, limit: float | None) -> Baseline:
+    """``--max-file-seconds``: leave out of the universe, named, every file whose mean baseline
+    seconds exceed ``limit`` (each mutant runs the whole universe; this bounds its cost)."""
+    if limit is None:
+        return base
+    slow = {f: f"{base.durations[f]:.1f} s in the baselines, over --max-file-seconds {limit:g}"
+            for f in base.universe if base.durations.get(f, 0.0) > limit}
+    if not slow:
+        return base
+    universe = [f for f in base.universe if f not in slow]
+    return Baseline(universe, {**base.excluded, **slow}, {f: base.durations[f] for f in universe}, base.walls)
 
 
 def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str],
@@ -183,7 +201,7 @@ def measure(opts: Options, repo: Path, spec: TreeSpec) -> int:
     for warning in warnings:
         _say(f"bench mutation: warning: {warning}")
     for i, mutant in enumerate(mutants, 1):
-        if mutant.id in results:
+        if mutant.id in results or opts.report_only:
             continue
         result = run_mutant(opts, tree, mutant, base, env)
         append_result(results_path, result)
@@ -226,7 +244,7 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
     recall = scores[0].recall
     verdict = "n/a (no failing pair)" if recall is None else ("MET" if recall >= GOAL_RECALL else "MISSED")
     print(f"goal: runtime map recall >= {GOAL_RECALL:.1%}: {verdict}" + (f" ({recall:.2%})" if recall is not None else ""))
-    for line in miss_lines(scores):
+    for line in unjudged_lines(scores) + miss_lines(scores):
         print(line)
 
 
@@ -240,6 +258,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=20261204)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--report-only", action="store_true",
+                        help="with --resume: print the tables for the mutants run so far, run no more")
+    parser.add_argument("--max-file-seconds", type=float, default=None,
+                        help="leave out of the universe the files slower than this in the baselines (named)")
     parser.add_argument("--quick", action="store_true")
     return parser.parse_args(argv)
 
@@ -262,7 +284,8 @@ def main(argv: list[str]) -> int:
             print("bench mutation: give --python PY (an interpreter with the tree's test dependencies) and "
                   "--workdir DIR; see the module docstring for the setup", file=sys.stderr)
             return 2
-        opts = Options(args.python, args.workdir.resolve(), args.mutants or 100, args.seed, args.workers, args.resume)
+        opts = Options(args.python, args.workdir.resolve(), args.mutants or 100, args.seed, args.workers, args.resume,
+                       args.max_file_seconds, args.report_only)
         return measure(opts, args.pytest_repo, PYTEST)
     except (TreeError, ResultsError) as exc:
         print(f"bench mutation: {exc}", file=sys.stderr)
