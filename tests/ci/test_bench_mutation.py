@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench._mutation_gen import apply_edit, generate, sites
+from bench._mutation_gen import Mutant, apply_edit, generate, sites, unified_diff
 from bench._mutation_quick import build_quick_tree
 from bench._mutation_report import score
 from bench._mutation_run import failing_files, run_suite
@@ -235,10 +236,22 @@ def test_runtime_selection_uses_the_map_and_falls_back_to_the_static_graph(tmp_p
                       {"src/shapes/area.py": frozenset(range(1, 20))}, 1, seed=1)[0]
     # importing shapes.names runs shapes/__init__.py, which imports area.py: the graph takes test_names too
     assert static_selection(view, mutant.path) == {"tests/test_area.py", "tests/test_names.py", "tests/test_report.py"}
-    assert runtime_selection(depmap, view, mutant) == {"tests/test_area.py", "tests/test_report.py"}
-    names = generate({"src/shapes/names.py": (tree / "src/shapes/names.py").read_text()},
-                     {"src/shapes/names.py": frozenset(range(1, 20))}, 1, seed=1)[0]
-    assert runtime_selection(depmap, view, names) == {"tests/test_names.py", "tests/test_report.py"}
+    # a version-1 map judges by file: it can add to the graph, never drop an importer
+    assert runtime_selection(depmap, view, mutant) == {"tests/test_area.py", "tests/test_names.py", "tests/test_report.py"}
+    # a version-2 map of the copy's commit judges by line: area()'s body ran in test_area only
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
+    lines = DepMap("cpu", "2026-12-04T10:00:00+00:00", {
+        "tests/test_area.py": TestMap(frozenset({"src/shapes/area.py"}), items=3, ran=3,
+                                      lines={"src/shapes/area.py": frozenset(range(1, 12))}),
+        "tests/test_names.py": TestMap(frozenset({"src/shapes/names.py"}), items=1, ran=1,
+                                       lines={"src/shapes/names.py": frozenset(range(1, 9))}),
+        "tests/test_other.py": TestMap(frozenset(), items=1, ran=1, lines={})}, {}, head)
+    (tmp_path / "lines.json").write_text(dump_depmap(lines))
+    old = (tree / "src/shapes/area.py").read_text()
+    assert old.splitlines()[4] == '    if kind == "square":'
+    new = old.replace('if kind == "square"', 'if kind != "square"')
+    body = Mutant("m1", "src/shapes/area.py", 5, "comparison", unified_diff("src/shapes/area.py", old, new), new)
+    assert runtime_selection(tmp_path / "lines.json", view, body) == {"tests/test_area.py", "tests/test_report.py"}
 
 
 def test_generated_registry_covers_files_collected_by_a_folder_rule(tmp_path: Path) -> None:
@@ -271,6 +284,12 @@ def test_score_counts_pairs_and_lists_every_miss() -> None:
     assert only_a.mean_files == 0.25 and only_a.mean_time == 1 / 8
     nothing_failed = score({"a": lambda m: set()}, mutants[1:], results, universe, durations)[0]
     assert nothing_failed.recall is None
+    # a run without a verdict (pytest's internal error) names no failing file: no pair, listed apart
+    crashed = {mutants[0].id: MutantResult(mutants[0].id, "src/m.py", mutants[0].line, mutants[0].operator,
+                                           mutants[0].diff, tuple(sorted(universe)), 1.0, 3, "internal error (exit 3)")}
+    apart = score({"a": lambda m: {"t/a.py"}}, mutants[:1], crashed, universe, durations)[0]
+    assert (apart.failing_pairs, apart.misses, apart.recall) == (0, [], None)
+    assert [(r.id, n) for r, n in apart.unjudged] == [(mutants[0].id, 1)] and apart.mean_files == 0.25
 
 
 # -- the command's bad input ---------------------------------------------------------------------
