@@ -232,8 +232,8 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
         print(f"left out of the universe: {path} ({why})")
     broken = [r for r in done if r.broken]
     print(f"mutants: {len(done)} run of {len(mutants)}, {sum(1 for r in done if r.failing)} killed (>= 1 failing file), "
-          f"{sum(len(r.failing) for r in done)} failing (mutant, test file) pairs; {len(broken)} run(s) without a "
-          f"verdict counted as every file failing" + "".join(f"\n  {r.id} {r.path}:{r.line}: {r.broken}" for r in broken))
+          f"{sum(len(r.failing) for r in done if not r.broken)} failing (mutant, test file) pairs with a verdict; "
+          f"{len(broken)} run(s) without a per-file verdict, left out of the pairs (listed below the table)")
     tree_view = SelectionTree(tree, load_registry(tree / "registry.yaml"), universe)
     selectors = {"runtime map": lambda m: runtime_selection(opts.workdir / "depmap.json", tree_view, m),
                  "static graph": lambda m: static_selection(tree_view, m.path),
