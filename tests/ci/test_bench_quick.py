@@ -132,12 +132,12 @@ SPECS: dict[str, Spec] = {
                   ("baseline run 1", "baseline run 2", "recording (CI_DEPMAP)", "mutant runs (mean)"),
                   "x baseline run 1"),
         TableSpec(("selector", "recall", "failing pairs selected", "files selected (mean)", "est-time selected (mean)",
-                   "x static graph (files)", "x static graph (est-time)", "misses"),
+                   "x static graph (files)", "x static graph (est-time)", "misses", "no verdict: empty selections"),
                   ("runtime map", "static graph (baseline)", "path prefix"), "x static graph (files)")),
         # the tiny tree's mutants are seeded: 3 of 5 kill a test file, and the path-prefix rule
         # misses test_report.py (it exercises two modules); the static graph selects every test
-        lines=(r"mutants: 5 run of 5, 3 killed \(>= 1 failing file\), \d+ failing \(mutant, test file\) pairs; "
-               r"0 run\(s\) without a verdict counted as every file failing",
+        lines=(r"mutants: 5 run of 5, 3 killed \(>= 1 failing file\), \d+ failing \(mutant, test file\) pairs with a "
+               r"verdict; 0 run\(s\) without a per-file verdict, left out of the pairs \(listed below the table\)",
                r"goal: runtime map recall >= 99\.5%: MET \(100\.00%\)",
                r"miss \(path prefix\): \w+ src/shapes/\w+\.py:\d+ \w+ `.*` -> tests/test_report\.py not selected"),
         cells={(1, "static graph (baseline)", "x static graph (files)"): "1.00",
