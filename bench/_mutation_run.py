@@ -13,7 +13,8 @@ Contract:
   collection errors included. It returns None for a report that is missing or unreadable.
 - `SuiteRun.failing` is None when the run gave no usable verdict: the limit was hit, pytest
   exited 2, 3, 4 or 5 (interrupted, internal error, usage error, nothing collected: the universe
-  always holds tests), or the JUnit is missing or unreadable; ``broken`` says which. A caller then counts every file as failing, and says so.
+  always holds tests), or the JUnit is missing or unreadable; ``broken`` says which. The report keeps such a run
+  out of the failing pairs and lists it (`bench._mutation_report`).
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@ What one run does, in ``--workdir``:
    plain ``coverage run --parallel-mode -m pytest`` of the universe (coverage.py's own data).
 3. ``--mutants N`` seeded behaviour mutations of the source root's files, at executed statements
    (`bench._mutation_gen`). Each is applied, its ``__pycache__`` entry removed, the universe run
-   (``-n 2``, a limit of 3x the slowest baseline; a timeout or a run without a usable JUnit counts
-   every universe file as failing, and says so), and the file restored from git. One line per
+   (``-n 2``, a limit of 3x the slowest baseline; a timeout or a run without a usable JUnit has no
+   per-file verdict: it is stored with every file, kept out of the failing pairs and listed), and
+   the file restored from git. One line per
    mutant goes to ``mutants.jsonl`` (flushed, fsynced); ``--resume`` skips the mutants done and
    reuses steps 1-2.
 4. Three selectors on the same mutants: the runtime map (`bench._mutation_runtime`), the static
