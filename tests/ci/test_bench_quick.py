@@ -230,7 +230,10 @@ def test_quick_run_prints_its_tables(name: str) -> None:
     for table, wanted in zip(tables, spec.tables):
         assert set(wanted.labels) <= {row[0] for row in table.rows}, (wanted.labels, why)
         ratios = [c for c in table.column(wanted.ratio) if c]
-        assert ratios and all(_is_ratio(c) for c in ratios), (wanted.ratio, ratios)
+        # bench depmap's history table needs git history: a copy of the tracked files (the
+        # selection safety test's) has none, so its rows are all empty there, never wrong
+        no_history = name == "depmap" and wanted.labels == ("all",) and not (ROOT / ".git").exists()
+        assert (ratios or no_history) and all(_is_ratio(c) for c in ratios), (wanted.ratio, ratios)
     for (i, label, column), cell in spec.cells.items():
         assert tables[i].row(label)[column] == cell, (label, column, why)
     for line in spec.lines:
