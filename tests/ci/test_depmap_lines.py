@@ -20,23 +20,9 @@ import pytest
 from ci.__main__ import main as ci_main
 from ci.selection.diff_hunks import comment_only_lines, touched_old_lines
 from ci.selection.edit_scopes import diff_scopes, scopes_of
+from tests.ci.depmap_support import REGISTRY
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 
-REGISTRY_HEAD = """\
-version: 1
-project:
-  first_party: [pkg, tests]
-  source_roots: ["."]
-  test_roots: [tests]
-  test_patterns: ["test_*.py"]
-tiers:
-  cpu:
-    description: cpu
-    runner_labels: [ubuntu-latest]
-    gpu_count: 0
-    arch: cpu
-tests:
-"""
 OPS = textwrap.dedent("""\
     LIMIT = 3
 
@@ -75,8 +61,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rel, text in FILES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    (root / "registry.yaml").write_text(REGISTRY_HEAD + "".join(
-        f"  {t}:\n    tiers: [cpu]\n    est_time: 1\n    owner: '@x'\n    status: active\n" for t in TESTS))
+    (root / "registry.yaml").write_text(REGISTRY.format(entries="".join(
+        f"  {t}:\n    tiers: [cpu]\n    est_time: 1\n    owner: '@x'\n    status: active\n" for t in TESTS)))
     _git(root, "init", "-q", "-b", "main")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "base")

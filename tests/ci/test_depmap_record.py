@@ -17,23 +17,8 @@ from pathlib import Path
 import pytest
 
 from ci.selection.depmap_format import parse_depmap
+from tests.ci.depmap_support import REGISTRY
 
-REGISTRY = """\
-version: 1
-project:
-  first_party: [pkg, tests]
-  source_roots: ["."]
-  test_roots: [tests]
-  test_patterns: ["test_*.py"]
-tiers:
-  cpu:
-    description: cpu
-    runner_labels: [ubuntu-latest]
-    gpu_count: 0
-    arch: cpu
-tests:
-{entries}
-"""
 
 FILES = {
     "pkg/__init__.py": "",
