@@ -44,8 +44,7 @@ class Hunk:
     def old_lines(self) -> frozenset[int]:
         """The old lines this hunk touches (see `touched_old_lines`)."""
         if self.old_count == 0:
-            return frozenset(n for n in (self.old_start, self.old_start + 1) if n >= 1) | (
-                {1} if self.old_start == 0 else frozenset())
+            return frozenset(n for n in (self.old_start, self.old_start + 1) if n >= 1)  # 0: line 1
         return frozenset(range(self.old_start, self.old_start + self.old_count))
 
 
