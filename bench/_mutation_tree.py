@@ -1,8 +1,11 @@
 """The tree ``bench mutation`` measures: its copy, universe, baseline, registry and recorded map.
 
 Contract:
-- `TreeSpec` says where a tree keeps its code and tests and what the copy needs besides its
-  tracked files (``extra_files``: a generated ``_version.py``); nothing here names a tree.
+- `TreeSpec` says where a tree keeps the code to mutate (``source_root``) and its tests, where
+  its packages import from (``import_root``, the source root unless said), which test files stay
+  in the universe whatever their seconds (``keep``: the tests of the mutated code), and what the
+  copy needs besides its tracked files (``extra_files``: a generated ``_version.py``); nothing
+  here names a tree.
 - `make_copy` makes ``<workdir>/tree``, a ``git clone --shared`` of the source repository checked
   out (forced, so a mutant left by a killed run is undone, and its source root's ``__pycache__``
   folders removed with it) at the commit, and writes the extra files.
@@ -10,7 +13,9 @@ Contract:
   (``--collect-only -q``), files with collection errors included (the baseline then drops them).
 - `write_registry`: a minimal ``registry.yaml`` in the copy: one tier ``cpu``, every universe
   file (est_time: its baseline seconds, at least 1), ``project:`` with the source and test roots,
-  test patterns covering every universe file's name, first-party names from the source root.
+  test patterns covering every universe file's name, first-party names from the import root.
+- `registry_seconds`: the est_time of each file in the copy's own ``registry.yaml`` (a tree
+  that has one, as this repository does), read with `ci.registry.load_registry`; {} without one.
 - `coverage_lines`: executed lines per source file, from an independent plain
   ``coverage run --parallel-mode -m pytest`` of the universe (coverage.py's data, subprocesses
   measured through its ``patch = subprocess``), read back by the tree's interpreter.
@@ -46,6 +51,17 @@ class TreeSpec:
     test_root: str
     name_patterns: tuple[str, ...] = ("test_*.py",)
     extra_files: Mapping[str, str] = field(default_factory=dict)
+    import_root: str = ""
+    keep: tuple[str, ...] = ()
+
+    @property
+    def imports_from(self) -> str:
+        """The folder that goes on ``PYTHONPATH`` and whose packages are first-party."""
+        return self.import_root or self.source_root
+
+    def kept(self, path: str) -> bool:
+        """True for a test file the universe keeps whatever its seconds (``keep`` prefixes)."""
+        return any(path == k or path.startswith(k.rstrip("/") + "/") for k in self.keep)
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:
@@ -71,7 +87,7 @@ def make_copy(repo: Path, spec: TreeSpec, workdir: Path) -> Path:
 def pythonpath(tree: Path, spec: TreeSpec, ci_root: Path) -> dict[str, str]:
     """The environment that makes the copy's own code and this repository's ``ci`` importable,
     the copy first (an editable install of the tree elsewhere must not win)."""
-    return {"PYTHONPATH": f"{tree / spec.source_root}:{ci_root}"}
+    return {"PYTHONPATH": f"{(tree / spec.imports_from).resolve()}:{ci_root}"}
 
 
 def collect_candidates(python: str, tree: Path, env: Mapping[str, str]) -> list[str]:
@@ -93,11 +109,11 @@ def write_registry(tree: Path, spec: TreeSpec, universe: Sequence[str], duration
     """The minimal registry (see the module docstring); returns its path."""
     names = sorted({Path(p).name for p in universe})
     patterns = list(spec.name_patterns) + [n for n in names if not any(fnmatch.fnmatch(n, p) for p in spec.name_patterns)]
-    src = tree / spec.source_root
+    src = tree / spec.imports_from
     first_party = sorted(p.stem for p in src.iterdir() if p.stem.isidentifier()
                          and (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").is_file())))
     lines = ["version: 1", "project:", f"  first_party: {json.dumps(first_party)}",
-             f"  source_roots: {json.dumps([spec.source_root])}", f"  test_roots: {json.dumps([spec.test_root])}",
+             f"  source_roots: {json.dumps([spec.imports_from])}", f"  test_roots: {json.dumps([spec.test_root])}",
              f"  test_patterns: {json.dumps(patterns)}", "  unique_basenames: false",
              "tiers:", "  cpu:", f"    description: {json.dumps(spec.name + ' test suite on CPU')}",
              "    runner_labels: [local]", "    gpu_count: 0", "    arch: cpu", "tests:"]
@@ -107,6 +123,19 @@ def write_registry(tree: Path, spec: TreeSpec, universe: Sequence[str], duration
     target = tree / "registry.yaml"
     atomic_write_text(target, "\n".join(lines) + "\n")
     return target
+
+
+def registry_seconds(tree: Path) -> dict[str, float]:
+    """See the module docstring."""
+    from ci.registry import RegistryError, load_registry  # deferred: only a tree with a registry needs it
+
+    path = tree / "registry.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        return {p: float(e.est_time) for p, e in load_registry(path).tests.items()}
+    except RegistryError as exc:
+        raise TreeError(f"{path}: {exc}") from None
 
 
 _DUMP = """
@@ -151,4 +180,4 @@ def read_executed(path: Path) -> dict[str, frozenset[int]]:
 
 
 __all__ = ["TreeError", "TreeSpec", "collect_candidates", "coverage_lines", "make_copy", "pythonpath",
-           "read_executed", "write_registry"]
+           "read_executed", "registry_seconds", "write_registry"]

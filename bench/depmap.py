@@ -1,92 +1,119 @@
-"""Runtime dependency maps: what recording costs, and what they select: ``python -m bench depmap [--quick]``.
+"""Runtime dependency maps: what recording costs, and what they select:
+``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N]``.
 
-1. Overhead: pytest over a subset of this repository's cpu tier (its files with est_time <= 3 s,
-   51 files at the time of writing; --quick: two files), one process (``-n 0``, so the tracer's cost
-   is not hidden by idle workers), alternately without and with recording (``CI_DEPMAP``:
-   coverage.py's C tracer with a context per test file, the "open" audit hook, subprocesses
-   measured), ``--repeat=N`` times each (2; --quick 1); best CPU time (user + system of pytest and
-   its children) of each, wall time beside it. Goal: <= 10 % more CPU time.
-2. Selection: the map that run wrote, against the static import graph, on this repository's last
-   20 first-party commits (--quick: 3): for each commit's changed files (``git diff C^ C``), the
-   recorded files each plan selects and their est_time, with the registry's ``run_all_paths`` and
-   without them (ci/ is a run-all path here, so most commits select everything either way). The
-   graph and the registry are this checkout's, not each commit's. A last row changes each
-   non-test file some map holds, alone, and sums the est_time selected over those changes.
+Every timing is pytest over a list of files, ``--repeat=N`` times each (2; --quick and --tier 1),
+the modes alternating; best CPU time (user + system of pytest and its children) of each, wall
+time beside it (`bench._depmap_overhead`). Recording means everything a CI recording does
+(``CI_DEPMAP``: lines per test file, the "open" audit hook, subprocesses measured).
+
+1. Breakdown (not with --quick or --tier), on the four files whose recording cost the most CPU
+   seconds when each small file was run alone (2026-12-04): Python-heavy in-process
+   (test_registry), subprocesses (test_docs, test_plugin_reruns) and torch
+   (test_oracle_edge_cases); one process (``-n 0``). Modes: baseline; the audit hook alone;
+   coverage.py's C tracer alone; both; everything with the tracer; and the slipcover core
+   without and with subprocesses. Then the audit events that reach a Python hook in that pytest
+   process, counted in one more, untimed, run.
+2. Overhead, the goal's table: the cpu tier's files with est_time <= 3 s (one process; --quick:
+   one file), or with --tier every file of the cpu tier (``-n WORKERS``, 2 by default: CPU time
+   counts every worker, so idle workers hide nothing). Modes: baseline, the default core
+   (slipcover where it runs, `ci.running.depmap_options`) and, except with --tier, the C tracer.
+   Goal: <= 10 % more CPU time with the default core. Then whether two cores' maps agree.
+3. Selection: the default core's map, against the static import graph, on this repository's last
+   20 first-party commits (--quick: 3; `bench._depmap_history`).
+
+Exit 0 when the goal is met, 1 when it is missed or no map was written.
 """
 
 from __future__ import annotations
 
-import os
-import resource
-import subprocess
-import sys
 import tempfile
-import time
+from dataclasses import replace
 from pathlib import Path
 
 from bench._depmap_history import selection_table
+from bench._depmap_overhead import (BASELINE, BREAKDOWN, FULL_CTRACE, FULL_SLIPCOVER, Measured, audit_events,
+                                    compare, table_rows)
 from bench.table import format_table
 from ci.registry import Registry, find_repo_root, load_registry
+from ci.running import depmap_slipcover
+from ci.selection.depmap_format import parse_depmap
 
 GOAL = 0.10
 QUICK_FILES = ("tests/ci/test_shard.py",)
+BREAKDOWN_FILES = ("tests/ci/test_docs.py", "tests/ci/test_registry.py", "tests/ci/test_plugin_reruns.py",
+                   "tests/quant/test_oracle_edge_cases.py")
+HEADERS = ("mode", "files", "wall s (best)", "CPU s (best)", "x baseline CPU")
 
 
-def subset(registry: Registry, quick: bool) -> list[str]:
+def subset(registry: Registry, quick: bool, tier: bool) -> list[str]:
     if quick:
         return list(QUICK_FILES)
-    return [e.path for e in registry.tests_for_tier("cpu") if e.est_time <= 3]
+    return [e.path for e in registry.tests_for_tier("cpu") if tier or e.est_time <= 3]
 
 
-def run_pytest(root: Path, files: list[str], record: Path | None) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (user + system of pytest and every process it waited for), exit status."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
-    env.pop("PYTEST_ADDOPTS", None)
-    if record is not None:
-        env["CI_DEPMAP"] = str(record)
-    argv = [sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0", "-q",
-            "-p", "no:cacheprovider", *files]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, proc.returncode
+def _rows(measured: list[Measured], files: int) -> list[tuple[object, ...]]:
+    return [(row[0], files, *row[1:4]) for row in table_rows(measured)]
 
 
-def overhead(root: Path, files: list[str], repeat: int, out: Path) -> tuple[float, float]:
-    """Best CPU seconds without and with recording (the goal's measure: on a shared machine wall
-    time swings with the neighbours' load, CPU time much less); wall times are shown beside."""
-    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-    codes = set()
-    for _ in range(repeat):
-        for recording in (False, True):
-            wall, cpu, rc = run_pytest(root, files, out if recording else None)
-            runs[recording].append((wall, cpu))
-            codes.add(rc)
-    (bw, bc), (rw, rc_) = [(min(w for w, _ in runs[r]), min(c for _, c in runs[r])) for r in (False, True)]
-    print(format_table(("mode", "files", "wall s (best)", "CPU s (best)", "x baseline CPU"), [
-        ("pytest, no recording (baseline)", len(files), f"{bw:.1f}", f"{bc:.1f}", "1.00"),
-        ("pytest, recording the map", len(files), f"{rw:.1f}", f"{rc_:.1f}", f"{rc_ / bc:.2f}")],
-        title=f"overhead, {repeat} run(s) of each, alternating; pytest exit codes seen: {sorted(codes)}"))
-    return bc, rc_
+def _codes(measured: list[Measured]) -> str:
+    return ", ".join(f"{m.mode.label}: {','.join(map(str, sorted(m.codes)))}" for m in measured)
+
+
+def breakdown(root: Path, files: list[str], repeat: int, tmp: Path) -> None:
+    modes = BREAKDOWN if depmap_slipcover.available() else tuple(m for m in BREAKDOWN if "slipcover" not in m.label)
+    measured = compare(root, files, modes, repeat, tmp / "breakdown.json")
+    print(format_table(HEADERS, _rows(measured, len(files)),
+                       title=f"breakdown: {', '.join(files)}; -n 0, {repeat} run(s) of each, alternating"))
+    print(f"pytest exit codes: {_codes(measured)}")
+    events = audit_events(root, files, FULL_CTRACE)
+    top = ", ".join(f"{name} {n:,}" for name, n in sorted(events.items(), key=lambda kv: -kv[1])[:5])
+    print(f"audit events in the pytest process (recording everything, from start-up): {sum(events.values()):,} "
+          f"({top})")
+
+
+def headline(root: Path, files: list[str], repeat: int, out: Path, workers: int,
+             with_ctrace: bool) -> tuple[list[Measured], list[Path]]:
+    """The goal's table and verdict; returns the measurements and the maps each recording mode wrote."""
+    default = FULL_SLIPCOVER if depmap_slipcover.available() else replace(FULL_CTRACE, label=FULL_CTRACE.label + " (default)")
+    modes = (BASELINE, default) + ((FULL_CTRACE,) if with_ctrace and default is FULL_SLIPCOVER else ())
+    measured = compare(root, files, modes, repeat, out, workers)
+    print(format_table(HEADERS, _rows(measured, len(files)),
+                       title=f"overhead: -n {workers}, {repeat} run(s) of each, alternating"))
+    print(f"pytest exit codes: {_codes(measured)}")
+    base, rec = measured[0].cpu, measured[1].cpu
+    verdict = "MET" if rec <= base * (1 + GOAL) else "MISSED"
+    print(f"goal: recording CPU overhead <= {GOAL:.0%}: {verdict} ({(rec / base - 1):+.1%}, {default.label})")
+    return measured, [out.with_suffix(f".{i}{out.suffix}") for i in range(1, len(modes))]
+
+
+def maps_agree(paths: list[Path]) -> None:
+    """One line: whether the maps two cores wrote hold the same lines per test file."""
+    if len(paths) < 2 or not all(p.is_file() for p in paths):
+        return
+    first, second = (parse_depmap(p.read_bytes(), p.name) for p in paths[:2])
+    differ = sorted(t for t in first.tests.keys() | second.tests.keys() if t not in first.tests
+                    or t not in second.tests or first.tests[t] != second.tests[t])
+    print(f"maps of the two cores: {len(first.tests)} and {len(second.tests)} test files, {len(differ)} differ in "
+          f"executed lines or opened files{': ' + ', '.join(differ[:5]) if differ else ''}; shared lines "
+          f"{'equal' if first.shared == second.shared else 'differ'}")
 
 
 def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
-    repeat = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--repeat=")), 1 if quick else 2)
+    quick, tier = "--quick" in argv, "--tier" in argv
+    repeat = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--repeat=")), 1 if quick or tier else 2)
+    workers = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--workers=")), 2 if tier else 0)
     root = find_repo_root()
     registry = load_registry(root / "registry.yaml")
-    files = subset(registry, quick)
+    files = subset(registry, quick, tier)
     with tempfile.TemporaryDirectory(prefix="bench-depmap-") as tmp:
-        out = Path(tmp) / "depmap.json"
-        base, rec = overhead(root, files, repeat, out)
-        verdict = "MET" if rec <= base * (1 + GOAL) else "MISSED"
-        print(f"goal: recording CPU overhead <= {GOAL:.0%}: {verdict} ({(rec / base - 1):+.1%})")
+        if not (quick or tier):
+            breakdown(root, list(BREAKDOWN_FILES), repeat, Path(tmp))
+            print()
+        measured, maps = headline(root, files, repeat, Path(tmp) / "depmap.json", workers, not tier)
+        maps_agree(maps)
         print()
-        if not out.is_file():
+        if not maps[0].is_file():
             print("bench depmap: the recording run wrote no map; no selection table")
             return 1
-        print(selection_table(root, registry, files, out, 3 if quick else 20))
-    return 0 if verdict == "MET" else 1
+        print(selection_table(root, registry, files, maps[0], 3 if quick else 20))
+    return 0 if measured[1].cpu <= measured[0].cpu * (1 + GOAL) else 1

@@ -1,5 +1,12 @@
 """Recall of change-based test selection, measured with seeded mutations on a real tree:
-``python -m bench mutation --tree pytest --python PY --workdir DIR [--mutants N] [--seed S] [--resume]``.
+``python -m bench mutation --tree pytest|self --python PY --workdir DIR [--mutants N] [--seed S] [--resume]``.
+
+``--tree self`` is this repository at HEAD (resuming: at the commit its copy holds), run with this
+interpreter unless ``--python`` says otherwise: the mutants are of ``fp4kv/`` (the system under
+test), the universe is the test files its own configuration collects. With
+``--max-file-seconds S`` a file whose est_time in the copy's registry.yaml exceeds S is left out
+before the baselines run, named, and so is one slower than S in them; the tests of fp4kv
+(`SELF_KEEP`) stay whatever their seconds.
 
 Setup for ``--tree pytest`` (pytest's own repository at `PYTEST_COMMIT`; its git directory is
 ``--pytest-repo``, default `PYTEST_MIRROR`), an interpreter with the tree's test dependencies::
@@ -57,7 +64,8 @@ from bench._mutation_runtime import runtime_selection
 from bench._mutation_select import SelectionTree, path_prefix_selection, static_selection
 from bench._mutation_store import MutantResult, ResultsError, append_result, load_results
 from bench._mutation_tree import (
-    TreeError, TreeSpec, collect_candidates, coverage_lines, make_copy, pythonpath, read_executed, write_registry,
+    TreeError, TreeSpec, collect_candidates, coverage_lines, make_copy, pythonpath, read_executed, registry_seconds,
+    write_registry,
 )
 from bench.table import format_table, ratio
 from ci.atomic_write import atomic_write_text
@@ -70,6 +78,19 @@ _PYTEST_VERSION = ('__version__ = version = "9.1.0.dev0"\n__version_tuple__ = ve
 PYTEST = TreeSpec("pytest", PYTEST_COMMIT, "src", "testing", ("test_*.py", "*_test.py"),
                   {"src/_pytest/_version.py": _PYTEST_VERSION})
 CI_ROOT = Path(__file__).resolve().parents[1]
+# This repository: mutate the system under test (fp4kv/); its own tests are the universe, every
+# test of fp4kv kept whatever its seconds.
+SELF_KEEP = ("tests/quant", "tests/mem_cache")
+
+
+def self_spec(workdir: Path, resume: bool) -> TreeSpec:
+    """This repository at HEAD, or, resuming, at the commit its copy in ``workdir`` holds."""
+    copy = workdir / "tree"
+    where = copy if resume and (copy / ".git").exists() else CI_ROOT
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise TreeError(f"{where}: not a git checkout ({proc.stderr.strip()})")
+    return TreeSpec("self", proc.stdout.strip(), "fp4kv", "tests", import_root=".", keep=SELF_KEEP)
 
 
 @dataclass(frozen=True)
@@ -102,11 +123,11 @@ def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> 
     """Step 1 (module docstring): the universe and its seconds, from two runs at the base commit."""
     state = opts.workdir / "baseline.json"
     if opts.resume and state.is_file():
-        kept = _within_budget(Baseline(**json.loads(state.read_text())), opts.max_file_seconds)
+        kept = _within_budget(Baseline(**json.loads(state.read_text())), opts.max_file_seconds, spec)
         write_registry(tree, spec, kept.universe, kept.durations)  # the copy may be new
         atomic_write_text(state, json.dumps(asdict(kept), indent=1))
         return kept
-    candidates = collect_candidates(opts.python, tree, env)
+    candidates, excluded = _prefilter(collect_candidates(opts.python, tree, env), tree, spec, opts.max_file_seconds)
     runs: list[SuiteRun] = []
     for i in (1, 2):
         _say(f"bench mutation: baseline run {i} of {len(candidates)} test files")
@@ -115,25 +136,40 @@ def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> 
         if run.failing is None:
             raise TreeError(f"baseline run {i} gave no verdict: {run.broken}: {run.tail[-300:]!r}")
         runs.append(run)
-    excluded = {f: "failed in baseline run " + " and ".join(str(i + 1) for i, r in enumerate(runs) if f in r.failing)
-                for f in sorted(runs[0].failing | runs[1].failing)}  # type: ignore[operator]
-    universe = [f for f in candidates if f not in excluded]
+    failed = {f: "failed in baseline run " + " and ".join(str(i + 1) for i, r in enumerate(runs) if f in r.failing)
+              for f in sorted(runs[0].failing | runs[1].failing)}  # type: ignore[operator]
+    universe = [f for f in candidates if f not in failed]
     durations = {f: (runs[0].durations.get(f, 0.0) + runs[1].durations.get(f, 0.0)) / 2 for f in universe}
-    result = _within_budget(Baseline(universe, excluded, durations,
+    result = _within_budget(Baseline(universe, {**excluded, **failed}, durations,
                                      {"baseline run 1": runs[0].wall, "baseline run 2": runs[1].wall}),
-                            opts.max_file_seconds)
+                            opts.max_file_seconds, spec)
     write_registry(tree, spec, universe, durations)
     atomic_write_text(state, json.dumps(asdict(result), indent=1))
     return result
 
 
-def _within_budget(base: Baseline, limit: float | None) -> Baseline:
+_PREFILTERED = "est_time "  # how an exclusion by the tree's own registry starts
+
+
+def _prefilter(candidates: list[str], tree: Path, spec: TreeSpec,
+               limit: float | None) -> tuple[list[str], dict[str, str]]:
+    """``--max-file-seconds`` before any run, for a tree with its own registry: the candidates
+    whose est_time there exceeds ``limit`` are left out, named (the baselines would otherwise run
+    them twice only to drop them); ``spec.keep`` files stay."""
+    seconds = registry_seconds(tree) if limit is not None else {}
+    slow = {f: f"{_PREFILTERED}{seconds[f]:g} s in the tree's registry.yaml, over --max-file-seconds {limit:g}"
+            for f in candidates if seconds.get(f, 0.0) > (limit or 0.0) and not spec.kept(f)}
+    return [f for f in candidates if f not in slow], slow
+
+
+def _within_budget(base: Baseline, limit: float | None, spec: TreeSpec) -> Baseline:
     """``--max-file-seconds``: leave out of the universe, named, every file whose mean baseline
-    seconds exceed ``limit`` (each mutant runs the whole universe; this bounds its cost)."""
+    seconds exceed ``limit`` (each mutant runs the whole universe; this bounds its cost), except
+    the tree's ``keep`` files."""
     if limit is None:
         return base
     slow = {f: f"{base.durations[f]:.1f} s in the baselines, over --max-file-seconds {limit:g}"
-            for f in base.universe if base.durations.get(f, 0.0) > limit}
+            for f in base.universe if base.durations.get(f, 0.0) > limit and not spec.kept(f)}
     if not slow:
         return base
     universe = [f for f in base.universe if f not in slow]
@@ -219,7 +255,7 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
     universe = frozenset(base.universe)
     done = [results[m.id] for m in mutants if m.id in results]
     first = base.walls["baseline run 1"]
-    candidates = len(universe) + len(base.excluded)  # the baselines ran every collected file
+    candidates = len(universe) + sum(1 for why in base.excluded.values() if not why.startswith(_PREFILTERED))
     rows = [(name, candidates if name.startswith("baseline") else len(universe), "", f"{wall:.1f}", ratio(wall / first))
             for name, wall in base.walls.items()]
     if done:
@@ -251,7 +287,7 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench mutation", description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", choices=("pytest",), default="pytest")
+    parser.add_argument("--tree", choices=("pytest", "self"), default="pytest")
     parser.add_argument("--pytest-repo", type=Path, default=PYTEST_MIRROR)
     parser.add_argument("--python", default=None)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -277,6 +313,14 @@ def main(argv: list[str]) -> int:
                 spec = build_quick_tree(repo)
                 opts = Options(sys.executable, Path(tmp) / "work", args.mutants or 5, args.seed, 0, False)
                 return measure(opts, repo, spec)
+        if args.tree == "self":
+            if args.workdir is None:
+                print("bench mutation: --tree self needs --workdir DIR", file=sys.stderr)
+                return 2
+            workdir = args.workdir.resolve()
+            opts = Options(args.python or sys.executable, workdir, args.mutants or 100, args.seed, args.workers,
+                           args.resume, args.max_file_seconds, args.report_only)
+            return measure(opts, CI_ROOT, self_spec(workdir, args.resume))
         if not (args.pytest_repo / "HEAD").is_file() and not (args.pytest_repo / ".git").exists():
             print(f"bench mutation: --pytest-repo {args.pytest_repo}: no git repository there (a clone or mirror "
                   f"of pytest-dev/pytest holding {PYTEST_COMMIT[:12]})", file=sys.stderr)

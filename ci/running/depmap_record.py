@@ -4,16 +4,19 @@
 itself started by a recorded test (`ci.running.depmap_files.TEST_ENV` unset: a pytest that a test
 starts is measured as that test's subprocess instead). In each process that runs tests it:
 
-- starts coverage.py with the C tracer (``core = ctrace``; Python 3.11 has no ``sysmon``),
-  measuring only files inside the repository, and switches coverage's dynamic context to the test
-  file whose test is running, so each executed line is the test file's that ran it. Work that
+- measures executed lines of files inside the repository with the core
+  `ci.running.depmap_options` picks (slipcover's bytecode probes, `ci.running.depmap_slipcover`,
+  or coverage.py's C tracer; Python 3.11 has no ``sysmon``), and switches the measurement's
+  context to the test file whose test is running, so each executed line is the test file's that
+  ran it. Work that
   serves more than one test file gets a shared context (`depmap_files.shared_context`) as well:
   collecting a test module (the import-time code of everything it imports first; the module is
   still the collecting file's), the setup of a session- or package-scoped fixture, and the
   session outside any test (context ""): the merge makes those lines the map's ``shared``;
 - adds the "open" audit hook (`OpenedLog`) with the same test file as its context;
 - exports ``COVERAGE_PROCESS_START`` (a config written to the parts directory) and the test file,
-  so every Python subprocess a test starts is measured with that test file as its context;
+  so every Python subprocess a test starts is measured by coverage.py with that test file as its
+  context;
 - counts each test file's collected, finished and run tests (completeness: `depmap_format`).
 
 The process that owns the recording (the one pytest process, or the pytest-xdist controller)
@@ -38,6 +41,7 @@ import pytest
 from ci.atomic_write import atomic_write_text
 from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
                                      fixture_context)
+from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
 from ci.selection.depmap_format import dump_depmap
 
 _SUBPROCESS_PLUGIN = "ci.running.depmap_subprocess"
@@ -80,7 +84,26 @@ def _claim_parts(root: Path) -> bool:
     return True
 
 
-def _start_coverage(parts: Path, files: RepoFiles):
+def _options() -> RecordOptions:
+    try:
+        return record_options()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+class _Idle:
+    """The line recorder of a run that measures no lines (``CI_DEPMAP_MEASURE`` without ``lines``)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def save(self) -> None: ...
+    def erase(self) -> None: ...
+    def switch_context(self, context: str) -> None: ...
+
+
+def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions):
+    """Write the subprocesses' coverage config and start this process's line recorder: an object
+    with start, stop, switch_context, save and erase (`coverage.Coverage`'s names), started."""
     import coverage
 
     include = [os.path.join(r, "*") for r in files.roots]
@@ -91,18 +114,26 @@ def _start_coverage(parts: Path, files: RepoFiles):
         "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
         "include": "\n    " + "\n    ".join(include), "omit": "\n    " + "\n    ".join(omit)}.items()),
         encoding="utf-8")
-    cov = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
-                            include=include, omit=omit)
-    cov.set_option("run:core", "ctrace")
-    cov.start()
-    return cov
+    if not options.lines:
+        return _Idle()
+    if options.core == "slipcover":
+        from ci.running.depmap_slipcover import SlipcoverLines  # deferred: only this core needs it
+
+        lines = SlipcoverLines(files, parts / "cov")
+    else:
+        lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
+                                  include=include, omit=omit)
+        lines.set_option("run:core", "ctrace")
+    lines.start()
+    return lines
 
 
 @dataclass
 class _Early:
     root: Path
     owner: bool
-    cov: object
+    cov: object | None  # None: handed over without a measurement (`_take_early`)
+    options: RecordOptions
 
 
 _EARLY: _Early | None = None
@@ -118,10 +149,11 @@ def start_early(root: Path | None) -> None:
         return
     try:
         _check_coverage()
+        options = _options()
     except pytest.UsageError:
         return
     owner = _claim_parts(root)
-    _EARLY = _Early(root, owner, _start_coverage(Path(os.environ[PARTS_ENV]), RepoFiles(root)))
+    _EARLY = _Early(root, owner, _start_lines(Path(os.environ[PARTS_ENV]), RepoFiles(root), options), options)
 
 
 def drop_early() -> None:
@@ -140,13 +172,21 @@ def drop_early() -> None:
 
 
 def _take_early(root: Path) -> _Early | None:
+    """The early measurement, for the recorder of ``root``. One of another tree (configure found
+    the registry elsewhere than the invocation directory's) is stopped and its data dropped; what
+    it leaves is handed over with ``cov`` None: its ownership of the parts directory, and its
+    options, with coverage.py's tracer for a core when slipcover's probes are already in this
+    process (a second slipcover recorder cannot wrap pytest's assertion rewriting again)."""
     global _EARLY
     early, _EARLY = _EARLY, None
     if early is None or early.root == root:
         return early
     early.cov.stop()  # measured another tree: its data is not this recording's
     early.cov.erase()
-    return None
+    options = early.options
+    if options.core == "slipcover" and options.lines:
+        options = RecordOptions(options.lines, options.opened, options.subprocesses, "ctrace")
+    return _Early(root, early.owner, None, options)
 
 
 class DepmapRecorder:
@@ -156,6 +196,7 @@ class DepmapRecorder:
         early = _take_early(root)
         if early is None:
             _check_coverage()  # before anything is made: a refusal leaves nothing behind
+        self.options = options = early.options if early is not None else _options()
         self.out = Path(config.invocation_params.dir, os.environ[RECORD_ENV])
         self.root, self.tier, self.relative_test = root, tier, relative_test
         self.owner = early.owner if early is not None else _claim_parts(root)
@@ -166,8 +207,10 @@ class DepmapRecorder:
         self.ran: dict[str, int] = defaultdict(int)
         self.context = ""
         self.opened = OpenedLog(self.files, self.parts)
-        self.cov = early.cov if early is not None else _start_coverage(self.parts, self.files)
-        self.opened.start()
+        started = early.cov if early is not None else None
+        self.cov = started if started is not None else _start_lines(self.parts, self.files, options)
+        if options.opened:
+            self.opened.start()
 
     def _switch(self, context: str, test: str = "") -> None:
         """Make ``context`` coverage's context; ``test`` is the test file the work is for (the
@@ -179,7 +222,8 @@ class DepmapRecorder:
         self.cov.switch_context(context)
         if test:
             os.environ[TEST_ENV] = test
-            os.environ["COVERAGE_PROCESS_START"] = str(self.parts / "coverage.ini")
+            if self.options.subprocesses:
+                os.environ["COVERAGE_PROCESS_START"] = str(self.parts / "coverage.ini")
         else:
             os.environ.pop(TEST_ENV, None)
 
@@ -250,6 +294,8 @@ class DepmapRecorder:
         except (OSError, ValueError) as exc:
             line = f"depmap: no map written to {self.out}: {exc}"
         finally:
+            if os.environ.get(KEEP_PARTS_ENV):  # the raw per-context data, for tests and benches
+                shutil.copytree(self.parts, os.environ[KEEP_PARTS_ENV], dirs_exist_ok=True)
             shutil.rmtree(self.parts, ignore_errors=True)
             for name in (PARTS_ENV, ROOT_ENV, TEST_ENV, "COVERAGE_PROCESS_START"):
                 os.environ.pop(name, None)

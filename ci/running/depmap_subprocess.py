@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from ci.running.depmap_files import PARTS_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
+from ci.running.depmap_options import record_options
 
 
 def coverage_init(reg: Any, options: dict[str, str]) -> None:
@@ -20,6 +21,11 @@ def coverage_init(reg: Any, options: dict[str, str]) -> None:
     parts, root, test = os.environ.get(PARTS_ENV), os.environ.get(ROOT_ENV), os.environ.get(TEST_ENV, "")
     if not parts or not root or not test or not os.path.isdir(parts):
         return
+    try:
+        if not record_options(resolve_core=False).opened:
+            return
+    except ValueError:
+        pass  # the pytest process refused such options already; measure as by default
     log = OpenedLog(RepoFiles(root), parts)
     log.context = test
     log.start()

@@ -18,7 +18,7 @@ from bench._mutation_run import failing_files, run_suite
 from bench._mutation_runtime import runtime_selection
 from bench._mutation_select import SelectionTree, module_name, path_prefix_selection, static_selection
 from bench._mutation_store import MutantResult, ResultsError, append_result, load_results
-from bench._mutation_tree import make_copy, write_registry
+from bench._mutation_tree import TreeError, make_copy, write_registry
 from ci.registry import load_registry
 from ci.selection.depmap_format import DepMap, TestMap, dump_depmap
 
@@ -266,6 +266,42 @@ def test_generated_registry_covers_files_collected_by_a_folder_rule(tmp_path: Pa
     assert registry.project.first_party == ("shapes",) and registry.project.source_roots == ("src",)
     assert {p: e.est_time for p, e in registry.tests.items()} == {"tests/test_area.py": 3.0,
                                                                   "tests/python/collect.py": 1.0}
+
+
+def test_a_tree_importing_from_its_root_keeps_its_tests_of_the_mutated_code_whatever_their_seconds(
+        tmp_path: Path) -> None:
+    """--tree self's shape: mutate ``src/`` code imported from the root; the tree's own registry
+    prunes slow files before the baselines, except the ``keep`` ones, and so do the baselines."""
+    from bench.mutation import Baseline, _prefilter, _within_budget
+    from bench._mutation_tree import TreeSpec, pythonpath, registry_seconds
+
+    (tmp_path / "repo").mkdir()
+    quick = build_quick_tree(tmp_path / "repo")
+    spec = TreeSpec("rooted", quick.commit, "src/shapes", "tests", import_root="src", keep=("tests/test_area.py",))
+    tree = make_copy(tmp_path / "repo", spec, tmp_path)
+    assert pythonpath(tree, spec, Path("/ci"))["PYTHONPATH"] == f"{(tree / 'src').resolve()}:/ci"
+    assert registry_seconds(tree) == {}  # no registry of its own: nothing pruned before running
+    files = ["tests/test_area.py", "tests/test_names.py", "tests/test_other.py", "tests/test_report.py"]
+    assert _prefilter(files, tree, spec, 5.0) == (files, {})
+    write_registry(tree, spec, files, {"tests/test_area.py": 9.0, "tests/test_names.py": 5.0,
+                                       "tests/test_other.py": 5.4, "tests/test_report.py": 2.0})
+    registry = load_registry(tree / "registry.yaml")
+    assert registry.project.first_party == ("shapes",) and registry.project.source_roots == ("src",)
+    assert registry_seconds(tree)["tests/test_area.py"] == 9.0
+    kept, slow = _prefilter(files, tree, spec, 5.0)  # 5 s exactly stays; 5.4 rounds to 5 in the registry
+    assert (kept, slow) == (files, {})
+    kept, slow = _prefilter(files, tree, spec, 4.0)
+    assert kept == ["tests/test_area.py", "tests/test_report.py"]
+    assert slow == {f: f"est_time 5 s in the tree's registry.yaml, over --max-file-seconds 4"
+                    for f in ("tests/test_names.py", "tests/test_other.py")}
+    base = Baseline(files, {}, {"tests/test_area.py": 9.0, "tests/test_names.py": 4.0, "tests/test_other.py": 4.01,
+                                "tests/test_report.py": 1.0}, {"baseline run 1": 1.0})
+    pruned = _within_budget(base, 4.0, spec)
+    assert pruned.universe == ["tests/test_area.py", "tests/test_names.py", "tests/test_report.py"]
+    assert pruned.excluded == {"tests/test_other.py": "4.0 s in the baselines, over --max-file-seconds 4"}
+    (tree / "registry.yaml").write_text("version: 1\ntiers: [\n")
+    with pytest.raises(TreeError, match=r"registry\.yaml: "):
+        registry_seconds(tree)
 
 
 def test_score_counts_pairs_and_lists_every_miss() -> None:

@@ -104,7 +104,8 @@ SPECS: dict[str, Spec] = {
         "nothing measured\n\n")),
     "depmap": Spec((
         TableSpec(("mode", "files", "wall s (best)", "CPU s (best)", "x baseline CPU"),
-                  ("pytest, no recording (baseline)", "pytest, recording the map"), "x baseline CPU"),
+                  ("no recording (baseline)", "recording: everything, slipcover core (default)",
+                   "recording: everything, ctrace core"), "x baseline CPU"),
         TableSpec(("commit", "changed", "graph", "map", "graph, no run-all", "map, no run-all",
                    "x graph est (no run-all)"), ("all",), "x graph est (no run-all)")),
         goal=r"goal: recording CPU overhead <= 10%: (MET|MISSED) \(.*\)"),

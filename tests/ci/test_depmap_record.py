@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ci.selection.depmap_format import parse_depmap
-from tests.ci.depmap_support import REGISTRY
+from tests.ci.depmap_support import write_project
 
 
 FILES = {
@@ -61,13 +61,7 @@ FILES = {
 
 
 def _make_project(root: Path) -> None:
-    for rel, text in FILES.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    tests = sorted(r for r in FILES if r.startswith("tests/test_"))
-    entries = "".join(f"  {t}:\n    tiers: [cpu]\n    est_time: 1\n    owner: '@x'\n    status: active\n" for t in tests)
-    (root / "registry.yaml").write_text(REGISTRY.format(entries=entries))
+    write_project(root, FILES)
 
 
 def _clean_env() -> dict[str, str]:
@@ -230,3 +224,25 @@ def test_a_measurement_started_early_and_never_taken_over_leaves_nothing(tmp_pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "depmap" not in proc.stdout and not (tmp_path / "proj" / "out").exists()
     assert list((tmp_path / "tmp").iterdir()) == []  # the parts directory the early start made is gone
+
+
+def test_an_early_measurement_of_another_tree_hands_over_to_the_tracer(tmp_path: Path) -> None:
+    # started early from the invocation directory's registry (tree a), configured for tree b
+    # (--registry): slipcover's probes and its pytest wrapping are already in this process for a,
+    # so b is recorded by coverage.py's tracer, completely, and nothing of a is in b's map
+    (tmp_path / "a").mkdir()
+    write_project(tmp_path / "a", {})  # a registry-driven tree of its own, without code that b would import
+    _make_project(tmp_path / "b")
+    env = _clean_env()
+    env.update(CI_DEPMAP="out/depmap.json", CI_DEPMAP_CORE="slipcover")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--registry",
+                           str(tmp_path / "b" / "registry.yaml"), "--tier", "cpu", "-n", "0", "-q", "-p",
+                           "no:cacheprovider", str(tmp_path / "b" / "tests")], cwd=tmp_path / "a", env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails, and test_sub's child run from a/
+    data = parse_depmap((tmp_path / "a" / "out" / "depmap.json").read_text(), "depmap.json")
+    # pkg.beta's module lines ran while test_fails.py was collected (shared); test_b ran g's body
+    assert data.tests["tests/test_beta.py"].lines == {"pkg/beta.py": {2}, "tests/test_beta.py": {1, 2, 3}}
+    assert data.shared["pkg/beta.py"] == {1}
+    assert "pkg/alpha.py" in data.tests["tests/test_alpha.py"].executed
+    assert all(t.complete for t in data.tests.values()) and len(data.tests) == 6

@@ -1,0 +1,187 @@
+"""Executed lines per context through slipcover's bytecode probes instead of a trace function.
+
+On Python 3.11 any ``sys.settrace`` tracer (coverage.py's C tracer included) puts every frame of
+the thread on the interpreter's slow tracing path, measured file or not. Slipcover
+(https://github.com/plasma-umass/slipcover) instead inserts a probe call at each line start of
+the code it instruments, and only of that code. This module drives slipcover as a library:
+
+- every code object of a repository file (`RepoFiles.relative` not None) gets probes: modules
+  imported later through slipcover's import hook and pytest's assertion rewriting, and every
+  live function of such a file when `start` runs (found through `gc`; its ``__code__`` is
+  replaced; module-level code that already ran stays unmeasured, as it is under coverage.py);
+- probes are created with ``d_miss_threshold = -2``, which tells slipcover's C probe to record its
+  line on every execution and never to remove itself: so each context sees every line it runs,
+  not only lines no earlier context ran;
+- `switch_context` moves the lines seen so far (slipcover's ``newly_seen``) to the context that
+  ran them; `save` writes them as a coverage.py data file with one context per test file, the
+  format `ci.running.depmap_merge` reads, beside the data of subprocesses (still measured by
+  coverage.py's start-up hook).
+
+- `exec` is wrapped while recording, so a repository file's code compiled outside the import
+  system (``runpy``, Triton's interpreter re-compiling a kernel from its source) gets probes too.
+
+Known differences from coverage.py's tracer: a code object that was not a live function's at
+`start` (kept without its function), or that runs without `exec` (``eval``, ``types.FunctionType``
+over a compiled code object), has no probes. `available` says whether this core can run here:
+slipcover imports and the interpreter is CPython 3.11, the one whose bytecode probes this module
+is tested with (3.12+ has ``sys.monitoring``, where coverage.py's own ``sysmon`` core is the
+cheap choice). `SlipcoverLines.erase` drops what was seen; probes already placed stay (code
+objects cannot be un-instrumented) and record into nothing once `stop` ran.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import gc
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from types import CodeType, FunctionType
+
+from ci.running.depmap_files import RepoFiles
+
+_EXEC = builtins.exec
+_MARK = "__slipcover__"  # the constant slipcover adds to each code object it instruments
+_NEVER_REMOVE = -2
+_RESUME = dis.opmap.get("RESUME", -1)  # 3.11+; `available` is False before
+_OPENING = frozenset({_RESUME, dis.opmap.get("RETURN_GENERATOR", -1)})  # slipcover's probe.cxx: "_d_miss_threshold == -2 means don't de-instrument either"
+
+
+def unavailable_reason() -> str | None:
+    """Why this core cannot run here (see the module docstring), or None when it can."""
+    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+        return f"the slipcover core is tested on CPython 3.11 only, this is {sys.implementation.name} " \
+               f"{sys.version_info[0]}.{sys.version_info[1]}"
+    try:
+        import slipcover.importer  # noqa: F401  (deferred: only this core needs it)
+    except ImportError as exc:
+        return f"slipcover is not installed: {exc}"
+    return None
+
+
+def available() -> bool:
+    """True when this core can run here (`unavailable_reason` is None)."""
+    return unavailable_reason() is None
+
+
+def _line_starts(co: CodeType) -> Iterator[tuple[int, int]]:
+    """Where to put a line's probe: slipcover's choice (`dis.findlinestarts` without the RESUME
+    or RETURN_GENERATOR that opens a code object), plus the first instruction after that opening
+    when it is still on the opening line. A one-line ``lambda: x`` or ``def f(x): return x`` has
+    no other line start, and coverage.py's tracer records that line each time it runs."""
+    code, lines = co.co_code, {start: line for start, _, line in co.co_lines()}
+    starts = list(dis.findlinestarts(co))
+    offsets = {off for off, _ in starts}
+    for off, line in starts:
+        if not line:
+            continue
+        if code[off] not in _OPENING:
+            yield off, line
+            continue
+        after = off
+        while after < len(code) and code[after] != _RESUME:
+            after += 2
+        after += 2
+        if after < len(code) and after not in offsets and lines.get(after) == line:
+            yield after, line
+
+
+def _probes_class(base: type) -> type:
+    """slipcover's `Slipcover`, plus coverage.py's record of an empty module: its line 0."""
+
+    class Probes(base):  # type: ignore[misc, valid-type]
+        def instrument(self, co, parent=None):
+            # called right before a module's code runs; an empty module has no line to probe,
+            # and coverage.py records its line 0 when it runs
+            if isinstance(co, CodeType) and parent is None and co.co_name == "<module>" \
+                    and not any(line for _, _, line in co.co_lines()):
+                self.newly_seen[co.co_filename].add(0)
+            return super().instrument(co, parent)
+
+    return Probes
+
+
+class _Matcher:
+    """slipcover's file-matcher protocol over `RepoFiles`: probes go into repository files only."""
+
+    def __init__(self, files: RepoFiles):
+        self.files = files
+
+    def matches(self, filename: object) -> bool:
+        return isinstance(filename, (str, Path)) and str(filename).endswith(".py") \
+            and self.files.relative(str(filename)) is not None
+
+
+class SlipcoverLines:
+    """The subset of `coverage.Coverage` the recorder uses: start, switch_context, stop, save."""
+
+    def __init__(self, files: RepoFiles, data_file: Path):
+        from slipcover import importer, slipcover
+
+        slipcover.findlinestarts = _line_starts  # the one place slipcover's instrument reads line starts
+        self._importer = importer
+        self._sci = _probes_class(slipcover.Slipcover)(d_miss_threshold=_NEVER_REMOVE)
+        self._matcher = _Matcher(files)
+        self._imports = importer.ImportManager(self._sci, self._matcher)
+        self._data_file = data_file
+        self._context = ""
+        self.lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+
+    def start(self) -> None:
+        self._imports.__enter__()
+        self._importer.wrap_pytest(self._sci, self._matcher)
+        self._importer.wrap_spec_from_file_location(self._sci, self._matcher)
+        self._instrument_loaded()
+        builtins.exec = self._exec
+
+    def _exec(self, source, globals=None, locals=None, /, **kwargs):
+        """`exec` that puts probes into a repository file's code first: code compiled outside the
+        import system (runpy, Triton's interpreter re-compiling a kernel's source) runs there."""
+        if type(source) is CodeType and _MARK not in source.co_consts and self._matcher.matches(source.co_filename):
+            source = self._sci.instrument(source)
+        if globals is None:  # exec's default is its caller's namespace, not this frame's
+            caller = sys._getframe(1)
+            globals, locals = caller.f_globals, caller.f_locals if locals is None else locals
+        return _EXEC(source, globals, locals, **kwargs)
+
+    def _instrument_loaded(self) -> None:
+        # every live function, not only those a walk over modules finds: a fixture wrapped by
+        # pytest, a closure, a callback held by a registry are all the test's code too
+        for obj in gc.get_objects():
+            if type(obj) is FunctionType and self._matcher.matches(obj.__code__.co_filename):
+                self._sci.instrument(obj)
+
+    def _collect(self) -> None:
+        seen = self._sci._get_newly_seen()  # swaps in an empty dict: the lines since the last call
+        mine = self.lines[self._context]
+        for path, lines in seen.items():
+            mine[path] |= lines
+
+    def switch_context(self, context: str) -> None:
+        self._collect()
+        self._context = context
+
+    def stop(self) -> None:
+        if builtins.exec == self._exec:
+            builtins.exec = _EXEC
+        self._collect()
+        self._imports.__exit__(None, None, None)
+
+    def erase(self) -> None:
+        """Forget every line seen so far (the probes stay; see the module docstring)."""
+        self._sci._get_newly_seen()
+        self.lines.clear()
+
+    def save(self) -> None:
+        """One coverage.py data file (``<data_file>.<host>.<pid>.<random>``), contexts as recorded."""
+        from coverage import CoverageData
+
+        data = CoverageData(basename=str(self._data_file), suffix=True)
+        for context, files in sorted(self.lines.items()):
+            measured = {path: lines for path, lines in files.items() if lines}
+            if measured:
+                data.set_context(context)
+                data.add_lines(measured)
+        data.write()
