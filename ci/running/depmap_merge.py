@@ -1,6 +1,7 @@
 """Build the map from the parts every recording process left in the parts directory.
 
-Parts: coverage data files ``cov.*`` (one per process; contexts are test files), open logs
+Parts: coverage data files ``cov.*`` (one per process; contexts are test files), the JSON lines
+``clines.*.json`` of subprocesses measured by slipcover (`ci.running.depmap_child`), open logs
 ``opened.*.log`` (`ci.running.depmap_files.OpenedLog`), and one ``items.*.json`` per process
 that ran tests: ``{"items": {test: n}, "done": {test: n}, "ran": {test: n}}`` (collected,
 finished, and with their body run). Under pytest-xdist every worker collects every test and runs
@@ -20,6 +21,7 @@ import json
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterable
 
 from coverage import CoverageData
 
@@ -42,21 +44,29 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
             ran[test] += n
     lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     shared: dict[str, set[int]] = defaultdict(set)
+
+    def add(context: str, measured: str, numbers: Iterable[int]) -> None:
+        rel = files.relative(measured)
+        if rel is None:
+            return
+        test, is_shared = read_context(context)
+        kept = [n for n in numbers if n >= 1]  # an empty module runs "line 0": no line
+        if test:
+            lines[test][rel].update(kept)
+        if is_shared:
+            shared[rel].update(kept)
+
     for part in sorted(parts.glob("cov.*")):
         data = CoverageData(basename=str(part))
         data.read()
         for measured in data.measured_files():
-            rel = files.relative(measured)
-            if rel is None:
-                continue
             for lineno, contexts in data.contexts_by_lineno(measured).items():
                 for context in contexts:
-                    test, is_shared = read_context(context)
-                    numbers = (lineno,) if lineno >= 1 else ()  # an empty module runs "line 0": no line
-                    if test:
-                        lines[test][rel].update(numbers)
-                    if is_shared:
-                        shared[rel].update(numbers)
+                    add(context, measured, (lineno,))
+    for part in sorted(parts.glob("clines.*.json")):
+        for context, measured_files in json.loads(part.read_text(encoding="utf-8")).items():
+            for measured, numbers in measured_files.items():
+                add(context, measured, numbers)
     opened: dict[str, set[str]] = defaultdict(set)
     for part in sorted(parts.glob("opened.*.log")):
         for line in part.read_text(encoding="utf-8", errors="replace").splitlines():

@@ -15,8 +15,9 @@ starts is measured as that test's subprocess instead). In each process that runs
   session outside any test (context ""): the merge makes those lines the map's ``shared``;
 - adds the "open" audit hook (`OpenedLog`) with the same test file as its context;
 - exports ``COVERAGE_PROCESS_START`` (a config written to the parts directory) and the test file,
-  so every Python subprocess a test starts is measured by coverage.py with that test file as its
-  context;
+  so every Python subprocess a test starts is measured with that test file as its context: by
+  slipcover where the core is slipcover and its start-up hook (`ci.running.depmap_startup`) is
+  installed in this interpreter, else by coverage.py;
 - counts each test file's collected, finished and run tests (completeness: `depmap_format`).
 
 The process that owns the recording (the one pytest process, or the pytest-xdist controller)
@@ -41,7 +42,9 @@ import pytest
 from ci.atomic_write import atomic_write_text
 from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
                                      fixture_context)
+from ci.running import depmap_startup
 from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
+from ci.running.depmap_startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
 
 _SUBPROCESS_PLUGIN = "ci.running.depmap_subprocess"
@@ -114,6 +117,10 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions):
         "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
         "include": "\n    " + "\n    ".join(include), "omit": "\n    " + "\n    ".join(omit)}.items()),
         encoding="utf-8")
+    if options.core == "slipcover" and options.subprocesses and depmap_startup.install() is not None:
+        os.environ[CHILD_CORE_ENV] = "slipcover"  # subprocesses by probes too, where the hook runs
+    else:
+        os.environ.pop(CHILD_CORE_ENV, None)
     if not options.lines:
         return _Idle()
     if options.core == "slipcover":
@@ -165,6 +172,7 @@ def drop_early() -> None:
         return
     early.cov.stop()
     early.cov.erase()
+    os.environ.pop(CHILD_CORE_ENV, None)
     parts = os.environ.pop(PARTS_ENV, None) if early.owner else None
     if parts:
         shutil.rmtree(parts, ignore_errors=True)
@@ -297,7 +305,7 @@ class DepmapRecorder:
             if os.environ.get(KEEP_PARTS_ENV):  # the raw per-context data, for tests and benches
                 shutil.copytree(self.parts, os.environ[KEEP_PARTS_ENV], dirs_exist_ok=True)
             shutil.rmtree(self.parts, ignore_errors=True)
-            for name in (PARTS_ENV, ROOT_ENV, TEST_ENV, "COVERAGE_PROCESS_START"):
+            for name in (PARTS_ENV, ROOT_ENV, TEST_ENV, CHILD_CORE_ENV, "COVERAGE_PROCESS_START"):
                 os.environ.pop(name, None)
         if reporter is not None:
             reporter.ensure_newline()

@@ -103,6 +103,37 @@ def _probes_class(base: type) -> type:
     return Probes
 
 
+_REWRITE = "_pytest.assertion.rewrite"
+
+
+class _AfterImport:
+    """A meta path finder that calls ``then`` once, right after the module ``name`` is executed,
+    and takes itself out of ``sys.meta_path`` the first time it sees that name."""
+
+    def __init__(self, name: str, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run, then = spec.loader.exec_module, self.then
+
+        def exec_module(module):
+            run(module)
+            sys.modules[fullname] = module  # wrap_pytest imports it by name: it must be there already
+            then()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 class _Matcher:
     """slipcover's file-matcher protocol over `RepoFiles`: probes go into repository files only."""
 
@@ -131,7 +162,10 @@ class SlipcoverLines:
 
     def start(self) -> None:
         self._imports.__enter__()
-        self._importer.wrap_pytest(self._sci, self._matcher)
+        if _REWRITE in sys.modules:
+            self._importer.wrap_pytest(self._sci, self._matcher)
+        else:  # a subprocess that may never run pytest: importing it to wrap it would cost every child
+            sys.meta_path.insert(0, _AfterImport(_REWRITE, lambda: self._importer.wrap_pytest(self._sci, self._matcher)))
         self._importer.wrap_spec_from_file_location(self._sci, self._matcher)
         self._instrument_loaded()
         builtins.exec = self._exec
@@ -173,6 +207,18 @@ class SlipcoverLines:
         """Forget every line seen so far (the probes stay; see the module docstring)."""
         self._sci._get_newly_seen()
         self.lines.clear()
+
+    def save_json(self, path: Path) -> None:
+        """The lines seen, as ``{context: {absolute path: [line, ...]}}`` JSON written atomically
+        to ``path`` (a subprocess's part: writing coverage data would import coverage.py)."""
+        import json
+
+        from ci.atomic_write import atomic_write_text
+
+        self._collect()
+        data = {context: {path: sorted(lines) for path, lines in files.items() if lines}
+                for context, files in self.lines.items()}
+        atomic_write_text(path, json.dumps({c: f for c, f in data.items() if f}))
 
     def save(self) -> None:
         """One coverage.py data file (``<data_file>.<host>.<pid>.<random>``), contexts as recorded."""

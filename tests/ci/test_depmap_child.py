@@ -1,0 +1,141 @@
+"""Subprocesses of a recorded test measured by slipcover through the recorder's own start-up hook
+(`ci.running.depmap_startup`, `ci.running.depmap_child`): real interpreters, real ``site``
+processing of the hook file, real signals. coverage.py's own hook is the fallback, never both."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+
+from ci.running import depmap_slipcover
+from ci.running.depmap_startup import PTH_NAME, PTH_TEXT, install
+
+pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+REPO = Path(__file__).resolve().parents[2]
+WORK = "def work(n):\n    total = 0\n    for i in range(n):\n        total += i\n    return total\n\n\ndef idle():\n    return 0\n"
+
+
+def _project(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository with one module, an empty parts directory, and the hook installed where a
+    recording installs it: this interpreter's site-packages, beside coverage.py's own hook."""
+    root, parts = tmp_path / "repo", tmp_path / "parts"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "work.py").write_text(WORK)
+    parts.mkdir()
+    assert install() is not None
+    return root, parts
+
+
+def _coverage_ini(tmp_path: Path, root: Path, parts: Path) -> Path:
+    ini = tmp_path / "cov.ini"
+    ini.write_text(f"[run]\ndata_file = {parts / 'cov'}\nparallel = True\ncontext = tests/test_x.py\n"
+                   f"include =\n    {root}/*\n")
+    return ini
+
+
+def _env(root: Path, parts: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
+    env.update(PYTHONPATH=f"{root}{os.pathsep}{REPO}", CI_DEPMAP_PARTS=str(parts), CI_DEPMAP_ROOT=str(root),
+               CI_DEPMAP_TEST="tests/test_x.py", **extra)
+    return env
+
+
+def _child(body: str) -> list[str]:
+    # start-up reads site-packages (both hooks, in name order); reading it once more, as where a
+    # venv's lib64 links to its lib, must not start a second recording
+    return [sys.executable, "-c", f"import site, sysconfig; site.addsitedir(sysconfig.get_paths()['purelib'])\n{body}"]
+
+
+def _lines(parts: Path) -> dict[str, dict[str, list[int]]]:
+    found: dict[str, dict[str, list[int]]] = {}
+    for part in parts.glob("clines.*.json"):
+        for context, files in json.loads(part.read_text()).items():
+            for path, lines in files.items():
+                found.setdefault(context, {}).setdefault(os.path.basename(path), []).extend(lines)
+    return found
+
+
+def test_install_writes_the_hook_once_and_reports_a_folder_it_cannot_write(tmp_path: Path) -> None:
+    assert install(tmp_path) == tmp_path / PTH_NAME and (tmp_path / PTH_NAME).read_text() == PTH_TEXT
+    before = (tmp_path / PTH_NAME).stat().st_mtime_ns
+    assert install(tmp_path) == tmp_path / PTH_NAME and (tmp_path / PTH_NAME).stat().st_mtime_ns == before
+    (tmp_path / PTH_NAME).write_text("import os\n")  # a stale or foreign text is replaced
+    assert install(tmp_path) is not None and (tmp_path / PTH_NAME).read_text() == PTH_TEXT
+    assert install(tmp_path / "missing") is None
+    (tmp_path / "file").write_text("")
+    assert install(tmp_path / "file") is None  # not a folder
+    assert install().parent == Path(sysconfig.get_paths()["purelib"])  # by default: this interpreter's    assert PTH_NAME < "a1_coverage.pth"  # site reads .pth files in name order: this one first
+
+
+def test_a_child_records_its_lines_once_and_coverage_hook_is_kept_out(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    body = "import os; from pkg.work import work; work(3); print(os.environ.get('COVERAGE_PROCESS_START'))"
+    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover",
+                                                 COVERAGE_PROCESS_START=str(_coverage_ini(tmp_path, root, parts))),
+                          cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "None" and proc.stderr == "", proc.stderr
+    assert len(list(parts.glob("clines.*.json"))) == 1  # started once though read twice
+    assert list(parts.glob("cov.*")) == []  # coverage.py's hook, read after this one, did not start
+    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+
+
+def test_without_the_variable_the_hook_does_nothing(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    proc = subprocess.run(_child("from pkg.work import work; work(3); import sys; "
+                                       "print('ci.running.depmap_child' in sys.modules)"),
+                          env=_env(root, parts), cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
+    assert list(parts.iterdir()) == []
+
+
+def test_a_child_ended_by_sigterm_saves_its_lines_and_still_dies_of_sigterm(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    body = "import sys, time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
+    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        child.kill()
+    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+
+
+def test_a_program_with_its_own_sigterm_handler_keeps_it(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    body = ("import signal, sys, time\nfrom pkg.work import work\nwork(1)\n"
+            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\nprint('ready', flush=True)\ntime.sleep(60)")
+    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(0.1)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=30) == 7  # the program's handler ran; its sys.exit runs atexit: saved
+    finally:
+        child.kill()
+    assert "work.py" in _lines(parts)["tests/test_x.py"]
+
+
+def test_where_slipcover_cannot_run_coverage_hook_measures_the_child_instead(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    broken = tmp_path / "broken"
+    (broken / "slipcover").mkdir(parents=True)
+    (broken / "slipcover" / "__init__.py").write_text("raise ImportError('no slipcover here')\n")
+    env = _env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover",
+               COVERAGE_PROCESS_START=str(_coverage_ini(tmp_path, root, parts)))
+    env["PYTHONPATH"] = f"{broken}{os.pathsep}{env['PYTHONPATH']}"
+    proc = subprocess.run([sys.executable, "-c", "from pkg.work import work; work(3)"], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert list(parts.glob("clines.*")) == [] and len(list(parts.glob("cov.*"))) == 1
