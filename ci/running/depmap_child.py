@@ -12,9 +12,15 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
 - takes ``COVERAGE_PROCESS_START`` out of this process's environment, so coverage.py's hook,
   which runs after this one, does not measure the same process (and this process's own children
   are measured by this hook again);
-- saves the lines as ``clines.<pid>.<n>.json`` in the parts directory at exit, and on SIGTERM
-  when the program has not put a handler of its own there (then exits by SIGTERM as before).
-  A process ended by SIGKILL or ``os._exit`` saves nothing, as under coverage.py.
+- records a repository script run as ``python path/script.py`` whole (`_main_script`);
+- appends the lines it runs for the first time to ``clines.<pid>.jsonl`` in the parts
+  directory, one JSON object ``{context: {absolute path: [line, ...]}}`` per write, one
+  ``os.write`` each: every `FLUSH_SECONDS` from a daemon thread when there is anything new, at
+  exit, and on SIGTERM when the program has not put a handler of its own there (then it still
+  dies of SIGTERM). So a process ended by SIGKILL, as SGLang's ``kill_process_tree`` ends a
+  server and its workers, keeps all but its last `FLUSH_SECONDS` of new lines; coverage.py would
+  keep nothing. A child forked from it (``multiprocessing``'s fork workers) starts its own
+  flusher and log.
 
 When it cannot run (slipcover missing, a variable absent) it does nothing and coverage.py's hook
 measures the process as before. Every error is the hook's to swallow: a program never fails to
@@ -24,16 +30,63 @@ start because of this module.
 from __future__ import annotations
 
 import atexit
-import itertools
+import json
 import os
 import signal
-from pathlib import Path
+import sys
+import threading
 
 from ci.running.depmap_files import PARTS_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
 from ci.running.depmap_options import record_options
 
-_saves = itertools.count()
+FLUSH_SECONDS = 0.1
 _started: list[bool] = []
+
+
+class _ChildLog:
+    """The lines of one process, appended to its ``clines.<pid>.jsonl`` (see the module docstring)."""
+
+    def __init__(self, lines, files: RepoFiles, parts: str, test: str, script: str | None):
+        self.lines, self.files, self.parts, self.test, self.script = lines, files, parts, test, script
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def flush(self, final: bool = False) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            fresh = self.lines.take_fresh()
+            if final:
+                self.closed = True
+                self.lines.stop()  # after taking: stop moves what it finds into the lines already taken
+                fresh.update(_main_script(self.files, self.lines, self.script))
+            if fresh:
+                record = json.dumps({self.test: {path: sorted(numbers) for path, numbers in fresh.items()}}) + "\n"
+                fd = os.open(os.path.join(self.parts, f"clines.{os.getpid()}.jsonl"),
+                             os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                try:
+                    os.write(fd, record.encode("utf-8"))
+                finally:
+                    os.close(fd)
+
+    def run_flusher(self) -> None:
+        thread = threading.Thread(target=self._flush_forever, name="ci-depmap-flush", daemon=True)
+        thread.start()
+
+    def _flush_forever(self) -> None:
+        event = threading.Event()
+        while not self.closed:
+            event.wait(FLUSH_SECONDS)
+            try:
+                self.flush()
+            except OSError:
+                pass  # a full disk or a removed parts directory: the lines stay in memory for exit
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock (the parent's may have been held) and a flusher of its own."""
+        self.lock = threading.Lock()
+        if not self.closed:
+            self.run_flusher()
 
 
 def start() -> None:
@@ -51,28 +104,48 @@ def start() -> None:
         return
     options = record_options(resolve_core=False)
     files = RepoFiles(root)
-    lines = depmap_slipcover.SlipcoverLines(files, Path(parts) / "cov")
+    lines = depmap_slipcover.SlipcoverLines(files, None)
     lines.switch_context(test)
     lines.start()
     if options.opened:
         log = OpenedLog(files, parts)
         log.context = test
         log.start()
-    saved = []
-
-    def save() -> None:
-        if saved:
-            return
-        saved.append(True)
-        lines.stop()
-        lines.save_json(Path(parts) / f"clines.{os.getpid()}.{next(_saves)}.json")
-
-    atexit.register(save)
+    child = _ChildLog(lines, files, parts, test, _script_path())
+    atexit.register(child.flush, True)
+    os.register_at_fork(after_in_child=child.after_fork)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         def on_sigterm(signum, frame) -> None:
-            save()
+            child.flush(True)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 
         signal.signal(signal.SIGTERM, on_sigterm)
+    child.run_flusher()
     os.environ.pop("COVERAGE_PROCESS_START", None)
+
+
+def _main_script(files: RepoFiles, lines, script: str | None) -> dict[str, set[int]]:
+    """``python path/script.py`` runs the script's code from C, not through ``exec``: no probe
+    is in it. ``script`` is that path as ``sys.argv[0]`` named it when `start` ran (the
+    interpreter takes ``__file__`` off ``__main__`` before exit). A repository script that ran
+    so is recorded whole, every line of it, so that any change to it selects the test
+    (``python -m`` goes through ``exec`` and is measured by line). Returns {path: lines} or {}."""
+    if script is None or files.relative(script) is None or any(lines.lines[c].get(script) for c in list(lines.lines)):
+        return {}
+    try:
+        with open(script, "rb") as fh:
+            count = sum(1 for _ in fh)
+    except OSError:
+        return {}
+    return {script: set(range(1, count + 1))}
+
+
+def _script_path() -> str | None:
+    """The main script's absolute path while ``site`` runs (``sys.argv[0]``), None for ``-c``,
+    ``-m``, standard input or a folder or zip run through runpy."""
+    first = sys.argv[0] if sys.argv else ""
+    if first in ("", "-", "-c", "-m"):
+        return None
+    full = os.path.abspath(first)
+    return full if os.path.isfile(full) and not full.endswith((".zip", ".pyz")) else None

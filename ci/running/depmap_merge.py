@@ -1,7 +1,7 @@
 """Build the map from the parts every recording process left in the parts directory.
 
 Parts: coverage data files ``cov.*`` (one per process; contexts are test files), the JSON lines
-``clines.*.json`` of subprocesses measured by slipcover (`ci.running.depmap_child`), open logs
+``clines.*.jsonl`` of subprocesses measured by slipcover (`ci.running.depmap_child`), open logs
 ``opened.*.log`` (`ci.running.depmap_files.OpenedLog`), and one ``items.*.json`` per process
 that ran tests: ``{"items": {test: n}, "done": {test: n}, "ran": {test: n}}`` (collected,
 finished, and with their body run). Under pytest-xdist every worker collects every test and runs
@@ -21,12 +21,31 @@ import json
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from coverage import CoverageData
 
 from ci.running.depmap_files import RepoFiles, read_context
 from ci.selection.depmap_format import DepMap, TestMap
+
+
+def _child_records(part: Path) -> Iterator[tuple[str, dict[str, list[int]]]]:
+    """The (context, {path: lines}) records of a subprocess's ``clines.*.jsonl``. Only its last
+    line may be torn (a process killed in the middle of its one write); any other bad line is a
+    ValueError naming the file and line."""
+    text = part.read_text(encoding="utf-8", errors="replace").split("\n")
+    for number, line in enumerate(text, 1):
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if number == len(text):
+                return
+            raise ValueError(f"{part.name}: line {number} is not JSON") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{part.name}: line {number} is not a JSON object")
+        yield from record.items()
 
 
 def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None = None) -> DepMap:
@@ -63,8 +82,8 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
             for lineno, contexts in data.contexts_by_lineno(measured).items():
                 for context in contexts:
                     add(context, measured, (lineno,))
-    for part in sorted(parts.glob("clines.*.json")):
-        for context, measured_files in json.loads(part.read_text(encoding="utf-8")).items():
+    for part in sorted(parts.glob("clines.*.jsonl")):
+        for context, measured_files in _child_records(part):
             for measured, numbers in measured_files.items():
                 add(context, measured, numbers)
     opened: dict[str, set[str]] = defaultdict(set)

@@ -148,7 +148,7 @@ class _Matcher:
 class SlipcoverLines:
     """The subset of `coverage.Coverage` the recorder uses: start, switch_context, stop, save."""
 
-    def __init__(self, files: RepoFiles, data_file: Path):
+    def __init__(self, files: RepoFiles, data_file: Path | None):
         from slipcover import importer, slipcover
 
         slipcover.findlinestarts = _line_starts  # the one place slipcover's instrument reads line starts
@@ -187,11 +187,22 @@ class SlipcoverLines:
             if type(obj) is FunctionType and self._matcher.matches(obj.__code__.co_filename):
                 self._sci.instrument(obj)
 
-    def _collect(self) -> None:
+    def _collect(self) -> dict[str, set[int]]:
+        """Move the lines seen since the last call to the current context; return those of them
+        the context had not seen before (absolute path -> lines)."""
         seen = self._sci._get_newly_seen()  # swaps in an empty dict: the lines since the last call
         mine = self.lines[self._context]
+        fresh: dict[str, set[int]] = {}
         for path, lines in seen.items():
-            mine[path] |= lines
+            new = lines - mine[path]
+            if new:
+                mine[path] |= new
+                fresh[path] = new
+        return fresh
+
+    def take_fresh(self) -> dict[str, set[int]]:
+        """The lines the current context ran for the first time since the last call (see `_collect`)."""
+        return self._collect()
 
     def switch_context(self, context: str) -> None:
         self._collect()
@@ -207,18 +218,6 @@ class SlipcoverLines:
         """Forget every line seen so far (the probes stay; see the module docstring)."""
         self._sci._get_newly_seen()
         self.lines.clear()
-
-    def save_json(self, path: Path) -> None:
-        """The lines seen, as ``{context: {absolute path: [line, ...]}}`` JSON written atomically
-        to ``path`` (a subprocess's part: writing coverage data would import coverage.py)."""
-        import json
-
-        from ci.atomic_write import atomic_write_text
-
-        self._collect()
-        data = {context: {path: sorted(lines) for path, lines in files.items() if lines}
-                for context, files in self.lines.items()}
-        atomic_write_text(path, json.dumps({c: f for c, f in data.items() if f}))
 
     def save(self) -> None:
         """One coverage.py data file (``<data_file>.<host>.<pid>.<random>``), contexts as recorded."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ci.running import depmap_slipcover
+from ci.running.depmap_child import FLUSH_SECONDS
 from ci.running.depmap_startup import PTH_NAME, PTH_TEXT, install
 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
@@ -57,11 +58,12 @@ def _child(body: str) -> list[str]:
 
 def _lines(parts: Path) -> dict[str, dict[str, list[int]]]:
     found: dict[str, dict[str, list[int]]] = {}
-    for part in parts.glob("clines.*.json"):
-        for context, files in json.loads(part.read_text()).items():
-            for path, lines in files.items():
-                found.setdefault(context, {}).setdefault(os.path.basename(path), []).extend(lines)
-    return found
+    for part in parts.glob("clines.*.jsonl"):
+        for record in part.read_text().splitlines():
+            for context, files in json.loads(record).items():
+                for path, lines in files.items():  # a line twice would be a second recording
+                    found.setdefault(context, {}).setdefault(os.path.basename(path), []).extend(lines)
+    return {c: {f: sorted(lines) for f, lines in files.items()} for c, files in found.items()}
 
 
 def test_install_writes_the_hook_once_and_reports_a_folder_it_cannot_write(tmp_path: Path) -> None:
@@ -83,7 +85,7 @@ def test_a_child_records_its_lines_once_and_coverage_hook_is_kept_out(tmp_path: 
                                                  COVERAGE_PROCESS_START=str(_coverage_ini(tmp_path, root, parts))),
                           cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "None" and proc.stderr == "", proc.stderr
-    assert len(list(parts.glob("clines.*.json"))) == 1  # started once though read twice
+    assert len(list(parts.glob("clines.*.jsonl"))) == 1  # one process, one log
     assert list(parts.glob("cov.*")) == []  # coverage.py's hook, read after this one, did not start
     assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
@@ -139,3 +141,62 @@ def test_where_slipcover_cannot_run_coverage_hook_measures_the_child_instead(tmp
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert list(parts.glob("clines.*")) == [] and len(list(parts.glob("cov.*"))) == 1
+
+
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_a_repository_script_run_by_path_is_recorded_whole_and_one_run_by_module_by_line(
+        tmp_path: Path, how: str) -> None:
+    root, parts = _project(tmp_path)
+    (root / "pkg" / "tool.py").write_text("import sys\n\n\ndef unused():\n    return 1\n\n\n"
+                                          "if __name__ == '__main__':\n    sys.exit(0)\n")
+    argv = [sys.executable, "pkg/tool.py"] if how == "script" else [sys.executable, "-m", "pkg.tool"]
+    proc = subprocess.run(argv, env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    recorded = _lines(parts)["tests/test_x.py"]["tool.py"]
+    # run from C, the script has no probes: every line counts, the body of unused() too
+    assert sorted(recorded) == ([1, 2, 3, 4, 5, 6, 7, 8, 9] if how == "script" else [1, 4, 8, 9])
+
+
+def test_a_child_killed_by_sigkill_keeps_what_it_ran_before_the_last_flush(tmp_path: Path) -> None:
+    """SGLang's kill_process_tree ends a server and its workers with SIGKILL: no exit handler runs."""
+    root, parts = _project(tmp_path)
+    body = "import time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
+    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(10 * FLUSH_SECONDS)
+        child.kill()
+        assert child.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        child.kill()
+    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+
+
+def test_a_forked_child_logs_its_own_lines_before_it_leaves_by_os_exit(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    body = ("import os, time\nfrom pkg import work\npid = os.fork()\nif pid == 0:\n    work.idle()\n"
+            "    time.sleep(10 * %r)\n    os._exit(0)\nos.waitpid(pid, 0)\nprint(pid)" % FLUSH_SECONDS)
+    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    forked = parts / f"clines.{proc.stdout.strip()}.jsonl"
+    assert forked.is_file()
+    idle_body = WORK.splitlines().index("    return 0") + 1
+    assert any(idle_body in lines for record in forked.read_text().splitlines()
+               for files in json.loads(record).values() for path, lines in files.items() if path.endswith("work.py"))
+
+
+def test_the_merge_skips_a_torn_last_line_and_refuses_a_bad_one_before_it(tmp_path: Path) -> None:
+    from ci.running.depmap_merge import _child_records
+
+    part = tmp_path / "clines.1.jsonl"
+    part.write_text('{"t.py": {"/r/a.py": [1, 2]}}\n{"t.py": {"/r/b.py": [3]}}\n{"t.py": {"/r/c')
+    assert list(_child_records(part)) == [("t.py", {"/r/a.py": [1, 2]}), ("t.py", {"/r/b.py": [3]})]
+    part.write_text('{"t.py": {"/r/a.py": [1]}}\nnot json\n{"t.py": {}}\n')
+    with pytest.raises(ValueError, match=r"^clines\.1\.jsonl: line 2 is not JSON$"):
+        list(_child_records(part))
+    part.write_text('[1, 2]\n')
+    with pytest.raises(ValueError, match=r"line 1 is not a JSON object"):
+        list(_child_records(part))

@@ -235,11 +235,13 @@ def _record(root: Path, core: str) -> set[tuple[str, str, int]]:
             rel = os.path.relpath(path, root)
             for line, contexts in data.contexts_by_lineno(path).items():
                 seen.update((context, rel, line) for context in contexts)
-    children = list(keep.glob("clines.*.json"))  # subprocesses measured by slipcover's own start-up hook
+    children = list(keep.glob("clines.*.jsonl"))  # subprocesses measured by slipcover's own start-up hook
     assert bool(children) == (core == "slipcover"), children
     for part in children:
-        for context, files in json.loads(part.read_text()).items():
-            seen.update((context, os.path.relpath(path, root), line) for path, lines in files.items() for line in lines)
+        for record in part.read_text().splitlines():
+            for context, files in json.loads(record).items():
+                seen.update((context, os.path.relpath(path, root), line) for path, lines in files.items()
+                            for line in lines)
     return seen
 
 
