@@ -66,6 +66,20 @@ def _lines(parts: Path) -> dict[str, dict[str, list[int]]]:
     return {c: {f: sorted(lines) for f, lines in files.items()} for c, files in found.items()}
 
 
+def _signal_when_ready(root: Path, parts: Path, body: str, signum: int, wait: float = 0.0) -> int:
+    """Run ``body`` (which prints ``ready`` and sleeps) as a recorded child, send ``signum``
+    ``wait`` seconds after it is ready, and return its exit status."""
+    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(wait)
+        child.send_signal(signum)
+        return child.wait(timeout=30)
+    finally:
+        child.kill()
+
+
 def test_install_writes_the_hook_once_and_reports_a_folder_it_cannot_write(tmp_path: Path) -> None:
     assert install(tmp_path) == tmp_path / PTH_NAME and (tmp_path / PTH_NAME).read_text() == PTH_TEXT
     before = (tmp_path / PTH_NAME).stat().st_mtime_ns
@@ -102,14 +116,7 @@ def test_without_the_variable_the_hook_does_nothing(tmp_path: Path) -> None:
 def test_a_child_ended_by_sigterm_saves_its_lines_and_still_dies_of_sigterm(tmp_path: Path) -> None:
     root, parts = _project(tmp_path)
     body = "import sys, time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
-    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        child.send_signal(signal.SIGTERM)
-        assert child.wait(timeout=30) == -signal.SIGTERM
-    finally:
-        child.kill()
+    assert _signal_when_ready(root, parts, body, signal.SIGTERM) == -signal.SIGTERM
     assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
@@ -117,15 +124,8 @@ def test_a_program_with_its_own_sigterm_handler_keeps_it(tmp_path: Path) -> None
     root, parts = _project(tmp_path)
     body = ("import signal, sys, time\nfrom pkg.work import work\nwork(1)\n"
             "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\nprint('ready', flush=True)\ntime.sleep(60)")
-    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        time.sleep(0.1)
-        child.send_signal(signal.SIGTERM)
-        assert child.wait(timeout=30) == 7  # the program's handler ran; its sys.exit runs atexit: saved
-    finally:
-        child.kill()
+    # the program's handler ran; its sys.exit runs the exit handlers: saved
+    assert _signal_when_ready(root, parts, body, signal.SIGTERM, wait=0.1) == 7
     assert "work.py" in _lines(parts)["tests/test_x.py"]
 
 
@@ -162,15 +162,7 @@ def test_a_child_killed_by_sigkill_keeps_what_it_ran_before_the_last_flush(tmp_p
     """SGLang's kill_process_tree ends a server and its workers with SIGKILL: no exit handler runs."""
     root, parts = _project(tmp_path)
     body = "import time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
-    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        time.sleep(10 * FLUSH_SECONDS)
-        child.kill()
-        assert child.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        child.kill()
+    assert _signal_when_ready(root, parts, body, signal.SIGKILL, wait=10 * FLUSH_SECONDS) == -signal.SIGKILL
     assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
