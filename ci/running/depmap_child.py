@@ -20,7 +20,9 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
   dies of SIGTERM). So a process ended by SIGKILL, as SGLang's ``kill_process_tree`` ends a
   server and its workers, keeps all but its last `FLUSH_SECONDS` of new lines; coverage.py would
   keep nothing. A child forked from it (``multiprocessing``'s fork workers) starts its own
-  flusher and log.
+  flusher and log;
+- marks itself live until its last write, flushes when a recorded process asks before killing
+  it, and makes its own SIGKILLs ask first (`ci.running.depmap_live`).
 
 When it cannot run (slipcover missing, a variable absent) it does nothing and coverage.py's hook
 measures the process as before. Every error is the hook's to swallow: a program never fails to
@@ -37,6 +39,7 @@ import sys
 import threading
 
 from ci.running.depmap_files import PARTS_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
+from ci.running.depmap_live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
 from ci.running.depmap_options import record_options
 
 FLUSH_SECONDS = 0.1
@@ -49,7 +52,7 @@ class _ChildLog:
     def __init__(self, lines, files: RepoFiles, parts: str, test: str, script: str | None):
         self.lines, self.files, self.parts, self.test, self.script = lines, files, parts, test, script
         self.lock = threading.Lock()
-        self.closed = False
+        self.closed = self.lost = False
 
     def flush(self, final: bool = False) -> None:
         with self.lock:
@@ -62,12 +65,19 @@ class _ChildLog:
                 fresh.update(_main_script(self.files, self.lines, self.script))
             if fresh:
                 record = json.dumps({self.test: {path: sorted(numbers) for path, numbers in fresh.items()}}) + "\n"
-                fd = os.open(os.path.join(self.parts, f"clines.{os.getpid()}.jsonl"),
-                             os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                 try:
-                    os.write(fd, record.encode("utf-8"))
-                finally:
-                    os.close(fd)
+                    fd = os.open(os.path.join(self.parts, f"clines.{os.getpid()}.jsonl"),
+                                 os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                    try:
+                        os.write(fd, record.encode("utf-8"))
+                    finally:
+                        os.close(fd)
+                except OSError:
+                    # a full disk, or the recording is over and its parts are gone: these lines
+                    # are lost, so the live mark stays and the entry will not be complete
+                    self.lost = True
+            if final and not self.lost:
+                mark_saved(self.parts)
 
     def run_flusher(self) -> None:
         thread = threading.Thread(target=self._flush_forever, name="ci-depmap-flush", daemon=True)
@@ -77,15 +87,17 @@ class _ChildLog:
         event = threading.Event()
         while not self.closed:
             event.wait(FLUSH_SECONDS)
-            try:
-                self.flush()
-            except OSError:
-                pass  # a full disk or a removed parts directory: the lines stay in memory for exit
+            request = flush_requested(self.parts)  # a recorded process is about to SIGKILL this one
+            self.flush()
+            if request is not None and not self.lost:
+                acknowledge(request)
 
     def after_fork(self) -> None:
-        """In a forked child: a fresh lock (the parent's may have been held) and a flusher of its own."""
+        """In a forked child: a fresh lock (the parent's may have been held), its own live mark
+        and a flusher of its own."""
         self.lock = threading.Lock()
         if not self.closed:
+            mark_live(self.parts, self.test, flushes=True)
             self.run_flusher()
 
 
@@ -121,6 +133,8 @@ def start() -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
         signal.signal(signal.SIGTERM, on_sigterm)
+    mark_live(parts, test, flushes=True)
+    guard_kills(lambda: os.environ.get(PARTS_ENV))
     child.run_flusher()
     os.environ.pop("COVERAGE_PROCESS_START", None)
 

@@ -35,7 +35,7 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PYTHON = (".py", ".pyc")  # sources are mapped by execution; imports and assertion rewriting read them
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages"})
 _OWN = frozenset(f"depmap_{name}.py" for name in ("files", "record", "subprocess", "merge", "options",
-                                                         "slipcover", "child", "startup"))
+                                                         "slipcover", "child", "startup", "live"))
 _SHARED_MARK = "\x1f"  # starts a shared context's name; no repo-relative path starts with it
 _KINDS = ("collect", "fixture")
 

@@ -8,6 +8,9 @@ finished, and with their body run). Under pytest-xdist every worker collects eve
 some, so a test file's collected count is the largest any process saw and its finished count the
 sum: the file is complete when they meet.
 
+A test file one of whose subprocesses ended without saving its lines (a live mark left,
+`ci.running.depmap_live`) is not complete: its entry never narrows selection.
+
 Contract: `build_map` returns one entry per collected test file, with the lines each executed,
 the files it opened; lines of shared contexts
 (`ci.running.depmap_files.read_context`) also go to the map's ``shared``; lines and opened files
@@ -26,6 +29,7 @@ from typing import Iterable, Iterator
 from coverage import CoverageData
 
 from ci.running.depmap_files import RepoFiles, read_context
+from ci.running.depmap_live import unsaved_tests
 from ci.selection.depmap_format import DepMap, TestMap
 
 
@@ -92,10 +96,11 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
             test, sep, rel = line.partition("\t")
             if sep:
                 opened[test].add(rel)
+    unsaved = unsaved_tests(parts)
     tests = {}
     for test, n in items.items():
         own = {rel: frozenset(found) for rel, found in lines.get(test, {}).items()}
-        tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), done[test] >= n, n, ran[test],
-                              lines=own)
+        complete = done[test] >= n and test not in unsaved
+        tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), complete, n, ran[test], lines=own)
     return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests,
                   {rel: frozenset(found) for rel, found in shared.items()}, sha)

@@ -18,7 +18,10 @@ starts is measured as that test's subprocess instead). In each process that runs
   so every Python subprocess a test starts is measured with that test file as its context: by
   slipcover where the core is slipcover and its start-up hook (`ci.running.depmap_startup`) is
   installed in this interpreter, else by coverage.py;
-- counts each test file's collected, finished and run tests (completeness: `depmap_format`).
+- counts each test file's collected, finished and run tests (completeness: `depmap_format`);
+  a test file whose subprocess ended without saving its lines is not complete
+  (`ci.running.depmap_live`, which also makes a test's SIGKILL of a recorded process wait for
+  that process's last lines).
 
 The process that owns the recording (the one pytest process, or the pytest-xdist controller)
 makes the parts directory at configure and, after every worker has finished,
@@ -43,6 +46,7 @@ from ci.atomic_write import atomic_write_text
 from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
                                      fixture_context)
 from ci.running import depmap_startup
+from ci.running.depmap_live import guard_kills
 from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
 from ci.running.depmap_startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
@@ -117,6 +121,7 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions):
         "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
         "include": "\n    " + "\n    ".join(include), "omit": "\n    " + "\n    ".join(omit)}.items()),
         encoding="utf-8")
+    guard_kills(lambda: os.environ.get(PARTS_ENV))  # a test's SIGKILL of a server waits for its last lines
     if options.core == "slipcover" and options.subprocesses and depmap_startup.install() is not None:
         os.environ[CHILD_CORE_ENV] = "slipcover"  # subprocesses by probes too, where the hook runs
     else:

@@ -192,3 +192,60 @@ def test_the_merge_skips_a_torn_last_line_and_refuses_a_bad_one_before_it(tmp_pa
     part.write_text('[1, 2]\n')
     with pytest.raises(ValueError, match=r"line 1 is not a JSON object"):
         list(_child_records(part))
+
+
+def test_a_kill_waits_for_the_flush_it_asked_for_and_leaves_the_mark_when_none_comes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from ci.running import depmap_live
+
+    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 0.3)
+    pid = 4_000_000  # marks only: nothing is killed here
+    (tmp_path / f"live.{pid}").write_text("tests/test_a.py")
+    (tmp_path / f"flushes.{pid}").write_text("")
+    started = time.monotonic()
+    depmap_live._flush_before_kill(str(tmp_path), pid)  # nobody answers
+    assert time.monotonic() - started >= 0.3
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"flushes.{pid}", f"live.{pid}"]
+    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
+
+    def flusher() -> None:  # what a child's flusher does: write, then take the request away
+        request = tmp_path / f"flush.{pid}"
+        while not request.exists():
+            time.sleep(0.005)
+        depmap_live.acknowledge(request)
+
+    answering = threading.Thread(target=flusher)
+    answering.start()
+    depmap_live._flush_before_kill(str(tmp_path), pid)
+    answering.join()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"killed.{pid}"]
+    assert depmap_live.unsaved_tests(tmp_path) == set()
+    (tmp_path / f"live.{pid + 1}").write_text("tests/test_b.py")  # coverage.py's child: no flusher
+    started = time.monotonic()
+    depmap_live._flush_before_kill(str(tmp_path), pid + 1)
+    assert time.monotonic() - started < 0.3 and depmap_live.unsaved_tests(tmp_path) == {"tests/test_b.py"}
+
+
+def test_a_group_kill_finds_the_recorded_members_of_the_group(tmp_path: Path) -> None:
+    from ci.running import depmap_live
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        (tmp_path / f"flushes.{child.pid}").write_text("")
+        (tmp_path / f"flushes.{os.getpid()}").write_text("")  # another group: this test's own
+        (tmp_path / "flushes.nonsense").write_text("")
+        assert depmap_live._group_members(str(tmp_path), child.pid) == [child.pid]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_child_outliving_its_recording_exits_quietly(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    body = "import shutil, sys\nfrom pkg.work import work\nwork(1)\nshutil.rmtree(sys.argv[1])"
+    argv = _child(body) + [str(parts)]
+    proc = subprocess.run(argv, env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (0, "")

@@ -246,3 +246,38 @@ def test_an_early_measurement_of_another_tree_hands_over_to_the_tracer(tmp_path:
     assert data.shared["pkg/beta.py"] == {1}
     assert "pkg/alpha.py" in data.tests["tests/test_alpha.py"].executed
     assert all(t.complete for t in data.tests.values()) and len(data.tests) == 6
+
+
+SERVER_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/srv.py": "def serve():\n    x = 1\n    return x\n",
+    "tests/__init__.py": "",
+    # a test that starts a server-like child and ends it the way SGLang's tests do: SIGKILL,
+    # right after the child ran new code (faster than any periodic flush)
+    "tests/test_server.py": (
+        "import subprocess, sys\n\n\ndef test_server():\n"
+        "    code = 'import time\\nfrom pkg import srv\\nsrv.serve()\\nprint(\"ready\", flush=True)\\ntime.sleep(60)'\n"
+        "    child = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)\n"
+        "    assert child.stdout.readline().strip() == 'ready'\n"
+        "    child.kill()\n"
+        "    child.wait()\n"),
+}
+
+
+@pytest.mark.parametrize("core", ["slipcover", "ctrace"])
+def test_a_server_child_ended_by_sigkill_is_recorded_whole_or_its_entry_is_not_complete(
+        tmp_path: Path, core: str) -> None:
+    write_project(tmp_path, SERVER_FILES)
+    env = _clean_env()
+    env.update(CI_DEPMAP="out/depmap.json", CI_DEPMAP_CORE=core)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0",
+                           "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    entry = parse_depmap((tmp_path / "out" / "depmap.json").read_text(), "depmap.json").tests["tests/test_server.py"]
+    if core == "slipcover":
+        # the test's SIGKILL waited for the child's flush: the body it ran just before is there
+        assert entry.complete and entry.lines is not None and entry.lines["pkg/srv.py"] == {1, 2, 3}
+    else:
+        # coverage.py saves at exit only: the killed child's lines are lost, so the entry must not narrow
+        assert not entry.complete and not entry.usable
