@@ -56,8 +56,11 @@ def unavailable_reason() -> str | None:
                f"{sys.version_info[0]}.{sys.version_info[1]}"
     try:
         import slipcover.importer  # noqa: F401  (deferred: only this core needs it)
+        from slipcover.version import __version__
     except ImportError as exc:
         return f"slipcover is not installed: {exc}"
+    if not __version__.startswith("1.1."):  # this module replaces some of its internals
+        return f"slipcover {__version__} is installed, and this core is tested with 1.1 only"
     return None
 
 

@@ -335,3 +335,11 @@ def test_a_bad_option_is_refused_naming_it(tmp_path: Path, env: dict[str, str], 
                           timeout=120)
     assert proc.returncode == 4 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+def test_a_slipcover_release_other_than_the_tested_one_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    import slipcover.version
+
+    monkeypatch.setattr(slipcover.version, "__version__", "1.2.0")
+    assert depmap_slipcover.unavailable_reason() == "slipcover 1.2.0 is installed, and this core is tested with 1.1 only"
+    assert record_options({}).core == "ctrace"
