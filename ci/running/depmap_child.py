@@ -44,6 +44,7 @@ from ci.running.depmap_options import record_options
 
 FLUSH_SECONDS = 0.1
 _started: list[bool] = []
+_active: list[_ChildLog] = []  # the recording of this process, once started (tests read it)
 
 
 class _ChildLog:
@@ -93,9 +94,11 @@ class _ChildLog:
                 acknowledge(request)
 
     def after_fork(self) -> None:
-        """In a forked child: a fresh lock (the parent's may have been held), its own live mark
-        and a flusher of its own."""
+        """In a forked child: fresh locks (a thread of the parent may have held this one or
+        slipcover's at the fork, and no thread of the parent runs here to release them), its own
+        live mark and a flusher of its own."""
         self.lock = threading.Lock()
+        self.lines.after_fork()
         if not self.closed:
             mark_live(self.parts, self.test, flushes=True)
             self.run_flusher()
@@ -124,6 +127,7 @@ def start() -> None:
         log.context = test
         log.start()
     child = _ChildLog(lines, files, parts, test, _script_path())
+    _active.append(child)
     atexit.register(child.flush, True)
     os.register_at_fork(after_in_child=child.after_fork)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:

@@ -35,6 +35,7 @@ import builtins
 import dis
 import gc
 import sys
+import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -211,6 +212,10 @@ class SlipcoverLines:
                 mine[path] |= new
                 fresh[path] = new
         return fresh
+
+    def after_fork(self) -> None:
+        """In a forked child: slipcover's lock anew (the parent's flusher may have held it)."""
+        self._sci.lock = threading.RLock()
 
     def take_fresh(self) -> dict[str, set[int]]:
         """The lines the current context ran for the first time since the last call (see `_collect`)."""

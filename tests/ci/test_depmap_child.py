@@ -249,3 +249,19 @@ def test_a_child_outliving_its_recording_exits_quietly(tmp_path: Path) -> None:
     proc = subprocess.run(argv, env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                           capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_a_fork_while_another_thread_holds_the_recorders_locks_does_not_hang_the_child(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    body = ("import os, sys, threading, time\nimport ci.running.depmap_child as dc\nfrom pkg import work\n"
+            "held = threading.Event()\n"
+            "def hold():\n    with dc._active[0].lines._sci.lock:\n        held.set()\n        time.sleep(1)\n"
+            "threading.Thread(target=hold, daemon=True).start()\nheld.wait()\n"
+            "pid = os.fork()\nif pid == 0:\n    work.idle()\n    sys.exit(0)\n"
+            "print(os.waitpid(pid, 0)[1], pid)")
+    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    status, pid = proc.stdout.split()
+    assert status == "0"  # the forked child exited through its exit handlers instead of hanging in them
+    assert (parts / f"clines.{pid}.jsonl").is_file()
