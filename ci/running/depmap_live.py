@@ -28,7 +28,7 @@ import signal
 import time
 from pathlib import Path
 
-FLUSH_WAIT = 2.0
+FLUSH_WAIT = 5.0
 _POLL = 0.02
 _LIVE, _KILLED, _REQUEST, _FLUSHES = "live.", "killed.", "flush.", "flushes."
 

@@ -66,14 +66,20 @@ def _lines(parts: Path) -> dict[str, dict[str, list[int]]]:
     return {c: {f: sorted(lines) for f, lines in files.items()} for c, files in found.items()}
 
 
-def _signal_when_ready(root: Path, parts: Path, body: str, signum: int, wait: float = 0.0) -> int:
+def _signal_when_ready(root: Path, parts: Path, body: str, signum: int, wait: float = 0.0,
+                       flushed: bool = False) -> int:
     """Run ``body`` (which prints ``ready`` and sleeps) as a recorded child, send ``signum``
-    ``wait`` seconds after it is ready, and return its exit status."""
+    ``wait`` seconds after it is ready (``flushed``: once its flusher has written a line, however
+    long a loaded machine makes that), and return its exit status."""
     child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         time.sleep(wait)
+        deadline = time.monotonic() + 30
+        while flushed and not any(p.stat().st_size for p in parts.glob("clines.*.jsonl")):
+            assert time.monotonic() < deadline, "the flusher wrote nothing in 30 s"
+            time.sleep(FLUSH_SECONDS)
         child.send_signal(signum)
         return child.wait(timeout=30)
     finally:
@@ -162,7 +168,7 @@ def test_a_child_killed_by_sigkill_keeps_what_it_ran_before_the_last_flush(tmp_p
     """SGLang's kill_process_tree ends a server and its workers with SIGKILL: no exit handler runs."""
     root, parts = _project(tmp_path)
     body = "import time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
-    assert _signal_when_ready(root, parts, body, signal.SIGKILL, wait=10 * FLUSH_SECONDS) == -signal.SIGKILL
+    assert _signal_when_ready(root, parts, body, signal.SIGKILL, flushed=True) == -signal.SIGKILL
     assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
