@@ -11,7 +11,8 @@ Contract:
   folders removed with it) at the commit, and writes the extra files.
 - `collect_candidates`: the test files the tree's own pytest configuration collects
   (``--collect-only -q``), files with collection errors included (the baseline then drops them).
-- `write_registry`: a minimal ``registry.yaml`` in the copy: one tier ``cpu``, every universe
+- `write_registry`: a minimal ``registry.yaml`` in the copy (`bench.mutation` writes it only
+  where `has_own_registry` is False: one tree's tests read their own): one tier ``cpu``, every universe
   file (est_time: its baseline seconds, at least 1), ``project:`` with the source and test roots,
   test patterns covering every universe file's name, first-party names from the import root.
 - `registry_seconds`: the est_time of each file in the copy's own ``registry.yaml`` (a tree
@@ -125,6 +126,12 @@ def write_registry(tree: Path, spec: TreeSpec, universe: Sequence[str], duration
     return target
 
 
+def has_own_registry(tree: Path) -> bool:
+    """True when the copy's git tracks a ``registry.yaml`` at its root (the tree has its own)."""
+    proc = subprocess.run(["git", "ls-files", "--error-unmatch", "registry.yaml"], cwd=tree, capture_output=True)
+    return proc.returncode == 0
+
+
 def registry_seconds(tree: Path) -> dict[str, float]:
     """See the module docstring."""
     from ci.registry import RegistryError, load_registry  # deferred: only a tree with a registry needs it
@@ -179,5 +186,5 @@ def read_executed(path: Path) -> dict[str, frozenset[int]]:
     return {k: frozenset(v) for k, v in json.loads(path.read_text()).items()}
 
 
-__all__ = ["TreeError", "TreeSpec", "collect_candidates", "coverage_lines", "make_copy", "pythonpath",
-           "read_executed", "registry_seconds", "write_registry"]
+__all__ = ["TreeError", "TreeSpec", "collect_candidates", "coverage_lines", "has_own_registry", "make_copy",
+           "pythonpath", "read_executed", "registry_seconds", "write_registry"]

@@ -64,8 +64,8 @@ from bench._mutation_runtime import runtime_selection
 from bench._mutation_select import SelectionTree, path_prefix_selection, static_selection
 from bench._mutation_store import MutantResult, ResultsError, append_result, load_results
 from bench._mutation_tree import (
-    TreeError, TreeSpec, collect_candidates, coverage_lines, make_copy, pythonpath, read_executed, registry_seconds,
-    write_registry,
+    TreeError, TreeSpec, collect_candidates, coverage_lines, has_own_registry, make_copy, pythonpath, read_executed,
+    registry_seconds, write_registry,
 )
 from bench.table import format_table, ratio
 from ci.atomic_write import atomic_write_text
@@ -124,7 +124,7 @@ def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> 
     state = opts.workdir / "baseline.json"
     if opts.resume and state.is_file():
         kept = _within_budget(Baseline(**json.loads(state.read_text())), opts.max_file_seconds, spec)
-        write_registry(tree, spec, kept.universe, kept.durations)  # the copy may be new
+        _ensure_registry(tree, spec, kept.universe, kept.durations)  # the copy may be new
         atomic_write_text(state, json.dumps(asdict(kept), indent=1))
         return kept
     candidates, excluded = _prefilter(collect_candidates(opts.python, tree, env), tree, spec, opts.max_file_seconds)
@@ -143,9 +143,17 @@ def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> 
     result = _within_budget(Baseline(universe, {**excluded, **failed}, durations,
                                      {"baseline run 1": runs[0].wall, "baseline run 2": runs[1].wall}),
                             opts.max_file_seconds, spec)
-    write_registry(tree, spec, universe, durations)
+    _ensure_registry(tree, spec, universe, durations)
     atomic_write_text(state, json.dumps(asdict(result), indent=1))
     return result
+
+
+def _ensure_registry(tree: Path, spec: TreeSpec, universe: list[str], durations: dict[str, float]) -> None:
+    """The generated registry, for a tree without one of its own. A tree that tracks its own
+    (this repository) keeps it: its tests read it, and a generated one in its place failed
+    ``tests/ci/test_registry.py`` under every mutant, for the registry and not the mutant."""
+    if not has_own_registry(tree):
+        write_registry(tree, spec, universe, durations)
 
 
 _PREFILTERED = "est_time "  # how an exclusion by the tree's own registry starts

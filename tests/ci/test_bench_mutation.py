@@ -304,6 +304,25 @@ def test_a_tree_importing_from_its_root_keeps_its_tests_of_the_mutated_code_what
         registry_seconds(tree)
 
 
+def test_a_tree_that_tracks_its_own_registry_keeps_it(tmp_path: Path) -> None:
+    from bench.mutation import _ensure_registry
+    from bench._mutation_tree import has_own_registry
+
+    (tmp_path / "repo").mkdir()
+    spec = build_quick_tree(tmp_path / "repo")
+    tree = make_copy(tmp_path / "repo", spec, tmp_path)
+    assert not has_own_registry(tree)
+    _ensure_registry(tree, spec, ["tests/test_area.py"], {})
+    assert "tests/test_area.py" in (tree / "registry.yaml").read_text()  # generated: the tree had none
+    own = "version: 1\n# the tree's own\n"
+    (tree / "registry.yaml").write_text(own)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "add",
+                    "registry.yaml"], cwd=tree, check=True)
+    assert has_own_registry(tree)
+    _ensure_registry(tree, spec, ["tests/test_area.py"], {})
+    assert (tree / "registry.yaml").read_text() == own
+
+
 def test_score_counts_pairs_and_lists_every_miss() -> None:
     source = "X = 1\nY = 2\n"
     mutants = generate({"src/m.py": source}, {"src/m.py": frozenset({1, 2})}, 2, seed=3)
