@@ -343,3 +343,17 @@ def test_a_slipcover_release_other_than_the_tested_one_is_not_used(monkeypatch: 
     monkeypatch.setattr(slipcover.version, "__version__", "1.2.0")
     assert depmap_slipcover.unavailable_reason() == "slipcover 1.2.0 is installed, and this core is tested with 1.1 only"
     assert record_options({}).core == "ctrace"
+
+
+def test_the_overhead_goal_is_judged_only_when_pytest_passed_in_every_run() -> None:
+    from bench._depmap_overhead import BASELINE, FULL_SLIPCOVER, Measured
+    from bench.depmap import verdict
+
+    def pair(base_cpu: float, rec_cpu: float, codes: frozenset[int] = frozenset({0})) -> list[Measured]:
+        return [Measured(BASELINE, 1.0, base_cpu, frozenset({0})), Measured(FULL_SLIPCOVER, 1.0, rec_cpu, codes)]
+
+    assert verdict(pair(10.0, 11.0)) == "MET"  # exactly 10 % more
+    assert verdict(pair(10.0, 11.01)) == "MISSED"
+    # a recording run that failed did less work: cheaper, and meaningless
+    assert verdict(pair(10.0, 7.0, frozenset({1}))) == "UNJUDGED (pytest did not pass in every run)"
+    assert verdict(pair(10.0, 7.0, frozenset({0, 1}))).startswith("UNJUDGED")
