@@ -108,24 +108,30 @@ class _Idle:
     def switch_context(self, context: str) -> None: ...
 
 
-def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions):
-    """Write the subprocesses' coverage config and start this process's line recorder: an object
-    with start, stop, switch_context, save and erase (`coverage.Coverage`'s names), started."""
-    import coverage
-
-    include = [os.path.join(r, "*") for r in files.roots]
-    omit = [p + "*" for p in files.excluded]
+def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> None:
+    """The owner's part, once per recording, before any worker or test starts (they inherit it):
+    the subprocesses' coverage config, and the recorder's own start-up hook with the variable that
+    arms it. A worker rewriting the config could tear it under a child of another worker reading it."""
     config = parts / "coverage.ini"
     config.write_text("[run]\n" + "".join(f"{k} = {v}\n" for k, v in {
         "data_file": parts / "cov", "parallel": "True", "core": "ctrace", "sigterm": "True",
         "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
-        "include": "\n    " + "\n    ".join(include), "omit": "\n    " + "\n    ".join(omit)}.items()),
-        encoding="utf-8")
-    guard_kills(lambda: os.environ.get(PARTS_ENV))  # a test's SIGKILL of a server waits for its last lines
+        "include": "\n    " + "\n    ".join(os.path.join(r, "*") for r in files.roots),
+        "omit": "\n    " + "\n    ".join(p + "*" for p in files.excluded)}.items()), encoding="utf-8")
     if options.core == "slipcover" and options.subprocesses and depmap_startup.install() is not None:
         os.environ[CHILD_CORE_ENV] = "slipcover"  # subprocesses by probes too, where the hook runs
     else:
         os.environ.pop(CHILD_CORE_ENV, None)
+
+
+def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: bool):
+    """Start this process's line recorder (the owner prepares the children first): an object with
+    start, stop, switch_context, save and erase (`coverage.Coverage`'s names), started."""
+    import coverage
+
+    if owner:
+        _prepare_children(parts, files, options)
+    guard_kills(lambda: os.environ.get(PARTS_ENV))  # a test's SIGKILL of a server waits for its last lines
     if not options.lines:
         return _Idle()
     if options.core == "slipcover":
@@ -134,7 +140,8 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions):
         lines = SlipcoverLines(files, parts / "cov")
     else:
         lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
-                                  include=include, omit=omit)
+                                  include=[os.path.join(r, "*") for r in files.roots],
+                                  omit=[p + "*" for p in files.excluded])
         lines.set_option("run:core", "ctrace")
     lines.start()
     return lines
@@ -165,7 +172,7 @@ def start_early(root: Path | None) -> None:
     except pytest.UsageError:
         return
     owner = _claim_parts(root)
-    _EARLY = _Early(root, owner, _start_lines(Path(os.environ[PARTS_ENV]), RepoFiles(root), options), options)
+    _EARLY = _Early(root, owner, _start_lines(Path(os.environ[PARTS_ENV]), RepoFiles(root), options, owner), options)
 
 
 def drop_early() -> None:
@@ -221,7 +228,7 @@ class DepmapRecorder:
         self.context = ""
         self.opened = OpenedLog(self.files, self.parts)
         started = early.cov if early is not None else None
-        self.cov = started if started is not None else _start_lines(self.parts, self.files, options)
+        self.cov = started if started is not None else _start_lines(self.parts, self.files, options, self.owner)
         if options.opened:
             self.opened.start()
 
