@@ -13,8 +13,9 @@ if its change were made on top of R and judged by R's map, graph and registry:
    hunk's whole new range, or its insertion point when the hunk removed it); a file deleted since
    C is judged by file;
 3. their scopes in R's source (`ci.selection.edit_scopes.diff_scopes`), then
-   `ci.selection.depmap_select.select_by_maps` with those scopes for maps of commit R and the
-   static graph's importers as the module-level reach, and `ci.selection.plan.plan` with the
+   `ci.selection.depmap_select.select_by_maps` with those scopes for maps of commit R, the
+   static graph's importers as the module-level reach and the references of every Python file
+   at R (`ci.selection.reach`), and `ci.selection.plan.plan` with the
    registry's ``run_all_paths`` and without them.
 
 Two more rows change one scope alone, without run-all paths, for every non-test Python file some
@@ -41,6 +42,8 @@ from ci.selection.depmap_format import StoredTestMap, maps_of_file, parse_depmap
 from ci.selection.depmap_select import select_by_maps
 from ci.selection.diff_hunks import FileDiff, Hunk, file_diffs
 from ci.selection.edit_scopes import Scope, diff_scopes, scopes_of
+from ci.selection.git_lines import read_at as git_read_at
+from ci.selection.reach import ReferenceIndex
 from ci.selection.plan import PlannedTest, plan
 
 _GIT = ("git", "-c", "core.quotepath=off")
@@ -182,6 +185,7 @@ class Judge:
     map_sha: str | None
     graph: TestDependencies
     now: datetime
+    references: ReferenceIndex | None = None
     _impacts: dict[tuple[str, ...], Impact] = field(default_factory=dict)
     _static: dict[tuple[tuple[str, ...], bool], Selected] = field(default_factory=dict)
 
@@ -207,7 +211,9 @@ class Judge:
         selection of ``changed``, then the maps' with ``scopes`` (R's numbering) for maps of R."""
         impact = self.impact(changed)
         chosen = select_by_maps(self.maps, self.files, changed, now=self.now, module_reach=self.reach,
-                                scopes_for=lambda sha: scopes if sha is not None and sha == self.map_sha else None)
+                                scopes_for=lambda sha: scopes if sha is not None and sha == self.map_sha else None,
+                                references_for=lambda sha, paths: self.references if sha == self.map_sha else None,
+                                imports_of=self.graph.imports_of)
         out: list[Selected] = []
         for with_run_all in run_all:
             registry = self.registry if with_run_all else self._bare
@@ -271,8 +277,12 @@ def selection_table(root: Path, registry: Registry, files: Sequence[str], map_pa
     depmap = parse_depmap(map_path.read_bytes(), map_path.name)
     ref_proc = _git(root, "rev-parse", depmap.sha or "HEAD")
     ref = ref_proc.stdout.decode().strip() if ref_proc is not None else depmap.sha or "HEAD"
+    tracked = _git(root, "ls-tree", "-r", "--name-only", ref)
+    python = [p for p in (tracked.stdout.decode(errors="replace").splitlines() if tracked is not None else [])
+              if p.endswith(".py")]
     judge = Judge(registry, depmap.tier or "cpu", list(files), maps_of_file(depmap, map_path.name), depmap.sha,
-                  TestDependencies(root, registry), datetime.now(timezone.utc))
+                  TestDependencies(root, registry), datetime.now(timezone.utc),
+                  ReferenceIndex.build(git_read_at(root, ref, python)))
     rows = commit_rows(root, judge, ref, n) + scope_rows(root, judge, ref)
     usable = sum(t.usable for t in depmap.tests.values())
     title = (f"selected of the {len(files)} recorded files, count/est s ({len(depmap.tests)} in the map, {usable} "

@@ -24,6 +24,8 @@ from ci.selection.depmap_format import DepMap, StoredTestMap, maps_of_file, pars
 from ci.selection.depmap_select import select_by_maps
 from ci.selection.diff_hunks import touched_old_lines
 from ci.selection.edit_scopes import diff_scopes
+from ci.selection.git_lines import read_at
+from ci.selection.reach import ReferenceIndex
 
 
 @lru_cache(maxsize=4)
@@ -38,6 +40,17 @@ def _base_text(root: str, path: str) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def _references(root: str, paths: frozenset[str]) -> ReferenceIndex:
+    key = (root, paths)
+    if key not in _INDEXES:
+        _INDEXES.clear()
+        _INDEXES[key] = ReferenceIndex.build(read_at(root, "HEAD", [p for p in paths if p.endswith(".py")]))
+    return _INDEXES[key]
+
+
+_INDEXES: dict[tuple[str, frozenset[str]], ReferenceIndex] = {}
+
+
 def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant) -> set[str]:
     """See the module docstring."""
     depmap, maps, now = _maps(str(depmap_path), depmap_path.stat().st_mtime_ns)
@@ -45,7 +58,9 @@ def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant) ->
     scopes = diff_scopes(touched, lambda path: _base_text(str(tree.root), path))
     chosen = select_by_maps(maps, sorted(tree.universe), [mutant.path], now=now,
                             scopes_for=lambda sha: scopes if sha is not None and sha == depmap.sha else None,
-                            module_reach=lambda path: tree.deps.impact([path]).reasons)
+                            module_reach=lambda path: tree.deps.impact([path]).reasons,
+                            references_for=lambda sha, paths: _references(str(tree.root), paths),
+                            imports_of=tree.deps.imports_of)
     selected = {t for t, verdict in chosen.decided.items() if verdict.why}
     if chosen.fallback:
         selected |= set(chosen.fallback) & static_selection(tree, mutant.path)

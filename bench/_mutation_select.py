@@ -3,8 +3,10 @@
 Contract:
 - `SelectionTree` is the copy as the selectors see it: its root, the generated registry and the
   universe (the test files measured); the static import graph is built once, on first use.
-- `static_selection`: the test files of the universe that ``ci plan --tier cpu`` selects for a
-  change of that one file (`ci.selection.plan.plan` with the graph's `Impact`).
+- `static_selection`: the test files of the universe that ``ci plan --tier T`` selects for a
+  change of that one file, over every tier of the registry (`ci.selection.plan.plan` with the
+  graph's `Impact`): the self tree's universe holds GPU-tier files too, which skip on CPU but fail
+  at collection like any other when a module they import breaks.
 - `path_prefix_selection`, the rule projects such as SGLang and vLLM write by hand: the changed
   module's name is its file name without ``.py``, or for an ``__init__.py`` the name of its
   package folder; a test file is selected exactly when that name is a substring of its
@@ -29,7 +31,6 @@ class SelectionTree:
     root: Path
     registry: Registry
     universe: frozenset[str]
-    tier: str = "cpu"
     _deps: TestDependencies | None = field(default=None, repr=False)
 
     @property
@@ -41,8 +42,9 @@ class SelectionTree:
 
 def static_selection(tree: SelectionTree, changed: str) -> set[str]:
     """Universe files the static import graph selects for a change of ``changed`` alone."""
-    chosen = plan(tree.registry, tree.tier, [changed], impact=tree.deps.impact([changed]))
-    return {t.path for t in chosen.selected} & tree.universe
+    impact = tree.deps.impact([changed])
+    chosen = {t.path for tier in tree.registry.tiers for t in plan(tree.registry, tier, [changed], impact=impact).selected}
+    return chosen & tree.universe
 
 
 def module_name(changed: str) -> str:

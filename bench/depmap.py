@@ -1,5 +1,7 @@
 """Runtime dependency maps: what recording costs, and what they select:
-``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N]``.
+``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N]``, or
+``python -m bench depmap --map=PATH`` for step 3 alone with a map recorded before at this
+repository's HEAD (a ``bench mutation --tree self`` workdir's ``depmap.json``).
 
 Every timing is pytest over a list of files, ``--repeat=N`` times each (2; --quick and --tier 1),
 the modes alternating; best CPU time (user + system of pytest and its children) of each, wall
@@ -113,6 +115,15 @@ def main(argv: list[str]) -> int:
     workers = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--workers=")), 2 if tier else 0)
     root = find_repo_root()
     registry = load_registry(root / "registry.yaml")
+    given = next((Path(a.split("=", 1)[1]) for a in argv if a.startswith("--map=")), None)
+    if given is not None:
+        try:
+            recorded = parse_depmap(given.read_bytes(), str(given)).tests
+        except (OSError, ValueError) as exc:
+            print(f"bench depmap: --map={given}: {exc}")
+            return 1
+        print(selection_table(root, registry, sorted(set(recorded) & set(registry.tests)), given, 20))
+        return 0
     files = subset(registry, quick, tier)
     with tempfile.TemporaryDirectory(prefix="bench-depmap-") as tmp:
         if not (quick or tier):

@@ -13,7 +13,9 @@ Contract:
   - line level, when the map has lines (version 2) and the changed file's scopes relative to the
     map's commit are known (``scopes_for(sha)``: `ci.selection.git_lines`, None when git cannot
     tell, e.g. the commit is not in a shallow clone): a changed function body
-    selects the test when it ran a line of that body. A module-level change selects a test that
+    selects the test when it ran a line of that body, or when its run could have led to that
+    body under other state (`ci.selection.reach`: a reference in a function it ran, on a line it
+    did not run or to a function it never entered: a cache an earlier test file filled). A module-level change selects a test that
     executed any line of the file or that the static import graph says imports it
     (``module_reach(path)``: test -> the graph's reason): a changed constant reaches every
     importer, whatever it executed. A function body that also ran outside any test's own work
@@ -36,8 +38,10 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ci.selection.depmap_format import StoredTestMap
 from ci.selection.edit_scopes import Scope
+from ci.selection.reach import Imports, ReferenceIndex
 
 ScopesFor = Callable[[str | None], "Mapping[str, tuple[Scope, ...] | None] | None"]
+ReferencesFor = Callable[[str | None, frozenset[str]], "ReferenceIndex | None"]
 
 DEFAULT_MAX_AGE_DAYS = 14.0
 
@@ -91,12 +95,17 @@ def _no_reach(path: str) -> Mapping[str, str]:
     return {}
 
 
+def _no_references(sha: str | None, paths: frozenset[str]) -> None:
+    return None
+
+
 @dataclass
 class _Change:
     """What the selection knows about the changes, shared by every test's decision."""
 
     changed: list[str]
     module_reach: Callable[[str], Mapping[str, str]]
+    imports_of: Imports | None = None
     reach_memo: dict[str, Mapping[str, str]] = field(default_factory=dict)
 
     def reach(self, path: str, test: str) -> str | None:
@@ -112,7 +121,8 @@ def _module_hit(test: str, stored: StoredTestMap, path: str, change: _Change, wh
     return f"{reason}, {what}" if reason is not None else None
 
 
-def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change) -> str | None:
+def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change,
+               references: ReferenceIndex | None) -> str | None:
     if scope.is_module:
         return _module_hit(test, stored, path, change, f"changed at module level (line {scope.line})")
     body = range(scope.first, scope.last + 1)
@@ -122,11 +132,14 @@ def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change
     if not stored.shared.get(path, frozenset()).isdisjoint(body):
         return _module_hit(test, stored, path, change, f"whose {scope.name}() ran outside a test (at import or in "
                                                        "the session)")
+    if references is not None:
+        lines = stored.entry.lines or {}
+        return references.reason(path, scope, lambda p: lines.get(p, frozenset()), change.imports_of)
     return None
 
 
 def _hits(test: str, stored: StoredTestMap, change: _Change,
-          scopes: Mapping[str, tuple[Scope, ...] | None] | None) -> list[str]:
+          scopes: Mapping[str, tuple[Scope, ...] | None] | None, references: ReferenceIndex | None) -> list[str]:
     entry = stored.entry
     hits: list[str] = []
     for path in change.changed:
@@ -140,21 +153,31 @@ def _hits(test: str, stored: StoredTestMap, change: _Change,
             elif (reason := change.reach(path, test)) is not None:
                 hits.append(reason)
             continue
-        hits += [why for scope in file_scopes if (why := _scope_hit(test, stored, path, scope, change)) is not None][:1]
+        hits += [why for scope in file_scopes if (why := _scope_hit(test, stored, path, scope, change, references)) is not None][:1]
     return hits
 
 
 def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], changed: Sequence[str], *,
                    now: datetime, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
                    scopes_for: ScopesFor = _no_scopes,
-                   module_reach: Callable[[str], Mapping[str, str]] = _no_reach) -> MapSelection:
+                   module_reach: Callable[[str], Mapping[str, str]] = _no_reach,
+                   references_for: ReferencesFor = _no_references,
+                   imports_of: Imports | None = None) -> MapSelection:
     """See the module docstring. ``tests``: the tier's registered test paths; ``scopes_for(sha)``:
     the changed files' scopes relative to a map's commit (None, or a file absent or None: judged
     by file); ``module_reach(path)``:
-    the tests the static import graph says import ``path``, with its reason."""
+    the tests the static import graph says import ``path``, with its reason; ``references_for(sha,
+    paths)``: the references of those Python files at ``sha`` (`ci.selection.reach`; None: no
+    such walk), asked once per commit with every file its maps executed and the changed files;
+    ``imports_of(path)``: the files ``path`` imports (the static graph), which limits that walk
+    to references that can see the function (None: by name alone)."""
     changed_set = set(changed)
-    change = _Change(sorted(changed_set), module_reach)
+    change = _Change(sorted(changed_set), module_reach, imports_of)
     per_commit: dict[str | None, Mapping[str, tuple[Scope, ...] | None] | None] = {}
+    indexes: dict[str | None, ReferenceIndex | None] = {}
+    files_at: dict[str | None, set[str]] = {}
+    for stored in maps.values():
+        files_at.setdefault(stored.sha, set(changed_set)).update(stored.entry.lines or ())
     out = MapSelection()
     for test in tests:
         stored = maps.get(test)
@@ -177,7 +200,10 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             continue
         if stored.sha not in per_commit:
             per_commit[stored.sha] = scopes_for(stored.sha) if stored.sha is not None else None
-        hits = _hits(test, stored, change, per_commit[stored.sha])
+        if stored.sha not in indexes:
+            wanted = frozenset(files_at.get(stored.sha, changed_set))
+            indexes[stored.sha] = references_for(stored.sha, wanted) if per_commit[stored.sha] else None
+        hits = _hits(test, stored, change, per_commit[stored.sha], indexes[stored.sha])
         why = None
         if hits:
             more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""

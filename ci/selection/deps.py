@@ -64,6 +64,7 @@ class TestDependencies:
             self.graph = ImportGraph.build(self.index, self.cache)
         self._conftests: dict[str, tuple[str, ...]] = {}
         self._scripts: dict[str, tuple[str, ...]] = {}
+        self._imports: dict[str, frozenset[str]] = {}
         self.not_files = registered_non_files(self.root, registry)
         self._used_files: set[str] | None = None
         self._prefixes = {_root_as_empty(p) for e in registry.tests.values() for p in e.depends_on}
@@ -121,6 +122,15 @@ class TestDependencies:
         for rel in roots:
             self.graph.ensure(rel)
         return self.graph.closure(roots)
+
+    def imports_of(self, path: str) -> frozenset[str]:
+        """Every file ``path`` imports, directly or not, itself included (memoised); empty for a
+        file that is not a regular .py file."""
+        known = self._imports.get(path)
+        if known is None:
+            known = frozenset(self.graph.closure([path])) if self.graph.ensure(path) is not None else frozenset()
+            self._imports[path] = known
+        return known
 
     # -- per change -----------------------------------------------------------------------------------
     def impact(self, changed: Sequence[str] | None) -> Impact:

@@ -47,10 +47,15 @@ class Scope:
 
 
 @dataclass(frozen=True)
-class _Body:
+class Body:
+    """A function's body: its dotted ``name`` (``Cls.method``, ``outer.inner``), its lines
+    ``first``..``last`` (after the ``def`` header and docstring), and ``in_class`` when it is a
+    method (defined directly in a class body)."""
+
     name: str
     first: int
     last: int
+    in_class: bool = False
 
 
 def _decorator_name(node: ast.expr) -> str:
@@ -61,7 +66,8 @@ def _decorator_name(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
-def _is_kernel(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def is_kernel(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a decorator marks the function as a kernel (see the module docstring)."""
     names = (_decorator_name(d) for d in node.decorator_list)
     return any(n.endswith("jit") or n in KERNEL_DECORATORS for n in names)
 
@@ -70,33 +76,40 @@ def _is_docstring(node: ast.stmt) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
-def _bodies(tree: ast.AST) -> list[_Body]:
-    """Every non-kernel function's body range, with dotted names; a kernel's nested functions
-    are left out with it (they are compiled with it)."""
-    out: list[_Body] = []
+def function_body(node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, in_class: bool) -> Body | None:
+    """``node``'s body (``prefix`` is its enclosing dotted name with a trailing dot), or None when
+    it has no line of its own after the header and docstring. Kernels are the caller's to leave out."""
+    # The def line itself is header (defaults, a one-line body's header): module level.
+    # So is a docstring: tools read it without running the body (`pytest --fixtures`).
+    body = node.body[1:] if _is_docstring(node.body[0]) else node.body
+    if not body:
+        return None
+    first = max(body[0].lineno, node.lineno + 1)
+    if node.end_lineno is None or first > node.end_lineno:
+        return None
+    return Body(prefix + node.name, first, node.end_lineno, in_class)
 
-    def walk(node: ast.AST, prefix: str) -> None:
+
+def function_bodies(tree: ast.AST) -> list[Body]:
+    """Every non-kernel function's body, with dotted names; a kernel's nested functions are left
+    out with it (they are compiled with it)."""
+    out: list[Body] = []
+
+    def walk(node: ast.AST, prefix: str, in_class: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if _is_kernel(child):
+                if is_kernel(child):
                     continue
-                name = prefix + child.name
-                # The def line itself is header (defaults, a one-line body's header): module level.
-                # So is a docstring: tools read it without running the body (`pytest --fixtures`).
-                body = child.body[1:] if _is_docstring(child.body[0]) else child.body
-                if not body:
-                    walk(child, name + ".")
-                    continue
-                first = max(body[0].lineno, child.lineno + 1)
-                if child.end_lineno is not None and first <= child.end_lineno:
-                    out.append(_Body(name, first, child.end_lineno))
-                walk(child, name + ".")
+                body = function_body(child, prefix, in_class)
+                if body is not None:
+                    out.append(body)
+                walk(child, prefix + child.name + ".", False)
             elif isinstance(child, ast.ClassDef):
-                walk(child, prefix + child.name + ".")
+                walk(child, prefix + child.name + ".", True)
             else:
-                walk(child, prefix)
+                walk(child, prefix, in_class)
 
-    walk(tree, "")
+    walk(tree, "", False)
     return out
 
 
@@ -106,7 +119,7 @@ def scopes_of(old_source: str | bytes, old_lines: Iterable[int]) -> tuple[Scope,
         tree = ast.parse(old_source)
     except (SyntaxError, ValueError):  # ValueError: NUL bytes in the source
         return None
-    bodies = _bodies(tree)
+    bodies = function_bodies(tree)
     found: dict[tuple[int | None, int | None], Scope] = {}
     for line in sorted(set(old_lines)):
         inner = min((b for b in bodies if b.first <= line <= b.last), key=lambda b: b.last - b.first, default=None)

@@ -12,7 +12,10 @@ too: a line the branch reverted to the map's text still differs between base and
 Contract: `GitLines(cwd, changed).scopes_for(sha)` gives the changed files' scopes
 (`ci.selection.edit_scopes.diff_scopes`) relative to ``sha``, or None when git cannot tell (no
 commit recorded, the commit is not in this checkout: a shallow clone, git failing); the map is
-then judged by file. Results are cached per commit. It never raises for git's failures.
+then judged by file. `GitLines.references_for(sha, paths)` indexes those files' references at
+``sha`` for `ci.selection.reach` (None when git does not know the commit); `read_at` reads many
+files at one commit with one git process. Results are cached per commit. It never raises for
+git's failures.
 """
 
 from __future__ import annotations
@@ -20,13 +23,46 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from ci.selection.diff_hunks import comment_only_lines, touched_old_lines
 from ci.selection.edit_scopes import Scope, diff_scopes
+from ci.selection.reach import ReferenceIndex
 
 _GIT = ("git", "-c", "core.quotepath=off")
 Scopes = dict[str, "tuple[Scope, ...] | None"]
+
+
+def read_at(cwd: str | Path, rev: str, paths: Iterable[str]) -> dict[str, bytes]:
+    """The text of each of ``paths`` (relative to ``cwd``) at commit ``rev``, by one
+    ``git cat-file --batch``; a path git has no file for at ``rev`` is left out, and so is
+    everything when git fails."""
+    wanted = sorted({p for p in paths if p and "\n" not in p})
+    if not wanted:
+        return {}
+    names = "".join(f"{rev}:./{p}\n" for p in wanted).encode()
+    try:
+        proc = subprocess.run([*_GIT, "cat-file", "--batch"], cwd=cwd, input=names, capture_output=True,
+                              check=False, timeout=300)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if proc.returncode != 0:
+        return {}
+    out: dict[str, bytes] = {}
+    data, at = proc.stdout, 0
+    for path in wanted:
+        end = data.find(b"\n", at)
+        if end < 0:
+            break
+        header = data[at:end].split()
+        at = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            continue  # "<name> missing", "ambiguous"
+        size = int(header[2])
+        if header[1] == b"blob":
+            out[path] = data[at:at + size]
+        at += size + 1
+    return out
 
 
 def _git(args: list[str], cwd: str | Path, *, text: bool = True) -> subprocess.CompletedProcess | None:
@@ -44,6 +80,7 @@ class GitLines:
     changed: Sequence[str]
     base: str | None = None
     _memo: dict[str, Scopes | None] = field(default_factory=dict)
+    _indexes: dict[str, ReferenceIndex | None] = field(default_factory=dict)
 
     def scopes_for(self, sha: str | None) -> Scopes | None:
         if sha is None or not self.changed:
@@ -51,6 +88,19 @@ class GitLines:
         if sha not in self._memo:
             self._memo[sha] = self._read(sha)
         return self._memo[sha]
+
+    def references_for(self, sha: str | None, paths: Iterable[str]) -> ReferenceIndex | None:
+        """The references of ``paths``' Python files at ``sha`` (`ci.selection.reach`), or None
+        when git does not know the commit. Built once per commit: the caller gives every path it will
+        ask about at that commit in its first call."""
+        if sha is None:
+            return None
+        if sha not in self._indexes:
+            known = _git(["cat-file", "-e", f"{sha}^{{commit}}"], self.cwd)
+            ok = known is not None and known.returncode == 0
+            wanted = [p for p in paths if p.endswith(".py")]
+            self._indexes[sha] = ReferenceIndex.build(read_at(self.cwd, sha, wanted)) if ok else None
+        return self._indexes[sha]
 
     def _read(self, sha: str) -> Scopes | None:
         known = _git(["cat-file", "-e", f"{sha}^{{commit}}"], self.cwd)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import pytest
 from ci.__main__ import main as ci_main
 from ci.selection.diff_hunks import comment_only_lines, touched_old_lines
 from ci.selection.edit_scopes import diff_scopes, scopes_of
-from tests.ci.depmap_support import REGISTRY
+from tests.ci.depmap_support import git as _git, plan_on_branch, recorded_project
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 
 OPS = textwrap.dedent("""\
@@ -47,54 +45,13 @@ FILES = {
     # build() is never in test_other's own lines, only in the map's shared lines
     "tests/test_zother.py": "def test_other():\n    from pkg import built\n    assert built.TABLE['k'] == 1\n",
 }
-TESTS = sorted(p for p in FILES if p.startswith("tests/test_"))
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 
 
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True, text=True).stdout
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("lines")
-    for rel, text in FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    (root / "registry.yaml").write_text(REGISTRY.format(entries="".join(
-        f"  {t}:\n    tiers: [cpu]\n    est_time: 1\n    owner: '@x'\n    status: active\n" for t in TESTS)))
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "base")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_")) and k != "PYTEST_ADDOPTS"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    proc = subprocess.run([sys.executable, "-m", "ci", "run", "--registry", str(root / "registry.yaml"), "--tier", "cpu",
-                           "--workers", "0", "--record-depmap", str(root.parent / f"{root.name}.json")],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return root
+recorded = recorded_project(FILES, "lines")
 
 
 def _plan(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, str], *extra: str) -> dict[str, str]:
-    """Branch off main, apply ``edits`` (path -> new text), commit, plan with the map against main."""
-    branch = f"b{abs(hash(json.dumps(edits, sort_keys=True)))}"
-    _git(root, "checkout", "-q", "-B", branch, "main")
-    for rel, text in edits.items():
-        (root / rel).write_text(text)
-    _git(root, "commit", "-q", "-am", "change")
-    capsys.readouterr()
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        maps = list(extra) or ["--depmap", str(root.parent / f"{root.name}.json")]
-        rc = ci_main(["plan", "--registry", str(root / "registry.yaml"), "--tier", "cpu", "--base", "main",
-                      "--format", "json", *maps])
-    finally:
-        os.chdir(cwd)
-        _git(root, "checkout", "-q", "main")
-    assert rc == 0
-    out = json.loads(capsys.readouterr().out)["plans"][0]
-    return {t["path"]: t["why"] for t in out["selected"]}
+    return plan_on_branch(root, capsys, edits, *extra)
 
 
 @pytest.mark.parametrize("edit, expected, why", [

@@ -1,0 +1,209 @@
+"""Whether a test could reach a changed function its recorded run never entered: state cached
+by an earlier test file, a branch another state would take.
+
+A map records what one test file ran in one process. A result cached by an earlier test file
+in the same process (a ``functools.lru_cache``, a table built on first use) is read by a later
+file without running the body that computed it, so that body is not in the later file's map;
+in a fresh process the later file would run it. Line-level selection therefore also asks, for a
+changed function body ``G`` a test ``T`` never ran: could ``T``'s own run have led to ``G``
+under other state? It walks the static references back from ``G``:
+
+- the references to a function are the places its name appears (``g(...)``, ``obj.g``, ``g``
+  passed as a value), by name only; ``__init__``, ``__new__`` and ``__post_init__`` are
+  referenced by their class's name;
+- a reference inside a function ``F`` that ``T`` ran a line of (``F`` entered) decides: ``T``
+  is selected when the referencing line is one ``T`` did not run (a branch not taken: ``if
+  cached is None: cached = build()``), or when ``T`` ran it but never entered any function of
+  that name (the call was answered without running a body: a cache hit, a short-circuit on the
+  same line). A reference in a function ``T`` never entered is followed the same way, back to
+  that function's own references, through at most `MAX_HOPS` such functions; a name in more
+  than `MAX_FILES_PER_NAME` files is not followed (by name alone it could mean anything);
+- a reference at module level or in a class body ran at import, alike for every test: it leads
+  nowhere (module-level changes have their own rule).
+
+What it cannot see: a call through a table or attribute that never names the function
+(``HANDLERS[kind](x)``), dunder methods other than the three above, and ``getattr`` by string.
+
+Contract: `ReferenceIndex(sources)` indexes the Python sources given (path -> text; a file that
+does not parse is left out). `ReferenceIndex.reason(path, scope, ran)` walks back from the
+function body ``scope`` of ``path`` for a test whose executed lines of a file are ``ran(file)``
+and returns why the test could reach it, or None. Pure, never raises for bad Python.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from bisect import bisect_left
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Container, Mapping
+
+from ci.selection.edit_scopes import Body, Scope
+from ci.selection.reference_sites import FileSites, Site
+
+# How many functions the test never entered a walk goes through (``top`` entered -> ``middle`` ->
+# ``leaf`` changed is one): cache fills sit next to what they fill; an unbounded walk over names
+# climbs the whole call graph of a large tree (SGLang: thousands of files parsed per change).
+MAX_HOPS = 2
+# A name in more files than this (``forward``, ``get``, ``run`` in a large tree) says nothing by
+# itself about which function a reference means; the walk does not follow it.
+MAX_FILES_PER_NAME = 100
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_CLASS_NAMED = frozenset({"__init__", "__new__", "__post_init__"})
+
+RanLines = Callable[[str], "frozenset[int]"]
+Imports = Callable[[str], Container[str]]
+
+
+def reference_name(body: Body) -> str:
+    """The name a body's function is referenced by (see the module docstring)."""
+    parts = body.name.split(".")
+    if body.in_class and parts[-1] in _CLASS_NAMED and len(parts) > 1:
+        return parts[-2]
+    return parts[-1]
+
+
+@dataclass
+class _Run:
+    """One test's run, as the walk asks about it; answers are memoised."""
+
+    ran: RanLines
+    index: "ReferenceIndex"
+    _sorted: dict[str, list[int]] = field(default_factory=dict)
+    _entered_names: dict[str, bool] = field(default_factory=dict)
+
+    def lines(self, path: str) -> list[int]:
+        if path not in self._sorted:
+            self._sorted[path] = sorted(self.ran(path))
+        return self._sorted[path]
+
+    def entered(self, path: str, body: Body) -> bool:
+        lines = self.lines(path)
+        i = bisect_left(lines, body.first)
+        return i < len(lines) and lines[i] <= body.last
+
+    def entered_name(self, name: str) -> bool:
+        """Whether the run entered any function referenced by ``name``."""
+        if name not in self._entered_names:
+            self._entered_names[name] = any(self.entered(path, b) for path, b in self.index.bodies_named(name))
+        return self._entered_names[name]
+
+
+class ReferenceIndex:
+    """See the module docstring. Lazy: a file is parsed when a name the walk asks about occurs
+    in its text, so a walk over a large tree parses the few files its names appear in."""
+
+    def __init__(self, sources: Mapping[str, str | bytes]):
+        self._sources = {path: text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+                         for path, text in sources.items()}
+        self._files: dict[str, FileSites | None] = {}
+        self._holding: dict[str, list[str]] | None = None
+
+    @classmethod
+    def build(cls, sources: Mapping[str, str | bytes]) -> "ReferenceIndex":
+        return cls(sources)
+
+    def _file(self, path: str) -> FileSites | None:
+        if path not in self._files:
+            found = None
+            text = self._sources.get(path)
+            if text is not None:
+                try:
+                    tree = ast.parse(text)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    tree = None
+                if tree is not None:
+                    found = FileSites.of(path, tree)
+            self._files[path] = found
+        return self._files[path]
+
+    def _paths_with(self, name: str) -> list[str]:
+        """The files whose text holds ``name`` as a word (one pass over every file, on first use)."""
+        if self._holding is None:
+            self._holding = {}
+            for path, text in self._sources.items():
+                for word in set(_WORD.findall(text)):
+                    self._holding.setdefault(word.decode("ascii"), []).append(path)
+        return self._holding.get(name, [])
+
+    def _files_with(self, name: str) -> list[FileSites]:
+        return [f for f in map(self._file, self._paths_with(name)) if f is not None]
+
+    def common(self, name: str) -> bool:
+        """Whether ``name`` occurs in more than `MAX_FILES_PER_NAME` files: too common to follow."""
+        return len(self._paths_with(name)) > MAX_FILES_PER_NAME
+
+    def sites(self, name: str) -> list[Site]:
+        """Every place ``name`` is referenced, in every file given."""
+        return [site for found in self._files_with(name) for site in found.sites.get(name, ())]
+
+    def bodies_named(self, name: str) -> list[tuple[str, Body]]:
+        """Every function body referenced by ``name`` (`reference_name`), with its file."""
+        return [(f.path, b) for f in self._files_with(name) for b in f.bodies if reference_name(b) == name]
+
+    def bodies(self, path: str) -> list[Body]:
+        """The function bodies of one file (none when it does not parse or was not given)."""
+        found = self._file(path)
+        return found.bodies if found is not None else []
+
+    def body_at(self, path: str, scope: Scope) -> Body | None:
+        return next((b for b in self.bodies(path) if b.first == scope.first and b.last == scope.last), None)
+
+    def _marked(self, path: str, body: Body) -> tuple[bool, bool]:
+        """(a decorator may skip the body, it is read as an attribute) for a body of ``path``."""
+        found = self._file(path)
+        return (found is not None and body.first in found.skippable), (found is not None and body.first in found.properties)
+
+    def reason(self, path: str, scope: Scope, ran: RanLines, imports: Imports | None = None) -> str | None:
+        """See the module docstring. ``imports(path)``: the files ``path`` imports, directly or
+        not (the static import graph); a reference counts only from a file that imports the
+        referenced function's file (or is that file). None: every reference counts."""
+        start = self.body_at(path, scope) if not scope.is_module else None
+        if start is None:
+            return None
+        run = _Run(ran, self)
+        seen = {(path, start.first)}
+        queue = deque([(path, start, 0)])
+        while queue:
+            where, target, hops = queue.popleft()
+            name = reference_name(target)
+            if self.common(name):
+                continue
+            skippable, read = self._marked(where, target)
+            method = target.in_class and name == target.name.rpartition(".")[2]
+            for site in self.sites(name):
+                holder = site.body
+                if holder is None or (site.kind == "attribute" and not read):
+                    continue  # module level; or ``obj.name`` read, not called: data, unless a property
+                on = site.on(name)
+                if (on == "local" and site.bare) or on == ("scope" if method else "local"):
+                    continue  # a local variable of that name; a method named bare; a module's function
+                    # named as an attribute of a local (``path.resolve()``)
+                if site.path != where and imports is not None and where not in imports(site.path):
+                    continue  # another function of the same name: the referencing file cannot see this one
+                if run.entered(site.path, holder):
+                    why = self._decides(run, site, holder, name, start, skippable)
+                    if why is not None:
+                        return why
+                elif hops < MAX_HOPS and (site.path, holder.first) not in seen:
+                    seen.add((site.path, holder.first))
+                    queue.append((site.path, holder, hops + 1))
+        return None
+
+    @staticmethod
+    def _decides(run: _Run, site: Site, holder: Body, name: str, start: Body, skippable: bool) -> str | None:
+        lines = run.lines(site.path)
+        i = bisect_left(lines, site.line)
+        if site.memo and (i == len(lines) or lines[i] != site.line):
+            return (f"ran {holder.name}() in {site.path}, whose line {site.line} (not run) leads to "
+                    f"{start.name}() through {name}")
+        if (site.lazy or skippable) and not run.entered_name(name):
+            how = "a part of the line that need not run" if site.lazy else "a decorated function it never entered"
+            return (f"ran {site.path}:{site.line} in {holder.name}(), which names {name} ({how}) on the way "
+                    f"to {start.name}()")
+        return None
+
+
+__all__ = ["ReferenceIndex", "Site", "reference_name"]
