@@ -51,15 +51,15 @@ def _references(root: str, paths: frozenset[str]) -> ReferenceIndex:
 _INDEXES: dict[tuple[str, frozenset[str]], ReferenceIndex] = {}
 
 
-def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant) -> set[str]:
-    """See the module docstring."""
+def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, walk: bool = True) -> set[str]:
+    """See the module docstring; ``walk=False``: without `ci.selection.reach` (for comparison)."""
     depmap, maps, now = _maps(str(depmap_path), depmap_path.stat().st_mtime_ns)
     touched = touched_old_lines(mutant.diff)
     scopes = diff_scopes(touched, lambda path: _base_text(str(tree.root), path))
     chosen = select_by_maps(maps, sorted(tree.universe), [mutant.path], now=now,
                             scopes_for=lambda sha: scopes if sha is not None and sha == depmap.sha else None,
                             module_reach=lambda path: tree.deps.impact([path]).reasons,
-                            references_for=lambda sha, paths: _references(str(tree.root), paths),
+                            references_for=lambda sha, paths: _references(str(tree.root), paths) if walk else None,
                             imports_of=tree.deps.imports_of)
     selected = {t for t, verdict in chosen.decided.items() if verdict.why}
     if chosen.fallback:
