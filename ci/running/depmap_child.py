@@ -37,10 +37,12 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from ci.running.depmap_files import PARTS_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
 from ci.running.depmap_live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
 from ci.running.depmap_options import record_options
+from ci.running.depmap_probe_cache import PROBES_DIR
 
 FLUSH_SECONDS = 0.1
 _started: list[bool] = []
@@ -119,7 +121,7 @@ def start() -> None:
         return
     options = record_options(resolve_core=False)
     files = RepoFiles(root)
-    lines = depmap_slipcover.SlipcoverLines(files, None)
+    lines = depmap_slipcover.SlipcoverLines(files, None, Path(parts) / PROBES_DIR)
     lines.switch_context(test)
     lines.start()
     if options.opened:

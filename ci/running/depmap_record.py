@@ -48,6 +48,7 @@ from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, 
 from ci.running import depmap_startup
 from ci.running.depmap_live import guard_kills
 from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
+from ci.running.depmap_probe_cache import PROBES_DIR
 from ci.running.depmap_startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
 
@@ -137,7 +138,7 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
     if options.core == "slipcover":
         from ci.running.depmap_slipcover import SlipcoverLines  # deferred: only this core needs it
 
-        lines = SlipcoverLines(files, parts / "cov")
+        lines = SlipcoverLines(files, parts / "cov", parts / PROBES_DIR)
     else:
         lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
                                   include=[os.path.join(r, "*") for r in files.roots],

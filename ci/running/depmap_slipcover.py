@@ -42,9 +42,10 @@ from pathlib import Path
 from types import CodeType, FunctionType
 
 from ci.running.depmap_files import RepoFiles
+from ci.running.depmap_probe_cache import MARK, ProbeCache
 
 _EXEC = builtins.exec
-_MARK = "__slipcover__"  # the constant slipcover adds to each code object it instruments
+_MARK = MARK  # the constant slipcover adds to each code object it instruments
 _NEVER_REMOVE = -2
 _RESUME = dis.opmap.get("RESUME", -1)  # 3.11+; `available` is False before
 _OPENING = frozenset({_RESUME, dis.opmap.get("RETURN_GENERATOR", -1)})  # slipcover's probe.cxx: "_d_miss_threshold == -2 means don't de-instrument either"
@@ -96,12 +97,16 @@ def _probes_class(base: type) -> type:
     """slipcover's `Slipcover`, plus coverage.py's record of an empty module: its line 0."""
 
     class Probes(base):  # type: ignore[misc, valid-type]
+        cache: ProbeCache | None = None
+
         def instrument(self, co, parent=None):
             # called right before a module's code runs; an empty module has no line to probe,
             # and coverage.py records its line 0 when it runs
             if isinstance(co, CodeType) and parent is None and co.co_name == "<module>" \
                     and not any(line for _, _, line in co.co_lines()):
                 self.newly_seen[co.co_filename].add(0)
+            if self.cache is not None and isinstance(co, CodeType) and parent is None:
+                return self.cache.instrument(co, lambda code: super(Probes, self).instrument(code, None))
             return super().instrument(co, parent)
 
     return Probes
@@ -156,7 +161,9 @@ class _Matcher:
 class SlipcoverLines:
     """The subset of `coverage.Coverage` the recorder uses: start, switch_context, stop, save."""
 
-    def __init__(self, files: RepoFiles, data_file: Path | None):
+    def __init__(self, files: RepoFiles, data_file: Path | None, probe_cache: Path | None = None):
+        """``probe_cache``: a folder where the processes of one recording share their bytecode
+        edits (`ci.running.depmap_probe_cache`); None: every process edits its own."""
         from slipcover import importer, slipcover
 
         slipcover.findlinestarts = _line_starts  # the one place slipcover's instrument reads line starts
@@ -166,7 +173,11 @@ class SlipcoverLines:
         slipcover.Slipcover.lines_from_code = staticmethod(_nothing)
         slipcover.Slipcover.branches_from_code = staticmethod(_nothing)
         self._importer = importer
-        self._sci = _probes_class(slipcover.Slipcover)(d_miss_threshold=_NEVER_REMOVE)
+        self._sci = sci = _probes_class(slipcover.Slipcover)(d_miss_threshold=_NEVER_REMOVE)
+        if probe_cache is not None:
+            probe = slipcover.probe
+            sci.cache = ProbeCache(probe_cache, lambda co: [line for _, line in _line_starts(co)], probe.signal,
+                                   lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE))
         self._matcher = _Matcher(files)
         self._imports = importer.ImportManager(self._sci, self._matcher)
         self._data_file = data_file

@@ -1,0 +1,130 @@
+"""The probe cache: a code object rebuilt from a stored edit is slipcover's own edit, byte for
+byte, with probes of its own; a bad or foreign entry is ignored, never trusted.
+
+The oracle is slipcover itself: the same code instrumented by slipcover's editor in a process
+without the cache, compared field by field, and the lines each version records when it runs.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from types import CodeType
+
+import pytest
+
+from ci.running import depmap_slipcover
+from ci.running.depmap_files import RepoFiles
+
+pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+
+SOURCE = textwrap.dedent("""\
+    import functools
+
+    def gen(n):
+        for i in range(n):
+            if i % 2:
+                yield i
+        try:
+            raise KeyError(n)
+        except KeyError as exc:
+            return [x * 2 for x in range(n) if x] + [len(str(exc))]
+        finally:
+            pass
+
+    class Box:
+        @functools.cache
+        def fill(self, k):
+            return (lambda y: y + 1)(k) if k else -1
+
+    def run():
+        return list(gen(5)), Box().fill(3), Box().fill(0)
+
+    RESULT = run()
+    """)
+REAL = ["ci/selection/reach.py", "ci/registry/parse.py", "ci/running/depmap_slipcover.py"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lines(tmp_path: Path, cache: Path | None):
+    return depmap_slipcover.SlipcoverLines(RepoFiles(str(tmp_path)), None, cache)
+
+
+def _same(a: CodeType, b: CodeType) -> None:
+    for field in ("co_code", "co_linetable", "co_exceptiontable", "co_stacksize", "co_names", "co_varnames"):
+        assert getattr(a, field) == getattr(b, field), (a.co_name, field)
+    assert len(a.co_consts) == len(b.co_consts)
+    for x, y in zip(a.co_consts, b.co_consts):
+        if isinstance(x, CodeType):
+            _same(x, y)
+        elif type(x).__name__ == "PyCapsule":  # a probe: slipcover's C object, one per line and process
+            assert type(y) is type(x) and x is not y
+        else:
+            assert x is y or x == y
+
+
+@pytest.mark.parametrize("path", ["<hand-made>", *REAL])
+def test_a_rebuilt_code_object_is_slipcovers_edit_with_probes_of_its_own(tmp_path: Path, path: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    source = SOURCE if path == "<hand-made>" else (ROOT / path).read_text()
+    code = compile(source, str(tmp_path / "m.py"), "exec")
+    plain = _lines(tmp_path, None)._sci.instrument(code)
+    first = _lines(tmp_path, tmp_path / "probes")._sci.instrument(code)
+    assert len(list((tmp_path / "probes").iterdir())) == 1
+    _same(plain, first)
+    from slipcover import bytecode
+
+    def no_edit(*args, **kwargs):
+        raise AssertionError("a cached edit must not run slipcover's editor")
+
+    monkeypatch.setattr(bytecode, "Editor", no_edit)
+    second = _lines(tmp_path, tmp_path / "probes")._sci.instrument(code)
+    _same(plain, second)
+
+
+def test_rebuilt_code_records_the_lines_slipcovers_own_edit_records(tmp_path: Path) -> None:
+    code = compile(SOURCE, str(tmp_path / "m.py"), "exec")
+    seen = []
+    for cache in (None, tmp_path / "probes", tmp_path / "probes"):  # plain, stored, rebuilt
+        lines = _lines(tmp_path, cache)
+        namespace: dict = {"__name__": "m"}
+        exec(lines._sci.instrument(code), namespace)  # noqa: S102 (the oracle runs the code)
+        assert namespace["RESULT"] == ([1, 3], 4, -1)
+        seen.append(lines.take_fresh())
+    assert seen[0] == seen[1] == seen[2] and seen[0][str(tmp_path / "m.py")] >= {4, 5, 6, 10, 17, 20, 22}
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "another code's entry", "empty"])
+def test_a_bad_entry_is_ignored_and_the_code_edited_again(tmp_path: Path, damage: str) -> None:
+    code = compile(SOURCE, str(tmp_path / "m.py"), "exec")
+    plain = _lines(tmp_path, None)._sci.instrument(code)
+    _lines(tmp_path, tmp_path / "probes")._sci.instrument(code)
+    (entry,) = (tmp_path / "probes").iterdir()
+    data = entry.read_bytes()
+    if damage == "garbage":
+        entry.write_bytes(b"\x00\xffnot marshal" * 3)
+    elif damage == "truncated":
+        entry.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        entry.write_bytes(b"")
+    else:
+        other = compile("def f():\n    return 1\n", str(tmp_path / "m.py"), "exec")
+        _lines(tmp_path, tmp_path / "other")._sci.instrument(other)
+        entry.write_bytes(next((tmp_path / "other").iterdir()).read_bytes())
+    again = _lines(tmp_path, tmp_path / "probes")._sci.instrument(code)
+    _same(plain, again)
+
+
+def test_other_source_under_the_same_name_has_its_own_entry_and_an_unwritable_folder_stores_nothing(
+        tmp_path: Path) -> None:
+    one = compile("X = 1\n", str(tmp_path / "m.py"), "exec")
+    two = compile("X = 2\n", str(tmp_path / "m.py"), "exec")
+    cache = tmp_path / "probes"
+    _lines(tmp_path, cache)._sci.instrument(one)
+    _lines(tmp_path, cache)._sci.instrument(two)
+    assert len(list(cache.iterdir())) == 2
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the folder would be")
+    edited = _lines(tmp_path, blocked)._sci.instrument(one)
+    _same(_lines(tmp_path, None)._sci.instrument(one), edited)
+    assert blocked.read_text() == "a file where the folder would be"
