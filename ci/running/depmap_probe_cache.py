@@ -7,8 +7,8 @@ CLI. The edit itself depends on the code object alone. So the first process that
 module's code stores the result as data in the recording's parts directory: for each code object
 the new ``co_code``, line table, exception table and stack size, the line of each probe, and the
 same for the code objects nested in its constants. A later process with the same code (the key
-is a hash of ``marshal.dumps`` of it, so another source or another Python misses) rebuilds the
-code from that: its own probe objects (they are process-local C objects, never stored), the same
+is a digest of the code as marshal writes it and of the Python version, so another source or
+another Python misses) rebuilds the code from that: its own probe objects (they are process-local C objects, never stored), the same
 bytes around them.
 
 Contract: `ProbeCache(folder).instrument(sci, code, edit)` returns ``edit(code)`` (slipcover's
@@ -43,8 +43,11 @@ except ImportError:  # pragma: no cover - an interpreter built without it
 
 
 def _key(code: CodeType) -> str:
-    data = marshal.dumps(code)
-    return blake2b(b"%d %s " % (_FORMAT, sys.version.encode()) + data, digest_size=20).hexdigest()
+    """A digest of the code and the Python version. marshal's version 2 has no shared-object
+    references: from version 3 on, marshal marks an object shared when its reference count is
+    above one, and the same code dumps differently in two processes. (A frozenset constant still
+    iterates in an order that differs per process: such code misses, and is edited again.)"""
+    return blake2b(b"%d %s " % (_FORMAT, sys.version.encode()) + marshal.dumps(code, 2), digest_size=20).hexdigest()
 
 
 def _entry(original: CodeType, edited: CodeType, lines: Callable[[CodeType], list[int]]) -> Entry | None:
@@ -102,10 +105,7 @@ class ProbeCache:
         self.folder, self.lines, self.signal, self.new_probe = folder, lines, signal, new_probe
 
     def instrument(self, code: CodeType, edit: Callable[[CodeType], CodeType]) -> CodeType:
-        try:
-            key = _key(code)
-        except ValueError:  # marshal cannot write a constant: instrument it every time
-            return edit(code)
+        key = _key(code)
         path = self.folder / f"{key}.code"
         try:
             with open(path, "rb") as fh:

@@ -7,6 +7,9 @@ without the cache, compared field by field, and the lines each version records w
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from types import CodeType
@@ -128,3 +131,37 @@ def test_other_source_under_the_same_name_has_its_own_entry_and_an_unwritable_fo
     edited = _lines(tmp_path, blocked)._sci.instrument(one)
     _same(_lines(tmp_path, None)._sci.instrument(one), edited)
     assert blocked.read_text() == "a file where the folder would be"
+
+
+CHILD = """\
+import sys
+from pathlib import Path
+from slipcover import bytecode
+from ci.running import depmap_slipcover
+from ci.running.depmap_files import RepoFiles
+edits = []
+real = bytecode.Editor
+bytecode.Editor = lambda *a: edits.append(1) or real(*a)
+lines = depmap_slipcover.SlipcoverLines(RepoFiles(sys.argv[1]), None, Path(sys.argv[2]))
+held = []
+for path in sys.argv[4:]:
+    code = compile(Path(path).read_text(), path, "exec")
+    if sys.argv[3] == "hold":  # more references to the same constants: what another process has
+        held.extend(code.co_consts)
+    lines._sci.instrument(code)
+print(len(edits))
+"""
+
+
+def test_another_process_finds_the_entries_for_the_same_code(tmp_path: Path) -> None:
+    # the key must not depend on the process: marshal's version 3+ output does (reference counts)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "random"}
+    args = [sys.executable, "-c", CHILD, str(ROOT), str(tmp_path / "probes")]
+    first = subprocess.run([*args, "-", *(str(ROOT / p) for p in REAL)], env=env, capture_output=True, text=True,
+                           timeout=120, check=True)
+    stored = sorted(p.name for p in (tmp_path / "probes").iterdir())
+    second = subprocess.run([*args, "hold", *(str(ROOT / p) for p in REAL)], env=env, capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert int(first.stdout) > 0 and len(stored) == len(REAL)
+    assert int(second.stdout) == 0, second.stderr  # every module rebuilt, none edited
+    assert sorted(p.name for p in (tmp_path / "probes").iterdir()) == stored
