@@ -34,8 +34,7 @@ TEST_ENV = "CI_DEPMAP_TEST"
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PYTHON = (".py", ".pyc")  # sources are mapped by execution; imports and assertion rewriting read them
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages"})
-_OWN = frozenset(f"depmap_{name}.py" for name in ("files", "record", "subprocess", "merge", "options",
-                                                         "slipcover", "child", "startup", "live"))
+_OWN_PREFIX = "depmap_"  # the recorder's modules, all in this folder: never part of a map
 _SHARED_MARK = "\x1f"  # starts a shared context's name; no repo-relative path starts with it
 _KINDS = ("collect", "fixture")
 
@@ -83,7 +82,7 @@ class RepoFiles:
         full = os.path.abspath(path)
         if full.startswith(self.excluded):
             return None
-        if os.path.dirname(full) == self.own_dir and os.path.basename(full) in _OWN:
+        if os.path.dirname(full) == self.own_dir and os.path.basename(full).startswith(_OWN_PREFIX):
             return None
         for root in self.roots:
             if full.startswith(root + os.sep):

@@ -165,3 +165,13 @@ def test_another_process_finds_the_entries_for_the_same_code(tmp_path: Path) -> 
     assert int(first.stdout) > 0 and len(stored) == len(REAL)
     assert int(second.stdout) == 0, second.stderr  # every module rebuilt, none edited
     assert sorted(p.name for p in (tmp_path / "probes").iterdir()) == stored
+
+
+def test_the_recorders_own_modules_are_never_repository_files_of_a_map() -> None:
+    # found when this repository recorded itself: the cache's functions ran under probes and
+    # showed up in every slipcover map, not in the C tracer's
+    files = RepoFiles(str(ROOT))
+    own = sorted((ROOT / "ci" / "running").glob("depmap_*.py"))
+    assert {p.name for p in own} >= {"depmap_probe_cache.py", "depmap_slipcover.py", "depmap_child.py"}
+    assert [files.relative(str(p)) for p in own] == [None] * len(own)
+    assert files.relative(str(ROOT / "ci" / "running" / "watchdog.py")) == "ci/running/watchdog.py"
