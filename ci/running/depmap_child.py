@@ -123,7 +123,7 @@ def start() -> None:
     files = RepoFiles(root)
     lines = depmap_slipcover.SlipcoverLines(files, None, Path(parts) / PROBES_DIR)
     lines.switch_context(test)
-    lines.start()
+    lines.start(live_functions=False)  # site runs this hook before any repository module is imported
     if options.opened:
         log = OpenedLog(files, parts)
         log.context = test

@@ -184,14 +184,18 @@ class SlipcoverLines:
         self._context = ""
         self.lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
 
-    def start(self) -> None:
+    def start(self, live_functions: bool = True) -> None:
+        """Put probes into what runs from now on; ``live_functions``: also into every live
+        function of a repository file (a subprocess's start-up hook, which runs before any
+        repository module is imported, passes False: the walk over every object can find none)."""
         self._imports.__enter__()
         if _REWRITE in sys.modules:
             self._importer.wrap_pytest(self._sci, self._matcher)
         else:  # a subprocess that may never run pytest: importing it to wrap it would cost every child
             sys.meta_path.insert(0, _AfterImport(_REWRITE, lambda: self._importer.wrap_pytest(self._sci, self._matcher)))
         self._importer.wrap_spec_from_file_location(self._sci, self._matcher)
-        self._instrument_loaded()
+        if live_functions:
+            self._instrument_loaded()
         builtins.exec = self._exec
 
     def _exec(self, source, globals=None, locals=None, /, **kwargs):
