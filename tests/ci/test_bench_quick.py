@@ -438,19 +438,3 @@ def test_a_positive_ratio_never_prints_as_zero(value: float, text: str) -> None:
     assert ratio(value) == text
     assert value == 0 or _is_ratio(ratio(value))
 
-
-def test_depmap_selection_alone_reads_a_given_map_and_names_a_bad_one(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"format": "ci-depmap", "version": 2, "tests": {"t.py": {"executed": 3}}}')
-    result = run_bench("depmap", f"--map={bad}")
-    assert result.returncode == 1 and f"bench depmap: --map={bad}: {bad}: not a ci-depmap" in result.stdout, result
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    good = tmp_path / "good.json"
-    sha = f', "sha": "{head.stdout.strip()}"' if head.returncode == 0 else ""
-    good.write_text('{"format": "ci-depmap", "version": 2, "tier": "cpu", "recorded_at": "2026-12-04T00:00:00+00:00"'
-                    + sha + ', "shared": {}, "tests": {"tests/ci/test_shard.py": {"complete": true, "items": 1, "ran": 1, '
-                    '"executed": {"ci/selection/shard.py": "1-40"}, "opened": []}}}')
-    result = run_bench("depmap", f"--map={good}")
-    assert result.returncode == 0, result.stdout + result.stderr
-    (table,) = read_tables(result.stdout)
-    assert table.header == SPECS["depmap"].tables[1].header and "all" in {row[0] for row in table.rows}

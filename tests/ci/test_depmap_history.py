@@ -10,6 +10,7 @@ read the same at its carried number).
 from __future__ import annotations
 
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -155,3 +156,31 @@ def test_function_scopes_are_each_body_once() -> None:
         """)
     assert [(s.name, s.first, s.last) for s in function_scopes(source)] == [("f", 4, 6), ("f.g", 5, 5), ("C.m", 10, 10)]
     assert function_scopes("def f(:\n") == ()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench_depmap(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench", "depmap", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_depmap_selection_alone_reads_a_given_map_and_names_a_bad_one(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "ci-depmap", "version": 2, "tests": {"t.py": {"executed": 3}}}')
+    result = _bench_depmap(f"--map={bad}")
+    assert result.returncode == 1 and f"bench depmap: --map={bad}: {bad}: not a ci-depmap" in result.stdout, result
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    good = tmp_path / "good.json"
+    sha = f', "sha": "{head.stdout.strip()}"' if head.returncode == 0 else ""
+    good.write_text('{"format": "ci-depmap", "version": 2, "tier": "cpu", "recorded_at": "2026-12-04T00:00:00+00:00"'
+                    + sha + ', "shared": {}, "tests": {"tests/ci/test_shard.py": {"complete": true, "items": 1, "ran": 1, '
+                    '"executed": {"ci/selection/shard.py": "1-40"}, "opened": []}}}')
+    result = _bench_depmap(f"--map={good}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("commit "))
+    assert lines[header].split() == ["commit", "changed", "graph", "map", "graph,", "no", "run-all", "map,", "no",
+                                     "run-all", "x", "graph", "est", "(no", "run-all)"]
+    assert any(line.startswith("all ") for line in lines[header:])
