@@ -51,8 +51,10 @@ def _references(root: str, paths: frozenset[str]) -> ReferenceIndex:
 _INDEXES: dict[tuple[str, frozenset[str]], ReferenceIndex] = {}
 
 
-def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, walk: bool = True) -> set[str]:
-    """See the module docstring; ``walk=False``: without `ci.selection.reach` (for comparison)."""
+def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, walk: bool = True,
+                      by_statement: bool = True) -> set[str]:
+    """See the module docstring; ``walk=False``: without `ci.selection.reach`; ``by_statement=False``:
+    by function body (both for comparison)."""
     depmap, maps, now = _maps(str(depmap_path), depmap_path.stat().st_mtime_ns)
     touched = touched_old_lines(mutant.diff)
     scopes = diff_scopes(touched, lambda path: _base_text(str(tree.root), path))
@@ -60,7 +62,7 @@ def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, wa
                             scopes_for=lambda sha: scopes if sha is not None and sha == depmap.sha else None,
                             module_reach=lambda path: tree.deps.impact([path]).reasons,
                             references_for=lambda sha, paths: _references(str(tree.root), paths) if walk else None,
-                            imports_of=tree.deps.imports_of)
+                            imports_of=tree.deps.imports_of, by_statement=by_statement)
     selected = {t for t, verdict in chosen.decided.items() if verdict.why}
     if chosen.fallback:
         selected |= set(chosen.fallback) & static_selection(tree, mutant.path)

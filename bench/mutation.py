@@ -281,6 +281,8 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
           f"{len(broken)} run(s) without a per-file verdict, left out of the pairs (listed below the table)")
     tree_view = SelectionTree(tree, load_registry(tree / "registry.yaml"), universe)
     selectors = {"runtime map": lambda m: runtime_selection(opts.workdir / "depmap.json", tree_view, m),
+                 "runtime map, by function body": lambda m: runtime_selection(opts.workdir / "depmap.json", tree_view,
+                                                                              m, by_statement=False),
                  "runtime map, no cache walk": lambda m: runtime_selection(opts.workdir / "depmap.json", tree_view, m,
                                                                            walk=False),
                  "static graph": lambda m: static_selection(tree_view, m.path),

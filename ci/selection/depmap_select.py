@@ -106,6 +106,7 @@ class _Change:
     changed: list[str]
     module_reach: Callable[[str], Mapping[str, str]]
     imports_of: Imports | None = None
+    by_statement: bool = True
     reach_memo: dict[str, Mapping[str, str]] = field(default_factory=dict)
 
     def reach(self, path: str, test: str) -> str | None:
@@ -121,12 +122,33 @@ def _module_hit(test: str, stored: StoredTestMap, path: str, change: _Change, wh
     return f"{reason}, {what}" if reason is not None else None
 
 
+def _statement_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change) -> str | None:
+    """For a test that ran ``scope``'s body: whether it ran a changed statement, or could have."""
+    statements = scope.statements
+    assert statements is not None
+    ran_lines = (stored.entry.lines or {}).get(path, frozenset())
+    spans = [range(first, last + 1) for first, last in statements.spans]
+    hit = next((line for span in spans for line in span if line in ran_lines), None)
+    if hit is not None:
+        return f"executed {path}:{hit} in {scope.name}()"
+    if statements.guarded:
+        return (f"ran {scope.name}() in {path}, not its changed line {scope.line}, which lies in a branch that stores "
+                f"state (a cache another test file may have filled)")
+    shared = stored.shared.get(path, frozenset())
+    if any(not shared.isdisjoint(span) for span in spans):
+        return _module_hit(test, stored, path, change, f"whose changed line {scope.line} in {scope.name}() ran outside "
+                                                       "a test (at import or in the session)")
+    return None
+
+
 def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change,
                references: ReferenceIndex | None) -> str | None:
     if scope.is_module:
         return _module_hit(test, stored, path, change, f"changed at module level (line {scope.line})")
     body = range(scope.first, scope.last + 1)
     ran = sorted(set(body).intersection((stored.entry.lines or {}).get(path, ())))
+    if ran and change.by_statement and scope.statements is not None and not scope.statements.whole:
+        return _statement_hit(test, stored, path, scope, change)
     if ran:
         return f"executed {path}:{ran[0]} in {scope.name}()"
     if not stored.shared.get(path, frozenset()).isdisjoint(body):
@@ -162,7 +184,7 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
                    scopes_for: ScopesFor = _no_scopes,
                    module_reach: Callable[[str], Mapping[str, str]] = _no_reach,
                    references_for: ReferencesFor = _no_references,
-                   imports_of: Imports | None = None) -> MapSelection:
+                   imports_of: Imports | None = None, by_statement: bool = True) -> MapSelection:
     """See the module docstring. ``tests``: the tier's registered test paths; ``scopes_for(sha)``:
     the changed files' scopes relative to a map's commit (None, or a file absent or None: judged
     by file); ``module_reach(path)``:
@@ -170,9 +192,10 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
     paths)``: the references of those Python files at ``sha`` (`ci.selection.reach`; None: no
     such walk), asked once per commit with every file its maps executed and the changed files;
     ``imports_of(path)``: the files ``path`` imports (the static graph), which limits that walk
-    to references that can see the function (None: by name alone)."""
+    to references that can see the function (None: by name alone); ``by_statement=False``: a
+    test that ran a changed body is selected whatever statement of it changed."""
     changed_set = set(changed)
-    change = _Change(sorted(changed_set), module_reach, imports_of)
+    change = _Change(sorted(changed_set), module_reach, imports_of, by_statement)
     per_commit: dict[str | None, Mapping[str, tuple[Scope, ...] | None] | None] = {}
     indexes: dict[str | None, ReferenceIndex | None] = {}
     files_at: dict[str | None, set[str]] = {}

@@ -24,8 +24,10 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping
+
+from ci.selection.statement_spans import Statements, statements_of
 
 KERNEL_DECORATORS = frozenset({"autotune", "heuristics", "compile", "script", "kernel"})
 
@@ -34,12 +36,14 @@ KERNEL_DECORATORS = frozenset({"autotune", "heuristics", "compile", "script", "k
 class Scope:
     """A changed function body (``first``..``last`` are its body's lines) or, with ``first`` None,
     the module level; ``name`` is the dotted function name or ``<module>``, ``line`` the first
-    changed line in it (for messages)."""
+    changed line in it (for messages); ``statements``: the changed statements of a body
+    (`ci.selection.statement_spans`)."""
 
     name: str
     first: int | None
     last: int | None
     line: int
+    statements: Statements | None = None
 
     @property
     def is_module(self) -> bool:
@@ -93,7 +97,11 @@ def function_body(node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, in_
 def function_bodies(tree: ast.AST) -> list[Body]:
     """Every non-kernel function's body, with dotted names; a kernel's nested functions are left
     out with it (they are compiled with it)."""
-    out: list[Body] = []
+    return [body for body, _ in _bodies_and_nodes(tree)]
+
+
+def _bodies_and_nodes(tree: ast.AST) -> list[tuple[Body, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    out: list[tuple[Body, ast.FunctionDef | ast.AsyncFunctionDef]] = []
 
     def walk(node: ast.AST, prefix: str, in_class: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -102,7 +110,7 @@ def function_bodies(tree: ast.AST) -> list[Body]:
                     continue
                 body = function_body(child, prefix, in_class)
                 if body is not None:
-                    out.append(body)
+                    out.append((body, child))
                 walk(child, prefix + child.name + ".", False)
             elif isinstance(child, ast.ClassDef):
                 walk(child, prefix + child.name + ".", True)
@@ -119,14 +127,22 @@ def scopes_of(old_source: str | bytes, old_lines: Iterable[int]) -> tuple[Scope,
         tree = ast.parse(old_source)
     except (SyntaxError, ValueError):  # ValueError: NUL bytes in the source
         return None
-    bodies = function_bodies(tree)
+    bodies = _bodies_and_nodes(tree)
     found: dict[tuple[int | None, int | None], Scope] = {}
+    lines_in: dict[tuple[int | None, int | None], list[int]] = {}
+    nodes: dict[tuple[int | None, int | None], ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for line in sorted(set(old_lines)):
-        inner = min((b for b in bodies if b.first <= line <= b.last), key=lambda b: b.last - b.first, default=None)
-        key = (None, None) if inner is None else (inner.first, inner.last)
+        inner = min(((b, n) for b, n in bodies if b.first <= line <= b.last), key=lambda bn: bn[0].last - bn[0].first,
+                    default=None)
+        key = (None, None) if inner is None else (inner[0].first, inner[0].last)
+        lines_in.setdefault(key, []).append(line)
         if key not in found:
             found[key] = (Scope("<module>", None, None, line) if inner is None
-                          else Scope(inner.name, inner.first, inner.last, line))
+                          else Scope(inner[0].name, inner[0].first, inner[0].last, line))
+            if inner is not None:
+                nodes[key] = inner[1]
+    for key, node in nodes.items():
+        found[key] = replace(found[key], statements=statements_of(node, lines_in[key]))
     return tuple(sorted(found.values(), key=lambda s: (s.first or 0, s.line)))
 
 

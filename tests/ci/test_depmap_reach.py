@@ -105,7 +105,12 @@ def test_the_recording_shows_the_cache_read_without_its_fill(recorded: Path) -> 
      "ran pkg/tables.py:37 in use_scaled(), which names scaled (a decorated function it never entered) on the way "
      "to build_scaled()", True),
     ('return f"bad key {key}"', 'return f"wrong key {key}"', set(), None, False),
-], ids=["dict-cache", "lru-cache", "error-branch"])
+    # test_b_read ran table() but not the fill itself: by statement it would be left out, but the
+    # statement fills a cache another file filled first
+    ("found = _TABLES[key] = build(key)", "found = _TABLES[key] = build(key) + 1",
+     {"tests/test_a_fill.py", "tests/test_b_read.py"},
+     "ran table() in pkg/tables.py, not its changed line 13, which lies in a branch that stores state", True),
+], ids=["dict-cache", "lru-cache", "error-branch", "the-fill-itself"])
 def test_a_body_only_an_earlier_file_ran_selects_the_file_that_read_its_result(
         recorded: Path, capsys, old, new, expected, why, fails_alone) -> None:
     selected, failed_alone = _plan(recorded, capsys, old, new)
