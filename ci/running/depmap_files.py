@@ -13,8 +13,11 @@ Contract:
   appended at once as one ``test\\tpath`` line to ``opened.<pid>.log`` in the parts directory, so
   a process killed later (a server stopped with SIGKILL) loses nothing it opened before. Opens
   for writing are not dependencies and are left out; so are opens outside any test (context "").
-  Python sources (``.py``) are left out too: the import system and pytest's assertion rewriting
-  read them whether or not their code runs, and coverage already says which ran.
+  A Python source (``.py``) is kept only when it is read as data: not by the import system or
+  pytest's assertion rewriting (they read it to run it, and the lines say what ran), nor by
+  ``linecache`` (a traceback's or a warning's source line). A test that runs ``ci lint`` over the
+  tree, or otherwise parses or hashes the repository's sources, depends on every file it read,
+  whatever of it ran (bytecode caches, ``.pyc``, are never kept).
   Only a path that names a regular file in the repository is kept: the event does not say
   whether a relative name was relative to a ``dir_fd`` (``shutil.rmtree`` opens every directory
   it deletes that way), and directories are not dependencies.
@@ -32,7 +35,6 @@ PARTS_ENV = "CI_DEPMAP_PARTS"
 ROOT_ENV = "CI_DEPMAP_ROOT"
 TEST_ENV = "CI_DEPMAP_TEST"
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_PYTHON = (".py", ".pyc")  # sources are mapped by execution; imports and assertion rewriting read them
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages"})
 _OWN_PREFIX = "depmap_"  # the recorder's modules, all in this folder: never part of a map
 _SHARED_MARK = "\x1f"  # starts a shared context's name; no repo-relative path starts with it
@@ -97,6 +99,30 @@ def _reads(mode: object, flags: object) -> bool:
     return isinstance(flags, int) and not flags & _WRITE_FLAGS
 
 
+_RUNNERS = ("_pytest/assertion/rewrite.py", os.sep + "linecache.py")
+_DEPTH = 3  # the opener and two callers: pathlib.read_bytes <- rewrite; tokenize.open <- linecache
+
+
+def _read_to_run() -> bool:
+    """Whether the open being audited is the import system's, pytest's rewriting of a test
+    module, or linecache's, rather than a read of the file as data: one of the opener's nearest
+    frames is theirs (pytest reads through ``pathlib``, linecache through ``tokenize``). Frame 2
+    is the opener: 0 is this function, 1 the hook, which C calls from the opener's frame. An
+    open with no Python frame above it is the interpreter's own (a script it runs)."""
+    try:
+        frame = sys._getframe(2)
+    except ValueError:
+        return True
+    for _ in range(_DEPTH):
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib") or name.endswith(_RUNNERS):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class OpenedLog:
     """The "open" audit hook of one process; see the module docstring."""
 
@@ -129,7 +155,9 @@ class OpenedLog:
         if path is None or not _reads(args[1], args[2]):
             return
         rel = self.files.relative(path)
-        if rel is None or rel.endswith(_PYTHON) or (self.context, rel) in self.seen:
+        if rel is None or rel.endswith(".pyc") or (self.context, rel) in self.seen:
+            return
+        if rel.endswith(".py") and _read_to_run():
             return
         self.seen.add((self.context, rel))
         # the event carries no dir_fd: a name relative to one (shutil.rmtree walks a tree by

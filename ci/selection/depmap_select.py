@@ -165,7 +165,7 @@ def _hits(test: str, stored: StoredTestMap, change: _Change,
     entry = stored.entry
     hits: list[str] = []
     for path in change.changed:
-        if path in entry.opened and path not in entry.executed:
+        if path in entry.opened:  # read as data (a config, a kernel source, a lint over the tree): by file
             hits.append(f"opened {path}")
             continue
         file_scopes = scopes.get(path) if scopes is not None else None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -246,3 +248,33 @@ def test_the_open_log_keeps_regular_files_of_the_repository_only(tmp_path: Path)
     # a directory (shutil.rmtree opens each by dir_fd-relative name), a name that is no file,
     # a write and a path outside the repository are not dependencies
     assert (parts / f"opened.{os.getpid()}.log").read_text() == "tests/test_a.py\tpkg/table.json\n"
+
+
+READER = """\
+import linecache, os, sys, tokenize
+from ci.running.depmap_files import OpenedLog, RepoFiles
+root, parts = sys.argv[1], sys.argv[2]
+log = OpenedLog(RepoFiles(root), parts)
+log.context = "tests/test_a.py"
+log.start()
+sys.path.insert(0, root)
+import pkg.ran  # the import system reads it to run it: the lines say what ran
+linecache.getlines(os.path.join(root, "pkg", "shown.py"))  # a traceback's source line
+open(os.path.join(root, "pkg", "read.py")).read()  # read as data: a lint, a hash
+tokenize.open(os.path.join(root, "pkg", "tokens.py")).read()  # tokenized as data, not by linecache
+log.stop()
+"""
+
+
+def test_the_open_log_keeps_a_python_source_read_as_data_not_one_read_to_run_it(tmp_path: Path) -> None:
+    root, parts = tmp_path / "repo", tmp_path / "parts"
+    (root / "pkg").mkdir(parents=True)
+    parts.mkdir()
+    for name in ("__init__", "ran", "shown", "read", "tokens"):
+        (root / "pkg" / f"{name}.py").write_text("X = 1\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([sys.executable, "-c", READER, str(root), str(parts)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    (log,) = parts.glob("opened.*.log")
+    assert log.read_text().splitlines() == ["tests/test_a.py\tpkg/read.py", "tests/test_a.py\tpkg/tokens.py"]
