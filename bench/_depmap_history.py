@@ -282,7 +282,7 @@ def selection_table(root: Path, registry: Registry, files: Sequence[str], map_pa
               if p.endswith(".py")]
     judge = Judge(registry, depmap.tier or "cpu", list(files), maps_of_file(depmap, map_path.name), depmap.sha,
                   TestDependencies(root, registry), datetime.now(timezone.utc),
-                  ReferenceIndex.build(git_read_at(root, ref, python)))
+                  ReferenceIndex(git_read_at(root, ref, python)))
     rows = commit_rows(root, judge, ref, n) + scope_rows(root, judge, ref)
     usable = sum(t.usable for t in depmap.tests.values())
     title = (f"selected of the {len(files)} recorded files, count/est s ({len(depmap.tests)} in the map, {usable} "

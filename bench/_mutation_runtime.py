@@ -40,15 +40,9 @@ def _base_text(root: str, path: str) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+@lru_cache(maxsize=1)  # one map's files: the same index for every mutant
 def _references(root: str, paths: frozenset[str]) -> ReferenceIndex:
-    key = (root, paths)
-    if key not in _INDEXES:
-        _INDEXES.clear()
-        _INDEXES[key] = ReferenceIndex.build(read_at(root, "HEAD", [p for p in paths if p.endswith(".py")]))
-    return _INDEXES[key]
-
-
-_INDEXES: dict[tuple[str, frozenset[str]], ReferenceIndex] = {}
+    return ReferenceIndex(read_at(root, "HEAD", [p for p in paths if p.endswith(".py")]))
 
 
 def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, walk: bool = True,

@@ -8,11 +8,12 @@ module's code stores the result as data in the recording's parts directory: for 
 the new ``co_code``, line table, exception table and stack size, the line of each probe, and the
 same for the code objects nested in its constants. A later process with the same code (the key
 is a digest of the code as marshal writes it and of the Python version, so another source or
-another Python misses) rebuilds the code from that: its own probe objects (they are process-local C objects, never stored), the same
-bytes around them.
+another Python misses) rebuilds the code from that: its own probe objects (process-local C
+objects, never stored), the same bytes around them.
 
-Contract: `ProbeCache(folder).instrument(sci, code, edit)` returns ``edit(code)`` (slipcover's
-own instrument) the first time, and an equal code object rebuilt from the stored edit after;
+Contract: `ProbeCache(folder, lines, signal, new_probe).instrument(code, edit)` returns
+``edit(code)`` (slipcover's own instrument) the first time, and an equal code object rebuilt
+from the stored edit after;
 an entry that cannot be read, does not unmarshal or does not fit the code is ignored (the edit
 runs again), and a write that fails stores nothing; neither ever raises. Entries are written
 through a temporary file and ``os.replace``, so a reader never sees half of one.

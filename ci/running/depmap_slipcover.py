@@ -45,7 +45,6 @@ from ci.running.depmap_files import RepoFiles
 from ci.running.depmap_probe_cache import MARK, ProbeCache
 
 _EXEC = builtins.exec
-_MARK = MARK  # the constant slipcover adds to each code object it instruments
 _NEVER_REMOVE = -2
 _RESUME = dis.opmap.get("RESUME", -1)  # 3.11+; `available` is False before
 _OPENING = frozenset({_RESUME, dis.opmap.get("RETURN_GENERATOR", -1)})  # slipcover's probe.cxx: "_d_miss_threshold == -2 means don't de-instrument either"
@@ -201,7 +200,7 @@ class SlipcoverLines:
     def _exec(self, source, globals=None, locals=None, /, **kwargs):
         """`exec` that puts probes into a repository file's code first: code compiled outside the
         import system (runpy, Triton's interpreter re-compiling a kernel's source) runs there."""
-        if type(source) is CodeType and _MARK not in source.co_consts and self._matcher.matches(source.co_filename):
+        if type(source) is CodeType and MARK not in source.co_consts and self._matcher.matches(source.co_filename):
             source = self._sci.instrument(source)
         if globals is None:  # exec's default is its caller's namespace, not this frame's
             caller = sys._getframe(1)

@@ -12,10 +12,12 @@ Contract:
   - a changed file the test opened selects it;
   - line level, when the map has lines (version 2) and the changed file's scopes relative to the
     map's commit are known (``scopes_for(sha)``: `ci.selection.git_lines`, None when git cannot
-    tell, e.g. the commit is not in a shallow clone): a changed function body
-    selects the test when it ran a line of that body, or when its run could have led to that
-    body under other state (`ci.selection.reach`: a reference in a function it ran, on a line it
-    did not run or to a function it never entered: a cache an earlier test file filled). A module-level change selects a test that
+    tell, e.g. the commit is not in a shallow clone): a changed statement of a function body
+    selects the test when it ran that statement (`ci.selection.statement_spans`; the whole body
+    when a changed line is no statement a map sees, or with ``by_statement=False``), or when the
+    statement lies in a branch that stores state; a body the test never ran selects it when its
+    run could have led there under other state (`ci.selection.reach`: a cache an earlier test
+    file filled). A module-level change selects a test that
     executed any line of the file or that the static import graph says imports it
     (``module_reach(path)``: test -> the graph's reason): a changed constant reaches every
     importer, whatever it executed. A function body that also ran outside any test's own work
@@ -175,7 +177,10 @@ def _hits(test: str, stored: StoredTestMap, change: _Change,
             elif (reason := change.reach(path, test)) is not None:
                 hits.append(reason)
             continue
-        hits += [why for scope in file_scopes if (why := _scope_hit(test, stored, path, scope, change, references)) is not None][:1]
+        whys = (_scope_hit(test, stored, path, scope, change, references) for scope in file_scopes)
+        first = next((why for why in whys if why is not None), None)  # one reason a file is enough
+        if first is not None:
+            hits.append(first)
     return hits
 
 

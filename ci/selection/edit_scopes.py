@@ -62,7 +62,8 @@ class Body:
     in_class: bool = False
 
 
-def _decorator_name(node: ast.expr) -> str:
+def decorator_name(node: ast.expr) -> str:
+    """A decorator's last name: ``lru_cache`` of ``@functools.lru_cache(maxsize=2)``."""
     if isinstance(node, ast.Call):
         node = node.func
     if isinstance(node, ast.Attribute):
@@ -72,7 +73,7 @@ def _decorator_name(node: ast.expr) -> str:
 
 def is_kernel(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether a decorator marks the function as a kernel (see the module docstring)."""
-    names = (_decorator_name(d) for d in node.decorator_list)
+    names = (decorator_name(d) for d in node.decorator_list)
     return any(n.endswith("jit") or n in KERNEL_DECORATORS for n in names)
 
 
@@ -125,9 +126,9 @@ def scopes_of(old_source: str | bytes, old_lines: Iterable[int]) -> tuple[Scope,
     """See the module docstring."""
     try:
         tree = ast.parse(old_source)
-    except (SyntaxError, ValueError):  # ValueError: NUL bytes in the source
+        bodies = _bodies_and_nodes(tree)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # NUL bytes; a very deep expression
         return None
-    bodies = _bodies_and_nodes(tree)
     found: dict[tuple[int | None, int | None], Scope] = {}
     lines_in: dict[tuple[int | None, int | None], list[int]] = {}
     nodes: dict[tuple[int | None, int | None], ast.FunctionDef | ast.AsyncFunctionDef] = {}

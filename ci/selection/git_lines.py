@@ -81,6 +81,7 @@ class GitLines:
     base: str | None = None
     _memo: dict[str, Scopes | None] = field(default_factory=dict)
     _indexes: dict[str, ReferenceIndex | None] = field(default_factory=dict)
+    _known: dict[str, bool] = field(default_factory=dict)
 
     def scopes_for(self, sha: str | None) -> Scopes | None:
         if sha is None or not self.changed:
@@ -96,15 +97,19 @@ class GitLines:
         if sha is None:
             return None
         if sha not in self._indexes:
-            known = _git(["cat-file", "-e", f"{sha}^{{commit}}"], self.cwd)
-            ok = known is not None and known.returncode == 0
             wanted = [p for p in paths if p.endswith(".py")]
-            self._indexes[sha] = ReferenceIndex.build(read_at(self.cwd, sha, wanted)) if ok else None
+            self._indexes[sha] = ReferenceIndex(read_at(self.cwd, sha, wanted)) if self._knows(sha) else None
         return self._indexes[sha]
 
+    def _knows(self, sha: str) -> bool:
+        """Whether the checkout holds commit ``sha`` (asked of git once per commit)."""
+        if sha not in self._known:
+            found = _git(["cat-file", "-e", f"{sha}^{{commit}}"], self.cwd)
+            self._known[sha] = found is not None and found.returncode == 0
+        return self._known[sha]
+
     def _read(self, sha: str) -> Scopes | None:
-        known = _git(["cat-file", "-e", f"{sha}^{{commit}}"], self.cwd)
-        if known is None or known.returncode != 0:
+        if not self._knows(sha):
             return None
         targets = [[sha]]
         if self.base is not None:

@@ -101,21 +101,15 @@ class ReferenceIndex:
         self._files: dict[str, FileSites | None] = {}
         self._holding: dict[str, list[str]] | None = None
 
-    @classmethod
-    def build(cls, sources: Mapping[str, str | bytes]) -> "ReferenceIndex":
-        return cls(sources)
-
     def _file(self, path: str) -> FileSites | None:
         if path not in self._files:
             found = None
             text = self._sources.get(path)
             if text is not None:
                 try:
-                    tree = ast.parse(text)
+                    found = FileSites.of(path, ast.parse(text))
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
-                    tree = None
-                if tree is not None:
-                    found = FileSites.of(path, tree)
+                    found = None  # a very deep expression overflows the parser or the visit: left out
             self._files[path] = found
         return self._files[path]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from ci.selection.edit_scopes import Body, function_body, is_kernel
+from ci.selection.edit_scopes import Body, decorator_name, function_body, is_kernel
 from ci.selection.state_stores import MODULE_NAMES, FunctionNames, names_in, stores_state
 
 # Decorators that never let a call skip the body: a call through them that ran with no body of
@@ -180,7 +180,7 @@ class FileSites:
         body = function_body(node, where.prefix, where.in_class)
         if body is not None:
             self.bodies.append(body)
-            decorators = _decorator_names(node)
+            decorators = {decorator_name(d) for d in node.decorator_list}
             if decorators - _PLAIN_DECORATORS:
                 self.skippable.add(body.first)
             if any("property" in d or d in _ACCESSORS for d in decorators):
@@ -189,14 +189,6 @@ class FileSites:
                         function=_Function(node))
         for stmt in node.body:
             self._visit(stmt, inside)
-
-
-def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    names = set()
-    for decorator in node.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        names.add(target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "?"))
-    return names
 
 
 def _lazy_parts(node: ast.AST) -> tuple[ast.AST, ...]:

@@ -143,7 +143,7 @@ def test_a_chain_through_functions_never_entered_reaches_a_cache_fill_two_calls_
                 _C[k] = middle(k)
             return _C[k]
         """)
-    index = ReferenceIndex.build({"m.py": source})
+    index = ReferenceIndex({"m.py": source})
     why = index.reason("m.py", _scope(source, 3), _ran({"m.py": {7, 9}}))
     assert why == "ran top() in m.py, whose line 8 (not run) leads to leaf() through middle"
     assert index.reason("m.py", _scope(source, 3), _ran({"m.py": {7, 8, 9}})) is None  # filled here: ran it all
@@ -153,7 +153,7 @@ def test_a_chain_through_functions_never_entered_reaches_a_cache_fill_two_calls_
 def test_only_files_that_import_the_function_s_file_count() -> None:
     target = "def build(k):\n    return k\n"
     other = "_C = {}\ndef user(k):\n    if k not in _C:\n        _C[k] = x.build(k)\n    return _C[k]\n"
-    index = ReferenceIndex.build({"a.py": target, "b.py": other})
+    index = ReferenceIndex({"a.py": target, "b.py": other})
     ran = _ran({"b.py": {3, 5}})
     assert index.reason("a.py", _scope(target, 2), ran) is not None
     assert index.reason("a.py", _scope(target, 2), ran, imports=lambda path: {"b.py"}) is None
@@ -182,7 +182,7 @@ def test_lazy_parts_of_a_line_and_constructors_are_references() -> None:
         def use_fixed(k):
             return K.fixed(k)
         """)
-    index = ReferenceIndex.build({"m.py": source})
+    index = ReferenceIndex({"m.py": source})
     assert index.reason("m.py", _scope(source, 13), _ran({"m.py": {11}})) is not None  # the else part
     assert index.reason("m.py", _scope(source, 17), _ran({"m.py": {19}})) is None  # staticmethod never skips
     assert reference_name(index.body_at("m.py", _scope(source, 3))) == "Table"
@@ -197,7 +197,7 @@ def test_a_call_that_ran_into_another_function_of_the_same_name_is_not_a_cache_h
               "def build(k):\n    return k\n")
     plain = "class P:\n    def load(self, k):\n        return k\n"
     caller = "def use(store, k):\n    return store.load(k)\n"
-    index = ReferenceIndex.build({"c.py": cached, "p.py": plain, "u.py": caller})
+    index = ReferenceIndex({"c.py": cached, "p.py": plain, "u.py": caller})
     assert index.reason("c.py", _scope(cached, 7), _ran({"u.py": {2}})) is not None  # no load() ran: cached
     assert index.reason("c.py", _scope(cached, 7), _ran({"u.py": {2}, "p.py": {3}})) is None  # P.load() answered
 
@@ -217,10 +217,19 @@ def test_a_module_function_is_not_reached_through_a_local_s_attribute_nor_a_meth
             fill()
             return box.fill()
         """)
-    index = ReferenceIndex.build({"m.py": source})
+    index = ReferenceIndex({"m.py": source})
     assert index.reason("m.py", _scope(source, 4), _ran({"m.py": {10, 11, 12}})) is None  # path.load: another load
     why = index.reason("m.py", _scope(source, 8), _ran({"m.py": {10, 11, 12}}))
     assert why is not None and "m.py:12" in why  # box.fill(), not the bare fill() of line 11
+
+
+def test_a_file_too_deep_to_parse_or_walk_is_left_out_never_a_crash() -> None:
+    # a long chain of ``+`` nests one BinOp per term: ast.parse takes 2,000, a recursive walk does not
+    deep = "def g():\n    return 1\ndef h():\n    return " + "+".join(["g()"] * 2000) + "\n"
+    assert scopes_of(deep, [2]) is None  # judged by file, like any source that does not parse
+    target = "def g():\n    return 1\n"
+    index = ReferenceIndex({"a.py": target, "deep.py": deep})
+    assert index.bodies("deep.py") == [] and index.reason("a.py", _scope(target, 2), _ran({"deep.py": {4}})) is None
 
 
 def test_module_level_references_kernels_and_bad_files_lead_nowhere() -> None:
@@ -234,7 +243,7 @@ def test_module_level_references_kernels_and_bad_files_lead_nowhere() -> None:
             if x:
                 build(x)
         """)
-    index = ReferenceIndex.build({"m.py": source, "bad.py": "def (:\n", "nul.py": "x = 1\0"})
+    index = ReferenceIndex({"m.py": source, "bad.py": "def (:\n", "nul.py": "x = 1\0"})
     assert index.reason("m.py", _scope(source, 3), _ran({"m.py": {4, 7}})) is None
     assert index.bodies("bad.py") == [] and index.bodies("nul.py") == [] and index.bodies("absent.py") == []
     assert [b.name for b in index.bodies("m.py")] == ["build"]  # the kernel's body is not a function body here
