@@ -21,6 +21,7 @@ import pytest
 
 from ci.selection.edit_scopes import scopes_of
 from ci.selection.line_ranges import parse_lines
+from ci.selection import reach
 from ci.selection.reach import ReferenceIndex, reference_name
 from ci.selection.state_stores import FunctionNames, names_in, stores_state
 from tests.ci.depmap_support import clean_env, plan_on_branch, recorded_project
@@ -268,3 +269,31 @@ def test_which_blocks_store_state(body: str, stores: bool) -> None:
     fn = ast.parse(source).body[0]
     branch = fn.body[2]
     assert stores_state(branch.body, FunctionNames.of(fn), names_in([branch.test])) is stores
+
+
+def test_the_walk_stops_after_two_functions_the_test_never_entered_and_at_common_names(monkeypatch) -> None:
+    source = textwrap.dedent("""\
+        _C = {}
+        def leaf(k):
+            return k
+        def one(k):
+            return leaf(k)
+        def two(k):
+            return one(k)
+        def three(k):
+            return two(k)
+        def top2(k):
+            if k not in _C:
+                _C[k] = two(k)
+        def top3(k):
+            if k not in _C:
+                _C[k] = three(k)
+        """)
+    index = ReferenceIndex({"m.py": source})
+    assert index.reason("m.py", _scope(source, 3), _ran({"m.py": {11}})) is not None  # via one, two: 2 hops
+    assert index.reason("m.py", _scope(source, 3), _ran({"m.py": {14}})) is None  # via one, two, three: 3
+    # a name in more files than the bound is not followed, however the rest of the walk would go
+    other = {"o.py": "def x():\n    return leaf\n"}
+    monkeypatch.setattr(reach, "MAX_FILES_PER_NAME", 1)
+    assert ReferenceIndex({"m.py": source}).reason("m.py", _scope(source, 3), _ran({"m.py": {11}})) is not None
+    assert ReferenceIndex({"m.py": source, **other}).reason("m.py", _scope(source, 3), _ran({"m.py": {11}})) is None
