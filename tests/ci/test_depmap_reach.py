@@ -132,23 +132,31 @@ def _ran(lines: dict[str, set[int]]):
     return lambda path: frozenset(lines.get(path, ()))
 
 
+CHAIN = textwrap.dedent("""\
+    _C = {}
+    def leaf(k):
+        return k
+    def one(k):
+        return leaf(k)
+    def two(k):
+        return one(k)
+    def three(k):
+        return two(k)
+    def top2(k):
+        if k not in _C:
+            _C[k] = two(k)
+    def top3(k):
+        if k not in _C:
+            _C[k] = three(k)
+    """)
+
+
 def test_a_chain_through_functions_never_entered_reaches_a_cache_fill_two_calls_up() -> None:
-    source = textwrap.dedent("""\
-        _C = {}
-        def leaf(k):
-            return k
-        def middle(k):
-            return leaf(k)
-        def top(k):
-            if k not in _C:
-                _C[k] = middle(k)
-            return _C[k]
-        """)
-    index = ReferenceIndex({"m.py": source})
-    why = index.reason("m.py", _scope(source, 3), _ran({"m.py": {7, 9}}))
-    assert why == "ran top() in m.py, whose line 8 (not run) leads to leaf() through middle"
-    assert index.reason("m.py", _scope(source, 3), _ran({"m.py": {7, 8, 9}})) is None  # filled here: ran it all
-    assert index.reason("m.py", _scope(source, 3), _ran({})) is None  # never entered top()
+    index = ReferenceIndex({"m.py": CHAIN})
+    why = index.reason("m.py", _scope(CHAIN, 3), _ran({"m.py": {11}}))
+    assert why == "ran top2() in m.py, whose line 12 (not run) leads to leaf() through two"
+    assert index.reason("m.py", _scope(CHAIN, 3), _ran({"m.py": {11, 12}})) is None  # filled here: ran it all
+    assert index.reason("m.py", _scope(CHAIN, 3), _ran({})) is None  # never entered top()
 
 
 def test_only_files_that_import_the_function_s_file_count() -> None:
@@ -272,23 +280,7 @@ def test_which_blocks_store_state(body: str, stores: bool) -> None:
 
 
 def test_the_walk_stops_after_two_functions_the_test_never_entered_and_at_common_names(monkeypatch) -> None:
-    source = textwrap.dedent("""\
-        _C = {}
-        def leaf(k):
-            return k
-        def one(k):
-            return leaf(k)
-        def two(k):
-            return one(k)
-        def three(k):
-            return two(k)
-        def top2(k):
-            if k not in _C:
-                _C[k] = two(k)
-        def top3(k):
-            if k not in _C:
-                _C[k] = three(k)
-        """)
+    source = CHAIN
     index = ReferenceIndex({"m.py": source})
     assert index.reason("m.py", _scope(source, 3), _ran({"m.py": {11}})) is not None  # via one, two: 2 hops
     assert index.reason("m.py", _scope(source, 3), _ran({"m.py": {14}})) is None  # via one, two, three: 3
