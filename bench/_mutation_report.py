@@ -12,6 +12,9 @@ Contract:
   timeout) names no failing file, only a red run: it enters no failing pair. Each selector keeps
   such mutants in ``unjudged`` with the number of files it selected, so the table says how many
   there were and whether each selection was empty (an empty selection would have shipped them).
+- `mean_judged_time` is the est-time mean over the mutants with a verdict alone: the one mean in
+  which a selector that picks the failing files themselves is a lower bound for every selector
+  that misses nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class SelectorScore:
     time_fractions: list[float] = field(default_factory=list)
     misses: list[Miss] = field(default_factory=list)
     unjudged: list[tuple[MutantResult, int]] = field(default_factory=list)
+    judged_time_fractions: list[float] = field(default_factory=list)
 
     @property
     def recall(self) -> float | None:
@@ -57,6 +61,11 @@ class SelectorScore:
     @property
     def mean_time(self) -> float:
         return fmean(self.time_fractions) if self.time_fractions else 0.0
+
+    @property
+    def mean_judged_time(self) -> float:
+        """Mean est-time fraction over the mutants with a per-file verdict only."""
+        return fmean(self.judged_time_fractions) if self.judged_time_fractions else 0.0
 
 
 def score(selectors: Mapping[str, Selector], mutants: Sequence[Mutant], results: Mapping[str, MutantResult],
@@ -76,6 +85,7 @@ def score(selectors: Mapping[str, Selector], mutants: Sequence[Mutant], results:
             if result.broken:
                 entry.unjudged.append((result, len(chosen)))
                 continue
+            entry.judged_time_fractions.append(entry.time_fractions[-1])
             entry.failing_pairs += len(failing)
             entry.selected_pairs += len(failing & chosen)
             entry.misses += [Miss(result, t) for t in sorted(failing - chosen)]

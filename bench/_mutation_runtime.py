@@ -22,7 +22,7 @@ from bench._mutation_gen import Mutant
 from bench._mutation_select import SelectionTree, static_selection
 from ci.selection.depmap_format import DepMap, StoredTestMap, maps_of_file, parse_depmap, utc_time
 from ci.selection.depmap_select import select_by_maps
-from ci.selection.diff_hunks import touched_old_lines
+from ci.selection.diff_hunks import file_diffs, touched_old_lines
 from ci.selection.edit_scopes import diff_scopes
 from ci.selection.git_lines import read_at
 from ci.selection.reach import ReferenceIndex
@@ -46,17 +46,19 @@ def _references(root: str, paths: frozenset[str]) -> ReferenceIndex:
 
 
 def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, walk: bool = True,
-                      by_statement: bool = True) -> set[str]:
+                      by_statement: bool = True, uses: bool = True) -> set[str]:
     """See the module docstring; ``walk=False``: without `ci.selection.reach`; ``by_statement=False``:
-    by function body (both for comparison)."""
+    by function body; ``uses=False``: a module-level change always counts for every importer
+    (`ci.selection.definition_uses` off); all three for comparison."""
     depmap, maps, now = _maps(str(depmap_path), depmap_path.stat().st_mtime_ns)
     touched = touched_old_lines(mutant.diff)
-    scopes = diff_scopes(touched, lambda path: _base_text(str(tree.root), path))
+    hunks = {part.path: [part.hunks] for part in file_diffs(mutant.diff)}
+    scopes = diff_scopes(touched, lambda path: _base_text(str(tree.root), path), hunks=hunks)
     chosen = select_by_maps(maps, sorted(tree.universe), [mutant.path], now=now,
                             scopes_for=lambda sha: scopes if sha is not None and sha == depmap.sha else None,
                             module_reach=lambda path: tree.deps.impact([path]).reasons,
-                            references_for=lambda sha, paths: _references(str(tree.root), paths) if walk else None,
-                            imports_of=tree.deps.imports_of, by_statement=by_statement)
+                            references_for=lambda sha, paths: _references(str(tree.root), paths),
+                            imports_of=tree.deps.imports_of, by_statement=by_statement, walk=walk, uses=uses)
     selected = {t for t, verdict in chosen.decided.items() if verdict.why}
     if chosen.fallback:
         selected |= set(chosen.fallback) & static_selection(tree, mutant.path)

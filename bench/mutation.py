@@ -157,6 +157,7 @@ def _ensure_registry(tree: Path, spec: TreeSpec, universe: list[str], durations:
 
 
 _PREFILTERED = "est_time "  # how an exclusion by the tree's own registry starts
+_ORACLE = "failing files themselves (the oracle)"
 
 
 def _prefilter(candidates: list[str], tree: Path, spec: TreeSpec,
@@ -285,13 +286,21 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
                                                                               m, by_statement=False),
                  "runtime map, no cache walk": lambda m: runtime_selection(opts.workdir / "depmap.json", tree_view, m,
                                                                            walk=False),
+                 "runtime map, module level whole": lambda m: runtime_selection(opts.workdir / "depmap.json", tree_view,
+                                                                                m, uses=False),
                  "static graph": lambda m: static_selection(tree_view, m.path),
-                 "path prefix": lambda m: path_prefix_selection(universe, m.path)}
+                 "path prefix": lambda m: path_prefix_selection(universe, m.path),
+                 _ORACLE: lambda m: set(results[m.id].failing) if m.id in results else set()}
     scores = score(selectors, mutants, results, universe, base.durations)
     print(selector_table(scores, "static graph"))
+    graph = next(s for s in scores if s.name == "static graph")
     print()
     recall = scores[0].recall
     verdict = "n/a (no failing pair)" if recall is None else ("MET" if recall >= GOAL_RECALL else "MISSED")
+    if graph.mean_judged_time:
+        print(f"over the {len(graph.judged_time_fractions)} mutants with a verdict, est-time as x the static graph's: "
+              + ", ".join(f"{s.name} {s.mean_judged_time / graph.mean_judged_time:.2f}" for s in scores)
+              + f" (the failing files are the least any selector that misses nothing can select)")
     print(f"goal: runtime map recall >= {GOAL_RECALL:.1%}: {verdict}" + (f" ({recall:.2%})" if recall is not None else ""))
     for line in unjudged_lines(scores) + miss_lines(scores):
         print(line)

@@ -20,7 +20,10 @@ Contract:
     file filled). A module-level change selects a test that
     executed any line of the file or that the static import graph says imports it
     (``module_reach(path)``: test -> the graph's reason): a changed constant reaches every
-    importer, whatever it executed. A function body that also ran outside any test's own work
+    importer, whatever it executed; unless the change only redefines names (`Scope.names`: a
+    constant's pure value, a kernel's body) and their uses are known
+    (`ci.selection.definition_uses`): a use is then judged like a changed statement of its body.
+    A function body that also ran outside any test's own work
     (the map's ``shared`` lines: import-time code, session fixtures, the session itself) counts
     as module level, since its effect reaches every importer;
   - file level otherwise (a version-1 map, a list of paths without lines, a file that drifted):
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping, Sequence
 
+from ci.selection.definition_uses import DefinitionUses, Use
 from ci.selection.depmap_format import StoredTestMap
 from ci.selection.edit_scopes import Scope
 from ci.selection.reach import Imports, ReferenceIndex
@@ -109,6 +113,7 @@ class _Change:
     module_reach: Callable[[str], Mapping[str, str]]
     imports_of: Imports | None = None
     by_statement: bool = True
+    walk: bool = True
     reach_memo: dict[str, Mapping[str, str]] = field(default_factory=dict)
 
     def reach(self, path: str, test: str) -> str | None:
@@ -143,9 +148,23 @@ def _statement_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, ch
     return None
 
 
+def _use_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, uses: tuple[Use, ...], change: _Change,
+             references: ReferenceIndex | None) -> str | None:
+    """For a module-level change that only redefines names: whether the test ran a use of one."""
+    for use in uses:
+        at = Scope(use.body.name, use.body.first, use.body.last, use.line, use.statements)
+        why = _scope_hit(test, stored, use.path, at, change, references, None)
+        if why is not None:
+            return f"{why}, which reads {use.name}, redefined by the change at {path}:{scope.line}"
+    return None
+
+
 def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change,
-               references: ReferenceIndex | None) -> str | None:
+               references: ReferenceIndex | None, definitions: DefinitionUses | None) -> str | None:
     if scope.is_module:
+        uses = definitions.of(path, scope.names) if definitions is not None and scope.names is not None else None
+        if uses is not None:
+            return _use_hit(test, stored, path, scope, uses, change, references)
         return _module_hit(test, stored, path, change, f"changed at module level (line {scope.line})")
     body = range(scope.first, scope.last + 1)
     ran = sorted(set(body).intersection((stored.entry.lines or {}).get(path, ())))
@@ -156,14 +175,14 @@ def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change
     if not stored.shared.get(path, frozenset()).isdisjoint(body):
         return _module_hit(test, stored, path, change, f"whose {scope.name}() ran outside a test (at import or in "
                                                        "the session)")
-    if references is not None:
+    if references is not None and change.walk:
         lines = stored.entry.lines or {}
         return references.reason(path, scope, lambda p: lines.get(p, frozenset()), change.imports_of)
     return None
 
 
-def _hits(test: str, stored: StoredTestMap, change: _Change,
-          scopes: Mapping[str, tuple[Scope, ...] | None] | None, references: ReferenceIndex | None) -> list[str]:
+def _hits(test: str, stored: StoredTestMap, change: _Change, scopes: Mapping[str, tuple[Scope, ...] | None] | None,
+          references: ReferenceIndex | None, definitions: DefinitionUses | None) -> list[str]:
     entry = stored.entry
     hits: list[str] = []
     for path in change.changed:
@@ -177,7 +196,7 @@ def _hits(test: str, stored: StoredTestMap, change: _Change,
             elif (reason := change.reach(path, test)) is not None:
                 hits.append(reason)
             continue
-        whys = (_scope_hit(test, stored, path, scope, change, references) for scope in file_scopes)
+        whys = (_scope_hit(test, stored, path, scope, change, references, definitions) for scope in file_scopes)
         first = next((why for why in whys if why is not None), None)  # one reason a file is enough
         if first is not None:
             hits.append(first)
@@ -189,7 +208,8 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
                    scopes_for: ScopesFor = _no_scopes,
                    module_reach: Callable[[str], Mapping[str, str]] = _no_reach,
                    references_for: ReferencesFor = _no_references,
-                   imports_of: Imports | None = None, by_statement: bool = True) -> MapSelection:
+                   imports_of: Imports | None = None, by_statement: bool = True, walk: bool = True,
+                   uses: bool = True) -> MapSelection:
     """See the module docstring. ``tests``: the tier's registered test paths; ``scopes_for(sha)``:
     the changed files' scopes relative to a map's commit (None, or a file absent or None: judged
     by file); ``module_reach(path)``:
@@ -198,11 +218,14 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
     such walk), asked once per commit with every file its maps executed and the changed files;
     ``imports_of(path)``: the files ``path`` imports (the static graph), which limits that walk
     to references that can see the function (None: by name alone); ``by_statement=False``: a
-    test that ran a changed body is selected whatever statement of it changed."""
+    test that ran a changed body is selected whatever statement of it changed; ``walk=False``:
+    without `ci.selection.reach`'s walk; ``uses=False``: a module-level change counts for every
+    importer even when it only redefines names (both for comparison)."""
     changed_set = set(changed)
-    change = _Change(sorted(changed_set), module_reach, imports_of, by_statement)
+    change = _Change(sorted(changed_set), module_reach, imports_of, by_statement, walk)
     per_commit: dict[str | None, Mapping[str, tuple[Scope, ...] | None] | None] = {}
     indexes: dict[str | None, ReferenceIndex | None] = {}
+    definitions: dict[str | None, DefinitionUses | None] = {}
     files_at: dict[str | None, set[str]] = {}
     for stored in maps.values():
         files_at.setdefault(stored.sha, set(changed_set)).update(stored.entry.lines or ())
@@ -230,8 +253,10 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             per_commit[stored.sha] = scopes_for(stored.sha) if stored.sha is not None else None
         if stored.sha not in indexes:
             wanted = frozenset(files_at.get(stored.sha, changed_set))
-            indexes[stored.sha] = references_for(stored.sha, wanted) if per_commit[stored.sha] else None
-        hits = _hits(test, stored, change, per_commit[stored.sha], indexes[stored.sha])
+            index = references_for(stored.sha, wanted) if per_commit[stored.sha] else None
+            indexes[stored.sha] = index
+            definitions[stored.sha] = DefinitionUses(index, imports_of) if index is not None and uses else None
+        hits = _hits(test, stored, change, per_commit[stored.sha], indexes[stored.sha], definitions[stored.sha])
         why = None
         if hits:
             more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""

@@ -15,15 +15,16 @@ Contract:
   whole-line ``#`` comment, as text (whether such a line lies inside a multi-line string is for
   the reader of the old source to say: `ci.selection.edit_scopes.diff_scopes`);
   `comment_only_lines` gives the old lines `touched_old_lines` counts for such hunks.
+- `Hunk.added` holds the hunk's new lines (without the ``+``); `apply_hunks` rebuilds a file's
+  new text from its old text and its hunks.
 - Paths are repo-relative as git prints them (``a/`` and ``b/`` prefixes are removed); quoted
   paths are refused with `ValueError` (run git with ``core.quotepath=off``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 _BINARY = re.compile(r"Binary files (.+) and (.+) differ$")
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -39,6 +40,7 @@ class Hunk:
     new_start: int
     new_count: int
     comment_only: bool = False
+    added: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def old_lines(self) -> frozenset[int]:
@@ -80,9 +82,11 @@ def file_diffs(diff: str) -> list[FileDiff]:
     body = [0, 0]  # the current hunk's old and new lines still to come: content, never a header
     trivial = [True]  # every content line of the current hunk so far is blank or a comment
 
+    added: list[str] = []  # the current hunk's ``+`` lines
+
     def finish_hunk() -> None:
-        if hunks and not trivial[0]:
-            hunks[-1] = Hunk(*dataclasses.astuple(hunks[-1])[:4], comment_only=False)
+        if hunks:
+            hunks[-1] = replace(hunks[-1], comment_only=hunks[-1].comment_only and trivial[0], added=tuple(added))
 
     def close() -> None:
         finish_hunk()
@@ -92,7 +96,10 @@ def file_diffs(diff: str) -> list[FileDiff]:
     for line in diff.splitlines():
         if body[0] and line.startswith("-") or body[1] and line.startswith("+"):
             # a removed line reading "-- x" is not a "--- " header
-            body[0 if line.startswith("-") and body[0] else 1] -= 1
+            side = 0 if line.startswith("-") and body[0] else 1
+            body[side] -= 1
+            if side:
+                added.append(line[1:])
             text = line[1:].strip()
             trivial[0] = trivial[0] and (not text or text.startswith("#"))
         elif line.startswith("diff --git "):
@@ -118,6 +125,7 @@ def file_diffs(diff: str) -> list[FileDiff]:
                         comment_only=True)
             hunks.append(hunk)
             body[:], trivial[0] = [hunk.old_count, hunk.new_count], True
+            added.clear()
     close()
     return out
 
@@ -131,6 +139,27 @@ def touched_old_lines(diff: str) -> dict[str, frozenset[int] | None]:
             continue
         out[part.path] = frozenset().union(*(hunk.old_lines for hunk in part.hunks))
     return out
+
+
+def apply_hunks(old_text: str, hunks: tuple[Hunk, ...]) -> str | None:
+    """The new text of a file from its old text and its ``-U0`` hunks (`Hunk.added` holds each
+    hunk's new lines), or None when the hunks do not fit the text (another version of the file,
+    a hunk whose lines were not all read)."""
+    old = old_text.splitlines(keepends=True)
+    if old and not old[-1].endswith(("\n", "\r")):
+        old[-1] += "\n"  # "\ No newline at end of file" is not a content line; the text is the same
+    out: list[str] = []
+    at = 0  # old lines copied so far
+    for hunk in sorted(hunks, key=lambda h: h.old_start):
+        if len(hunk.added) != hunk.new_count:
+            return None
+        keep = hunk.old_start if hunk.old_count == 0 else hunk.old_start - 1
+        if keep < at or keep + hunk.old_count > len(old):
+            return None
+        out += old[at:keep]
+        out += [line + "\n" for line in hunk.added]
+        at = keep + hunk.old_count
+    return "".join(out + old[at:])
 
 
 def comment_only_lines(diff: str) -> dict[str, frozenset[int]]:

@@ -25,25 +25,27 @@ import ast
 import io
 import tokenize
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
+from ci.selection.diff_hunks import Hunk, apply_hunks
+from ci.selection.kernels import KERNEL_DECORATORS, decorator_name, is_kernel
+from ci.selection.module_definitions import changed_definitions
 from ci.selection.statement_spans import Statements, statements_of
-
-KERNEL_DECORATORS = frozenset({"autotune", "heuristics", "compile", "script", "kernel"})
-
 
 @dataclass(frozen=True)
 class Scope:
     """A changed function body (``first``..``last`` are its body's lines) or, with ``first`` None,
     the module level; ``name`` is the dotted function name or ``<module>``, ``line`` the first
     changed line in it (for messages); ``statements``: the changed statements of a body
-    (`ci.selection.statement_spans`)."""
+    (`ci.selection.statement_spans`); ``names``, for the module level: the change only redefines
+    these names (`ci.selection.module_definitions`), None when it may be anything."""
 
     name: str
     first: int | None
     last: int | None
     line: int
     statements: Statements | None = None
+    names: frozenset[str] | None = None
 
     @property
     def is_module(self) -> bool:
@@ -60,21 +62,6 @@ class Body:
     first: int
     last: int
     in_class: bool = False
-
-
-def decorator_name(node: ast.expr) -> str:
-    """A decorator's last name: ``lru_cache`` of ``@functools.lru_cache(maxsize=2)``."""
-    if isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return node.id if isinstance(node, ast.Name) else ""
-
-
-def is_kernel(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether a decorator marks the function as a kernel (see the module docstring)."""
-    names = (decorator_name(d) for d in node.decorator_list)
-    return any(n.endswith("jit") or n in KERNEL_DECORATORS for n in names)
 
 
 def _is_docstring(node: ast.stmt) -> bool:
@@ -98,10 +85,11 @@ def function_body(node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, in_
 def function_bodies(tree: ast.AST) -> list[Body]:
     """Every non-kernel function's body, with dotted names; a kernel's nested functions are left
     out with it (they are compiled with it)."""
-    return [body for body, _ in _bodies_and_nodes(tree)]
+    return [body for body, _ in bodies_and_nodes(tree)]
 
 
-def _bodies_and_nodes(tree: ast.AST) -> list[tuple[Body, ast.FunctionDef | ast.AsyncFunctionDef]]:
+def bodies_and_nodes(tree: ast.AST) -> list[tuple[Body, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """`function_bodies` with each body's function node."""
     out: list[tuple[Body, ast.FunctionDef | ast.AsyncFunctionDef]] = []
 
     def walk(node: ast.AST, prefix: str, in_class: bool) -> None:
@@ -126,7 +114,7 @@ def scopes_of(old_source: str | bytes, old_lines: Iterable[int]) -> tuple[Scope,
     """See the module docstring."""
     try:
         tree = ast.parse(old_source)
-        bodies = _bodies_and_nodes(tree)
+        bodies = bodies_and_nodes(tree)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # NUL bytes; a very deep expression
         return None
     found: dict[tuple[int | None, int | None], Scope] = {}
@@ -164,13 +152,17 @@ def _string_lines(source: str | bytes) -> frozenset[int] | None:
 
 
 def diff_scopes(touched: Mapping[str, frozenset[int] | None], read_old: Callable[[str], str | bytes | None],
-                comment_lines: Mapping[str, frozenset[int]] | None = None) -> dict[str, tuple[Scope, ...] | None]:
+                comment_lines: Mapping[str, frozenset[int]] | None = None,
+                hunks: Mapping[str, Sequence[tuple[Hunk, ...] | None]] | None = None) -> dict[str, tuple[Scope, ...] | None]:
     """The scopes of each changed Python file of a diff (`ci.selection.diff_hunks.touched_old_lines`);
     ``read_old(path)`` gives the file's old text, None when it had none. A file that is not
     Python, new, unreadable or not parseable maps to None: it is judged by file. Lines only
     comment-only hunks touched (``comment_lines``: `ci.selection.diff_hunks.comment_only_lines`)
     are left out unless they lie in a multi-line string of the old text; a file whose every
-    touched line is left out maps to ``()``: nothing that runs changed."""
+    touched line is left out maps to ``()``: nothing that runs changed. With the file's ``hunks``
+    (`ci.selection.diff_hunks.file_diffs`, their new lines included; one set per diff from the
+    old text, e.g. to the work tree and to a merge base) a module-level scope carries the names
+    the changes redefine (`Scope.names`) when that is all each of them does."""
     out: dict[str, tuple[Scope, ...] | None] = {}
     for path, lines in touched.items():
         old = read_old(path) if path.endswith(".py") and lines is not None else None
@@ -183,4 +175,19 @@ def diff_scopes(touched: Mapping[str, frozenset[int] | None], read_old: Callable
             dropped = comments - (in_strings if in_strings is not None else comments)
             lines = frozenset(lines or ()) - dropped
         out[path] = scopes_of(old, lines or ())
+        file_hunks = (hunks or {}).get(path)
+        if out[path] and file_hunks and any(scope.is_module for scope in out[path]):
+            out[path] = _with_names(out[path], old, file_hunks)
     return out
+
+
+def _with_names(scopes: tuple[Scope, ...], old: str | bytes, diffs: Sequence[tuple[Hunk, ...] | None]) -> tuple[Scope, ...]:
+    text = old.decode("utf-8", "surrogateescape") if isinstance(old, bytes) else old
+    names: set[str] = set()
+    for hunks in diffs:
+        new = apply_hunks(text, hunks) if hunks is not None else None
+        found = changed_definitions(text, new) if new is not None else None
+        if found is None:
+            return scopes
+        names |= found
+    return tuple(replace(scope, names=frozenset(names)) if scope.is_module else scope for scope in scopes)

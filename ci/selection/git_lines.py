@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ci.selection.diff_hunks import comment_only_lines, touched_old_lines
+from ci.selection.diff_hunks import Hunk, comment_only_lines, file_diffs, touched_old_lines
 from ci.selection.edit_scopes import Scope, diff_scopes
 from ci.selection.reach import ReferenceIndex
 
@@ -120,6 +120,7 @@ class GitLines:
         touched: dict[str, frozenset[int] | None] = {}
         comments: dict[str, frozenset[int]] = {}
         code: dict[str, frozenset[int]] = {}
+        hunks: dict[str, list[tuple[Hunk, ...] | None]] = {}
         for target in targets:
             diff = _git(["diff", "-U0", "--no-renames", "--no-color", "--no-ext-diff", "--relative", *target, "--",
                          *self.changed], self.cwd)
@@ -127,6 +128,8 @@ class GitLines:
                 return None
             try:
                 found, trivial = touched_old_lines(diff.stdout), comment_only_lines(diff.stdout)
+                for part in file_diffs(diff.stdout):
+                    hunks.setdefault(part.path, []).append(part.hunks)
             except ValueError:
                 return None
             for path, lines in found.items():
@@ -139,6 +142,6 @@ class GitLines:
             proc = _git(["show", f"{sha}:./{path}"], self.cwd, text=False)
             return proc.stdout if proc is not None and proc.returncode == 0 else None
 
-        scopes = diff_scopes(touched, read_old, {p: comments[p] - code[p] for p in comments})
+        scopes = diff_scopes(touched, read_old, {p: comments[p] - code[p] for p in comments}, hunks)
         # a listed file git finds no difference in is judged by file: a list may name what git cannot see
         return {path: scopes.get(path) for path in self.changed}

@@ -122,6 +122,18 @@ class ReferenceIndex:
                     self._holding.setdefault(word.decode("ascii"), []).append(path)
         return self._holding.get(name, [])
 
+    def paths_with(self, name: str) -> list[str]:
+        """The files given whose text holds ``name`` as a word."""
+        return list(self._paths_with(name))
+
+    def source(self, path: str) -> bytes | None:
+        """The text given for ``path``."""
+        return self._sources.get(path)
+
+    def file_sites(self, path: str) -> FileSites | None:
+        """``path``'s sites, None when it was not given or does not parse."""
+        return self._file(path)
+
     def _files_with(self, name: str) -> list[FileSites]:
         return [f for f in map(self._file, self._paths_with(name)) if f is not None]
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from ci.selection.edit_scopes import Body, decorator_name, function_body, is_kernel
+from ci.selection.edit_scopes import Body, function_body
+from ci.selection.kernels import decorator_name, is_kernel
 from ci.selection.state_stores import MODULE_NAMES, FunctionNames, names_in, stores_state
 
 # Decorators that never let a call skip the body: a call through them that ran with no body of

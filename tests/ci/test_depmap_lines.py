@@ -59,7 +59,11 @@ def _plan(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, str],
 @pytest.mark.parametrize("edit, expected, why", [
     (("pkg/ops.py", "return x * 2", "return x * 3"), {"tests/test_double.py"}, "executed pkg/ops.py:5 in double()"),
     (("pkg/ops.py", "if x > LIMIT", "if x >= LIMIT"), {"tests/test_clamp.py"}, "executed pkg/ops.py:9 in clamp()"),
-    (("pkg/ops.py", "LIMIT = 3", "LIMIT = 4"), {"tests/test_double.py", "tests/test_clamp.py"},
+    # a constant's new value reaches only the code that reads it (`ci.selection.definition_uses`)
+    (("pkg/ops.py", "LIMIT = 3", "LIMIT = 4"), {"tests/test_clamp.py"},
+     "executed pkg/ops.py:9 in clamp(), which reads LIMIT, redefined by the change at pkg/ops.py:1"),
+    # ... but a value that calls code runs that code at import, for every importer
+    (("pkg/ops.py", "LIMIT = 3", "LIMIT = int('3')"), {"tests/test_double.py", "tests/test_clamp.py"},
      "executed pkg/ops.py, changed at module level (line 1)"),
     (("pkg/ops.py", "    return x\n", "    return x\n\n\ndef new():\n    return 0\n"),
      {"tests/test_double.py", "tests/test_clamp.py"}, "changed at module level"),
@@ -67,7 +71,7 @@ def _plan(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, str],
      "built.py, whose build() ran outside a test"),
     # no test runs clamp()'s last line (test_clamp returns at LIMIT): selection by statement leaves it out
     (("pkg/ops.py", "    return x\n", "    return x + 0\n"), set(), None),
-], ids=["double-body", "clamp-body", "module-constant", "new-function", "import-time-function", "unrun-statement"])
+], ids=["double-body", "clamp-body", "module-constant", "module-call", "new-function", "import-time-function", "unrun-statement"])
 def test_a_change_selects_the_tests_its_scope_reaches(recorded: Path, capsys, edit, expected, why) -> None:
     path, old, new = edit
     text = (recorded / path).read_text()
@@ -112,8 +116,12 @@ def test_comments_and_blank_lines_select_nothing_but_a_hash_inside_a_string_is_c
     edited = text.replace("def double(x):\n", "# doubles\n\ndef double(x):\n").replace("LIMIT = 3\n", "LIMIT = 3  # cap\n")
     selected = _plan(recorded, capsys, {"pkg/ops.py": edited.replace("LIMIT = 3  # cap\n", "# the cap\nLIMIT = 3\n")})
     assert selected == {}  # a comment line and a blank line inserted: nothing that runs changed
-    # a trailing comment on a code line is a code line's hunk: module level, judged as such
-    assert set(_plan(recorded, capsys, {"pkg/ops.py": edited})) == {"tests/test_double.py", "tests/test_clamp.py"}
+    # a trailing comment on a code line is a code line's hunk, but the module's statements compare
+    # equal before and after (`ci.selection.module_definitions`): nothing that runs changed
+    assert _plan(recorded, capsys, {"pkg/ops.py": edited}) == {}
+    # the same hunk with a changed value: its reader only
+    assert set(_plan(recorded, capsys, {"pkg/ops.py": edited.replace("LIMIT = 3  # cap", "LIMIT = 2  # cap")})) == {
+        "tests/test_clamp.py"}
 
 
 def test_a_comment_only_hunk_inside_a_multi_line_string_is_code() -> None:
