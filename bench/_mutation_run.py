@@ -73,7 +73,9 @@ def run_suite(python: str, tree: Path, files: Sequence[str], junit: Path, *, wor
     """See the module docstring. ``prefix`` goes before ``-m pytest`` (``-m coverage run ...``)."""
     if junit.exists():
         junit.unlink()
-    argv = [python, *(prefix or ("-m",)), "pytest", *plugin_args, "-n", str(workers),
+    # -p no:slipcover: slipcover's own pytest plugin, where slipcover is installed for the recorder's
+    # core, would load in every run of the tree (the recorder imports what it needs itself)
+    argv = [python, *(prefix or ("-m",)), "pytest", "-p", "no:slipcover", *plugin_args, "-n", str(workers),
             "-q", "--continue-on-collection-errors", "-o", "junit_family=xunit1", f"--junitxml={junit}", *files]
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=tree, env=clean_env(extra_env), stdout=subprocess.PIPE,

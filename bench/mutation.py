@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -192,6 +193,10 @@ def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, s
     limit = 6 * max(base.walls.values())
     if not (opts.resume and depmap.is_file()):
         _say("bench mutation: recording the runtime map (CI_DEPMAP, -p ci.pytest_plugin --tier cpu)")
+        # the start-up hook in the tree's interpreter, as `ci run --record-depmap` installs it: the
+        # pytest process is measured from its first line (ci.running.depmap_child)
+        subprocess.run([opts.python, "-c", "from ci.running.depmap_startup import install; install()"], cwd=tree,
+                       env={**os.environ, **env}, capture_output=True, timeout=60)
         run = run_suite(opts.python, tree, base.universe, opts.workdir / "recording.xml", workers=opts.workers,
                         limit=limit, extra_env={**env, "CI_DEPMAP": str(depmap)},
                         plugin_args=("-p", "ci.pytest_plugin", "--tier", "cpu"))

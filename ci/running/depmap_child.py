@@ -17,12 +17,17 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
   directory, one JSON object ``{context: {absolute path: [line, ...]}}`` per write, one
   ``os.write`` each: every `FLUSH_SECONDS` from a daemon thread when there is anything new, at
   exit, and on SIGTERM when the program has not put a handler of its own there (then it still
-  dies of SIGTERM). So a process ended by SIGKILL, as SGLang's ``kill_process_tree`` ends a
+  dies of SIGTERM), and before ``os._exit``. So a process ended by SIGKILL, as SGLang's ``kill_process_tree`` ends a
   server and its workers, keeps all but its last `FLUSH_SECONDS` of new lines; coverage.py would
   keep nothing. A child forked from it (``multiprocessing``'s fork workers) starts its own
   flusher and log;
 - marks itself live until its last write, flushes when a recorded process asks before killing
   it, and makes its own SIGKILLs ask first (`ci.running.depmap_live`).
+
+In the pytest process of a recording itself (`RECORD_ENV` set, no test, no parts directory yet:
+``python -m pytest`` or a ``pytest`` script) it starts measuring at once instead, in the
+session's context (`_start_session`), and the recorder takes that measurement over
+(`take_session`).
 
 When it cannot run (slipcover missing, a variable absent) it does nothing and coverage.py's hook
 measures the process as before. Every error is the hook's to swallow: a program never fails to
@@ -39,13 +44,15 @@ import sys
 import threading
 from pathlib import Path
 
-from ci.running.depmap_files import PARTS_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
+from ci.running.depmap_files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
 from ci.running.depmap_live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
 from ci.running.depmap_options import record_options
 from ci.running.depmap_probe_cache import PROBES_DIR
 
 FLUSH_SECONDS = 0.1
+_PYTEST_NAMES = frozenset({"pytest", "py.test"})
 _started: list[bool] = []
+_session: list = []  # a recording pytest process's measurement from its start (`_start_session`)
 _active: list[_ChildLog] = []  # the recording of this process, once started (tests read it)
 
 
@@ -113,12 +120,18 @@ def start() -> None:
         return
     _started.append(True)
     parts, root, test = os.environ.get(PARTS_ENV), os.environ.get(ROOT_ENV), os.environ.get(TEST_ENV, "")
+    if not test and not parts and os.environ.get(RECORD_ENV) and runs_pytest(getattr(sys, "orig_argv", [])):
+        _start_session()
+        return
+    if os.environ.get(CHILD_CORE_ENV) != "slipcover":  # the hook also wakes for a recording's own pytest
+        return
     if not parts or not root or not test or not os.path.isdir(parts):
         return
     from ci.running import depmap_slipcover  # deferred: the checks above cost nothing
 
     if not depmap_slipcover.available():
         return
+    _leave_unrewritten("slipcover")
     options = record_options(resolve_core=False)
     files = RepoFiles(root)
     lines = depmap_slipcover.SlipcoverLines(files, None, Path(parts) / PROBES_DIR)
@@ -141,8 +154,85 @@ def start() -> None:
         signal.signal(signal.SIGTERM, on_sigterm)
     mark_live(parts, test, flushes=True)
     guard_kills(lambda: os.environ.get(PARTS_ENV))
+    _flush_before_exit(child)
     child.run_flusher()
     os.environ.pop("COVERAGE_PROCESS_START", None)
+
+
+def _flush_before_exit(child: _ChildLog) -> None:
+    """``os._exit`` skips atexit: a forked ``multiprocessing`` worker and argcomplete's completion
+    leave by it. The last lines are written first, so such a process ends saved, not lost."""
+    leave = os._exit
+
+    def exit_after_flush(status: int) -> None:
+        try:
+            child.flush(True)
+        finally:
+            leave(status)
+
+    os._exit = exit_after_flush
+
+
+def runs_pytest(argv: list[str]) -> bool:
+    """Whether an interpreter's command line (``sys.orig_argv``) runs pytest: ``python -m pytest``
+    or a ``pytest`` console script."""
+    args = iter(argv[1:])
+    for arg in args:
+        if arg in ("-X", "-W", "--check-hash-based-pycs"):
+            next(args, None)  # the option's value
+        elif arg == "-m" or arg.startswith("-m"):
+            module = arg[2:] or next(args, "")
+            return module in _PYTEST_NAMES
+        elif arg == "-c" or arg.startswith("-c") or arg == "-":
+            return False
+        elif not arg.startswith("-"):
+            return os.path.basename(arg) in _PYTEST_NAMES
+    return False
+
+
+def _start_session() -> None:
+    """Measure a recording pytest process from its first line (`ci.running.depmap_record` adopts
+    the measurement when the recording starts, `take_session`): a plugin that a ``-p`` option
+    loads before the recorder's registers, and runs its ``pytest_addoption``, before any hook
+    of the recorder can start measuring. The repository is the working directory, where a
+    recording runs; the context is the session's ("")."""
+    from ci.running import depmap_slipcover
+
+    if not depmap_slipcover.available():
+        return
+    try:
+        options = record_options()
+    except ValueError:
+        return  # the recorder refuses it with the reason
+    if options.lines and options.core == "slipcover":
+        lines = depmap_slipcover.SlipcoverLines(RepoFiles(os.getcwd()), None)
+        lines.start(live_functions=False)
+        _session.append(lines)
+        _leave_unrewritten("slipcover")
+
+
+def _leave_unrewritten(name: str) -> None:
+    """pytest marks every installed plugin's package for assertion rewriting and warns (an error
+    under ``filterwarnings = error``) about one imported already, as slipcover is by a start here;
+    it is no test code, and the docstring marker tells pytest to leave it as it is."""
+    module = sys.modules.get(name)
+    if module is not None and "PYTEST_DONT_REWRITE" not in (module.__doc__ or ""):
+        module.__doc__ = (module.__doc__ or "") + "\n\nPYTEST_DONT_REWRITE"
+
+
+def take_session(files: RepoFiles | None):
+    """The measurement `_start_session` began in this process, for a recording of ``files``'
+    repository, or None. A measurement of another folder (or any, with ``files`` None) is
+    stopped and dropped: its probes stay in the process, so ``(None, True)`` tells the caller
+    not to start a second slipcover measurement. Returns (lines or None, probes are in)."""
+    if not _session:
+        return None, False
+    lines = _session.pop()
+    if files is not None and set(lines.files.roots) == set(files.roots):
+        return lines, True
+    lines.stop()
+    lines.erase()
+    return None, True
 
 
 def _main_script(files: RepoFiles, lines, script: str | None) -> dict[str, set[int]]:

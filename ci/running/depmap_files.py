@@ -34,6 +34,7 @@ RECORD_ENV = "CI_DEPMAP"  # the map file a recording pytest writes (`ci run --re
 PARTS_ENV = "CI_DEPMAP_PARTS"
 ROOT_ENV = "CI_DEPMAP_ROOT"
 TEST_ENV = "CI_DEPMAP_TEST"
+CHILD_CORE_ENV = "CI_DEPMAP_CHILD_CORE"  # "slipcover": subprocesses by the recorder's own start-up hook
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages"})
 _OWN_PREFIX = "depmap_"  # the recorder's modules, all in this folder: never part of a map

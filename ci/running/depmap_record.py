@@ -45,7 +45,7 @@ import pytest
 from ci.atomic_write import atomic_write_text
 from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
                                      fixture_context)
-from ci.running import depmap_startup
+from ci.running import depmap_child, depmap_startup
 from ci.running.depmap_live import guard_kills
 from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
 from ci.running.depmap_probe_cache import PROBES_DIR
@@ -127,15 +127,22 @@ def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> 
 
 def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: bool):
     """Start this process's line recorder (the owner prepares the children first): an object with
-    start, stop, switch_context, save and erase (`coverage.Coverage`'s names), started."""
+    start, stop, switch_context, save and erase (`coverage.Coverage`'s names), started. A
+    measurement the start-up hook began in this process (`ci.running.depmap_child.take_session`)
+    is taken over, so the lines before the recorder's first hook are the session's too; one of
+    another folder is dropped, and coverage.py's tracer measures instead of a second slipcover."""
     import coverage
 
     if owner:
         _prepare_children(parts, files, options)
     guard_kills(lambda: os.environ.get(PARTS_ENV))  # a test's SIGKILL of a server waits for its last lines
+    session, probed = depmap_child.take_session(files if options.lines else None)
     if not options.lines:
         return _Idle()
-    if options.core == "slipcover":
+    if session is not None:  # measuring since this process started (`depmap_child.take_session`)
+        session.adopt(parts / "cov", parts / PROBES_DIR)
+        return session
+    if options.core == "slipcover" and not probed:
         from ci.running.depmap_slipcover import SlipcoverLines  # deferred: only this core needs it
 
         lines = SlipcoverLines(files, parts / "cov", parts / PROBES_DIR)
@@ -185,6 +192,7 @@ def drop_early() -> None:
         return
     early.cov.stop()
     early.cov.erase()
+    depmap_child.take_session(None)
     os.environ.pop(CHILD_CORE_ENV, None)
     parts = os.environ.pop(PARTS_ENV, None) if early.owner else None
     if parts:

@@ -172,16 +172,29 @@ class SlipcoverLines:
         slipcover.Slipcover.lines_from_code = staticmethod(_nothing)
         slipcover.Slipcover.branches_from_code = staticmethod(_nothing)
         self._importer = importer
-        self._sci = sci = _probes_class(slipcover.Slipcover)(d_miss_threshold=_NEVER_REMOVE)
+        self._sci = _probes_class(slipcover.Slipcover)(d_miss_threshold=_NEVER_REMOVE)
         if probe_cache is not None:
-            probe = slipcover.probe
-            sci.cache = ProbeCache(probe_cache, lambda co: [line for _, line in _line_starts(co)], probe.signal,
-                                   lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE))
+            self._use_cache(probe_cache)
+        self.files = files
         self._matcher = _Matcher(files)
         self._imports = importer.ImportManager(self._sci, self._matcher)
         self._data_file = data_file
         self._context = ""
         self.lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+
+    def _use_cache(self, probe_cache: Path) -> None:
+        from slipcover import slipcover
+
+        sci, probe = self._sci, slipcover.probe
+        sci.cache = ProbeCache(probe_cache, lambda co: [line for _, line in _line_starts(co)], probe.signal,
+                               lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE))
+
+    def adopt(self, data_file: Path, probe_cache: Path | None) -> None:
+        """Make a measurement started without a recording (`ci.running.depmap_child`'s session
+        start) this recording's: where `save` writes, and the shared bytecode edits."""
+        self._data_file = data_file
+        if probe_cache is not None:
+            self._use_cache(probe_cache)
 
     def start(self, live_functions: bool = True) -> None:
         """Put probes into what runs from now on; ``live_functions``: also into every live

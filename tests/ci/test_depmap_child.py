@@ -186,6 +186,16 @@ def test_a_forked_child_logs_its_own_lines_before_it_leaves_by_os_exit(tmp_path:
                for files in json.loads(record).values() for path, lines in files.items() if path.endswith("work.py"))
 
 
+def test_a_child_that_leaves_by_os_exit_at_once_saves_its_lines_first(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    body = "import os\nfrom pkg.work import work\nwork(2)\nos._exit(3)"  # no atexit, no time for the flusher
+    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr  # the status it asked for
+    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+    assert not list(parts.glob("live.*"))  # saved: the entry stays complete
+
+
 def test_the_merge_skips_a_torn_last_line_and_refuses_a_bad_one_before_it(tmp_path: Path) -> None:
     from ci.running.depmap_merge import _child_records
 
