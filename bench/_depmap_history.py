@@ -12,7 +12,9 @@ if its change were made on top of R and judged by R's map, graph and registry:
    every hunk shifts by the hunks before it; a line inside a hunk that changed later maps to the
    hunk's whole new range, or its insertion point when the hunk removed it); a file deleted since
    C is judged by file;
-3. their scopes in R's source (`ci.selection.edit_scopes.diff_scopes`), then
+3. their scopes in R's source (`ci.selection.edit_scopes.diff_scopes`; a module-level scope
+   narrowed to the names C redefined, judged from the file before and after C:
+   `with_commit_names`), then
    `ci.selection.depmap_select.select_by_maps` with those scopes for maps of commit R, the
    static graph's importers as the module-level reach and the references of every Python file
    at R (`ci.selection.reach`), and `ci.selection.plan.plan` with the
@@ -43,6 +45,7 @@ from ci.selection.depmap_select import select_by_maps
 from ci.selection.diff_hunks import FileDiff, Hunk, file_diffs
 from ci.selection.edit_scopes import Scope, diff_scopes, scopes_of
 from ci.selection.git_lines import read_at as git_read_at
+from ci.selection.module_definitions import changed_definitions
 from ci.selection.reach import ReferenceIndex
 from ci.selection.plan import PlannedTest, plan
 
@@ -151,6 +154,22 @@ def read_at(root: Path, ref: str, path: str) -> bytes | None:
     return proc.stdout if proc is not None else None
 
 
+def with_commit_names(root: Path, sha: str, scopes: Mapping[str, tuple[Scope, ...] | None]
+                      ) -> dict[str, tuple[Scope, ...] | None]:
+    """``scopes`` with each module-level scope narrowed to the names commit ``sha`` redefined in
+    that file (`ci.selection.module_definitions`, from the file before and after ``sha``), where
+    that is all the commit did at module level there."""
+    out = dict(scopes)
+    for path, found in scopes.items():
+        if not found or not any(scope.is_module for scope in found):
+            continue
+        before, after = read_at(root, f"{sha}^", path), read_at(root, sha, path)
+        names = changed_definitions(before, after) if before is not None and after is not None else None
+        if names is not None:
+            out[path] = tuple(replace(scope, names=names) if scope.is_module else scope for scope in found)
+    return out
+
+
 def function_scopes(source: str | bytes) -> tuple[Scope, ...]:
     """Every function body `scopes_of` knows in ``source`` (kernels and module level left out;
     () when it does not parse), each as if its first line changed."""
@@ -237,7 +256,7 @@ def commit_rows(root: Path, judge: Judge, ref: str, n: int) -> list[tuple[object
         change = commit_change(root, sha, ref)
         if change is None:
             continue
-        scopes = diff_scopes(change.lines, lambda path: read_at(root, ref, path))
+        scopes = with_commit_names(root, sha, diff_scopes(change.lines, lambda path: read_at(root, ref, path)))
         cells = judge.select(change.changed, scopes, (True, False))
         totals = [a + b for a, b in zip(totals, cells)]
         rows.append((sha[:9], len(change.changed), *(c.cell() for c in cells), _ratio(cells[3], cells[2])))

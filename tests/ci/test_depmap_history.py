@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bench._depmap_history import carry_lines, commit_change, function_scopes, new_side_lines
+from bench._depmap_history import carry_lines, commit_change, function_scopes, new_side_lines, with_commit_names
 from ci.selection.diff_hunks import FileDiff, Hunk, file_diffs, touched_old_lines
+from ci.selection.edit_scopes import Scope
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "-c", "core.quotepath=off"]
 
@@ -135,6 +136,17 @@ def test_a_root_commit_or_unknown_commit_is_left_out(history: tuple[Path, str, s
     first = _git(root, "rev-list", "--max-parents=0", "HEAD").strip()
     assert commit_change(root, first, head) is None
     assert commit_change(root, "f" * 40, head) is None
+
+
+def test_a_replayed_commit_keeps_the_names_it_redefined(tmp_path: Path) -> None:
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _commit(tmp_path, {"m.py": "X = 1\nY = 2\n\n\ndef f():\n    return X\n"}, "base")
+    constant = _commit(tmp_path, {"m.py": "X = 3\nY = 2\n\n\ndef f():\n    return X\n"}, "a constant")
+    call = _commit(tmp_path, {"m.py": "X = int(3)\nY = 2\n\n\ndef f():\n    return X\n"}, "a call")
+    module, body = Scope("<module>", None, None, 1), Scope("f", 6, 6, 6)
+    found = with_commit_names(tmp_path, constant, {"m.py": (module, body), "data.txt": None})
+    assert found == {"m.py": (Scope("<module>", None, None, 1, names=frozenset({"X"})), body), "data.txt": None}
+    assert with_commit_names(tmp_path, call, {"m.py": (module,)}) == {"m.py": (module,)}  # runs code at import
 
 
 def test_function_scopes_are_each_body_once() -> None:
