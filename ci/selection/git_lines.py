@@ -33,14 +33,16 @@ _GIT = ("git", "-c", "core.quotepath=off")
 Scopes = dict[str, "tuple[Scope, ...] | None"]
 
 
-def read_at(cwd: str | Path, rev: str, paths: Iterable[str]) -> dict[str, bytes]:
-    """The text of each of ``paths`` (relative to ``cwd``) at commit ``rev``, by one
-    ``git cat-file --batch``; a path git has no file for at ``rev`` is left out, and so is
-    everything when git fails."""
+def read_at(cwd: str | Path, rev: str, paths: Iterable[str], *, from_root: bool = False) -> dict[str, bytes]:
+    """The text of each of ``paths`` (relative to ``cwd``; with ``from_root``, to the repository's
+    root, which also works in a bare repository) at commit ``rev``, by one ``git cat-file
+    --batch``; a path git has no file for at ``rev`` is left out, and so is everything when git
+    fails."""
     wanted = sorted({p for p in paths if p and "\n" not in p})
     if not wanted:
         return {}
-    names = "".join(f"{rev}:./{p}\n" for p in wanted).encode()
+    prefix = "" if from_root else "./"
+    names = "".join(f"{rev}:{prefix}{p}\n" for p in wanted).encode()
     try:
         proc = subprocess.run([*_GIT, "cat-file", "--batch"], cwd=cwd, input=names, capture_output=True,
                               check=False, timeout=300)
