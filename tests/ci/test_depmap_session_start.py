@@ -61,6 +61,19 @@ def test_a_change_to_it_selects_the_test_that_reads_the_option(recorded: Path, c
     assert "ran outside a test" in selected["tests/test_limit.py"]
 
 
+def test_a_recording_started_in_a_subfolder_measures_the_whole_repository(recorded: Path, tmp_path: Path) -> None:
+    # the start-up hook measured the working directory (tests/), the recorder wants the repository:
+    # that measurement is dropped and the tracer measures instead of a second slipcover
+    out = tmp_path / "sub.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-q",
+                           "-p", "no:cacheprovider"], cwd=recorded / "tests",
+                          env={**clean_env(), "CI_DEPMAP": str(out), "PYTHONPATH": f"{clean_env()['PYTHONPATH']}:{recorded}"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    entry = json.loads(out.read_text())["tests"]["tests/test_limit.py"]
+    assert entry["complete"] and "pkg/plug.py" in entry["executed"]  # the fixture's lines, outside tests/
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["python", "-m", "pytest", "-q"], True),
     (["python", "-mpytest"], True),
