@@ -54,10 +54,12 @@ DEFAULT_MAX_AGE_DAYS = 14.0
 
 @dataclass(frozen=True)
 class MapVerdict:
-    """A map's decision for one test: ``why`` it is selected, or None (not affected)."""
+    """A map's decision for one test: ``why`` it is selected, or None (not affected); ``touched``:
+    the changed files the map holds (executed or opened), which it judged line by line."""
 
     why: str | None
     origin: str
+    touched: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,9 @@ class MapSelection:
 
     def not_run_reason(self, test: str) -> str:
         verdict = self.decided.get(test)
+        if verdict is not None and verdict.touched:
+            return (f"not affected by the change: in the map of {verdict.origin} it ran none of the changed statements "
+                    f"of {', '.join(verdict.touched)}, no use of a name they redefine, and nothing that could lead there")
         if verdict is not None:
             return f"not affected by the change: the map of {verdict.origin} holds none of the changed files"
         return f"not affected by the change ({self.fallback.get(test, 'no map')}: static graph)"
@@ -261,5 +266,6 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
         if hits:
             more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
             why = f"{hits[0]} in {stored.origin}{more}"
-        out.decided[test] = MapVerdict(why, stored.origin)
+        touched = tuple(p for p in change.changed if p in stored.entry.executed or p in stored.entry.opened)
+        out.decided[test] = MapVerdict(why, stored.origin, touched if why is None else ())
     return out

@@ -85,10 +85,11 @@ def recorded_project(files: dict[str, str], label: str) -> Callable[..., Path]:
 
 
 def plan_on_branch(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, str], *maps: str,
-                   on_branch: Callable[[], None] | None = None) -> dict[str, str]:
+                   on_branch: Callable[[], None] | None = None, not_run: dict[str, str] | None = None) -> dict[str, str]:
     """Branch off main, apply ``edits`` (path -> new text), commit, and plan the cpu tier against
     main with ``maps`` (default: the map `record_committed_project` wrote); ``on_branch`` runs
-    there before main is checked out again. Returns the selected tests' reasons."""
+    there before main is checked out again. Returns the selected tests' reasons; ``not_run`` gets
+    the other tests' reasons."""
     git(root, "checkout", "-q", "-B", f"b{abs(hash(json.dumps(edits, sort_keys=True)))}", "main")
     for rel, text in edits.items():
         (root / rel).write_text(text)
@@ -106,4 +107,6 @@ def plan_on_branch(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[s
         git(root, "checkout", "-q", "main")
     assert rc == 0
     out = json.loads(capsys.readouterr().out)["plans"][0]
+    if not_run is not None:
+        not_run.update({t["path"]: t["reason"] for t in out["not_run"]})
     return {t["path"]: t["why"] for t in out["selected"]}

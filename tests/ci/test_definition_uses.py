@@ -275,11 +275,17 @@ def test_plan_selects_the_readers_and_every_file_that_fails(recorded: Path, caps
     text = (recorded / path).read_text()
     assert old in text
     runs: list[subprocess.CompletedProcess[str]] = []
+    left: dict[str, str] = {}
     selected = plan_on_branch(recorded, capsys, {path: text.replace(old, new, 1)}, on_branch=lambda: runs.append(
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "tests"],
-                       cwd=recorded, env=clean_env(), capture_output=True, text=True, timeout=120)))
+                       cwd=recorded, env=clean_env(), capture_output=True, text=True, timeout=120)), not_run=left)
     failing = {line.split()[1].split("::")[0] for line in runs[0].stdout.splitlines()
                if line.startswith(("FAILED", "ERROR"))}
     assert failing, runs[0].stdout  # each edit breaks something: the oracle has a verdict
     assert failing <= set(selected), (failing, selected)
     assert set(selected) == expected, selected
+    ran_file_not_use = f"it ran none of the changed statements of {path}, no use of a name they redefine"
+    for test, why in left.items():
+        assert ran_file_not_use in why or why.endswith("holds none of the changed files"), (test, why)
+    if path == "pkg/ops.py":  # test_clamp ran ops.py, never a launch of the kernel: the plan says so
+        assert ran_file_not_use in left["tests/test_clamp.py"], left
