@@ -51,8 +51,9 @@ def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, wa
     by function body; ``uses=False``: a module-level change always counts for every importer
     (`ci.selection.definition_uses` off); all three for comparison."""
     depmap, maps, now = _maps(str(depmap_path), depmap_path.stat().st_mtime_ns)
-    touched = touched_old_lines(mutant.diff)
-    hunks = {part.path: [part.hunks] for part in file_diffs(mutant.diff)}
+    parts = file_diffs(mutant.diff)
+    touched = touched_old_lines(parts)
+    hunks = {part.path: [part.hunks] for part in parts}
     scopes = diff_scopes(touched, lambda path: _base_text(str(tree.root), path), hunks=hunks)
     chosen = select_by_maps(maps, sorted(tree.universe), [mutant.path], now=now,
                             scopes_for=lambda sha: scopes if sha is not None and sha == depmap.sha else None,

@@ -17,9 +17,9 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
   directory, one JSON object ``{context: {absolute path: [line, ...]}}`` per write, one
   ``os.write`` each: every `FLUSH_SECONDS` from a daemon thread when there is anything new, at
   exit, and on SIGTERM when the program has not put a handler of its own there (then it still
-  dies of SIGTERM), and before ``os._exit``. So a process ended by SIGKILL, as SGLang's ``kill_process_tree`` ends a
-  server and its workers, keeps all but its last `FLUSH_SECONDS` of new lines; coverage.py would
-  keep nothing. A child forked from it (``multiprocessing``'s fork workers) starts its own
+  dies of SIGTERM), and before ``os._exit``. So a process ended by SIGKILL, as SGLang's
+  ``kill_process_tree`` ends a server and its workers, keeps all but its last `FLUSH_SECONDS` of
+  new lines; coverage.py would keep nothing. A child forked from it (``multiprocessing``'s fork workers) starts its own
   flusher and log;
 - marks itself live until its last write, flushes when a recorded process asks before killing
   it, and makes its own SIGKILLs ask first (`ci.running.depmap_live`).
@@ -180,10 +180,9 @@ def runs_pytest(argv: list[str]) -> bool:
     for arg in args:
         if arg in ("-X", "-W", "--check-hash-based-pycs"):
             next(args, None)  # the option's value
-        elif arg == "-m" or arg.startswith("-m"):
-            module = arg[2:] or next(args, "")
-            return module in _PYTEST_NAMES
-        elif arg == "-c" or arg.startswith("-c") or arg == "-":
+        elif arg.startswith("-m"):
+            return (arg[2:] or next(args, "")) in _PYTEST_NAMES
+        elif arg.startswith("-c") or arg == "-":
             return False
         elif not arg.startswith("-"):
             return os.path.basename(arg) in _PYTEST_NAMES

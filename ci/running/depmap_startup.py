@@ -5,9 +5,9 @@ coverage (about 0.1 s of CPU) in every Python process that sees ``COVERAGE_PROCE
 traces it. The slipcover core brings its own hook instead: `install` writes `PTH_NAME` into the
 interpreter's ``purelib`` (site-packages), once, atomically. Its one line does nothing unless
 `CHILD_CORE_ENV` is ``slipcover``, or a recording is asked for (`RECORD_ENV`) and none runs yet
-(no `PARTS_ENV`: the pytest process of a recording, measured from its start); then it imports `ci.running.depmap_child` and
-starts it (`ci.running.depmap_child.start`), and any exception on the way is swallowed, so a
-process never fails to start because of the hook.
+(no `PARTS_ENV`: the pytest process of a recording, measured from its start); then it imports
+`ci.running.depmap_child` and starts it (`ci.running.depmap_child.start`), and any exception on
+the way is swallowed, so a process never fails to start because of the hook.
 
 The file's name sorts before coverage's (``a1_coverage.pth``; ``site`` reads ``.pth`` files in
 name order), so a started child can take ``COVERAGE_PROCESS_START`` out of its environment before

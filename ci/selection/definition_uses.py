@@ -37,7 +37,7 @@ from ci.selection.edit_scopes import Body, bodies_and_nodes
 from ci.selection.kernels import is_kernel
 from ci.selection.module_definitions import pure_assignment
 from ci.selection.reach import Imports, ReferenceIndex
-from ci.selection.statement_spans import Statements, statements_of
+from ci.selection.statement_spans import Statements, first_line, statements_of
 
 MAX_NAMES = 64
 
@@ -84,10 +84,6 @@ class _Facts:
         return statements_of(node, [line]) if node is not None else Statements(whole=True)
 
 
-def _first_line(node: ast.stmt) -> int:
-    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
-
-
 def _docstrings(tree: ast.Module) -> set[int]:
     """The ids of the strings that are statements of their own (docstrings, a string after an
     assignment documenting it) and of ``__all__``'s strings: text no code reads a name from."""
@@ -115,7 +111,7 @@ def _words(nodes: list[ast.AST]) -> set[str]:
 
 def _facts(tree: ast.Module) -> _Facts:
     tops = list(tree.body)
-    facts = _Facts(tops, [_first_line(s) for s in tops], bodies_and_nodes(tree))
+    facts = _Facts(tops, [first_line(s) for s in tops], bodies_and_nodes(tree))
     skip = _docstrings(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and id(node) not in skip:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 _BINARY = re.compile(r"Binary files (.+) and (.+) differ$")
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -130,10 +131,10 @@ def file_diffs(diff: str) -> list[FileDiff]:
     return out
 
 
-def touched_old_lines(diff: str) -> dict[str, frozenset[int] | None]:
-    """See the module docstring."""
+def touched_old_lines(diff: str | Sequence[FileDiff]) -> dict[str, frozenset[int] | None]:
+    """See the module docstring; ``diff``: its text, or its `file_diffs` already read."""
     out: dict[str, frozenset[int] | None] = {}
-    for part in file_diffs(diff):
+    for part in file_diffs(diff) if isinstance(diff, str) else diff:
         if part.old_path is None or part.hunks is None:
             out[part.path] = None
             continue
@@ -162,10 +163,11 @@ def apply_hunks(old_text: str, hunks: tuple[Hunk, ...]) -> str | None:
     return "".join(out + old[at:])
 
 
-def comment_only_lines(diff: str) -> dict[str, frozenset[int]]:
-    """Per file, the old lines touched only by comment-only hunks (see the module docstring)."""
+def comment_only_lines(diff: str | Sequence[FileDiff]) -> dict[str, frozenset[int]]:
+    """Per file, the old lines touched only by comment-only hunks (see the module docstring);
+    ``diff``: its text, or its `file_diffs` already read."""
     out: dict[str, frozenset[int]] = {}
-    for part in file_diffs(diff):
+    for part in file_diffs(diff) if isinstance(diff, str) else diff:
         if part.old_path is None or part.hunks is None:
             continue
         code = frozenset().union(*(h.old_lines for h in part.hunks if not h.comment_only))

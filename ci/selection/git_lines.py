@@ -129,11 +129,12 @@ class GitLines:
             if diff is None or diff.returncode != 0:
                 return None
             try:
-                found, trivial = touched_old_lines(diff.stdout), comment_only_lines(diff.stdout)
-                for part in file_diffs(diff.stdout):
-                    hunks.setdefault(part.path, []).append(part.hunks)
+                parts = file_diffs(diff.stdout)
             except ValueError:
                 return None
+            found, trivial = touched_old_lines(parts), comment_only_lines(parts)
+            for part in parts:
+                hunks.setdefault(part.path, []).append(part.hunks)
             for path, lines in found.items():
                 known = touched.get(path, frozenset())
                 touched[path] = None if lines is None or known is None else known | lines

@@ -48,6 +48,11 @@ class Statements:
     guarded: bool = False
 
 
+def first_line(node: ast.stmt) -> int:
+    """A statement's first line: its first decorator's, for a decorated ``def`` or ``class``."""
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+
+
 def _span(node: ast.stmt) -> tuple[int, int] | None:
     """The lines of ``node`` a map sees run, or None (see the module docstring)."""
     if isinstance(node, _NO_CODE):
@@ -62,10 +67,9 @@ def _span(node: ast.stmt) -> tuple[int, int] | None:
             return None
         return node.lineno, max(node.lineno, node.body[0].lineno - 1)
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-        return first, max(node.lineno, node.body[0].lineno - 1)
+        return first_line(node), max(node.lineno, node.body[0].lineno - 1)
     if isinstance(node, ast.ClassDef):
-        return min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno or node.lineno
+        return first_line(node), node.end_lineno or node.lineno
     return node.lineno, node.end_lineno or node.lineno
 
 
@@ -86,8 +90,7 @@ def _find(stmts: list[ast.stmt], line: int, names: FunctionNames, stored: bool) 
     block around it stores state)."""
     for node in stmts:
         end = node.end_lineno or node.lineno
-        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
-        if not first <= line <= end:
+        if not first_line(node) <= line <= end:
             continue
         span = _span(node)
         if span is not None and span[0] <= line <= span[1]:
@@ -124,4 +127,4 @@ def statements_of(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: Itera
     return Statements(tuple(sorted(spans)), False, guarded)
 
 
-__all__ = ["Statements", "statements_of"]
+__all__ = ["Statements", "first_line", "statements_of"]
