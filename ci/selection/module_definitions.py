@@ -33,7 +33,6 @@ Pure, never raises for bad Python.
 from __future__ import annotations
 
 import ast
-import copy
 from difflib import SequenceMatcher
 
 from ci.selection.kernels import is_kernel
@@ -96,8 +95,8 @@ def pure_assignment(node: ast.stmt) -> tuple[frozenset[str], frozenset[str], tup
 
 def _skeleton(node: ast.stmt, kernels: dict[str, str]) -> str:
     """``node`` dumped with function bodies left out (docstrings kept); each kernel's body dump
-    goes to ``kernels`` under its dotted name."""
-    node = copy.deepcopy(node)
+    goes to ``kernels`` under its dotted name. The bodies are cut out of ``node`` itself: the
+    caller parsed the tree for this comparison alone."""
 
     def strip(stmt: ast.stmt, prefix: str) -> None:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
