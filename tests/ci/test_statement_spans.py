@@ -100,3 +100,11 @@ def test_a_condition_over_several_lines_is_one_header() -> None:
     function = ast.parse(IF_SOURCE).body[0]
     assert statements_of(function, [3]).spans == ((2, 3),) == statements_of(function, [2]).spans
     assert statements_of(function, [4]).spans == ((4, 4),)
+
+
+def test_a_decorator_line_of_a_nested_def_or_class_is_part_of_its_statement() -> None:
+    source = "def h():\n    @wraps(h)\n    def inner():\n        return 1\n    @dataclass\n    class K:\n        x = 1\n    return inner\n"
+    function = ast.parse(source).body[0]
+    # the decorators run where the def or class statement runs: they are its first lines
+    assert (statements_of(function, [2]).spans, statements_of(function, [2]).whole) == (((2, 3),), False)
+    assert (statements_of(function, [5]).spans, statements_of(function, [5]).whole) == (((5, 7),), False)
