@@ -204,8 +204,14 @@ class PausablePostgres:
         return found
 
     def pause(self) -> None:
-        for pid in self.processes():
-            os.kill(pid, signal.SIGSTOP)
+        postmaster, *children = self.processes()
+        os.kill(postmaster, signal.SIGSTOP)  # first: a stopped postmaster starts no new child
+        self.paused.append(postmaster)
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue  # a backend that exited between the listing and the signal: nothing to pause
             self.paused.append(pid)
 
     def resume(self) -> None:
