@@ -3,10 +3,12 @@
 On Python 3.11 any ``sys.settrace`` tracer (coverage.py's C tracer included) puts every frame of
 the thread on the interpreter's slow tracing path, measured file or not. Slipcover
 (https://github.com/plasma-umass/slipcover) instead inserts a probe call at each line start of
-the code it instruments, and only of that code. This module drives slipcover as a library:
+the code it instruments, and only of that code. This module drives slipcover's engine as a
+library (`ci.running.depmap_slipcover_engine`: without the rest of its package):
 
 - every code object of a repository file (`RepoFiles.relative` not None) gets probes: modules
-  imported later through slipcover's import hook and pytest's assertion rewriting, and every
+  imported later through the recorder's import hook (`ci.running.depmap_probe_imports`) and
+  pytest's assertion rewriting (slipcover's ``wrap_pytest``), and every
   live function of such a file when `start` runs (found through `gc`; its ``__code__`` is
   replaced; module-level code that already ran stays unmeasured, as it is under coverage.py);
 - probes are created with ``d_miss_threshold = -2``, which tells slipcover's C probe to record its
@@ -41,8 +43,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType, FunctionType
 
+from ci.running import depmap_slipcover_engine
 from ci.running.depmap_files import RepoFiles
 from ci.running.depmap_probe_cache import MARK, ProbeCache
+from ci.running.depmap_probe_imports import ProbeImports
 
 _EXEC = builtins.exec
 _NEVER_REMOVE = -2
@@ -56,8 +60,8 @@ def unavailable_reason() -> str | None:
         return f"the slipcover core is tested on CPython 3.11 only, this is {sys.implementation.name} " \
                f"{sys.version_info[0]}.{sys.version_info[1]}"
     try:
-        import slipcover.importer  # noqa: F401  (deferred: only this core needs it)
-        from slipcover.version import __version__
+        __version__ = depmap_slipcover_engine.version()
+        depmap_slipcover_engine.engine()
     except ImportError as exc:
         return f"slipcover is not installed: {exc}"
     if not __version__.startswith("1.1."):  # this module replaces some of its internals
@@ -163,29 +167,25 @@ class SlipcoverLines:
     def __init__(self, files: RepoFiles, data_file: Path | None, probe_cache: Path | None = None):
         """``probe_cache``: a folder where the processes of one recording share their bytecode
         edits (`ci.running.depmap_probe_cache`); None: every process edits its own."""
-        from slipcover import importer, slipcover
-
+        slipcover = depmap_slipcover_engine.engine()
         slipcover.findlinestarts = _line_starts  # the one place slipcover's instrument reads line starts
         # the lines and branches a file has, for slipcover's report of missed lines: a map needs
         # only the lines that ran, and walking every code object's bytecode again for them was
         # about 40 % of the cost of instrumenting a module
         slipcover.Slipcover.lines_from_code = staticmethod(_nothing)
         slipcover.Slipcover.branches_from_code = staticmethod(_nothing)
-        self._importer = importer
         self._sci = _probes_class(slipcover.Slipcover)(d_miss_threshold=_NEVER_REMOVE)
         if probe_cache is not None:
             self._use_cache(probe_cache)
         self.files = files
         self._matcher = _Matcher(files)
-        self._imports = importer.ImportManager(self._sci, self._matcher)
+        self._imports = ProbeImports(self._sci.instrument, self._matcher.matches, self._sci.register_module)
         self._data_file = data_file
         self._context = ""
         self.lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
 
     def _use_cache(self, probe_cache: Path) -> None:
-        from slipcover import slipcover
-
-        sci, probe = self._sci, slipcover.probe
+        sci, probe = self._sci, depmap_slipcover_engine.engine().probe
         sci.cache = ProbeCache(probe_cache, lambda co: [line for _, line in _line_starts(co)], probe.signal,
                                lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE))
 
@@ -200,15 +200,22 @@ class SlipcoverLines:
         """Put probes into what runs from now on; ``live_functions``: also into every live
         function of a repository file (a subprocess's start-up hook, which runs before any
         repository module is imported, passes False: the walk over every object can find none)."""
-        self._imports.__enter__()
+        self._imports.enter()
         if _REWRITE in sys.modules:
-            self._importer.wrap_pytest(self._sci, self._matcher)
+            self._wrap_pytest()
         else:  # a subprocess that may never run pytest: importing it to wrap it would cost every child
-            sys.meta_path.insert(0, _AfterImport(_REWRITE, lambda: self._importer.wrap_pytest(self._sci, self._matcher)))
-        self._importer.wrap_spec_from_file_location(self._sci, self._matcher)
+            sys.meta_path.insert(0, _AfterImport(_REWRITE, self._wrap_pytest))
+        self._imports.wrap_spec_from_file_location()
         if live_functions:
             self._instrument_loaded()
         builtins.exec = self._exec
+
+    def _wrap_pytest(self) -> None:
+        # slipcover's: pytest rewrites a test module's asserts and runs it by ``exec`` of its own;
+        # its hook imports ``importlib.abc``, which pytest has imported by then
+        from slipcover.importer import wrap_pytest
+
+        wrap_pytest(self._sci, self._matcher)
 
     def _exec(self, source, globals=None, locals=None, /, **kwargs):
         """`exec` that puts probes into a repository file's code first: code compiled outside the
@@ -256,7 +263,7 @@ class SlipcoverLines:
         if builtins.exec == self._exec:
             builtins.exec = _EXEC
         self._collect()
-        self._imports.__exit__(None, None, None)
+        self._imports.leave()
 
     def erase(self) -> None:
         """Forget every line seen so far (the probes stay; see the module docstring)."""
