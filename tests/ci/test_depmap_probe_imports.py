@@ -17,8 +17,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from ci.running import depmap_slipcover
-from ci.running.depmap_files import RepoFiles
+from ci.running import depmap_slipcover, depmap_slipcover_engine
 from ci.running.depmap_probe_imports import ProbedLoader, ProbeImports
 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
@@ -111,30 +110,25 @@ def test_a_missing_slipcover_is_an_import_error_and_the_core_unavailable(tmp_pat
     assert proc.stdout.startswith("slipcover is not installed: No module named 'slipcover")
 
 
-def _lines_of(tmp_path: Path, run) -> dict[str, set[int]]:
-    lines = depmap_slipcover.SlipcoverLines(RepoFiles(str(tmp_path)), None)
-    lines.switch_context("t")
-    lines.start(live_functions=False)
-    try:
-        run()
-    finally:
-        lines.stop()
-    return {os.path.basename(p): set(ls) for p, ls in lines.lines["t"].items()}
-
-
 def test_a_file_loaded_by_path_gets_probes_and_keeps_its_loaders_resources(tmp_path: Path) -> None:
+    # slipcover's own engine, not a second `SlipcoverLines.start`: this test may run inside a
+    # recording, whose measurement already wrapped pytest's rewriting (once per process)
+    sci = depmap_slipcover_engine.engine().Slipcover()
     (tmp_path / "plugin_by_path.py").write_text("X = 1\n\n\ndef hook():\n    return X + 1\n")
-
-    def run() -> None:
+    hook = ProbeImports(sci.instrument, lambda origin: origin.startswith(str(tmp_path)))
+    hook.wrap_spec_from_file_location()
+    try:
         spec = importlib.util.spec_from_file_location("plugin_by_path", tmp_path / "plugin_by_path.py")
-        assert isinstance(spec.loader, ProbedLoader)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        assert module.hook() == 2
-        assert spec.loader.get_filename("plugin_by_path") == str(tmp_path / "plugin_by_path.py")
-        assert spec.loader.get_resource_reader("plugin_by_path") is not None  # the source loader's
-
-    assert _lines_of(tmp_path, run) == {"plugin_by_path.py": {1, 4, 5}}
+    finally:
+        hook.leave()
+    assert isinstance(spec.loader, ProbedLoader)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.hook() == 2
+    assert spec.loader.get_filename("plugin_by_path") == str(tmp_path / "plugin_by_path.py")
+    assert spec.loader.get_resource_reader("plugin_by_path") is not None  # the source loader's
+    seen = {os.path.basename(path): set(lines) for path, lines in sci._get_newly_seen().items()}
+    assert seen == {"plugin_by_path.py": {1, 4, 5}}
 
 
 def test_a_file_outside_the_repository_loaded_by_path_keeps_its_loader(tmp_path: Path) -> None:
