@@ -14,7 +14,12 @@ it asks that process to flush (``flush.<pid>``) and waits up to `FLUSH_WAIT` sec
 request to be taken away, which the process's flusher does after writing every line it has run.
 Acknowledged, the live mark becomes ``killed.<pid>``: ended, nothing lost. Not acknowledged in
 time, or a process that cannot flush (coverage.py's), the mark stays and the entry is not
-complete. Other signals, other processes and a recording that is over pass straight through.
+complete. A SIGSTOP is asked for a flush the same way (`ci.running.proctree.kill_tree` freezes a
+tree before it kills it, and a stopped process cannot flush): answered, a ``stopped.<pid>`` mark
+says nothing ran since, so the SIGKILL that follows finds the process stopped, does not wait,
+and counts it ended whole; a SIGCONT through the wrapper takes that mark away. A process that
+is stopped (without that mark) or already dead is never waited for: it cannot answer. Other
+signals, other processes and a recording that is over pass straight through.
 
 Contract: `mark_live`, `mark_saved`, `flush_requested` and `acknowledge` never raise for the
 file system (a missing parts directory is a recording that is over); `unsaved_tests` returns the
@@ -30,7 +35,8 @@ from pathlib import Path
 
 FLUSH_WAIT = 5.0
 _POLL = 0.02
-_LIVE, _KILLED, _REQUEST, _FLUSHES = "live.", "killed.", "flush.", "flushes."
+_LIVE, _KILLED, _REQUEST, _FLUSHES, _STOPPED = "live.", "killed.", "flush.", "flushes.", "stopped."
+_GUARDED = (signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT)
 
 
 def mark_live(parts: str, test: str, flushes: bool) -> None:
@@ -47,7 +53,7 @@ def mark_live(parts: str, test: str, flushes: bool) -> None:
 def mark_saved(parts: str) -> None:
     """This process saved its lines: its marks go."""
     pid = os.getpid()
-    for name in (f"{_LIVE}{pid}", f"{_FLUSHES}{pid}"):
+    for name in (f"{_LIVE}{pid}", f"{_FLUSHES}{pid}", f"{_STOPPED}{pid}"):
         try:
             Path(parts, name).unlink()
         except OSError:
@@ -79,9 +85,32 @@ def unsaved_tests(parts: Path) -> set[str]:
     return found
 
 
-def _flush_before_kill(parts: str, pid: int) -> None:
+def _state(pid: int) -> str | None:
+    """The process's state letter in ``/proc`` (R, S, D, T, t, Z, ...); None where it has none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    end = stat.rfind(b")")  # the command name in parentheses may hold anything
+    return stat[end + 2:end + 3].decode("ascii", "replace") if end > 0 else None
+
+
+def _before_signal(parts: str, pid: int, sig: int) -> None:
+    if sig == signal.SIGCONT:
+        Path(parts, f"{_STOPPED}{pid}").unlink(missing_ok=True)
+    else:
+        _flush_before_kill(parts, pid, stopping=sig == signal.SIGSTOP)
+
+
+def _flush_before_kill(parts: str, pid: int, stopping: bool = False) -> None:
     live, flushes = Path(parts, f"{_LIVE}{pid}"), Path(parts, f"{_FLUSHES}{pid}")
     if not live.exists() or not flushes.exists():
+        return
+    state = _state(pid)
+    if state in ("T", "t", "Z", "X"):  # stopped or dead: it cannot answer
+        if state in ("T", "t") and not stopping and Path(parts, f"{_STOPPED}{pid}").exists():
+            _mark_killed(parts, pid)  # it flushed when it was stopped, and has not run since
         return
     request = Path(parts, f"{_REQUEST}{pid}")
     try:
@@ -94,9 +123,20 @@ def _flush_before_kill(parts: str, pid: int) -> None:
     if request.exists():
         request.unlink(missing_ok=True)
         return  # no answer: the live mark stays, the entry will not be complete
+    if stopping:
+        try:
+            Path(parts, f"{_STOPPED}{pid}").write_text("", encoding="utf-8")
+        except OSError:
+            pass  # no mark: the kill that follows leaves the entry not complete, never wrong
+        return
+    _mark_killed(parts, pid)
+
+
+def _mark_killed(parts: str, pid: int) -> None:
     try:
-        os.replace(live, Path(parts, f"{_KILLED}{pid}"))
-        flushes.unlink(missing_ok=True)
+        os.replace(Path(parts, f"{_LIVE}{pid}"), Path(parts, f"{_KILLED}{pid}"))
+        for name in (f"{_FLUSHES}{pid}", f"{_STOPPED}{pid}"):
+            Path(parts, name).unlink(missing_ok=True)
     except OSError:
         pass
 
@@ -122,20 +162,20 @@ def guard_kills(parts_of) -> None:
     kill, killpg = os.kill, os.killpg
 
     def guarded_kill(pid: int, sig: int) -> None:
-        parts = parts_of() if sig == signal.SIGKILL else None
+        parts = parts_of() if sig in _GUARDED else None
         if parts and os.path.isdir(parts):
             if pid > 0:
-                _flush_before_kill(parts, pid)
+                _before_signal(parts, pid, sig)
             else:  # 0: this process's group, -N: group N
                 for member in _group_members(parts, os.getpgid(0) if pid in (0, -1) else -pid):
-                    _flush_before_kill(parts, member)
+                    _before_signal(parts, member, sig)
         kill(pid, sig)
 
     def guarded_killpg(pgid: int, sig: int) -> None:
-        parts = parts_of() if sig == signal.SIGKILL else None
+        parts = parts_of() if sig in _GUARDED else None
         if parts and os.path.isdir(parts):
             for pid in _group_members(parts, pgid):
-                _flush_before_kill(parts, pid)
+                _before_signal(parts, pid, sig)
         killpg(pgid, sig)
 
     guarded_kill._ci_depmap = guarded_killpg._ci_depmap = True  # type: ignore[attr-defined]

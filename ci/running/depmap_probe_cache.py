@@ -9,9 +9,10 @@ the new ``co_code``, line table, exception table and stack size, the line of eac
 same for the code objects nested in its constants. A later process with the same code (the key
 is a digest of the code as marshal writes it and of the Python version, so another source or
 another Python misses) rebuilds the code from that: its own probe objects (process-local C
-objects, never stored), the same bytes around them.
+objects, never stored), the same bytes around them, and the lines each probe stands for
+(`ci.running.depmap_blocks`), told to ``note``.
 
-Contract: `ProbeCache(folder, lines, signal, new_probe).instrument(code, edit)` returns
+Contract: `ProbeCache(folder, plan, signal, new_probe, note).instrument(code, edit)` returns
 ``edit(code)`` (slipcover's own instrument) the first time, and an equal code object rebuilt
 from the stored edit after;
 an entry that cannot be read, does not unmarshal or does not fit the code is ignored (the edit
@@ -31,10 +32,12 @@ from typing import Any, Callable
 
 PROBES_DIR = "probes"  # the folder in a recording's parts directory
 MARK = "__slipcover__"  # the constant slipcover adds last to each code object it instruments
-_FORMAT = 1
+_FORMAT = 2  # 2: the lines each probe stands for (`ci.running.depmap_blocks`) are stored too
 
-# (co_code, co_linetable, co_exceptiontable, co_stacksize, probe lines, ((const index, entry), ...))
-Entry = tuple[bytes, bytes, bytes, int, tuple[int, ...], tuple[tuple[int, Any], ...]]
+# (co_code, co_linetable, co_exceptiontable, co_stacksize, probe lines, ((const index, entry), ...),
+#  ((probe line, (the other lines of its block, ...)), ...))
+Entry = tuple[bytes, bytes, bytes, int, tuple[int, ...], tuple[tuple[int, Any], ...], tuple[tuple[int, tuple[int, ...]], ...]]
+Plan = Callable[[CodeType], tuple[list[int], dict[int, frozenset[int]]]]
 
 
 try:  # hashlib's own blake2b, without hashlib's OpenSSL import: this runs in every recorded child
@@ -51,10 +54,10 @@ def _key(code: CodeType) -> str:
     return blake2b(b"%d %s " % (_FORMAT, sys.version.encode()) + marshal.dumps(code, 2), digest_size=20).hexdigest()
 
 
-def _entry(original: CodeType, edited: CodeType, lines: Callable[[CodeType], list[int]]) -> Entry | None:
+def _entry(original: CodeType, edited: CodeType, plan: Plan) -> Entry | None:
     """The edit of ``original`` into ``edited`` as data, or None when its constants are not laid
     out as slipcover lays them (original constants, the probe signal, one probe per line, the mark)."""
-    probe_lines = lines(original)
+    probe_lines, implied = plan(original)
     n = len(original.co_consts)
     consts = edited.co_consts
     if len(consts) != n + 2 + len(probe_lines) or consts[-1] != MARK:
@@ -62,21 +65,23 @@ def _entry(original: CodeType, edited: CodeType, lines: Callable[[CodeType], lis
     nested = []
     for i, const in enumerate(original.co_consts):
         if isinstance(const, CodeType):
-            sub = _entry(const, consts[i], lines) if isinstance(consts[i], CodeType) else None
+            sub = _entry(const, consts[i], plan) if isinstance(consts[i], CodeType) else None
             if sub is None:
                 return None
             nested.append((i, sub))
         elif consts[i] is not const and consts[i] != const:
             return None
     return (edited.co_code, edited.co_linetable, edited.co_exceptiontable, edited.co_stacksize,
-            tuple(probe_lines), tuple(nested))
+            tuple(probe_lines), tuple(nested), tuple((line, tuple(sorted(o))) for line, o in sorted(implied.items())))
 
 
-def _rebuild(code: CodeType, entry: Entry, signal: object, new_probe: Callable[[str, int], object]) -> CodeType:
-    co_code, linetable, exceptiontable, stacksize, probe_lines, nested = entry
+def _rebuild(code: CodeType, entry: Entry, signal: object, new_probe: Callable[[str, int], object],
+             note: Callable[[str, dict[int, frozenset[int]]], None]) -> CodeType:
+    co_code, linetable, exceptiontable, stacksize, probe_lines, nested, implied = entry
     consts = list(code.co_consts)
     for i, sub in nested:
-        consts[i] = _rebuild(consts[i], sub, signal, new_probe)
+        consts[i] = _rebuild(consts[i], sub, signal, new_probe, note)
+    note(code.co_filename, {line: frozenset(others) for line, others in implied})
     consts.append(signal)
     consts.extend(new_probe(code.co_filename, line) for line in probe_lines)
     consts.append(MARK)
@@ -86,8 +91,8 @@ def _rebuild(code: CodeType, entry: Entry, signal: object, new_probe: Callable[[
 
 def _fits(code: CodeType, entry: object) -> bool:
     """The entry's shape matches ``code``: nested entries where its code constants are."""
-    if not (isinstance(entry, tuple) and len(entry) == 6 and isinstance(entry[0], bytes)
-            and isinstance(entry[4], tuple) and isinstance(entry[5], tuple)):
+    if not (isinstance(entry, tuple) and len(entry) == 7 and isinstance(entry[0], bytes)
+            and isinstance(entry[4], tuple) and isinstance(entry[5], tuple) and isinstance(entry[6], tuple)):
         return False
     codes = {i for i, c in enumerate(code.co_consts) if isinstance(c, CodeType)}
     nested = entry[5]
@@ -97,13 +102,15 @@ def _fits(code: CodeType, entry: object) -> bool:
 
 
 class ProbeCache:
-    """See the module docstring. ``lines(code)``: the line of each probe slipcover puts into
-    ``code`` (its line starts, in order); ``signal`` and ``new_probe(filename, line)``: slipcover's
-    probe signal and probe constructor for this process."""
+    """See the module docstring. ``plan(code)``: the line of each probe slipcover puts into
+    ``code`` (in order), and the lines each stands for (`ci.running.depmap_blocks.plan`);
+    ``signal`` and ``new_probe(filename, line)``: slipcover's probe signal and probe constructor
+    for this process; ``note(filename, implied)``: told the lines each probe of a rebuilt code
+    object stands for."""
 
-    def __init__(self, folder: Path, lines: Callable[[CodeType], list[int]], signal: object,
-                 new_probe: Callable[[str, int], object]):
-        self.folder, self.lines, self.signal, self.new_probe = folder, lines, signal, new_probe
+    def __init__(self, folder: Path, plan: Plan, signal: object, new_probe: Callable[[str, int], object],
+                 note: Callable[[str, dict[int, frozenset[int]]], None]):
+        self.folder, self.plan, self.signal, self.new_probe, self.note = folder, plan, signal, new_probe, note
 
     def instrument(self, code: CodeType, edit: Callable[[CodeType], CodeType]) -> CodeType:
         key = _key(code)
@@ -115,11 +122,11 @@ class ProbeCache:
             entry = None
         if entry is not None and _fits(code, entry):
             try:
-                return _rebuild(code, entry, self.signal, self.new_probe)
+                return _rebuild(code, entry, self.signal, self.new_probe, self.note)
             except (TypeError, ValueError):
                 pass
         edited = edit(code)
-        fresh = _entry(code, edited, self.lines)
+        fresh = _entry(code, edited, self.plan)
         if fresh is not None:
             self._store(path, fresh)
         return edited

@@ -2,8 +2,9 @@
 
 On Python 3.11 any ``sys.settrace`` tracer (coverage.py's C tracer included) puts every frame of
 the thread on the interpreter's slow tracing path, measured file or not. Slipcover
-(https://github.com/plasma-umass/slipcover) instead inserts a probe call at each line start of
-the code it instruments, and only of that code. This module drives slipcover's engine as a
+(https://github.com/plasma-umass/slipcover) instead inserts a probe call into the code it
+instruments, and only into that code: here at the first line start of each basic block, which
+stands for the block's other lines (`ci.running.depmap_blocks`). This module drives slipcover's engine as a
 library (`ci.running.depmap_slipcover_engine`: without the rest of its package):
 
 - every code object of a repository file (`RepoFiles.relative` not None) gets probes: modules
@@ -43,7 +44,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType, FunctionType
 
-from ci.running import depmap_slipcover_engine
+from ci.running import depmap_blocks, depmap_slipcover_engine
 from ci.running.depmap_files import RepoFiles
 from ci.running.depmap_probe_cache import MARK, ProbeCache
 from ci.running.depmap_probe_imports import ProbeImports
@@ -94,6 +95,19 @@ def _line_starts(co: CodeType) -> Iterator[tuple[int, int]]:
         after += 2
         if after < len(code) and after not in offsets and lines.get(after) == line:
             yield after, line
+
+
+def _probe_points(co: CodeType) -> list[tuple[int, int]]:
+    """Where the probes of ``co`` go: the first line start of each basic block
+    (`ci.running.depmap_blocks`); the lines each stands for are noted for `SlipcoverLines`."""
+    plan = depmap_blocks.plan(co, _line_starts(co))
+    depmap_blocks.note(co.co_filename, plan.implied)
+    return plan.points
+
+
+def _plan_lines(co: CodeType) -> tuple[list[int], dict[int, frozenset[int]]]:
+    plan = depmap_blocks.plan(co, _line_starts(co))
+    return [line for _, line in plan.points], plan.implied
 
 
 def _probes_class(base: type) -> type:
@@ -168,7 +182,7 @@ class SlipcoverLines:
         """``probe_cache``: a folder where the processes of one recording share their bytecode
         edits (`ci.running.depmap_probe_cache`); None: every process edits its own."""
         slipcover = depmap_slipcover_engine.engine()
-        slipcover.findlinestarts = _line_starts  # the one place slipcover's instrument reads line starts
+        slipcover.findlinestarts = _probe_points  # the one place slipcover's instrument reads line starts
         # the lines and branches a file has, for slipcover's report of missed lines: a map needs
         # only the lines that ran, and walking every code object's bytecode again for them was
         # about 40 % of the cost of instrumenting a module
@@ -186,8 +200,8 @@ class SlipcoverLines:
 
     def _use_cache(self, probe_cache: Path) -> None:
         sci, probe = self._sci, depmap_slipcover_engine.engine().probe
-        sci.cache = ProbeCache(probe_cache, lambda co: [line for _, line in _line_starts(co)], probe.signal,
-                               lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE))
+        sci.cache = ProbeCache(probe_cache, _plan_lines, probe.signal,
+                               lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE), depmap_blocks.note)
 
     def adopt(self, data_file: Path, probe_cache: Path | None) -> None:
         """Make a measurement started without a recording (`ci.running.depmap_child`'s session
@@ -241,7 +255,7 @@ class SlipcoverLines:
         mine = self.lines[self._context]
         fresh: dict[str, set[int]] = {}
         for path, lines in seen.items():
-            new = lines - mine[path]
+            new = depmap_blocks.expand(path, lines) - mine[path]
             if new:
                 mine[path] |= new
                 fresh[path] = new

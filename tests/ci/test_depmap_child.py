@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import time
 from pathlib import Path
 
@@ -242,6 +243,86 @@ def test_a_kill_waits_for_the_flush_it_asked_for_and_leaves_the_mark_when_none_c
     started = time.monotonic()
     depmap_live._flush_before_kill(str(tmp_path), pid + 1)
     assert time.monotonic() - started < 0.3 and depmap_live.unsaved_tests(tmp_path) == {"tests/test_b.py"}
+
+
+def test_a_tree_frozen_before_it_is_killed_is_flushed_at_the_stop_and_never_waited_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ci.running.proctree.kill_tree` sends SIGSTOP to a whole tree, then SIGKILL: a stopped
+    process cannot answer a flush request, and waiting for one cost 5 s per process."""
+    from ci.running import depmap_live
+
+    root, parts = _project(tmp_path)
+    body = "import time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
+    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        depmap_live._before_signal(str(parts), child.pid, signal.SIGSTOP)  # asks, it answers: then stop
+        os.kill(child.pid, signal.SIGSTOP)
+        assert (parts / f"stopped.{child.pid}").exists()
+        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+        deadline = time.monotonic() + 10
+        while depmap_live._state(child.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        depmap_live._before_signal(str(parts), child.pid, signal.SIGKILL)
+        assert time.monotonic() - started < 1.0  # stopped: not waited for
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        child.kill()
+        child.wait()
+    assert depmap_live.unsaved_tests(parts) == set()  # flushed at the stop: ended whole
+    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+
+
+def test_kill_tree_inside_a_recording_keeps_the_frozen_childs_lines_without_waiting(tmp_path: Path) -> None:
+    root, parts = _project(tmp_path)
+    body = textwrap.dedent("""\
+        import subprocess, sys, time
+        from ci.running.proctree import kill_tree
+        code = "import time; from pkg.work import work; work(3); print('ready', flush=True); time.sleep(60)"
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        kill_tree([child.pid])
+        child.wait()
+        print(f"{time.monotonic() - started:.2f}")
+        """)
+    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout) < 4.0  # a flush at the stop, none waited for at the kill (FLUSH_WAIT is 5 s)
+    from ci.running import depmap_live
+
+    assert depmap_live.unsaved_tests(parts) == set()
+    assert _lines(parts)["tests/test_x.py"]["work.py"] == [1, 2, 3, 4, 5, 8]
+
+
+def test_a_process_stopped_without_a_flush_is_not_waited_for_and_stays_unsaved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ci.running import depmap_live
+
+    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / f"live.{sleeper.pid}").write_text("tests/test_a.py")
+        (tmp_path / f"flushes.{sleeper.pid}").write_text("")
+        (tmp_path / f"stopped.{sleeper.pid}").write_text("")
+        depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGCONT)  # continued: the mark goes
+        assert not (tmp_path / f"stopped.{sleeper.pid}").exists()
+        os.kill(sleeper.pid, signal.SIGSTOP)  # by someone the recording does not see
+        deadline = time.monotonic() + 10
+        while depmap_live._state(sleeper.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGKILL)
+        assert time.monotonic() - started < 1.0
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}  # what it ran last may be lost
+    assert depmap_live._state(4_000_000) is None
 
 
 def test_a_group_kill_finds_the_recorded_members_of_the_group(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ by conftest.py before recording starts (its functions already exist), a fixture 
 conftest.py, an empty module, one-line functions and a lambda called from another test file than
 the one that imported them, a script run by runpy and source compiled by hand, and a subprocess. pytest records it twice, once per core, keeping
 the raw parts (`CI_DEPMAP_KEEP_PARTS`); coverage.py's tracer is the oracle: every (test file,
-file, line) it saw must be what the slipcover core saw, no more and no less.
+file, line) it saw must be what the slipcover core saw, no more and no less (no line here runs
+after one that raised in its basic block, the one place the probes count more:
+`tests/ci/test_depmap_blocks.py`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ without the cache, compared field by field, and the lines each version records w
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -134,7 +135,7 @@ def test_other_source_under_the_same_name_has_its_own_entry_and_an_unwritable_fo
 
 
 CHILD = """\
-import sys
+import json, sys
 from pathlib import Path
 from slipcover import bytecode
 from ci.running import depmap_slipcover
@@ -150,6 +151,8 @@ for path in sys.argv[4:]:
         held.extend(code.co_consts)
     lines._sci.instrument(code)
 print(len(edits))
+from ci.running.depmap_blocks import noted
+print(json.dumps({p: sorted((k, sorted(v)) for k, v in noted(p).items()) for p in sys.argv[4:]}))
 """
 
 
@@ -162,8 +165,11 @@ def test_another_process_finds_the_entries_for_the_same_code(tmp_path: Path) -> 
     stored = sorted(p.name for p in (tmp_path / "probes").iterdir())
     second = subprocess.run([*args, "hold", *(str(ROOT / p) for p in REAL)], env=env, capture_output=True, text=True,
                             timeout=120, check=True)
-    assert int(first.stdout) > 0 and len(stored) == len(REAL)
-    assert int(second.stdout) == 0, second.stderr  # every module rebuilt, none edited
+    (edited, implied), (rebuilt, implied_again) = (out.stdout.splitlines() for out in (first, second))
+    assert int(edited) > 0 and len(stored) == len(REAL)
+    assert int(rebuilt) == 0, second.stderr  # every module rebuilt, none edited
+    # and each rebuilt probe stands for the same lines of its block as the edited one did
+    assert implied == implied_again and all(json.loads(implied).values())
     assert sorted(p.name for p in (tmp_path / "probes").iterdir()) == stored
 
 
