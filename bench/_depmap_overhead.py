@@ -59,8 +59,9 @@ class Measured:
 
 
 def run_pytest(root: Path, files: list[str], record: Path | None, extra_env: dict[str, str] | None = None,
-               plugins: tuple[str, ...] = (), workers: int = 0) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (user + system of pytest and every process it waited for), exit status."""
+               plugins: tuple[str, ...] = (), workers: int = 0, log: Path | None = None) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system of pytest and every process it waited for), exit
+    status; ``log``: where pytest's output goes (discarded by default)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
     env.pop("PYTEST_ADDOPTS", None)
     if record is not None:
@@ -70,7 +71,11 @@ def run_pytest(root: Path, files: list[str], record: Path | None, extra_env: dic
             "--tier", "cpu", "-n", str(workers), "-q", "-p", "no:cacheprovider", *files]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if log is None:
+        proc = subprocess.run(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    else:
+        with open(log, "w", encoding="utf-8") as out:
+            proc = subprocess.run(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -78,14 +83,16 @@ def run_pytest(root: Path, files: list[str], record: Path | None, extra_env: dic
 
 
 def compare(root: Path, files: list[str], modes: tuple[Mode, ...], repeat: int, out: Path,
-            workers: int = 0) -> list[Measured]:
+            workers: int = 0, logs: Path | None = None) -> list[Measured]:
     """See the module docstring; a recording mode writes its map to ``out`` with the mode's index
-    before the suffix (``depmap.1.json``), so each mode's map can be read afterwards."""
+    before the suffix (``depmap.1.json``), so each mode's map can be read afterwards; ``logs``: a
+    folder for each run's pytest output (``<mode index>.<round>.log``)."""
     runs: dict[int, list[tuple[float, float, int]]] = {i: [] for i in range(len(modes))}
-    for _ in range(repeat):
+    for round_ in range(repeat):
         for i, mode in enumerate(modes):
             record = out.with_suffix(f".{i}{out.suffix}") if mode.record else None
-            runs[i].append(run_pytest(root, files, record, mode.env, workers=workers))
+            log = logs / f"{i}.{round_}.log" if logs is not None else None
+            runs[i].append(run_pytest(root, files, record, mode.env, workers=workers, log=log))
     return [Measured(mode, min(r[0] for r in runs[i]), min(r[1] for r in runs[i]), frozenset(r[2] for r in runs[i]))
             for i, mode in enumerate(modes)]
 

@@ -1,5 +1,5 @@
 """Runtime dependency maps: what recording costs, and what they select:
-``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N]``, or
+``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N] [--logs=DIR]``, or
 ``python -m bench depmap --map=PATH`` for step 3 alone with a map recorded before at this
 repository's HEAD (a ``bench mutation --tree self`` workdir's ``depmap.json``).
 
@@ -20,7 +20,8 @@ time beside it (`bench._depmap_overhead`). Recording means everything a CI recor
    counts every worker, so idle workers hide nothing). Modes: baseline, the default core
    (slipcover where it runs, `ci.running.depmap_options`) and, except with --tier, the C tracer.
    Goal: <= 10 % more CPU time with the default core, judged only when pytest passed in every
-   run (a failing run does other work). Then whether two cores' maps agree.
+   run (a failing run does other work). Then whether two cores' maps agree. ``--logs=DIR`` keeps
+   each run's pytest output there (``<mode index>.<round>.log``): what failed, and how long.
 3. Selection: the default core's map, against the static import graph, on this repository's last
    20 first-party commits (--quick: 3; `bench._depmap_history`).
 
@@ -75,11 +76,11 @@ def breakdown(root: Path, files: list[str], repeat: int, tmp: Path) -> None:
 
 
 def headline(root: Path, files: list[str], repeat: int, out: Path, workers: int,
-             with_ctrace: bool) -> tuple[list[Measured], list[Path]]:
+             with_ctrace: bool, logs: Path | None = None) -> tuple[list[Measured], list[Path]]:
     """The goal's table and verdict; returns the measurements and the maps each recording mode wrote."""
     default = FULL_SLIPCOVER if depmap_slipcover.available() else replace(FULL_CTRACE, label=FULL_CTRACE.label + " (default)")
     modes = (BASELINE, default) + ((FULL_CTRACE,) if with_ctrace and default is FULL_SLIPCOVER else ())
-    measured = compare(root, files, modes, repeat, out, workers)
+    measured = compare(root, files, modes, repeat, out, workers, logs)
     print(format_table(HEADERS, _rows(measured, len(files)),
                        title=f"overhead: -n {workers}, {repeat} run(s) of each, alternating"))
     print(f"pytest exit codes: {_codes(measured)}")
@@ -116,6 +117,9 @@ def main(argv: list[str]) -> int:
     root = find_repo_root()
     registry = load_registry(root / "registry.yaml")
     given = next((Path(a.split("=", 1)[1]) for a in argv if a.startswith("--map=")), None)
+    logs = next((Path(a.split("=", 1)[1]) for a in argv if a.startswith("--logs=")), None)
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
     if given is not None:
         try:
             recorded = parse_depmap(given.read_bytes(), str(given)).tests
@@ -129,7 +133,7 @@ def main(argv: list[str]) -> int:
         if not (quick or tier):
             breakdown(root, list(BREAKDOWN_FILES), repeat, Path(tmp))
             print()
-        measured, maps = headline(root, files, repeat, Path(tmp) / "depmap.json", workers, not tier)
+        measured, maps = headline(root, files, repeat, Path(tmp) / "depmap.json", workers, not tier, logs)
         maps_agree(maps)
         print()
         if not maps[0].is_file():

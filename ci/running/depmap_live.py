@@ -17,8 +17,10 @@ time, or a process that cannot flush (coverage.py's), the mark stays and the ent
 complete. A SIGSTOP is asked for a flush the same way (`ci.running.proctree.kill_tree` freezes a
 tree before it kills it, and a stopped process cannot flush): answered, a ``stopped.<pid>`` mark
 says nothing ran since, so the SIGKILL that follows finds the process stopped, does not wait,
-and counts it ended whole; a SIGCONT through the wrapper takes that mark away. A process that
-is stopped (without that mark) or already dead is never waited for: it cannot answer. Other
+and counts it ended whole; a SIGCONT through the wrapper takes that mark away (one from outside
+is seen as the process running again after the stop: it is asked anew). A process that is
+stopped (without that mark) or dead, or that stops or dies while it is waited for, is not
+waited for any longer: it cannot answer. Other
 signals, other processes and a recording that is over pass straight through.
 
 Contract: `mark_live`, `mark_saved`, `flush_requested` and `acknowledge` never raise for the
@@ -37,6 +39,8 @@ FLUSH_WAIT = 5.0
 _POLL = 0.02
 _LIVE, _KILLED, _REQUEST, _FLUSHES, _STOPPED = "live.", "killed.", "flush.", "flushes.", "stopped."
 _GUARDED = (signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT)
+_HALTED = ("T", "t", "Z", "X")  # /proc states of a process that cannot answer: stopped, traced, dead
+_SETTLE = 0.5  # how long a SIGSTOP just sent may take to show in /proc
 
 
 def mark_live(parts: str, test: str, flushes: bool) -> None:
@@ -103,29 +107,43 @@ def _before_signal(parts: str, pid: int, sig: int) -> None:
         _flush_before_kill(parts, pid, stopping=sig == signal.SIGSTOP)
 
 
+def _halted(pid: int, wait: float = 0.0) -> bool:
+    """Whether ``pid`` is stopped or dead (it cannot answer), polling up to ``wait`` seconds: a
+    signal just sent takes a moment to land."""
+    deadline = time.monotonic() + wait
+    while True:
+        if _state(pid) in _HALTED:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL)
+
+
 def _flush_before_kill(parts: str, pid: int, stopping: bool = False) -> None:
-    live, flushes = Path(parts, f"{_LIVE}{pid}"), Path(parts, f"{_FLUSHES}{pid}")
+    live, flushes, stopped = (Path(parts, f"{prefix}{pid}") for prefix in (_LIVE, _FLUSHES, _STOPPED))
     if not live.exists() or not flushes.exists():
         return
-    state = _state(pid)
-    if state in ("T", "t", "Z", "X"):  # stopped or dead: it cannot answer
-        if state in ("T", "t") and not stopping and Path(parts, f"{_STOPPED}{pid}").exists():
-            _mark_killed(parts, pid)  # it flushed when it was stopped, and has not run since
-        return
+    if stopped.exists():  # it answered at a SIGSTOP through this guard
+        if stopping:
+            return
+        if _halted(pid, _SETTLE):
+            _mark_killed(parts, pid)  # and has not run since
+            return
+        stopped.unlink(missing_ok=True)  # running again (continued from outside): ask anew
     request = Path(parts, f"{_REQUEST}{pid}")
     try:
         request.write_text("", encoding="utf-8")
     except OSError:
         return
     deadline = time.monotonic() + FLUSH_WAIT
-    while request.exists() and time.monotonic() < deadline:
-        time.sleep(_POLL)
+    while request.exists() and time.monotonic() < deadline and not _halted(pid):
+        time.sleep(_POLL)  # stopped or dead meanwhile (a SIGSTOP from elsewhere landing): no answer comes
     if request.exists():
         request.unlink(missing_ok=True)
         return  # no answer: the live mark stays, the entry will not be complete
     if stopping:
         try:
-            Path(parts, f"{_STOPPED}{pid}").write_text("", encoding="utf-8")
+            stopped.write_text("", encoding="utf-8")
         except OSError:
             pass  # no mark: the kill that follows leaves the entry not complete, never wrong
         return

@@ -18,6 +18,8 @@ from ci.running import depmap_blocks, depmap_slipcover
 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
 REPO = Path(__file__).resolve().parents[2]
+# a name in no repository: inside a recording, `exec` of a repository file's code puts probes in it
+OUTSIDE = "/nonexistent-ci-depmap-blocks/shapes.py"
 
 SHAPES = textwrap.dedent("""\
     import contextlib
@@ -204,7 +206,7 @@ def test_a_generator_resumed_in_another_test_files_time_records_there(recorded) 
 
 def test_straight_line_code_gets_one_probe_that_stands_for_the_rest() -> None:
     namespace: dict[str, object] = {}
-    exec(compile(SHAPES, "shapes.py", "exec"), namespace)
+    exec(compile(SHAPES, OUTSIDE, "exec"), namespace)
     code = namespace["straight"].__code__
     first = min(_marked("b = a + 1"))
     plan = depmap_blocks.plan(code, depmap_slipcover._line_starts(code))
@@ -214,7 +216,7 @@ def test_straight_line_code_gets_one_probe_that_stands_for_the_rest() -> None:
 
 def test_every_branch_target_and_handler_starts_a_block() -> None:
     namespace: dict[str, object] = {}
-    exec(compile(SHAPES, "shapes.py", "exec"), namespace)
+    exec(compile(SHAPES, OUTSIDE, "exec"), namespace)
     code = namespace["handled"].__code__
     plan = depmap_blocks.plan(code, depmap_slipcover._line_starts(code))
     probed = {line for _, line in plan.points}
@@ -225,7 +227,7 @@ def test_every_branch_target_and_handler_starts_a_block() -> None:
 
 def test_a_loop_body_that_a_jump_back_reaches_has_its_own_probe() -> None:
     namespace: dict[str, object] = {}
-    exec(compile(SHAPES, "shapes.py", "exec"), namespace)
+    exec(compile(SHAPES, OUTSIDE, "exec"), namespace)
     code = namespace["spin"].__code__
     plan = depmap_blocks.plan(code, depmap_slipcover._line_starts(code))
     assert min(_marked("spun += 1")) in {line for _, line in plan.points}  # not implied by the line before
@@ -235,7 +237,7 @@ def test_handlers_begin_blocks_by_dis_own_reading_of_the_exception_table() -> No
     import dis
 
     namespace: dict[str, object] = {}
-    exec(compile(SHAPES, "shapes.py", "exec"), namespace)
+    exec(compile(SHAPES, OUTSIDE, "exec"), namespace)
     for name in ("handled", "suppressed"):
         code = namespace[name].__code__
         targets = {entry.target for entry in dis.Bytecode(code).exception_entries}

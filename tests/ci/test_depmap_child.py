@@ -264,6 +264,8 @@ def test_a_tree_frozen_before_it_is_killed_is_flushed_at_the_stop_and_never_wait
         deadline = time.monotonic() + 10
         while depmap_live._state(child.pid) != "T" and time.monotonic() < deadline:
             time.sleep(0.01)
+        depmap_live._before_signal(str(parts), child.pid, signal.SIGSTOP)  # kill_tree stops twice: still live
+        assert (parts / f"live.{child.pid}").exists() and (parts / f"stopped.{child.pid}").exists()
         started = time.monotonic()
         depmap_live._before_signal(str(parts), child.pid, signal.SIGKILL)
         assert time.monotonic() - started < 1.0  # stopped: not waited for
@@ -323,6 +325,35 @@ def test_a_process_stopped_without_a_flush_is_not_waited_for_and_stays_unsaved(
         sleeper.wait()
     assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}  # what it ran last may be lost
     assert depmap_live._state(4_000_000) is None
+
+
+def test_a_wait_ends_when_the_process_is_stopped_from_elsewhere_and_a_continued_one_is_asked_anew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from ci.running import depmap_live
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # never answers
+    try:
+        (tmp_path / f"live.{sleeper.pid}").write_text("tests/test_a.py")
+        (tmp_path / f"flushes.{sleeper.pid}").write_text("")
+        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+        stopper = threading.Timer(0.3, os.kill, (sleeper.pid, signal.SIGSTOP))
+        stopper.start()
+        started = time.monotonic()
+        depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGKILL)
+        stopper.join()
+        assert time.monotonic() - started < 5.0  # not the 30 s of FLUSH_WAIT
+        assert not (tmp_path / f"flush.{sleeper.pid}").exists()
+        os.kill(sleeper.pid, signal.SIGCONT)  # from outside the guard: its stopped mark would be stale
+        (tmp_path / f"stopped.{sleeper.pid}").write_text("")
+        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 0.3)
+        depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGKILL)
+        assert not (tmp_path / f"stopped.{sleeper.pid}").exists()  # running: asked anew, no answer
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
 
 
 def test_a_group_kill_finds_the_recorded_members_of_the_group(tmp_path: Path) -> None:

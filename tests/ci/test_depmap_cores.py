@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -359,3 +360,13 @@ def test_the_overhead_goal_is_judged_only_when_pytest_passed_in_every_run() -> N
     # a recording run that failed did less work: cheaper, and meaningless
     assert verdict(pair(10.0, 7.0, frozenset({1}))) == "UNJUDGED (pytest did not pass in every run)"
     assert verdict(pair(10.0, 7.0, frozenset({0, 1}))).startswith("UNJUDGED")
+
+
+def test_bench_depmap_keeps_each_runs_pytest_output_when_asked(tmp_path: Path) -> None:
+    """``--logs=DIR``: a failing run of the overhead table says which test failed."""
+    from bench._depmap_overhead import BASELINE, compare
+
+    root = Path(__file__).resolve().parents[2]
+    measured = compare(root, ["tests/ci/test_shard.py"], (BASELINE,), 1, tmp_path / "m.json", logs=tmp_path)
+    assert measured[0].codes == {0}
+    assert re.search(r"^\d+ passed", (tmp_path / "0.0.log").read_text(), re.M)
