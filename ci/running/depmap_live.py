@@ -20,8 +20,8 @@ says nothing ran since, so the SIGKILL that follows finds the process stopped, d
 and counts it ended whole; a SIGCONT through the wrapper takes that mark away (one from outside
 is seen as the process running again after the stop: it is asked anew). A process that is
 stopped (without that mark) or dead, or that stops or dies while it is waited for, is not
-waited for any longer: it cannot answer. Other
-signals, other processes and a recording that is over pass straight through.
+waited for any longer: it cannot answer. Other signals, other processes and a recording that
+is over pass straight through.
 
 Contract: `mark_live`, `mark_saved`, `flush_requested` and `acknowledge` never raise for the
 file system (a missing parts directory is a recording that is over); `unsaved_tests` returns the
@@ -34,6 +34,8 @@ import os
 import signal
 import time
 from pathlib import Path
+
+from ci.running.proctree import process_state
 
 FLUSH_WAIT = 5.0
 _POLL = 0.02
@@ -89,17 +91,6 @@ def unsaved_tests(parts: Path) -> set[str]:
     return found
 
 
-def _state(pid: int) -> str | None:
-    """The process's state letter in ``/proc`` (R, S, D, T, t, Z, ...); None where it has none."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    end = stat.rfind(b")")  # the command name in parentheses may hold anything
-    return stat[end + 2:end + 3].decode("ascii", "replace") if end > 0 else None
-
-
 def _before_signal(parts: str, pid: int, sig: int) -> None:
     if sig == signal.SIGCONT:
         Path(parts, f"{_STOPPED}{pid}").unlink(missing_ok=True)
@@ -112,7 +103,7 @@ def _halted(pid: int, wait: float = 0.0) -> bool:
     signal just sent takes a moment to land."""
     deadline = time.monotonic() + wait
     while True:
-        if _state(pid) in _HALTED:
+        if process_state(pid) in _HALTED:
             return True
         if time.monotonic() >= deadline:
             return False

@@ -148,6 +148,15 @@ def _signal(pid: int, signum: int, *, group: bool = False) -> None:
             raise
 
 
+def process_state(pid: int) -> str | None:
+    """The state letter of ``pid`` in ``/proc`` (R, S, D, T, t, Z, ...); None where it has none
+    (gone, or no ``/proc``)."""
+    try:
+        return _stat_fields(pid)[0].decode("ascii", "replace")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _stat_fields(pid: int) -> list[bytes]:
     """The fields of ``/proc/<pid>/stat`` after the command name, from the state on (the name may
     hold spaces and parentheses, so they are read after its last ``)``). OSError when ``pid`` has
@@ -169,4 +178,4 @@ def _parents() -> dict[int, int]:
     return out
 
 
-__all__ = ["children", "descendants", "kill_tree", "set_subreaper"]
+__all__ = ["children", "descendants", "kill_tree", "process_state", "set_subreaper"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ci.running import depmap_blocks, depmap_slipcover
+from tests.ci.depmap_support import clean_env
 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
 REPO = Path(__file__).resolve().parents[2]
@@ -177,8 +178,7 @@ DRIVER = textwrap.dedent("""\
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[int]]:
     root = tmp_path_factory.mktemp("blocks")
     (root / "shapes.py").write_text(SHAPES)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
-    env["PYTHONPATH"] = f"{root}{os.pathsep}{REPO}"
+    env = {**clean_env(), "PYTHONPATH": f"{root}{os.pathsep}{REPO}"}
     proc = subprocess.run([sys.executable, "-c", DRIVER, str(root), json.dumps(CALLS)], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

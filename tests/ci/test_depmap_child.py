@@ -19,6 +19,7 @@ import pytest
 from ci.running import depmap_slipcover
 from ci.running.depmap_child import FLUSH_SECONDS
 from ci.running.depmap_startup import PTH_NAME, PTH_TEXT, install
+from ci.running.proctree import process_state
 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
 REPO = Path(__file__).resolve().parents[2]
@@ -262,7 +263,7 @@ def test_a_tree_frozen_before_it_is_killed_is_flushed_at_the_stop_and_never_wait
         assert (parts / f"stopped.{child.pid}").exists()
         monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
         deadline = time.monotonic() + 10
-        while depmap_live._state(child.pid) != "T" and time.monotonic() < deadline:
+        while process_state(child.pid) != "T" and time.monotonic() < deadline:
             time.sleep(0.01)
         depmap_live._before_signal(str(parts), child.pid, signal.SIGSTOP)  # kill_tree stops twice: still live
         assert (parts / f"live.{child.pid}").exists() and (parts / f"stopped.{child.pid}").exists()
@@ -315,7 +316,7 @@ def test_a_process_stopped_without_a_flush_is_not_waited_for_and_stays_unsaved(
         assert not (tmp_path / f"stopped.{sleeper.pid}").exists()
         os.kill(sleeper.pid, signal.SIGSTOP)  # by someone the recording does not see
         deadline = time.monotonic() + 10
-        while depmap_live._state(sleeper.pid) != "T" and time.monotonic() < deadline:
+        while process_state(sleeper.pid) != "T" and time.monotonic() < deadline:
             time.sleep(0.01)
         started = time.monotonic()
         depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGKILL)
@@ -324,7 +325,7 @@ def test_a_process_stopped_without_a_flush_is_not_waited_for_and_stays_unsaved(
         sleeper.kill()
         sleeper.wait()
     assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}  # what it ran last may be lost
-    assert depmap_live._state(4_000_000) is None
+    assert process_state(4_000_000) is None
 
 
 def test_a_wait_ends_when_the_process_is_stopped_from_elsewhere_and_a_continued_one_is_asked_anew(

@@ -19,6 +19,7 @@ import pytest
 
 from ci.running import depmap_slipcover
 from ci.running.depmap_files import RepoFiles
+from tests.ci.depmap_support import clean_env
 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
 
@@ -158,8 +159,7 @@ print(json.dumps({p: sorted((k, sorted(v)) for k, v in noted(p).items()) for p i
 
 def test_another_process_finds_the_entries_for_the_same_code(tmp_path: Path) -> None:
     # the key must not depend on the process: marshal's version 3+ output does (reference counts)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
-    env.update(PYTHONPATH=str(ROOT), PYTHONHASHSEED="random")  # not recorded itself inside a recording
+    env = {**clean_env(), "PYTHONHASHSEED": "random"}  # clean: not recorded itself inside a recording
     args = [sys.executable, "-c", CHILD, str(ROOT), str(tmp_path / "probes")]
     first = subprocess.run([*args, "-", *(str(ROOT / p) for p in REAL)], env=env, capture_output=True, text=True,
                            timeout=120, check=True)

@@ -19,6 +19,7 @@ import pytest
 
 from ci.running import depmap_blocks, depmap_slipcover, depmap_slipcover_engine
 from ci.running.depmap_probe_imports import ProbedLoader, ProbeImports
+from tests.ci.depmap_support import clean_env
 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
 REPO = Path(__file__).resolve().parents[2]
@@ -28,8 +29,9 @@ HEAVY = ("slipcover.importer", "slipcover.xmlreport", "slipcover.lcovreport", "s
 
 
 def _python(code: str, cwd: Path | None = None, argv: list[str] | None = None) -> str:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
-    base.update(PYTHONPATH=f"{cwd}{os.pathsep}{REPO}" if cwd else str(REPO))
+    base = clean_env()
+    if cwd:
+        base["PYTHONPATH"] = f"{cwd}{os.pathsep}{REPO}"
     proc = subprocess.run([sys.executable, "-c", code, *(argv or [])], env=base, cwd=cwd, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -49,7 +51,7 @@ def test_a_recorded_subprocess_starts_without_slipcovers_reports_hook_or_datacla
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     env = {"CI_DEPMAP_CHILD_CORE": "slipcover", "CI_DEPMAP_PARTS": str(parts), "CI_DEPMAP_ROOT": str(root),
            "CI_DEPMAP_TEST": "tests/test_x.py", "PYTHONPATH": f"{root}{os.pathsep}{REPO}"}
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
+    base = clean_env()
     proc = subprocess.run([sys.executable, "-c", code], env={**base, **env}, cwd=root, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -102,7 +104,7 @@ def test_a_missing_slipcover_is_an_import_error_and_the_core_unavailable(tmp_pat
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "sys.meta_path.insert(0, Hide())\n")
     env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
+    base = clean_env()
     proc = subprocess.run([sys.executable, "-c", "from ci.running import depmap_slipcover as d\n"
                                                  "print(d.unavailable_reason())"],
                           env={**base, **env}, capture_output=True, text=True, timeout=120)
