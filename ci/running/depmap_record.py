@@ -53,6 +53,7 @@ from ci.running.depmap_startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
 
 _SUBPROCESS_PLUGIN = "ci.running.depmap_subprocess"
+SETTLE_SECONDS = 0.1  # how soon a probe that fired stops firing in its test file (besides after each test)
 
 
 def head_commit(root: Path) -> str | None:
@@ -238,6 +239,9 @@ class DepmapRecorder:
         self.opened = OpenedLog(self.files, self.parts)
         started = early.cov if early is not None else None
         self.cov = started if started is not None else _start_lines(self.parts, self.files, options, self.owner)
+        settle_every = getattr(self.cov, "settle_every", None)  # slipcover's probes: `ci.running.depmap_retire`
+        if settle_every is not None:
+            settle_every(SETTLE_SECONDS)
         if options.opened:
             self.opened.start()
 
@@ -293,6 +297,9 @@ class DepmapRecorder:
         result = yield
         if rel is not None:
             self.done[rel] += 1
+        settle = getattr(self.cov, "settle", None)  # slipcover's probes: see `ci.running.depmap_retire`
+        if settle is not None:
+            settle()
         return result
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

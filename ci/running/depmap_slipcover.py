@@ -48,6 +48,7 @@ from ci.running import depmap_blocks, depmap_slipcover_engine
 from ci.running.depmap_files import RepoFiles
 from ci.running.depmap_probe_cache import MARK, ProbeCache
 from ci.running.depmap_probe_imports import ProbeImports
+from ci.running.depmap_retire import ProbeSites
 
 _EXEC = builtins.exec
 _NEVER_REMOVE = -2
@@ -115,6 +116,7 @@ def _probes_class(base: type) -> type:
 
     class Probes(base):  # type: ignore[misc, valid-type]
         cache: ProbeCache | None = None
+        sites: ProbeSites | None = None
 
         def instrument(self, co, parent=None):
             # called right before a module's code runs; an empty module has no line to probe,
@@ -123,10 +125,33 @@ def _probes_class(base: type) -> type:
                     and not any(line for _, _, line in co.co_lines()):
                 self.newly_seen[co.co_filename].add(0)
             if self.cache is not None and isinstance(co, CodeType) and parent is None:
-                return self.cache.instrument(co, lambda code: super(Probes, self).instrument(code, None))
-            return super().instrument(co, parent)
+                new = self.cache.instrument(co, lambda code: super(Probes, self).instrument(code, None))
+            else:
+                new = super().instrument(co, parent)
+            if self.sites is not None and isinstance(co, CodeType) and parent is None:
+                self.sites.add(new)
+            return new
 
     return Probes
+
+
+class _NotingProbe:
+    """slipcover's C probe module, whose ``new`` also tells the creating instrumenter's
+    `ProbeSites` (its ``sites``) which line the new probe records."""
+
+    def __init__(self, probe):
+        self.probe = probe
+        self.signal = probe.signal
+
+    def new(self, sci, filename, line, threshold):
+        made = self.probe.new(sci, filename, line, threshold)
+        sites = getattr(sci, "sites", None)
+        if sites is not None:
+            sites.note_probe(made, filename, line)
+        return made
+
+    def __getattr__(self, name: str):
+        return getattr(self.probe, name)
 
 
 _REWRITE = "_pytest.assertion.rewrite"
@@ -188,7 +213,12 @@ class SlipcoverLines:
         # about 40 % of the cost of instrumenting a module
         slipcover.Slipcover.lines_from_code = staticmethod(_nothing)
         slipcover.Slipcover.branches_from_code = staticmethod(_nothing)
+        if not isinstance(slipcover.probe, _NotingProbe):
+            slipcover.probe = _NotingProbe(slipcover.probe)
         self._sci = _probes_class(slipcover.Slipcover)(d_miss_threshold=_NEVER_REMOVE)
+        self._sci.sites = self._sites = ProbeSites(slipcover.probe.signal)
+        self._lock = threading.RLock()  # a context's lines are moved and its probes retired as one step
+        self._settler: threading.Event | None = None
         if probe_cache is not None:
             self._use_cache(probe_cache)
         self.files = files
@@ -202,6 +232,7 @@ class SlipcoverLines:
         sci, probe = self._sci, depmap_slipcover_engine.engine().probe
         sci.cache = ProbeCache(probe_cache, _plan_lines, probe.signal,
                                lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE), depmap_blocks.note)
+
 
     def adopt(self, data_file: Path, probe_cache: Path | None) -> None:
         """Make a measurement started without a recording (`ci.running.depmap_child`'s session
@@ -249,31 +280,58 @@ class SlipcoverLines:
                 self._sci.instrument(obj)
 
     def _collect(self) -> dict[str, set[int]]:
-        """Move the lines seen since the last call to the current context; return those of them
-        the context had not seen before (absolute path -> lines)."""
-        seen = self._sci._get_newly_seen()  # swaps in an empty dict: the lines since the last call
-        mine = self.lines[self._context]
-        fresh: dict[str, set[int]] = {}
-        for path, lines in seen.items():
-            new = depmap_blocks.expand(path, lines) - mine[path]
-            if new:
-                mine[path] |= new
-                fresh[path] = new
-        return fresh
+        """Move the lines seen since the last call to the current context and retire their probes
+        until the context changes (`ci.running.depmap_retire`); return those lines the context had
+        not seen before (absolute path -> lines)."""
+        with self._lock:
+            seen = self._sci._get_newly_seen()  # swaps in an empty dict: the lines since the last call
+            mine = self.lines[self._context]
+            fresh: dict[str, set[int]] = {}
+            for path, lines in seen.items():
+                new = depmap_blocks.expand(path, lines) - mine[path]
+                if new:
+                    mine[path] |= new
+                    fresh[path] = new
+                self._sites.retire(path, lines)
+            return fresh
 
     def after_fork(self) -> None:
-        """In a forked child: slipcover's lock anew (the parent's flusher may have held it)."""
+        """In a forked child: slipcover's lock and these anew (the parent's flusher may have held them)."""
         self._sci.lock = threading.RLock()
+        self._lock = threading.RLock()
+        self._sites.lock = threading.Lock()
+
+    def settle(self) -> None:
+        """Move the lines seen so far to the current context and stop their probes firing until
+        the context changes: a pytest process calls it after each test."""
+        self._collect()
 
     def take_fresh(self) -> dict[str, set[int]]:
         """The lines the current context ran for the first time since the last call (see `_collect`)."""
         return self._collect()
 
+    def settle_every(self, seconds: float) -> None:
+        """Also `settle` from a daemon thread every ``seconds`` until `stop`, so code that one long
+        test runs over and over stops paying for its probes after its first pass."""
+        if self._settler is not None:
+            return
+        stopped = self._settler = threading.Event()
+
+        def settle_until_stopped() -> None:
+            while not stopped.wait(seconds):
+                self._collect()
+
+        threading.Thread(target=settle_until_stopped, name="ci-depmap-settle", daemon=True).start()
+
     def switch_context(self, context: str) -> None:
-        self._collect()
-        self._context = context
+        with self._lock:
+            self._collect()
+            self._sites.rearm()
+            self._context = context
 
     def stop(self) -> None:
+        if self._settler is not None:
+            self._settler.set()
         if builtins.exec == self._exec:
             builtins.exec = _EXEC
         self._collect()
@@ -281,15 +339,19 @@ class SlipcoverLines:
 
     def erase(self) -> None:
         """Forget every line seen so far (the probes stay; see the module docstring)."""
-        self._sci._get_newly_seen()
-        self.lines.clear()
+        with self._lock:
+            self._sci._get_newly_seen()
+            self._sites.rearm()
+            self.lines.clear()
 
     def save(self) -> None:
         """One coverage.py data file (``<data_file>.<host>.<pid>.<random>``), contexts as recorded."""
         from coverage import CoverageData
 
         data = CoverageData(basename=str(self._data_file), suffix=True)
-        for context, files in sorted(self.lines.items()):
+        with self._lock:
+            contexts = sorted((context, dict(files)) for context, files in self.lines.items())
+        for context, files in contexts:
             measured = {path: lines for path, lines in files.items() if lines}
             if measured:
                 data.set_context(context)

@@ -136,7 +136,9 @@ CALLS = [("ternary", (True,)), ("chain", (0, 1, 0)), ("loops", (2,)), ("loops", 
          ("matcher", ({"k": 3},)), ("suppressed", ()), ("comprehension", (4,)), ("asserted", (2,)),
          ("walrus", ([1],)), ("straight", (1,))]
 
-DRIVER = textwrap.dedent("""\
+# runs CALLS of `shapes` (argv[1]: its folder, argv[2]: CALLS as JSON) under sys.settrace: ``oracle``
+# is the set of lines the tracer saw; ``run()`` runs them again
+ORACLE = textwrap.dedent("""\
     import json, sys
     import shapes
     from ci.running import depmap_slipcover
@@ -159,6 +161,9 @@ DRIVER = textwrap.dedent("""\
     sys.settrace(tracer)
     run()
     sys.settrace(None)
+    """)
+
+DRIVER = ORACLE + textwrap.dedent("""\
     lines = depmap_slipcover.SlipcoverLines(RepoFiles(sys.argv[1]), None)
     lines.switch_context("calls")
     lines.start()

@@ -1,0 +1,189 @@
+"""Probes retired once their line is in the current context (`ci.running.depmap_retire`): a
+retired probe stops firing, the next context records the same lines again (Python's own line
+tracer is the oracle for what ran), a byte that is not what it must be is never written, and
+threads running probed code while probes are retired and rearmed see no crash and lose no line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.running import depmap_retire, depmap_slipcover
+from tests.ci.depmap_support import clean_env
+from tests.ci.test_depmap_blocks import CALLS, ORACLE, SHAPES
+
+pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+REPO = Path(__file__).resolve().parents[2]
+
+DRIVER = ORACLE + textwrap.dedent("""\
+    import threading
+    out = {"oracle": sorted(oracle)}
+    lines = depmap_slipcover.SlipcoverLines(RepoFiles(sys.argv[1]), None)
+    sites = lines._sites
+    lines.switch_context("first")
+    lines.start()
+    run()
+    lines.settle()
+    out["retired"] = len(sites.retired)
+    run()  # again in the same context: every probe it reaches is retired
+    out["fired again"] = {f: sorted(v) for f, v in lines._sci.newly_seen.items() if v}
+    g = shapes.gen(3)
+    next(g)
+    lines.settle()  # the generator's probes so far are retired while it is suspended
+    lines.switch_context("second")
+    out["rearmed"] = len(sites.retired)
+    g.send(0)  # resumed after the rearm: the line after the yield fires for "second"
+    run()
+    lines.settle()
+    if sys.argv[3] == "threads":
+        stop = []
+        def spin():
+            while not stop:
+                run()
+        workers = [threading.Thread(target=spin) for _ in range(2)]
+        for w in workers:
+            w.start()
+        for n in range(200):
+            lines.switch_context(f"churn {n}")
+            lines.settle()
+        lines.switch_context("last")
+        stop.append(True)
+        for w in workers:
+            w.join()
+        run()
+    lines.switch_context("timed")
+    lines.settle_every(0.02)
+    run()
+    import time
+    deadline = time.monotonic() + 60
+    while not sites.retired and time.monotonic() < deadline:
+        time.sleep(0.01)
+    out["retired by the timer"] = len(sites.retired)
+    lines.stop()
+    out["sites"] = sum(len(s) for per_file in sites.sites.values() for s in per_file.values())
+    out["broken"] = len(sites.broken)
+    out["contexts"] = {c: sorted(v for files in lines.lines[c].values() for v in files) for c in list(lines.lines)}
+    print(json.dumps(out))
+    """)
+
+
+def _drive(tmp_path: Path, mode: str) -> dict:
+    (tmp_path / "shapes.py").write_text(SHAPES)
+    env = {**clean_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path), json.dumps(CALLS), mode], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def driven(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return _drive(tmp_path_factory.mktemp("retire"), "once")
+
+
+def test_a_retired_probe_stops_firing_in_its_context(driven) -> None:
+    assert driven["retired"] > 20 and driven["broken"] == 0
+    assert driven["fired again"] == {}
+
+
+def test_the_next_context_records_every_line_again(driven) -> None:
+    oracle = set(driven["oracle"])
+    first, second = set(driven["contexts"]["first"]), set(driven["contexts"]["second"])
+    assert oracle <= first
+    assert oracle <= second  # the same calls, after every probe they reach was retired and rearmed
+    assert driven["rearmed"] == 0
+
+
+def test_a_timer_retires_what_a_long_test_ran_without_waiting_for_its_end(driven) -> None:
+    assert driven["retired by the timer"] > 20
+    assert set(driven["oracle"]) <= set(driven["contexts"]["timed"])
+
+
+def test_a_generator_suspended_while_retired_records_its_resumption_in_the_next_context(driven) -> None:
+    lines = SHAPES.splitlines()
+    if_line = next(n for n, text in enumerate(lines, 1) if "if got:" in text)
+    assert if_line not in set(driven["contexts"]["first"])
+    assert if_line in set(driven["contexts"]["second"])
+
+
+def test_threads_running_probed_code_while_probes_churn(tmp_path: Path) -> None:
+    driven = _drive(tmp_path, "threads")
+    assert driven["broken"] == 0
+    assert set(driven["oracle"]) <= set(driven["contexts"]["last"])
+
+
+def _instrumented(tmp_path: Path, source: str, name: str):
+    """``source``'s first function's code with the recorder's probes (not run), and the recorder."""
+    from ci.running.depmap_files import RepoFiles
+
+    lines = depmap_slipcover.SlipcoverLines(RepoFiles(tmp_path), None)
+    code = compile(source, str(tmp_path / name), "exec").co_consts[0]
+    return lines, code, lines._sci.instrument(code)
+
+
+def test_each_inserted_probe_call_is_a_site_and_nothing_else_is(tmp_path: Path) -> None:
+    source = "def f(a):\n    if a:\n        pass\n    return print(a)\n"
+    lines, code, new = _instrumented(tmp_path, source, "f.py")
+    sites = lines._sites
+    assert sites.enabled  # CPython 3.11, which `depmap_slipcover.available` requires
+    probes = [c for c in new.co_consts if type(c).__name__ == "PyCapsule"]
+    found = sites.sites[code.co_filename]
+    assert sorted(found) == [2, 3, 4]  # one block each
+    assert sum(len(s) for s in found.values()) == len(probes)
+    plain = depmap_retire.ProbeSites(sites.signal)
+    plain.lines = sites.lines
+    plain.add(code)  # the same function without probes: a NOP and PUSH_NULL of its own are no site
+    assert not plain.sites
+
+
+def test_a_byte_that_is_not_the_probes_opening_is_never_written(tmp_path: Path) -> None:
+    import ctypes
+
+    lines, code, new = _instrumented(tmp_path, "def g(a):\n    b = a + 1\n    return b\n", "g.py")
+    sites = lines._sites
+    [(site_code, offset)] = sites.sites[code.co_filename][2]
+    assert site_code is new
+    assert not sites._write((new, offset + 2), depmap_retire._NOP, depmap_retire._JUMP_FORWARD)  # PUSH_NULL there
+    assert id(new) in sites.broken
+    sites.retire(code.co_filename, {2})  # the code object is left alone from now on
+    assert sites.retired == []
+    live = ctypes.string_at(id(new) + type(new).__basicsize__, len(new.co_code))
+    assert live[offset] == depmap_retire._NOP and live[offset + 2] == depmap_retire._PUSH_NULL
+
+
+def test_an_opening_byte_changed_behind_the_recorders_back_is_left_alone(tmp_path: Path) -> None:
+    import ctypes
+
+    lines, code, new = _instrumented(tmp_path, "def h(a):\n    b = a + 1\n    return b\n", "h.py")
+    sites = lines._sites
+    [(_, offset)] = sites.sites[code.co_filename][2]
+    byte = ctypes.c_ubyte.from_address(id(new) + type(new).__basicsize__ + offset)
+    byte.value = depmap_retire._POP_TOP  # neither the NOP nor the jump: not the probe slipcover wrote
+    try:
+        sites.retire(code.co_filename, {2})
+        assert byte.value == depmap_retire._POP_TOP and sites.retired == [] and id(new) in sites.broken
+    finally:
+        byte.value = depmap_retire._NOP
+
+
+def test_every_probe_of_a_real_module_is_found_once(tmp_path: Path) -> None:
+    """The scanner against the probes slipcover made, over a module of this repository."""
+    from ci.running.depmap_files import RepoFiles
+
+    lines = depmap_slipcover.SlipcoverLines(RepoFiles(tmp_path), None)
+    source = (REPO / "ci" / "selection" / "plan.py").read_text(encoding="utf-8")
+    new = lines._sci.instrument(compile(source, str(tmp_path / "plan.py"), "exec"))
+
+    def probes(code) -> int:
+        nested = sum(probes(c) for c in code.co_consts if type(c) is type(code))
+        return nested + sum(type(c).__name__ == "PyCapsule" for c in code.co_consts)
+
+    made = probes(new)
+    found = sum(len(s) for s in lines._sites.sites[str(tmp_path / "plan.py")].values())
+    assert made > 100 and found == made
