@@ -18,7 +18,10 @@ time beside it (`bench._depmap_overhead`). Recording means everything a CI recor
 2. Overhead, the goal's table: the cpu tier's files with est_time <= 3 s (one process; --quick:
    one file), or with --tier every file of the cpu tier (``-n WORKERS``, 2 by default: CPU time
    counts every worker, so idle workers hide nothing). Modes: baseline, the default core
-   (slipcover where it runs, `ci.running.depmap_options`) and, except with --tier, the C tracer.
+   (slipcover where it runs, `ci.running.depmap_options`), the same with an empty probe cache in
+   every run (the default keeps the repository's ``.ci-cache/depmap-probes`` between recordings,
+   as Python keeps ``__pycache__``: the baseline's imports are warm too) and, except with --tier,
+   the C tracer.
    Goal: <= 10 % more CPU time with the default core, judged only when pytest passed in every
    run (a failing run does other work). Then whether two cores' maps agree. ``--logs=DIR`` keeps
    each run's pytest output there (``<mode index>.<round>.log``): what failed, and how long.
@@ -35,8 +38,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench._depmap_history import selection_table
-from bench._depmap_overhead import (BASELINE, BREAKDOWN, FULL_CTRACE, FULL_SLIPCOVER, Measured, audit_events,
-                                    compare, table_rows)
+from bench._depmap_overhead import (BASELINE, BREAKDOWN, COLD_SLIPCOVER, FULL_CTRACE, FULL_SLIPCOVER, Measured,
+                                    audit_events, compare, table_rows)
 from bench.table import format_table
 from ci.registry import Registry, find_repo_root, load_registry
 from ci.running import depmap_slipcover
@@ -79,7 +82,8 @@ def headline(root: Path, files: list[str], repeat: int, out: Path, workers: int,
              with_ctrace: bool, logs: Path | None = None) -> tuple[list[Measured], list[Path]]:
     """The goal's table and verdict; returns the measurements and the maps each recording mode wrote."""
     default = FULL_SLIPCOVER if depmap_slipcover.available() else replace(FULL_CTRACE, label=FULL_CTRACE.label + " (default)")
-    modes = (BASELINE, default) + ((FULL_CTRACE,) if with_ctrace and default is FULL_SLIPCOVER else ())
+    modes = (BASELINE, default) + ((COLD_SLIPCOVER,) if default is FULL_SLIPCOVER else ()) \
+        + ((FULL_CTRACE,) if with_ctrace and default is FULL_SLIPCOVER else ())
     measured = compare(root, files, modes, repeat, out, workers, logs)
     print(format_table(HEADERS, _rows(measured, len(files)),
                        title=f"overhead: -n {workers}, {repeat} run(s) of each, alternating"))
@@ -98,16 +102,17 @@ def verdict(measured: list[Measured]) -> str:
     return "MET" if measured[1].cpu <= measured[0].cpu * (1 + GOAL) else "MISSED"
 
 
-def maps_agree(paths: list[Path]) -> None:
-    """One line: whether the maps two cores wrote hold the same lines per test file."""
+def maps_agree(paths: list[Path], labels: list[str]) -> None:
+    """One line per later map: whether it holds the same lines per test file as the first."""
     if len(paths) < 2 or not all(p.is_file() for p in paths):
         return
-    first, second = (parse_depmap(p.read_bytes(), p.name) for p in paths[:2])
-    differ = sorted(t for t in first.tests.keys() | second.tests.keys() if t not in first.tests
-                    or t not in second.tests or first.tests[t] != second.tests[t])
-    print(f"maps of the two cores: {len(first.tests)} and {len(second.tests)} test files, {len(differ)} differ in "
-          f"executed lines or opened files{': ' + ', '.join(differ[:5]) if differ else ''}; shared lines "
-          f"{'equal' if first.shared == second.shared else 'differ'}")
+    first, *others = (parse_depmap(p.read_bytes(), p.name) for p in paths)
+    for label, other in zip(labels[1:], others):
+        differ = sorted(t for t in first.tests.keys() | other.tests.keys() if t not in first.tests
+                        or t not in other.tests or first.tests[t] != other.tests[t])
+        print(f"maps of '{labels[0]}' and '{label}': {len(first.tests)} and {len(other.tests)} test files, "
+              f"{len(differ)} differ in executed lines or opened files{': ' + ', '.join(differ[:5]) if differ else ''}; "
+              f"shared lines {'equal' if first.shared == other.shared else 'differ'}")
 
 
 def main(argv: list[str]) -> int:
@@ -134,7 +139,7 @@ def main(argv: list[str]) -> int:
             breakdown(root, list(BREAKDOWN_FILES), repeat, Path(tmp))
             print()
         measured, maps = headline(root, files, repeat, Path(tmp) / "depmap.json", workers, not tier, logs)
-        maps_agree(maps)
+        maps_agree(maps, [m.mode.label for m in measured[1:]])
         print()
         if not maps[0].is_file():
             print("bench depmap: the recording run wrote no map; no selection table")

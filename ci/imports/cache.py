@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
+from ci.cache_folder import CACHE_DIR, cache_folder
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 
-CACHE_DIR = ".ci-cache"
 CACHE_FILE = "import-records.json"
 FORMAT = 2
 
@@ -77,10 +77,10 @@ class RecordCache:
         if not self._dirty:
             return True
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            ignore = self.path.parent / ".gitignore"
-            if not ignore.exists():
-                atomic_write_text(ignore, "# written by ci: a cache, never committed\n*\n")
+            if self.path.parent.name == CACHE_DIR:
+                cache_folder(self.path.parent.parent)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.path, json.dumps({"key": self.key, "files": self.entries},
                                                     separators=(",", ":"), sort_keys=True))
         except OSError:

@@ -47,7 +47,7 @@ from pathlib import Path
 from ci.running.depmap_files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
 from ci.running.depmap_live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
 from ci.running.depmap_options import record_options
-from ci.running.depmap_probe_cache import PROBES_DIR
+from ci.running.depmap_probe_cache import probe_folder
 
 FLUSH_SECONDS = 0.1
 _PYTEST_NAMES = frozenset({"pytest", "py.test"})
@@ -134,7 +134,7 @@ def start() -> None:
     _leave_unrewritten("slipcover")
     options = record_options(resolve_core=False)
     files = RepoFiles(root)
-    lines = depmap_slipcover.SlipcoverLines(files, None, Path(parts) / PROBES_DIR)
+    lines = depmap_slipcover.SlipcoverLines(files, None, probe_folder(root, parts, make=False))
     lines.switch_context(test)
     lines.start(live_functions=False)  # site runs this hook before any repository module is imported
     if options.opened:

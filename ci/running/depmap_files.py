@@ -36,7 +36,8 @@ ROOT_ENV = "CI_DEPMAP_ROOT"
 TEST_ENV = "CI_DEPMAP_TEST"
 CHILD_CORE_ENV = "CI_DEPMAP_CHILD_CORE"  # "slipcover": subprocesses by the recorder's own start-up hook
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages"})
+# .ci-cache: ci's own caches (`ci.cache_folder`), the recorder's probe edits among them
+_SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages", ".ci-cache"})
 _OWN_PREFIX = "depmap_"  # the recorder's modules, all in this folder: never part of a map
 _SHARED_MARK = "\x1f"  # starts a shared context's name; no repo-relative path starts with it
 _KINDS = ("collect", "fixture")

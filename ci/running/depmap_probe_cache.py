@@ -17,7 +17,16 @@ Contract: `ProbeCache(folder, plan, signal, new_probe, note).instrument(code, ed
 from the stored edit after;
 an entry that cannot be read, does not unmarshal or does not fit the code is ignored (the edit
 runs again), and a write that fails stores nothing; neither ever raises. Entries are written
-through a temporary file and ``os.replace``, so a reader never sees half of one.
+through a temporary file and ``os.replace``, so a reader never sees half of one, and carry a
+digest of their content: one that a crash tore or a disk mangled fails it and is ignored.
+
+Where the entries live (`probe_folder`): ``$CI_DEPMAP_PROBES`` when set; else the repository's
+``.ci-cache/depmap-probes/`` (`ci.cache_folder`), which the recording's first process makes, so
+the next recording finds the edits of every module its code did not change, as Python finds its
+own ``__pycache__``; else, when that folder could not be made, the recording's parts directory.
+An entry is the edit of one code object, found by a digest of that code: a stale one is never
+hit, only left behind. Each hit touches the entry's mtime, and `prune` (the owner, at the end of
+a recording) removes the entries nothing used for `MAX_AGE_DAYS` days.
 """
 
 from __future__ import annotations
@@ -26,13 +35,19 @@ import marshal
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from types import CodeType
 from typing import Any, Callable
 
+from ci.regular_file import MAX_CONFIG_BYTES, read_regular
+
 PROBES_DIR = "probes"  # the folder in a recording's parts directory
+PROBES_ENV = "CI_DEPMAP_PROBES"  # a folder for the entries instead of the repository's
+CACHE_NAME = "depmap-probes"  # the folder in the repository's .ci-cache
+MAX_AGE_DAYS = 14
 MARK = "__slipcover__"  # the constant slipcover adds last to each code object it instruments
-_FORMAT = 2  # 2: the lines each probe stands for (`ci.running.depmap_blocks`) are stored too
+_FORMAT = 3  # 2: the lines each probe stands for (`ci.running.depmap_blocks`) are stored too; 3: a digest
 
 # (co_code, co_linetable, co_exceptiontable, co_stacksize, probe lines, ((const index, entry), ...),
 #  ((probe line, (the other lines of its block, ...)), ...))
@@ -44,6 +59,50 @@ try:  # hashlib's own blake2b, without hashlib's OpenSSL import: this runs in ev
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
+
+
+def probe_folder(root: str | os.PathLike[str], parts: str | os.PathLike[str], make: bool) -> Path:
+    """Where a recording's processes share their edits (see the module docstring); ``make``: the
+    recording's first process, which makes the repository's folder (the others only look)."""
+    given = os.environ.get(PROBES_ENV, "")
+    if given:
+        return Path(given)
+    folder = Path(root) / ".ci-cache" / CACHE_NAME
+    if make:
+        from ci.cache_folder import cache_folder  # deferred: a recorded child only looks
+
+        try:
+            return cache_folder(root, CACHE_NAME)
+        except OSError:
+            pass
+    elif folder.is_dir():
+        return folder
+    return Path(parts) / PROBES_DIR
+
+
+def prune(folder: Path, max_age_days: float = MAX_AGE_DAYS, now: float | None = None) -> int:
+    """Remove the entries of ``folder`` unused for ``max_age_days`` (by mtime, which a hit
+    touches), and temporary files as old; how many went. Never raises."""
+    limit = (time.time() if now is None else now) - max_age_days * 86400
+    gone = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        if not (name.endswith(".code") or name.startswith(".tmp-")):
+            continue
+        try:
+            if os.stat(folder / name).st_mtime < limit:
+                os.unlink(folder / name)
+                gone += 1
+        except OSError:
+            pass
+    return gone
+
+
+def _digest(data: bytes) -> bytes:
+    return blake2b(data, digest_size=16).digest()
 
 
 def _key(code: CodeType) -> str:
@@ -101,6 +160,21 @@ def _fits(code: CodeType, entry: object) -> bool:
     return all(_fits(code.co_consts[i], sub) for i, sub in nested)
 
 
+def _load(path: Path) -> object | None:
+    """The entry stored at ``path``; None when it is missing, unreadable or fails its digest."""
+    try:
+        raw = read_regular(path, MAX_CONFIG_BYTES)  # a FIFO or /dev/zero there is no entry
+    except OSError:
+        return None
+    digest, data = raw[:16], raw[16:]
+    if len(digest) < 16 or _digest(data) != digest:
+        return None
+    try:
+        return marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return None
+
+
 class ProbeCache:
     """See the module docstring. ``plan(code)``: the line of each probe slipcover puts into
     ``code`` (in order), and the lines each stands for (`ci.running.depmap_blocks.plan`);
@@ -115,16 +189,18 @@ class ProbeCache:
     def instrument(self, code: CodeType, edit: Callable[[CodeType], CodeType]) -> CodeType:
         key = _key(code)
         path = self.folder / f"{key}.code"
-        try:
-            with open(path, "rb") as fh:
-                entry = marshal.load(fh)
-        except (OSError, EOFError, ValueError, TypeError):
-            entry = None
+        entry = _load(path)
         if entry is not None and _fits(code, entry):
             try:
-                return _rebuild(code, entry, self.signal, self.new_probe, self.note)
+                rebuilt = _rebuild(code, entry, self.signal, self.new_probe, self.note)
             except (TypeError, ValueError):
                 pass
+            else:
+                try:
+                    os.utime(path)  # in use: `prune` keeps it
+                except OSError:
+                    pass
+                return rebuilt
         edited = edit(code)
         fresh = _entry(code, edited, self.plan)
         if fresh is not None:
@@ -132,15 +208,16 @@ class ProbeCache:
         return edited
 
     def _store(self, path: Path, entry: Entry) -> None:
-        # no fsync: the folder lives only as long as the recording's process tree, and a torn or
-        # empty entry after a crash is ignored like any bad one
+        # no fsync: an entry a crash tore fails its digest and is ignored like any bad one, and
+        # the edit runs again
         tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
+                data = marshal.dumps(entry, 2)
                 with os.fdopen(fd, "wb") as fh:
-                    marshal.dump(entry, fh)
+                    fh.write(_digest(data) + data)
                 os.replace(tmp, path)
             except BaseException:
                 os.unlink(tmp)
@@ -149,4 +226,4 @@ class ProbeCache:
             pass  # no entry: the next process edits the code itself
 
 
-__all__ = ["MARK", "PROBES_DIR", "ProbeCache"]
+__all__ = ["CACHE_NAME", "MARK", "MAX_AGE_DAYS", "PROBES_DIR", "PROBES_ENV", "ProbeCache", "probe_folder", "prune"]

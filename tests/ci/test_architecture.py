@@ -24,7 +24,7 @@ MAX_MODULE_LINES = 450
 # imports none of the CI half; ci knows nothing of the bot; tests and benchmarks sit on top.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fp4kv", ("fp4kv/",)),
-    ("ci foundation", ("ci/__init__.py", "ci/atomic_write.py", "ci/gc_pause.py", "ci/limits.py",
+    ("ci foundation", ("ci/__init__.py", "ci/atomic_write.py", "ci/cache_folder.py", "ci/gc_pause.py", "ci/limits.py",
                        "ci/project.py", "ci/regular_file.py", "ci/repo_root.py",
                        "ci/browser_locate.py", "ci/browser_provision.py")),
     ("ci.registry", ("ci/registry/",)),

@@ -99,7 +99,8 @@ def test_rebuilt_code_records_the_lines_slipcovers_own_edit_records(tmp_path: Pa
     assert seen[0] == seen[1] == seen[2] and seen[0][str(tmp_path / "m.py")] >= {4, 5, 6, 10, 17, 20, 22}
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "another code's entry", "empty"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "another code's entry", "empty", "one byte flipped",
+                                    "a FIFO"])
 def test_a_bad_entry_is_ignored_and_the_code_edited_again(tmp_path: Path, damage: str) -> None:
     code = compile(SOURCE, str(tmp_path / "m.py"), "exec")
     plain = _lines(tmp_path, None)._sci.instrument(code)
@@ -112,12 +113,20 @@ def test_a_bad_entry_is_ignored_and_the_code_edited_again(tmp_path: Path, damage
         entry.write_bytes(data[: len(data) // 2])
     elif damage == "empty":
         entry.write_bytes(b"")
+    elif damage == "one byte flipped":  # still marshal, still the right shape: only the digest tells
+        at = data.index(plain.co_code[-8:]) + 2
+        entry.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+    elif damage == "a FIFO":  # opening it to read would wait for a writer forever
+        entry.unlink()
+        os.mkfifo(entry)
     else:
         other = compile("def f():\n    return 1\n", str(tmp_path / "m.py"), "exec")
         _lines(tmp_path, tmp_path / "other")._sci.instrument(other)
         entry.write_bytes(next((tmp_path / "other").iterdir()).read_bytes())
     again = _lines(tmp_path, tmp_path / "probes")._sci.instrument(code)
     _same(plain, again)
+    if damage != "a FIFO":
+        assert (tmp_path / "probes" / entry.name).read_bytes() == data  # edited again, and stored again
 
 
 def test_other_source_under_the_same_name_has_its_own_entry_and_an_unwritable_folder_stores_nothing(
@@ -182,3 +191,50 @@ def test_the_recorders_own_modules_are_never_repository_files_of_a_map() -> None
     assert {p.name for p in own} >= {"depmap_probe_cache.py", "depmap_slipcover.py", "depmap_child.py"}
     assert [files.relative(str(p)) for p in own] == [None] * len(own)
     assert files.relative(str(ROOT / "ci" / "running" / "watchdog.py")) == "ci/running/watchdog.py"
+
+
+def test_the_folder_is_the_repositorys_cache_unless_given_and_falls_back_to_the_parts(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    from ci.running.depmap_probe_cache import PROBES_ENV, probe_folder
+
+    monkeypatch.delenv(PROBES_ENV, raising=False)
+    root, parts = tmp_path / "repo", tmp_path / "parts"
+    root.mkdir()
+    assert probe_folder(root, parts, make=False) == parts / "probes"  # a child never makes it
+    made = probe_folder(root, parts, make=True)
+    assert made == root / ".ci-cache" / "depmap-probes" and made.is_dir()
+    assert (root / ".ci-cache" / ".gitignore").read_text().endswith("*\n")  # never untracked
+    assert probe_folder(root, parts, make=False) == made  # the recording's other processes find it
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / ".ci-cache").write_text("a file where the folder would be")
+    assert probe_folder(blocked, parts, make=True) == parts / "probes"
+    monkeypatch.setenv(PROBES_ENV, str(tmp_path / "given"))
+    assert probe_folder(root, parts, make=True) == tmp_path / "given"
+
+
+def test_prune_removes_what_nothing_used_for_the_age_limit_and_a_hit_keeps_an_entry(tmp_path: Path) -> None:
+    import time
+
+    from ci.running.depmap_probe_cache import MAX_AGE_DAYS, prune
+
+    cache = tmp_path / "probes"
+    used = compile("X = 1\n", str(tmp_path / "m.py"), "exec")
+    _lines(tmp_path, cache)._sci.instrument(used)
+    _lines(tmp_path, cache)._sci.instrument(compile("X = 2\n", str(tmp_path / "m.py"), "exec"))
+    (cache / ".tmp-1-2-left.code").write_bytes(b"a write a kill interrupted")
+    (cache / "notes.txt").write_text("not an entry")
+    now = time.time()
+    old = now - (MAX_AGE_DAYS + 1) * 86400
+    for entry in cache.iterdir():
+        os.utime(entry, (old, old))
+    _lines(tmp_path, cache)._sci.instrument(used)  # a hit: in use again
+    before = set(cache.glob("*.code"))
+    _lines(tmp_path, cache)._sci.instrument(compile("X = 3\n", str(tmp_path / "m.py"), "exec"))
+    (recent,) = set(cache.glob("*.code")) - before
+    almost = now - (MAX_AGE_DAYS - 0.5) * 86400  # unused for a little less than the limit: kept
+    os.utime(recent, (almost, almost))
+    assert prune(cache, now=now) == 2  # the other entry and the temporary file
+    assert len(list(cache.glob("*.code"))) == 2 and (cache / "notes.txt").exists()
+    _same(_lines(tmp_path, None)._sci.instrument(used), _lines(tmp_path, cache)._sci.instrument(used))
+    assert prune(tmp_path / "missing") == 0
