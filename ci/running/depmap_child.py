@@ -68,7 +68,7 @@ class _ChildLog:
         with self.lock:
             if self.closed:
                 return
-            fresh = self.lines.take_fresh()
+            fresh = self.lines.take_fresh(retire=not final)
             if final:
                 self.closed = True
                 self.lines.stop()  # after taking: stop moves what it finds into the lines already taken

@@ -23,9 +23,9 @@ Contract and safety:
 - a byte is written only where the live array holds what it must at that moment (``NOP``, its
   argument and ``PUSH_NULL`` before `retire`; ``JUMP_FORWARD`` before `rearm`); a code object
   where it does not is left alone from then on (its probes keep firing: slower, never wrong).
-- `enabled` is False, and every call a no-op, unless this interpreter is CPython 3.11 and a
-  fresh code object's ``co_code`` is found at ``CodeType.__basicsize__`` (the offset of
-  ``co_code_adaptive``), checked once per process.
+- `enabled` is False, and `retire` a no-op, unless this interpreter is CPython 3.11 (`add` finds
+  no site elsewhere) and a fresh code object's ``co_code`` is found at ``CodeType.__basicsize__``
+  (the offset of ``co_code_adaptive``), checked once per process, at the first retirement.
 - the caller retires only lines already moved into the current context, and rearms before the
   context changes: a retired probe hides only a line its context has.
 
@@ -54,12 +54,15 @@ MARK = "__slipcover__"
 Site = tuple[CodeType, int]  # a code object and the offset of a probe's opening NOP
 
 
+_SUPPORTED = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
+
+
 def _layout_holds() -> bool:
     """True when a code object's running instructions sit at ``CodeType.__basicsize__`` and
     start as its ``co_code`` (CPython 3.11's ``co_code_adaptive``)."""
-    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+    if not _SUPPORTED:
         return False
-    import ctypes
+    import ctypes  # deferred to the first retirement: about 3 ms of every recorded subprocess's start
 
     code = compile("x = 1\ny = x\n", "<depmap_retire>", "exec")
     raw = code.co_code
@@ -102,7 +105,7 @@ class ProbeSites:
 
     def add(self, code: CodeType) -> None:
         """Find the probes of ``code`` and of the instrumented code objects in its constants."""
-        if not self.enabled:
+        if not _SUPPORTED:
             return
         consts, raw = code.co_consts, code.co_code
         for const in consts:
@@ -148,10 +151,8 @@ class ProbeSites:
     def retire(self, filename: str, lines: set[int]) -> None:
         """Stop the probes of these lines of ``filename`` until `rearm` (the lines must be in the
         current context already)."""
-        if not self._enabled:  # `add` decided it; nothing was found where it is False
-            return
         known = self.sites.get(filename)
-        if not known:
+        if not known or not self.enabled:
             return
         with self.lock:
             for line in lines:

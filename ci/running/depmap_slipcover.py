@@ -279,7 +279,7 @@ class SlipcoverLines:
             if type(obj) is FunctionType and self._matcher.matches(obj.__code__.co_filename):
                 self._sci.instrument(obj)
 
-    def _collect(self) -> dict[str, set[int]]:
+    def _collect(self, retire: bool = True) -> dict[str, set[int]]:
         """Move the lines seen since the last call to the current context and retire their probes
         until the context changes (`ci.running.depmap_retire`); return those lines the context had
         not seen before (absolute path -> lines)."""
@@ -292,7 +292,8 @@ class SlipcoverLines:
                 if new:
                     mine[path] |= new
                     fresh[path] = new
-                self._sites.retire(path, lines)
+                if retire:
+                    self._sites.retire(path, lines)
             return fresh
 
     def after_fork(self) -> None:
@@ -306,9 +307,10 @@ class SlipcoverLines:
         the context changes: a pytest process calls it after each test."""
         self._collect()
 
-    def take_fresh(self) -> dict[str, set[int]]:
-        """The lines the current context ran for the first time since the last call (see `_collect`)."""
-        return self._collect()
+    def take_fresh(self, retire: bool = True) -> dict[str, set[int]]:
+        """The lines the current context ran for the first time since the last call (see
+        `_collect`); ``retire`` False: their probes keep firing (a process about to end)."""
+        return self._collect(retire)
 
     def settle_every(self, seconds: float) -> None:
         """Also `settle` from a daemon thread every ``seconds`` until `stop`, so code that one long

@@ -99,6 +99,22 @@ def test_every_nightly_shard_records_its_map_into_its_junit_artifact(tmp_path: P
     assert "--record-depmap" not in step_named(gpu, "Quarantined tests")["run"]
 
 
+def test_only_a_recording_shard_restores_and_saves_the_recorders_probe_edits() -> None:
+    from ci.running.depmap_probe_cache import CACHE_NAME
+
+    gpu = NIGHTLY["jobs"]["gpu"]
+    names = [step.get("name") for step in gpu["steps"]]
+    restore, save = (step_named(gpu, name) for name in ("Restore the recorder's probe edits",
+                                                        "Save the recorder's probe edits for the next recording"))
+    run = step_named(gpu, "Run shard")
+    assert names.index(restore["name"]) < names.index(run["name"]) < names.index(save["name"])
+    records = run["env"]["RECORD_DEPMAP"]
+    assert restore["if"] == records and save["if"] == "${{ !cancelled() && " + records[4:]
+    assert restore["with"]["path"] == save["with"]["path"] == f".ci-cache/{CACHE_NAME}"
+    assert restore["with"]["key"] == save["with"]["key"]
+    assert uses(restore, "actions/cache/restore") and uses(save, "actions/cache/save")
+
+
 def test_no_pull_request_run_records_a_map() -> None:
     for name in ("pr-gpu.yml", "pr.yml", "rerun-test.yml", "rerun-test-dispatch.yml"):
         text = (WORKFLOW_DIR / name).read_text(encoding="utf-8")
