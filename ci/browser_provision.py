@@ -25,6 +25,7 @@ else:  # imported by ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
 
 PACKAGE = "chromium"
 INSTALL_TIMEOUT_S = 900.0
+LOCK_WAIT_S = 300  # how long apt waits for dpkg's lock; within INSTALL_TIMEOUT_S
 AGAIN = "then run `python3 ci/bootstrap.py` again"
 
 
@@ -91,12 +92,15 @@ def ensure_browser(say: Callable[[str], None], *, env: Mapping[str, str] | None 
 
     env_tool = shutil.which("env", path=search) or "/usr/bin/env"
     noninteractive = [env_tool, "DEBIAN_FRONTEND=noninteractive"]  # survives sudo's reset environment
-    steps = ([*prefix, *noninteractive, apt, "update", "-qq"],
-             [*prefix, *noninteractive, apt, "install", "-y", "-qq", PACKAGE])
+    # a fresh machine's unattended-upgrades, or a second bootstrap, may hold dpkg's lock for a while:
+    # wait for it (apt 1.9+; older apt ignores the option) instead of failing at once
+    wait = ["-o", f"DPkg::Lock::Timeout={LOCK_WAIT_S}"]
+    steps = ([*prefix, *noninteractive, apt, *wait, "update", "-qq"],
+             [*prefix, *noninteractive, apt, *wait, "install", "-y", "-qq", PACKAGE])
     say(f"browser: none found; installing Debian's {PACKAGE} with "
         f"`{'sudo -n ' if prefix else ''}apt-get update && apt-get install -y {PACKAGE}` (about 30 s)")
     for step in steps:
-        shown = " ".join(["apt-get", *step[step.index(apt) + 1:]])
+        shown = " ".join(["apt-get", *step[step.index(apt) + 1 + len(wait):]])
         try:
             result = subprocess.run(step, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     timeout=timeout_s)

@@ -19,6 +19,7 @@ from ci.browser_provision import BrowserOutcome, ensure_browser
 
 REPO = Path(__file__).resolve().parents[2]
 CHMOD = shutil.which("chmod")  # the stand-ins' PATH holds only stand-ins
+WAIT = "-o DPkg::Lock::Timeout=300"  # apt waits for dpkg's lock (unattended-upgrades on a fresh machine)
 INSTALL_LINE = "run `sudo apt-get install -y chromium`, then run `python3 ci/bootstrap.py` again"
 
 
@@ -125,7 +126,7 @@ def test_root_installs_debian_chromium_and_finds_it(machine: Machine) -> None:
     outcome, said = provision(machine, euid=0)
     chromium = str(machine.bin / "chromium")
     assert outcome == BrowserOutcome(chromium, installed=True)
-    assert machine.calls() == ["apt-get update -qq", "apt-get install -y -qq chromium"]
+    assert machine.calls() == [f"apt-get {WAIT} update -qq", f"apt-get {WAIT} install -y -qq chromium"]
     assert said[0].startswith("browser: none found; installing Debian's chromium with "
                               "`apt-get update && apt-get install -y chromium`")
     assert said[1:] == [f"browser: installed {chromium}"]
@@ -139,8 +140,8 @@ def test_non_root_installs_through_passwordless_sudo(machine: Machine) -> None:
     outcome, said = provision(machine, euid=1000)
     assert outcome.installed and outcome.path == str(machine.bin / "chromium")
     through_sudo = f"sudo -n {machine.bin}/env DEBIAN_FRONTEND=noninteractive {machine.bin}/apt-get"
-    assert machine.calls() == ["sudo -n true", f"{through_sudo} update -qq", "apt-get update -qq",
-                               f"{through_sudo} install -y -qq chromium", "apt-get install -y -qq chromium"]
+    assert machine.calls() == ["sudo -n true", f"{through_sudo} {WAIT} update -qq", f"apt-get {WAIT} update -qq",
+                               f"{through_sudo} {WAIT} install -y -qq chromium", f"apt-get {WAIT} install -y -qq chromium"]
     assert "with `sudo -n apt-get update && apt-get install -y chromium`" in said[0]
 
 
@@ -162,14 +163,14 @@ def test_failing_apt_get_stops_with_one_line(machine: Machine) -> None:
     assert outcome.error == ("`apt-get install -y -qq chromium` failed (exit 100); run `sudo apt-get install -y "
                              "chromium` yourself (or set CHROMIUM=/path/to/a/chrome), then run "
                              "`python3 ci/bootstrap.py` again")
-    assert machine.calls() == ["apt-get update -qq", "apt-get install -y -qq chromium"]
+    assert machine.calls() == [f"apt-get {WAIT} update -qq", f"apt-get {WAIT} install -y -qq chromium"]
 
 
 def test_a_failing_update_stops_before_the_install(machine: Machine) -> None:
     machine.tool("apt-get", "exit 100")
     outcome, _ = provision(machine, euid=0)
     assert outcome.error is not None and outcome.error.startswith("`apt-get update -qq` failed (exit 100)")
-    assert machine.calls() == ["apt-get update -qq"]
+    assert machine.calls() == [f"apt-get {WAIT} update -qq"]
 
 
 def test_an_install_that_leaves_no_browser_says_so(machine: Machine) -> None:
@@ -231,4 +232,4 @@ def test_bootstrap_without_a_browser_or_a_working_apt_get_exits_1_with_the_line(
     last = proc.stderr.strip().splitlines()[-1]
     assert last == ("bootstrap: `apt-get update -qq` failed (exit 100); run `sudo apt-get install -y chromium` "
                     "yourself (or set CHROMIUM=/path/to/a/chrome), then run `python3 ci/bootstrap.py` again")
-    assert machine.calls() == ["apt-get update -qq"]
+    assert machine.calls() == [f"apt-get {WAIT} update -qq"]
