@@ -15,5 +15,13 @@ def pytest_configure(config) -> None:
     $GITHUB_STEP_SUMMARY. The variable is dropped for the whole session (children inherit that);
     a test of the summary sets its own file (monkeypatch) or passes ``env=`` explicitly."""
     import os
+    import sys
 
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
+    # Many tests edit a source file and run it again within the same second, often at the same
+    # size; Python validates a written .pyc by the source's mtime (whole seconds) and size, so the
+    # second run could import the first version. No process of the session writes bytecode
+    # (children inherit the variable). Seen without it: test_definition_uses failing on a
+    # different case per run.
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"

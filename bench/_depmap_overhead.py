@@ -69,10 +69,6 @@ def run_pytest(root: Path, files: list[str], record: Path | None, extra_env: dic
     status; ``log``: where pytest's output goes (discarded by default)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
     env.pop("PYTEST_ADDOPTS", None)
-    # Python's default: bytecode is written, so each module compiles once. With it off, every
-    # process compiles every module it imports in both modes, and each recorded subprocess also
-    # compiles the recorder's own modules: that measures the machine's setting, not the recorder.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if record is not None:
         env["CI_DEPMAP"] = str(record)
     env.update(extra_env or {})

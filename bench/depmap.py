@@ -5,8 +5,8 @@ repository's HEAD (a ``bench mutation --tree self`` workdir's ``depmap.json``).
 
 Every timing is pytest over a list of files, ``--repeat=N`` times each (2; --quick and --tier 1),
 the modes alternating; best CPU time (user + system of pytest and its children) of each, wall
-time beside it (`bench._depmap_overhead`), with Python writing bytecode as it does by default
-(``PYTHONDONTWRITEBYTECODE`` is unset for the runs). Recording means everything a CI recording does
+time beside it (`bench._depmap_overhead`). This repository's suite writes no bytecode (its root
+conftest): every process, baseline and recording alike, compiles the modules it imports. Recording means everything a CI recording does
 (``CI_DEPMAP``: lines per test file, the "open" audit hook, subprocesses measured).
 
 1. Breakdown (not with --quick or --tier), on the four files whose recording cost the most CPU

@@ -42,6 +42,8 @@ import threading
 from collections import defaultdict
 from types import CodeType
 
+from ci.running.depmap_probe_cache import MARK
+
 _NOP = dis.opmap["NOP"]
 _PUSH_NULL = dis.opmap.get("PUSH_NULL", -1)
 _LOAD_CONST = dis.opmap["LOAD_CONST"]
@@ -49,7 +51,6 @@ _EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
 _POP_TOP = dis.opmap["POP_TOP"]
 _JUMP_FORWARD = dis.opmap["JUMP_FORWARD"]
 _OPENING = re.compile(b"(?=%c.%c\\x00)" % (_NOP, max(_PUSH_NULL, 0)), re.DOTALL)
-MARK = "__slipcover__"
 
 Site = tuple[CodeType, int]  # a code object and the offset of a probe's opening NOP
 
