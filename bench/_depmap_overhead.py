@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,12 +98,10 @@ def compare(root: Path, files: list[str], modes: tuple[Mode, ...], repeat: int, 
         for i, mode in enumerate(modes):
             record = out.with_suffix(f".{i}{out.suffix}") if mode.record else None
             log = logs / f"{i}.{round_}.log" if logs is not None else None
-            if mode.cold_probes:
-                with tempfile.TemporaryDirectory(prefix="bench-depmap-probes-") as probes:
-                    env = {**mode.env, PROBES_ENV: probes}
-                    runs[i].append(run_pytest(root, files, record, env, workers=workers, log=log))
-            else:
-                runs[i].append(run_pytest(root, files, record, mode.env, workers=workers, log=log))
+            empty = tempfile.TemporaryDirectory(prefix="bench-depmap-probes-") if mode.cold_probes else nullcontext()
+            with empty as probes:
+                env = {**mode.env, PROBES_ENV: probes} if probes else mode.env
+                runs[i].append(run_pytest(root, files, record, env, workers=workers, log=log))
     return [Measured(mode, min(r[0] for r in runs[i]), min(r[1] for r in runs[i]), frozenset(r[2] for r in runs[i]))
             for i, mode in enumerate(modes)]
 

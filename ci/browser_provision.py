@@ -95,14 +95,13 @@ def ensure_browser(say: Callable[[str], None], *, env: Mapping[str, str] | None 
     # a fresh machine's unattended-upgrades, or a second bootstrap, may hold dpkg's lock for a while:
     # wait for it (apt 1.9+; older apt ignores the option) instead of failing at once
     wait = ["-o", f"DPkg::Lock::Timeout={LOCK_WAIT_S}"]
-    steps = ([*prefix, *noninteractive, apt, *wait, "update", "-qq"],
-             [*prefix, *noninteractive, apt, *wait, "install", "-y", "-qq", PACKAGE])
+    steps = (["update", "-qq"], ["install", "-y", "-qq", PACKAGE])
     say(f"browser: none found; installing Debian's {PACKAGE} with "
         f"`{'sudo -n ' if prefix else ''}apt-get update && apt-get install -y {PACKAGE}` (about 30 s)")
     for step in steps:
-        shown = " ".join(["apt-get", *step[step.index(apt) + 1 + len(wait):]])
+        shown = " ".join(["apt-get", *step])
         try:
-            result = subprocess.run(step, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            result = subprocess.run([*prefix, *noninteractive, apt, *wait, *step], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return _fail(f"`{shown}` did not finish in {timeout_s:.0f} s; run "

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
-from ci.cache_folder import CACHE_DIR, cache_folder
+from ci.cache_folder import CACHE_DIR, ignored_folder
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 
 CACHE_FILE = "import-records.json"
@@ -77,10 +77,7 @@ class RecordCache:
         if not self._dirty:
             return True
         try:
-            if self.path.parent.name == CACHE_DIR:
-                cache_folder(self.path.parent.parent)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+            ignored_folder(self.path.parent)
             atomic_write_text(self.path, json.dumps({"key": self.key, "files": self.entries},
                                                     separators=(",", ":"), sort_keys=True))
         except OSError:

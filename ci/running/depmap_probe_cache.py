@@ -40,6 +40,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, Callable
 
+from ci.cache_folder import CACHE_DIR, cache_folder
 from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 
 PROBES_DIR = "probes"  # the folder in a recording's parts directory
@@ -67,10 +68,8 @@ def probe_folder(root: str | os.PathLike[str], parts: str | os.PathLike[str], ma
     given = os.environ.get(PROBES_ENV, "")
     if given:
         return Path(given)
-    folder = Path(root) / ".ci-cache" / CACHE_NAME
+    folder = Path(root) / CACHE_DIR / CACHE_NAME
     if make:
-        from ci.cache_folder import cache_folder  # deferred: a recorded child only looks
-
         try:
             return cache_folder(root, CACHE_NAME)
         except OSError:

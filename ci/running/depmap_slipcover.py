@@ -233,7 +233,6 @@ class SlipcoverLines:
         sci.cache = ProbeCache(probe_cache, _plan_lines, probe.signal,
                                lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE), depmap_blocks.note)
 
-
     def adopt(self, data_file: Path, probe_cache: Path | None) -> None:
         """Make a measurement started without a recording (`ci.running.depmap_child`'s session
         start) this recording's: where `save` writes, and the shared bytecode edits."""
@@ -321,7 +320,7 @@ class SlipcoverLines:
 
         def settle_until_stopped() -> None:
             while not stopped.wait(seconds):
-                self._collect()
+                self.settle()
 
         threading.Thread(target=settle_until_stopped, name="ci-depmap-settle", daemon=True).start()
 
