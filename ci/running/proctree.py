@@ -12,7 +12,12 @@ open, so the controller waits for them before it replaces the worker. Three thin
   empty, and a process group is all `kill_tree` can reach.
 * `kill_tree`: SIGSTOP first, SIGKILL after. Every process found is stopped, then the tree is read
   again, until no new process appears; only then is any of them killed. A stopped process can
-  neither fork past the walk nor exit and hand its children to someone else.
+  neither fork past the walk nor exit and hand its children to someone else. The tree is read
+  again only once what was just signalled shows stopped in ``/proc``: a SIGSTOP that arrives
+  while its target is inside ``fork`` lets that fork finish, and the kernel links the new child
+  into its parent's list only at the end of the call, which may come after a re-read (seen under
+  load: a sleeper forked that way outlived the kill). A process shows stopped only on its way
+  back from the call, when the child is listed.
 
 Standard library only: the watchdog's helper (``python -I -S``) loads this file by its path.
 """
@@ -28,6 +33,8 @@ from typing import Collection, Iterable
 
 _PR_SET_CHILD_SUBREAPER = 36
 DEATH_WAIT_S = 5.0  # how long kill_tree waits for what it killed to be gone
+STOP_WAIT_S = 5.0  # how long kill_tree waits for what it stopped to show stopped, all rounds together
+_HALTED = (b"T", b"t", b"Z", b"X")  # stopped, stopped by a tracer, dead
 _PR_GET_CHILD_SUBREAPER = 37
 
 
@@ -95,6 +102,7 @@ def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int |
     if group is not None:
         _signal(group, signal.SIGSTOP, group=True)
     stopped: set[int] = set()
+    stop_deadline = time.monotonic() + STOP_WAIT_S
     while True:
         tree = set(roots)
         for root in roots:
@@ -105,12 +113,40 @@ def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int |
         for pid in fresh:
             _signal(pid, signal.SIGSTOP)
         stopped |= fresh
+        _await_halt(fresh, stop_deadline)
     for pid in stopped:
         _signal(pid, signal.SIGKILL)
     if group is not None:
         _signal(group, signal.SIGKILL, group=True)
     _await_death(stopped)
     return stopped
+
+
+def _await_halt(pids: Collection[int], deadline: float) -> None:
+    """Return once every thread of each of ``pids`` is stopped or dead (`_halted`), or at
+    ``deadline`` (`time.monotonic`): a process stuck in an uninterruptible wait is killed anyway."""
+    waiting = set(pids)
+    while waiting:
+        waiting = {pid for pid in waiting if not _halted(pid)}
+        if not waiting or time.monotonic() >= deadline:
+            return
+        time.sleep(0.001)
+
+
+def _halted(pid: int) -> bool:
+    """Every thread of ``pid`` is stopped, traced or dead, or ``pid`` is gone. True without
+    ``/proc``: there is nothing to wait on there."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            if _stat_fields(pid, task)[0] not in _HALTED:
+                return False
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+    return True
 
 
 def _await_death(pids: Collection[int], timeout: float = DEATH_WAIT_S) -> None:
@@ -157,11 +193,12 @@ def process_state(pid: int) -> str | None:
         return None
 
 
-def _stat_fields(pid: int) -> list[bytes]:
-    """The fields of ``/proc/<pid>/stat`` after the command name, from the state on (the name may
-    hold spaces and parentheses, so they are read after its last ``)``). OSError when ``pid`` has
-    no such file; ValueError when it does not hold a name in parentheses."""
-    with open(f"/proc/{pid}/stat", "rb") as handle:
+def _stat_fields(pid: int, task: str | None = None) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` (with ``task``, of that thread's) after the command name,
+    from the state on (the name may hold spaces and parentheses, so they are read after its last
+    ``)``). OSError when there is no such file; ValueError when it holds no name in parentheses."""
+    path = f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat"
+    with open(path, "rb") as handle:
         data = handle.read()
     return data[data.rindex(b")") + 2:].split()
 
