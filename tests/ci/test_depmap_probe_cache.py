@@ -17,7 +17,7 @@ from types import CodeType
 
 import pytest
 
-from ci.running import depmap_slipcover
+from ci.running import depmap_files, depmap_slipcover
 from ci.running.depmap_files import RepoFiles
 from tests.ci.depmap_support import clean_env
 
@@ -186,11 +186,14 @@ def test_another_process_finds_the_entries_for_the_same_code(tmp_path: Path) -> 
 def test_the_recorders_own_modules_are_never_repository_files_of_a_map() -> None:
     # found when this repository recorded itself: the cache's functions ran under probes and
     # showed up in every slipcover map, not in the C tracer's
-    files = RepoFiles(str(ROOT))
-    own = sorted((ROOT / "ci" / "running").glob("depmap_*.py"))
+    # the recorder that runs, not necessarily ROOT's: a pytest of a copy of this repository,
+    # started by a recorded test (test_selection_safety), imports the recording's `ci`
+    running = Path(depmap_files.__file__).resolve().parent
+    files = RepoFiles(str(running.parents[1]))
+    own = sorted(running.glob("depmap_*.py"))
     assert {p.name for p in own} >= {"depmap_probe_cache.py", "depmap_slipcover.py", "depmap_child.py"}
     assert [files.relative(str(p)) for p in own] == [None] * len(own)
-    assert files.relative(str(ROOT / "ci" / "running" / "watchdog.py")) == "ci/running/watchdog.py"
+    assert files.relative(str(running / "watchdog.py")) == "ci/running/watchdog.py"
 
 
 def test_the_folder_is_the_repositorys_cache_unless_given_and_falls_back_to_the_parts(tmp_path: Path,

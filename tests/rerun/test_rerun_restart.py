@@ -35,6 +35,7 @@ COMMENTS = 160
 REPLAYS, REDELIVERIES = 20, 20   # the same delivery id again; a new id for a sent comment
 PULLS = 10
 KILL_AFTER = 60                  # acknowledged deliveries before the kill
+SLOW_DISPATCHES, SLOW_S = 8, 3.0  # one per worker thread; well inside the bot's 10 s timeout
 TARGETS = ["test_kvfp4_quant_dequant.py", "tests/a/test_dup.py", "test_cpu_only.py"]  # one tier each
 
 
@@ -95,9 +96,10 @@ def test_kill_9_mid_burst_then_restart_handles_every_acked_delivery_once(
         fake: FakeGitHub, api_url: str, repo_root: Path, tmp_path: Path) -> None:
     for number in range(1, PULLS + 1):
         fake.add_pull(number, HEAD_SHA)
-    # Slow dispatches (applied at once, answered 0.1 s later) keep workers between the claim and
-    # the table when the kill lands: the restarted server must find those runs, not send them again.
-    fake.fail("POST", r"/dispatches$", *[Scripted(route=True, delay=0.1)] * 1000)
+    # Once the kill is due, dispatches turn slow (applied at once, answered SLOW_S later): their
+    # workers sit between the claim and the table when the kill lands, longer than the worker
+    # process takes to die after it, however loaded the machine. The restarted server must find
+    # those runs, not send them again. (A 0.1 s delay for every dispatch lost that race once.)
     (tmp_path / "secret").write_bytes(SECRET)
     (tmp_path / "token").write_text(TOKEN)
     items = _deliveries()
@@ -111,12 +113,16 @@ def test_kill_9_mid_burst_then_restart_handles_every_acked_delivery_once(
         return any(find_marker(c.body, _comment_of(c.body)).state == "claimed" for c in fake.bot_replies())
 
     def killer() -> None:
-        """kill -9 once KILL_AFTER deliveries were acknowledged and a comment is mid-way."""
-        deadline = time.monotonic() + 60
+        """kill -9 once KILL_AFTER deliveries were acknowledged and a slow dispatch's comment is
+        mid-way."""
+        deadline, slow_from = time.monotonic() + 60, None
         while time.monotonic() < deadline:
-            with lock:
-                ready = sum(acked.values()) >= KILL_AFTER
-            if ready and claimed_now():
+            if slow_from is None:
+                with lock:
+                    if sum(acked.values()) >= KILL_AFTER:
+                        slow_from = len(fake.dispatches)
+                        fake.fail("POST", r"/dispatches$", *[Scripted(route=True, delay=SLOW_S)] * SLOW_DISPATCHES)
+            elif len(fake.dispatches) > slow_from and claimed_now():
                 os.kill(proc.pid, signal.SIGKILL)
                 killed.set()
                 return
