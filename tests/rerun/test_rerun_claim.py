@@ -104,12 +104,15 @@ def test_a_crashed_attempt_is_resumed_without_dispatching_twice(fake: FakeGitHub
                                                                 make_client) -> None:
     """The bot died after claiming and sending the first of two dispatches; the PR moved on since."""
     comment_id = 4006
+    # posted before the attempt that crashed: its created_at (to the second) bounds the run lookup,
+    # so a payload made after the dispatch missed the run whenever a second boundary fell between
+    payload = comment_payload("/rerun-test test_pack.py", comment_id=comment_id)
     fake.add_comment(PR, BOT_LOGIN, marker(comment_id, "claimed", HEAD_SHA) + "\ndispatching…")
     sent = dispatch_inputs(_spec("gpu_h100"), PR, HEAD_SHA, comment_id)
     make_client().dispatch_workflow(REPO, "rerun-test-dispatch.yml", "main", sent)
     fake.add_pull(PR, "f" * 40)  # a new push after the comment
 
-    outcome = make_handler().handle(comment_payload("/rerun-test test_pack.py", comment_id=comment_id))
+    outcome = make_handler().handle(payload)
     assert outcome.status == "dispatched"
     assert [(d["inputs"]["tier"], d["inputs"]["sha"]) for d in fake.dispatches] == [
         ("gpu_h100", HEAD_SHA), ("gpu_b200", HEAD_SHA)]  # the missing one only, for the claimed SHA
