@@ -35,13 +35,12 @@ import signal
 import time
 from pathlib import Path
 
-from ci.running.proctree import process_state
+from ci.running.proctree import HALTED_STATES, process_state
 
 FLUSH_WAIT = 5.0
 _POLL = 0.02
 _LIVE, _KILLED, _REQUEST, _FLUSHES, _STOPPED = "live.", "killed.", "flush.", "flushes.", "stopped."
 _GUARDED = (signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT)
-_HALTED = ("T", "t", "Z", "X")  # /proc states of a process that cannot answer: stopped, traced, dead
 _SETTLE = 0.5  # how long a SIGSTOP just sent may take to show in /proc
 
 
@@ -103,7 +102,7 @@ def _halted(pid: int, wait: float = 0.0) -> bool:
     signal just sent takes a moment to land."""
     deadline = time.monotonic() + wait
     while True:
-        if process_state(pid) in _HALTED:
+        if process_state(pid) in HALTED_STATES:  # it cannot answer
             return True
         if time.monotonic() >= deadline:
             return False

@@ -29,12 +29,13 @@ import os
 import signal
 import sys
 import time
-from typing import Collection, Iterable
+from typing import Callable, Collection, Iterable
 
 _PR_SET_CHILD_SUBREAPER = 36
 DEATH_WAIT_S = 5.0  # how long kill_tree waits for what it killed to be gone
 STOP_WAIT_S = 5.0  # how long kill_tree waits for what it stopped to show stopped, all rounds together
-_HALTED = (b"T", b"t", b"Z", b"X")  # stopped, stopped by a tracer, dead
+DEAD_STATES = ("Z", "X")  # /proc state letters of a process that is gone: zombie, dead
+HALTED_STATES = ("T", "t", *DEAD_STATES)  # ... that cannot run: stopped, stopped by a tracer, gone
 _PR_GET_CHILD_SUBREAPER = 37
 
 
@@ -113,24 +114,27 @@ def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int |
         for pid in fresh:
             _signal(pid, signal.SIGSTOP)
         stopped |= fresh
-        _await_halt(fresh, stop_deadline)
+        # a process stuck in an uninterruptible wait never shows stopped: it is killed anyway
+        _await(fresh, _halted, stop_deadline, 0.001)
     for pid in stopped:
         _signal(pid, signal.SIGKILL)
     if group is not None:
         _signal(group, signal.SIGKILL, group=True)
-    _await_death(stopped)
+    # a SIGKILLed process dies only when the scheduler next runs it: on a loaded machine the next
+    # test could otherwise still see it alive
+    _await(stopped, lambda pid: not _alive(pid), time.monotonic() + DEATH_WAIT_S, 0.005)
     return stopped
 
 
-def _await_halt(pids: Collection[int], deadline: float) -> None:
-    """Return once every thread of each of ``pids`` is stopped or dead (`_halted`), or at
-    ``deadline`` (`time.monotonic`): a process stuck in an uninterruptible wait is killed anyway."""
+def _await(pids: Collection[int], settled: Callable[[int], bool], deadline: float, poll: float) -> None:
+    """Return once ``settled`` holds for each of ``pids``, or at ``deadline`` (`time.monotonic`),
+    looking again every ``poll`` seconds."""
     waiting = set(pids)
     while waiting:
-        waiting = {pid for pid in waiting if not _halted(pid)}
+        waiting = {pid for pid in waiting if not settled(pid)}
         if not waiting or time.monotonic() >= deadline:
             return
-        time.sleep(0.001)
+        time.sleep(poll)
 
 
 def _halted(pid: int) -> bool:
@@ -142,29 +146,17 @@ def _halted(pid: int) -> bool:
         return True
     for task in tasks:
         try:
-            if _stat_fields(pid, task)[0] not in _HALTED:
+            if _state(pid, task) not in HALTED_STATES:
                 return False
         except (OSError, ValueError, IndexError):
             continue  # the thread ended meanwhile
     return True
 
 
-def _await_death(pids: Collection[int], timeout: float = DEATH_WAIT_S) -> None:
-    """Return once each of ``pids`` is gone or a zombie, or after ``timeout`` seconds. A SIGKILLed
-    process dies only when the scheduler next runs it: on a loaded machine the next test could
-    otherwise still see it alive."""
-    deadline = time.monotonic() + timeout
-    waiting = set(pids)
-    while waiting and time.monotonic() < deadline:
-        waiting = {pid for pid in waiting if _alive(pid)}
-        if waiting:
-            time.sleep(0.005)
-
-
 def _alive(pid: int) -> bool:
     """``pid`` exists and is not a zombie (``/proc``; without it, whether a signal reaches it)."""
     try:
-        return _stat_fields(pid)[0] not in (b"Z", b"X")
+        return _state(pid) not in DEAD_STATES
     except FileNotFoundError:
         return False
     except (OSError, ValueError, IndexError):
@@ -188,9 +180,14 @@ def process_state(pid: int) -> str | None:
     """The state letter of ``pid`` in ``/proc`` (R, S, D, T, t, Z, ...); None where it has none
     (gone, or no ``/proc``)."""
     try:
-        return _stat_fields(pid)[0].decode("ascii", "replace")
+        return _state(pid)
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _state(pid: int, task: str | None = None) -> str:
+    """The state letter of ``pid`` (or of its thread ``task``); raises as `_stat_fields` does."""
+    return _stat_fields(pid, task)[0].decode("ascii", "replace")
 
 
 def _stat_fields(pid: int, task: str | None = None) -> list[bytes]:
@@ -215,4 +212,4 @@ def _parents() -> dict[int, int]:
     return out
 
 
-__all__ = ["children", "descendants", "kill_tree", "process_state", "set_subreaper"]
+__all__ = ["DEAD_STATES", "HALTED_STATES", "children", "descendants", "kill_tree", "process_state", "set_subreaper"]
