@@ -171,7 +171,7 @@ def test_two_ingesters_at_once(store_location: str, tmp_path: Path) -> None:
              for order in (reports, reports[::-1], reports[::2] + reports[1::2])]
     results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
     # each ingester's stderr whole: an exit 3 seen once in a loaded whole-tier run (SQLite) showed
-    # only pytest's cut of this list, and did not come back in 24 loaded tries
+    # only pytest's cut of this list, and did not come back in 8 loaded rounds
     assert [r[0] for r in results] == [0, 0, 0], "\n".join(f"exit {c}: {err}" for c, _, err in results)
     stored = sum(r[1].count(": stored,") for r in results)
     assert stored == len(reports), "each report is stored by exactly one ingester"
