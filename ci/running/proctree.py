@@ -9,10 +9,12 @@ open, so the controller waits for them before it replaces the worker. Three thin
   init, so it stays below the pytest process (or `ci run`) that set the flag, and in its tree.
 * `descendants`: the tree below a pid, read from ``/proc/<pid>/task/<tid>/children`` (a scan of
   every ``/proc/<pid>/stat`` where the kernel lacks that file). Without ``/proc`` (macOS) it is
-  empty, and a process group is all `kill_tree` can reach.
+  empty, and a process group is all `kill_tree` can reach. `tree_order` lists the same with each
+  parent before its children.
 * `kill_tree`: SIGSTOP first, SIGKILL after. Every process found is stopped, then the tree is read
   again, until no new process appears; only then is any of them killed. A stopped process can
-  neither fork past the walk nor exit and hand its children to someone else. The tree is read
+  neither fork past the walk nor exit and hand its children to someone else. Parents are stopped
+  before their children: a process forking in a loop stops growing the tree first. The tree is read
   again only once what was just signalled shows stopped in ``/proc``: a SIGSTOP that arrives
   while its target is inside ``fork`` lets that fork finish, and the kernel links the new child
   into its parent's list only at the end of the call, which may come after a re-read (seen under
@@ -80,14 +82,20 @@ def children(pid: int) -> set[int]:
 
 def descendants(pid: int, spare: Collection[int] = ()) -> set[int]:
     """Every process below ``pid`` (not ``pid``), leaving out ``spare`` and everything below it."""
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children(todo.pop()):
+    return set(tree_order([pid], spare)[1:])
+
+
+def tree_order(roots: Iterable[int], spare: Collection[int] = ()) -> list[int]:
+    """``roots`` and every process below them (leaving out ``spare`` and what is below it), each
+    parent before its children (breadth first), each pid once."""
+    order = list(dict.fromkeys(roots))
+    found = set(order)
+    for parent in order:  # grows while it is walked
+        for child in sorted(children(parent)):
             if child not in found and child not in spare:
                 found.add(child)
-                todo.append(child)
-    return found
+                order.append(child)
+    return order
 
 
 def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int | None = None) -> set[int]:
@@ -105,15 +113,14 @@ def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int |
     stopped: set[int] = set()
     stop_deadline = time.monotonic() + STOP_WAIT_S
     while True:
-        tree = set(roots)
-        for root in roots:
-            tree |= descendants(root, spare)
-        fresh = tree - stopped
+        # parents first: a process that forks in a loop stops forking before its children are
+        # stopped one by one (under a recording each SIGSTOP waits for the process to flush)
+        fresh = [pid for pid in tree_order(roots, spare) if pid not in stopped]
         if not fresh:
             break
         for pid in fresh:
             _signal(pid, signal.SIGSTOP)
-        stopped |= fresh
+        stopped.update(fresh)
         # a process stuck in an uninterruptible wait never shows stopped: it is killed anyway
         _await(fresh, _halted, stop_deadline, 0.001)
     for pid in stopped:
@@ -212,4 +219,5 @@ def _parents() -> dict[int, int]:
     return out
 
 
-__all__ = ["DEAD_STATES", "HALTED_STATES", "children", "descendants", "kill_tree", "process_state", "set_subreaper"]
+__all__ = ["DEAD_STATES", "HALTED_STATES", "children", "descendants", "kill_tree", "process_state", "set_subreaper",
+           "tree_order"]

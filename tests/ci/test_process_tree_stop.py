@@ -149,3 +149,58 @@ def test_halted_waits_for_every_thread(monkeypatch) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+TREE = ("import os, sys, time\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        for _ in range(2):\n"
+        "            if os.fork() == 0:\n"
+        "                time.sleep(60)\n"
+        "                os._exit(0)\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n")
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        data = handle.read()
+    return int(data[data.rindex(b")") + 2:].split()[1])
+
+
+def test_parents_are_stopped_before_their_children(monkeypatch) -> None:
+    """Three levels (a root, 4 children, 2 grandchildren each): `tree_order` and `kill_tree`'s
+    SIGSTOPs put each process after its parent, so a process forking in a loop stops first; the
+    parents are read from /proc, not from the code under test."""
+    root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
+    try:
+        assert root.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while len(proctree.descendants(root.pid)) < 12 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        order = proctree.tree_order([root.pid])
+        assert len(order) == 13 and len(set(order)) == 13 and order[0] == root.pid
+        parents = {pid: _parent(pid) for pid in order}
+        assert all(order.index(parents[pid]) < order.index(pid) for pid in order[1:])
+        spare = next(pid for pid in order if parents[pid] == root.pid)
+        assert proctree.tree_order([root.pid], spare=[spare]) == [
+            pid for pid in order if pid != spare and parents[pid] != spare]
+
+        signalled: list[int] = []
+        real_kill = os.kill
+
+        def noting_kill(pid: int, sig: int) -> None:
+            if sig == signal.SIGSTOP:
+                signalled.append(pid)
+            real_kill(pid, sig)
+
+        monkeypatch.setattr(os, "kill", noting_kill)
+        killed = proctree.kill_tree([root.pid])
+        monkeypatch.undo()
+        assert killed == set(order) and sorted(signalled) == sorted(order)
+        assert all(signalled.index(parents[pid]) < signalled.index(pid) for pid in order[1:])
+    finally:
+        proctree.kill_tree([root.pid])
+        root.wait()
