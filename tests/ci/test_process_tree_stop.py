@@ -30,14 +30,20 @@ PARENT = ("import os, sys, time\n"
           "time.sleep(60)\n")
 
 
+def _stat(pid: int) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, parent, ...), read here
+    rather than through the code under test."""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        data = handle.read()
+    return data[data.rindex(b")") + 2:].split()
+
+
 def _state(pid: int) -> str:
     """The state letter of ``pid``; X once it is reaped."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
+        return _stat(pid)[0].decode()
     except FileNotFoundError:
         return "X"
-    return data[data.rindex(b")") + 2:][:1].decode()
 
 
 def _wait_for_state(pid: int, wanted: set[str]) -> str:
@@ -164,12 +170,6 @@ TREE = ("import os, sys, time\n"
         "time.sleep(60)\n")
 
 
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", "rb") as handle:
-        data = handle.read()
-    return int(data[data.rindex(b")") + 2:].split()[1])
-
-
 def test_parents_are_stopped_before_their_children(monkeypatch) -> None:
     """Three levels (a root, 4 children, 2 grandchildren each): `tree_order` and `kill_tree`'s
     SIGSTOPs put each process after its parent, so a process forking in a loop stops first; the
@@ -182,7 +182,7 @@ def test_parents_are_stopped_before_their_children(monkeypatch) -> None:
             time.sleep(0.01)
         order = proctree.tree_order([root.pid])
         assert len(order) == 13 and len(set(order)) == 13 and order[0] == root.pid
-        parents = {pid: _parent(pid) for pid in order}
+        parents = {pid: int(_stat(pid)[1]) for pid in order}
         assert all(order.index(parents[pid]) < order.index(pid) for pid in order[1:])
         spare = next(pid for pid in order if parents[pid] == root.pid)
         assert proctree.tree_order([root.pid], spare=[spare]) == [
