@@ -204,3 +204,25 @@ def test_parents_are_stopped_before_their_children(monkeypatch) -> None:
     finally:
         proctree.kill_tree([root.pid])
         root.wait()
+
+
+def test_the_stop_order_does_not_follow_pid_values(monkeypatch) -> None:
+    """The real tree above gets consecutive pids, where a set happens to iterate parents first
+    about half the time; here the root's pid sorts last in a set of the tree and its children's
+    first. The pids lie above Linux's largest pid_max (2**22), so none exists: each counts as
+    stopped and dead at once, and the signals are only noted."""
+    base = 2 ** 22 + 1024  # a multiple of a set's table size: a set iterates these by pid - base
+    root, kids = base + 31, [base + 1, base + 2, base + 3]
+    grandkids = {kid: {base + 10 + 2 * i, base + 11 + 2 * i} for i, kid in enumerate(kids)}
+    tree = {root: set(kids), **grandkids}
+    parents = {child: parent for parent, below in tree.items() for child in below}
+    monkeypatch.setattr(proctree, "children", lambda pid: set(tree.get(pid, ())))
+    signalled: list[tuple[int, int]] = []
+    monkeypatch.setattr(os, "kill", lambda pid, sig: signalled.append((pid, sig)))
+    assert list({root, *parents})[0] != root  # the premise: set order puts a child first
+
+    assert proctree.tree_order([root])[0] == root
+    killed = proctree.kill_tree([root])
+    stops = [pid for pid, sig in signalled if sig == signal.SIGSTOP]
+    assert killed == {root, *parents} and sorted(stops) == sorted(killed)
+    assert all(stops.index(parents[pid]) < stops.index(pid) for pid in parents)
