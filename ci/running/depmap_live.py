@@ -11,19 +11,24 @@ The tests that stop servers do it with SIGKILL (SGLang's ``kill_process_tree``),
 wraps ``os.kill`` and ``os.killpg`` in every recording process: before SIGKILL reaches a live
 process whose lines are flushed by a thread (a ``flushes`` mark, written by the slipcover hook),
 it asks that process to flush (``flush.<pid>``) and waits up to `FLUSH_WAIT` seconds for the
-request to be taken away, which the process's flusher does after writing every line it has run.
-Acknowledged, the live mark becomes ``killed.<pid>``: ended, nothing lost. Not acknowledged in
-time, or a process that cannot flush (coverage.py's), the mark stays and the entry is not
-complete. A SIGSTOP is asked for a flush the same way (`ci.running.proctree.kill_tree` freezes a
-tree before it kills it, and a stopped process cannot flush): answered, a ``stopped.<pid>`` mark
-says nothing ran since, so the SIGKILL that follows finds the process stopped, does not wait,
-and counts it ended whole; a SIGCONT through the wrapper takes that mark away (one from outside
-is seen as the process running again after the stop: it is asked anew). A process that is
-stopped (without that mark) or dead, or that stops or dies while it is waited for, is not
-waited for any longer: it cannot answer. Other signals, other processes and a recording that
-is over pass straight through.
+request to be taken away, which the process's flusher does after writing every line it has run;
+asked by another process, the flusher then stops its own process (SIGSTOP), so nothing runs
+between the flush and the signal that follows. Acknowledged, the live mark becomes
+``killed.<pid>``: ended, nothing lost. Not acknowledged in time, or a process that cannot flush
+(coverage.py's), the mark stays and the entry is not complete. A SIGSTOP is asked for a flush the
+same way (`ci.running.proctree.kill_tree` freezes a tree before it kills it, and a stopped
+process cannot flush): answered, a ``stopped.<pid>`` mark says nothing ran since, so the SIGKILL
+that follows finds the process stopped, does not wait, and counts it ended whole; a SIGCONT
+through the wrapper takes that mark away (one from outside is seen as the process running again
+after the stop: it is asked anew). A process that is stopped (without that mark) or dead, or that
+stops or dies while it is waited for, is not waited for any longer: it cannot answer. Other
+signals, other processes and a recording that is over pass straight through.
 
-Contract: `mark_live`, `mark_saved`, `flush_requested` and `acknowledge` never raise for the
+Every process one signal reaches (a process group) is asked at once and waited for together, and
+so is each round of processes `kill_tree` is about to stop (its `stop_hooks`): a tree of a
+thousand recorded processes costs about one flush period per round, not one per process.
+
+Contract: `mark_live`, `mark_saved`, `flush_requested`, `acknowledge` and `flush_before` never raise for the
 file system (a missing parts directory is a recording that is over); `unsaved_tests` returns the
 test files of the marks left in a parts directory.
 """
@@ -32,16 +37,19 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
+from typing import Sequence
 
-from ci.running.proctree import HALTED_STATES, process_state
+from ci.running.proctree import HALTED_STATES, await_all, process_state, stop_hooks
 
 FLUSH_WAIT = 5.0
 _POLL = 0.02
 _LIVE, _KILLED, _REQUEST, _FLUSHES, _STOPPED = "live.", "killed.", "flush.", "flushes.", "stopped."
 _GUARDED = (signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT)
 _SETTLE = 0.5  # how long a SIGSTOP just sent may take to show in /proc
+_STOP = b"stop"  # what a request says when the asker is another process: stop once flushed
 
 
 def mark_live(parts: str, test: str, flushes: bool) -> None:
@@ -72,11 +80,16 @@ def flush_requested(parts: str) -> Path | None:
 
 
 def acknowledge(request: Path) -> None:
-    """Tell the process waiting in `guard_kills` that every line run so far is written."""
+    """Tell the process waiting in `guard_kills` that every line run so far is written. A request
+    made before a signal to this process (not by this process itself) stops it at once, so nothing
+    runs between the flush and the signal; one the asker took back meanwhile does not."""
     try:
+        stop = request.read_bytes() == _STOP
         request.unlink()
     except OSError:
-        pass
+        return  # taken back: the asker gave up waiting and counts this process as not saved
+    if stop:
+        signal.raise_signal(signal.SIGSTOP)  # the whole process stops; the signal it waits for follows
 
 
 def unsaved_tests(parts: Path) -> set[str]:
@@ -90,54 +103,70 @@ def unsaved_tests(parts: Path) -> set[str]:
     return found
 
 
-def _before_signal(parts: str, pid: int, sig: int) -> None:
+def _before_signal(parts: str, pids: Sequence[int], sig: int) -> None:
     if sig == signal.SIGCONT:
-        Path(parts, f"{_STOPPED}{pid}").unlink(missing_ok=True)
+        for pid in pids:
+            Path(parts, f"{_STOPPED}{pid}").unlink(missing_ok=True)
     else:
-        _flush_before_kill(parts, pid, stopping=sig == signal.SIGSTOP)
+        flush_before(parts, pids, stopping=sig == signal.SIGSTOP)
 
 
-def _halted(pid: int, wait: float = 0.0) -> bool:
-    """Whether ``pid`` is stopped or dead (it cannot answer), polling up to ``wait`` seconds: a
-    signal just sent takes a moment to land."""
-    deadline = time.monotonic() + wait
-    while True:
-        if process_state(pid) in HALTED_STATES:  # it cannot answer
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(_POLL)
+def _halted(pid: int) -> bool:
+    return process_state(pid) in HALTED_STATES  # stopped or dead: it cannot answer
 
 
-def _flush_before_kill(parts: str, pid: int, stopping: bool = False) -> None:
-    live, flushes, stopped = (Path(parts, f"{prefix}{pid}") for prefix in (_LIVE, _FLUSHES, _STOPPED))
-    if not live.exists() or not flushes.exists():
-        return
-    if stopped.exists():  # it answered at a SIGSTOP through this guard
-        if stopping:
-            return
-        if _halted(pid, _SETTLE):
-            _mark_killed(parts, pid)  # and has not run since
-            return
-        stopped.unlink(missing_ok=True)  # running again (continued from outside): ask anew
-    request = Path(parts, f"{_REQUEST}{pid}")
+def flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:
+    """Before SIGKILL (``stopping``: SIGSTOP) reaches ``pids``: ask every live one that flushes,
+    all at once, to flush, and wait for the answers together (see the module docstring). Never
+    raises; an answer that does not come leaves the live mark."""
     try:
-        request.write_text("", encoding="utf-8")
+        _flush_before(parts, pids, stopping)
     except OSError:
-        return
-    deadline = time.monotonic() + FLUSH_WAIT
-    while request.exists() and time.monotonic() < deadline and not _halted(pid):
-        time.sleep(_POLL)  # stopped or dead meanwhile (a SIGSTOP from elsewhere landing): no answer comes
-    if request.exists():
-        request.unlink(missing_ok=True)
-        return  # no answer: the live mark stays, the entry will not be complete
-    if stopping:
+        pass  # the parts directory went (the recording is over): nothing to keep
+
+
+def _flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:
+    recorded = [pid for pid in pids
+                if Path(parts, f"{_LIVE}{pid}").exists() and Path(parts, f"{_FLUSHES}{pid}").exists()]
+    answered = [pid for pid in recorded if Path(parts, f"{_STOPPED}{pid}").exists()]  # at a SIGSTOP
+    ask = [pid for pid in recorded if pid not in answered]
+    if answered and not stopping:
+        running = await_all(answered, _halted, time.monotonic() + _SETTLE, _POLL)
+        for pid in answered:
+            if pid in running:  # continued from outside since: ask anew
+                Path(parts, f"{_STOPPED}{pid}").unlink(missing_ok=True)
+                ask.append(pid)
+            else:
+                _mark_killed(parts, pid)  # and has not run since
+    requests = {pid: request for pid in ask if (request := _ask(parts, pid)) is not None}
+    # stopped or dead meanwhile (a SIGSTOP from elsewhere landing): no answer comes
+    await_all(requests, lambda pid: not requests[pid].exists() or _halted(pid), time.monotonic() + FLUSH_WAIT, _POLL)
+    for pid, request in requests.items():
         try:
-            stopped.write_text("", encoding="utf-8")
-        except OSError:
-            pass  # no mark: the kill that follows leaves the entry not complete, never wrong
-        return
-    _mark_killed(parts, pid)
+            request.unlink()
+            continue  # taken back unanswered: the live mark stays, the entry will not be complete
+        except FileNotFoundError:
+            pass  # answered
+        if stopping:
+            try:
+                Path(parts, f"{_STOPPED}{pid}").write_text("", encoding="utf-8")
+            except OSError:
+                pass  # no mark: the kill that follows leaves the entry not complete, never wrong
+        else:
+            _mark_killed(parts, pid)
+
+
+def _ask(parts: str, pid: int) -> Path | None:
+    """Write the flush request for ``pid`` whole (its flusher reads what it says), or None."""
+    request = Path(parts, f"{_REQUEST}{pid}")
+    draft = Path(parts, f".{_REQUEST}{pid}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        draft.write_bytes(b"" if pid == os.getpid() else _STOP)
+        os.replace(draft, request)
+    except OSError:
+        draft.unlink(missing_ok=True)
+        return None
+    return request
 
 
 def _mark_killed(parts: str, pid: int) -> None:
@@ -172,19 +201,22 @@ def guard_kills(parts_of) -> None:
     def guarded_kill(pid: int, sig: int) -> None:
         parts = parts_of() if sig in _GUARDED else None
         if parts and os.path.isdir(parts):
-            if pid > 0:
-                _before_signal(parts, pid, sig)
-            else:  # 0: this process's group, -N: group N
-                for member in _group_members(parts, os.getpgid(0) if pid in (0, -1) else -pid):
-                    _before_signal(parts, member, sig)
+            # 0: this process's group, -N: group N
+            members = [pid] if pid > 0 else _group_members(parts, os.getpgid(0) if pid in (0, -1) else -pid)
+            _before_signal(parts, members, sig)
         kill(pid, sig)
 
     def guarded_killpg(pgid: int, sig: int) -> None:
         parts = parts_of() if sig in _GUARDED else None
         if parts and os.path.isdir(parts):
-            for pid in _group_members(parts, pgid):
-                _before_signal(parts, pid, sig)
+            _before_signal(parts, _group_members(parts, pgid), sig)
         killpg(pgid, sig)
+
+    def before_stopping(pids: Sequence[int]) -> None:  # kill_tree's round: one wait for all
+        parts = parts_of()
+        if parts and os.path.isdir(parts):
+            flush_before(parts, pids, stopping=True)
 
     guarded_kill._ci_depmap = guarded_killpg._ci_depmap = True  # type: ignore[attr-defined]
     os.kill, os.killpg = guarded_kill, guarded_killpg
+    stop_hooks.append(before_stopping)

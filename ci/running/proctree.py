@@ -31,7 +31,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, Collection, Iterable
+from typing import Callable, Collection, Iterable, Sequence
 
 _PR_SET_CHILD_SUBREAPER = 36
 DEATH_WAIT_S = 5.0  # how long kill_tree waits for what it killed to be gone
@@ -39,6 +39,10 @@ STOP_WAIT_S = 5.0  # how long kill_tree waits for what it stopped to show stoppe
 DEAD_STATES = ("Z", "X")  # /proc state letters of a process that is gone: zombie, dead
 HALTED_STATES = ("T", "t", *DEAD_STATES)  # ... that cannot run: stopped, stopped by a tracer, gone
 _PR_GET_CHILD_SUBREAPER = 37
+# called with each round of pids kill_tree is about to SIGSTOP, before any of them is signalled:
+# a recorder asks them all at once to save what they ran (ci.running.depmap_live), instead of one
+# signal at a time
+stop_hooks: list[Callable[[Sequence[int]], None]] = []
 
 
 def set_subreaper(enabled: bool) -> bool | None:
@@ -118,30 +122,34 @@ def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int |
         fresh = [pid for pid in tree_order(roots, spare) if pid not in stopped]
         if not fresh:
             break
+        for hook in stop_hooks:
+            hook(fresh)
         for pid in fresh:
             _signal(pid, signal.SIGSTOP)
         stopped.update(fresh)
         # a process stuck in an uninterruptible wait never shows stopped: it is killed anyway
-        _await(fresh, _halted, stop_deadline, 0.001)
+        await_all(fresh, _halted, stop_deadline, 0.001)
     for pid in stopped:
         _signal(pid, signal.SIGKILL)
     if group is not None:
         _signal(group, signal.SIGKILL, group=True)
     # a SIGKILLed process dies only when the scheduler next runs it: on a loaded machine the next
     # test could otherwise still see it alive
-    _await(stopped, lambda pid: not _alive(pid), time.monotonic() + DEATH_WAIT_S, 0.005)
+    await_all(stopped, lambda pid: not _alive(pid), time.monotonic() + DEATH_WAIT_S, 0.005)
     return stopped
 
 
-def _await(pids: Collection[int], settled: Callable[[int], bool], deadline: float, poll: float) -> None:
+def await_all(pids: Collection[int], settled: Callable[[int], bool], deadline: float, poll: float) -> set[int]:
     """Return once ``settled`` holds for each of ``pids``, or at ``deadline`` (`time.monotonic`),
-    looking again every ``poll`` seconds."""
+    looking again every ``poll`` seconds; returns those for which it never held (empty when all
+    settled). Each is looked at at least once, even past the deadline."""
     waiting = set(pids)
     while waiting:
         waiting = {pid for pid in waiting if not settled(pid)}
         if not waiting or time.monotonic() >= deadline:
-            return
+            break
         time.sleep(poll)
+    return waiting
 
 
 def _halted(pid: int) -> bool:
@@ -219,5 +227,5 @@ def _parents() -> dict[int, int]:
     return out
 
 
-__all__ = ["DEAD_STATES", "HALTED_STATES", "children", "descendants", "kill_tree", "process_state", "set_subreaper",
-           "tree_order"]
+__all__ = ["DEAD_STATES", "HALTED_STATES", "await_all", "children", "descendants", "kill_tree", "process_state", "set_subreaper",
+           "stop_hooks", "tree_order"]

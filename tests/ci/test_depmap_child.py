@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import sysconfig
-import textwrap
 import time
 from pathlib import Path
 
@@ -19,53 +18,10 @@ import pytest
 from ci.running import depmap_slipcover
 from ci.running.depmap_child import FLUSH_SECONDS
 from ci.running.depmap_startup import PTH_NAME, PTH_TEXT, install
-from ci.running.proctree import process_state
+
+from tests.ci.depmap_child_support import WORK, child_argv, child_env, coverage_ini, project, recorded_lines
 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
-REPO = Path(__file__).resolve().parents[2]
-WORK = "def work(n):\n    total = 0\n    for i in range(n):\n        total += i\n    return total\n\n\ndef idle():\n    return 0\n"
-
-
-def _project(tmp_path: Path) -> tuple[Path, Path]:
-    """A repository with one module, an empty parts directory, and the hook installed where a
-    recording installs it: this interpreter's site-packages, beside coverage.py's own hook."""
-    root, parts = tmp_path / "repo", tmp_path / "parts"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "work.py").write_text(WORK)
-    parts.mkdir()
-    assert install() is not None
-    return root, parts
-
-
-def _coverage_ini(tmp_path: Path, root: Path, parts: Path) -> Path:
-    ini = tmp_path / "cov.ini"
-    ini.write_text(f"[run]\ndata_file = {parts / 'cov'}\nparallel = True\ncontext = tests/test_x.py\n"
-                   f"include =\n    {root}/*\n")
-    return ini
-
-
-def _env(root: Path, parts: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
-    env.update(PYTHONPATH=f"{root}{os.pathsep}{REPO}", CI_DEPMAP_PARTS=str(parts), CI_DEPMAP_ROOT=str(root),
-               CI_DEPMAP_TEST="tests/test_x.py", **extra)
-    return env
-
-
-def _child(body: str) -> list[str]:
-    # start-up reads site-packages (both hooks, in name order); reading it once more, as where a
-    # venv's lib64 links to its lib, must not start a second recording
-    return [sys.executable, "-c", f"import site, sysconfig; site.addsitedir(sysconfig.get_paths()['purelib'])\n{body}"]
-
-
-def _lines(parts: Path) -> dict[str, dict[str, list[int]]]:
-    found: dict[str, dict[str, list[int]]] = {}
-    for part in parts.glob("clines.*.jsonl"):
-        for record in part.read_text().splitlines():
-            for context, files in json.loads(record).items():
-                for path, lines in files.items():  # a line twice would be a second recording
-                    found.setdefault(context, {}).setdefault(os.path.basename(path), []).extend(lines)
-    return {c: {f: sorted(lines) for f, lines in files.items()} for c, files in found.items()}
 
 
 def _signal_when_ready(root: Path, parts: Path, body: str, signum: int, wait: float = 0.0,
@@ -73,7 +29,7 @@ def _signal_when_ready(root: Path, parts: Path, body: str, signum: int, wait: fl
     """Run ``body`` (which prints ``ready`` and sleeps) as a recorded child, send ``signum``
     ``wait`` seconds after it is ready (``flushed``: once its flusher has written a line, however
     long a loaded machine makes that), and return its exit status."""
-    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+    child = subprocess.Popen(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -97,53 +53,54 @@ def test_install_writes_the_hook_once_and_reports_a_folder_it_cannot_write(tmp_p
     assert install(tmp_path / "missing") is None
     (tmp_path / "file").write_text("")
     assert install(tmp_path / "file") is None  # not a folder
-    assert install().parent == Path(sysconfig.get_paths()["purelib"])  # by default: this interpreter's    assert PTH_NAME < "a1_coverage.pth"  # site reads .pth files in name order: this one first
+    assert install().parent == Path(sysconfig.get_paths()["purelib"])  # by default: this interpreter's
+    assert PTH_NAME < "a1_coverage.pth"  # site reads .pth files in name order: this one first
 
 
 def test_a_child_records_its_lines_once_and_coverage_hook_is_kept_out(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     body = "import os; from pkg.work import work; work(3); print(os.environ.get('COVERAGE_PROCESS_START'))"
-    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover",
-                                                 COVERAGE_PROCESS_START=str(_coverage_ini(tmp_path, root, parts))),
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover",
+                                                 COVERAGE_PROCESS_START=str(coverage_ini(tmp_path, root, parts))),
                           cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "None" and proc.stderr == "", proc.stderr
     assert len(list(parts.glob("clines.*.jsonl"))) == 1  # one process, one log
     assert list(parts.glob("cov.*")) == []  # coverage.py's hook, read after this one, did not start
-    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
 def test_without_the_variable_the_hook_does_nothing(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
-    proc = subprocess.run(_child("from pkg.work import work; work(3); import sys; "
+    root, parts = project(tmp_path)
+    proc = subprocess.run(child_argv("from pkg.work import work; work(3); import sys; "
                                        "print('ci.running.depmap_child' in sys.modules)"),
-                          env=_env(root, parts), cwd=root, capture_output=True, text=True, timeout=60)
+                          env=child_env(root, parts), cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
     assert list(parts.iterdir()) == []
 
 
 def test_a_child_ended_by_sigterm_saves_its_lines_and_still_dies_of_sigterm(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     body = "import sys, time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
     assert _signal_when_ready(root, parts, body, signal.SIGTERM) == -signal.SIGTERM
-    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
 def test_a_program_with_its_own_sigterm_handler_keeps_it(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     body = ("import signal, sys, time\nfrom pkg.work import work\nwork(1)\n"
             "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\nprint('ready', flush=True)\ntime.sleep(60)")
     # the program's handler ran; its sys.exit runs the exit handlers: saved
     assert _signal_when_ready(root, parts, body, signal.SIGTERM, wait=0.1) == 7
-    assert "work.py" in _lines(parts)["tests/test_x.py"]
+    assert "work.py" in recorded_lines(parts)["tests/test_x.py"]
 
 
 def test_where_slipcover_cannot_run_coverage_hook_measures_the_child_instead(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     broken = tmp_path / "broken"
     (broken / "slipcover").mkdir(parents=True)
     (broken / "slipcover" / "__init__.py").write_text("raise ImportError('no slipcover here')\n")
-    env = _env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover",
-               COVERAGE_PROCESS_START=str(_coverage_ini(tmp_path, root, parts)))
+    env = child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover",
+               COVERAGE_PROCESS_START=str(coverage_ini(tmp_path, root, parts)))
     env["PYTHONPATH"] = f"{broken}{os.pathsep}{env['PYTHONPATH']}"
     proc = subprocess.run([sys.executable, "-c", "from pkg.work import work; work(3)"], env=env, cwd=root,
                           capture_output=True, text=True, timeout=60)
@@ -154,31 +111,31 @@ def test_where_slipcover_cannot_run_coverage_hook_measures_the_child_instead(tmp
 @pytest.mark.parametrize("how", ["script", "module"])
 def test_a_repository_script_run_by_path_is_recorded_whole_and_one_run_by_module_by_line(
         tmp_path: Path, how: str) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     (root / "pkg" / "tool.py").write_text("import sys\n\n\ndef unused():\n    return 1\n\n\n"
                                           "if __name__ == '__main__':\n    sys.exit(0)\n")
     argv = [sys.executable, "pkg/tool.py"] if how == "script" else [sys.executable, "-m", "pkg.tool"]
-    proc = subprocess.run(argv, env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+    proc = subprocess.run(argv, env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    recorded = _lines(parts)["tests/test_x.py"]["tool.py"]
+    recorded = recorded_lines(parts)["tests/test_x.py"]["tool.py"]
     # run from C, the script has no probes: every line counts, the body of unused() too
     assert sorted(recorded) == ([1, 2, 3, 4, 5, 6, 7, 8, 9] if how == "script" else [1, 4, 8, 9])
 
 
 def test_a_child_killed_by_sigkill_keeps_what_it_ran_before_the_last_flush(tmp_path: Path) -> None:
     """SGLang's kill_process_tree ends a server and its workers with SIGKILL: no exit handler runs."""
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     body = "import time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
     assert _signal_when_ready(root, parts, body, signal.SIGKILL, flushed=True) == -signal.SIGKILL
-    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
 def test_a_forked_child_logs_its_own_lines_before_it_leaves_by_os_exit(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     body = ("import os, time\nfrom pkg import work\npid = os.fork()\nif pid == 0:\n    work.idle()\n"
             "    time.sleep(10 * %r)\n    os._exit(0)\nos.waitpid(pid, 0)\nprint(pid)" % FLUSH_SECONDS)
-    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     forked = parts / f"clines.{proc.stdout.strip()}.jsonl"
@@ -189,12 +146,12 @@ def test_a_forked_child_logs_its_own_lines_before_it_leaves_by_os_exit(tmp_path:
 
 
 def test_a_child_that_leaves_by_os_exit_at_once_saves_its_lines_first(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     body = "import os\nfrom pkg.work import work\nwork(2)\nos._exit(3)"  # no atexit, no time for the flusher
-    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3, proc.stderr  # the status it asked for
-    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
     assert not list(parts.glob("live.*"))  # saved: the entry stays complete
 
 
@@ -212,183 +169,24 @@ def test_the_merge_skips_a_torn_last_line_and_refuses_a_bad_one_before_it(tmp_pa
         list(_child_records(part))
 
 
-def test_a_kill_waits_for_the_flush_it_asked_for_and_leaves_the_mark_when_none_comes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    from ci.running import depmap_live
-
-    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 0.3)
-    pid = 4_000_000  # marks only: nothing is killed here
-    (tmp_path / f"live.{pid}").write_text("tests/test_a.py")
-    (tmp_path / f"flushes.{pid}").write_text("")
-    started = time.monotonic()
-    depmap_live._flush_before_kill(str(tmp_path), pid)  # nobody answers
-    assert time.monotonic() - started >= 0.3
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"flushes.{pid}", f"live.{pid}"]
-    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
-
-    def flusher() -> None:  # what a child's flusher does: write, then take the request away
-        request = tmp_path / f"flush.{pid}"
-        while not request.exists():
-            time.sleep(0.005)
-        depmap_live.acknowledge(request)
-
-    answering = threading.Thread(target=flusher)
-    answering.start()
-    depmap_live._flush_before_kill(str(tmp_path), pid)
-    answering.join()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"killed.{pid}"]
-    assert depmap_live.unsaved_tests(tmp_path) == set()
-    (tmp_path / f"live.{pid + 1}").write_text("tests/test_b.py")  # coverage.py's child: no flusher
-    started = time.monotonic()
-    depmap_live._flush_before_kill(str(tmp_path), pid + 1)
-    assert time.monotonic() - started < 0.3 and depmap_live.unsaved_tests(tmp_path) == {"tests/test_b.py"}
-
-
-def test_a_tree_frozen_before_it_is_killed_is_flushed_at_the_stop_and_never_waited_for(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`ci.running.proctree.kill_tree` sends SIGSTOP to a whole tree, then SIGKILL: a stopped
-    process cannot answer a flush request, and waiting for one cost 5 s per process."""
-    from ci.running import depmap_live
-
-    root, parts = _project(tmp_path)
-    body = "import time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
-    child = subprocess.Popen(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        depmap_live._before_signal(str(parts), child.pid, signal.SIGSTOP)  # asks, it answers: then stop
-        os.kill(child.pid, signal.SIGSTOP)
-        assert (parts / f"stopped.{child.pid}").exists()
-        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
-        deadline = time.monotonic() + 10
-        while process_state(child.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        depmap_live._before_signal(str(parts), child.pid, signal.SIGSTOP)  # kill_tree stops twice: still live
-        assert (parts / f"live.{child.pid}").exists() and (parts / f"stopped.{child.pid}").exists()
-        started = time.monotonic()
-        depmap_live._before_signal(str(parts), child.pid, signal.SIGKILL)
-        assert time.monotonic() - started < 1.0  # stopped: not waited for
-        os.kill(child.pid, signal.SIGKILL)
-        assert child.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        child.kill()
-        child.wait()
-    assert depmap_live.unsaved_tests(parts) == set()  # flushed at the stop: ended whole
-    assert _lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
-
-
-def test_kill_tree_inside_a_recording_keeps_the_frozen_childs_lines_without_waiting(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
-    body = textwrap.dedent("""\
-        import subprocess, sys, time
-        from ci.running.proctree import kill_tree
-        code = "import time; from pkg.work import work; work(3); print('ready', flush=True); time.sleep(60)"
-        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-        assert child.stdout.readline().strip() == "ready"
-        started = time.monotonic()
-        kill_tree([child.pid])
-        child.wait()
-        print(f"{time.monotonic() - started:.2f}")
-        """)
-    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert float(proc.stdout) < 4.0  # a flush at the stop, none waited for at the kill (FLUSH_WAIT is 5 s)
-    from ci.running import depmap_live
-
-    assert depmap_live.unsaved_tests(parts) == set()
-    assert _lines(parts)["tests/test_x.py"]["work.py"] == [1, 2, 3, 4, 5, 8]
-
-
-def test_a_process_stopped_without_a_flush_is_not_waited_for_and_stays_unsaved(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ci.running import depmap_live
-
-    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        (tmp_path / f"live.{sleeper.pid}").write_text("tests/test_a.py")
-        (tmp_path / f"flushes.{sleeper.pid}").write_text("")
-        (tmp_path / f"stopped.{sleeper.pid}").write_text("")
-        depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGCONT)  # continued: the mark goes
-        assert not (tmp_path / f"stopped.{sleeper.pid}").exists()
-        os.kill(sleeper.pid, signal.SIGSTOP)  # by someone the recording does not see
-        deadline = time.monotonic() + 10
-        while process_state(sleeper.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        started = time.monotonic()
-        depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGKILL)
-        assert time.monotonic() - started < 1.0
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}  # what it ran last may be lost
-    assert process_state(4_000_000) is None
-
-
-def test_a_wait_ends_when_the_process_is_stopped_from_elsewhere_and_a_continued_one_is_asked_anew(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    from ci.running import depmap_live
-
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # never answers
-    try:
-        (tmp_path / f"live.{sleeper.pid}").write_text("tests/test_a.py")
-        (tmp_path / f"flushes.{sleeper.pid}").write_text("")
-        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
-        stopper = threading.Timer(0.3, os.kill, (sleeper.pid, signal.SIGSTOP))
-        stopper.start()
-        started = time.monotonic()
-        depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGKILL)
-        stopper.join()
-        assert time.monotonic() - started < 5.0  # not the 30 s of FLUSH_WAIT
-        assert not (tmp_path / f"flush.{sleeper.pid}").exists()
-        os.kill(sleeper.pid, signal.SIGCONT)  # from outside the guard: its stopped mark would be stale
-        (tmp_path / f"stopped.{sleeper.pid}").write_text("")
-        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 0.3)
-        depmap_live._before_signal(str(tmp_path), sleeper.pid, signal.SIGKILL)
-        assert not (tmp_path / f"stopped.{sleeper.pid}").exists()  # running: asked anew, no answer
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
-
-
-def test_a_group_kill_finds_the_recorded_members_of_the_group(tmp_path: Path) -> None:
-    from ci.running import depmap_live
-
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
-    try:
-        (tmp_path / f"flushes.{child.pid}").write_text("")
-        (tmp_path / f"flushes.{os.getpid()}").write_text("")  # another group: this test's own
-        (tmp_path / "flushes.nonsense").write_text("")
-        assert depmap_live._group_members(str(tmp_path), child.pid) == [child.pid]
-    finally:
-        child.kill()
-        child.wait()
-
-
 def test_a_child_outliving_its_recording_exits_quietly(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     body = "import shutil, sys\nfrom pkg.work import work\nwork(1)\nshutil.rmtree(sys.argv[1])"
-    argv = _child(body) + [str(parts)]
-    proc = subprocess.run(argv, env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+    argv = child_argv(body) + [str(parts)]
+    proc = subprocess.run(argv, env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                           capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stderr) == (0, "")
 
 
 def test_a_fork_while_another_thread_holds_the_recorders_locks_does_not_hang_the_child(tmp_path: Path) -> None:
-    root, parts = _project(tmp_path)
+    root, parts = project(tmp_path)
     body = ("import os, sys, threading, time\nimport ci.running.depmap_child as dc\nfrom pkg import work\n"
             "held = threading.Event()\n"
             "def hold():\n    with dc._active[0].lines._sci.lock:\n        held.set()\n        time.sleep(1)\n"
             "threading.Thread(target=hold, daemon=True).start()\nheld.wait()\n"
             "pid = os.fork()\nif pid == 0:\n    work.idle()\n    sys.exit(0)\n"
             "print(os.waitpid(pid, 0)[1], pid)")
-    proc = subprocess.run(_child(body), env=_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     status, pid = proc.stdout.split()

@@ -226,3 +226,27 @@ def test_the_stop_order_does_not_follow_pid_values(monkeypatch) -> None:
     stops = [pid for pid, sig in signalled if sig == signal.SIGSTOP]
     assert killed == {root, *parents} and sorted(stops) == sorted(killed)
     assert all(stops.index(parents[pid]) < stops.index(pid) for pid in parents)
+
+
+def test_each_round_is_handed_to_the_stop_hooks_before_any_of_it_is_stopped(monkeypatch) -> None:
+    """A recorder asks every process of a round to flush at once (`ci.running.depmap_live`):
+    the hook must see the whole round, and see it before the first SIGSTOP of it. The second
+    round is a child that appears only once the first is stopped. Pids as above: none exists."""
+    base = 2 ** 22 + 2048
+    root, kids, late = base, [base + 1, base + 2], base + 3
+    tree = {root: set(kids)}
+    monkeypatch.setattr(proctree, "children", lambda pid: set(tree.get(pid, ())))
+    events: list[tuple[str, object]] = []
+
+    def kill(pid: int, sig: int) -> None:
+        events.append(("signal", (pid, sig)))
+        tree[kids[0]] = {late}  # forked just before its parent stopped
+
+    monkeypatch.setattr(os, "kill", kill)
+    monkeypatch.setattr(proctree, "stop_hooks", [lambda pids: events.append(("hook", list(pids)))])
+    assert proctree.kill_tree([root]) == {root, *kids, late}
+    hooks = [i for i, (kind, _) in enumerate(events) if kind == "hook"]
+    assert [events[i][1] for i in hooks] == [[root, *kids], [late]]
+    stops = [i for i, (kind, what) in enumerate(events) if kind == "signal" and what[1] == signal.SIGSTOP]
+    assert hooks[0] < stops[0] and stops[2] < hooks[1] < stops[3] and len(stops) == 4
+

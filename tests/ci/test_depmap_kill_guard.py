@@ -1,0 +1,236 @@
+"""The recorder's kill guard (`ci.running.depmap_live`): a SIGKILL or SIGSTOP of a recorded
+process first asks it to flush what it ran, all the processes one signal or one round of
+`ci.running.proctree.kill_tree` reaches at once. Real recorded children where a process must
+answer; marks for pids above Linux's largest pid_max where nothing may be signalled."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ci.running import depmap_live, depmap_slipcover
+from ci.running.proctree import process_state
+from tests.ci.depmap_child_support import child_argv, child_env, project, recorded_lines
+
+pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+NOBODY = 2 ** 22 + 4096  # above Linux's largest pid_max: no such process, ever
+
+
+@contextlib.contextmanager
+def _sleeping_child(root: Path, parts: Path) -> Iterator[subprocess.Popen]:
+    """A recorded child that ran ``work(2)``, said ready and sleeps; killed when the block ends."""
+    body = "import time; from pkg.work import work; work(2); print('ready', flush=True); time.sleep(60)"
+    child = subprocess.Popen(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _wait_state(pid: int, state: str, seconds: float = 10.0) -> str | None:
+    deadline = time.monotonic() + seconds
+    while process_state(pid) != state and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return process_state(pid)
+
+
+def test_a_kill_waits_for_the_flush_it_asked_for_and_leaves_the_mark_when_none_comes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 0.3)
+    pid = 4_000_000  # marks only: nothing is killed here
+    (tmp_path / f"live.{pid}").write_text("tests/test_a.py")
+    (tmp_path / f"flushes.{pid}").write_text("")
+    started = time.monotonic()
+    depmap_live.flush_before(str(tmp_path), [pid], stopping=False)  # nobody answers
+    assert time.monotonic() - started >= 0.3
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"flushes.{pid}", f"live.{pid}"]
+    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
+
+    def flusher() -> None:  # what a child's flusher does: write, then take the request away (not
+        request = tmp_path / f"flush.{pid}"  # `acknowledge`: it would stop this process)
+        while not request.exists():
+            time.sleep(0.005)
+        request.unlink()
+
+    answering = threading.Thread(target=flusher)
+    answering.start()
+    depmap_live.flush_before(str(tmp_path), [pid], stopping=False)
+    answering.join()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"killed.{pid}"]
+    assert depmap_live.unsaved_tests(tmp_path) == set()
+    (tmp_path / f"live.{pid + 1}").write_text("tests/test_b.py")  # coverage.py's child: no flusher
+    started = time.monotonic()
+    depmap_live.flush_before(str(tmp_path), [pid + 1], stopping=False)
+    assert time.monotonic() - started < 0.3 and depmap_live.unsaved_tests(tmp_path) == {"tests/test_b.py"}
+
+
+def test_a_tree_frozen_before_it_is_killed_is_flushed_at_the_stop_and_never_waited_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ci.running.proctree.kill_tree` sends SIGSTOP to a whole tree, then SIGKILL: a stopped
+    process cannot answer a flush request, and waiting for one cost 5 s per process."""
+    root, parts = project(tmp_path)
+    with _sleeping_child(root, parts) as child:
+        depmap_live._before_signal(str(parts), [child.pid], signal.SIGSTOP)  # asks, it answers: then stop
+        os.kill(child.pid, signal.SIGSTOP)
+        assert (parts / f"stopped.{child.pid}").exists()
+        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+        assert _wait_state(child.pid, "T") == "T"
+        depmap_live._before_signal(str(parts), [child.pid], signal.SIGSTOP)  # kill_tree stops twice: still live
+        assert (parts / f"live.{child.pid}").exists() and (parts / f"stopped.{child.pid}").exists()
+        started = time.monotonic()
+        depmap_live._before_signal(str(parts), [child.pid], signal.SIGKILL)
+        assert time.monotonic() - started < 1.0  # stopped: not waited for
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+    assert depmap_live.unsaved_tests(parts) == set()  # flushed at the stop: ended whole
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+
+
+def test_kill_tree_inside_a_recording_keeps_the_frozen_childs_lines_without_waiting(tmp_path: Path) -> None:
+    root, parts = project(tmp_path)
+    body = textwrap.dedent("""\
+        import subprocess, sys, time
+        from ci.running.proctree import kill_tree
+        code = "import time; from pkg.work import work; work(3); print('ready', flush=True); time.sleep(60)"
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        kill_tree([child.pid])
+        child.wait()
+        print(f"{time.monotonic() - started:.2f}")
+        """)
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout) < 4.0  # a flush at the stop, none waited for at the kill (FLUSH_WAIT is 5 s)
+    assert depmap_live.unsaved_tests(parts) == set()
+    assert recorded_lines(parts)["tests/test_x.py"]["work.py"] == [1, 2, 3, 4, 5, 8]
+
+
+def test_a_process_stopped_without_a_flush_is_not_waited_for_and_stays_unsaved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / f"live.{sleeper.pid}").write_text("tests/test_a.py")
+        (tmp_path / f"flushes.{sleeper.pid}").write_text("")
+        (tmp_path / f"stopped.{sleeper.pid}").write_text("")
+        depmap_live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGCONT)  # continued: the mark goes
+        assert not (tmp_path / f"stopped.{sleeper.pid}").exists()
+        os.kill(sleeper.pid, signal.SIGSTOP)  # by someone the recording does not see
+        deadline = time.monotonic() + 10
+        while process_state(sleeper.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        depmap_live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
+        assert time.monotonic() - started < 1.0
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}  # what it ran last may be lost
+    assert process_state(4_000_000) is None
+
+
+def test_a_wait_ends_when_the_process_is_stopped_from_elsewhere_and_a_continued_one_is_asked_anew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # never answers
+    try:
+        (tmp_path / f"live.{sleeper.pid}").write_text("tests/test_a.py")
+        (tmp_path / f"flushes.{sleeper.pid}").write_text("")
+        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+        stopper = threading.Timer(0.3, os.kill, (sleeper.pid, signal.SIGSTOP))
+        stopper.start()
+        started = time.monotonic()
+        depmap_live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
+        stopper.join()
+        assert time.monotonic() - started < 5.0  # not the 30 s of FLUSH_WAIT
+        assert not (tmp_path / f"flush.{sleeper.pid}").exists()
+        os.kill(sleeper.pid, signal.SIGCONT)  # from outside the guard: its stopped mark would be stale
+        (tmp_path / f"stopped.{sleeper.pid}").write_text("")
+        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 0.3)
+        depmap_live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
+        assert not (tmp_path / f"stopped.{sleeper.pid}").exists()  # running: asked anew, no answer
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
+
+
+def test_a_group_kill_finds_the_recorded_members_of_the_group(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        (tmp_path / f"flushes.{child.pid}").write_text("")
+        (tmp_path / f"flushes.{os.getpid()}").write_text("")  # another group: this test's own
+        (tmp_path / "flushes.nonsense").write_text("")
+        assert depmap_live._group_members(str(tmp_path), child.pid) == [child.pid]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_one_signal_to_many_asks_them_all_before_it_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flusher here answers only once every request is there at the same time: asked one
+    after another, the first would wait in vain and none would count as flushed."""
+    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 3.0)
+    pids = [NOBODY + i for i in range(5)]
+    for pid in pids:
+        (tmp_path / f"live.{pid}").write_text("tests/test_a.py")
+        (tmp_path / f"flushes.{pid}").write_text("")
+    (tmp_path / f"live.{NOBODY + 9}").write_text("tests/test_b.py")  # cannot flush: not asked
+    said: dict[int, bytes] = {}
+
+    def flushers() -> None:
+        requests = [tmp_path / f"flush.{pid}" for pid in pids]
+        deadline = time.monotonic() + 10
+        while not all(r.exists() for r in requests) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        for pid, request in zip(pids, requests):
+            said[pid] = request.read_bytes()
+            request.unlink()
+
+    answering = threading.Thread(target=flushers)
+    answering.start()
+    depmap_live.flush_before(str(tmp_path), [*pids, pids[0], NOBODY + 9], stopping=True)
+    answering.join()
+    assert said == {pid: b"stop" for pid in pids}  # asked by another process: stop once flushed
+    assert sorted(p.name for p in tmp_path.glob("stopped.*")) == sorted(f"stopped.{pid}" for pid in pids)
+    assert not list(tmp_path.glob("flush.*")) and not list(tmp_path.glob(".flush.*"))  # no draft left
+    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py", "tests/test_b.py"}  # not killed yet
+
+
+def test_a_child_asked_before_a_stop_stops_itself_once_flushed(tmp_path: Path) -> None:
+    """Nothing the child runs after its flush is lost: it stops itself right after answering,
+    before the asker's own SIGSTOP (never sent here) could land."""
+    root, parts = project(tmp_path)
+    with _sleeping_child(root, parts) as child:
+        depmap_live.flush_before(str(parts), [child.pid], stopping=True)
+        assert (parts / f"stopped.{child.pid}").exists()  # it answered
+        assert _wait_state(child.pid, "T") == "T"  # and stopped itself
+        depmap_live.flush_before(str(parts), [child.pid], stopping=False)  # the kill: stopped, not asked
+        assert (parts / f"killed.{child.pid}").exists()
+    assert depmap_live.unsaved_tests(parts) == set()
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+
+
+def test_a_child_that_kills_itself_flushes_first_and_does_not_stop_itself(tmp_path: Path) -> None:
+    """Its own guard asks its own flusher: a stop there would freeze the asker with it."""
+    root, parts = project(tmp_path)
+    body = "import os, signal\nfrom pkg.work import work\nwork(2)\nos.kill(os.getpid(), signal.SIGKILL)"
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert len(list(parts.glob("killed.*"))) == 1 and depmap_live.unsaved_tests(parts) == set()
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
