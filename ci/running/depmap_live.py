@@ -13,7 +13,8 @@ process whose lines are flushed by a thread (a ``flushes`` mark, written by the 
 it asks that process to flush (``flush.<pid>``) and waits up to `FLUSH_WAIT` seconds for the
 request to be taken away, which the process's flusher does after writing every line it has run;
 asked by another process, the flusher then stops its own process (SIGSTOP), so nothing runs
-between the flush and the signal that follows. Acknowledged, the live mark becomes
+between the flush and the signal that follows (unless the process is waiting for answers of its
+own: two processes killing each other would both stay stopped). Acknowledged, the live mark becomes
 ``killed.<pid>``: ended, nothing lost. Not acknowledged in time, or a process that cannot flush
 (coverage.py's), the mark stays and the entry is not complete. A SIGSTOP is asked for a flush the
 same way (`ci.running.proctree.kill_tree` freezes a tree before it kills it, and a stopped
@@ -50,6 +51,10 @@ _LIVE, _KILLED, _REQUEST, _FLUSHES, _STOPPED = "live.", "killed.", "flush.", "fl
 _GUARDED = (signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT)
 _SETTLE = 0.5  # how long a SIGSTOP just sent may take to show in /proc
 _STOP = b"stop"  # what a request says when the asker is another process: stop once flushed
+# the threads of this process now waiting in `flush_before`: while one waits, this process does
+# not stop itself when it answers, or two recorded processes asking each other would both stop
+_asking: list[int] = []
+_asking_lock = threading.Lock()
 
 
 def mark_live(parts: str, test: str, flushes: bool) -> None:
@@ -82,13 +87,14 @@ def flush_requested(parts: str) -> Path | None:
 def acknowledge(request: Path) -> None:
     """Tell the process waiting in `guard_kills` that every line run so far is written. A request
     made before a signal to this process (not by this process itself) stops it at once, so nothing
-    runs between the flush and the signal; one the asker took back meanwhile does not."""
+    runs between the flush and the signal; one the asker took back meanwhile does not, nor one
+    that comes while this process waits for answers of its own."""
     try:
         stop = request.read_bytes() == _STOP
         request.unlink()
     except OSError:
         return  # taken back: the asker gave up waiting and counts this process as not saved
-    if stop:
+    if stop and not _asking:  # see `_asking`
         signal.raise_signal(signal.SIGSTOP)  # the whole process stops; the signal it waits for follows
 
 
@@ -119,10 +125,15 @@ def flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:
     """Before SIGKILL (``stopping``: SIGSTOP) reaches ``pids``: ask every live one that flushes,
     all at once, to flush, and wait for the answers together (see the module docstring). Never
     raises; an answer that does not come leaves the live mark."""
+    with _asking_lock:
+        _asking.append(threading.get_ident())
     try:
         _flush_before(parts, pids, stopping)
     except OSError:
         pass  # the parts directory went (the recording is over): nothing to keep
+    finally:
+        with _asking_lock:
+            _asking.remove(threading.get_ident())
 
 
 def _flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:

@@ -234,3 +234,30 @@ def test_a_child_that_kills_itself_flushes_first_and_does_not_stop_itself(tmp_pa
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert len(list(parts.glob("killed.*"))) == 1 and depmap_live.unsaved_tests(parts) == set()
     assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+
+
+def test_a_process_waiting_for_answers_of_its_own_answers_without_stopping(tmp_path: Path) -> None:
+    """Two recorded processes killing each other at once: each waits for the other's answer, so
+    neither may stop itself when it answers, or both would stay stopped for good."""
+    root, parts = project(tmp_path)
+    body = textwrap.dedent(f"""\
+        import os, pathlib
+        from ci.running import depmap_live
+        parts = os.environ["CI_DEPMAP_PARTS"]
+        pathlib.Path(parts, "live.{NOBODY}").write_text("tests/test_b.py")
+        pathlib.Path(parts, "flushes.{NOBODY}").write_text("")
+        depmap_live.FLUSH_WAIT = 60.0
+        depmap_live.flush_before(parts, [{NOBODY}], stopping=False)  # nobody answers
+        """)
+    child = subprocess.Popen(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root)
+    try:
+        deadline = time.monotonic() + 30
+        while not (parts / f"flush.{NOBODY}").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (parts / f"flush.{NOBODY}").exists()  # it is waiting
+        depmap_live.flush_before(str(parts), [child.pid], stopping=True)
+        assert (parts / f"stopped.{child.pid}").exists()  # it answered
+        assert _wait_state(child.pid, "T", 1.0) != "T"  # and runs on
+    finally:
+        child.kill()
+        child.wait()
