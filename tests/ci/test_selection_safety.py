@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -105,8 +106,12 @@ def _culprit(copy: Path, breaker: Breaker, test: str, breaks: frozenset[str]) ->
     """Which single break fails ``test`` (bisection over ``breaks``, a few pytest runs). None when
     ``test`` passes when run alone with the same breaks: it failed only beside the other files of
     its group run (a timing test on a loaded machine), which no break explains."""
-    if _fails(copy, breaker, test, []):
-        return f"{test} fails with nothing broken: the suite itself is red"
+    breaker.apply(frozenset())
+    clean = run_pytest(copy, [test])
+    if clean.returncode != 0:  # what failed, so that a red run names its test and its error
+        said = [line for line in clean.stdout.splitlines()
+                if line.startswith(("FAILED ", "ERROR ", "E ")) or re.search(r"\.py:\d+: ", line)]  # --tb=line
+        return f"{test} fails with nothing broken: the suite itself is red:\n" + "\n".join(said[:20])
     suspects = sorted(breaks)
     if not _fails(copy, breaker, test, suspects):
         return None
