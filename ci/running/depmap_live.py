@@ -137,7 +137,9 @@ def flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:
 
 
 def _flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:
-    recorded = [pid for pid in pids
+    # each once: asked twice, a process that answered the first request and stopped itself would
+    # leave the second one unanswered
+    recorded = [pid for pid in dict.fromkeys(pids)
                 if Path(parts, f"{_LIVE}{pid}").exists() and Path(parts, f"{_FLUSHES}{pid}").exists()]
     answered = [pid for pid in recorded if Path(parts, f"{_STOPPED}{pid}").exists()]  # at a SIGSTOP
     ask = [pid for pid in recorded if pid not in answered]

@@ -201,10 +201,15 @@ def test_one_signal_to_many_asks_them_all_before_it_waits(tmp_path: Path, monkey
             said[pid] = request.read_bytes()
             request.unlink()
 
+    asked: list[int] = []
+    ask = depmap_live._ask
+    monkeypatch.setattr(depmap_live, "_ask", lambda parts, pid: asked.append(pid) or ask(parts, pid))
     answering = threading.Thread(target=flushers)
     answering.start()
     depmap_live.flush_before(str(tmp_path), [*pids, pids[0], NOBODY + 9], stopping=True)
     answering.join()
+    # each once: a second request, written after the first was answered, would go unanswered
+    assert sorted(asked) == pids
     assert said == {pid: b"stop" for pid in pids}  # asked by another process: stop once flushed
     assert sorted(p.name for p in tmp_path.glob("stopped.*")) == sorted(f"stopped.{pid}" for pid in pids)
     assert not list(tmp_path.glob("flush.*")) and not list(tmp_path.glob(".flush.*"))  # no draft left
