@@ -97,10 +97,10 @@ class _ChildLog:
         event = threading.Event()
         while not self.closed:
             event.wait(FLUSH_SECONDS)
-            request = flush_requested(self.parts)  # a recorded process is about to SIGKILL this one
+            request = flush_requested(self.parts)  # a recorded process is about to SIGKILL or SIGSTOP this one
             self.flush()
             if request is not None and not self.lost:
-                acknowledge(request)
+                acknowledge(request)  # which may stop this process: see its docstring
 
     def after_fork(self) -> None:
         """In a forked child: fresh locks (a thread of the parent may have held this one or
