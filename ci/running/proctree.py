@@ -118,7 +118,7 @@ def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int |
     stop_deadline = time.monotonic() + STOP_WAIT_S
     while True:
         # parents first: a process that forks in a loop stops forking before its children are
-        # stopped one by one (under a recording each SIGSTOP waits for the process to flush)
+        # stopped one by one (a stop hook may take a moment: a recorder waits for flushes)
         fresh = [pid for pid in tree_order(roots, spare) if pid not in stopped]
         if not fresh:
             break
