@@ -13,6 +13,9 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
   which runs after this one, does not measure the same process (and this process's own children
   are measured by this hook again);
 - records a repository script run as ``python path/script.py`` whole (`_main_script`);
+- the first child of a recording caches the recorder's own modules as checked-hash bytecode
+  (`ci.running.depmap_bytecode`), before any probe or audit hook, so later children load them
+  instead of compiling them where nothing writes bytecode;
 - appends the lines it runs for the first time to ``clines.<pid>.jsonl`` in the parts
   directory, one JSON object ``{context: {absolute path: [line, ...]}}`` per write, one
   ``os.write`` each: every `FLUSH_SECONDS` from a daemon thread when there is anything new, at
@@ -44,6 +47,7 @@ import sys
 import threading
 from pathlib import Path
 
+from ci.running.depmap_bytecode import cache_once
 from ci.running.depmap_files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
 from ci.running.depmap_live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
 from ci.running.depmap_options import record_options
@@ -136,6 +140,8 @@ def start() -> None:
     files = RepoFiles(root)
     lines = depmap_slipcover.SlipcoverLines(files, None, probe_folder(root, parts, make=False))
     lines.switch_context(test)
+    # before any probe or audit hook: compiling reads the recorder's sources, which no test uses
+    cache_once(parts, __name__.split(".")[0])
     lines.start(live_functions=False)  # site runs this hook before any repository module is imported
     if options.opened:
         log = OpenedLog(files, parts)

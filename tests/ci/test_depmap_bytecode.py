@@ -1,0 +1,120 @@
+"""The recorder's own modules cached as checked-hash bytecode by the first recorded child
+(`ci.running.depmap_bytecode`): real interpreters with ``PYTHONDONTWRITEBYTECODE`` set, as this
+repository's suite runs them, importing a copy of the ``ci`` package. The oracles are the
+interpreter's own: its ``-v`` report of where each module's code came from, its
+``importlib.util.source_hash``, and what an edited module says when imported."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ci.running import depmap_slipcover
+from ci.running.depmap_bytecode import MARK_NAME, cache_checked
+
+from tests.ci.depmap_child_support import REPO, child_argv, child_env, project, recorded_lines
+
+pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+
+HOOK_MODULES = ("ci/__init__.py", "ci/running/depmap_child.py", "ci/running/depmap_slipcover.py",
+                "ci/running/depmap_live.py", "ci/running/proctree.py", "ci/cache_folder.py")
+
+
+def _copy_of_ci(root: Path) -> None:
+    """A copy of the ``ci`` package without any bytecode, inside the recorded repository as in
+    this one (a source of it read as data there would be recorded)."""
+    shutil.copytree(REPO / "ci", root / "ci", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def _run_child(root: Path, parts: Path, body: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    env = child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover", PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = str(root)  # the copy, not the checkout, is the recorder
+    argv = child_argv(body)
+    proc = subprocess.run([argv[0], *flags, *argv[1:]], env=env, cwd=root, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _pyc(source: Path) -> Path:
+    return Path(importlib.util.cache_from_source(str(source)))
+
+
+def test_the_first_child_caches_the_recorders_modules_and_the_next_loads_them(tmp_path: Path) -> None:
+    root, parts = project(tmp_path)
+    _copy_of_ci(root)
+    first = _run_child(root, parts, "import ci; print(ci.__file__); from pkg.work import work; work(2)")
+    assert first.stdout.strip() == str(root / "ci" / "__init__.py")
+    assert (parts / MARK_NAME).is_file()
+    for name in HOOK_MODULES:
+        source = root / name
+        header = _pyc(source).read_bytes()[:16]
+        assert header[:4] == importlib.util.MAGIC_NUMBER, name
+        assert int.from_bytes(header[4:8], "little") == 0b11, name  # PEP 552: hash-based, checked
+        assert header[8:16] == importlib.util.source_hash(source.read_bytes()), name
+    assert not _pyc(root / "ci" / "registry.py").exists()  # only what the hook imported
+    # the caching read the recorder's sources: no test depends on them for that
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
+    assert "ci/" not in "".join(part.read_text() for part in parts.glob("opened.*.log"))
+
+    second = _run_child(root, parts, "pass", "-v")
+    for name in HOOK_MODULES:
+        assert f"# code object from '{_pyc(root / name)}'" in second.stderr, name
+
+
+def test_a_module_edited_at_the_same_size_and_time_is_never_run_stale(tmp_path: Path) -> None:
+    # a timestamp .pyc is valid while the source's mtime (whole seconds) and size stay: this edit
+    # keeps both, so only a check of the source's hash sees it
+    root, parts = project(tmp_path)
+    _copy_of_ci(root)
+    options = root / "ci" / "running" / "depmap_options.py"
+    options.write_text(options.read_text() + 'EDIT = "aaaa"\n')
+    _run_child(root, parts, "pass")
+    assert _pyc(options).is_file()
+    stat = options.stat()
+    options.write_text(options.read_text().replace('EDIT = "aaaa"', 'EDIT = "bbbb"'))
+    os.utime(options, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    (tmp_path / "parts2").mkdir()  # the next recording: its hook imports the module, then caches
+    edited = _run_child(root, tmp_path / "parts2", "import ci.running.depmap_options as o; print(o.EDIT)")
+    assert edited.stdout.strip() == "bbbb"
+
+
+def test_once_per_recording_and_a_cache_that_cannot_be_written_is_skipped(tmp_path: Path) -> None:
+    root, parts = project(tmp_path)
+    _copy_of_ci(root)
+    child, live = root / "ci" / "running" / "depmap_child.py", root / "ci" / "running" / "depmap_live.py"
+    _pyc(live).mkdir(parents=True)  # not a file: py_compile refuses to replace it
+    _run_child(root, parts, "from pkg.work import work; work(1)")
+    assert _pyc(child).is_file() and _pyc(live).is_dir()
+    _pyc(child).unlink()
+    _run_child(root, parts, "pass")  # the same recording: its first child cached already
+    assert not _pyc(child).exists()
+    (tmp_path / "parts2").mkdir()
+    _run_child(root, tmp_path / "parts2", "pass")  # the next recording caches again
+    assert _pyc(child).is_file()
+    assert recorded_lines(parts)["tests/test_x.py"]["work.py"] == [1, 2, 3, 4, 5, 8]  # recorded all along
+
+
+def test_cache_checked_rewrites_a_timestamp_or_foreign_pyc_and_keeps_a_valid_one(tmp_path: Path) -> None:
+    import py_compile
+
+    source = tmp_path / "mod.py"
+    source.write_text("X = 1\n")
+    py_compile.compile(str(source), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    assert cache_checked([str(source)]) == [str(source)]  # a timestamp one goes stale: rewritten
+    assert cache_checked([str(source)]) == []  # a checked-hash one of this source: kept
+    source.write_text("X = 2\n")
+    assert cache_checked([str(source)]) == [str(source)]  # of another source: rewritten
+    py_compile.compile(str(source), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    assert cache_checked([str(source)]) == [str(source)]  # never checked on import: rewritten
+    _pyc(source).write_bytes(_pyc(source).read_bytes()[:10])  # torn
+    assert cache_checked([str(source)]) == [str(source)]
+    broken = tmp_path / "broken.py"
+    broken.write_text("def (:\n")
+    assert cache_checked([str(broken), str(tmp_path / "gone.py")]) == []  # neither compiles: no error
