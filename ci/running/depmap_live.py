@@ -117,8 +117,10 @@ def _before_signal(parts: str, pids: Sequence[int], sig: int) -> None:
         flush_before(parts, pids, stopping=sig == signal.SIGSTOP)
 
 
-def _halted(pid: int) -> bool:
-    return process_state(pid) in HALTED_STATES  # stopped or dead: it cannot answer
+def _cannot_answer(pid: int) -> bool:
+    """``pid`` is stopped or dead as its main thread's state shows (a SIGSTOP stops every thread
+    at once), so its flusher cannot answer; `proctree` waits for every thread instead."""
+    return process_state(pid) in HALTED_STATES
 
 
 def flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:
@@ -144,7 +146,7 @@ def _flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:
     answered = [pid for pid in recorded if Path(parts, f"{_STOPPED}{pid}").exists()]  # at a SIGSTOP
     ask = [pid for pid in recorded if pid not in answered]
     if answered and not stopping:
-        running = await_all(answered, _halted, time.monotonic() + _SETTLE, _POLL)
+        running = await_all(answered, _cannot_answer, time.monotonic() + _SETTLE, _POLL)
         for pid in answered:
             if pid in running:  # continued from outside since: ask anew
                 Path(parts, f"{_STOPPED}{pid}").unlink(missing_ok=True)
@@ -153,7 +155,7 @@ def _flush_before(parts: str, pids: Sequence[int], stopping: bool) -> None:
                 _mark_killed(parts, pid)  # and has not run since
     requests = {pid: request for pid in ask if (request := _ask(parts, pid)) is not None}
     # stopped or dead meanwhile (a SIGSTOP from elsewhere landing): no answer comes
-    await_all(requests, lambda pid: not requests[pid].exists() or _halted(pid), time.monotonic() + FLUSH_WAIT, _POLL)
+    await_all(requests, lambda pid: not requests[pid].exists() or _cannot_answer(pid), time.monotonic() + FLUSH_WAIT, _POLL)
     for pid, request in requests.items():
         try:
             request.unlink()

@@ -106,8 +106,7 @@ def _culprit(copy: Path, breaker: Breaker, test: str, breaks: frozenset[str]) ->
     """Which single break fails ``test`` (bisection over ``breaks``, a few pytest runs). None when
     ``test`` passes when run alone with the same breaks: it failed only beside the other files of
     its group run (a timing test on a loaded machine), which no break explains."""
-    breaker.apply(frozenset())
-    clean = run_pytest(copy, [test])
+    clean = _run_with(copy, breaker, test, [])
     if clean.returncode != 0:  # what failed, so that a red run names its test and its error
         said = [line for line in clean.stdout.splitlines()
                 if line.startswith(("FAILED ", "ERROR ", "E ")) or re.search(r"\.py:\d+: ", line)]  # --tb=line
@@ -124,8 +123,13 @@ def _culprit(copy: Path, breaker: Breaker, test: str, breaks: frozenset[str]) ->
 
 
 def _fails(copy: Path, breaker: Breaker, test: str, modules: list[str]) -> bool:
+    return _run_with(copy, breaker, test, modules).returncode != 0
+
+
+def _run_with(copy: Path, breaker: Breaker, test: str, modules: list[str]) -> subprocess.CompletedProcess[str]:
+    """``test`` run alone in the copy with exactly ``modules`` broken."""
     breaker.apply(frozenset(modules))
-    return run_pytest(copy, [test]).returncode != 0
+    return run_pytest(copy, [test])
 
 
 def _module_level_closure(deps: TestDependencies, test: str) -> set[str]:
