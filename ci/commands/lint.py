@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ci.lint_base import BaseRefError, lint_merge_base
+from ci.lint_base import BaseLint, BaseRefError, lint_merge_base
 from ci.lint_baseline import BaselineError, read_baseline, write_baseline
 from ci.lint_gate import GateResult, gate, problem_key
 from ci.selection.deps_lint import fix_registry, is_info
@@ -70,8 +70,39 @@ def _depth(text: str) -> int:
     return value
 
 
+_TERMINATED: list[int] = []  # the SIGTERMs `_exit_on_term` turned into SystemExit
+
+
 def _exit_on_term(signum: int, frame: object) -> None:
+    _TERMINATED.append(signum)
     raise SystemExit(128 + signum)  # unwinds through lint_merge_base's cleanup, unlike the default
+
+
+def _unraisable_unless_terminated(previous):
+    """``sys.unraisablehook`` while `_exit_on_term` is the handler: a handler that runs inside a
+    finalizer (a ``__del__``, a generator's ``finally`` run by the garbage collector) raises where
+    Python can only print the exception and go on; `_TERMINATED` remembers that SIGTERM, so the
+    message is left out and the command exits after its cleanup instead (see `_merge_base`)."""
+    def hook(unraisable) -> None:
+        if not (isinstance(unraisable.exc_value, SystemExit) and _TERMINATED):
+            previous(unraisable)
+    return hook
+
+
+def _merge_base(root: Path, ref: str, registry: Path) -> BaseLint:
+    """`lint_merge_base` with SIGTERM turned into an exit status (128 + 15) that still removes the
+    merge base's tree, even where the exception the handler raised was swallowed by a finalizer."""
+    _TERMINATED.clear()
+    previous, previous_hook = signal.signal(signal.SIGTERM, _exit_on_term), sys.unraisablehook
+    sys.unraisablehook = _unraisable_unless_terminated(previous_hook)
+    try:
+        base = lint_merge_base(root, ref, registry)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = previous_hook
+    if _TERMINATED:
+        raise SystemExit(128 + _TERMINATED[0])
+    return base
 
 
 def _split(args: argparse.Namespace, root: Path, registry: Path, problems: list[Problem]) -> tuple[GateResult, str]:
@@ -79,11 +110,7 @@ def _split(args: argparse.Namespace, root: Path, registry: Path, problems: list[
     BaseRefError / BaselineError."""
     if args.baseline is not None:
         return gate(problems, read_baseline(args.baseline)), f"in baseline {args.baseline}"
-    previous = signal.signal(signal.SIGTERM, _exit_on_term)
-    try:
-        base = lint_merge_base(root, args.base, registry)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    base = _merge_base(root, args.base, registry)
     keys = [problem_key(p) for p in base.problems]
     return gate(problems, keys, base.renamed), f"at {base.merge_base} (merge base of {args.base} and HEAD)"
 
