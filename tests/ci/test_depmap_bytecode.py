@@ -10,12 +10,13 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ci.running import depmap_slipcover
-from ci.running.depmap_bytecode import MARK_NAME, cache_checked
+from ci.running.depmap_bytecode import MARK_NAME, cache_checked, loaded_sources
 
 from tests.ci.depmap_child_support import REPO, child_argv, child_env, project, recorded_lines
 
@@ -118,3 +119,18 @@ def test_cache_checked_rewrites_a_timestamp_or_foreign_pyc_and_keeps_a_valid_one
     broken = tmp_path / "broken.py"
     broken.write_text("def (:\n")
     assert cache_checked([str(broken), str(tmp_path / "gone.py")]) == []  # neither compiles: no error
+
+
+def test_loaded_sources_are_the_packages_own_python_files_only(monkeypatch) -> None:
+    import types
+
+    def module(name: str, path: object) -> types.ModuleType:
+        made = types.ModuleType(name)
+        made.__file__ = path
+        return made
+
+    for name, path in {"rec": "/x/rec/__init__.py", "rec.sub": "/x/rec/sub.py", "rec.ext": "/x/rec/ext.so",
+                       "rec.ns": None, "recother": "/x/recother.py", "other.rec": "/x/other/rec.py"}.items():
+        monkeypatch.setitem(sys.modules, name, module(name, path))
+    # never the interpreter's or another package's modules: their .pyc files are not the recorder's to rewrite
+    assert loaded_sources("rec") == ["/x/rec/__init__.py", "/x/rec/sub.py"]
