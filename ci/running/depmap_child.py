@@ -26,6 +26,8 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
   flusher and log;
 - marks itself live until its last write, flushes when a recorded process asks before killing
   it, and makes its own SIGKILLs ask first (`ci.running.depmap_live`).
+- last, sets the recorder's own modules aside (`ci.running.depmap_aside`): the program's
+  ``import ci`` finds the package its own path leads to, as it would unrecorded.
 
 In the pytest process of a recording itself (`RECORD_ENV` set, no test, no parts directory yet:
 ``python -m pytest`` or a ``pytest`` script) it starts measuring at once instead, in the
@@ -47,6 +49,7 @@ import sys
 import threading
 from pathlib import Path
 
+from ci.running.depmap_aside import step_aside
 from ci.running.depmap_bytecode import cache_once
 from ci.running.depmap_files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
 from ci.running.depmap_live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
@@ -118,15 +121,34 @@ class _ChildLog:
 
 
 def start() -> None:
-    """See the module docstring. Only the first call does anything: ``site`` reads one
-    site-packages twice where a venv's ``lib64`` links to its ``lib``."""
-    if _started:
+    """See the module docstring. Only the first call starts anything: ``site`` reads one
+    site-packages twice where a venv's ``lib64`` links to its ``lib``. Every call but in a
+    recording's own pytest process ends with the recorder's modules set aside
+    (`ci.running.depmap_aside`), so the program's own imports find what its path says."""
+    if _recording_pytest():
+        # its ``-p ci.pytest_plugin`` is the recorder's own package in any case, and it takes the
+        # measurement over from this very module (`take_session`), which pytest's assertion
+        # rewriting would otherwise import afresh
+        if not _started:
+            _started.append(True)
+            _start_session()
         return
-    _started.append(True)
+    try:
+        if not _started:
+            _started.append(True)
+            _start()
+    finally:
+        step_aside(__name__.split(".")[0])
+
+
+def _recording_pytest() -> bool:
+    """Whether this is a recording's own pytest process (see the module docstring)."""
+    return (not os.environ.get(TEST_ENV) and not os.environ.get(PARTS_ENV) and bool(os.environ.get(RECORD_ENV))
+            and runs_pytest(getattr(sys, "orig_argv", [])))
+
+
+def _start() -> None:
     parts, root, test = os.environ.get(PARTS_ENV), os.environ.get(ROOT_ENV), os.environ.get(TEST_ENV, "")
-    if not test and not parts and os.environ.get(RECORD_ENV) and runs_pytest(getattr(sys, "orig_argv", [])):
-        _start_session()
-        return
     if os.environ.get(CHILD_CORE_ENV) != "slipcover":  # the hook also wakes for a recording's own pytest
         return
     if not parts or not root or not test or not os.path.isdir(parts):

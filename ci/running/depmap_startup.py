@@ -6,8 +6,9 @@ traces it. The slipcover core brings its own hook instead: `install` writes `PTH
 interpreter's ``purelib`` (site-packages), once, atomically. Its one line does nothing unless
 `CHILD_CORE_ENV` is ``slipcover``, or a recording is asked for (`RECORD_ENV`) and none runs yet
 (no `PARTS_ENV`: the pytest process of a recording, measured from its start); then it imports
-`ci.running.depmap_child` and starts it (`ci.running.depmap_child.start`), and any exception on
-the way is swallowed, so a process never fails to start because of the hook.
+`ci.running.depmap_child` and starts it (`ci.running.depmap_child.start`, which then sets the
+recorder's modules aside for the program's own imports, `ci.running.depmap_aside`), and any
+exception on the way is swallowed, so a process never fails to start because of the hook.
 
 The file's name sorts before coverage's (``a1_coverage.pth``; ``site`` reads ``.pth`` files in
 name order), so a started child can take ``COVERAGE_PROCESS_START`` out of its environment before
