@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 from collections.abc import Callable
 from importlib import machinery
 
@@ -69,18 +70,28 @@ class ProbeImports:
         self.instrument, self.matches, self.register = instrument, matches, register
         self._unwrapped: Callable | None = None
         self._wrapper: Callable | None = None
+        self._asking: set[tuple[int, str]] = set()
 
     def find_spec(self, fullname, path, target=None):
-        for finder in sys.meta_path:
-            if finder is self or isinstance(finder, ProbeImports) or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is None or spec.loader is None:
-                continue
-            if _wrappable(spec) and self.matches(spec.origin):
-                spec.loader = ProbedLoader(self.instrument, spec.loader, spec.origin, self.register)
-            return spec
-        return None
+        key = (threading.get_ident(), fullname)
+        if key in self._asking:
+            # asked back by a finder that itself asks every other one: another copy of this
+            # class (a program running its own copy of the recorder), coverage's or slipcover's
+            return None
+        self._asking.add(key)
+        try:
+            for finder in list(sys.meta_path):
+                if finder is self or isinstance(finder, ProbeImports) or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is None or spec.loader is None:
+                    continue
+                if _wrappable(spec) and self.matches(spec.origin):
+                    spec.loader = ProbedLoader(self.instrument, spec.loader, spec.origin, self.register)
+                return spec
+            return None
+        finally:
+            self._asking.discard(key)
 
     def enter(self) -> None:
         sys.meta_path.insert(0, self)

@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from ci.running import depmap_blocks, depmap_slipcover, depmap_slipcover_engine
+from ci.running import depmap_blocks, depmap_probe_imports, depmap_slipcover, depmap_slipcover_engine
 from ci.running.depmap_probe_imports import ProbedLoader, ProbeImports
 from tests.ci.depmap_support import clean_env
 
@@ -129,8 +129,11 @@ def test_a_file_loaded_by_path_gets_probes_and_keeps_its_loaders_resources(tmp_p
     assert module.hook() == 2
     assert spec.loader.get_filename("plugin_by_path") == str(tmp_path / "plugin_by_path.py")
     assert spec.loader.get_resource_reader("plugin_by_path") is not None  # the source loader's
-    # a SlipcoverLines made earlier in this process put one probe per block: its lines stand for the rest
-    seen = {os.path.basename(path): depmap_blocks.expand(path, set(lines))
+    # a SlipcoverLines made earlier in this process put one probe per block: its lines stand for
+    # the rest, as the `depmap_blocks` of the recorder that planned them noted (under a recording
+    # by another copy of the recorder, as `test_selection_safety` runs this suite, that copy's)
+    blocks = depmap_slipcover_engine.engine().findlinestarts.__globals__.get("depmap_blocks", depmap_blocks)
+    seen = {os.path.basename(path): blocks.expand(path, set(lines))
             for path, lines in sci._get_newly_seen().items()}
     assert seen == {"plugin_by_path.py": {1, 4, 5}}
 
@@ -185,6 +188,30 @@ def test_files_outside_the_repository_and_compiled_modules_keep_their_own_loader
         sys.path.remove(str(tmp_path))
     assert inside not in sys.meta_path
     inside.leave()  # twice: nothing to take out
+
+
+def test_two_copies_of_the_hook_ask_each_other_once(tmp_path: Path) -> None:
+    # a program running its own copy of the recorder (a copy of this repository's suite, tested
+    # under a recording) has a second ProbeImports class: each asks every other finder, so
+    # without a guard each asks the other back until the stack runs out
+    spec = importlib.util.spec_from_file_location("probe_imports_copy", depmap_probe_imports.__file__)
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    assert other.ProbeImports is not ProbeImports
+    (tmp_path / "both_mod.py").write_text("W = 5\n")
+    mine = ProbeImports(lambda code: code, lambda origin: origin.startswith(str(tmp_path)))
+    theirs = other.ProbeImports(lambda code: code, lambda origin: False)
+    sys.path.insert(0, str(tmp_path))
+    mine.enter()
+    theirs.enter()
+    try:
+        found = theirs.find_spec("both_mod", None)
+        assert isinstance(found.loader, ProbedLoader) and found.origin == str(tmp_path / "both_mod.py")
+        assert mine.find_spec("no_such_module_here", None) is None
+    finally:
+        theirs.leave()
+        mine.leave()
+        sys.path.remove(str(tmp_path))
 
 
 def test_a_loader_that_gives_no_code_is_an_import_error_naming_the_module(tmp_path: Path) -> None:
