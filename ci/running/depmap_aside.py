@@ -11,8 +11,7 @@ its own, and so run differently recorded than unrecorded.
 import of one of those names asks the finders behind it where the program's path leads; when
 that is the very file the recorder's module came from (the program runs from the recorder's
 checkout), the recorder's module object is handed back, so there is one module and its state is
-shared (a kill hook in `ci.running.proctree.stop_hooks`, a measurement `take_session` hands
-over); otherwise the import goes on as if the recorder had never been imported.
+shared (the child's log in `ci.running.depmap_child`); otherwise the import goes on as if the recorder had never been imported.
 
 Contract: after ``step_aside(package)`` an import of ``package`` or any of its submodules gives
 the file the program would get without the hook. The recorder keeps working with the modules it

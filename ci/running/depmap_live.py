@@ -26,7 +26,8 @@ stops or dies while it is waited for, is not waited for any longer: it cannot an
 signals, other processes and a recording that is over pass straight through.
 
 Every process one signal reaches (a process group) is asked at once and waited for together, and
-so is each round of processes `kill_tree` is about to stop (its `stop_hooks`): a tree of a
+so is each round of processes `kill_tree` is about to stop (the wrapper's `BEFORE_STOPPING`
+attribute, which every copy of `ci.running.proctree` in the process finds): a tree of a
 thousand recorded processes costs about one flush period per round, not one per process.
 
 Contract: `mark_live`, `mark_saved`, `flush_requested`, `acknowledge` and `flush_before` never raise for the
@@ -43,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ci.running.proctree import HALTED_STATES, await_all, process_state, stop_hooks
+from ci.running.proctree import BEFORE_STOPPING, HALTED_STATES, await_all, process_state
 
 FLUSH_WAIT = 5.0
 _POLL = 0.02
@@ -233,5 +234,5 @@ def guard_kills(parts_of) -> None:
             flush_before(parts, pids, stopping=True)
 
     guarded_kill._ci_depmap = guarded_killpg._ci_depmap = True  # type: ignore[attr-defined]
+    setattr(guarded_kill, BEFORE_STOPPING, before_stopping)
     os.kill, os.killpg = guarded_kill, guarded_killpg
-    stop_hooks.append(before_stopping)

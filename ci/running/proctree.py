@@ -31,7 +31,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, Collection, Iterable, Sequence
+from typing import Callable, Collection, Iterable
 
 _PR_SET_CHILD_SUBREAPER = 36
 DEATH_WAIT_S = 5.0  # how long kill_tree waits for what it killed to be gone
@@ -39,10 +39,12 @@ STOP_WAIT_S = 5.0  # how long kill_tree waits for what it stopped to show stoppe
 DEAD_STATES = ("Z", "X")  # /proc state letters of a process that is gone: zombie, dead
 HALTED_STATES = ("T", "t", *DEAD_STATES)  # ... that cannot run: stopped, stopped by a tracer, gone
 _PR_GET_CHILD_SUBREAPER = 37
-# called with each round of pids kill_tree is about to SIGSTOP, before any of them is signalled:
-# a recorder asks them all at once to save what they ran (ci.running.depmap_live), instead of one
-# signal at a time
-stop_hooks: list[Callable[[Sequence[int]], None]] = []
+# the attribute of a wrapped ``os.kill`` that kill_tree calls with each round of pids it is about
+# to SIGSTOP, before any of them is signalled: a recorder's guard (ci.running.depmap_live) asks
+# them all at once to save what they ran, instead of one signal at a time. It lives on os.kill,
+# not here, so that every copy of this module in a process finds it (a program may import its
+# own copy of this package beside the recorder's: ci.running.depmap_aside)
+BEFORE_STOPPING = "before_stopping"
 
 
 def set_subreaper(enabled: bool) -> bool | None:
@@ -122,8 +124,9 @@ def kill_tree(roots: Iterable[int], *, spare: Collection[int] = (), group: int |
         fresh = [pid for pid in tree_order(roots, spare) if pid not in stopped]
         if not fresh:
             break
-        for hook in stop_hooks:
-            hook(fresh)
+        before_stopping = getattr(os.kill, BEFORE_STOPPING, None)
+        if before_stopping is not None:
+            before_stopping(fresh)
         for pid in fresh:
             _signal(pid, signal.SIGSTOP)
         stopped.update(fresh)
@@ -227,5 +230,5 @@ def _parents() -> dict[int, int]:
     return out
 
 
-__all__ = ["DEAD_STATES", "HALTED_STATES", "await_all", "children", "descendants", "kill_tree", "process_state", "set_subreaper",
-           "stop_hooks", "tree_order"]
+__all__ = ["BEFORE_STOPPING", "DEAD_STATES", "HALTED_STATES", "await_all", "children", "descendants", "kill_tree",
+           "process_state", "set_subreaper", "tree_order"]

@@ -3,8 +3,8 @@
 The start-up hook imports the recorder while ``site`` runs, before the program's ``sys.path[0]``
 exists (`ci.running.depmap_aside`). The oracle is the same program run without the hook: a
 program whose folder has a ``ci`` package of its own must get that one, recorded or not, and a
-program that imports the recorder's own files must share its modules (one ``proctree``, whose
-``stop_hooks`` hold the recording's kill guard).
+program that imports the recorder's own files must share its modules (one ``depmap_child``,
+holding the log of the recording running in that process).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ SHOW = ("import sys\n"
         "print(sorted(n for n in sys.modules if n.split('.')[0] == 'ci'))\n"  # before the program imports it
         "import pkg.work; pkg.work.work(3)\n"
         "import ci, ci.running.proctree as p\n"
-        "print(ci.__file__, p.__file__, getattr(p, 'OWN', None), len(getattr(p, 'stop_hooks', [])))\n")
+        "print(ci.__file__, p.__file__, getattr(p, 'OWN', None))\n")
 
 
 def _own_ci(folder: Path) -> Path:
@@ -55,18 +55,19 @@ def test_a_child_whose_folder_has_its_own_ci_imports_its_own(tmp_path: Path, how
     plain = _run(argv, {k: v for k, v in child_env(root, parts).items() if not k.startswith("CI_DEPMAP")}, cwd)
     recorded = _run(argv, child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd)
     assert plain == recorded, (plain, recorded)
-    assert recorded == ["[]", f"{own / 'ci' / '__init__.py'} {own / 'ci' / 'running' / 'proctree.py'} True 0"]
+    assert recorded == ["[]", f"{own / 'ci' / '__init__.py'} {own / 'ci' / 'running' / 'proctree.py'} True"]
     assert recorded_lines(parts)["tests/test_x.py"]["work.py"] == [1, 2, 3, 4, 5, 8]  # and it was recorded
 
 
 def test_a_child_importing_the_recorder_s_own_files_shares_its_modules(tmp_path: Path) -> None:
     root, parts = project(tmp_path)
-    recorded = _run(child_argv(SHOW), child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), root)
-    # one proctree: the one whose stop_hooks hold the kill guard `depmap_child.start` put there
-    assert recorded == ["[]", f"{REPO / 'ci' / '__init__.py'} {REPO / 'ci' / 'running' / 'proctree.py'} None 1"]
-    plain = _run(child_argv(SHOW), {k: v for k, v in child_env(root, parts).items() if not k.startswith("CI_DEPMAP")},
+    body = SHOW + "import ci.running.depmap_child as c\nprint(len(c._active))\n"
+    recorded = _run(child_argv(body), child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), root)
+    # one depmap_child: the one whose `start` holds this process's log
+    assert recorded == ["[]", f"{REPO / 'ci' / '__init__.py'} {REPO / 'ci' / 'running' / 'proctree.py'} None", "1"]
+    plain = _run(child_argv(body), {k: v for k, v in child_env(root, parts).items() if not k.startswith("CI_DEPMAP")},
                  root)
-    assert plain == recorded[:1] + [recorded[1][:-1] + "0"]  # unrecorded: the same files, no guard
+    assert plain == recorded[:2] + ["0"]  # unrecorded: the same files, no log
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pytest
 
-from ci.running import depmap_live, depmap_slipcover
+from ci.running import depmap_live, depmap_slipcover, proctree
 from ci.running.proctree import process_state
 from tests.ci.depmap_child_support import child_argv, child_env, project, recorded_lines
 
@@ -214,6 +214,24 @@ def test_one_signal_to_many_asks_them_all_before_it_waits(tmp_path: Path, monkey
     assert sorted(p.name for p in tmp_path.glob("stopped.*")) == sorted(f"stopped.{pid}" for pid in pids)
     assert not list(tmp_path.glob("flush.*")) and not list(tmp_path.glob(".flush.*"))  # no draft left
     assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py", "tests/test_b.py"}  # not killed yet
+
+
+def test_the_guard_takes_kill_tree_s_rounds_whole_from_any_copy_of_it(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # on the wrapped os.kill, where every copy of proctree finds it (`test_process_tree_stop`)
+    monkeypatch.setattr(os, "kill", os.kill)  # put back after the test: the guard wraps both
+    monkeypatch.setattr(os, "killpg", os.killpg)
+    rounds: list[tuple[str, list[int], bool]] = []
+    monkeypatch.setattr(depmap_live, "flush_before",
+                        lambda parts, pids, stopping=False: rounds.append((parts, list(pids), stopping)))
+    recording: list[str | None] = [str(tmp_path)]
+    depmap_live.guard_kills(lambda: recording[0])
+    before_stopping = getattr(os.kill, proctree.BEFORE_STOPPING)
+    before_stopping([NOBODY, NOBODY + 1])
+    assert rounds == [(str(tmp_path), [NOBODY, NOBODY + 1], True)]
+    recording[0] = None  # the recording is over: nothing to ask
+    before_stopping([NOBODY])
+    assert len(rounds) == 1
 
 
 def test_a_child_asked_before_a_stop_stops_itself_once_flushed(tmp_path: Path) -> None:

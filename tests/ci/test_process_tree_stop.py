@@ -9,6 +9,7 @@ parent has been seen stopped; the processes themselves, their signals and their 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -228,23 +229,35 @@ def test_the_stop_order_does_not_follow_pid_values(monkeypatch) -> None:
     assert all(stops.index(parents[pid]) < stops.index(pid) for pid in parents)
 
 
-def test_each_round_is_handed_to_the_stop_hooks_before_any_of_it_is_stopped(monkeypatch) -> None:
+def _loaded_by_path():
+    """Another copy of the module, loaded by its path as the watchdog's helper loads it."""
+    spec = importlib.util.spec_from_file_location("proctree_by_path", proctree.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("copy", ["imported", "loaded by path"])
+def test_each_round_is_handed_to_the_kill_wrapper_before_any_of_it_is_stopped(monkeypatch, copy: str) -> None:
     """A recorder asks every process of a round to flush at once (`ci.running.depmap_live`):
     the hook must see the whole round, and see it before the first SIGSTOP of it. The second
-    round is a child that appears only once the first is stopped. Pids as above: none exists."""
+    round is a child that appears only once the first is stopped. Pids as above: none exists.
+    The hook is the wrapped ``os.kill``'s, so any copy of the module finds it."""
+    module = proctree if copy == "imported" else _loaded_by_path()
+    assert copy == "imported" or module is not proctree
     base = 2 ** 22 + 2048
     root, kids, late = base, [base + 1, base + 2], base + 3
     tree = {root: set(kids)}
-    monkeypatch.setattr(proctree, "children", lambda pid: set(tree.get(pid, ())))
+    monkeypatch.setattr(module, "children", lambda pid: set(tree.get(pid, ())))
     events: list[tuple[str, object]] = []
 
     def kill(pid: int, sig: int) -> None:
         events.append(("signal", (pid, sig)))
         tree[kids[0]] = {late}  # forked just before its parent stopped
 
+    setattr(kill, proctree.BEFORE_STOPPING, lambda pids: events.append(("hook", list(pids))))
     monkeypatch.setattr(os, "kill", kill)
-    monkeypatch.setattr(proctree, "stop_hooks", [lambda pids: events.append(("hook", list(pids)))])
-    assert proctree.kill_tree([root]) == {root, *kids, late}
+    assert module.kill_tree([root]) == {root, *kids, late}
     hooks = [i for i, (kind, _) in enumerate(events) if kind == "hook"]
     assert [events[i][1] for i in hooks] == [[root, *kids], [late]]
     stops = [i for i, (kind, what) in enumerate(events) if kind == "signal" and what[1] == signal.SIGSTOP]
