@@ -11,7 +11,8 @@ its own, and so run differently recorded than unrecorded.
 import of one of those names asks the finders behind it where the program's path leads; when
 that is the very file the recorder's module came from (the program runs from the recorder's
 checkout), the recorder's module object is handed back, so there is one module and its state is
-shared (the child's log in `ci.running.depmap_child`); otherwise the import goes on as if the recorder had never been imported.
+shared (the child's log in `ci.running.depmap_child`); otherwise the import goes on as if the
+recorder had never been imported.
 
 Contract: after ``step_aside(package)`` an import of ``package`` or any of its submodules gives
 the file the program would get without the hook. The recorder keeps working with the modules it
@@ -24,9 +25,10 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+
+from ci.running.finder_guard import FinderGuard
 
 
 class _ExistingModule:
@@ -49,19 +51,16 @@ class SameFileFinder:
 
     def __init__(self) -> None:
         self.aside: dict[str, ModuleType] = {}
-        self._asking: set[tuple[int, str]] = set()
+        self._guard = FinderGuard()
 
     def find_spec(self, name: str, path=None, target: ModuleType | None = None) -> ModuleSpec | None:
         module = self.aside.get(name)
-        key = (threading.get_ident(), name)
-        if module is None or key in self._asking:
-            # asked back by a finder that itself asks every other one (the recorder's probes)
+        if module is None:
             return None
-        self._asking.add(key)
-        try:
+        with self._guard.asking(name) as first:
+            if not first:  # asked back by a finder that asks every other one (`ci.running.finder_guard`)
+                return None
             found = self._find_behind(name, path, target)
-        finally:
-            self._asking.discard(key)
         if found is None or not _same_file(found.origin, getattr(module.__spec__, "origin", None)):
             return found  # the program's own module, or none: as without the hook
         del self.aside[name]  # back in sys.modules from here on

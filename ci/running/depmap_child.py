@@ -149,7 +149,7 @@ def _recording_pytest() -> bool:
 
 def _start() -> None:
     parts, root, test = os.environ.get(PARTS_ENV), os.environ.get(ROOT_ENV), os.environ.get(TEST_ENV, "")
-    if os.environ.get(CHILD_CORE_ENV) != "slipcover":  # the hook also wakes for a recording's own pytest
+    if os.environ.get(CHILD_CORE_ENV) != "slipcover":  # the hook also wakes wherever a recording is asked for
         return
     if not parts or not root or not test or not os.path.isdir(parts):
         return

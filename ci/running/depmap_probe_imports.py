@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import threading
 from collections.abc import Callable
 from importlib import machinery
+
+from ci.running.finder_guard import FinderGuard
 
 
 class ProbedLoader:
@@ -70,16 +71,12 @@ class ProbeImports:
         self.instrument, self.matches, self.register = instrument, matches, register
         self._unwrapped: Callable | None = None
         self._wrapper: Callable | None = None
-        self._asking: set[tuple[int, str]] = set()
+        self._guard = FinderGuard()
 
     def find_spec(self, fullname, path, target=None):
-        key = (threading.get_ident(), fullname)
-        if key in self._asking:
-            # asked back by a finder that itself asks every other one: another copy of this
-            # class (a program running its own copy of the recorder), coverage's or slipcover's
-            return None
-        self._asking.add(key)
-        try:
+        with self._guard.asking(fullname) as first:
+            if not first:  # asked back (`ci.running.finder_guard`): another copy of this class, slipcover's
+                return None
             for finder in list(sys.meta_path):
                 if finder is self or isinstance(finder, ProbeImports) or not hasattr(finder, "find_spec"):
                     continue
@@ -90,8 +87,6 @@ class ProbeImports:
                     spec.loader = ProbedLoader(self.instrument, spec.loader, spec.origin, self.register)
                 return spec
             return None
-        finally:
-            self._asking.discard(key)
 
     def enter(self) -> None:
         sys.meta_path.insert(0, self)
