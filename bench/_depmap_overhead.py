@@ -18,31 +18,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._depmap_audit import COUNTS_ENV
 from ci.running.depmap_options import CORE_ENV, MEASURE_ENV
-from ci.running.depmap_probe_cache import PROBES_ENV
 
 
 @dataclass(frozen=True)
 class Mode:
-    """One way to run the files: ``record`` False is the baseline; ``env`` picks parts and core;
-    ``cold_probes``: each run's recording starts from an empty probe cache of its own
-    (`ci.running.depmap_probe_cache`), not the repository's, which earlier recordings filled."""
+    """One way to run the files: ``record`` False is the baseline; ``env`` picks parts and core."""
 
     label: str
     record: bool
     env: dict[str, str] = field(default_factory=dict)
-    cold_probes: bool = False
 
 
 BASELINE = Mode("no recording (baseline)", False)
 FULL_CTRACE = Mode("recording: everything, ctrace core", True, {CORE_ENV: "ctrace"})
 FULL_SLIPCOVER = Mode("recording: everything, slipcover core (default)", True, {CORE_ENV: "slipcover"})
-COLD_SLIPCOVER = Mode("the same, each run's probe cache empty", True, {CORE_ENV: "slipcover"}, cold_probes=True)
 BREAKDOWN = (
     BASELINE,
     Mode("audit hook only (opened)", True, {MEASURE_ENV: "opened"}),
@@ -98,10 +92,7 @@ def compare(root: Path, files: list[str], modes: tuple[Mode, ...], repeat: int, 
         for i, mode in enumerate(modes):
             record = out.with_suffix(f".{i}{out.suffix}") if mode.record else None
             log = logs / f"{i}.{round_}.log" if logs is not None else None
-            empty = tempfile.TemporaryDirectory(prefix="bench-depmap-probes-") if mode.cold_probes else nullcontext()
-            with empty as probes:
-                env = {**mode.env, PROBES_ENV: probes} if probes else mode.env
-                runs[i].append(run_pytest(root, files, record, env, workers=workers, log=log))
+            runs[i].append(run_pytest(root, files, record, mode.env, workers=workers, log=log))
     return [Measured(mode, min(r[0] for r in runs[i]), min(r[1] for r in runs[i]), frozenset(r[2] for r in runs[i]))
             for i, mode in enumerate(modes)]
 

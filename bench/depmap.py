@@ -1,5 +1,5 @@
 """Runtime dependency maps: what recording costs, and what they select:
-``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N] [--logs=DIR] [--no-cold]``, or
+``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N] [--logs=DIR]``, or
 ``python -m bench depmap --map=PATH`` for step 3 alone with a map recorded before at this
 repository's HEAD (a ``bench mutation --tree self`` workdir's ``depmap.json``).
 
@@ -19,11 +19,9 @@ conftest): every process, baseline and recording alike, compiles the modules it 
 2. Overhead, the goal's table: the cpu tier's files with est_time <= 3 s (one process; --quick:
    one file), or with --tier every file of the cpu tier (``-n WORKERS``, 2 by default: CPU time
    counts every worker, so idle workers hide nothing). Modes: baseline, the default core
-   (slipcover where it runs, `ci.running.depmap_options`), the same with an empty probe cache in
-   every run (the default keeps the repository's ``.ci-cache/depmap-probes`` between recordings,
-   as Python keeps ``__pycache__``: the baseline's imports are warm too) and, except with --tier,
-   the C tracer. ``--no-cold`` leaves the empty-cache mode out (a whole tier repeated takes
-   about 12 minutes a run).
+   (slipcover where it runs, `ci.running.depmap_options`; each recording shares its probe edits
+   between its own processes only, `ci.running.depmap_probe_cache`) and, except with --tier, the
+   C tracer (a whole tier repeated takes about 12 minutes a run).
    Goal: <= 10 % more CPU time with the default core, judged only when pytest passed in every
    run (a failing run does other work). Then whether two cores' maps agree. ``--logs=DIR`` keeps
    each run's pytest output there (``<mode index>.<round>.log``): what failed, and how long.
@@ -40,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench._depmap_history import selection_table
-from bench._depmap_overhead import (BASELINE, BREAKDOWN, COLD_SLIPCOVER, FULL_CTRACE, FULL_SLIPCOVER, Measured,
+from bench._depmap_overhead import (BASELINE, BREAKDOWN, FULL_CTRACE, FULL_SLIPCOVER, Measured,
                                     audit_events, compare, table_rows)
 from bench.table import format_table
 from ci.registry import Registry, find_repo_root, load_registry
@@ -81,11 +79,10 @@ def breakdown(root: Path, files: list[str], repeat: int, tmp: Path) -> None:
 
 
 def headline(root: Path, files: list[str], repeat: int, out: Path, workers: int,
-             with_ctrace: bool, logs: Path | None = None, with_cold: bool = True) -> tuple[list[Measured], list[Path]]:
+             with_ctrace: bool, logs: Path | None = None) -> tuple[list[Measured], list[Path]]:
     """The goal's table and verdict; returns the measurements and the maps each recording mode wrote."""
     default = FULL_SLIPCOVER if depmap_slipcover.available() else replace(FULL_CTRACE, label=FULL_CTRACE.label + " (default)")
-    modes = (BASELINE, default) + ((COLD_SLIPCOVER,) if with_cold and default is FULL_SLIPCOVER else ()) \
-        + ((FULL_CTRACE,) if with_ctrace and default is FULL_SLIPCOVER else ())
+    modes = (BASELINE, default) + ((FULL_CTRACE,) if with_ctrace and default is FULL_SLIPCOVER else ())
     measured = compare(root, files, modes, repeat, out, workers, logs)
     print(format_table(HEADERS, _rows(measured, len(files)),
                        title=f"overhead: -n {workers}, {repeat} run(s) of each, alternating"))
@@ -140,8 +137,7 @@ def main(argv: list[str]) -> int:
         if not (quick or tier):
             breakdown(root, list(BREAKDOWN_FILES), repeat, Path(tmp))
             print()
-        measured, maps = headline(root, files, repeat, Path(tmp) / "depmap.json", workers, not tier, logs,
-                                  "--no-cold" not in argv)
+        measured, maps = headline(root, files, repeat, Path(tmp) / "depmap.json", workers, not tier, logs)
         maps_agree(maps, [m.mode.label for m in measured[1:]])
         print()
         if not maps[0].is_file():

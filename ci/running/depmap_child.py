@@ -160,7 +160,7 @@ def _start() -> None:
     _leave_unrewritten("slipcover")
     options = record_options(resolve_core=False)
     files = RepoFiles(root)
-    lines = depmap_slipcover.SlipcoverLines(files, None, probe_folder(root, parts, make=False))
+    lines = depmap_slipcover.SlipcoverLines(files, None, probe_folder(parts))
     lines.switch_context(test)
     # before any probe or audit hook: compiling reads the recorder's sources, which no test uses
     cache_once(parts, __name__.split(".")[0])

@@ -20,13 +20,18 @@ runs again), and a write that fails stores nothing; neither ever raises. Entries
 through a temporary file and ``os.replace``, so a reader never sees half of one, and carry a
 digest of their content: one that a crash tore or a disk mangled fails it and is ignored.
 
-Where the entries live (`probe_folder`): ``$CI_DEPMAP_PROBES`` when set; else the repository's
-``.ci-cache/depmap-probes/`` (`ci.cache_folder`), which the recording's first process makes, so
-the next recording finds the edits of every module its code did not change, as Python finds its
-own ``__pycache__``; else, when that folder could not be made, the recording's parts directory.
-An entry is the edit of one code object, found by a digest of that code: a stale one is never
-hit, only left behind. Each hit touches the entry's mtime, and `prune` (the owner, at the end of
-a recording) removes the entries nothing used for `MAX_AGE_DAYS` days.
+Where the entries live (`probe_folder`): in the recording's own parts directory, which its owner
+makes afresh (``tempfile.mkdtemp``, mode 0700) and removes at the end, and nowhere else. An entry
+is code that the next process runs in place of the module's own, so a cache that outlives the
+recording would let whoever can write it decide what a later recording executes: a folder restored
+from a CI cache that pull-request code can save into, a shared ``.ci-cache``, a folder named by the
+environment. A byte flipped there (``BINARY_OP`` subtract -> add, its digest recomputed) made a
+recording pass on source that says ``return a - b`` and write a complete map; and ``marshal.loads``
+of crafted data is not safe either. Inside one recording every writer is a process of that very
+recording, running the code under test anyway. The digest below guards against a torn write, not
+against an attacker. Measured when the entries were still kept between recordings: a recording that
+started with an empty cache cost within the spread of one that started warm (docs/depmaps.md,
+"Overhead": 1.11x / 1.02x, 1.03x / 1.10x, 1.08x / 1.11x, 1.12x / 1.14x, cold / warm).
 """
 
 from __future__ import annotations
@@ -35,18 +40,13 @@ import marshal
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from types import CodeType
 from typing import Any, Callable
 
-from ci.cache_folder import CACHE_DIR, cache_folder
 from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 
 PROBES_DIR = "probes"  # the folder in a recording's parts directory
-PROBES_ENV = "CI_DEPMAP_PROBES"  # a folder for the entries instead of the repository's
-CACHE_NAME = "depmap-probes"  # the folder in the repository's .ci-cache
-MAX_AGE_DAYS = 14
 MARK = "__slipcover__"  # the constant slipcover adds last to each code object it instruments
 _FORMAT = 3  # 2: the lines each probe stands for (`ci.running.depmap_blocks`) are stored too; 3: a digest
 
@@ -62,42 +62,10 @@ except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
 
-def probe_folder(root: str | os.PathLike[str], parts: str | os.PathLike[str], make: bool) -> Path:
-    """Where a recording's processes share their edits (see the module docstring); ``make``: the
-    recording's first process, which makes the repository's folder (the others only look)."""
-    given = os.environ.get(PROBES_ENV, "")
-    if given:
-        return Path(given)
-    folder = Path(root) / CACHE_DIR / CACHE_NAME
-    if make:
-        try:
-            return cache_folder(root, CACHE_NAME)
-        except OSError:
-            pass
-    elif folder.is_dir():
-        return folder
+def probe_folder(parts: str | os.PathLike[str]) -> Path:
+    """Where a recording's processes share their edits: its parts directory's ``probes`` folder
+    (see the module docstring for why nowhere else)."""
     return Path(parts) / PROBES_DIR
-
-
-def prune(folder: Path, max_age_days: float = MAX_AGE_DAYS, now: float | None = None) -> int:
-    """Remove the entries of ``folder`` unused for ``max_age_days`` (by mtime, which a hit
-    touches), and temporary files as old; how many went. Never raises."""
-    limit = (time.time() if now is None else now) - max_age_days * 86400
-    gone = 0
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return 0
-    for name in names:
-        if not (name.endswith(".code") or name.startswith(".tmp-")):
-            continue
-        try:
-            if os.stat(folder / name).st_mtime < limit:
-                os.unlink(folder / name)
-                gone += 1
-        except OSError:
-            pass
-    return gone
 
 
 def _digest(data: bytes) -> bytes:
@@ -195,10 +163,6 @@ class ProbeCache:
             except (TypeError, ValueError):
                 pass
             else:
-                try:
-                    os.utime(path)  # in use: `prune` keeps it
-                except OSError:
-                    pass
                 return rebuilt
         edited = edit(code)
         fresh = _entry(code, edited, self.plan)
@@ -225,4 +189,4 @@ class ProbeCache:
             pass  # no entry: the next process edits the code itself
 
 
-__all__ = ["CACHE_NAME", "MARK", "MAX_AGE_DAYS", "PROBES_DIR", "PROBES_ENV", "ProbeCache", "probe_folder", "prune"]
+__all__ = ["MARK", "PROBES_DIR", "ProbeCache", "probe_folder"]

@@ -48,7 +48,7 @@ from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, 
 from ci.running import depmap_child, depmap_startup
 from ci.running.depmap_live import guard_kills
 from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
-from ci.running.depmap_probe_cache import probe_folder, prune
+from ci.running.depmap_probe_cache import probe_folder
 from ci.running.depmap_startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
 
@@ -140,7 +140,7 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
     session, probed = depmap_child.take_session(files if options.lines else None)
     if not options.lines:
         return _Idle()
-    probes = probe_folder(files.roots[0], parts, make=owner)
+    probes = probe_folder(parts)
     if session is not None:  # measuring since this process started (`depmap_child.take_session`)
         session.adopt(parts / "cov", probes)
         return session
@@ -336,7 +336,6 @@ class DepmapRecorder:
             shutil.rmtree(self.parts, ignore_errors=True)
             for name in (PARTS_ENV, ROOT_ENV, TEST_ENV, CHILD_CORE_ENV, "COVERAGE_PROCESS_START"):
                 os.environ.pop(name, None)
-            prune(probe_folder(self.root, self.parts, make=False))
         if reporter is not None:
             reporter.ensure_newline()
             reporter.write_line(line)

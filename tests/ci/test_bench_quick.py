@@ -105,7 +105,7 @@ SPECS: dict[str, Spec] = {
     "depmap": Spec((
         TableSpec(("mode", "files", "wall s (best)", "CPU s (best)", "x baseline CPU"),
                   ("no recording (baseline)", "recording: everything, slipcover core (default)",
-                   "the same, each run's probe cache empty", "recording: everything, ctrace core"), "x baseline CPU"),
+                   "recording: everything, ctrace core"), "x baseline CPU"),
         TableSpec(("commit", "changed", "graph", "map", "graph, no run-all", "map, no run-all",
                    "x graph est (no run-all)"), ("all",), "x graph est (no run-all)")),
         goal=r"goal: recording CPU overhead <= 10%: (MET|MISSED) \(.*\)"),

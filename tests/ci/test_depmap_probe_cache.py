@@ -196,48 +196,58 @@ def test_the_recorders_own_modules_are_never_repository_files_of_a_map() -> None
     assert files.relative(str(running / "watchdog.py")) == "ci/running/watchdog.py"
 
 
-def test_the_folder_is_the_repositorys_cache_unless_given_and_falls_back_to_the_parts(tmp_path: Path,
-                                                                                      monkeypatch) -> None:
-    from ci.running.depmap_probe_cache import PROBES_ENV, probe_folder
-
-    monkeypatch.delenv(PROBES_ENV, raising=False)
-    root, parts = tmp_path / "repo", tmp_path / "parts"
-    root.mkdir()
-    assert probe_folder(root, parts, make=False) == parts / "probes"  # a child never makes it
-    made = probe_folder(root, parts, make=True)
-    assert made == root / ".ci-cache" / "depmap-probes" and made.is_dir()
-    assert (root / ".ci-cache" / ".gitignore").read_text().endswith("*\n")  # never untracked
-    assert probe_folder(root, parts, make=False) == made  # the recording's other processes find it
-    blocked = tmp_path / "blocked"
-    blocked.mkdir()
-    (blocked / ".ci-cache").write_text("a file where the folder would be")
-    assert probe_folder(blocked, parts, make=True) == parts / "probes"
-    monkeypatch.setenv(PROBES_ENV, str(tmp_path / "given"))
-    assert probe_folder(root, parts, make=True) == tmp_path / "given"
+CALC = "def sub(a, b):\n    return a - b\n"
+CALC_TEST = "from pkg.calc import sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 4  # true only if the code adds\n"
 
 
-def test_prune_removes_what_nothing_used_for_the_age_limit_and_a_hit_keeps_an_entry(tmp_path: Path) -> None:
-    import time
+def _poisoned_entry(tmp_path: Path, module: Path) -> bytes:
+    """A valid cache entry for ``module``'s code whose nested function adds where the source
+    subtracts: slipcover's own edit, one opcode argument changed, its digest recomputed."""
+    import dis
+    import marshal
 
-    from ci.running.depmap_probe_cache import MAX_AGE_DAYS, prune
+    from ci.running.depmap_probe_cache import _digest
 
-    cache = tmp_path / "probes"
-    used = compile("X = 1\n", str(tmp_path / "m.py"), "exec")
-    _lines(tmp_path, cache)._sci.instrument(used)
-    _lines(tmp_path, cache)._sci.instrument(compile("X = 2\n", str(tmp_path / "m.py"), "exec"))
-    (cache / ".tmp-1-2-left.code").write_bytes(b"a write a kill interrupted")
-    (cache / "notes.txt").write_text("not an entry")
-    now = time.time()
-    old = now - (MAX_AGE_DAYS + 1) * 86400
-    for entry in cache.iterdir():
-        os.utime(entry, (old, old))
-    _lines(tmp_path, cache)._sci.instrument(used)  # a hit: in use again
-    before = set(cache.glob("*.code"))
-    _lines(tmp_path, cache)._sci.instrument(compile("X = 3\n", str(tmp_path / "m.py"), "exec"))
-    (recent,) = set(cache.glob("*.code")) - before
-    almost = now - (MAX_AGE_DAYS - 0.5) * 86400  # unused for a little less than the limit: kept
-    os.utime(recent, (almost, almost))
-    assert prune(cache, now=now) == 2  # the other entry and the temporary file
-    assert len(list(cache.glob("*.code"))) == 2 and (cache / "notes.txt").exists()
-    _same(_lines(tmp_path, None)._sci.instrument(used), _lines(tmp_path, cache)._sci.instrument(used))
-    assert prune(tmp_path / "missing") == 0
+    code = compile(module.read_text(), str(module), "exec", dont_inherit=True)  # as the import system does
+    made = tmp_path / "made"
+    _lines(tmp_path, made)._sci.instrument(code)
+    (stored,) = made.iterdir()
+    entry = marshal.loads(stored.read_bytes()[16:])
+    (index, sub), = entry[5]  # the one nested code object: ``sub``
+    ops = bytearray(sub[0])
+    subtract = dis._nb_ops.index(("NB_SUBTRACT", "-"))
+    at = next(i for i in range(0, len(ops), 2) if ops[i] == dis.opmap["BINARY_OP"] and ops[i + 1] == subtract)
+    ops[at + 1] = dis._nb_ops.index(("NB_ADD", "+"))
+    entry = (*entry[:5], ((index, (bytes(ops), *sub[1:])),), entry[6])
+    data = marshal.dumps(entry, 2)
+    # the poison works where it is read: the rebuilt code adds
+    (made / stored.name).write_bytes(_digest(data) + data)
+    namespace: dict = {}
+    exec(_lines(tmp_path, made)._sci.instrument(code), namespace)  # noqa: S102 (the oracle runs the code)
+    assert namespace["sub"](3, 1) == 4
+    return stored.name.encode() + b"\0" + _digest(data) + data
+
+
+@pytest.mark.parametrize("planted_in", ["the repository's .ci-cache", "$CI_DEPMAP_PROBES"])
+def test_an_entry_planted_before_the_recording_never_decides_what_runs(tmp_path: Path, planted_in: str) -> None:
+    # #49: an entry restored from a cache that approved pull-request code could write made the
+    # recording pass on source that subtracts; the recorded outcome must be the plain one
+    from tests.ci.depmap_support import GIT, write_project
+
+    root = tmp_path / "proj"
+    write_project(root, {"pkg/__init__.py": "", "pkg/calc.py": CALC, "tests/test_calc.py": CALC_TEST})
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True)
+    name, _, blob = _poisoned_entry(tmp_path, root / "pkg" / "calc.py").partition(b"\0")
+    folder = root / ".ci-cache" / "depmap-probes" if planted_in.startswith("the") else tmp_path / "given"
+    folder.mkdir(parents=True)
+    (folder / name.decode()).write_bytes(blob)
+    env = clean_env() if planted_in.startswith("the") else {**clean_env(), "CI_DEPMAP_PROBES": str(folder)}
+    outcomes = []
+    for record in ([], ["--record-depmap", str(tmp_path / "map.json")]):
+        proc = subprocess.run([sys.executable, "-m", "ci", "run", "--registry", str(root / "registry.yaml"),
+                               "--tier", "cpu", "--workers", "0", *record], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=180)
+        outcomes.append((proc.returncode, "1 failed" in proc.stdout))
+    assert outcomes == [(1, True), (1, True)], proc.stdout + proc.stderr
+    assert (tmp_path / "map.json").is_file()  # it did record
