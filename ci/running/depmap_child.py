@@ -41,16 +41,15 @@ start because of this module.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
 
 from ci.running.depmap_aside import step_aside
 from ci.running.depmap_bytecode import cache_once
+from ci.running.depmap_exit import save_on_exit
 from ci.running.depmap_files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
 from ci.running.depmap_live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
 from ci.running.depmap_options import record_options
@@ -171,34 +170,12 @@ def _start() -> None:
         log.start()
     child = _ChildLog(lines, files, parts, test, _script_path())
     _active.append(child)
-    atexit.register(child.flush, True)
     os.register_at_fork(after_in_child=child.after_fork)
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        def on_sigterm(signum, frame) -> None:
-            child.flush(True)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-        signal.signal(signal.SIGTERM, on_sigterm)
     mark_live(parts, test, flushes=True)
     guard_kills(lambda: os.environ.get(PARTS_ENV))
-    _flush_before_exit(child)
+    save_on_exit(lambda: child.flush(True))
     child.run_flusher()
     os.environ.pop("COVERAGE_PROCESS_START", None)
-
-
-def _flush_before_exit(child: _ChildLog) -> None:
-    """``os._exit`` skips atexit: a forked ``multiprocessing`` worker and argcomplete's completion
-    leave by it. The last lines are written first, so such a process ends saved, not lost."""
-    leave = os._exit
-
-    def exit_after_flush(status: int) -> None:
-        try:
-            child.flush(True)
-        finally:
-            leave(status)
-
-    os._exit = exit_after_flush
 
 
 def runs_pytest(argv: list[str]) -> bool:

@@ -99,6 +99,11 @@ def acknowledge(request: Path) -> None:
         signal.raise_signal(signal.SIGSTOP)  # the whole process stops; the signal it waits for follows
 
 
+def left_live(parts: Path, pid: int) -> bool:
+    """Whether process ``pid`` of the recording left its live mark (it never saved)."""
+    return Path(parts, f"{_LIVE}{pid}").exists()
+
+
 def unsaved_tests(parts: Path) -> set[str]:
     """The test files whose subprocesses left a live mark (see the module docstring)."""
     found = set()

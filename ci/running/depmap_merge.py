@@ -9,7 +9,9 @@ some, so a test file's collected count is the largest any process saw and its fi
 sum: the file is complete when they meet.
 
 A test file one of whose subprocesses ended without saving its lines (a live mark left,
-`ci.running.depmap_live`) is not complete: its entry never narrows selection.
+`ci.running.depmap_live`) is not complete: its entry never narrows selection. A coverage data
+file that cannot be read (its process died mid-write) is skipped; when its process left no live
+mark, no entry of the map is complete, since whose lines it held is unknown.
 
 Contract: `build_map` returns one entry per collected test file, with the lines each executed,
 the files it opened; lines of shared contexts
@@ -21,15 +23,18 @@ parts it cannot read at all.
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from coverage import CoverageData
+from coverage.exceptions import CoverageException
 
 from ci.running.depmap_files import RepoFiles, read_context
-from ci.running.depmap_live import unsaved_tests
+from ci.running.depmap_live import left_live, unsaved_tests
 from ci.selection.depmap_format import DepMap, TestMap
 
 
@@ -50,6 +55,16 @@ def _child_records(part: Path) -> Iterator[tuple[str, dict[str, list[int]]]]:
         if not isinstance(record, dict):
             raise ValueError(f"{part.name}: line {number} is not a JSON object")
         yield from record.items()
+
+
+_PID = re.compile(r"\.pid(\d+)\.")  # coverage.py's data file suffix: <host>.pid<pid>.<random>
+
+
+def _coverage_part(part: Path) -> list[tuple[str, dict[int, list[str]]]]:
+    """Each measured file of one coverage.py data file, with the contexts of each line."""
+    data = CoverageData(basename=str(part))
+    data.read()
+    return [(measured, data.contexts_by_lineno(measured)) for measured in data.measured_files()]
 
 
 def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None = None) -> DepMap:
@@ -79,11 +94,18 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
         if is_shared:
             shared[rel].update(kept)
 
+    torn_unmarked = False  # a torn part whose process left no live mark: whose lines are lost is unknown
     for part in sorted(parts.glob("cov.*")):
-        data = CoverageData(basename=str(part))
-        data.read()
-        for measured in data.measured_files():
-            for lineno, contexts in data.contexts_by_lineno(measured).items():
+        try:
+            measured_lines = _coverage_part(part)
+        except (CoverageException, sqlite3.DatabaseError, AssertionError):
+            # torn: its process died mid-write (coverage.py's own core writes in place); where
+            # it left its live mark, that mark already makes its test file's entry partial
+            pid = _PID.search(part.name)
+            torn_unmarked = torn_unmarked or pid is None or not left_live(parts, int(pid.group(1)))
+            continue
+        for measured, by_line in measured_lines:
+            for lineno, contexts in by_line.items():
                 for context in contexts:
                     add(context, measured, (lineno,))
     for part in sorted(parts.glob("clines.*.jsonl")):
@@ -100,7 +122,7 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
     tests = {}
     for test, n in items.items():
         own = {rel: frozenset(found) for rel, found in lines.get(test, {}).items()}
-        complete = done[test] >= n and test not in unsaved
+        complete = done[test] >= n and test not in unsaved and not torn_unmarked
         tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), complete, n, ran[test], lines=own)
     return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests,
                   {rel: frozenset(found) for rel, found in shared.items()}, sha)

@@ -46,6 +46,7 @@ from ci.atomic_write import atomic_write_text
 from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
                                      fixture_context)
 from ci.running import depmap_child, depmap_startup
+from ci.running.depmap_forked import ForkedCopy, watch_forks
 from ci.running.depmap_live import guard_kills
 from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
 from ci.running.depmap_probe_cache import probe_folder
@@ -245,6 +246,18 @@ class DepmapRecorder:
             settle_every(SETTLE_SECONDS)
         if options.opened:
             self.opened.start()
+        self.copy: ForkedCopy | None = None  # this process is a fork of the recording's: `forked`
+        self.finished = False
+        watch_forks(self)
+
+    def forked(self) -> None:
+        """In a forked copy of this process: one of the running test's children, not the
+        recording (`ci.running.depmap_forked`)."""
+        if self.finished:
+            return
+        if self.copy is None:
+            self.copy = ForkedCopy(self.cov, self.opened, str(self.parts))
+        self.copy.begin(self.opened.context)
 
     def _switch(self, context: str, test: str = "") -> None:
         """Make ``context`` coverage's context; ``test`` is the test file the work is for (the
@@ -310,7 +323,12 @@ class DepmapRecorder:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Save this process's parts; the owner (last to finish: an xdist controller's session
-        ends after its workers') then merges every process's parts into the map."""
+        ends after its workers') then merges every process's parts into the map. A forked copy
+        that ran on to here saves its lines only."""
+        if self.copy is not None:
+            self.copy.save()
+            return
+        self.finished = True
         self._switch("")
         self.opened.stop()
         self.cov.stop()

@@ -37,6 +37,7 @@ from __future__ import annotations
 import builtins
 import dis
 import gc
+import os
 import sys
 import threading
 from collections import defaultdict
@@ -301,6 +302,12 @@ class SlipcoverLines:
         self._lock = threading.RLock()
         self._sites.lock = threading.Lock()
 
+    def forget_collected(self) -> None:
+        """Drop the lines already moved to their contexts: a forked copy saves only what it runs
+        itself (its parent saves the rest)."""
+        with self._lock:
+            self.lines.clear()
+
     def settle(self) -> None:
         """Move the lines seen so far to the current context and stop their probes firing until
         the context changes: a pytest process calls it after each test."""
@@ -346,10 +353,14 @@ class SlipcoverLines:
             self.lines.clear()
 
     def save(self) -> None:
-        """One coverage.py data file (``<data_file>.<host>.<pid>.<random>``), contexts as recorded."""
+        """One coverage.py data file (``<data_file>.<host>.<pid>.<random>``), contexts as recorded;
+        written under a temporary name and renamed when whole, so a process killed mid-write (a
+        pool worker's SIGTERM) leaves no torn file where the merge looks."""
         from coverage import CoverageData
 
-        data = CoverageData(basename=str(self._data_file), suffix=True)
+        final = str(self._data_file)
+        partial = os.path.join(os.path.dirname(final), ".partial-" + os.path.basename(final))
+        data = CoverageData(basename=partial, suffix=True)
         with self._lock:
             contexts = sorted((context, dict(files)) for context, files in self.lines.items())
         for context, files in contexts:
@@ -358,3 +369,6 @@ class SlipcoverLines:
                 data.set_context(context)
                 data.add_lines(measured)
         data.write()
+        written = data.data_filename()
+        if os.path.exists(written):  # nothing measured: coverage wrote no file
+            os.replace(written, final + written[len(partial):])

@@ -23,7 +23,7 @@ from tests.ci.depmap_child_support import REPO, child_argv, child_env, project, 
 pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
 
 HOOK_MODULES = ("ci/__init__.py", "ci/running/depmap_child.py", "ci/running/depmap_slipcover.py",
-                "ci/running/depmap_live.py", "ci/running/proctree.py", "ci/cache_folder.py")
+                "ci/running/depmap_live.py", "ci/running/proctree.py", "ci/running/depmap_exit.py")
 
 
 def _copy_of_ci(root: Path) -> None:
