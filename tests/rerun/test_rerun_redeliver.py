@@ -12,12 +12,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from pytest_httpserver import HTTPServer
 
 from tools.rerun.__main__ import main
 from tools.rerun.fake_github import FakeGitHub, Scripted
 from tools.rerun.fake_hooks import APP_HOOK
 from tools.rerun.github import GitHubClient
 from tools.rerun.redeliver import HookDeliveries, HookRef, sweep, window_start
+from tools.rerun.rest import ForeignURL
 from tools.rerun.server import ServerConfig, WebhookApp, running
 
 from rerun_support import REPO, TOKEN, StubPool, comment_payload
@@ -116,3 +118,18 @@ def test_cli(fake: FakeGitHub, api_url: str, tmp_path: Path, capsys) -> None:
     fake.fail("GET", r"/deliveries$", Scripted(404, body={"message": "Not Found"}))
     assert main([*common, "--hook-id", str(HOOK)]) == 1
     assert "cannot list the deliveries" in capsys.readouterr().err
+
+
+def test_a_cursor_to_another_host_is_not_followed(fake: FakeGitHub, api_url: str, httpserver_ipv4: HTTPServer) -> None:
+    """The deliveries page's ``Link: rel="next"`` names another server: the sweep stops with an
+    error naming it, and that server (which would serve a valid page) never sees the token."""
+    fake.add_hook(HOOK, f"http://127.0.0.1:{_free_port()}/", SECRET)
+    lost = fake.deliver(HOOK, "issue_comment", comment_payload("/rerun-test test_pack.py"))
+    path = f"/repos/{REPO}/hooks/{HOOK}/deliveries"
+    httpserver_ipv4.expect_request(path).respond_with_json([])
+    foreign = httpserver_ipv4.url_for(f"{path}?per_page=100&cursor={lost.id}")
+    fake.fail("GET", r"/deliveries$", Scripted(200, {"Link": f'<{foreign}>; rel="next"'}, [lost.to_json()]))
+    with pytest.raises(ForeignURL, match="not on the API's origin") as info:
+        sweep(_deliveries(api_url, HookRef(REPO, HOOK)), SINCE)
+    assert info.value.path == foreign and httpserver_ipv4.log == []
+    assert not any(r.method == "POST" for r in fake.requests)  # nothing redelivered on a refused listing
