@@ -136,6 +136,31 @@ def test_a_label_on_the_first_page_only_is_found_walking_back(github, httpserver
     assert event_pages(httpserver) == ["per_page=100", "page=3", "page=2"]  # page 1 is not read twice
 
 
+@pytest.mark.parametrize("rel", ["next", "last", "prev"])
+def test_a_page_link_to_another_host_is_refused(rel: str, tmp_path: Path, httpserver: HTTPServer,
+                                                httpserver_ipv4: HTTPServer, monkeypatch, capsys) -> None:
+    """A ``Link`` (the gate follows next, last and prev) naming another server, one that would
+    serve a labeled event: exit 1 naming that URL, and that server never sees the token."""
+    foreign = httpserver_ipv4.url_for(EVENTS) + "?page=5"
+    httpserver_ipv4.expect_request(EVENTS).respond_with_json([event(500, "labeled")])
+    own = httpserver.url_for(EVENTS) + "?page=2"
+    first = {"next": {"next": foreign}, "last": {"next": own, "last": foreign}, "prev": {"next": own, "last": own}}[rel]
+    httpserver.expect_request(EVENTS, query_string={"per_page": "100"}, headers=AUTH).respond_with_json(
+        [event(1, "renamed")], headers={"Link": ", ".join(f'<{url}>; rel="{r}"' for r, url in first.items())})
+    httpserver.expect_request(EVENTS, query_string={"page": "2"}, headers=AUTH).respond_with_json(
+        [event(2, "renamed")], headers={"Link": f'<{foreign}>; rel="prev"'})
+    serve_permission(httpserver, "maint", "write")
+    serve_head_seen(httpserver, "2026-12-01T09:00:00Z")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_API_URL", httpserver.url_for(""))
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(pr_payload()), encoding="utf-8")
+    assert approval.main(["--event", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot verify the approval of #{PR}: GET {foreign} failed: refused: not on the API's origin" in err, err
+    assert httpserver_ipv4.log == []
+
+
 @pytest.mark.parametrize("head_repo", [FORK, REPO])
 def test_a_labeled_event_on_a_closed_pull_request_never_runs(head_repo: str, github, httpserver) -> None:
     serve_pages(httpserver, [[event(1, "labeled")]])

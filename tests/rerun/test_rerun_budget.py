@@ -219,6 +219,43 @@ def test_a_second_tier_over_the_hourly_budget_is_refused(fake: FakeGitHub, make_
     assert "GITHUB_TOKEN's 1,000 requests and 500 writes an hour" in reply
 
 
+@pytest.mark.parametrize("command, runs", [("/rerun-test test_pack.py --tier gpu_h100", 1),
+                                           ("/rerun-test test_pack.py", 2)])
+def test_a_comment_s_fixed_cost_is_what_the_budget_counts(fake: FakeGitHub, make_handler, command: str,
+                                                          runs: int) -> None:
+    """`BOT_FIXED_REQUESTS` and `BOT_FIXED_WRITES`, measured: everything the bot sends for a comment
+    besides its dispatches (it dispatches in well under `PROGRESS_SECONDS`: no progress edit)."""
+    assert make_handler().handle(comment_payload(command)).status == "dispatched"
+    spent = cost(list(fake.requests))
+    assert spent.by_route.pop("POST /repos/{repo}/actions/workflows/rerun-test-dispatch.yml/dispatches") == runs
+    assert (spent.requests - runs, spent.writes - runs) == (budget.BOT_FIXED_REQUESTS, budget.BOT_FIXED_WRITES)
+    assert spent.by_route == {  # as the constant's comment lists them
+        "GET /repos/{repo}/issues/{n}/comments": 1, "GET /repos/{repo}/collaborators/maintainer/permission": 1,
+        "GET /repos/{repo}/pulls/{n}": 1, "POST /repos/{repo}/issues/comments/{n}/reactions": 2,
+        "POST /repos/{repo}/issues/{n}/comments": 1, "PATCH /repos/{repo}/issues/comments/{n}": 1,
+        "GET /repos/{repo}/issues/comments/{n}": 1}
+
+
+def test_a_rerun_fits_only_within_both_hourly_shares() -> None:
+    requests = int(budget.BUDGET_SHARE * budget.HOURLY_REQUESTS)
+    writes = int(budget.BUDGET_SHARE * budget.CONTENT_WRITES_PER_HOUR)
+    assert budget.RerunCost(1, requests, writes).fits  # exactly at both shares
+    assert not budget.RerunCost(1, requests + 1, writes).fits
+    assert not budget.RerunCost(1, requests, writes + 1).fits
+    assert not budget.RerunCost(1, requests + 1, writes + 1).fits
+
+
+def test_the_pacer_takes_any_positive_rate() -> None:
+    clock = VirtualClock(0.0)
+    pacer = budget.WritePacer(1, clock=clock.now, sleep=clock.sleep)  # one write a minute
+    pacer.take()
+    pacer.take()
+    assert clock.now() == 60.0 and budget.WritePacer(0.5).spacing == 120.0
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=f"per_minute must be > 0, got {bad}"):
+            budget.WritePacer(bad)
+
+
 def test_the_pacer_spaces_writes_and_the_slots_interleave_reports() -> None:
     clock = VirtualClock(0.0)
     pacer = budget.WritePacer(60, clock=clock.now, sleep=clock.sleep)

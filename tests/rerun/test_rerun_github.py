@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
+from pytest_httpserver import HTTPServer
 
 from tools.rerun.fake_github import FakeGitHub, Scripted
 from tools.rerun.github import GitHubClient, GitHubError, RetryPolicy
+from tools.rerun.rest import ForeignURL
 
 from rerun_support import PR, REPO
 
@@ -130,3 +133,33 @@ def test_a_dispatch_takes_up_to_25_inputs(fake: FakeGitHub, make_client) -> None
         over = client.request("POST", f"/repos/{REPO}/actions/workflows/w.yml/dispatches", ok=(204, 422),
                               json={"ref": "main", "inputs": {f"i{n}": "x" for n in range(26)}})
     assert over is not None and over.status_code == 422 and "up to 25 `inputs`" in over.json()["message"]
+
+
+# -- the token goes to the API's own origin only ---------------------------------------------------
+
+def test_a_next_link_to_another_host_is_refused_before_anything_is_sent(
+        fake: FakeGitHub, api_url: str, make_client, httpserver_ipv4: HTTPServer) -> None:
+    """A comments page whose ``Link: rel="next"`` names another server (here 127.0.0.1 on another
+    port, serving a valid page): the client raises naming it, and that server sees no request."""
+    foreign = httpserver_ipv4.url_for(f"/repos/{REPO}/issues/{PR}/comments?page=2")
+    httpserver_ipv4.expect_request(f"/repos/{REPO}/issues/{PR}/comments").respond_with_json([])
+    fake.fail("GET", rf"/issues/{PR}/comments$", Scripted(200, {"Link": f'<{foreign}>; rel="next"'}, []))
+    with pytest.raises(ForeignURL, match=re.escape(f"GET {foreign} failed: refused: not on the API's origin {api_url}")) as info:
+        make_client().list_issue_comments(REPO, PR)
+    assert httpserver_ipv4.log == [] and info.value.status is None
+    assert [r.path for r in fake.requests] == [f"/repos/{REPO}/issues/{PR}/comments"]
+
+
+@pytest.mark.parametrize("url, same", [
+    ("https://api.github.com:443/repos/a/b?page=2", True), ("https://API.github.com/x", True),
+    ("http://api.github.com/x", False), ("https://api.github.com:8443/x", False),
+    ("https://api.github.com.evil.example/x", False), ("https://api.github.com@evil.example/x", False),
+    ("//evil.example/x", False), ("ftp://api.github.com/x", False), ("https://api.github.com:x/y", False)])
+def test_only_urls_on_the_api_origin_are_followed(url: str, same: bool) -> None:
+    client = GitHubClient("https://api.github.com", "t")
+    if same:
+        assert client.url_for("GET", url) == url
+    else:
+        with pytest.raises(ForeignURL, match="not on the API's origin https://api.github.com:443"):
+            client.url_for("GET", url)
+    assert client.url_for("GET", "/repos/a/b") == "https://api.github.com/repos/a/b"

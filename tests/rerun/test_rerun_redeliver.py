@@ -12,12 +12,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from pytest_httpserver import HTTPServer
 
 from tools.rerun.__main__ import main
 from tools.rerun.fake_github import FakeGitHub, Scripted
 from tools.rerun.fake_hooks import APP_HOOK
 from tools.rerun.github import GitHubClient
+from tools.rerun.journal import Journal
 from tools.rerun.redeliver import HookDeliveries, HookRef, sweep, window_start
+from tools.rerun.rest import ForeignURL
 from tools.rerun.server import ServerConfig, WebhookApp, running
 
 from rerun_support import REPO, TOKEN, StubPool, comment_payload
@@ -93,6 +96,52 @@ def test_the_listing_follows_the_cursor_and_stops_at_the_window(fake: FakeGitHub
     assert (future.scanned, future.redelivered) == (0, [])
 
 
+def test_a_delivery_serve_could_not_journal_is_redelivered(fake: FakeGitHub, api_url: str, make_handler,
+                                                            tmp_path: Path) -> None:
+    """serve answers 500 when its journal cannot be written (here: closed under it); a 500 is an
+    attempt a retry can fix, so the sweep redelivers it, and the command runs."""
+    port = _free_port()
+    fake.add_hook(HOOK, f"http://127.0.0.1:{port}/", SECRET)
+    journal = Journal.in_dir(tmp_path / "state")
+    with running(WebhookApp(ServerConfig(secret=SECRET), make_handler, journal=journal), port=port):
+        journal.close()
+        refused = fake.deliver(HOOK, "issue_comment", comment_payload("/rerun-test test_pack.py --tier gpu_h100"))
+    assert refused.status_code == 500 and fake.dispatches == []
+    app = WebhookApp(ServerConfig(secret=SECRET), make_handler)
+    with running(app, port=port):
+        report = sweep(_deliveries(api_url, HookRef(REPO, HOOK)), SINCE)
+        assert app.wait_idle(20)
+    assert [a.guid for a in report.redelivered] == [refused.guid] and report.final == report.given_up == []
+    assert [d["inputs"]["tests"] for d in fake.dispatches] == ["tests/quant/test_pack.py"]
+
+
+def test_one_attempt_is_a_limit_and_none_is_refused(fake: FakeGitHub, api_url: str) -> None:
+    fake.add_hook(HOOK, f"http://127.0.0.1:{_free_port()}/", SECRET)
+    down = fake.deliver(HOOK, "issue_comment", comment_payload("/rerun-test test_pack.py"))
+    report = sweep(_deliveries(api_url, HookRef(REPO, HOOK)), SINCE, max_attempts=1)
+    assert [a.guid for a in report.given_up] == [down.guid] and report.redelivered == []
+    assert not any(r.method == "POST" for r in fake.requests)
+    with pytest.raises(ValueError, match="max_attempts must be >= 1, got 0"):
+        sweep(_deliveries(api_url, HookRef(REPO, HOOK)), SINCE, max_attempts=0)
+
+
+def test_a_redelivery_github_refuses_is_reported(fake: FakeGitHub, api_url: str, tmp_path: Path, capsys) -> None:
+    fake.add_hook(HOOK, f"http://127.0.0.1:{_free_port()}/", SECRET)
+    down = fake.deliver(HOOK, "issue_comment", comment_payload("/rerun-test test_pack.py"))
+    refusal = Scripted(422, body={"message": "Validation Failed", "documentation_url": "https://docs.github.com/rest"})
+    fake.fail("POST", r"/attempts$", refusal)
+    report = sweep(_deliveries(api_url, HookRef(REPO, HOOK)), SINCE)
+    assert report.redelivered == [] and [a.guid for a, _ in report.failed] == [down.guid]
+    assert "HTTP 422: Validation Failed" in report.failed[0][1]
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    fake.fail("POST", r"/attempts$", refusal)
+    argv = ["redeliver", "--api-url", api_url, "--token-file", str(tmp_path / "token"), "--repo", REPO]
+    assert main([*argv, "--hook-id", str(HOOK)]) == 1
+    out, err = capsys.readouterr()
+    assert f"redelivering {down.guid} failed: " in err and "HTTP 422: Validation Failed" in err
+    assert "0 redelivered, 0 given up, 0 final, 1 failed" in out
+
+
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="at most 72 hours"):
         window_start(73)
@@ -116,3 +165,18 @@ def test_cli(fake: FakeGitHub, api_url: str, tmp_path: Path, capsys) -> None:
     fake.fail("GET", r"/deliveries$", Scripted(404, body={"message": "Not Found"}))
     assert main([*common, "--hook-id", str(HOOK)]) == 1
     assert "cannot list the deliveries" in capsys.readouterr().err
+
+
+def test_a_cursor_to_another_host_is_not_followed(fake: FakeGitHub, api_url: str, httpserver_ipv4: HTTPServer) -> None:
+    """The deliveries page's ``Link: rel="next"`` names another server: the sweep stops with an
+    error naming it, and that server (which would serve a valid page) never sees the token."""
+    fake.add_hook(HOOK, f"http://127.0.0.1:{_free_port()}/", SECRET)
+    lost = fake.deliver(HOOK, "issue_comment", comment_payload("/rerun-test test_pack.py"))
+    path = f"/repos/{REPO}/hooks/{HOOK}/deliveries"
+    httpserver_ipv4.expect_request(path).respond_with_json([])
+    foreign = httpserver_ipv4.url_for(f"{path}?per_page=100&cursor={lost.id}")
+    fake.fail("GET", r"/deliveries$", Scripted(200, {"Link": f'<{foreign}>; rel="next"'}, [lost.to_json()]))
+    with pytest.raises(ForeignURL, match="not on the API's origin") as info:
+        sweep(_deliveries(api_url, HookRef(REPO, HOOK)), SINCE)
+    assert info.value.path == foreign and httpserver_ipv4.log == []
+    assert not any(r.method == "POST" for r in fake.requests)  # nothing redelivered on a refused listing

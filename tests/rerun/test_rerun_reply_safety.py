@@ -4,6 +4,7 @@ write renders as text under a real GFM renderer (cmarkgfm), and an API error is 
 from __future__ import annotations
 
 import random
+from html import unescape
 from html.parser import HTMLParser
 
 import cmarkgfm
@@ -19,6 +20,7 @@ from tools.rerun.github import GitHubClient, GitHubError, RetryPolicy
 from tools.rerun.replies import MAX_BODY_CHARS, _tests_cell, marker
 from tools.rerun.report import Reporter, RunResults, result_cell
 from tools.rerun.runs_table import RunRow, rows_in, table
+from tools.rerun.verdicts import INFRA, FailureVerdict
 
 from rerun_support import HEAD_SHA, PR, REPO, TOKEN as FAKE_TOKEN, comment_payload, dedent, workflow_run_name
 
@@ -172,6 +174,31 @@ def test_a_hostile_target_renders_as_its_own_text_in_the_reply(name: str, make_h
     # the command line is quoted as it was typed, each target by itself
     assert any(_shown(f"/rerun-test {name}") in code or _shown(name.split()[0]) == code for code in rendered.codes), \
         rendered.codes
+
+
+# Bidi controls reorder what follows them and ESC starts a terminal colour: none reaches a reply.
+TROJAN = "\u202eevil\u2066\x1b[31m"
+
+
+def test_bidi_and_escape_characters_show_as_escapes_in_a_row() -> None:
+    node = f"tests/quant/test_pack.py::test_{TROJAN}"
+    cell = result_cell(RunResults(1, 1, 0, 0, 2.0, (node,)))
+    verdict = FailureVerdict(INFRA, f"infra: cuda error {TROJAN} on runner r7").text
+    body = table([RunRow("gpu_b200", "1/2", RUNNER, "`t`", f"[run]({BOT_LINK})", cell, verdict)])
+    html = cmarkgfm.github_flavored_markdown_to_html(body, options=cmarkgfm_options.CMARK_OPT_UNSAFE)
+    assert not {"\u202e", "\u2066", "\x1b"} & set(html)
+    rendered = _render(body)
+    assert _shown(node) in rendered.codes  # the test name, as `quote` shows it
+    assert "infra: cuda error \\u202eevil\\u2066\\x1b[31m on runner r7" in unescape(html)  # the error line
+
+
+def test_bidi_and_escape_characters_show_as_escapes_in_an_error(make_handler, fake: FakeGitHub) -> None:
+    fake.fail("GET", rf"/pulls/{PR}$", Scripted(404, body={"message": f"Not Found\n{TROJAN}"}))
+    assert make_handler().handle(comment_payload("/rerun-test test_pack.py")).status == "failed"
+    (reply,) = fake.bot_replies(PR)
+    html = cmarkgfm.github_flavored_markdown_to_html(reply.body, options=cmarkgfm_options.CMARK_OPT_UNSAFE)
+    assert not {"\u202e", "\u2066", "\x1b"} & set(html)
+    assert "Not Found\n\\u202eevil\\u2066\\x1b[31m" in unescape(html)  # the error's own line break kept
 
 
 # -- report and comment parsing: mutation survivors ------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from html import unescape
 
 import cmarkgfm
 import pytest
@@ -63,6 +64,25 @@ def test_text_from_the_history_renders_as_text() -> None:
     html = cmarkgfm.github_flavored_markdown_to_html(f"| v |\n|---|\n| {cell} |", options=cmarkgfm_options.CMARK_OPT_UNSAFE)
     assert not re.search(r"<(a|img|strong|em|code)\b", html) and html.count("<td>") == 1
     assert cell_kinds(cell) == Counter({INFRA: 1})
+
+
+# C0 and C1 controls, DEL, and the bidi controls (embeddings, overrides, isolates, marks).
+HIDDEN = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0), 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                           *range(0x2066, 0x206A))]
+
+
+def test_control_and_bidi_characters_render_as_their_escapes() -> None:
+    """A runner name or error line from the history with U+202E or an ANSI colour: the cell shows
+    each as its escape, as `quote` does, and holds none of them."""
+    cell = FailureVerdict(INFRA, "infra: cuda \u202eerror\x1b[31m on runner r7\u2066").text
+    html = cmarkgfm.github_flavored_markdown_to_html(f"| v |\n|---|\n| {cell} |", options=cmarkgfm_options.CMARK_OPT_UNSAFE)
+    (shown,) = re.findall(r"<td>(.*?)</td>", html, re.S)
+    assert not set(HIDDEN) & set(shown)
+    assert unescape(shown) == "infra: cuda \\u202eerror\\x1b[31m on runner r7\\u2066"
+    assert cell_kinds(cell) == Counter({INFRA: 1})
+    every = entities("".join(HIDDEN))
+    assert not set(HIDDEN) & set(every)
+    assert unescape(every) == "".join(HIDDEN).encode("unicode_escape").decode("ascii")  # `quote`'s escapes
 
 
 def test_an_unknown_kind_is_refused() -> None:

@@ -214,9 +214,24 @@ _ENTITIES = {ord(c): f"&#{ord(c)};" for c in string.punctuation if c not in "/,-
 _ENTITIES[ord("@")] = "<!-- -->&#64;"
 
 
+# Characters that show nothing but change what is around them: C0 and C1 controls and DEL (ESC
+# starts a terminal colour sequence), and the bidi controls that reorder the text after them, so a
+# name can read as something it is not. Text the bot did not write shows each as its escape.
+_HIDDEN = (*range(0x20), *range(0x7F, 0xA0), 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_ESCAPES = {c: chr(c).encode("unicode_escape").decode("ascii") for c in _HIDDEN}
+_ENTITIES.update({c: "&#92;" + escape[1:] for c, escape in _ESCAPES.items()})
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with each control character (except those in ``keep``) and bidi control written
+    as its escape (``\\x1b``, ``\\u202e``): for raw text such as a code block's."""
+    return text.translate({c: e for c, e in _ESCAPES.items() if chr(c) not in keep})
+
+
 def entities(text: str) -> str:
     """``text`` with every Markdown and HTML metacharacter written as a numeric entity (and each
-    ``@`` split from what precedes it), as `quote` writes it: plain text in any GitHub Markdown."""
+    ``@`` split from what precedes it), as `quote` writes it: plain text in any GitHub Markdown.
+    Control characters (line breaks too) and bidi controls show as their escapes (`visible`)."""
     return text.translate(_ENTITIES)
 
 
@@ -232,4 +247,4 @@ def quote(text: str, limit: int = 80) -> str:
 
 
 __all__ = ["COMMAND", "Command", "MAX_TARGETS", "SAFE_TARGET", "TIER_RE", "UnsafeTarget", "check_target", "entities",
-           "help_text", "parse_args", "parse_comment", "quote"]
+           "help_text", "parse_args", "parse_comment", "quote", "visible"]

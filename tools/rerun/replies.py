@@ -5,7 +5,8 @@ naming the comment it answers, how far handling got and the commit it was for. S
 ``claimed`` (posted before anything is dispatched; "dispatching…"), ``incomplete`` (a GitHub call
 failed after the claim) and ``failed`` (a read failed before it) may be resumed; ``done`` is final.
 A marker without a state (older replies) is final. Text that came from the comment is shown only
-through `commands.quote` (escaped inline code). `cap` keeps every body under GitHub's limit.
+through `commands.quote` (escaped inline code); an error goes in a code block, its control and
+bidi characters as escapes (`commands.visible`). `cap` keeps every body under GitHub's limit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Sequence
 from ci.registry import Registry, Status, TestEntry
 from ci.registry.writer import render_entry, suggested_entry
 from tools.rerun.cmd_rerun_failed import RerunResult
-from tools.rerun.commands import MAX_TARGETS, Command, help_text, quote
+from tools.rerun.commands import MAX_TARGETS, Command, help_text, quote, visible
 from tools.rerun.dispatch import DispatchResult
 from tools.rerun.headline import span
 from tools.rerun.policy import Decision
@@ -119,8 +120,9 @@ def failure_reply(comment_id: int, user: str, what: str, error: str, *, resumabl
     the delivery is retried) or an invalid registry (final: the command must be posted again)."""
     then = ("it is retried when the delivery is replayed, or post the command again" if resumable
             else "post the command again once this is fixed")
+    shown = visible(error, keep="\n").replace("```", "` ` `")
     return (f"{marker(comment_id, FAILED if resumable else DONE)}\n{_user(user)} the bot could not finish: "
-            f"{what}.\n\n```\n{error.replace('```', '` ` `')}\n```\nNothing was re-run for this comment; {then}.")
+            f"{what}.\n\n```\n{shown}\n```\nNothing was re-run for this comment; {then}.")
 
 
 def notes_reply(comment_id: int, user: str, notes: Sequence[str]) -> str:

@@ -19,6 +19,12 @@ certainly did not take effect (connection refused, 429 and rate-limit 403s) are 
 
 Every error message and log line goes through `secrets_file.redact`: a server that echoes the
 token, or a ``requests`` error that quotes a header, never prints it.
+
+The token goes to the API's own origin only. A path is relative to the API base URL; a whole URL
+(a ``Link`` header's ``next``, ``last`` or ``prev``, which every paginating caller passes back as
+the path) is requested only when its scheme, host and port are the base URL's. Any other is
+`ForeignURL`, raised before anything is sent, so a response naming another host never receives
+``Authorization: Bearer ...``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import requests
 
@@ -42,9 +49,34 @@ class GitHubError(RuntimeError):
     def __init__(self, method: str, path: str, status: int | None, message: str, attempts: int = 1):
         self.method, self.path, self.status, self.attempts = method, path, status, attempts
         self.reason = redact(message)
-        where = f"{method} {path}"
-        super().__init__(redact(f"{where} failed after {attempts} attempt(s): "
+        where = f"{method} {path} failed" + (f" after {attempts} attempt(s)" if attempts else "")
+        super().__init__(redact(f"{where}: "
                                 f"{'HTTP ' + str(status) + ': ' if status is not None else ''}{message}"))
+
+
+class ForeignURL(GitHubError):
+    """A whole URL not on the API's origin (scheme, host and port): refused, nothing sent."""
+
+    def __init__(self, method: str, url: str, origin: str):
+        super().__init__(method, url[:300], None, f"refused: not on the API's origin {origin}, the only "
+                                                  "one the token is sent to", attempts=0)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL, the port filled in from the scheme; None for
+    anything else (a relative path, another scheme, no host, a port that is not a number)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]
 
 
 @dataclass(frozen=True)
@@ -79,6 +111,7 @@ class RestClient:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         self.api_url = api_url.rstrip("/")
+        self.origin = origin(self.api_url)
         self.timeout = timeout
         self.retry = retry
         self.sleep = sleep
@@ -97,8 +130,9 @@ class RestClient:
                 ok: tuple[int, ...] = (200, 201, 204),
                 confirm: Callable[[], bool] | None = None) -> requests.Response | None:
         """One API call with retries; returns the response when its status is in ``ok``, or None
-        when ``confirm`` said a possibly-applied earlier attempt did take effect."""
-        url = path if path.startswith("http") else f"{self.api_url}{path}"
+        when ``confirm`` said a possibly-applied earlier attempt did take effect. ``path`` is
+        relative to the API base URL, or a whole URL on its origin (else `ForeignURL`)."""
+        url = self.url_for(method, path)
         waited, limited = 0.0, 0
         for attempt in range(1, self.retry.max_attempts + 1):
             status: int | None = None
@@ -138,6 +172,17 @@ class RestClient:
                 log.warning("%s %s: the failed attempt took effect after all; not resending", method, path)
                 return None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def url_for(self, method: str, path: str) -> str:
+        """The URL ``path`` names: the base URL + ``path``, or ``path`` itself when it is a whole
+        URL on the API's origin; `ForeignURL` for any other whole URL (or ``//host/...``)."""
+        parts = urlsplit(path)
+        if not parts.scheme and not parts.netloc:
+            return f"{self.api_url}{path}"
+        if self.origin is None or origin(path) != self.origin:
+            scheme, host, port = self.origin or ("", self.api_url, 0)
+            raise ForeignURL(method, path, f"{scheme}://{host}:{port}" if port else host)
+        return path
 
     def _backoff(self, attempt: int) -> float:
         return min(self.retry.backoff_base * 2 ** (attempt - 1), self.retry.backoff_cap)
@@ -201,4 +246,4 @@ def _error_message(response: requests.Response) -> str:
     return redact(str(data))[:200]
 
 
-__all__ = ["GitHubError", "RestClient", "RetryPolicy"]
+__all__ = ["ForeignURL", "GitHubError", "RestClient", "RetryPolicy", "origin"]

@@ -11,7 +11,8 @@ Contract:
 - `verdict_cell(verdicts)` is the verdict cell of a row: the detail of a single failure, a tally
   (``2 broken on main, 1 flaky``) of several, `runs_table.NO_VERDICT` of none. Every character
   that could start Markdown or HTML is written as an entity (`commands.entities`), so a runner
-  name or a URL from the history renders as text, never as a link, a tag or a cell break.
+  name or a URL from the history renders as text, never as a link, a tag or a cell break; control
+  and bidi characters (ESC, U+202E) show as their escapes.
 - `cell_kinds(cell)` reads a verdict cell back into {kind: count} (the headline's tally reads the
   cells of every row, not only its own); `tally_text(counts)` writes such a tally.
 """
