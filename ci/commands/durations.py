@@ -24,7 +24,7 @@ from ci.commands.plan import add_registry_arg, load, registry_file
 from ci.results.durations import DEFAULT_MARGIN, DurationReport, collect, rewrite_est_times
 from ci.results.junit import JUnitError, parse_junit
 from ci.registry import Registry, RegistryError
-from ci.registry.edit_lock import RegistryChanged, RegistrySnapshot, cannot_write, read_for_edit, write_registry
+from ci.registry.edit_lock import BadLockWait, NotWritten, RegistrySnapshot, cannot_write, read_for_edit, write_registry
 
 EXIT_OK = 0
 EXIT_DRIFT = 1
@@ -35,10 +35,11 @@ EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  done (with --check: no entry drifts)
   {EXIT_DRIFT}  drift found (with --check)
-  {EXIT_BAD_INPUT}  bad input: arguments, registry, or a report that cannot be read or holds an
-     impossible time (inf, nan, negative, over one day); nothing was written
-  {EXIT_WRITE_FAILED}  cannot write an output (full disk, permissions, or registry.yaml changed on disk
-     after it was read); a file not rewritten is unchanged, never truncated
+  {EXIT_BAD_INPUT}  bad input: arguments, registry, $CI_REGISTRY_LOCK_WAIT, or a report that cannot be read
+     or holds an impossible time (inf, nan, negative, over one day); nothing was written
+  {EXIT_WRITE_FAILED}  cannot write an output (full disk, permissions, registry.yaml changed on disk after it
+     was read, or its lock held by another process past $CI_REGISTRY_LOCK_WAIT seconds, default 300);
+     a file not rewritten is unchanged, never truncated
 """
 
 
@@ -78,14 +79,18 @@ def main(argv: list[str]) -> int:
             if snapshot is None:
                 atomic_write_text(path, text)
             else:
-                write_registry(snapshot, text)
-        except (OSError, RegistryChanged) as exc:
+                write_registry(snapshot, text, on_wait=_say)
+        except (OSError, NotWritten) as exc:
             print(f"python -m ci durations: {cannot_write(path, exc)}{done}", file=sys.stderr)
-            return EXIT_WRITE_FAILED
+            return EXIT_BAD_INPUT if isinstance(exc, BadLockWait) else EXIT_WRITE_FAILED
         written.append(str(path))
     if new is not None:
         print(f"updated {len(new)} est_time value(s) in {registry.path}")
     return EXIT_DRIFT if args.check and result.drifts else EXIT_OK
+
+
+def _say(line: str) -> None:
+    print(f"python -m ci durations: {line}", file=sys.stderr, flush=True)
 
 
 def _new_est_times(args: argparse.Namespace, registry: Registry, result: DurationReport) -> dict[str, int]:

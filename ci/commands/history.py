@@ -45,7 +45,8 @@ exit status:
 
 def add_store_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="URL_OR_PATH",
-                        help=f"postgresql://... or a SQLite file (default: ${ENV_VAR}, else {DEFAULT_SQLITE})")
+                        help=f"postgresql://..., libpq's host=... dbname=..., or a SQLite file "
+                             f"(default: ${ENV_VAR}, else {DEFAULT_SQLITE})")
 
 
 T = TypeVar("T")

@@ -26,7 +26,7 @@ import fnmatch
 import sys
 from pathlib import Path
 
-from ci.registry.edit_lock import RegistryChanged, RegistrySnapshot, cannot_write, write_registry
+from ci.registry.edit_lock import NotWritten, RegistrySnapshot, cannot_write, write_registry
 from ci.registry.writer import PLACEHOLDER_OWNER
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, explicit_repo_root, find_repo_root, load_registry,
@@ -190,8 +190,9 @@ def main(argv: list[str]) -> int:
         print("\n".join(closing), file=sys.stderr)
     else:
         try:
-            write_registry(snapshot, text)
-        except (OSError, RegistryChanged) as exc:
+            write_registry(snapshot, text, on_wait=lambda line: print(f"python -m ci import-suites: {line}",
+                                                                    file=sys.stderr, flush=True))
+        except (OSError, NotWritten) as exc:
             print(f"python -m ci import-suites: {cannot_write(args.output, exc)}", file=sys.stderr)
             return 2
         sys.stderr.flush()  # the notes before the summary, also where both streams share a terminal

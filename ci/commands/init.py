@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ci.registry.edit_lock import RegistryChanged, RegistrySnapshot, cannot_write, write_registry
+from ci.registry.edit_lock import NotWritten, RegistrySnapshot, cannot_write, write_registry
 from ci.results.junit import JUnitError
 from ci.registry.writer import PLACEHOLDER_OWNER
 from ci.registry import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, parse_registry
@@ -88,8 +88,9 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     try:
-        write_registry(snapshot, text)
-    except (OSError, RegistryChanged) as exc:
+        write_registry(snapshot, text, on_wait=lambda line: print(f"python -m ci init: {line}", file=sys.stderr,
+                                                                  flush=True))
+    except (OSError, NotWritten) as exc:
         print(f"python -m ci init: {cannot_write(target, exc)}", file=sys.stderr)
         return 2
     project = registry.project

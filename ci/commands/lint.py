@@ -25,7 +25,7 @@ from ci.lint_gate import GateResult, gate, problem_key
 from ci.selection.deps_lint import fix_registry, is_info
 from ci.lint import lint_repo
 from ci.registry import REGISTRY_FILENAME, Problem, RepoRootNotFound, find_repo_root
-from ci.registry.edit_lock import RegistryChanged
+from ci.registry.edit_lock import BadLockWait, NotWritten, RegistryChanged
 
 
 def format_text(problems: list[Problem]) -> str:
@@ -178,13 +178,14 @@ def main(argv: list[str]) -> int:
         return 2
     if args.fix:
         try:
-            removed = fix_registry(root, registry)
+            removed = fix_registry(root, registry, on_wait=lambda line: print(f"python -m ci lint --fix: {line}",
+                                                                               file=sys.stderr, flush=True))
         except (OSError, ValueError) as exc:  # RegistryError is a ValueError
             print(f"python -m ci lint --fix: {exc}; {registry} left as it was", file=sys.stderr)
             return 1
-        except RegistryChanged as exc:
+        except NotWritten as exc:  # changed meanwhile: 1, as a finding; the lock: 3; its setting: 2
             print(f"python -m ci lint --fix: {exc}", file=sys.stderr)
-            return 1
+            return 1 if isinstance(exc, RegistryChanged) else 2 if isinstance(exc, BadLockWait) else 3
         for r in removed:
             print(f"python -m ci lint --fix: removed {r.dependency!r} from {r.test!r} depends_on", file=sys.stderr)
     problems = lint_repo(root, registry, info=True, deepen=args.deepen)

@@ -23,7 +23,7 @@ from pathlib import Path
 from ci.commands.history import add_store_arg, read_history
 from ci.history.quarantine import Quarantine, Release, describe_score, to_quarantine, to_release
 from ci.registry import QuarantinedNode, RegistryError, Status, load_registry, parse_registry
-from ci.registry.edit_lock import RegistryChanged, read_for_edit, registry_lock, write_registry
+from ci.registry.edit_lock import BadLockWait, NotWritten, read_for_edit, registry_lock, write_registry
 from ci.registry.quarantine_edit import (Edit, QuarantineFile, QuarantineNodes, ReleaseFile, ReleaseNodes,
                                          edit_quarantines)
 from ci.repo_root import RepoRootNotFound
@@ -35,9 +35,11 @@ EXIT_CANNOT = 3
 EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}  done (a dry run printed what it would change; --apply / --release wrote it)
-  {EXIT_BAD_INPUT}  bad input: arguments, the registry, $CI_HISTORY_*_TIMEOUT, or no history at the store yet
+  {EXIT_BAD_INPUT}  bad input: arguments, the registry, $CI_HISTORY_*_TIMEOUT, $CI_REGISTRY_LOCK_WAIT, or no
+     history at the store yet
   {EXIT_CANNOT}  the store cannot be read or did not answer in time, or the registry cannot be edited or
-     written, or someone else changed it while this ran (left as it was, their edit kept)
+     written, or someone else changed it while this ran (left as it was, their edit kept), or held its
+     lock past $CI_REGISTRY_LOCK_WAIT seconds (default 300)
 """
 
 
@@ -66,11 +68,15 @@ def main(argv: list[str]) -> int:
     if args.list_files is not None:
         return _list_files(path, args.list_files)
     try:
-        with registry_lock(path):
+        with registry_lock(path, on_wait=lambda line: print(f"python -m ci quarantine: {line}", file=sys.stderr,
+                                                            flush=True)):
             return _run(args, path)
     except OSError as exc:
         print(f"python -m ci quarantine: {path}: {exc.strerror or exc}; left as it was", file=sys.stderr)
         return EXIT_CANNOT
+    except NotWritten as exc:  # the lock stayed held past its bound, or the bound is malformed
+        print(f"python -m ci quarantine: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT if isinstance(exc, BadLockWait) else EXIT_CANNOT
 
 
 def _list_files(path: Path, tier: str) -> int:
@@ -137,7 +143,7 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         return EXIT_CANNOT
     try:
         write_registry(snapshot, updated)
-    except RegistryChanged as exc:
+    except NotWritten as exc:
         print(f"python -m ci quarantine: {exc}", file=sys.stderr)
         return EXIT_CANNOT
     print(f"wrote {path}: {len(edits)} entr{'y' if len(edits) == 1 else 'ies'} changed")

@@ -1,8 +1,9 @@
 """Open a history store (a SQLite file, or PostgreSQL by URL) and speak to it in one SQL dialect.
 
 Contract:
-- `open_store(location)`: ``postgresql://...`` / ``postgres://...`` is PostgreSQL (psycopg 3, the
-  ``postgres`` extra); anything else is a SQLite file path (``sqlite:///abs/path`` accepted),
+- `open_store(location)`: ``postgresql://...`` / ``postgres://...`` or libpq's keyword/value form
+  (``host=h dbname=d ...``; one libpq cannot read is `BadStoreSetting`) is PostgreSQL (psycopg 3,
+  the ``postgres`` extra); anything else is a SQLite file path (``sqlite:///abs/path`` accepted),
   its directory created when ``create``. ``None`` means `CI_HISTORY_STORE` from the environment,
   else `DEFAULT_SQLITE`. With ``create`` the schema is brought to `SCHEMA_VERSION` (migrations
   run under a lock: SQLite's write lock, a PostgreSQL advisory lock, so two openers at once are
@@ -14,9 +15,9 @@ Contract:
   busy timeout instead of failing): committed when the block ends, rolled back on any exception.
   A process killed inside it leaves nothing of it behind (SQLite's WAL journal, PostgreSQL's).
 - Failures to open, migrate or write raise `StoreError` (the commands' exit 3); a bad timeout
-  setting in the environment is `BadStoreSetting` (their exit 2). Messages show the location
-  only through `ci.history.location.describe` and a driver's text only through `redact`: never
-  a password.
+  setting in the environment or a keyword/value location libpq cannot read is `BadStoreSetting`
+  (their exit 2). Messages show the location only through `ci.history.location.describe` and a
+  driver's text only through `redact`: never a password.
 - PostgreSQL never waits without bound (`ci.history.postgres`): opening is bounded by the connect
   timeout, every round trip by the statement timeout (the server's, and the client's deadline
   for a server that cannot answer at all); running out is a `StoreError` naming the setting.
@@ -31,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ContextManager, Iterable, Iterator, Sequence
 
-from ci.history.location import describe, is_postgres, redact, resolve_location
+from ci.history.location import describe, is_postgres, keyword_error, redact, resolve_location
 from ci.history.migrations import MIGRATIONS, SCHEMA_VERSION
 from ci.history.postgres import (CONNECT_ENV, STATEMENT_ENV, STATEMENT_TIMEOUT_SQL, BadTimeout, Timeouts, Watchdog,
                                  connect)
@@ -207,6 +208,11 @@ def open_store(location: str | None = None, *, create: bool = True, timeouts: Ti
     """Open (and with ``create``, create and migrate) the store; see the module docstring.
     ``timeouts`` (PostgreSQL only): `Timeouts.from_env` when None."""
     where = resolve_location(location)
+    unreadable = keyword_error(where)
+    if unreadable:
+        raise BadStoreSetting(f"history store {describe(where)} is not a connection string libpq can read: "
+                              f"{unreadable}; quote a value holding blanks or quotes (password='a b'), "
+                              "and write a SQLite file whose name starts with 'word=' as ./word=...")
     try:
         if is_postgres(where):
             timeouts = timeouts or Timeouts.from_env()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import yaml
 
@@ -131,11 +131,13 @@ def computed_import_problems(deps: TestDependencies) -> list[Problem]:
     return out
 
 
-def fix_registry(root: str | os.PathLike[str], registry_file: str | os.PathLike[str]) -> list[Redundant]:
+def fix_registry(root: str | os.PathLike[str], registry_file: str | os.PathLike[str], *,
+                 on_wait: Callable[[str], None] | None = None) -> list[Redundant]:
     """Remove every redundant ``depends_on`` entry from ``registry_file`` (atomically, under the
-    registry lock); returns what was removed. Raises `RegistryError` for a registry that does not
-    parse, ValueError if the rewrite would change anything else, `RegistryChanged` if the file
-    changed on disk after it was read, OSError if it cannot be written (file untouched)."""
+    registry lock, ``on_wait`` told who holds it as `write_registry` says); returns what was removed.
+    Raises `RegistryError` for a registry that does not parse, ValueError if the rewrite would change
+    anything else, `RegistryChanged` if the file changed on disk after it was read, the lock's other
+    `NotWritten` errors, OSError if it cannot be written (file untouched)."""
     registry_file = Path(registry_file)
     text, snapshot = read_for_edit(registry_file)
     registry, problems = parse_registry(text, registry_file.name)
@@ -146,7 +148,7 @@ def fix_registry(root: str | os.PathLike[str], registry_file: str | os.PathLike[
         removals: dict[str, set[str]] = {}
         for r in redundant:
             removals.setdefault(r.test, set()).add(r.dependency)
-        write_registry(snapshot, remove_dependencies(text, removals, registry_file.name))
+        write_registry(snapshot, remove_dependencies(text, removals, registry_file.name), on_wait=on_wait)
     return redundant
 
 

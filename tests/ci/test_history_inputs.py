@@ -1,5 +1,6 @@
 """What the history commands take from the command line and the environment: a store URL's
-secrets are never shown (the user info's password, ``?password=`` and its kin), numbers are
+secrets are never shown (the user info's password, ``?password=`` and its kin, a libpq
+keyword/value string's ``password=``, which is PostgreSQL and never a SQLite path), numbers are
 ASCII decimal and fit the store's columns (else exit 2 naming the flag or variable, never a
 traceback or a store failure), ``--store`` wins over $CI_HISTORY_STORE."""
 
@@ -12,16 +13,20 @@ from pathlib import Path
 import pytest
 
 from ci.__main__ import main as ci_main
+from ci.cache_folder import CACHE_DIR
 from ci.history.location import describe, redact
 from ci.history.store import open_store
-from tests.ci.history_support import (Case, one_file_registry, pg_server, store_location,  # noqa: F401 (fixtures)
-                                      write_report)
+from tests.ci.history_support import (Case, fresh_database, one_file_registry, pg_server,  # noqa: F401 (fixtures)
+                                      store_location, write_report)
 
 ARGS = ["--repo", "acme/gpu", "--sha", "abc1234", "--event", "push", "--tier", "cpu"]
 SECRETS = ("pw0rd", "s3cret", "k3y", "/etc/pgpass-x")
 # nothing listens on port 1: the connection is refused at once
 UNREACHABLE = "postgresql://ci:pw0rd@127.0.0.1:1/hist?password=s3cret&sslpassword=k3y&passfile=/etc/pgpass-x"
 SHOWN = "postgresql://ci:***@127.0.0.1:1/hist?password=***&sslpassword=***&passfile=***"
+# the same in libpq's keyword/value form, quoted and escaped
+UNREACHABLE_KEYWORDS = r"host=127.0.0.1 port=1 dbname=hist user=ci password='pw0rd s3cret' sslpassword = k3y\ x"
+SHOWN_KEYWORDS = "host=127.0.0.1 port=1 dbname=hist user=ci password=*** sslpassword = ***"
 
 
 @pytest.mark.parametrize("url, shown", [
@@ -33,6 +38,14 @@ SHOWN = "postgresql://ci:***@127.0.0.1:1/hist?password=***&sslpassword=***&passf
     ("postgresql://u:@h/db", "postgresql://u:@h/db"),
     ("postgresql:///db?host=/run/pg", "postgresql:///db?host=/run/pg"),
     ("/tmp/password=x/history.sqlite", "/tmp/password=x/history.sqlite"),
+    ("./password=x.sqlite", "./password=x.sqlite"),
+    ("host=h password=s3cret dbname=d", "host=h password=*** dbname=d"),
+    ("  password = 'se cret' sslkey=/k host='a b'", "  password = *** sslkey=*** host='a b'"),
+    (r"password='it\'s' passfile=a\ b", "password=*** passfile=***"),
+    ("password= host=h", "password= ***"),  # libpq skips blanks after '=': the password is "host=h"
+    ("password=", "password="),
+    ("host=h password=se cret", "host=h password=*** ***"),  # unreadable from "cret" on: all of it hidden
+    ("host=h password='se cret", "host=h password=***"),
 ])
 def test_describe_hides_the_secrets_and_keeps_the_rest(url: str, shown: str) -> None:
     assert describe(url) == shown
@@ -45,19 +58,30 @@ def test_redact_hides_every_form_of_a_secret_in_any_text() -> None:
     assert redact("nothing secret\nhere", "/tmp/h.sqlite") == "nothing secret here"
 
 
+def created(root: Path, before: list[Path]) -> list[Path]:
+    """What appeared under ``root`` since ``before`` (its ``sorted(rglob("*"))``), ci's own
+    cache folder left out."""
+    return [p for p in sorted(root.rglob("*")) if p not in before and CACHE_DIR not in p.relative_to(root).parts]
+
+
+@pytest.mark.parametrize("location, shown", [(UNREACHABLE, SHOWN), (UNREACHABLE_KEYWORDS, SHOWN_KEYWORDS)])
 @pytest.mark.parametrize("command", ["history ingest", "flaky", "quarantine", "report"])
-def test_no_command_shows_a_password_when_the_store_fails(command: str, tmp_path: Path,
+def test_no_command_shows_a_password_when_the_store_fails(command: str, location: str, shown: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     registry = one_file_registry(tmp_path)
     args = {"history ingest": ["history", "ingest", str(write_report(tmp_path, [Case("tests/a/test_a.py", "t")])),
                                *ARGS],
             "flaky": ["flaky"], "quarantine": ["quarantine", "--registry", str(registry)],
             "report": ["report", "--html", str(tmp_path / "hud"), "--registry", str(registry)]}[command]
-    assert ci_main([*args, "--store", UNREACHABLE]) == 3
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    assert ci_main([*args, "--store", location]) == 3
     out, err = capsys.readouterr()
     assert not [s for s in SECRETS if s in out + err], err
     (line,) = err.splitlines()
-    assert line.count(SHOWN) == 1, line  # named once, its secrets hidden, the rest as given
+    assert line.count(shown) == 1, line  # named once, its secrets hidden, the rest as given
+    assert created(tmp_path, before) == []  # no SQLite file named after the location
 
 
 def test_a_store_that_works_is_shown_without_its_password(pg_server: str, tmp_path: Path,
@@ -71,6 +95,61 @@ def test_a_store_that_works_is_shown_without_its_password(pg_server: str, tmp_pa
     assert "s3cret" not in out + err
     assert f"history: {pg_server}&password=***\n" in out
     assert json.loads(out[out.index("{"):])["store"] == f"{pg_server}&password=***"
+
+
+def keyword_form(url: str, password: str) -> str:
+    """``url`` (a pgserver URL: user, database, socket directory) in libpq's keyword/value form."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(url)
+    return f"host={parts['host']} dbname={parts['dbname']} user={parts['user']} password={password}"
+
+
+@pytest.mark.parametrize("password", ["s3cret", "'se cret'", r"se\ cret"])
+def test_a_keyword_form_store_is_postgresql_and_its_password_is_never_shown(
+        password: str, pg_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``host=... password=...`` is the database it names (the server trusts local connections, so
+    the password is accepted and unused), never a SQLite file named after it in the working
+    directory; no command shows the password."""
+    url = fresh_database(pg_server)
+    location = keyword_form(url, password)
+    report = write_report(tmp_path, [Case("tests/a/test_a.py", "test_ok")])
+    registry = one_file_registry(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    assert ci_main(["history", "ingest", str(report), *ARGS, "--store", location]) == 0
+    assert ci_main(["flaky", "--format", "json", "--store", location]) == 0
+    assert ci_main(["quarantine", "--registry", str(registry), "--store", location]) == 0
+    out, err = capsys.readouterr()
+    assert not [s for s in ("s3cret", "se cret", "cret") if s in out + err], out + err
+    shown = keyword_form(url, "***")
+    assert f"history: {shown}\n" in out
+    assert json.loads(out[out.index("{"):out.rindex("}") + 1])["store"] == shown
+    assert created(tmp_path, before) == []
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM reports").fetchall() == [(1,)]
+
+
+@pytest.mark.parametrize("location", ["host=127.0.0.1 password=se cret", "host=127.0.0.1 password='se cret",
+                                      "dbname=d host"])
+@pytest.mark.parametrize("command", ["history ingest", "flaky"])
+def test_a_keyword_form_libpq_cannot_read_is_bad_input(location: str, command: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before anything is opened (exit 2), named by position, none of its values shown."""
+    args = (["history", "ingest", str(write_report(tmp_path, [Case("tests/a/test_a.py", "t")])), *ARGS]
+            if command == "history ingest" else ["flaky"])
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    assert ci_main([*args, "--store", location]) == 2
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert out == "" and "cret" not in line and "is not a connection string libpq can read: " in line, line
+    assert ("has no '='" if location.count("'") != 1 else "is never closed") in line
+    assert created(tmp_path, before) == []
 
 
 @pytest.mark.parametrize("value", ["²", "٣", "0", " 2", "2.0", "+2", "2147483648", "9223372036854775808"])

@@ -277,3 +277,48 @@ def test_failure_from_attempts() -> None:
     g = failure_from_attempts(NODE, TIER, sha(1), [Attempt(FAILED, 1.0, BOOM[0], BOOM[1]), Attempt(PASSED, 1.0)])
     assert (g.error, g.infra, g.failures, g.passed_on_retry) == (BOOM[0], "", 1, True)
     assert [v.verdict for v in judge(None, [f, g])] == [INFRA, FLAKY]
+
+
+@pytest.mark.parametrize("retried, other_run, detail", [
+    (False, True, "flaky: failed, then passed in another run of the same commit"),
+    (True, False, "flaky: failed, then passed on retry in this run"),
+])
+def test_a_pass_on_retry_or_in_another_run_of_the_commit_is_each_enough(store_location: str, tmp_path: Path,
+                                                                       retried: bool, other_run: bool,
+                                                                       detail: str) -> None:
+    """Either alone makes the failure flaky (the history says nothing else: main never failed)."""
+    from ci.history.verdict import failure_from_attempts
+    from ci.results.junit import FAILED, PASSED, Attempt
+
+    head = f"{7:04x}{'d' * 36}"
+    attempts = [Attempt(FAILED, 1.0, *OTHER)] + ([Attempt(PASSED, 1.0)] if retried else [])
+    with open_store(store_location) as store:
+        for i in range(3):
+            run(store, tmp_path, sha(i), [None])
+        if other_run:
+            run(store, tmp_path, head, [None], "pull_request", pr=7)
+        (v,) = judge(store, [failure_from_attempts(NODE, TIER, head, attempts, repo=REPO)])
+    assert (v.verdict, v.detail) == (FLAKY, detail)
+
+
+def test_by_concern_puts_new_first_then_broken_infra_flaky() -> None:
+    from ci.history.verdict import Verdict, by_concern
+
+    made = [Verdict(f"{FILE}::test_{name}", TIER, sha(1), verdict, f"{verdict}: x")
+            for name, verdict in (("a", FLAKY), ("b", INFRA), ("c", BROKEN_ON_MAIN), ("d", NEW), ("e", NEW))]
+    assert [v.node[-1] for v in by_concern(made)] == ["d", "e", "c", "b", "a"]
+
+
+def test_broken_rows_at_the_commit_count_once_with_no_fail_row(store_location: str, tmp_path: Path) -> None:
+    """The same commit's other run broke at import, retried (two broken rows, no fail row): two
+    failures there, and the 36 % flake of test_a explains two in a row (0.13), not three (0.047)."""
+    from ci.history.verdict import failure_from_attempts
+    from ci.results.junit import FAILED, Attempt
+
+    head = f"{7:04x}{'d' * 36}"
+    broken = ("ImportError: cannot import name 'x' from 'y'", "E   ImportError: cannot import name 'x' from 'y'")
+    with open_store(store_location) as store:
+        flaky_main(store, tmp_path)
+        run(store, tmp_path, head, [broken, broken], "pull_request", pr=7)
+        (v,) = judge(store, [failure_from_attempts(NODE, TIER, head, [Attempt(FAILED, 1.0, *BOOM)], repo=REPO)])
+    assert v.verdict == FLAKY and v.score is not None and 0.224 < v.score < 0.368, v.detail

@@ -2,11 +2,16 @@
 (issue #32: ``ci quarantine --apply`` overwrote a concurrent edit, since only its own runs took the
 lock). Real ``python -m ci`` processes: each writer reads the registry, then blocks on the lock the
 test holds; a person saves an edit meanwhile (no lock: an editor takes none); once the lock is
-released the writer must refuse with one line, exit non-zero and leave the person's edit whole."""
+released the writer must refuse with one line, exit non-zero and leave the person's edit whole.
+The wait is bounded and says who it waits for (issue #49: a ``durations --write`` behind a
+``quarantine`` stuck on a slow PostgreSQL waited forever, silently); a killed holder blocks nobody."""
 
 from __future__ import annotations
 
 import os
+import re
+import select
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +26,8 @@ from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.store import open_store
 from ci.registry import load_registry
-from ci.registry.edit_lock import RegistryChanged, RegistrySnapshot, read_for_edit, registry_lock, write_registry
+from ci.registry.edit_lock import (RegistryChanged, RegistrySnapshot, read_for_edit, registry_lock,
+                                   write_registry)
 from tests.ci.history_support import Case, KnownHistory, junit_xml
 from tests.ci.tree_testutil import write
 
@@ -60,38 +66,42 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def start(root: Path, args: list[str]) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def start(root: Path, args: list[str], lock_wait: str = "60") -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CI_REGISTRY_LOCK_WAIT": lock_wait}
     return subprocess.Popen([sys.executable, "-m", "ci", *args], cwd=root, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def wait_until_blocked(proc: subprocess.Popen[str], directory: Path, seconds: float = 60) -> None:
-    """Until ``proc`` waits for the flock on ``directory`` (a ``->`` line of /proc/locks): by
-    then every writer here has read the registry."""
-    inode = os.stat(directory).st_ino
+def wait_until_blocked(proc: subprocess.Popen[str], seconds: float = 60) -> str:
+    """Until ``proc`` says on stderr that it waits for the registry lock (one second into the
+    wait; by then every writer here has read the registry); that line. Each line is written
+    whole, so a readable pipe holds a whole line."""
+    seen: list[str] = []
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"it did not wait for the lock: {proc.communicate()}"
-        for line in Path("/proc/locks").read_text().splitlines():
-            fields = line.split()
-            if "->" in fields and "FLOCK" in fields and str(proc.pid) in fields \
-                    and fields[-3].rsplit(":", 1)[-1] == str(inode):
-                return
-        time.sleep(0.02)
-    raise AssertionError(f"{proc.args} never blocked on the registry lock")
+    while not seen or "waiting for the registry lock" not in seen[-1]:
+        if not select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            proc.kill()
+            raise AssertionError(f"{proc.args} never said it waits for the registry lock: {seen} {proc.communicate()}")
+        seen.append(proc.stderr.readline())
+        assert seen[-1], f"it did not wait for the lock: {seen} {proc.communicate()}"
+    return seen[-1].rstrip("\n")
+
+
+def held_by(pid: int, command: str) -> str:
+    """How a holder is named: ``pid N (`command`, since HH:MM:SS)``, the interpreter by its name."""
+    return rf"pid {pid} \(`python[0-9.]* {command}`, since \d\d:\d\d:\d\d\)"
 
 
 needs_proc_locks = pytest.mark.skipif(not Path("/proc/locks").exists(), reason="watches /proc/locks")
 
 
-@needs_proc_locks
 @pytest.mark.parametrize("writer", WRITERS)
 def test_a_writer_waits_for_the_lock_then_keeps_an_edit_saved_meanwhile(repo: Path, writer: str) -> None:
     args, _ = WRITERS[writer]
     with registry_lock(repo / "registry.yaml"):
         proc = start(repo, args)
-        wait_until_blocked(proc, repo)
+        assert re.fullmatch(rf"python -m ci {writer.split()[0]}( --fix)?: waiting for the registry lock held by "
+                            rf"{held_by(os.getpid(), '.*')}", wait_until_blocked(proc))
         (repo / "registry.yaml").write_text(PERSON)  # an editor saving the file
     out, err = proc.communicate(timeout=60)
     assert proc.returncode != 0, out + err
@@ -114,12 +124,11 @@ def test_without_interference_each_writer_writes(repo: Path, writer: str) -> Non
     assert text != REGISTRY and (marker in text if marker else "depends_on" not in text), text
 
 
-@needs_proc_locks
 def test_init_does_not_overwrite_a_registry_created_while_it_ran(tmp_path: Path) -> None:
     write(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
     with registry_lock(tmp_path / "registry.yaml"):
         proc = start(tmp_path, ["--root", str(tmp_path), "init"])
-        wait_until_blocked(proc, tmp_path)
+        wait_until_blocked(proc)
         (tmp_path / "registry.yaml").write_text(PERSON)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, out + err
@@ -199,9 +208,7 @@ def test_durations_writing_while_quarantine_reads_the_history_loses_nothing(tmp_
     quarantine, and refuses: the quarantine stands, and durations says its edit did not land."""
     with quarantine_stuck_reading_the_history(tmp_path) as quarantine:
         durations = start(tmp_path, ["durations", "--write", "report.xml"])
-        wait_until(lambda: durations.poll() is not None or any(
-            "->" in line and f" {durations.pid} " in line for line in Path("/proc/locks").read_text().splitlines()),
-            "durations is done or waits for the lock")
+        wait_until_blocked(durations)
     q_out, q_err = quarantine.communicate(timeout=60)
     d_out, d_err = durations.communicate(timeout=60)
     assert quarantine.returncode == 0, q_out + q_err
@@ -214,17 +221,71 @@ def test_durations_writing_while_quarantine_reads_the_history_loses_nothing(tmp_
         "written, so that edit stands: look at it, then run the command again"], d_out + d_err
 
 
+@needs_proc_locks
+def test_a_writer_behind_a_stuck_quarantine_gives_up_naming_it(tmp_path: Path) -> None:
+    """The issue's case: ``durations --write`` behind a ``quarantine --apply`` stuck reading the
+    history says once whom it waits for, then gives up at the bound (exit 3, nothing written),
+    naming the quarantine's pid and command without the values of its arguments (a store URL
+    may hold a password). The quarantine, let go, still writes."""
+    with quarantine_stuck_reading_the_history(tmp_path) as quarantine:
+        began = time.monotonic()
+        durations = start(tmp_path, ["durations", "--write", "report.xml"], lock_wait="2")
+        out, err = durations.communicate(timeout=60)
+        took = time.monotonic() - began
+    holder = held_by(quarantine.pid, r"-m ci quarantine --apply --store \.\.\.")
+    assert durations.returncode == 3, out + err
+    assert 2 <= took < 30, took
+    waiting, gave_up = err.strip().splitlines()
+    assert re.fullmatch(rf"python -m ci durations: waiting for the registry lock held by {holder}", waiting), err
+    assert re.fullmatch(rf"python -m ci durations: registry.yaml: the registry lock is still held by {holder} after "
+                        r"2 s; nothing written \(\$CI_REGISTRY_LOCK_WAIT sets how long to wait\)", gave_up), err
+    assert "h.sqlite" not in err
+    q_out, q_err = quarantine.communicate(timeout=60)
+    assert quarantine.returncode == 0, q_out + q_err
+    entry = load_registry(tmp_path / "registry.yaml").tests[KNOWN]
+    assert entry.est_time == 10 and [q.node for q in entry.quarantined_nodes] == [f"{KNOWN}::test_flaky"]
+
+
+def test_a_holder_killed_with_sigkill_blocks_nobody(repo: Path) -> None:
+    """A holder that dies holding the lock (kill -9: no cleanup runs) releases it with its life:
+    the waiter, having named it, goes on and writes."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom ci.registry.edit_lock import registry_lock\n"
+         "with registry_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n",
+         str(repo / "registry.yaml")], env={**os.environ, "PYTHONPATH": str(REPO)}, text=True, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        durations = start(repo, ["durations", "--write", "report.xml"])
+        assert re.fullmatch(rf"python -m ci durations: waiting for the registry lock held by "
+                            rf"{held_by(holder.pid, '-c ...')}", wait_until_blocked(durations))
+        os.kill(holder.pid, signal.SIGKILL)
+        out, err = durations.communicate(timeout=60)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert durations.returncode == 0, out + err
+    assert load_registry(repo / "registry.yaml").tests["tests/test_a.py"].est_time == 66
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "٣", "86401"])
+def test_a_bad_lock_wait_is_bad_input(repo: Path, value: str) -> None:
+    proc = start(repo, ["durations", "--write", "report.xml"], lock_wait=value)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out + err
+    assert err.strip().splitlines() == [
+        f"python -m ci durations: $CI_REGISTRY_LOCK_WAIT must be a whole number from 1 to 86400 in ASCII digits, got "
+        f"{value!r} (seconds to wait for the registry lock); nothing written"], err
+    assert (repo / "registry.yaml").read_text() == REGISTRY
+
+
 def test_two_durations_writes_released_together_one_wins_one_refuses(repo: Path) -> None:
     """Both read the same registry; the one the lock lets in second finds it changed."""
     (repo / "other.xml").write_text(junit_xml([Case("tests/test_a.py", "test_a", time=90.0)]))  # -> 99
     with registry_lock(repo / "registry.yaml"):
         first = start(repo, ["durations", "--write", "report.xml"])
         second = start(repo, ["durations", "--write", "other.xml"])
-        if Path("/proc/locks").exists():
-            wait_until_blocked(first, repo)
-            wait_until_blocked(second, repo)
-        else:
-            time.sleep(5)
+        wait_until_blocked(first)
+        wait_until_blocked(second)
     results = [p.communicate(timeout=60) + (p.returncode,) for p in (first, second)]
     assert sorted(rc for _, _, rc in results) == [0, 3], results
     (out, _, _), = [r for r in results if r[2] == 0]
