@@ -14,9 +14,10 @@ it with the present and picks one action:
 - otherwise nothing, so the README's commands cost a fraction of a second the second time.
 
 Then the one thing the test suite needs outside Python, a headless Chromium or Chrome for the
-HUD's browser tests: found where `ci.browser_locate` looks, or installed (Debian's ``chromium``
-through apt-get, as root or with ``sudo -n``) by `ci.browser_provision`; where neither works,
-bootstrap exits 1 with one line naming the command to run.
+HUD's browser tests: found where `ci.browser_locate` looks (and refused unless its ``--version``
+names Chromium or Chrome), or installed (Debian's ``chromium`` through ``/usr/bin/apt-get``, as
+root or with ``/usr/bin/sudo -n``, in a clean environment) by `ci.browser_provision`; where neither
+works, bootstrap exits 1 with one line naming the command to run.
 
 Usage: ``python3 ci/bootstrap.py [--force | --check]``. Exit status 0 when ``.venv`` and the
 browser are ready; ``--check`` changes nothing, prints the decision and its reason, and exits 1
@@ -40,13 +41,11 @@ from pathlib import Path
 
 if __package__:
     from ci.atomic_write import atomic_write_text
-    from ci.browser_locate import find_browser
-    from ci.browser_provision import ensure_browser
+    from ci.browser_provision import ensure_browser, locate_browser
     from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 else:  # run as ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
     from atomic_write import atomic_write_text
-    from browser_locate import find_browser
-    from browser_provision import ensure_browser
+    from browser_provision import ensure_browser, locate_browser
     from regular_file import MAX_CONFIG_BYTES, read_regular
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,14 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     decision = decide(_read_stamp() if VENV.exists() else None, current, venv_exists=VENV.exists(),
                       venv_python_exists=_venv_python().exists(), force=args.force)
     if args.check:
-        browser = find_browser()
+        browser = locate_browser()
         if decision.action is Action.NOTHING:
             print("bootstrap: .venv is up to date")
         else:
             print(f"bootstrap: .venv needs a bootstrap ({decision.action.value}): {decision.reason}")
-        print(f"bootstrap: browser: {browser}" if browser else
-              "bootstrap: browser: none found (a bootstrap installs one)")
-        return 0 if decision.action is Action.NOTHING and browser else 1
+        print("bootstrap: browser: none found (a bootstrap installs one)" if browser is None else
+              f"bootstrap: browser: {browser.path or browser.error}")
+        return 0 if decision.action is Action.NOTHING and browser and browser.path else 1
     if decision.action is Action.NOTHING:
         print("bootstrap: .venv is up to date", flush=True)
         return _provision_browser()

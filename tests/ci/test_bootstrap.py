@@ -124,7 +124,7 @@ def project(tmp_path):
     for name in SCRIPT_FILES:
         shutil.copy2(REPO / "ci" / name, root / "ci" / name)
     browser = root / "stand-in-browser"  # found through $CHROMIUM: these tests are about the venv
-    browser.write_text("#!/bin/sh\n")
+    browser.write_text("#!/bin/sh\necho Chromium 120.0.6099.224\n")
     browser.chmod(0o755)
     (root / "tiny").mkdir()
     (root / "tiny" / "__init__.py").write_text("")
