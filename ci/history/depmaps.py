@@ -78,7 +78,10 @@ def _read_lines(text: str, where: str) -> dict[str, frozenset[int]] | None:
     does not read back."""
     if text == "":
         return None
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except RecursionError:  # a hand-edited row nested deeper than the stack: one bad entry, not a crash
+        raise ValueError(f"{where} is nested too deep") from None
     if not isinstance(data, dict):
         raise ValueError(f"{where} is not an object")
     out = {}

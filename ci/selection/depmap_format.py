@@ -18,10 +18,10 @@ The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and n
                                       "opened": ["data/t.json", ...]}}}
 
 Contract:
-- `parse_depmap` is the one reader: anything else than the shapes above (bad JSON, a missing or
-  mistyped field, an unknown version, a path that is absolute, holds ``..`` or NUL, a line range
-  that `ci.selection.line_ranges` refuses) raises `DepmapError` naming the file and the offending
-  value. A reader never guesses at a partial map.
+- `parse_depmap` is the one reader: anything else than the shapes above (bad JSON, JSON nested
+  too deep to read, a missing or mistyped field, an unknown version, a path that is absolute,
+  holds ``..`` or NUL, a line range that `ci.selection.line_ranges` refuses) raises `DepmapError`
+  naming the file and the offending value. A reader never guesses at a partial map.
 - ``complete`` is true when every collected test of the file finished in the recorded run; ``ran``
   counts the tests whose body ran (not skipped). Only a complete entry with ``ran > 0`` is
   `TestMap.usable`: a file cut short, or one whose tests were all skipped (a GPU tier recorded
@@ -156,6 +156,8 @@ def parse_depmap(text: str | bytes, source: str) -> DepMap:
         data = json.loads(text)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
         raise _bad(source, f"unreadable JSON ({exc})") from None
+    except RecursionError:  # `[[[[...` deeper than the interpreter's stack: no map is nested like that
+        raise _bad(source, "unreadable JSON (nested deeper than the interpreter can read)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _bad(source, f'"format" must be "{FORMAT}"')
     version = data.get("version")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -181,6 +183,34 @@ def test_a_corrupt_stored_entry_is_ignored_with_a_warning(project: Path, capsys)
     out, err = capsys.readouterr()
     assert "'tests/test_b.py' does not read back; ignored" in err
     assert "tests/test_b.py  (imports pkg/b.py" in out and "no map: static graph" in out
+
+
+def test_a_map_nested_too_deep_is_one_warning_in_plan_and_a_refusal_in_ingest(project: Path, capsys) -> None:
+    """`[` x 100,000 made json raise RecursionError, which no caller caught: `ci plan` ended in a
+    traceback. Through the real CLI, as a user meets it; and a stored row nested so is one bad entry."""
+    deep = project / "deep.json"
+    deep.write_text("[" * 100_000)
+    changes = project / "changed.txt"
+    changes.write_text("pkg/a.py\n")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "ci", "plan", "--registry", str(project / "registry.yaml"), "--tier",
+                           "cpu", "--changed-files", str(changes), "--format", "json", "--depmap", str(deep)],
+                          cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and str(deep) in proc.stderr and "nested deeper" in proc.stderr
+    assert "map ignored" in proc.stderr
+    assert sorted(t["path"] for t in json.loads(proc.stdout)["plans"][0]["selected"]) == IMPORT_A
+    store = project / "h.sqlite"
+    proc = subprocess.run([sys.executable, "-m", "ci", "history", "ingest", str(deep), *IDENTITY, "--sha", SHA1,
+                           "--store", str(store)], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and str(deep) in proc.stderr and not store.exists()
+    assert ingest(project, depmap(project / "m.json", MAPS), str(store)) == 0
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE depmap_tests SET lines = ? WHERE test_file = 'tests/test_b.py'", ("[" * 100_000,))
+    with open_store(str(store), create=False) as opened:
+        got = latest_maps(opened, "cpu")
+    assert set(got.tests) == {"tests/test_a.py"} and "'tests/test_b.py' does not read back" in got.problems[0]
 
 
 def test_run_all_paths_and_a_changed_test_file_still_select(project: Path, capsys) -> None:
