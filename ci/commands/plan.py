@@ -143,7 +143,7 @@ def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argpar
 
     now = datetime.now(timezone.utc)
     gathered = gather_maps(tier, files, use_store=from_store, store_location=args.store, repo=args.depmap_repo,
-                           since=now - timedelta(days=args.depmap_max_age))
+                           since=now - timedelta(days=args.depmap_max_age), now=now)
     for problem in gathered.problems:
         print(f"python -m ci plan: warning: {problem}", file=sys.stderr)
     tests = [e.path for e in registry.tests_for_tier(tier, include_inactive=True)]

@@ -27,7 +27,9 @@ Contract:
   `TestMap.usable`: a file cut short, or one whose tests were all skipped (a GPU tier recorded
   where its hardware is absent), teaches nothing about what the file needs.
 - ``recorded_at`` carries its UTC offset (a time without one is refused): the store compares
-  these times, and a local time would shift a map's age by hours.
+  these times, and a local time would shift a map's age by hours. A time more than `CLOCK_SKEW`
+  after now (`in_future`: a skewed clock, or a crafted map) is an unknown age: never used, or
+  it would stay young forever and shadow every newer map.
 - `dump_depmap` writes what `parse_depmap` reads back equal (sorted, stable); a map without line
   data (``TestMap.lines`` None) is written as version 1.
 """
@@ -37,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from ci.selection.line_ranges import format_lines, parse_lines
@@ -46,6 +48,7 @@ FORMAT = "ci-depmap"
 VERSION = 2
 VERSIONS = (1, 2)
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a recorder's clock may run and its map still count
 
 
 class DepmapError(ValueError):
@@ -191,6 +194,13 @@ def utc_time(text: str) -> datetime | None:
     except ValueError:
         return None
     return when.astimezone(timezone.utc) if when.tzinfo is not None else None
+
+
+def in_future(recorded_at: str, now: datetime) -> bool:
+    """True when ``recorded_at`` lies more than `CLOCK_SKEW` after ``now`` (an unreadable time is
+    not in the future: its reader refuses it on its own)."""
+    when = utc_time(recorded_at)
+    return when is not None and when > now + CLOCK_SKEW
 
 
 def _v2_entry(t: TestMap) -> dict[str, Any]:

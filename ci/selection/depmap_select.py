@@ -6,7 +6,7 @@ neither its own path, ``depends_on`` nor ``run_all_paths`` selected already.
 
 Contract:
 - A test's map decides when it is usable (complete, with tests that ran: `TestMap.usable`), no
-  older than ``max_age_days`` at ``now``, and the test file itself is not among the changed
+  older than ``max_age_days`` at ``now`` and not from the future (`depmap_format.in_future`), and the test file itself is not among the changed
   files. It then selects the test when the change can reach it, and says how
   (``executed pkg/a.py:12 in f() in run 7 at 1a2b3c4d5e6f``):
   - a changed file the test opened selects it;
@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ci.selection.definition_uses import DefinitionUses, Use
-from ci.selection.depmap_format import StoredTestMap
+from ci.selection.depmap_format import StoredTestMap, in_future
 from ci.selection.edit_scopes import Scope
 from ci.selection.reach import Imports, ReferenceIndex
 
@@ -248,6 +248,9 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             continue
         if not stored.entry.usable:
             out.fallback[test] = f"the map of {stored.origin} ran none of its tests (all skipped)"
+            continue
+        if in_future(stored.recorded_at, now):  # an unknown age, never "forever young"
+            out.fallback[test] = f"the map of {stored.origin} has a time in the future ({stored.recorded_at})"
             continue
         age = _age_days(stored.recorded_at, now)
         if age is None or age > max_age_days:
