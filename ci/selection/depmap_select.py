@@ -244,7 +244,11 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             out.fallback[test] = "the test file changed since its map"
             continue
         if not stored.entry.complete:
-            out.fallback[test] = f"the map of {stored.origin} is partial (its run did not finish the file)"
+            dirty = sorted(stored.dirty & stored.entry.files)
+            out.fallback[test] = (f"the map of {stored.origin} is partial (it ran {', '.join(dirty[:3])}, which "
+                                  "differed from its commit while recorded)" if dirty else
+                                  f"the map of {stored.origin} is partial (its run did not finish the file, or ran a "
+                                  "file that differed from its commit)")
             continue
         if not stored.entry.usable:
             out.fallback[test] = f"the map of {stored.origin} ran none of its tests (all skipped)"
