@@ -154,7 +154,7 @@ def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argpar
     reach = (lambda path: deps.impact([path]).reasons) if deps is not None else (lambda path: {})
     return select_by_maps(gathered.tests, tests, changes, now=now, max_age_days=args.depmap_max_age,
                           scopes_for=args._git_lines.scopes_for, module_reach=reach,
-                          references_for=args._git_lines.references_for,
+                          references_for=args._git_lines.references_for, drift_for=args._git_lines.drift_for,
                           imports_of=deps.imports_of if deps is not None else None)
 
 

@@ -192,6 +192,41 @@ def test_a_map_recorded_in_a_dirty_tree_does_not_vouch_for_the_dirty_files(tmp_p
         "tests/test_other.py": f"executed pkg/other.py:2 in h() in map {path}"}
 
 
+DRIFT_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/core.py": "def helper():\n    return 1\n",
+    "pkg/api.py": "from pkg import core\n\n\ndef run():\n    return 0\n",
+    "pkg/other.py": "def h():\n    return 7\n\n\ndef unused():\n    return 8\n",
+    "tests/test_api.py": "from pkg import api\n\n\ndef test_run():\n    assert api.run() < 2\n",
+    "tests/test_core.py": "from pkg import core\n\n\ndef test_helper():\n    assert core.helper() >= 1\n",
+    "tests/test_other.py": "from pkg import other\n\n\ndef test_h():\n    assert other.h() == 7\n",
+}
+
+
+def test_a_map_of_an_older_commit_is_stale_for_the_tests_whose_code_changed_since(tmp_path: Path, capsys) -> None:
+    """The map is recorded at Y; main then makes api.run() call core.helper() (X). A branch off X
+    changes helper(): test_api now runs it and fails, but its map (Y) never ran core.py, and the
+    walk read Y's api.py, where nothing calls helper(): nothing selected it. A test whose map ran
+    what changed between its commit and the tree planned is judged by the static graph; one
+    whose run the drift does not reach is still decided by its lines."""
+    root = tmp_path / "drift"
+    path = record_committed_project(root, DRIFT_FILES)
+    (root / "pkg/api.py").write_text(DRIFT_FILES["pkg/api.py"].replace("return 0", "return core.helper()"))
+    (root / "pkg/other.py").write_text(DRIFT_FILES["pkg/other.py"].replace("return 8", "return 9"))
+    _git(root, "commit", "-q", "-am", "main moves on: run() calls helper(); a body no test runs changes")
+    not_run: dict[str, str] = {}
+    selected = plan_on_branch(root, capsys, {"pkg/core.py": "def helper():\n    return 2\n"}, not_run=not_run)
+    assert set(selected) == {"tests/test_api.py", "tests/test_core.py"}, selected
+    assert selected["tests/test_api.py"].startswith("imports pkg/core.py")
+    assert "is stale: since its commit the tree changed what it ran (executed pkg/api.py:5 in run())" in (
+        selected["tests/test_api.py"])
+    assert selected["tests/test_core.py"] == f"executed pkg/core.py:2 in helper() in map {path}"
+    # other.py's drift is in a body test_other never ran: its map still decides, and says so
+    assert not_run["tests/test_other.py"].startswith(f"not affected by the change: the map of map {path}")
+    assert set(plan_on_branch(root, capsys, {"pkg/other.py": "def h():\n    return 70\n\n\ndef unused():\n"
+                                                             "    return 9\n"})) == {"tests/test_other.py"}
+
+
 def test_line_maps_round_trip_through_the_store_on_both_databases(recorded: Path, capsys, store_location: str) -> None:
     path = recorded.parent / f"{recorded.name}.json"
     sha = json.loads(path.read_text())["sha"]
