@@ -321,6 +321,19 @@ def test_the_parser_names_the_bad_field(field: str, value: object, said: str) ->
     assert parse_depmap(ok, "m.json").tests["tests/test_a.py"].executed == {"pkg/a.py"}
 
 
+def test_the_dirty_list_round_trips_and_a_bad_one_is_named() -> None:
+    from ci.selection.depmap_format import DepMap, TestMap, dump_depmap
+
+    depmap = DepMap("cpu", "2026-12-01T00:00:00+00:00", {"tests/test_a.py": TestMap(
+        frozenset({"pkg/a.py"}), complete=False, items=1, ran=1, lines={"pkg/a.py": frozenset({1})})},
+        sha=SHA1, dirty=frozenset({"pkg/a.py"}))
+    assert parse_depmap(dump_depmap(depmap), "m.json") == depmap
+    data = json.loads(dump_depmap(depmap))
+    data["dirty"] = ["/etc/passwd"]
+    with pytest.raises(DepmapError, match="m.json: .*\"dirty\" holds '/etc/passwd', not a repo-relative path"):
+        parse_depmap(json.dumps(data), "m.json")
+
+
 def test_a_changed_test_file_is_never_judged_by_its_old_map() -> None:
     """Its old map says what the old file ran: the edit may import anything. `plan` selects it by
     its own path first; the map selection itself must hand it to the static graph too."""
