@@ -143,7 +143,7 @@ def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argpar
 
     now = datetime.now(timezone.utc)
     gathered = gather_maps(tier, files, use_store=from_store, store_location=args.store, repo=args.depmap_repo,
-                           since=now - timedelta(days=args.depmap_max_age))
+                           since=now - timedelta(days=args.depmap_max_age), now=now)
     for problem in gathered.problems:
         print(f"python -m ci plan: warning: {problem}", file=sys.stderr)
     tests = [e.path for e in registry.tests_for_tier(tier, include_inactive=True)]
@@ -154,7 +154,7 @@ def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argpar
     reach = (lambda path: deps.impact([path]).reasons) if deps is not None else (lambda path: {})
     return select_by_maps(gathered.tests, tests, changes, now=now, max_age_days=args.depmap_max_age,
                           scopes_for=args._git_lines.scopes_for, module_reach=reach,
-                          references_for=args._git_lines.references_for,
+                          references_for=args._git_lines.references_for, drift_for=args._git_lines.drift_for,
                           imports_of=deps.imports_of if deps is not None else None)
 
 

@@ -9,11 +9,14 @@ Contract:
 - `ingest_depmap` writes the map and its test rows in one transaction; a map already stored
   (same bytes, same identity: the key) writes nothing and returns False. A version-2 map's line
   data is kept (``lines`` per test, the map's ``shared`` lines and commit); a map recorded at
-  another commit than the run identity's ``--sha`` is refused.
+  another commit than the run identity's ``--sha`` is refused, and so is one whose ``recorded_at``
+  is in the future (`depmap_format.in_future`).
 - `latest_maps` gives, for each test file of ``tier`` (of ``repo`` when given), the entry of the
   most recently recorded map that holds it, with where it came from (`StoredTestMap`). A stored
   entry that does not read back (a hand-edited row) is left out and named in ``problems``; its test
-  then has no map, so selection falls back to the static graph for it.
+  then has no map, so selection falls back to the static graph for it. With ``now``, a map
+  recorded in the future is left out and named too: it would otherwise be every test's newest
+  map forever.
 - `gather_maps` puts the store's and map files' entries together for `ci plan`; it never raises.
 """
 
@@ -22,15 +25,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from ci.history.model import RunIdentity
 from ci.history.store import Store, failure_text, now, open_store
 from ci.regular_file import MAX_REPORT_BYTES, UnreadableFile, read_regular
-from ci.selection.depmap_format import (DepMap, DepmapError, StoredTestMap, TestMap, is_relative_path, maps_of_file,
-                                        parse_depmap, utc_time)
+from ci.selection.depmap_format import (DepMap, DepmapError, StoredTestMap, TestMap, in_future, is_relative_path,
+                                        maps_of_file, parse_depmap, utc_time)
 from ci.selection.line_ranges import format_lines, parse_lines
 
 
@@ -58,6 +61,9 @@ def prepare_depmap(path: str | Path, identity: RunIdentity) -> PreparedDepmap:
         raise DepmapError(f"{path}: the map was recorded on tier {depmap.tier!r}, not --tier {identity.tier!r}")
     if depmap.sha is not None and depmap.sha != identity.sha:
         raise DepmapError(f"{path}: the map was recorded at commit {depmap.sha}, not --sha {identity.sha}")
+    if in_future(depmap.recorded_at, datetime.now(timezone.utc)):
+        raise DepmapError(f"{path}: recorded_at {depmap.recorded_at} is in the future (a skewed clock or a crafted "
+                          "map): its age is unknown; record it again")
     payload = json.dumps([hashlib.sha256(data).hexdigest(), asdict(identity)], sort_keys=True)
     return PreparedDepmap(str(path), identity, hashlib.sha256(payload.encode()).hexdigest(), depmap)
 
@@ -78,7 +84,10 @@ def _read_lines(text: str, where: str) -> dict[str, frozenset[int]] | None:
     does not read back."""
     if text == "":
         return None
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except RecursionError:  # a hand-edited row nested deeper than the stack: one bad entry, not a crash
+        raise ValueError(f"{where} is nested too deep") from None
     if not isinstance(data, dict):
         raise ValueError(f"{where} is not an object")
     out = {}
@@ -126,10 +135,11 @@ def stored_time(recorded_at: str) -> str:
     return when.isoformat(timespec="seconds")
 
 
-def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetime | None = None) -> LatestMaps:
+def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetime | None = None,
+                now: datetime | None = None) -> LatestMaps:
     """The newest stored entry per test file of ``tier``; see the module docstring. ``since``:
     only maps recorded then or later (older ones could not decide anyway; the store then reads
-    the last days' maps, not every map ever stored)."""
+    the last days' maps, not every map ever stored); ``now``: maps recorded after it are left out."""
     query = ("SELECT t.test_file, t.complete, t.items, t.ran, t.executed, t.opened, t.lines, m.id, m.sha, m.run_id, "
              "m.recorded_at, m.map_sha, m.shared FROM depmap_tests t JOIN depmaps m ON m.id = t.map_id WHERE m.tier = ?")
     params: list[object] = [tier]
@@ -142,8 +152,15 @@ def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetim
     found: dict[str, StoredTestMap] = {}
     problems: list[str] = []
     shared_of: dict[int, dict[str, frozenset[int]] | None] = {}
+    future: set[int] = set()
     for (test, complete, items, ran, executed, opened, lines_text, map_id, sha, run_id, recorded_at, map_sha,
          shared_text) in store.fetchall(query + " ORDER BY m.recorded_at, m.id", params):
+        if now is not None and in_future(recorded_at, now):
+            if map_id not in future:
+                future.add(map_id)
+                problems.append(f"stored map {map_id} (run {run_id or '?'} at {sha[:12]}): recorded_at {recorded_at} "
+                                "is in the future (a skewed clock or a crafted map); ignored")
+            continue
         paths = [p for p in f"{executed}\n{opened}".split("\n") if p]
         try:
             if not is_relative_path(test) or not all(is_relative_path(p) for p in paths) or min(items, ran) < 0:
@@ -164,17 +181,18 @@ def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetim
 
 
 def gather_maps(tier: str, map_files: Sequence[str], *, use_store: bool = False, store_location: str | None = None,
-                repo: str | None = None, since: datetime | None = None) -> LatestMaps:
+                repo: str | None = None, since: datetime | None = None, now: datetime | None = None) -> LatestMaps:
     """The newest usable source per test file of ``tier``: the store's latest maps (``use_store``)
     and the map files given (those recorded on another tier are skipped). Never raises for a bad
     source: a map file that does not read, or a store that cannot be read, is one line in
-    ``problems`` and contributes nothing, so its tests fall back to the static graph."""
+    ``problems`` and contributes nothing, so its tests fall back to the static graph; with
+    ``now``, so is a map recorded in the future (`latest_maps`)."""
     found: dict[str, StoredTestMap] = {}
     problems: list[str] = []
     if use_store:
         try:
             with open_store(store_location, create=False) as store:
-                stored = latest_maps(store, tier, repo, since)
+                stored = latest_maps(store, tier, repo, since, now)
             found.update(stored.tests)
             problems += stored.problems
         except Exception as exc:  # StoreError, StoreMissing, a driver's own: no maps, never a crash
@@ -189,6 +207,10 @@ def gather_maps(tier: str, map_files: Sequence[str], *, use_store: bool = False,
             problems.append(f"{exc}; map ignored")
             continue
         if depmap.tier not in (None, tier):
+            continue
+        if now is not None and in_future(depmap.recorded_at, now):
+            problems.append(f"{path}: map ignored: recorded_at {depmap.recorded_at} is in the future (a skewed clock "
+                            "or a crafted map): its age is unknown")
             continue
         for test, entry in maps_of_file(depmap, path).items():
             if test not in found or entry.recorded_at >= found[test].recorded_at:

@@ -9,9 +9,10 @@ some, so a test file's collected count is the largest any process saw and its fi
 sum: the file is complete when they meet.
 
 A test file one of whose subprocesses ended without saving its lines (a live mark left,
-`ci.running.depmap_live`) is not complete: its entry never narrows selection. A coverage data
-file that cannot be read (its process died mid-write) is skipped; when its process left no live
-mark, no entry of the map is complete, since whose lines it held is unknown.
+`ci.running.depmap_live`) is not complete: its entry never narrows selection. Nor is one that
+executed or opened a file that differed from the map's commit during the recording (``dirty``).
+A coverage data file that cannot be read (its process died mid-write) is skipped; when its
+process left no live mark, no entry of the map is complete, since whose lines it held is unknown.
 
 Contract: `build_map` returns one entry per collected test file, with the lines each executed,
 the files it opened; lines of shared contexts
@@ -67,8 +68,10 @@ def _coverage_part(part: Path) -> list[tuple[str, dict[int, list[str]]]]:
     return [(measured, data.contexts_by_lineno(measured)) for measured in data.measured_files()]
 
 
-def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None = None) -> DepMap:
-    """See the module docstring."""
+def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None = None,
+              dirty: frozenset[str] = frozenset()) -> DepMap:
+    """See the module docstring. ``dirty``: the tracked files that differed from ``sha`` during
+    the recording (`ci.running.depmap_worktree`)."""
     items: dict[str, int] = defaultdict(int)
     done: dict[str, int] = defaultdict(int)
     ran: dict[str, int] = defaultdict(int)
@@ -122,7 +125,9 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
     tests = {}
     for test, n in items.items():
         own = {rel: frozenset(found) for rel, found in lines.get(test, {}).items()}
-        complete = done[test] >= n and test not in unsaved and not torn_unmarked
+        # lines of a file that differed from the commit are another text's: never read line for line
+        complete = done[test] >= n and test not in unsaved and not torn_unmarked \
+            and dirty.isdisjoint(own.keys() | opened.get(test, ()))
         tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), complete, n, ran[test], lines=own)
     return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests,
-                  {rel: frozenset(found) for rel, found in shared.items()}, sha)
+                  {rel: frozenset(found) for rel, found in shared.items()}, sha, dirty)

@@ -27,6 +27,8 @@ The process that owns the recording (the one pytest process, or the pytest-xdist
 makes the parts directory at configure and, after every worker has finished,
 merges the parts (`ci.running.depmap_merge`) at its session's end and writes the map through
 `ci.atomic_write`; a map it cannot build or write is one line in pytest's output, never a crash.
+It also snapshots the tree when the recording starts and compares at its end
+(`ci.running.depmap_worktree`): an entry that ran a file differing from the commit is not complete.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ import pytest
 from ci.atomic_write import atomic_write_text
 from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
                                      fixture_context)
-from ci.running import depmap_child, depmap_startup
+from ci.running import depmap_child, depmap_startup, depmap_worktree
 from ci.running.depmap_forked import ForkedCopy, watch_forks
 from ci.running.depmap_live import guard_kills
 from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
@@ -55,17 +56,6 @@ from ci.selection.depmap_format import dump_depmap
 
 _SUBPROCESS_PLUGIN = "ci.running.depmap_subprocess"
 SETTLE_SECONDS = 0.1  # how soon a probe that fired stops firing in its test file (besides after each test)
-
-
-def head_commit(root: Path) -> str | None:
-    """The checkout's commit (the map's line numbers are its), or None outside a git checkout."""
-    try:
-        proc = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True,
-                              text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    sha = proc.stdout.strip().lower()
-    return sha if proc.returncode == 0 and len(sha) in (40, 64) else None
 
 
 def wanted() -> bool:
@@ -91,6 +81,7 @@ def _claim_parts(root: Path) -> bool:
         return False
     os.environ[PARTS_ENV] = tempfile.mkdtemp(prefix="ci-depmap-")
     os.environ[ROOT_ENV] = str(root)
+    depmap_worktree.snapshot(Path(os.environ[PARTS_ENV]), root)  # what differs from HEAD as the recording starts
     return True
 
 
@@ -233,6 +224,8 @@ class DepmapRecorder:
         self.root, self.tier, self.relative_test = root, tier, relative_test
         self.owner = early.owner if early is not None else _claim_parts(root)
         self.parts = Path(os.environ[PARTS_ENV])
+        if self.owner:  # an early measurement of another tree snapshotted that tree
+            depmap_worktree.snapshot(self.parts, root)
         self.files = RepoFiles(root)
         self.items: dict[str, int] = defaultdict(int)
         self.done: dict[str, int] = defaultdict(int)
@@ -342,7 +335,7 @@ class DepmapRecorder:
         from ci.running.depmap_merge import build_map  # deferred: only the owner merges
 
         try:
-            depmap = build_map(self.parts, self.files, self.tier, head_commit(self.root))
+            depmap = build_map(self.parts, self.files, self.tier, *depmap_worktree.finish(self.parts, self.root))
             self.out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.out, dump_depmap(depmap))
             line = f"depmap: wrote {self.out} ({len(depmap.tests)} test file(s))"

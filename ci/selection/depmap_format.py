@@ -12,22 +12,26 @@ The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and n
 ``shared`` or ``sha``; it is still read, and selects by file)::
 
     {"format": "ci-depmap", "version": 2, "tier": "cpu" | null, "recorded_at": "2026-12-04T13:00:00+00:00",
-     "sha": "<40 hex>" | null, "shared": {"pkg/a.py": "1-20,31"},
+     "sha": "<40 hex>" | null, "shared": {"pkg/a.py": "1-20,31"}, "dirty": ["pkg/b.py"] (optional),
      "tests": {"tests/a/test_x.py": {"complete": true, "items": 3, "ran": 3,
                                       "executed": {"pkg/a.py": "3-9,14"},
                                       "opened": ["data/t.json", ...]}}}
 
 Contract:
-- `parse_depmap` is the one reader: anything else than the shapes above (bad JSON, a missing or
-  mistyped field, an unknown version, a path that is absolute, holds ``..`` or NUL, a line range
-  that `ci.selection.line_ranges` refuses) raises `DepmapError` naming the file and the offending
-  value. A reader never guesses at a partial map.
+- `parse_depmap` is the one reader: anything else than the shapes above (bad JSON, JSON nested
+  too deep to read, a missing or mistyped field, an unknown version, a path that is absolute,
+  holds ``..`` or NUL, a line range that `ci.selection.line_ranges` refuses) raises `DepmapError`
+  naming the file and the offending value. A reader never guesses at a partial map.
+- ``dirty`` (version 2, optional): tracked files that differed from ``sha`` while the map was
+  recorded; an entry that executed or opened one is written not complete.
 - ``complete`` is true when every collected test of the file finished in the recorded run; ``ran``
   counts the tests whose body ran (not skipped). Only a complete entry with ``ran > 0`` is
   `TestMap.usable`: a file cut short, or one whose tests were all skipped (a GPU tier recorded
   where its hardware is absent), teaches nothing about what the file needs.
 - ``recorded_at`` carries its UTC offset (a time without one is refused): the store compares
-  these times, and a local time would shift a map's age by hours.
+  these times, and a local time would shift a map's age by hours. A time more than `CLOCK_SKEW`
+  after now (`in_future`: a skewed clock, or a crafted map) is an unknown age: never used, or
+  it would stay young forever and shadow every newer map.
 - `dump_depmap` writes what `parse_depmap` reads back equal (sorted, stable); a map without line
   data (``TestMap.lines`` None) is written as version 1.
 """
@@ -37,7 +41,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from ci.selection.line_ranges import format_lines, parse_lines
@@ -46,6 +50,7 @@ FORMAT = "ci-depmap"
 VERSION = 2
 VERSIONS = (1, 2)
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a recorder's clock may run and its map still count
 
 
 class DepmapError(ValueError):
@@ -82,25 +87,27 @@ class TestMap:
 @dataclass(frozen=True)
 class DepMap:
     """One recorded run's map: ``tests`` is repo-relative test path -> `TestMap`; ``shared`` the
-    lines run outside any test's own work; ``sha`` the commit recorded (None: unknown)."""
+    lines run outside any test's own work; ``sha`` the commit recorded (None: unknown); ``dirty``
+    the tracked files that differed from it during the recording."""
 
     tier: str | None
     recorded_at: str
     tests: Mapping[str, TestMap] = field(default_factory=dict)
     shared: Lines = field(default_factory=dict)
     sha: str | None = None
+    dirty: frozenset[str] = frozenset()
 
 
 def _bad(source: str, what: str) -> DepmapError:
     return DepmapError(f"{source}: not a {FORMAT} v1/v2 map: {what}")
 
 
-def _paths(source: str, test: str, key: str, value: Any) -> frozenset[str]:
+def _paths(source: str, where: str, value: Any) -> frozenset[str]:
     if not isinstance(value, list):
-        raise _bad(source, f"tests[{test!r}].{key} must be a list of paths, got {type(value).__name__}")
+        raise _bad(source, f"{where} must be a list of paths, got {type(value).__name__}")
     for p in value:
         if not isinstance(p, str) or not is_relative_path(p):
-            raise _bad(source, f"tests[{test!r}].{key} holds {p!r}, not a repo-relative path")
+            raise _bad(source, f"{where} holds {p!r}, not a repo-relative path")
     return frozenset(value)
 
 
@@ -143,9 +150,10 @@ def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
     if not isinstance(entry["complete"], bool):
         raise _bad(source, f"tests[{test!r}].complete must be true or false, got {entry['complete']!r}")
     counts = (_count(source, test, "items", entry["items"]), _count(source, test, "ran", entry["ran"]))
-    opened = _paths(source, test, "opened", entry["opened"])
+    opened = _paths(source, f"tests[{test!r}].opened", entry["opened"])
     if version == 1:
-        return TestMap(_paths(source, test, "executed", entry["executed"]), opened, entry["complete"], *counts)
+        executed = _paths(source, f"tests[{test!r}].executed", entry["executed"])
+        return TestMap(executed, opened, entry["complete"], *counts)
     lines = _line_map(source, f"tests[{test!r}].executed", entry["executed"])
     return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines)
 
@@ -156,6 +164,8 @@ def parse_depmap(text: str | bytes, source: str) -> DepMap:
         data = json.loads(text)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
         raise _bad(source, f"unreadable JSON ({exc})") from None
+    except RecursionError:  # `[[[[...` deeper than the interpreter's stack: no map is nested like that
+        raise _bad(source, "unreadable JSON (nested deeper than the interpreter can read)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _bad(source, f'"format" must be "{FORMAT}"')
     version = data.get("version")
@@ -169,7 +179,7 @@ def parse_depmap(text: str | bytes, source: str) -> DepMap:
     if not isinstance(tests, dict):
         raise _bad(source, '"tests" must be an object of test path -> entry')
     shared: dict[str, frozenset[int]] = {}
-    sha = None
+    sha, dirty = None, frozenset[str]()
     if version == 2:
         for key in ("shared", "sha"):
             if key not in data:
@@ -178,8 +188,9 @@ def parse_depmap(text: str | bytes, source: str) -> DepMap:
         sha = data["sha"]
         if sha is not None and (not isinstance(sha, str) or not _SHA.fullmatch(sha)):
             raise _bad(source, f'"sha" must be a full commit id (lowercase hex) or null, got {sha!r}')
+        dirty = _paths(source, '"dirty"', data.get("dirty", []))
     out = {test: _entry(source, test, entry, version) for test, entry in tests.items()}
-    return DepMap(tier, recorded_at, out, shared, sha)
+    return DepMap(tier, recorded_at, out, shared, sha, dirty)
 
 
 def utc_time(text: str) -> datetime | None:
@@ -191,6 +202,13 @@ def utc_time(text: str) -> datetime | None:
     return when.astimezone(timezone.utc) if when.tzinfo is not None else None
 
 
+def in_future(recorded_at: str, now: datetime) -> bool:
+    """True when ``recorded_at`` lies more than `CLOCK_SKEW` after ``now`` (an unreadable time is
+    not in the future: its reader refuses it on its own)."""
+    when = utc_time(recorded_at)
+    return when is not None and when > now + CLOCK_SKEW
+
+
 def _v2_entry(t: TestMap) -> dict[str, Any]:
     lines = t.lines or {}
     return {"complete": t.complete, "items": t.items, "ran": t.ran, "opened": sorted(t.opened),
@@ -199,11 +217,14 @@ def _v2_entry(t: TestMap) -> dict[str, Any]:
 
 def dump_depmap(depmap: DepMap) -> str:
     """The JSON text of ``depmap`` (keys and paths sorted); version 1 when no entry has lines."""
-    if any(t.lines is not None for t in depmap.tests.values()) or depmap.shared or depmap.sha:
+    if any(t.lines is not None for t in depmap.tests.values()) or depmap.shared or depmap.sha or depmap.dirty:
         tests = {path: _v2_entry(t) for path, t in sorted(depmap.tests.items())}
-        return json.dumps({"format": FORMAT, "version": 2, "tier": depmap.tier, "recorded_at": depmap.recorded_at,
-                           "sha": depmap.sha, "shared": {p: format_lines(v) for p, v in sorted(depmap.shared.items())},
-                           "tests": tests}, indent=1, sort_keys=True) + "\n"
+        data = {"format": FORMAT, "version": 2, "tier": depmap.tier, "recorded_at": depmap.recorded_at,
+                "sha": depmap.sha, "shared": {p: format_lines(v) for p, v in sorted(depmap.shared.items())},
+                "tests": tests}
+        if depmap.dirty:
+            data["dirty"] = sorted(depmap.dirty)
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
     tests = {path: {"complete": t.complete, "items": t.items, "ran": t.ran,
                     "executed": sorted(t.executed), "opened": sorted(t.opened)}
              for path, t in sorted(depmap.tests.items())}
@@ -214,17 +235,18 @@ def dump_depmap(depmap: DepMap) -> str:
 @dataclass(frozen=True)
 class StoredTestMap:
     """A test file's entry with where it came from: ``origin`` reads ``run 123 at 1a2b3c4d5e6f``
-    (or the map file's name), ``recorded_at`` is the map's ISO 8601 time; ``shared`` and ``sha``
-    are its map's (`DepMap`)."""
+    (or the map file's name), ``recorded_at`` is the map's ISO 8601 time; ``shared``, ``sha`` and
+    ``dirty`` are its map's (`DepMap`; the store keeps no ``dirty``: its entries' ``complete`` says it)."""
 
     entry: TestMap
     origin: str
     recorded_at: str
     shared: Lines = field(default_factory=dict)
     sha: str | None = None
+    dirty: frozenset[str] = frozenset()
 
 
 def maps_of_file(depmap: DepMap, source: str) -> dict[str, StoredTestMap]:
     """Every entry of a map read from a file, with the file as its origin."""
-    return {test: StoredTestMap(entry, f"map {source}", depmap.recorded_at, depmap.shared, depmap.sha)
+    return {test: StoredTestMap(entry, f"map {source}", depmap.recorded_at, depmap.shared, depmap.sha, depmap.dirty)
             for test, entry in depmap.tests.items()}

@@ -6,7 +6,7 @@ neither its own path, ``depends_on`` nor ``run_all_paths`` selected already.
 
 Contract:
 - A test's map decides when it is usable (complete, with tests that ran: `TestMap.usable`), no
-  older than ``max_age_days`` at ``now``, and the test file itself is not among the changed
+  older than ``max_age_days`` at ``now`` and not from the future (`depmap_format.in_future`), and the test file itself is not among the changed
   files. It then selects the test when the change can reach it, and says how
   (``executed pkg/a.py:12 in f() in run 7 at 1a2b3c4d5e6f``):
   - a changed file the test opened selects it;
@@ -29,6 +29,9 @@ Contract:
   - file level otherwise (a version-1 map, a list of paths without lines, a file that drifted):
     a test that executed the file or imports it (the graph) is selected; the map only adds what
     the graph cannot see (an executed file no import names, an opened data file).
+- A decided map's lines are of its commit; the files outside the change that differ between that
+  commit and the tree planned (``drift_for(sha)``) are judged against the map first by the same
+  rules: a test they reach may run here what its map never saw, and falls back (``is stale``).
 - Every other test falls back to the static graph's verdict, and the reason for the fallback is
   added to it: ``no map: static graph``, ``map of run 7 at ... is 20.0 days old (limit 14): static graph``.
   A map that cannot be trusted is never read as "this test needs nothing".
@@ -42,7 +45,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ci.selection.definition_uses import DefinitionUses, Use
-from ci.selection.depmap_format import StoredTestMap
+from ci.selection.depmap_format import StoredTestMap, in_future
 from ci.selection.edit_scopes import Scope
 from ci.selection.reach import Imports, ReferenceIndex
 
@@ -102,6 +105,10 @@ def _no_scopes(sha: str | None) -> None:
     return None  # nothing known of lines: judge by file
 
 
+def _no_drift(sha: str | None) -> Mapping[str, tuple[Scope, ...] | None]:
+    return {}  # the caller knows of no file that changed since the map's commit
+
+
 def _no_reach(path: str) -> Mapping[str, str]:
     return {}
 
@@ -120,6 +127,7 @@ class _Change:
     by_statement: bool = True
     walk: bool = True
     reach_memo: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    scopes: Mapping[str, tuple[Scope, ...] | None] | None = None  # of ``changed``, for drift since a map
 
     def reach(self, path: str, test: str) -> str | None:
         if path not in self.reach_memo:
@@ -214,7 +222,7 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
                    module_reach: Callable[[str], Mapping[str, str]] = _no_reach,
                    references_for: ReferencesFor = _no_references,
                    imports_of: Imports | None = None, by_statement: bool = True, walk: bool = True,
-                   uses: bool = True) -> MapSelection:
+                   uses: bool = True, drift_for: ScopesFor = _no_drift) -> MapSelection:
     """See the module docstring. ``tests``: the tier's registered test paths; ``scopes_for(sha)``:
     the changed files' scopes relative to a map's commit (None, or a file absent or None: judged
     by file); ``module_reach(path)``:
@@ -225,10 +233,13 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
     to references that can see the function (None: by name alone); ``by_statement=False``: a
     test that ran a changed body is selected whatever statement of it changed; ``walk=False``:
     without `ci.selection.reach`'s walk; ``uses=False``: a module-level change counts for every
-    importer even when it only redefines names (both for comparison)."""
+    importer even when it only redefines names (both for comparison); ``drift_for(sha)``: the
+    scopes, relative to a map's commit, of the files outside the change that differ between it and
+    the tree planned (None: git cannot tell, the map is judged by file)."""
     changed_set = set(changed)
     change = _Change(sorted(changed_set), module_reach, imports_of, by_statement, walk)
     per_commit: dict[str | None, Mapping[str, tuple[Scope, ...] | None] | None] = {}
+    drifts: dict[str | None, _Change] = {}
     indexes: dict[str | None, ReferenceIndex | None] = {}
     definitions: dict[str | None, DefinitionUses | None] = {}
     files_at: dict[str | None, set[str]] = {}
@@ -244,10 +255,17 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             out.fallback[test] = "the test file changed since its map"
             continue
         if not stored.entry.complete:
-            out.fallback[test] = f"the map of {stored.origin} is partial (its run did not finish the file)"
+            dirty = sorted(stored.dirty & stored.entry.files)
+            out.fallback[test] = (f"the map of {stored.origin} is partial (it ran {', '.join(dirty[:3])}, which "
+                                  "differed from its commit while recorded)" if dirty else
+                                  f"the map of {stored.origin} is partial (its run did not finish the file, or ran a "
+                                  "file that differed from its commit)")
             continue
         if not stored.entry.usable:
             out.fallback[test] = f"the map of {stored.origin} ran none of its tests (all skipped)"
+            continue
+        if in_future(stored.recorded_at, now):  # an unknown age, never "forever young"
+            out.fallback[test] = f"the map of {stored.origin} has a time in the future ({stored.recorded_at})"
             continue
         age = _age_days(stored.recorded_at, now)
         if age is None or age > max_age_days:
@@ -255,13 +273,24 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             out.fallback[test] = f"the map of {stored.origin} {when}"
             continue
         if stored.sha not in per_commit:
-            per_commit[stored.sha] = scopes_for(stored.sha) if stored.sha is not None else None
+            drift = drift_for(stored.sha) if stored.sha is not None else None
+            # a map whose commit's distance to this tree git cannot tell is judged by file
+            per_commit[stored.sha] = scopes_for(stored.sha) if drift is not None else None
+            drifts[stored.sha] = _Change(sorted(drift or ()), module_reach, imports_of, by_statement, walk,
+                                         scopes=drift)
         if stored.sha not in indexes:
-            wanted = frozenset(files_at.get(stored.sha, changed_set))
+            wanted = frozenset(files_at.get(stored.sha, changed_set)) | set(drifts[stored.sha].changed)
             index = references_for(stored.sha, wanted) if per_commit[stored.sha] else None
             indexes[stored.sha] = index
             definitions[stored.sha] = DefinitionUses(index, imports_of) if index is not None and uses else None
-        hits = _hits(test, stored, change, per_commit[stored.sha], indexes[stored.sha], definitions[stored.sha])
+        scopes, index, uses_of = per_commit[stored.sha], indexes[stored.sha], definitions[stored.sha]
+        drift = drifts[stored.sha]
+        stale = _hits(test, stored, drift, drift.scopes, index, uses_of) if scopes and stored.entry.lines else []
+        if stale:  # here it may run what its map never saw: the map's lines cannot decide
+            out.fallback[test] = (f"the map of {stored.origin} is stale: since its commit the tree changed what "
+                                  f"it ran ({stale[0]})")
+            continue
+        hits = _hits(test, stored, change, scopes, index, uses_of)
         why = None
         if hits:
             more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""

@@ -12,9 +12,12 @@ too: a line the branch reverted to the map's text still differs between base and
 Contract: `GitLines(cwd, changed).scopes_for(sha)` gives the changed files' scopes
 (`ci.selection.edit_scopes.diff_scopes`) relative to ``sha``, or None when git cannot tell (no
 commit recorded, the commit is not in this checkout: a shallow clone, git failing); the map is
-then judged by file. `GitLines.references_for(sha, paths)` indexes those files' references at
-``sha`` for `ci.selection.reach` (None when git does not know the commit); `read_at` reads many
-files at one commit with one git process. Results are cached per commit. It never raises for
+then judged by file. `GitLines.drift_for(sha)` gives, the same way, the scopes of every other file
+that differs between ``sha`` and the working tree (main moved on since the map, or the map is of
+another line of history): a map recorded there may not show what its test runs here.
+`GitLines.references_for(sha, paths)` indexes those files' references at ``sha`` for
+`ci.selection.reach` (None when git does not know the commit); `read_at` reads many files at one
+commit with one git process. Results are cached per commit. It never raises for
 git's failures.
 """
 
@@ -82,6 +85,7 @@ class GitLines:
     changed: Sequence[str]
     base: str | None = None
     _memo: dict[str, Scopes | None] = field(default_factory=dict)
+    _drift: dict[str, Scopes | None] = field(default_factory=dict)
     _indexes: dict[str, ReferenceIndex | None] = field(default_factory=dict)
     _known: dict[str, bool] = field(default_factory=dict)
 
@@ -91,6 +95,18 @@ class GitLines:
         if sha not in self._memo:
             self._memo[sha] = self._read(sha)
         return self._memo[sha]
+
+    def drift_for(self, sha: str | None) -> Scopes | None:
+        """The scopes, relative to ``sha``, of the files outside the change that differ between
+        ``sha`` and the working tree; None when git cannot tell."""
+        if sha is None or not self._knows(sha):
+            return None
+        if sha not in self._drift:
+            names = _git(["diff", "--name-only", "-z", "--no-renames", "--relative", sha, "--"], self.cwd)
+            others = [] if names is None else sorted(set(filter(None, names.stdout.split("\0"))) - set(self.changed))
+            self._drift[sha] = None if names is None or names.returncode != 0 else (
+                self._scopes(sha, others, [[sha]]) if others else {})
+        return self._drift[sha]
 
     def references_for(self, sha: str | None, paths: Iterable[str]) -> ReferenceIndex | None:
         """The references of ``paths``' Python files at ``sha`` (`ci.selection.reach`), or None
@@ -119,13 +135,17 @@ class GitLines:
             if merge is None or merge.returncode != 0:
                 return None
             targets.append([sha, merge.stdout.strip()])
+        return self._scopes(sha, self.changed, targets)
+
+    def _scopes(self, sha: str, paths: Sequence[str], targets: list[list[str]]) -> Scopes | None:
+        """The scopes of ``paths`` relative to ``sha``, from the diff to each of ``targets``."""
         touched: dict[str, frozenset[int] | None] = {}
         comments: dict[str, frozenset[int]] = {}
         code: dict[str, frozenset[int]] = {}
         hunks: dict[str, list[tuple[Hunk, ...] | None]] = {}
         for target in targets:
             diff = _git(["diff", "-U0", "--no-renames", "--no-color", "--no-ext-diff", "--relative", *target, "--",
-                         *self.changed], self.cwd)
+                         *paths], self.cwd)
             if diff is None or diff.returncode != 0:
                 return None
             try:
@@ -141,10 +161,7 @@ class GitLines:
                 comments[path] = comments.get(path, frozenset()) | trivial.get(path, frozenset())
                 code[path] = code.get(path, frozenset()) | ((lines or frozenset()) - trivial.get(path, frozenset()))
 
-        def read_old(path: str) -> bytes | None:
-            proc = _git(["show", f"{sha}:./{path}"], self.cwd, text=False)
-            return proc.stdout if proc is not None and proc.returncode == 0 else None
-
-        scopes = diff_scopes(touched, read_old, {p: comments[p] - code[p] for p in comments}, hunks)
+        old = read_at(self.cwd, sha, [p for p, lines in touched.items() if p.endswith(".py") and lines is not None])
+        scopes = diff_scopes(touched, old.get, {p: comments[p] - code[p] for p in comments}, hunks)
         # a listed file git finds no difference in is judged by file: a list may name what git cannot see
-        return {path: scopes.get(path) for path in self.changed}
+        return {path: scopes.get(path) for path in paths}

@@ -52,13 +52,15 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def record_committed_project(root: Path, files: dict[str, str]) -> Path:
+def record_committed_project(root: Path, files: dict[str, str], uncommitted: dict[str, str] | None = None) -> Path:
     """`write_project`, commit it on ``main`` of a new git repository, and record its cpu tier
     with ``ci run --workers 0`` (files in name order, one process); returns the map's path,
-    beside ``root``."""
+    beside ``root``. ``uncommitted`` (path -> text) is written after the commit, before recording."""
     write_project(root, files)
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
         subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True)
+    for rel, text in (uncommitted or {}).items():
+        (root / rel).write_text(text)
     depmap = root.parent / f"{root.name}.json"
     proc = subprocess.run([sys.executable, "-m", "ci", "run", "--registry", str(root / "registry.yaml"), "--tier", "cpu",
                            "--workers", "0", "--record-depmap", str(depmap)],

@@ -20,7 +20,7 @@ import pytest
 from ci.__main__ import main as ci_main
 from ci.selection.diff_hunks import comment_only_lines, touched_old_lines
 from ci.selection.edit_scopes import diff_scopes, scopes_of
-from tests.ci.depmap_support import git as _git, plan_on_branch, recorded_project
+from tests.ci.depmap_support import git as _git, plan_on_branch, record_committed_project, recorded_project
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 
 OPS = textwrap.dedent("""\
@@ -151,6 +151,80 @@ def test_a_map_whose_commit_is_not_in_the_checkout_judges_by_file(recorded: Path
                      "--depmap", str(moved))
     assert set(selected) == {"tests/test_double.py", "tests/test_clamp.py"}
     assert selected["tests/test_double.py"].startswith("executed pkg/ops.py in map ")
+
+
+DIRTY_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/m.py": "def f(x):\n    if x > 0:\n        return 1\n    return 2\n",
+    "pkg/gen.py": "def g():\n    return 5\n",
+    "pkg/other.py": "def h():\n    return 7\n",
+    # runs first (name order) and rewrites a tracked file with its own text: only its stat changes
+    # (it opened gen.py too, so its own entry is partial as well)
+    "tests/test_a_rewrites.py": "from pathlib import Path\n\n\ndef test_rewrite():\n"
+                                "    p = Path(__file__).parents[1] / 'pkg' / 'gen.py'\n    p.write_text(p.read_text())\n",
+    "tests/test_f.py": "from pkg import m\n\n\ndef test_f():\n    assert m.f(1) == 1\n",
+    "tests/test_gen.py": "from pkg import gen\n\n\ndef test_gen():\n    assert gen.g() == 5\n",
+    "tests/test_other.py": "from pkg import other\n\n\ndef test_other():\n    assert other.h() == 7\n",
+}
+
+
+def test_a_map_recorded_in_a_dirty_tree_does_not_vouch_for_the_dirty_files(tmp_path: Path, capsys) -> None:
+    """Recorded with 10 lines added to the top of pkg/m.py (uncommitted), the map held f()'s lines
+    at 11-14 under the commit's name: a committed change to f()'s line 3 selected nothing, and
+    test_f failed. An entry that ran a file differing from the commit (at the start, at the end,
+    or rewritten in between) is partial: the static graph decides it."""
+    root = tmp_path / "dirty"
+    padded = "# pad\n" * 10 + DIRTY_FILES["pkg/m.py"]
+    path = record_committed_project(root, DIRTY_FILES, {"pkg/m.py": padded})
+    data = json.loads(path.read_text())
+    assert data["dirty"] == ["pkg/gen.py", "pkg/m.py"]
+    assert {t: e["complete"] for t, e in data["tests"].items()} == {
+        "tests/test_a_rewrites.py": False, "tests/test_f.py": False, "tests/test_gen.py": False,
+        "tests/test_other.py": True}
+    _git(root, "checkout", "-q", "--", "pkg/m.py")  # the edit is dropped; a real change to f() is committed
+    text = (root / "pkg/m.py").read_text()
+    selected = _plan(root, capsys, {"pkg/m.py": text.replace("return 1", "return 3")})
+    assert set(selected) == {"tests/test_f.py"}, selected
+    assert "ran pkg/m.py, which differed from its commit while recorded" in selected["tests/test_f.py"]
+    assert set(_plan(root, capsys, {"pkg/gen.py": "def g():\n    return 6\n"})) == {"tests/test_gen.py"}
+    # a clean entry still narrows: other.py's body change selects its one runner, by its line
+    assert _plan(root, capsys, {"pkg/other.py": "def h():\n    return 8\n"}) == {
+        "tests/test_other.py": f"executed pkg/other.py:2 in h() in map {path}"}
+
+
+DRIFT_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/core.py": "def helper():\n    return 1\n",
+    "pkg/api.py": "from pkg import core\n\n\ndef run():\n    return 0\n",
+    "pkg/other.py": "def h():\n    return 7\n\n\ndef unused():\n    return 8\n",
+    "tests/test_api.py": "from pkg import api\n\n\ndef test_run():\n    assert api.run() < 2\n",
+    "tests/test_core.py": "from pkg import core\n\n\ndef test_helper():\n    assert core.helper() >= 1\n",
+    "tests/test_other.py": "from pkg import other\n\n\ndef test_h():\n    assert other.h() == 7\n",
+}
+
+
+def test_a_map_of_an_older_commit_is_stale_for_the_tests_whose_code_changed_since(tmp_path: Path, capsys) -> None:
+    """The map is recorded at Y; main then makes api.run() call core.helper() (X). A branch off X
+    changes helper(): test_api now runs it and fails, but its map (Y) never ran core.py, and the
+    walk read Y's api.py, where nothing calls helper(): nothing selected it. A test whose map ran
+    what changed between its commit and the tree planned is judged by the static graph; one
+    whose run the drift does not reach is still decided by its lines."""
+    root = tmp_path / "drift"
+    path = record_committed_project(root, DRIFT_FILES)
+    (root / "pkg/api.py").write_text(DRIFT_FILES["pkg/api.py"].replace("return 0", "return core.helper()"))
+    (root / "pkg/other.py").write_text(DRIFT_FILES["pkg/other.py"].replace("return 8", "return 9"))
+    _git(root, "commit", "-q", "-am", "main moves on: run() calls helper(); a body no test runs changes")
+    not_run: dict[str, str] = {}
+    selected = plan_on_branch(root, capsys, {"pkg/core.py": "def helper():\n    return 2\n"}, not_run=not_run)
+    assert set(selected) == {"tests/test_api.py", "tests/test_core.py"}, selected
+    assert selected["tests/test_api.py"].startswith("imports pkg/core.py")
+    assert "is stale: since its commit the tree changed what it ran (executed pkg/api.py:5 in run())" in (
+        selected["tests/test_api.py"])
+    assert selected["tests/test_core.py"] == f"executed pkg/core.py:2 in helper() in map {path}"
+    # other.py's drift is in a body test_other never ran: its map still decides, and says so
+    assert not_run["tests/test_other.py"].startswith(f"not affected by the change: the map of map {path}")
+    assert set(plan_on_branch(root, capsys, {"pkg/other.py": "def h():\n    return 70\n\n\ndef unused():\n"
+                                                             "    return 9\n"})) == {"tests/test_other.py"}
 
 
 def test_line_maps_round_trip_through_the_store_on_both_databases(recorded: Path, capsys, store_location: str) -> None:

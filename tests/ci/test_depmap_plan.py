@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -141,6 +143,36 @@ def test_a_map_older_than_the_limit_is_not_used(project: Path, capsys, limit: st
         assert "is 2.0 days old (limit" in plan["not_run"]["tests/test_b.py"]
 
 
+def test_a_map_from_the_future_is_never_fresh(project: Path, capsys) -> None:
+    """A skewed clock or a crafted recorded_at: its age was negative, so it never aged out, and in
+    the store it stayed every test's newest map. Its age is unknown: warned, and not used."""
+    future = depmap(project / "future.json", PLUGIN_MAPS, days_old=-3650)
+    when = json.loads(future.read_text())["recorded_at"]
+    plan = plan_json(project, capsys, ["pkg/a.py"], "--depmap", str(future))
+    assert sorted(plan["selected"]) == IMPORT_A  # test_b's map (it ran pkg/a.py) is not used
+    changes = project / "changed.txt"
+    rc = ci_main(["plan", "--registry", str(project / "registry.yaml"), "--tier", "cpu", "--changed-files",
+                  str(changes), "--depmap", str(future)])
+    err = capsys.readouterr().err
+    assert rc == 0 and err.count("\n") == 1 and str(future) in err and f"recorded_at {when} is in the future" in err
+    store = str(project / "h.sqlite")
+    assert ingest(project, future, store) == 2
+    err = capsys.readouterr().err
+    assert str(future) in err and f"recorded_at {when} is in the future" in err
+    # one stored with a sane time and moved into the future afterwards must not shadow a newer map
+    assert ingest(project, depmap(project / "old.json", MAPS, days_old=3), store, SHA1, "1") == 0
+    assert ingest(project, depmap(project / "new.json", PLUGIN_MAPS, days_old=1), store, SHA2, "2") == 0
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE depmaps SET recorded_at = '2999-01-01T00:00:00+00:00' WHERE run_id = '1'")
+    capsys.readouterr()
+    rc = ci_main(["plan", "--registry", str(project / "registry.yaml"), "--tier", "cpu", "--changed-files",
+                  str(changes), "--format", "json", "--depmaps-from-store", "--store", store])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "recorded_at 2999-01-01T00:00:00+00:00 is in the future" in err and "run 1 at" in err
+    selected = {t["path"]: t["why"] for t in json.loads(out)["plans"][0]["selected"]}
+    assert selected["tests/test_b.py"] == f"executed pkg/a.py in run 2 at {SHA2[:12]}"
+
+
 @pytest.mark.parametrize("text", [
     "{not json", '{"format": "ci-depmap", "version": 2, "tier": "cpu", "recorded_at": "x", "tests": {}}',
     '{"format": "ci-depmap", "version": 1, "tier": "cpu", "recorded_at": "2026-12-01T00:00:00", "tests": {}}',
@@ -181,6 +213,34 @@ def test_a_corrupt_stored_entry_is_ignored_with_a_warning(project: Path, capsys)
     out, err = capsys.readouterr()
     assert "'tests/test_b.py' does not read back; ignored" in err
     assert "tests/test_b.py  (imports pkg/b.py" in out and "no map: static graph" in out
+
+
+def test_a_map_nested_too_deep_is_one_warning_in_plan_and_a_refusal_in_ingest(project: Path, capsys) -> None:
+    """`[` x 100,000 made json raise RecursionError, which no caller caught: `ci plan` ended in a
+    traceback. Through the real CLI, as a user meets it; and a stored row nested so is one bad entry."""
+    deep = project / "deep.json"
+    deep.write_text("[" * 100_000)
+    changes = project / "changed.txt"
+    changes.write_text("pkg/a.py\n")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "ci", "plan", "--registry", str(project / "registry.yaml"), "--tier",
+                           "cpu", "--changed-files", str(changes), "--format", "json", "--depmap", str(deep)],
+                          cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and str(deep) in proc.stderr and "nested deeper" in proc.stderr
+    assert "map ignored" in proc.stderr
+    assert sorted(t["path"] for t in json.loads(proc.stdout)["plans"][0]["selected"]) == IMPORT_A
+    store = project / "h.sqlite"
+    proc = subprocess.run([sys.executable, "-m", "ci", "history", "ingest", str(deep), *IDENTITY, "--sha", SHA1,
+                           "--store", str(store)], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and str(deep) in proc.stderr and not store.exists()
+    assert ingest(project, depmap(project / "m.json", MAPS), str(store)) == 0
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE depmap_tests SET lines = ? WHERE test_file = 'tests/test_b.py'", ("[" * 100_000,))
+    with open_store(str(store), create=False) as opened:
+        got = latest_maps(opened, "cpu")
+    assert set(got.tests) == {"tests/test_a.py"} and "'tests/test_b.py' does not read back" in got.problems[0]
 
 
 def test_run_all_paths_and_a_changed_test_file_still_select(project: Path, capsys) -> None:
@@ -261,6 +321,19 @@ def test_the_parser_names_the_bad_field(field: str, value: object, said: str) ->
     assert parse_depmap(ok, "m.json").tests["tests/test_a.py"].executed == {"pkg/a.py"}
 
 
+def test_the_dirty_list_round_trips_and_a_bad_one_is_named() -> None:
+    from ci.selection.depmap_format import DepMap, TestMap, dump_depmap
+
+    depmap = DepMap("cpu", "2026-12-01T00:00:00+00:00", {"tests/test_a.py": TestMap(
+        frozenset({"pkg/a.py"}), complete=False, items=1, ran=1, lines={"pkg/a.py": frozenset({1})})},
+        sha=SHA1, dirty=frozenset({"pkg/a.py"}))
+    assert parse_depmap(dump_depmap(depmap), "m.json") == depmap
+    data = json.loads(dump_depmap(depmap))
+    data["dirty"] = ["/etc/passwd"]
+    with pytest.raises(DepmapError, match="m.json: .*\"dirty\" holds '/etc/passwd', not a repo-relative path"):
+        parse_depmap(json.dumps(data), "m.json")
+
+
 def test_a_changed_test_file_is_never_judged_by_its_old_map() -> None:
     """Its old map says what the old file ran: the edit may import anything. `plan` selects it by
     its own path first; the map selection itself must hand it to the static graph too."""
@@ -274,6 +347,12 @@ def test_a_changed_test_file_is_never_judged_by_its_old_map() -> None:
     assert got.why("tests/test_a.py", "changed: tests/test_a.py").endswith("since its map: static graph")
     unchanged = select_by_maps({"tests/test_a.py": stored}, ["tests/test_a.py"], ["pkg/a.py"], now=now)
     assert unchanged.decided["tests/test_a.py"].why == "executed pkg/a.py in run 1 at abc"
+    ahead = StoredTestMap(stored.entry, "run 2 at abc", (now + timedelta(minutes=6)).isoformat())
+    future = select_by_maps({"tests/test_a.py": ahead}, ["tests/test_a.py"], ["pkg/a.py"], now=now)
+    assert future.decided == {} and "has a time in the future" in future.fallback["tests/test_a.py"]
+    skewed = StoredTestMap(stored.entry, "run 3 at abc", (now + timedelta(minutes=4)).isoformat())
+    assert "tests/test_a.py" in select_by_maps({"tests/test_a.py": skewed}, ["tests/test_a.py"], ["pkg/a.py"],
+                                               now=now).decided  # inside the clock skew allowed
 
 
 def test_the_store_reads_only_maps_inside_the_age_limit_and_keeps_time_order_across_offsets(
