@@ -140,6 +140,26 @@ class OpenedLog:
         self.active = True
         sys.addaudithook(self._hook)
 
+    def _spawning(self, args: tuple) -> None:
+        """A child this test starts: one the recorder will not hear leaves the entry partial."""
+        self.active = False  # what follows imports and opens files (a script's #! line)
+        try:
+            # deferred: most recorded processes start no child, and every one imports this module
+            from ci.running.depmap_live import mark_unheard
+            from ci.running.depmap_unheard import unheard_reason
+
+            executable, argv, _cwd, env = args
+            reason = unheard_reason(executable, argv, env, os.environ, sys.executable,
+                                    (PARTS_ENV, ROOT_ENV, TEST_ENV))
+            if reason is not None:
+                mark_unheard(str(self.log_path.parent), self.context, reason)
+        except Exception:  # noqa: BLE001 - an audit hook must never break the program it watches
+            from ci.running.depmap_live import mark_unheard
+
+            mark_unheard(str(self.log_path.parent), self.context, "a child the recorder could not judge")
+        finally:
+            self.active = True
+
     def stop(self) -> None:
         self.active = False
         if self._out is not None:
@@ -147,7 +167,11 @@ class OpenedLog:
             self._out = None
 
     def _hook(self, event: str, args: tuple) -> None:
-        if event != "open" or not self.active or not self.context:
+        if event != "open":
+            if event == "subprocess.Popen" and self.active and self.context:
+                self._spawning(args)
+            return
+        if not self.active or not self.context:
             return
         path = args[0]
         if isinstance(path, bytes):

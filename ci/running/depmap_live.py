@@ -49,6 +49,7 @@ from ci.running.proctree import BEFORE_STOPPING, HALTED_STATES, await_all, proce
 FLUSH_WAIT = 5.0
 _POLL = 0.02
 _LIVE, _KILLED, _REQUEST, _FLUSHES, _STOPPED = "live.", "killed.", "flush.", "flushes.", "stopped."
+_UNHEARD = "unheard."
 _GUARDED = (signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT)
 _SETTLE = 0.5  # how long a SIGSTOP just sent may take to show in /proc
 _STOP = b"stop"  # what a request says when the asker is another process: stop once flushed
@@ -99,6 +100,20 @@ def acknowledge(request: Path) -> None:
         signal.raise_signal(signal.SIGSTOP)  # the whole process stops; the signal it waits for follows
 
 
+def mark_unheard(parts: str, test: str, reason: str) -> None:
+    """A child of ``test`` that the recorder will not hear (`ci.running.depmap_unheard`): its
+    entry is not complete, as for a process that never saved."""
+    name = f"{_UNHEARD}{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
+    try:
+        fd = os.open(os.path.join(parts, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, f"{test}\t{reason}".encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # the recording is over: nothing to mark
+
+
 def left_live(parts: Path, pid: int) -> bool:
     """Whether process ``pid`` of the recording left its live mark (it never saved)."""
     return Path(parts, f"{_LIVE}{pid}").exists()
@@ -107,9 +122,9 @@ def left_live(parts: Path, pid: int) -> bool:
 def unsaved_tests(parts: Path) -> set[str]:
     """The test files whose subprocesses left a live mark (see the module docstring)."""
     found = set()
-    for mark in parts.glob(f"{_LIVE}*"):
+    for mark in [*parts.glob(f"{_LIVE}*"), *parts.glob(f"{_UNHEARD}*")]:
         try:
-            found.add(mark.read_text(encoding="utf-8"))
+            found.add(mark.read_text(encoding="utf-8").split("\t", 1)[0])
         except OSError:
             continue
     return found

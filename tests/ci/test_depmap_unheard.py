@@ -1,0 +1,114 @@
+"""Python children the recorder cannot hear leave their test's entry partial, never complete
+without the modules they ran (#49 item 4). The oracle of the recorded runs is the map itself: an
+entry is complete only if the child's module is in it. The judge (`unheard_reason`) is checked
+on hand-picked command lines, each against what CPython does with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ci.running import depmap_slipcover
+from ci.running.depmap_unheard import unheard_reason
+from tests.ci.depmap_support import clean_env, write_project
+
+REQUIRED = ("CI_DEPMAP_PARTS", "CI_DEPMAP_ROOT", "CI_DEPMAP_TEST")
+HERE = {**os.environ, **{name: "x" for name in REQUIRED}}
+PY = sys.executable
+SYSTEM = "/usr/bin/python3"
+
+
+def _judge(argv: list[str], env: dict[str, str] | None = None, executable: str | None = None) -> str | None:
+    return unheard_reason(executable or argv[0], argv, env, HERE, PY, REQUIRED)
+
+
+@pytest.mark.parametrize("argv, env, heard", [
+    ([PY, "-c", "pass"], None, True),
+    ([PY, "-I", "-c", "pass"], None, True),  # site still runs; the variables are not PYTHON* ones
+    ([PY, "-Ic", "pass"], None, True),
+    ([PY, "-c", "-S"], None, True),  # -S is the program's argument here
+    ([PY, "script.py", "-S"], None, True),
+    ([PY, "-W", "ignore", "-c", "pass"], None, True),
+    ([PY, "-S", "-c", "pass"], None, False),
+    ([PY, "-IS", "-c", "pass"], None, False),
+    ([PY, "-X", "dev", "-S", "-c", "pass"], None, False),
+    ([PY, "-Xdev", "-S", "script.py"], None, False),
+    ([PY, "-c", "pass"], {"PATH": "/usr/bin"}, False),  # a scrubbed environment
+    ([PY, "-c", "pass"], {**HERE, "CI_DEPMAP_TEST": "x"}, True),
+    (["true"], {"PATH": "/usr/bin"}, True),  # not Python: nothing to hear
+    (["/bin/sh", "-c", f"env -i {PY} -c pass"], None, False),
+    (["/bin/sh", "-c", f"A=1 exec {PY} -c pass"], None, True),
+    (["/bin/sh", "-c", f"echo hi && {PY} -S x.py"], None, False),
+    (["/bin/sh", "-c", "echo 'unclosed"], None, True),  # unreadable as words: not judged
+])
+def test_the_judge(argv: list[str], env: dict[str, str] | None, heard: bool) -> None:
+    assert (_judge(argv, env) is None) is heard
+
+
+def test_another_interpreter_and_scripts_by_their_shebang(tmp_path: Path) -> None:
+    base = sys._base_executable  # the interpreter the virtual environment was made from
+    assert base != PY, "this suite runs in a virtual environment"
+    assert "another interpreter" in _judge([base, "-c", "pass"])
+    if os.path.exists(SYSTEM):
+        assert "another interpreter" in _judge([SYSTEM, "-c", "pass"])
+    own = tmp_path / "own-tool"
+    own.write_text(f"#!{PY}\nprint(1)\n")
+    foreign = tmp_path / "foreign-tool"
+    foreign.write_text(f"#!/usr/bin/env {base}\nprint(1)\n")
+    shell = tmp_path / "shell-tool"
+    shell.write_text("#!/bin/sh\necho 1\n")
+    for script in (own, foreign, shell):
+        script.chmod(0o755)
+    assert _judge([str(own)]) is None
+    assert "another interpreter" in _judge([str(foreign)])
+    assert _judge([str(shell)]) is None
+    env = {**HERE, "PATH": f"{tmp_path}{os.pathsep}{HERE['PATH']}"}
+    assert _judge(["own-tool", "-q"], env) is None and _judge(["foreign-tool"], env) is not None
+
+
+CHILD = "import sys; sys.path.insert(0, '.'); import pkg.mod; pkg.mod.f()"
+CALLS = {
+    "plain": "[sys.executable, '-c', CHILD]",
+    "isolated": "[sys.executable, '-I', '-c', CHILD]",
+    "nosite": "[sys.executable, '-S', '-c', CHILD]",
+    "scrubbed": "[sys.executable, '-c', CHILD], env={'PATH': os.environ['PATH']}",
+    "base": "[sys._base_executable, '-c', CHILD]",  # the venv's base interpreter: no hook there
+    "shell": "f'env -i {sys.executable} -c \"{CHILD}\"', shell=True",
+    "noprog": "['true']",
+}
+
+
+def _project() -> dict[str, str]:
+    files = {"pkg/__init__.py": "", "pkg/mod.py": "def f():\n    return 1\n"}
+    for name, call in CALLS.items():
+        files[f"tests/test_{name}.py"] = textwrap.dedent(f"""\
+            import os, subprocess, sys
+            CHILD = {CHILD!r}
+
+            def test_child():
+                subprocess.run({call}, check=True)
+            """)
+    return files
+
+
+@pytest.mark.parametrize("core", [pytest.param("slipcover", marks=pytest.mark.skipif(
+    not depmap_slipcover.available(), reason="the slipcover core does not run here")), "ctrace"])
+def test_an_unheard_child_leaves_its_entry_partial_and_a_heard_one_is_in_the_map(tmp_path: Path, core: str) -> None:
+    write_project(tmp_path, _project())
+    env = {**clean_env(), "CI_DEPMAP": "out/depmap.json", "CI_DEPMAP_CORE": core}
+    proc = subprocess.run([PY, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0", "-q",
+                           "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tests = json.loads((tmp_path / "out" / "depmap.json").read_text())["tests"]
+    ran_it = {name: "pkg/mod.py" in tests[f"tests/test_{name}.py"]["executed"] for name in CALLS}
+    complete = {name: tests[f"tests/test_{name}.py"]["complete"] for name in CALLS}
+    assert complete == {"plain": True, "isolated": True, "nosite": False, "scrubbed": False, "base": False,
+                        "shell": False, "noprog": True}
+    assert ran_it["plain"] and ran_it["isolated"]
+    assert all(ran_it[name] for name in CALLS if complete[name] and name != "noprog")  # never complete without it
