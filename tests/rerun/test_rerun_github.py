@@ -154,7 +154,9 @@ def test_a_next_link_to_another_host_is_refused_before_anything_is_sent(
     ("https://api.github.com:443/repos/a/b?page=2", True), ("https://API.github.com/x", True),
     ("http://api.github.com/x", False), ("https://api.github.com:8443/x", False),
     ("https://api.github.com.evil.example/x", False), ("https://api.github.com@evil.example/x", False),
-    ("//evil.example/x", False), ("ftp://api.github.com/x", False), ("https://api.github.com:x/y", False)])
+    ("//evil.example/x", False), ("ftp://api.github.com/x", False), ("https://api.github.com:x/y", False),
+    # not whole URLs, but appended to the base URL they would move its host
+    ("@evil.example/x", False), (".evil.example/x", False), (":8443/x", False)])
 def test_only_urls_on_the_api_origin_are_followed(url: str, same: bool) -> None:
     client = GitHubClient("https://api.github.com", "t")
     if same:
