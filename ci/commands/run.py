@@ -8,7 +8,9 @@ Examples::
 
 Exit status: pytest's, except that "no tests collected" (5) is an error unless the plan itself was
 empty (then 0 and "nothing to run"), and a pytest exit 0 whose JUnit report holds no test case
-(``--collect-only``, a plugin that swallowed the run) is 1: files were selected, none ran. 2 means
+(``--collect-only``, a plugin that swallowed the run) is 1: files were selected, none ran; so is a
+GPU tier's run in which every test skipped, unless each file that skipped is marked ``may_skip:
+true`` in the registry (the skip reasons are printed, grouped with counts). 2 means
 bad arguments, an unreadable registry or JUnit report. 3 means ``--tier T`` needs hardware this
 machine lacks (a GPU job on a runner whose CUDA is broken or mislabelled): the plugin would skip
 every test and the job would pass having tested nothing, so it fails first.
@@ -37,10 +39,11 @@ from ci.running.runner import build_invocation, parse_workers, run_invocation
 from ci.running.watchdog import KILLED_RETURNCODES
 from ci.selection.shard import ShardBudgetError, parse_shard_spec
 from ci.results.summary import (DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, FailureLine, append_step_summary,
-                                failures_text, summarize, to_markdown, to_text)
+                                failures_text, summarize, to_markdown, to_text, unexcused_skips)
 
 NO_TESTS_COLLECTED = 5
 EMPTY_REPORT = 1
+ALL_SKIPPED = 1
 
 
 def build_parser(prog: str = "python -m ci run") -> argparse.ArgumentParser:
@@ -168,6 +171,14 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
         print(f"ci run: pytest exited 0 but its JUnit report holds no test case ({len(files)} file(s) "
               f"selected): nothing was tested", file=sys.stderr)
         return EMPTY_REPORT
+    tier = registry.tiers.get(args.tier or "")
+    if rc == 0 and tier is not None and tier.needs_gpu:
+        skips = unexcused_skips(report.cases, {p for p, e in registry.tests.items() if e.may_skip})
+        if skips:
+            print(f"ci run: tier {tier.name} needs a GPU, but none of its {summary.total.tests} test(s) ran: "
+                  "every one was skipped (mark a file `may_skip: true` in the registry only if all its tests "
+                  "are meant to skip on this machine):\n    " + "\n    ".join(map(str, skips)), file=sys.stderr)
+            return ALL_SKIPPED
     return rc
 
 

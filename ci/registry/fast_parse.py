@@ -344,8 +344,8 @@ class _FastTests:
         if ((status is not Status.ACTIVE and not (reason or "").strip())
                 or (status is Status.QUARANTINED and not (issue or "").strip())):
             raise _NotSimple
-        reruns = fields.get("reruns", 0)
-        if type(reruns) is not int or reruns_problem(reruns) is not None:
+        reruns, may_skip = fields.get("reruns", 0), fields.get("may_skip", False)
+        if type(reruns) is not int or reruns_problem(reruns) is not None or type(may_skip) is not bool:
             raise _NotSimple
         timeout = fields.get("timeout")
         return TestEntry(
@@ -353,6 +353,7 @@ class _FastTests:
             owner=owner, status=status, reason=reason, issue=issue,
             timeout=None if timeout is None else _seconds(timeout), reruns=reruns,
             depends_on=self.dependencies(fields.get("depends_on", ())), line=fields.line, col=fields.col,
+            may_skip=may_skip,
         )
 
 

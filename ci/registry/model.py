@@ -180,7 +180,8 @@ class TestEntry:
     ``timeout`` the most seconds the whole file may take (the plugin gives each test what remains
     of it, see `ci.pytest_plugin`). ``depends_on`` holds repo-relative path prefixes
     (``fp4kv/quant``) or exact files whose change selects this test; the test file itself always
-    counts.
+    counts. ``may_skip`` says every test of the file may skip on a tier's machine: a GPU tier's
+    run in which every test skipped still fails unless each file that skipped says so.
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -197,6 +198,7 @@ class TestEntry:
     depends_on: tuple[str, ...] = ()
     line: int = 0
     col: int = 0
+    may_skip: bool = False
     evidence: QuarantineEvidence | None = None  # a file-level quarantine written by ci quarantine
     quarantined_nodes: tuple[QuarantinedNode, ...] = ()
 

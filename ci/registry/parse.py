@@ -353,6 +353,7 @@ class PreciseParser:
         depends_on: tuple[str, ...] | None = ()
         if "depends_on" in fields:
             depends_on = self.string_list(value("depends_on"), f"{what} depends_on", non_empty=False)
+        may_skip = self.scalar(value("may_skip"), f"{what} may_skip", (bool,)) if "may_skip" in fields else False
         evidence = None
         if "evidence" in fields:
             if status is not Status.QUARANTINED:
@@ -366,7 +367,7 @@ class PreciseParser:
             path=path, tiers=test_tiers, est_time=float(est_time), owner=owner, status=status,
             reason=reason, issue=issue, timeout=None if timeout is None else float(timeout),
             reruns=reruns, depends_on=tuple(normalize_path(p) for p in depends_on),
-            line=key_node.start_mark.line + 1, col=key_node.start_mark.column + 1,
+            line=key_node.start_mark.line + 1, col=key_node.start_mark.column + 1, may_skip=may_skip,
             evidence=evidence, quarantined_nodes=nodes,
         )
 

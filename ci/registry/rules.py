@@ -31,7 +31,7 @@ TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "d
              "schedule", "backend", "buildkite_queue"}
 TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
 TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on",
-             "evidence", "quarantined_nodes"}
+             "may_skip", "evidence", "quarantined_nodes"}
 # The quarantine's keys (`ci.registry.quarantine_parse` reads them; the fast path leaves an entry
 # with evidence or quarantined_nodes to the precise parser).
 QUARANTINE_TEST_KEYS = {"evidence", "quarantined_nodes"}

@@ -87,6 +87,8 @@ def render_entry(entry: TestEntry, est_time_comment: str = "") -> list[str]:
         lines.append(f"    reruns: {entry.reruns}")
     if entry.depends_on:
         lines.append(f"    depends_on: {flow_list(entry.depends_on)}")
+    if entry.may_skip:
+        lines.append("    may_skip: true")
     return lines
 
 

@@ -8,6 +8,9 @@ With verdicts (`FailureLine`, computed by the caller: `ci.history.verdict` sits 
 the Markdown starts with the verdict line (the headline, ``3 passed, 1 failed: broken on main since
 abc1234``), then the table, then each failing test with its verdict, detail and error line; the
 text form adds the verdict line and the failing tests after the table.
+
+`unexcused_skips` tells a run in which nothing ran (every test skipped) from one that tested
+something: the caller fails a GPU tier's run on it, naming the grouped skip reasons.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from ci.atomic_write import atomic_write_bytes
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
-from ci.results.junit import FileResult
+from ci.results.junit import SKIPPED, CaseResult, FileResult
 
 DEFAULT_THRESHOLD_PCT = 25.0
 DEFAULT_MIN_SECONDS = 5.0
@@ -75,6 +78,40 @@ def summarize(files: Mapping[str, FileResult], est_times: Mapping[str, float], w
             setattr(total, name, getattr(total, name) + getattr(r.result, name))
         total.time += r.result.time
     return Summary(rows, total, wall_time, threshold_pct, min_seconds)
+
+
+@dataclass(frozen=True)
+class SkipGroup:
+    """``count`` tests skipped for one ``reason`` (pytest's skip message), in ``files``."""
+
+    reason: str
+    count: int
+    files: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.count} skipped: {self.reason} ({', '.join(self.files)})"
+
+
+MAX_REASON_CHARS = 200
+
+
+def unexcused_skips(cases: Sequence[CaseResult], may_skip: Collection[str]) -> tuple[SkipGroup, ...]:
+    """The skips to blame when every test of ``cases`` was skipped: those of the files not in
+    ``may_skip`` (entries marked ``may_skip: true``), grouped by reason, most first. ``()`` when a
+    test passed, failed or errored, when there is no test, or when every file that skipped is in
+    ``may_skip``. An xfail counts as a skip: JUnit reports it as one."""
+    if not cases or any(c.outcome != SKIPPED for c in cases):
+        return ()
+    groups: dict[str, dict[str, None]] = {}
+    counts: dict[str, int] = {}
+    for case in cases:
+        if case.file in may_skip:
+            continue
+        message = case.attempts[-1].message if case.attempts else ""
+        reason = (message.strip().splitlines() or ["(no reason given)"])[0][:MAX_REASON_CHARS]
+        groups.setdefault(reason, {})[case.file or "(unknown file)"] = None
+        counts[reason] = counts.get(reason, 0) + 1
+    return tuple(SkipGroup(r, counts[r], tuple(groups[r])) for r in sorted(groups, key=lambda r: (-counts[r], r)))
 
 
 def _drifts(row: SummaryRow, threshold_pct: float, min_seconds: float) -> bool:

@@ -187,7 +187,7 @@ def remove_dependencies(text: str, removals: Mapping[str, set[str]], path: str =
 
 
 def _sans_deps(entry: object) -> tuple:
-    fields = ("path", "tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns")
+    fields = ("path", "tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "may_skip")
     return tuple(getattr(entry, f) for f in fields)
 
 

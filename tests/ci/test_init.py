@@ -171,7 +171,7 @@ def registries(draw) -> Registry:
             reason=draw(_nonblank) if status is not Status.ACTIVE else draw(st.one_of(st.none(), _text)),
             issue=draw(_nonblank) if status is Status.QUARANTINED else None,
             timeout=draw(st.one_of(st.none(), _seconds.map(float))), reruns=draw(st.integers(0, 3)),
-            depends_on=tuple(draw(st.lists(_paths, max_size=2, unique=True))))
+            depends_on=tuple(draw(st.lists(_paths, max_size=2, unique=True))), may_skip=draw(st.booleans()))
     project = ProjectConfig(first_party=tuple(draw(st.lists(_names, max_size=2, unique=True))),
                             source_roots=draw(st.sampled_from([(".",), ("src",), ("src", "python")])),
                             test_roots=draw(st.sampled_from([("tests",), ("test/registered", "tests")])),
@@ -186,7 +186,7 @@ def _positionless(registry: Registry) -> tuple:
     return (registry.version, registry.run_all_paths, registry.project,
             {n: (t.description, t.runner_labels, t.gpu_count, t.arch, t.features, t.device_name, t.min_memory_gib)
              for n, t in registry.tiers.items()},
-            [(p, e.tiers, e.est_time, e.owner, e.status, e.reason, e.issue, e.timeout, e.reruns, e.depends_on)
+            [(p, e.tiers, e.est_time, e.owner, e.status, e.reason, e.issue, e.timeout, e.reruns, e.depends_on, e.may_skip)
              for p, e in registry.tests.items()])
 
 

@@ -76,6 +76,7 @@ tests:
       timeout: 60.5
       reruns: 0
       depends_on: [fp4kv/quant/, ./ci//registry.py, README.md]
+      may_skip: true
 
     tests/a/test_two.py:
       status: quarantined
@@ -121,13 +122,14 @@ def test_the_fast_path_reads_the_block_style():
     assert fast.tiers["gpu_b200"].runner_labels == ("self-hosted", "gpu-b200", "x y")
     assert fast.tiers["gpu_b200"].description == "one B200 \u2014 'quoted' # not a comment"
     assert fast.tests["tests/a/test_one.py"].depends_on == ("fp4kv/quant", "ci/registry.py", "README.md")
-    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (54, 5)
+    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (55, 5)
     assert fast.project.source_roots == ("src", "python")
     assert fast.project.test_patterns == ("test_*.py", "*_test.py", "check_*.py")
     assert (fast.tiers["gpu_b200"].device_name, fast.tiers["gpu_b200"].min_memory_gib) == ("B200|GB200", 170.5)
     assert fast.tiers["gpu_b200_x2"].features == ("fp8", "fp4", "nvlink")
     assert (fast.tiers["gpu_b200_x2"].schedule, fast.tiers["gpu_b200"].schedule) == ("nightly", "per-commit")
     assert fast.tests["tests/b/test_three.py"].status is Status.MANUAL
+    assert (fast.tests["tests/a/test_one.py"].may_skip, fast.tests["tests/b/test_three.py"].may_skip) == (True, False)
     assert fast.run_all_paths == ("ci", "registry.yaml", "!ci/registry")
     assert (fast.tiers["gpu_b200_x2"].backend, fast.tiers["gpu_b200_x2"].queue) == ("cuda", "gpu-b200-x2")
     assert fast.project.unique_basenames is False
@@ -274,6 +276,8 @@ WITH_PROBLEMS = {
     "float with a leading zero": _swap("est_time: 12", "est_time: 012.5"),
     "hex gpu_count": _swap("gpu_count: 1", "gpu_count: 0x1"),
     "reruns over the bound": _swap("reruns: 0", "reruns: 1000000"),
+    "numeric may_skip": _swap("may_skip: true", "may_skip: 1"),
+    "quoted may_skip": _swap("may_skip: true", 'may_skip: "true"'),
     "reruns just over the bound": _swap("reruns: 0", "reruns: 11"),
 }
 
@@ -286,7 +290,7 @@ def test_registries_with_problems_take_the_precise_path(name):
 
 
 VALUES = [
-    "yes", "No", "on", "OFF", "~", "null", "''", '""', "0", "00", "012", "0x1A", "0o7", "1_0", "+1", "-1", "1.", ".5",
+    "yes", "No", "on", "OFF", "true", "false", "~", "null", "''", '""', "0", "00", "012", "0x1A", "0o7", "1_0", "+1", "-1", "1.", ".5",
     "1e3", "1.0e+3", ".inf", "-.inf", ".nan", "1:30", "2024-01-01", "2024-01-01 10:00:00", "=", "<<", "3", "2.5",
     "99999999999999999999", '"a"', "'a'", '"a\\"b"', "'it''s'", "[a, b]", "[]", "[a, a]", "[yes]", "[1]", "['1']",
     "{a: b}", "&x a", "*x", "!!str 5", "|", ">", "a: b", "a:", "a #c", "a#c", "- a", "@x", "`x", "%x", "? x",

@@ -283,3 +283,53 @@ def test_run_usage_errors(repo, capsys):
     assert "cannot be combined" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # the shard count comes from --shard i/N only
         run_cmd.main(["--registry", reg, "--tier", "cpu", "--shards", "2"])
+
+
+GPU_REGISTRY = textwrap.dedent("""\
+    version: 1
+    tiers:
+      cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+      gpu_h100: {description: h100, runner_labels: [gpu-h100], gpu_count: 1, arch: sm_90}
+    tests:
+      tests/test_alpha.py: {tiers: [cpu, gpu_h100], est_time: 2, owner: t, status: active}
+      tests/test_pools.py: {tiers: [gpu_h100], est_time: 1, owner: t, status: active}
+      tests/test_pair.py: {tiers: [cpu, gpu_h100], est_time: 1, owner: t, status: active}
+    """)
+POOLS = ("import pytest\npytestmark = pytest.mark.skipif(True, reason='CUDA is not available')\n"
+         "def test_a():\n    pass\ndef test_b():\n    pass\ndef test_c():\n    pass\n")
+PAIR = "import pytest\ndef test_pair():\n    pytest.skip('needs 2 GPUs')\n"
+
+
+def test_run_gpu_tier_in_which_every_test_skipped_fails_unless_each_skipping_file_may_skip(repo, capfd, monkeypatch):
+    """The hardware check passes (CI_HARDWARE_OVERRIDE), yet no test can run: a green exit would
+    claim a GPU tier tested what it only skipped. `may_skip: true` excuses a file; a run where
+    something ran, and a CPU tier, stay green with skips."""
+    (repo / "registry.yaml").write_text(GPU_REGISTRY)
+    (repo / "tests" / "test_pools.py").write_text(POOLS)
+    (repo / "tests" / "test_pair.py").write_text(PAIR)
+    monkeypatch.setenv("CI_HARDWARE_OVERRIDE", "sm_90")
+
+    def run(*argv: str) -> tuple[int, str]:
+        rc = run_cmd.main(["--registry", str(repo / "registry.yaml"), "--workers", "0",
+                           "--junit", str(repo / "j.xml"), *argv])
+        return rc, capfd.readouterr().err
+
+    skipping = ("tests/test_pools.py", "tests/test_pair.py")
+    rc, err = run("--tier", "gpu_h100", *skipping)
+    assert rc == run_cmd.ALL_SKIPPED == 1, err
+    assert "tier gpu_h100 needs a GPU, but none of its 4 test(s) ran: every one was skipped" in err
+    assert ("\n    3 skipped: CUDA is not available (tests/test_pools.py)"
+            "\n    1 skipped: needs 2 GPUs (tests/test_pair.py)\n") in err
+    assert "Traceback" not in err
+
+    (repo / "registry.yaml").write_text(GPU_REGISTRY.replace("status: active}\n  tests/test_pair",
+                                                             "status: active, may_skip: true}\n  tests/test_pair"))
+    rc, err = run("--tier", "gpu_h100", *skipping)  # one of the two files excused: the other still fails
+    assert rc == 1 and "1 skipped: needs 2 GPUs (tests/test_pair.py)" in err and "test_pools.py" not in err
+
+    (repo / "registry.yaml").write_text(GPU_REGISTRY.replace("status: active}", "status: active, may_skip: true}"))
+    assert run("--tier", "gpu_h100", *skipping)[0] == 0  # every skipping file excused
+
+    (repo / "registry.yaml").write_text(GPU_REGISTRY)
+    assert run("--tier", "gpu_h100", "tests/test_alpha.py", "tests/test_pools.py")[0] == 0  # 3 ran, 3 skipped
+    assert run("--tier", "cpu", "tests/test_pair.py")[0] == 0  # a CPU tier: skips are the plugin's business
