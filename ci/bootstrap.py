@@ -17,11 +17,13 @@ Then the one thing the test suite needs outside Python, a headless Chromium or C
 HUD's browser tests: found where `ci.browser_locate` looks (and refused unless its ``--version``
 names Chromium or Chrome), or installed (Debian's ``chromium`` through ``/usr/bin/apt-get``, as
 root or with ``/usr/bin/sudo -n``, in a clean environment) by `ci.browser_provision`; where neither
-works, bootstrap exits 1 with one line naming the command to run.
+works, bootstrap exits 1 with one line naming the command to run. ``--no-browser`` leaves the
+browser out (neither looked for nor installed, so nothing runs as root): for machines that run no
+browser test, such as the GPU jobs.
 
-Usage: ``python3 ci/bootstrap.py [--force | --check]``. Exit status 0 when ``.venv`` and the
-browser are ready; ``--check`` changes nothing, prints the decision and its reason, and exits 1
-unless both are.
+Usage: ``python3 ci/bootstrap.py [--force | --check] [--no-browser]``. Exit status 0 when ``.venv``
+and the browser (unless left out) are ready; ``--check`` changes nothing, prints the decision and
+its reason, and exits 1 unless both are.
 The root is this file's parent directory: bootstrap runs before anything is installed.
 """
 
@@ -168,23 +170,28 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--force", action="store_true", help="reinstall even if the stamp matches")
     mode.add_argument("--check", action="store_true",
                       help="only report what a bootstrap would do and why (exit 1 unless up to date)")
+    parser.add_argument("--no-browser", action="store_true",
+                        help="leave the browser out (machines that run no browser test, e.g. GPU jobs)")
     args = parser.parse_args(argv)
 
     current = Stamp(current_interpreter(), project_fingerprint(ROOT / "pyproject.toml", constraints=CONSTRAINTS))
     decision = decide(_read_stamp() if VENV.exists() else None, current, venv_exists=VENV.exists(),
                       venv_python_exists=_venv_python().exists(), force=args.force)
     if args.check:
-        browser = locate_browser()
+        browser = None if args.no_browser else locate_browser()
         if decision.action is Action.NOTHING:
             print("bootstrap: .venv is up to date")
         else:
             print(f"bootstrap: .venv needs a bootstrap ({decision.action.value}): {decision.reason}")
-        print("bootstrap: browser: none found (a bootstrap installs one)" if browser is None else
-              f"bootstrap: browser: {browser.path or browser.error}")
-        return 0 if decision.action is Action.NOTHING and browser and browser.path else 1
+        if args.no_browser:
+            print(f"bootstrap: {LEFT_OUT}")
+        else:
+            print("bootstrap: browser: none found (a bootstrap installs one)" if browser is None else
+                  f"bootstrap: browser: {browser.path or browser.error}")
+        return 0 if decision.action is Action.NOTHING and (args.no_browser or browser and browser.path) else 1
     if decision.action is Action.NOTHING:
         print("bootstrap: .venv is up to date", flush=True)
-        return _provision_browser()
+        return _provision_browser(args.no_browser)
 
     start = time.monotonic()
     print(f"bootstrap: {decision.action.value}: {decision.reason}", flush=True)
@@ -206,12 +213,19 @@ def main(argv: list[str] | None = None) -> int:
         return result.returncode
     atomic_write_text(STAMP, current.to_text())
     print(f"bootstrap: .venv ready in {time.monotonic() - start:.0f} s", flush=True)
-    return _provision_browser()
+    return _provision_browser(args.no_browser)
 
 
-def _provision_browser() -> int:
+LEFT_OUT = ("browser: left out (--no-browser): the HUD's browser tests need one; "
+            "run `python3 ci/bootstrap.py` without it to add one")
+
+
+def _provision_browser(left_out: bool) -> int:
     """Find or install the browser (see the module doc); 0 when there is one, else 1 after the
-    line that says what to run."""
+    line that says what to run. ``left_out``: look for none, say so, 0."""
+    if left_out:
+        print(f"bootstrap: {LEFT_OUT}", flush=True)
+        return 0
     outcome = ensure_browser(lambda line: print(f"bootstrap: {line}", flush=True))
     if outcome.path is None:
         print(f"bootstrap: {outcome.error}", file=sys.stderr, flush=True)

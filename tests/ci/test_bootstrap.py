@@ -187,3 +187,41 @@ def test_a_changed_interpreter_recreates_the_venv(project, tmp_path):
     assert proc.returncode != 0 and "bootstrap: failed" in proc.stderr
     proc = bootstrap(second, project, "--check")
     assert proc.returncode == 1 and "(install into the existing .venv): the last install did not finish" in proc.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="apt-get and the Linux install places")
+def test_no_browser_sets_up_without_a_browser_or_root(project, tmp_path):
+    """A GPU runner: no browser anywhere bootstrap looks, and apt-get failing as without a mirror
+    (or sudo refused, when not root). ``--no-browser`` sets up and says what it left out; without
+    it the same machine fails, so the browser really was hidden."""
+    system, log = tmp_path / "system", tmp_path / "calls"
+    system.mkdir()
+    for tool, body in (("apt-get", "exit 100"), ("sudo", "exit 1")):
+        (system / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{log}"\n{body}\n')
+        (system / tool).chmod(0o755)
+    provision = project / "ci" / "browser_provision.py"
+    provision.write_text(provision.read_text().replace('"/usr/bin/apt-get"', repr(str(system / "apt-get")))
+                         .replace('"/usr/bin/sudo"', repr(str(system / "sudo"))))
+    locate = project / "ci" / "browser_locate.py"
+    locate.write_text(locate.read_text().replace('"linux": (', '"linux": () and ('))  # no usual install places
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "CHROMIUM")}
+    env["PATH"] = str(tmp_path / "empty-bin")  # no browser on PATH either
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(base_interpreter()), "ci/bootstrap.py", *args], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    left_out = "bootstrap: browser: left out (--no-browser): the HUD's browser tests need one"
+    proc = run("--no-browser")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "create .venv" in proc.stdout and left_out in proc.stdout
+    assert venv_says(project)["tiny"] == str(project / "tiny" / "__init__.py")
+    assert not log.exists()  # nothing was asked of apt-get or sudo
+    proc = run("--check", "--no-browser")
+    assert (proc.returncode, proc.stdout) == (0, f"bootstrap: .venv is up to date\n{left_out}; run "
+                                                 "`python3 ci/bootstrap.py` without it to add one\n")
+
+    proc = run()
+    assert proc.returncode == 1 and proc.stdout.startswith("bootstrap: .venv is up to date\n")
+    assert ("`apt-get update -qq` failed (exit 100)" if os.geteuid() == 0 else "installing one needs root") \
+        in proc.stderr

@@ -58,6 +58,23 @@ def test_pr_workflow_runs_lint_and_the_cpu_tier_on_hosted_runners_only():
     assert sum(uses(s, "actions/upload-artifact") for s in wf["jobs"]["cpu"]["steps"]) == 1
 
 
+def test_jobs_off_github_hosted_runners_bootstrap_without_the_browser():
+    """A self-hosted (GPU) runner has no browser and no root: the job sets up with `--no-browser`
+    (no GPU test needs one); GitHub-hosted jobs keep the README's full set-up."""
+    bootstraps = {}
+    for path in WORKFLOWS:
+        wf = load_workflow(path)
+        for job_id, script in run_scripts(wf):
+            if "ci/bootstrap.py" in script:
+                hosted = str(wf["jobs"][job_id]["runs-on"]).startswith("ubuntu-")
+                bootstraps[f"{path.name}:{job_id}"] = (hosted, script.strip())
+    assert {where: script for where, (hosted, script) in bootstraps.items() if not hosted} == {
+        "gpu.yml:gpu": "python3 ci/bootstrap.py --no-browser",
+        "pr-gpu.yml:gpu": "python3 ci/bootstrap.py --no-browser",
+        "rerun-test-dispatch.yml:run": "python3 ci/bootstrap.py --no-browser"}
+    assert bootstraps["pr.yml:cpu"] == (True, "python3 ci/bootstrap.py")
+
+
 def test_pr_gpu_workflow_gates_plans_and_shards_the_gpu_tiers():
     wf = load_workflow(WORKFLOW_DIR / "pr-gpu.yml")
     assert triggers(wf) == {"pull_request_target", "issue_comment"}  # issue_comment: /ok-to-test-gpu <sha>
