@@ -68,11 +68,29 @@ def test_jobs_off_github_hosted_runners_bootstrap_without_the_browser():
             if "ci/bootstrap.py" in script:
                 hosted = str(wf["jobs"][job_id]["runs-on"]).startswith("ubuntu-")
                 bootstraps[f"{path.name}:{job_id}"] = (hosted, script.strip())
+    rerun = bootstraps.pop("rerun-test-dispatch.yml:run")[1]  # any tier's runner: chosen by its labels
     assert {where: script for where, (hosted, script) in bootstraps.items() if not hosted} == {
         "gpu.yml:gpu": "python3 ci/bootstrap.py --no-browser",
-        "pr-gpu.yml:gpu": "python3 ci/bootstrap.py --no-browser",
-        "rerun-test-dispatch.yml:run": "python3 ci/bootstrap.py --no-browser"}
+        "pr-gpu.yml:gpu": "python3 ci/bootstrap.py --no-browser"}
     assert bootstraps["pr.yml:cpu"] == (True, "python3 ci/bootstrap.py")
+    for labels, argv in (('["ubuntu-latest"]', ""), ('["self-hosted", "linux", "gpu-h100"]', "--no-browser"),
+                         ('["self-hosted", "ubuntu-h100"]', "--no-browser"), ('["ubuntu-self-hosted-ish"]', "")):
+        assert _run_bootstrap_step(rerun, labels) == f"ci/bootstrap.py {argv}".strip(), labels
+
+
+def _run_bootstrap_step(script: str, labels: str) -> str:
+    """What the step's script runs as ``python3``, with the tier's runner labels as the bot sends them."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = Path(tmp, "python3")
+        fake.write_text('#!/bin/sh\necho "$*"\n')
+        fake.chmod(0o755)
+        env = {"PATH": f"{tmp}:/usr/bin:/bin", "RUNNER_LABELS": labels}
+        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], env=env,
+                              capture_output=True, text=True, timeout=30, check=True)
+    return proc.stdout.strip()
 
 
 def test_pr_gpu_workflow_gates_plans_and_shards_the_gpu_tiers():
