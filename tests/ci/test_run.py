@@ -333,3 +333,26 @@ def test_run_gpu_tier_in_which_every_test_skipped_fails_unless_each_skipping_fil
     (repo / "registry.yaml").write_text(GPU_REGISTRY)
     assert run("--tier", "gpu_h100", "tests/test_alpha.py", "tests/test_pools.py")[0] == 0  # 3 ran, 3 skipped
     assert run("--tier", "cpu", "tests/test_pair.py")[0] == 0  # a CPU tier: skips are the plugin's business
+
+
+def test_run_gpu_tier_of_quarantined_tests_alone_is_not_all_skipped(repo, capfd, monkeypatch):
+    """The nightly's non-blocking run of the quarantined tests (CI_RUN_QUARANTINED=1): a quarantined
+    test that fails is an xfail, which JUnit reports as a skip; and a file quarantined whole is
+    skipped on purpose. Neither is a GPU tier that tested nothing."""
+    monkeypatch.setenv("CI_HARDWARE_OVERRIDE", "sm_90")
+    (repo / "tests" / "test_pools.py").write_text("def test_a():\n    assert False, 'flaky on H100'\n")
+    nodes = "quarantined_nodes: [{node: tests/test_pools.py::test_a, reason: flaky}]"
+    (repo / "registry.yaml").write_text(GPU_REGISTRY.replace(
+        "tests/test_pools.py: {tiers: [gpu_h100], est_time: 1, owner: t, status: active}",
+        "tests/test_pools.py: {tiers: [gpu_h100], est_time: 1, owner: t, status: active, " + nodes + "}"))
+    monkeypatch.setenv("CI_RUN_QUARANTINED", "1")
+    argv = ["--registry", str(repo / "registry.yaml"), "--workers", "0", "--junit", str(repo / "j.xml"),
+            "--tier", "gpu_h100", "tests/test_pools.py"]
+    assert run_cmd.main(argv) == 0, capfd.readouterr().err
+    monkeypatch.delenv("CI_RUN_QUARANTINED")
+    (repo / "registry.yaml").write_text(GPU_REGISTRY.replace(
+        "tests/test_pools.py: {tiers: [gpu_h100], est_time: 1, owner: t, status: active}",
+        "tests/test_pools.py: {tiers: [gpu_h100], est_time: 1, owner: t, status: quarantined, "
+        "reason: flaky, issue: '#1'}"))
+    (repo / "tests" / "test_pools.py").write_text(POOLS)
+    assert run_cmd.main(argv) == 0, capfd.readouterr().err
