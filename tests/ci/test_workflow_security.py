@@ -30,13 +30,13 @@ TRUSTED_REF = {None, "${{ github.event.repository.default_branch }}"}
 PR_TRIGGERS = {"pull_request", "pull_request_target"}
 
 
-def zizmor(*args: str, cwd: Path = ROOT) -> tuple[list[dict[str, Any]], str]:
+def zizmor(*args: str, cwd: Path = ROOT, persona: str = "pedantic") -> tuple[list[dict[str, Any]], str]:
     """Findings (JSON) and the log of one offline zizmor run that ignores any config file."""
     exe = Path(sysconfig.get_path("scripts")) / "zizmor"
     found = str(exe) if exe.is_file() else shutil.which("zizmor")
     if found is None:
         pytest.fail("zizmor is not installed: it is a test dependency, run `python3 ci/bootstrap.py`")
-    result = subprocess.run([found, "--offline", "--no-config", "--persona", "pedantic", "--format", "json",
+    result = subprocess.run([found, "--offline", "--no-config", "--persona", persona, "--format", "json",
                              "--no-exit-codes", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"zizmor failed to run: {result.stderr[-2000:]}"
     return json.loads(result.stdout), result.stderr
@@ -81,7 +81,16 @@ def test_every_suppression_is_inline_with_a_reason_and_still_needed():
         found.add((primary["symbolic"]["key"]["Local"]["verbatim_path"],
                    primary["concrete"]["location"]["start_point"]["row"] + 1, f["ident"]))
     assert found == set(suppressed), "every finding is suppressed right where it is, and nothing else"
-    assert {rule for _, _, rule in suppressed} == {"dangerous-triggers"}
+    # pull_request_target, and pr-gpu.yml's two checkouts of the approved PR commit: the design
+    assert {rule for _, _, rule in suppressed} == {"dangerous-triggers", "unsafe-checkout"}
+    assert sorted(row for path, row, rule in suppressed if rule == "unsafe-checkout" and path.endswith("pr-gpu.yml"))
+
+
+def test_the_auditor_persona_finds_nothing_either():
+    """zizmor's most thorough persona: secrets only in jobs with a dedicated environment
+    (secrets-outside-env), among others."""
+    findings, _ = zizmor(*INPUTS, persona="auditor")
+    assert findings == [], "zizmor findings:\n" + "\n".join(map(describe, findings))
 
 
 def test_the_same_zizmor_run_catches_the_classic_mistakes(tmp_path):
