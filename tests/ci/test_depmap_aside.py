@@ -84,17 +84,18 @@ def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     meta_path = list(sys.meta_path)
     yield tmp_path
     sys.meta_path[:] = meta_path
-    for name in [n for n in sys.modules if n.split(".")[0] == "aside_demo"]:
+    for name in [n for n in sys.modules if n.startswith("aside_demo")]:
         del sys.modules[name]
     for finder in sys.meta_path:
         if isinstance(finder, SameFileFinder):
-            for name in [n for n in finder.aside if n.split(".")[0] == "aside_demo"]:
+            for name in [n for n in finder.aside if n.startswith("aside_demo")]:
                 del finder.aside[name]
 
 
 def test_the_same_file_gives_back_the_same_module_and_another_file_its_own(demo: Path) -> None:
     before = sys.modules["aside_demo"], sys.modules["aside_demo.sub"]
     spec = before[0].__spec__
+    names = [set(vars(module)) for module in before]
     finder = step_aside("aside_demo")
     assert sys.meta_path[0] is finder and step_aside("aside_demo") is finder  # installed once
     assert "aside_demo" not in sys.modules and set(finder.aside) >= {"aside_demo", "aside_demo.sub"}
@@ -102,6 +103,7 @@ def test_the_same_file_gives_back_the_same_module_and_another_file_its_own(demo:
 
     assert (sys.modules["aside_demo"], sys.modules["aside_demo.sub"]) == before  # the very objects
     assert aside_demo.__spec__ is spec  # left as they were, loader included
+    assert [set(vars(module)) for module in before] == names  # a module does not become a package
 
     # given back once: a program that takes a module out of sys.modules to import it afresh
     # gets a fresh one, as it would unrecorded
@@ -122,3 +124,31 @@ def test_a_module_the_path_no_longer_finds_is_not_found(demo: Path) -> None:
     sys.path.remove(str(demo / "a"))
     with pytest.raises(ModuleNotFoundError):
         import aside_demo  # noqa: F401
+
+
+def test_a_module_whose_name_only_starts_like_the_package_stays(demo: Path) -> None:
+    (demo / "a" / "aside_demo_extra.py").write_text("")
+    import aside_demo_extra
+
+    step_aside("aside_demo")
+    assert sys.modules["aside_demo_extra"] is aside_demo_extra and "aside_demo" not in sys.modules
+
+
+def test_the_same_file_through_a_symbolic_link_is_the_same_module(demo: Path) -> None:
+    before = sys.modules["aside_demo.sub"]
+    (demo / "link").symlink_to(demo / "a", target_is_directory=True)
+    step_aside("aside_demo")
+    sys.path.insert(0, str(demo / "link"))  # the program's path names the same files another way
+    import aside_demo.sub
+
+    assert aside_demo.sub is before
+
+
+def test_a_namespace_package_on_the_program_s_path_is_imported_as_without_the_hook(demo: Path) -> None:
+    step_aside("aside_demo")
+    (demo / "ns" / "aside_demo").mkdir(parents=True)  # no __init__.py: no file to compare
+    sys.path.remove(str(demo / "a"))
+    sys.path.insert(0, str(demo / "ns"))
+    import aside_demo
+
+    assert list(aside_demo.__path__) == [str(demo / "ns" / "aside_demo")] and aside_demo.__file__ is None

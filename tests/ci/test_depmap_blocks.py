@@ -125,6 +125,13 @@ SHAPES = textwrap.dedent("""\
                 return spun
 
 
+    def fallthrough(c):
+        if c:
+            c = 0
+        after = c  # reached from the `if` by its jump alone when c is false
+        return after
+
+
     def straight(a):
         b = a + 1
         c = b * 2
@@ -134,7 +141,7 @@ SHAPES = textwrap.dedent("""\
 
 CALLS = [("ternary", (True,)), ("chain", (0, 1, 0)), ("loops", (2,)), ("loops", (5,)), ("handled", (0,)),
          ("matcher", ({"k": 3},)), ("suppressed", ()), ("comprehension", (4,)), ("asserted", (2,)),
-         ("walrus", ([1],)), ("straight", (1,))]
+         ("walrus", ([1],)), ("fallthrough", (False,)), ("straight", (1,))]
 
 # runs CALLS of `shapes` (argv[1]: its folder, argv[2]: CALLS as JSON) under sys.settrace: ``oracle``
 # is the set of lines the tracer saw; ``run()`` runs them again

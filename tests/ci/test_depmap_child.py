@@ -10,12 +10,13 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_slipcover
+from ci.running import depmap_live, depmap_slipcover
 from ci.running.depmap_child import FLUSH_SECONDS
 from ci.running.depmap_startup import PTH_NAME, PTH_TEXT, install
 
@@ -192,3 +193,100 @@ def test_a_fork_while_another_thread_holds_the_recorders_locks_does_not_hang_the
     status, pid = proc.stdout.split()
     assert status == "0"  # the forked child exited through its exit handlers instead of hanging in them
     assert (parts / f"clines.{pid}.jsonl").is_file()
+
+
+def test_a_child_s_flushes_add_up_and_a_failed_write_leaves_it_unsaved(tmp_path: Path) -> None:
+    """Each flush appends what is new (an earlier one's lines stay); a write that fails keeps the
+    live mark, so the entry is not complete."""
+    root, parts = project(tmp_path)
+    body = textwrap.dedent("""\
+        import glob, os, sys, time
+        from pkg import work
+        work.work(2)
+        deadline = time.monotonic() + 30
+        while not any(os.path.getsize(p) for p in glob.glob(os.environ["CI_DEPMAP_PARTS"] + "/clines.*")):
+            time.sleep(0.01)  # the flusher wrote work's lines
+        if sys.argv[1:] == ["break"]:  # the log's name taken by a folder: every later write fails
+            log = os.path.join(os.environ["CI_DEPMAP_PARTS"], f"clines.{os.getpid()}.jsonl")
+            os.rename(log, log + ".kept")
+            os.mkdir(log)
+        work.idle()  # new lines: one more write to come
+        """)
+    env = child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover")
+    proc = subprocess.run(child_argv(body), env=env, cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8, 9]}}
+    assert not list(parts.glob("live.*"))
+
+    broken = tmp_path / "broken"
+    root, parts = project(broken)
+    proc = subprocess.run(child_argv(body) + ["break"], env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"),
+                          cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert depmap_live.unsaved_tests(parts) == {"tests/test_x.py"}  # the live mark stays: not complete
+
+
+def test_a_forked_child_flushes_on_its_own_while_it_runs(tmp_path: Path) -> None:
+    """A fork worker ended by SIGKILL keeps what its own flusher wrote (no exit handler runs)."""
+    root, parts = project(tmp_path)
+    body = textwrap.dedent("""\
+        import os, signal, time
+        from pkg import work
+        pid = os.fork()
+        if pid == 0:
+            work.idle()
+            log = os.path.join(os.environ["CI_DEPMAP_PARTS"], f"clines.{os.getpid()}.jsonl")
+            deadline = time.monotonic() + 5
+            while not (os.path.exists(log) and os.path.getsize(log)) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.waitpid(pid, 0)
+        print(pid)
+        """)
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    forked = parts / f"clines.{proc.stdout.strip()}.jsonl"
+    assert forked.is_file() and forked.stat().st_size
+    assert not (parts / f"live.{proc.stdout.strip()}").exists()  # asked to flush before its SIGKILL: killed whole
+
+
+def test_a_child_s_periodic_flush_retires_the_probes_of_what_it_wrote(tmp_path: Path) -> None:
+    """Retirement is cost, not content: only the probe sites can show it (`ci.running.depmap_retire`)."""
+    root, parts = project(tmp_path)
+    body = textwrap.dedent("""\
+        import glob, os, time
+        from pkg import work
+        work.work(2)
+        deadline = time.monotonic() + 30
+        while not any(os.path.getsize(p) for p in glob.glob(os.environ["CI_DEPMAP_PARTS"] + "/clines.*")):
+            time.sleep(0.01)
+        import ci.running.depmap_child as child  # the recorder's own module, shared (`ci.running.depmap_aside`)
+        print(len(child._active[0].lines._sites.retired))
+        """)
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) > 0
+
+
+def test_a_child_logs_the_repository_files_it_opens(tmp_path: Path) -> None:
+    root, parts = project(tmp_path)
+    (root / "pkg" / "table.txt").write_text("k 1\n")
+    body = "from pathlib import Path; Path('pkg/table.txt').read_text()"
+    proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    logged = {line for log in parts.glob("opened.*.log") for line in log.read_text().splitlines()}
+    assert "tests/test_x.py\tpkg/table.txt" in logged
+
+
+def test_a_script_that_probes_measured_by_line_is_not_recorded_whole(tmp_path: Path) -> None:
+    root, parts = project(tmp_path)
+    (root / "pkg" / "tool.py").write_text("import sys\n\n\ndef unused():\n    return 1\n\n\n"
+                                          "if __name__ == '__main__':\n    import pkg.tool\n")
+    proc = subprocess.run([sys.executable, "pkg/tool.py"], env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"),
+                          cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # it imports itself: its probes saw which lines ran, so those, not every line, are its record
+    assert sorted(recorded_lines(parts)["tests/test_x.py"]["tool.py"]) == [1, 4, 8]

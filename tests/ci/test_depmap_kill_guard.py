@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -240,11 +241,13 @@ def test_a_child_asked_before_a_stop_stops_itself_once_flushed(tmp_path: Path) -
     before the asker's own SIGSTOP (never sent here) could land."""
     root, parts = project(tmp_path)
     with _sleeping_child(root, parts) as child:
+        assert depmap_live.unsaved_tests(parts) == {"tests/test_x.py"} and depmap_live.left_live(parts, child.pid)
         depmap_live.flush_before(str(parts), [child.pid], stopping=True)
         assert (parts / f"stopped.{child.pid}").exists()  # it answered
         assert _wait_state(child.pid, "T") == "T"  # and stopped itself
         depmap_live.flush_before(str(parts), [child.pid], stopping=False)  # the kill: stopped, not asked
-        assert (parts / f"killed.{child.pid}").exists()
+        assert (parts / f"killed.{child.pid}").exists() and not depmap_live.left_live(parts, child.pid)
+        assert not list(parts.glob("stopped.*"))  # a later process with its pid would not be taken as stopped
     assert depmap_live.unsaved_tests(parts) == set()
     assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
@@ -285,3 +288,43 @@ def test_a_process_waiting_for_answers_of_its_own_answers_without_stopping(tmp_p
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("call", ["kill 0", "kill -1", "killpg", "stop"])
+def test_every_form_of_a_guarded_signal_asks_the_recorded_processes_it_reaches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    # nothing is signalled: the guard wraps stand-ins of os.kill and os.killpg
+    monkeypatch.setattr(os, "kill", lambda pid, sig: None)
+    monkeypatch.setattr(os, "killpg", lambda pgid, sig: None)
+    asked: list[tuple[list[int], bool]] = []
+    monkeypatch.setattr(depmap_live, "flush_before",
+                        lambda parts, pids, stopping=False: asked.append((list(pids), stopping)))
+    depmap_live.guard_kills(lambda: str(tmp_path))
+    me = os.getpid()
+    (tmp_path / f"flushes.{me}").write_text("")  # this process: a recorded member of its own group
+    signals = {"kill 0": lambda: os.kill(0, signal.SIGKILL),  # this process's group
+               "kill -1": lambda: os.kill(-1, signal.SIGKILL),  # every process it may signal: its group too
+               "killpg": lambda: os.killpg(os.getpgid(0), signal.SIGKILL),
+               "stop": lambda: os.kill(me, signal.SIGSTOP)}
+    signals[call]()
+    assert asked == [([me], call == "stop")]
+
+
+def test_a_recording_that_ends_while_its_guard_waits_ends_the_wait_quietly(tmp_path: Path) -> None:
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / f"live.{NOBODY}").write_text("tests/test_a.py")
+    (parts / f"flushes.{NOBODY}").write_text("")
+
+    def end_recording() -> None:
+        deadline = time.monotonic() + 10
+        while not (parts / f"flush.{NOBODY}").exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        shutil.rmtree(parts)
+        parts.write_text("")  # its name now a file: taking the request back fails with NotADirectoryError
+
+    ending = threading.Thread(target=end_recording)
+    ending.start()
+    depmap_live.flush_before(str(parts), [NOBODY], stopping=False)  # never raises for the file system
+    ending.join()
+    assert parts.is_file()

@@ -183,7 +183,7 @@ def test_another_process_finds_the_entries_for_the_same_code(tmp_path: Path) -> 
     assert sorted(p.name for p in (tmp_path / "probes").iterdir()) == stored
 
 
-def test_the_recorders_own_modules_are_never_repository_files_of_a_map() -> None:
+def test_the_recorders_own_modules_are_never_repository_files_of_a_map(tmp_path: Path) -> None:
     # found when this repository recorded itself: the cache's functions ran under probes and
     # showed up in every slipcover map, not in the C tracer's
     # the recorder that runs, not necessarily ROOT's: a pytest of a copy of this repository,
@@ -194,6 +194,8 @@ def test_the_recorders_own_modules_are_never_repository_files_of_a_map() -> None
     assert {p.name for p in own} >= {"depmap_probe_cache.py", "depmap_slipcover.py", "depmap_child.py"}
     assert [files.relative(str(p)) for p in own] == [None] * len(own)
     assert files.relative(str(running / "watchdog.py")) == "ci/running/watchdog.py"
+    # the name alone is not the recorder's: another repository's own depmap_*.py is its code
+    assert RepoFiles(str(tmp_path)).relative(str(tmp_path / "pkg" / "depmap_util.py")) == "pkg/depmap_util.py"
 
 
 CALC = "def sub(a, b):\n    return a - b\n"

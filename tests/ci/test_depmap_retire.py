@@ -157,19 +157,30 @@ def test_a_byte_that_is_not_the_probes_opening_is_never_written(tmp_path: Path) 
     assert live[offset] == depmap_retire._NOP and live[offset + 2] == depmap_retire._PUSH_NULL
 
 
-def test_an_opening_byte_changed_behind_the_recorders_back_is_left_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at", [0, 1], ids=["opcode", "argument"])
+def test_an_opening_byte_changed_behind_the_recorders_back_is_left_alone(tmp_path: Path, at: int) -> None:
     import ctypes
 
     lines, code, new = _instrumented(tmp_path, "def h(a):\n    b = a + 1\n    return b\n", "h.py")
     sites = lines._sites
     [(_, offset)] = sites.sites[code.co_filename][2]
-    byte = ctypes.c_ubyte.from_address(id(new) + type(new).__basicsize__ + offset)
-    byte.value = depmap_retire._POP_TOP  # neither the NOP nor the jump: not the probe slipcover wrote
+    byte = ctypes.c_ubyte.from_address(id(new) + type(new).__basicsize__ + offset + at)
+    was = byte.value
+    # the opcode neither the NOP nor the jump, or the NOP's length not the probe's: not what slipcover wrote
+    byte.value = depmap_retire._POP_TOP if at == 0 else was + 2
     try:
         sites.retire(code.co_filename, {2})
-        assert byte.value == depmap_retire._POP_TOP and sites.retired == [] and id(new) in sites.broken
+        assert byte.value != was and sites.retired == [] and id(new) in sites.broken
+        assert ctypes.c_ubyte.from_address(id(new) + type(new).__basicsize__ + offset).value != \
+            depmap_retire._JUMP_FORWARD
     finally:
-        byte.value = depmap_retire._NOP
+        byte.value = was
+
+
+def test_retiring_lines_of_a_file_without_sites_does_nothing() -> None:
+    sites = depmap_retire.ProbeSites(object())
+    sites.retire("/nowhere/never_instrumented.py", {1, 2})
+    assert sites.retired == [] and not sites.broken
 
 
 def test_every_probe_of_a_real_module_is_found_once(tmp_path: Path) -> None:
@@ -187,3 +198,17 @@ def test_every_probe_of_a_real_module_is_found_once(tmp_path: Path) -> None:
     made = probes(new)
     found = sum(len(s) for s in lines._sites.sites[str(tmp_path / "plan.py")].values())
     assert made > 100 and found == made
+
+
+@pytest.mark.parametrize("constants", [300, 70_000])
+def test_probes_whose_constants_need_extended_arguments_are_found(tmp_path: Path, constants: int) -> None:
+    # slipcover appends its signal and probe objects after the function's own constants: past 255
+    # a LOAD_CONST of them carries one EXTENDED_ARG prefix, past 65535 two
+    body = "".join(f"    v = {n}.5\n" for n in range(constants))
+    source = f"def big(a):\n{body}    if a:\n        return 1\n    return 2\n"
+    lines, code, new = _instrumented(tmp_path, source, "big.py")
+    probes = [c for c in new.co_consts if type(c).__name__ == "PyCapsule"]
+    found = lines._sites.sites[code.co_filename]
+    assert len(new.co_consts) > constants and len(probes) == 3
+    assert sorted(found) == [2, constants + 3, constants + 4]  # the `if` is in the first block
+    assert sum(len(s) for s in found.values()) == len(probes)

@@ -83,6 +83,7 @@ def test_a_recording_started_in_a_subfolder_measures_the_whole_repository(record
     (["python", "-m", "ci", "run", "--tier", "cpu"], False),
     (["python", "-c", "import pytest; pytest.main()"], False),
     (["python", "script.py", "pytest"], False),
+    (["python", "-", "pytest"], False),  # a program from standard input, "pytest" its argument
     (["python"], False),
     ([], False),
 ])
