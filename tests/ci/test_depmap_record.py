@@ -287,3 +287,30 @@ def test_a_server_child_ended_by_sigkill_is_recorded_whole_or_its_entry_is_not_c
     else:
         # coverage.py saves at exit only: the killed child's lines are lost, so the entry must not narrow
         assert not entry.complete and not entry.usable
+
+
+NESTED_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/leaf.py": "def leaf():\n    return 4\n",
+    "tests/__init__.py": "",
+    "tests/test_leaf.py": "def test_leaf():\n    from pkg.leaf import leaf\n    assert leaf() == 4\n",
+    # a test that runs pytest, plugin and all, on another test file: that pytest is its subprocess
+    "tests/test_nested.py": (
+        "import subprocess, sys\n\n\ndef test_nested():\n"
+        "    subprocess.run([sys.executable, '-m', 'pytest', '-p', 'ci.pytest_plugin', '--tier', 'cpu', '-n', '0',\n"
+        "                    '-q', '-p', 'no:cacheprovider', 'tests/test_leaf.py'], check=True)\n"),
+}
+
+
+def test_a_pytest_that_a_recorded_test_runs_is_that_tests_subprocess_not_a_recording(tmp_path: Path) -> None:
+    write_project(tmp_path, NESTED_FILES)
+    env = _clean_env()
+    env.update(CI_DEPMAP="out/depmap.json")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0",
+                           "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tests = parse_depmap((tmp_path / "out" / "depmap.json").read_text(), "depmap.json").tests
+    nested, leaf = tests["tests/test_nested.py"], tests["tests/test_leaf.py"]
+    assert nested.complete and nested.lines is not None and nested.lines["pkg/leaf.py"] == {1, 2}
+    assert (leaf.complete, leaf.items, leaf.ran) == (True, 1, 1)
