@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ci.running import depmap_slipcover
-from ci.selection.depmap_format import parse_depmap
+from ci.selection.depmap_format import DepMap, parse_depmap
 from tests.ci.depmap_support import write_project
 
 # the base install brings slipcover on CPython 3.11, this suite's interpreter; elsewhere (3.12: SGLang's) the
@@ -78,9 +78,10 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def _record(root: Path, *args: str, workers: str = "0") -> subprocess.CompletedProcess[str]:
+def _record(root: Path, *args: str, workers: str = "0", **extra: str) -> subprocess.CompletedProcess[str]:
     env = _clean_env()
     env["CI_DEPMAP"] = "out/depmap.json"
+    env.update(extra)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", workers,
                            "-q", "-p", "no:cacheprovider", *args], cwd=root, env=env, capture_output=True, text=True,
                           timeout=120)
@@ -99,6 +100,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     assert "depmap: wrote" in proc.stdout, proc.stdout + proc.stderr
     text = (root / "out" / "depmap.json").read_text()
     return root, json.loads(text)
+
+
+def _recorded_map(root: Path, **extra: str) -> DepMap:
+    """`_record` of ``root``'s whole tier, ``extra`` in its environment; it must pass."""
+    proc = _record(root, **extra)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return parse_depmap((root / "out" / "depmap.json").read_text(), "depmap.json")
 
 
 def _entry(data: dict, test: str) -> dict:
@@ -178,11 +186,7 @@ def test_under_xdist_the_workers_maps_are_merged(tmp_path: Path) -> None:
 
 def test_without_subprocesses_in_the_measure_no_child_is_measured(tmp_path: Path) -> None:
     _make_project(tmp_path)
-    env = _clean_env()
-    env.update(CI_DEPMAP="out/depmap.json", CI_DEPMAP_MEASURE="lines,opened")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0", "-q",
-                           "-p", "no:cacheprovider", "tests/test_sub.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = _record(tmp_path, "tests/test_sub.py", CI_DEPMAP_MEASURE="lines,opened")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sub = parse_depmap((tmp_path / "out" / "depmap.json").read_text(), "depmap.json").tests["tests/test_sub.py"]
     assert sub.executed == {"tests/test_sub.py"}  # pkg/gamma.py ran only in the child
@@ -324,13 +328,7 @@ NESTED_FILES = {
 
 def test_a_pytest_that_a_recorded_test_runs_is_that_tests_subprocess_not_a_recording(tmp_path: Path) -> None:
     write_project(tmp_path, NESTED_FILES)
-    env = _clean_env()
-    env.update(CI_DEPMAP="out/depmap.json")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0",
-                           "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    tests = parse_depmap((tmp_path / "out" / "depmap.json").read_text(), "depmap.json").tests
+    tests = _recorded_map(tmp_path).tests
     nested, leaf = tests["tests/test_nested.py"], tests["tests/test_leaf.py"]
     assert nested.complete and nested.lines is not None and nested.lines["pkg/leaf.py"] == {1, 2}
     assert (leaf.complete, leaf.items, leaf.ran) == (True, 1, 1)
@@ -351,13 +349,7 @@ BETWEEN_FILES = {
 
 def test_a_child_started_between_test_files_is_no_test_files(tmp_path: Path) -> None:
     write_project(tmp_path, BETWEEN_FILES)
-    env = _clean_env()
-    env.update(CI_DEPMAP="out/depmap.json")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0",
-                           "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    tests = parse_depmap((tmp_path / "out" / "depmap.json").read_text(), "depmap.json").tests
+    tests = _recorded_map(tmp_path).tests
     assert {t: e.executed for t, e in tests.items()} == {"tests/test_a.py": {"tests/test_a.py"},
                                                           "tests/test_b.py": {"tests/test_b.py"}}
 
@@ -376,13 +368,7 @@ PACKAGE_FIXTURE_FILES = {
 
 def test_a_package_scoped_fixtures_setup_is_shared_work(tmp_path: Path) -> None:
     write_project(tmp_path, PACKAGE_FIXTURE_FILES)
-    env = _clean_env()
-    env.update(CI_DEPMAP="out/depmap.json")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0",
-                           "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    data = parse_depmap((tmp_path / "out" / "depmap.json").read_text(), "depmap.json")
+    data = _recorded_map(tmp_path)
     assert data.shared["pkg/helper.py"] == {1, 2}  # its import (the conftest) and the setup, once for both files
     assert data.tests["tests/test_a.py"].lines["pkg/helper.py"] == {2}  # and the file that caused the setup
 
