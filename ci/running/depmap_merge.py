@@ -101,9 +101,10 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
     for part in sorted(parts.glob("cov.*")):
         try:
             measured_lines = _coverage_part(part)
-        except (CoverageException, sqlite3.DatabaseError, AssertionError):
-            # torn: its process died mid-write (coverage.py's own core writes in place); where
-            # it left its live mark, that mark already makes its test file's entry partial
+        except (CoverageException, sqlite3.DatabaseError, AssertionError, UnicodeDecodeError):
+            # torn: its process died mid-write (coverage.py's own core writes in place; sqlite3
+            # reports a garbled schema text as UnicodeDecodeError); where it left its live
+            # mark, that mark already makes its test file's entry partial
             pid = _PID.search(part.name)
             torn_unmarked = torn_unmarked or pid is None or not left_live(parts, int(pid.group(1)))
             continue

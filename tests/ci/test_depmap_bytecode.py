@@ -114,6 +114,11 @@ def test_cache_checked_rewrites_a_timestamp_or_foreign_pyc_and_keeps_a_valid_one
     py_compile.compile(str(source), doraise=True,
                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     assert cache_checked([str(source)]) == [str(source)]  # never checked on import: rewritten
+    cache_checked([str(source)])
+    other_magic = (int.from_bytes(importlib.util.MAGIC_NUMBER[:2], "little") - 1).to_bytes(2, "little")
+    _pyc(source).write_bytes(other_magic + _pyc(source).read_bytes()[2:])  # another interpreter's, same hash
+    assert cache_checked([str(source)]) == [str(source)]  # this interpreter would not load it: rewritten
+    assert _pyc(source).read_bytes()[:4] == importlib.util.MAGIC_NUMBER
     _pyc(source).write_bytes(_pyc(source).read_bytes()[:10])  # torn
     assert cache_checked([str(source)]) == [str(source)]
     broken = tmp_path / "broken.py"

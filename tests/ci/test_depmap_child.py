@@ -58,6 +58,23 @@ def test_install_writes_the_hook_once_and_reports_a_folder_it_cannot_write(tmp_p
     assert PTH_NAME < "a1_coverage.pth"  # site reads .pth files in name order: this one first
 
 
+def test_the_hook_swallows_any_error_of_the_recorder_and_the_program_runs(tmp_path: Path) -> None:
+    # a recorder whose start fails in a way no import does: site would report it on stderr and
+    # skip the rest of the .pth file; the hook's contract is that nothing shows
+    fake = tmp_path / "fake" / "ci" / "running"
+    fake.mkdir(parents=True)
+    for init in (fake.parent / "__init__.py", fake / "__init__.py"):
+        init.write_text("")
+    (fake / "depmap_child.py").write_text("def start():\n    raise RuntimeError('the recorder broke')\n")
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    assert install(site_dir) is not None
+    env = {**child_env(tmp_path, tmp_path, CI_DEPMAP_CHILD_CORE="slipcover"), "PYTHONPATH": str(fake.parent.parent)}
+    proc = subprocess.run([sys.executable, "-c", "import site, sys; site.addsitedir(sys.argv[1]); print('ran')",
+                           str(site_dir)], env=env, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ran\n", "")
+
+
 def test_a_child_records_its_lines_once_and_coverage_hook_is_kept_out(tmp_path: Path) -> None:
     root, parts = project(tmp_path)
     body = "import os; from pkg.work import work; work(3); print(os.environ.get('COVERAGE_PROCESS_START'))"
@@ -163,6 +180,9 @@ def test_the_merge_skips_a_torn_last_line_and_refuses_a_bad_one_before_it(tmp_pa
     part.write_text('{"t.py": {"/r/a.py": [1, 2]}}\n{"t.py": {"/r/b.py": [3]}}\n{"t.py": {"/r/c')
     assert list(_child_records(part)) == [("t.py", {"/r/a.py": [1, 2]}), ("t.py", {"/r/b.py": [3]})]
     part.write_text('{"t.py": {"/r/a.py": [1]}}\nnot json\n{"t.py": {}}\n')
+    with pytest.raises(ValueError, match=r"^clines\.1\.jsonl: line 2 is not JSON$"):
+        list(_child_records(part))
+    part.write_text('{"t.py": {}}\nnot json\n')  # ended by its newline: written whole, so not torn
     with pytest.raises(ValueError, match=r"^clines\.1\.jsonl: line 2 is not JSON$"):
         list(_child_records(part))
     part.write_text('[1, 2]\n')

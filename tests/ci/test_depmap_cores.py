@@ -201,6 +201,9 @@ FILES = {
             assert namespace["twice"](2) == 4
             local = 1
             exec("local_seen = local + 1")
+            given = {}  # exec's locals given without its globals: the caller's globals, these locals
+            exec(compile(path.read_text(), str(path), "exec"), None, given)
+            assert given["twice"](3) == 6
             assert eval("local + 1") == 2
         """),
     "tests/test_child.py": textwrap.dedent("""\

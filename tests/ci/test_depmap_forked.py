@@ -174,6 +174,47 @@ def test_a_torn_coverage_part_is_skipped_and_never_leaves_an_entry_complete(tmp_
     assert tests["tests/test_exit.py"].lines == {"pkg/work.py": {2}}  # the readable parts still count
 
 
+@pytest.mark.parametrize("garbled", [b"CREATE TABLE tracer", b"/pkg/other.py"])
+def test_a_part_garbled_inside_its_tables_is_skipped_like_a_torn_one(tmp_path: Path, garbled: bytes) -> None:
+    # one byte wrong inside a table's schema text or a measured path: sqlite3 itself reports
+    # the first as undecodable text (UnicodeDecodeError), the second as an OperationalError
+    from coverage import CoverageData
+
+    from ci.running.depmap_merge import build_map
+
+    parts, files = _parts_with_two_tests(tmp_path)
+    data = CoverageData(basename=str(parts / "cov"), suffix="vm.pid102.Xdefx")
+    data.set_context("tests/test_pool.py")
+    data.add_lines({str(tmp_path / "pkg" / "other.py"): [1]})
+    data.write()
+    part = parts / "cov.vm.pid102.Xdefx"
+    raw = part.read_bytes()
+    assert garbled in raw
+    part.write_bytes(raw.replace(garbled, garbled[:2] + b"\xff" + garbled[3:]))
+    tests = build_map(parts, files, "cpu").tests
+    assert tests["tests/test_exit.py"].lines == {"pkg/work.py": {2}}  # the readable parts still count
+    assert not tests["tests/test_exit.py"].complete and not tests["tests/test_pool.py"].complete
+
+
+def test_a_test_file_split_over_workers_is_complete_when_their_finished_counts_add_up(tmp_path: Path) -> None:
+    # under xdist every worker collects every test and runs some: collected is the largest
+    # count any process saw, finished the sum
+    import json
+
+    from ci.running.depmap_merge import build_map
+
+    parts, files = _parts_with_two_tests(tmp_path)
+    for pid, done in ((100, {"tests/test_exit.py": 1}), (101, {"tests/test_exit.py": 1, "tests/test_pool.py": 1})):
+        (parts / f"items.{pid}.json").write_text(json.dumps(
+            {"items": {"tests/test_exit.py": 2, "tests/test_pool.py": 1}, "done": done, "ran": done}))
+    tests = build_map(parts, files, "cpu").tests
+    assert (tests["tests/test_exit.py"].complete, tests["tests/test_exit.py"].items) == (True, 2)
+    assert (tests["tests/test_pool.py"].complete, tests["tests/test_pool.py"].items) == (True, 1)
+    (parts / "items.101.json").write_text(json.dumps(
+        {"items": {"tests/test_exit.py": 2, "tests/test_pool.py": 1}, "done": {}, "ran": {}}))
+    assert not build_map(parts, files, "cpu").tests["tests/test_exit.py"].complete  # one of two finished
+
+
 @NEEDS_SLIPCOVER
 def test_slipcovers_save_appears_under_its_final_name_only_when_whole(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:

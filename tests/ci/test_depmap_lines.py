@@ -192,6 +192,21 @@ def test_a_map_recorded_in_a_dirty_tree_does_not_vouch_for_the_dirty_files(tmp_p
         "tests/test_other.py": f"executed pkg/other.py:2 in h() in map {path}"}
 
 
+def test_a_source_rewritten_while_the_conftests_load_is_dirty(tmp_path: Path) -> None:
+    """The recording starts before the initial conftests load: a conftest that rewrites a tracked
+    source at import time (the same text, a new mtime) made the recording run a rewritten file."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "def f():\n    return 1\n",
+        "tests/__init__.py": "",
+        "tests/conftest.py": "import pathlib\n\n_M = pathlib.Path(__file__).resolve().parents[1] / 'pkg' / 'm.py'\n"
+                             "_M.write_text(_M.read_text())\n",
+        "tests/test_f.py": "from pkg.m import f\n\n\ndef test_f():\n    assert f() == 1\n",
+    }
+    data = json.loads(record_committed_project(tmp_path / "early", files).read_text())
+    assert data["dirty"] == ["pkg/m.py"] and data["tests"]["tests/test_f.py"]["complete"] is False
+
+
 DRIFT_FILES = {
     "pkg/__init__.py": "",
     "pkg/core.py": "def helper():\n    return 1\n",

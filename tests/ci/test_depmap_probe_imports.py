@@ -112,6 +112,44 @@ def test_a_missing_slipcover_is_an_import_error_and_the_core_unavailable(tmp_pat
     assert proc.stdout.startswith("slipcover is not installed: No module named 'slipcover")
 
 
+def test_slipcover_missing_from_the_path_is_an_import_error_and_the_core_unavailable() -> None:
+    # not installed at all: no finder knows the name (above, a finder refuses it)
+    out = _python("import json, os, sys\n"
+                  "sys.path[:] = [p for p in sys.path if not os.path.isdir(os.path.join(p, 'slipcover'))]\n"
+                  "from ci.running import depmap_slipcover as d, depmap_slipcover_engine as e\n"
+                  "names = []\n"
+                  "for call in (e.engine, e.version):\n"
+                  "    try:\n"
+                  "        call()\n"
+                  "    except ImportError as exc:\n"
+                  "        names.append(exc.name)\n"
+                  "print(json.dumps([names, d.unavailable_reason()]))")
+    assert json.loads(out) == [["slipcover", "slipcover"], "slipcover is not installed: No module named 'slipcover'"]
+
+
+def test_the_first_attribute_the_bare_package_lacks_runs_its_init_and_a_broken_submodule_raises(
+        tmp_path: Path) -> None:
+    # a package of slipcover's name whose __init__ defines a private name, with a submodule whose
+    # own import fails: asking for it is that module's error, not the package's completion
+    package = tmp_path / "slipcover"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .version import __version__\n_ready = 'init ran'\n")
+    (package / "version.py").write_text("__version__ = '1.1.0'\n")
+    (package / "broken.py").write_text("import no_such_dependency_of_slipcover\n")
+    out = _python("import json\n"
+                  "from ci.running import depmap_slipcover_engine as e\n"
+                  "version = e.version()\n"
+                  "import slipcover\n"
+                  "try:\n"
+                  "    slipcover.broken\n"
+                  "    missing = None\n"
+                  "except ModuleNotFoundError as exc:\n"
+                  "    missing = exc.name\n"
+                  "print(json.dumps([version, missing, slipcover._ready, '__getattr__' in vars(slipcover)]))",
+                  cwd=tmp_path)
+    assert json.loads(out) == ["1.1.0", "no_such_dependency_of_slipcover", "init ran", False]
+
+
 def test_a_file_loaded_by_path_gets_probes_and_keeps_its_loaders_resources(tmp_path: Path) -> None:
     # slipcover's own engine, not a second `SlipcoverLines.start`: this test may run inside a
     # recording, whose measurement already wrapped pytest's rewriting (once per process)

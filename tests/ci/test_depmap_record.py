@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ci.running import depmap_slipcover
-from ci.selection.depmap_format import parse_depmap
+from ci.selection.depmap_format import DepMap, parse_depmap
 from tests.ci.depmap_support import write_project
 
 # the base install brings slipcover on CPython 3.11, this suite's interpreter; elsewhere (3.12: SGLang's) the
@@ -78,9 +78,10 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def _record(root: Path, *args: str, workers: str = "0") -> subprocess.CompletedProcess[str]:
+def _record(root: Path, *args: str, workers: str = "0", **extra: str) -> subprocess.CompletedProcess[str]:
     env = _clean_env()
     env["CI_DEPMAP"] = "out/depmap.json"
+    env.update(extra)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", workers,
                            "-q", "-p", "no:cacheprovider", *args], cwd=root, env=env, capture_output=True, text=True,
                           timeout=120)
@@ -99,6 +100,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     assert "depmap: wrote" in proc.stdout, proc.stdout + proc.stderr
     text = (root / "out" / "depmap.json").read_text()
     return root, json.loads(text)
+
+
+def _recorded_map(root: Path, **extra: str) -> DepMap:
+    """`_record` of ``root``'s whole tier, ``extra`` in its environment; it must pass."""
+    proc = _record(root, **extra)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return parse_depmap((root / "out" / "depmap.json").read_text(), "depmap.json")
 
 
 def _entry(data: dict, test: str) -> dict:
@@ -176,6 +184,14 @@ def test_under_xdist_the_workers_maps_are_merged(tmp_path: Path) -> None:
     assert _entry(data, "tests/test_data.py")["opened"] == ["pkg/table.json"]
 
 
+def test_without_subprocesses_in_the_measure_no_child_is_measured(tmp_path: Path) -> None:
+    _make_project(tmp_path)
+    proc = _record(tmp_path, "tests/test_sub.py", CI_DEPMAP_MEASURE="lines,opened")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sub = parse_depmap((tmp_path / "out" / "depmap.json").read_text(), "depmap.json").tests["tests/test_sub.py"]
+    assert sub.executed == {"tests/test_sub.py"}  # pkg/gamma.py ran only in the child
+
+
 def test_without_the_variable_nothing_is_recorded(tmp_path: Path) -> None:
     _make_project(tmp_path)
     env = _clean_env()
@@ -239,6 +255,10 @@ def test_an_early_measurement_of_another_tree_hands_over_to_the_tracer(tmp_path:
     (tmp_path / "a").mkdir()
     write_project(tmp_path / "a", {})  # a registry-driven tree of its own, without code that b would import
     _make_project(tmp_path / "b")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "b"]):
+        subprocess.run([*git, *args], cwd=tmp_path / "b", check=True, capture_output=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path / "b", capture_output=True, text=True).stdout
     env = _clean_env()
     env.update(CI_DEPMAP="out/depmap.json", CI_DEPMAP_CORE="slipcover")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--registry",
@@ -252,6 +272,7 @@ def test_an_early_measurement_of_another_tree_hands_over_to_the_tracer(tmp_path:
     assert data.shared["pkg/beta.py"] == {1}
     assert "pkg/alpha.py" in data.tests["tests/test_alpha.py"].executed
     assert all(t.complete for t in data.tests.values()) and len(data.tests) == 6
+    assert data.sha == head.strip()  # b's tree was snapshotted, not only a's
 
 
 SERVER_FILES = {
@@ -270,12 +291,15 @@ SERVER_FILES = {
 }
 
 
-@pytest.mark.parametrize("core", [pytest.param("slipcover", marks=NEEDS_SLIPCOVER), "ctrace"])
+@pytest.mark.parametrize("core, armed", [pytest.param("slipcover", False, marks=NEEDS_SLIPCOVER), ("ctrace", False),
+                                         pytest.param("ctrace", True, marks=NEEDS_SLIPCOVER)])
 def test_a_server_child_ended_by_sigkill_is_recorded_whole_or_its_entry_is_not_complete(
-        tmp_path: Path, core: str) -> None:
+        tmp_path: Path, core: str, armed: bool) -> None:
     write_project(tmp_path, SERVER_FILES)
     env = _clean_env()
     env.update(CI_DEPMAP="out/depmap.json", CI_DEPMAP_CORE=core)
+    if armed:  # inherited from an outer recording: a ctrace recording disarms the slipcover hook for its children
+        env["CI_DEPMAP_CHILD_CORE"] = "slipcover"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0",
                            "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
@@ -287,3 +311,77 @@ def test_a_server_child_ended_by_sigkill_is_recorded_whole_or_its_entry_is_not_c
     else:
         # coverage.py saves at exit only: the killed child's lines are lost, so the entry must not narrow
         assert not entry.complete and not entry.usable
+
+
+NESTED_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/leaf.py": "def leaf():\n    return 4\n",
+    "tests/__init__.py": "",
+    "tests/test_leaf.py": "def test_leaf():\n    from pkg.leaf import leaf\n    assert leaf() == 4\n",
+    # a test that runs pytest, plugin and all, on another test file: that pytest is its subprocess
+    "tests/test_nested.py": (
+        "import subprocess, sys\n\n\ndef test_nested():\n"
+        "    subprocess.run([sys.executable, '-m', 'pytest', '-p', 'ci.pytest_plugin', '--tier', 'cpu', '-n', '0',\n"
+        "                    '-q', '-p', 'no:cacheprovider', 'tests/test_leaf.py'], check=True)\n"),
+}
+
+
+def test_a_pytest_that_a_recorded_test_runs_is_that_tests_subprocess_not_a_recording(tmp_path: Path) -> None:
+    write_project(tmp_path, NESTED_FILES)
+    tests = _recorded_map(tmp_path).tests
+    nested, leaf = tests["tests/test_nested.py"], tests["tests/test_leaf.py"]
+    assert nested.complete and nested.lines is not None and nested.lines["pkg/leaf.py"] == {1, 2}
+    assert (leaf.complete, leaf.items, leaf.ran) == (True, 1, 1)
+
+
+BETWEEN_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/side.py": "VALUE = 3\n",
+    "tests/__init__.py": "",
+    # a child started after collection, outside any test file's work
+    "tests/conftest.py": (
+        "import subprocess, sys\n\n\ndef pytest_collection_modifyitems(items):\n"
+        "    subprocess.run([sys.executable, '-c', 'import pkg.side'], check=True)\n"),
+    "tests/test_a.py": "def test_a():\n    assert True\n",
+    "tests/test_b.py": "def test_b():\n    assert True\n",
+}
+
+
+def test_a_child_started_between_test_files_is_no_test_files(tmp_path: Path) -> None:
+    write_project(tmp_path, BETWEEN_FILES)
+    tests = _recorded_map(tmp_path).tests
+    assert {t: e.executed for t, e in tests.items()} == {"tests/test_a.py": {"tests/test_a.py"},
+                                                          "tests/test_b.py": {"tests/test_b.py"}}
+
+
+PACKAGE_FIXTURE_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/helper.py": "def make():\n    return 5\n",
+    "tests/__init__.py": "",
+    "tests/conftest.py": (
+        "import pytest\n\nfrom pkg import helper\n\n\n@pytest.fixture(scope='package')\n"
+        "def made():\n    return helper.make()\n"),
+    "tests/test_a.py": "def test_a(made):\n    assert made == 5\n",
+    "tests/test_b.py": "def test_b(made):\n    assert made == 5\n",
+}
+
+
+def test_a_package_scoped_fixtures_setup_is_shared_work(tmp_path: Path) -> None:
+    write_project(tmp_path, PACKAGE_FIXTURE_FILES)
+    data = _recorded_map(tmp_path)
+    assert data.shared["pkg/helper.py"] == {1, 2}  # its import (the conftest) and the setup, once for both files
+    assert data.tests["tests/test_a.py"].lines["pkg/helper.py"] == {2}  # and the file that caused the setup
+
+
+def test_the_slipcover_core_runs_wherever_cpython_3_11_has_slipcover_1_1() -> None:
+    # every slipcover test skips where the core is unavailable: that must mean the interpreter or
+    # slipcover's version rules it out (read here from the installed distribution), never a wrong check
+    from importlib import metadata
+
+    try:
+        version = metadata.version("slipcover")
+    except metadata.PackageNotFoundError:
+        version = ""
+    expected = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11) and version.startswith("1.1.")
+    assert depmap_slipcover.available() is expected, depmap_slipcover.unavailable_reason()
+    assert (depmap_slipcover.unavailable_reason() is None) is expected
