@@ -216,7 +216,9 @@ def test_durations_write_over_the_file_size_limit_fails_clearly_and_keeps_the_re
     assert "drift: tests/area_5/test_file_5.py: measured 60.0s vs est_time 10s" in proc.stdout
     assert reg_file.read_text() == registry  # byte-identical
     assert stat.S_IMODE(reg_file.stat().st_mode) == 0o604
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.xml", "registry.yaml"]
+    # nothing left beside it but the lock's ignored cache folder, whose holder file went with the lock
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".ci-cache", "r.xml", "registry.yaml"]
+    assert sorted(p.name for p in (tmp_path / ".ci-cache").iterdir()) == [".gitignore"]
     # Without the limit the same command writes the new est_time (ceil(60 * 1.1) = 66).
     proc = subprocess.run([sys.executable, "-m", "ci", "durations", "--registry", str(reg_file), "--write",
                            str(tmp_path / "r.xml")], cwd=tmp_path, env=child_env(), capture_output=True,
