@@ -143,20 +143,21 @@ class OpenedLog:
     def _spawning(self, args: tuple) -> None:
         """A child this test starts: one the recorder will not hear leaves the entry partial."""
         self.active = False  # what follows imports and opens files (a script's #! line)
-        try:
-            # deferred: most recorded processes start no child, and every one imports this module
-            from ci.running.depmap_live import mark_unheard
-            from ci.running.depmap_unheard import unheard_reason
-
-            executable, argv, _cwd, env = args
-            reason = unheard_reason(executable, argv, env, os.environ, sys.executable,
-                                    (PARTS_ENV, ROOT_ENV, TEST_ENV))
+        try:  # an audit hook must never break the program it watches
+            try:
+                # deferred: most recorded processes start no child, and every one imports this module
+                from ci.running.depmap_live import mark_unheard
+                from ci.running.depmap_unheard import unheard_reason
+            except Exception:  # noqa: BLE001
+                return
+            try:
+                executable, argv, _cwd, env = args
+                reason = unheard_reason(executable, argv, env, os.environ, sys.executable,
+                                        (PARTS_ENV, ROOT_ENV, TEST_ENV))
+            except Exception:  # noqa: BLE001 - a child it cannot judge is not trusted
+                reason = "a child the recorder could not judge"
             if reason is not None:
                 mark_unheard(str(self.log_path.parent), self.context, reason)
-        except Exception:  # noqa: BLE001 - an audit hook must never break the program it watches
-            from ci.running.depmap_live import mark_unheard
-
-            mark_unheard(str(self.log_path.parent), self.context, "a child the recorder could not judge")
         finally:
             self.active = True
 

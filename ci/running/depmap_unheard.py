@@ -101,13 +101,14 @@ def _judge(argv: Sequence[str], env: Mapping[str, str], here_executable: str, re
     if found is None:
         return None
     interpreter, options = found
+    shown = shlex.join(argv[:4])
     if _no_site(options):
-        return f"{shlex.join(argv[:4])}: -S runs no site, so no recording hook"
+        return f"{shown}: -S runs no site, so no recording hook"
     if os.path.dirname(os.path.abspath(interpreter)) != os.path.dirname(os.path.abspath(here_executable)):
-        return f"{shlex.join(argv[:4])}: another interpreter than {here_executable}, whose site has no recording hook"
+        return f"{shown}: another interpreter than {here_executable}, whose site has no recording hook"
     missing = [name for name in required if name not in env]
     if missing:
-        return f"{shlex.join(argv[:4])}: its environment leaves out {', '.join(missing)}"
+        return f"{shown}: its environment leaves out {', '.join(missing)}"
     return None
 
 

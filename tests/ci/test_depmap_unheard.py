@@ -112,3 +112,19 @@ def test_an_unheard_child_leaves_its_entry_partial_and_a_heard_one_is_in_the_map
                         "shell": False, "noprog": True}
     assert ran_it["plain"] and ran_it["isolated"]
     assert all(ran_it[name] for name in CALLS if complete[name] and name != "noprog")  # never complete without it
+
+
+def test_a_judge_that_fails_marks_the_child_unheard_and_never_breaks_the_program(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from ci.running import depmap_unheard
+    from ci.running.depmap_files import OpenedLog, RepoFiles
+    from ci.running.depmap_live import unsaved_tests
+
+    def broken(*args: object) -> str | None:
+        raise RuntimeError("a bug in the judge")
+
+    monkeypatch.setattr(depmap_unheard, "unheard_reason", broken)
+    log = OpenedLog(RepoFiles(str(tmp_path)), tmp_path)
+    log.active, log.context = True, "tests/test_x.py"
+    log._hook("subprocess.Popen", (PY, [PY, "-c", "pass"], None, None))  # no exception reaches the program
+    assert unsaved_tests(tmp_path) == {"tests/test_x.py"} and log.active

@@ -177,10 +177,11 @@ class RestClient:
         """The URL ``path`` names: the base URL + ``path``, or ``path`` itself when it is a whole
         URL on the API's origin; `ForeignURL` for any other whole URL (or ``//host/...``)."""
         parts = urlsplit(path)
-        url = f"{self.api_url}{path}" if not parts.scheme and not parts.netloc else path
+        relative = not parts.scheme and not parts.netloc
+        url = f"{self.api_url}{path}" if relative else path
         # checked on the URL as sent: a "path" such as "@evil.example/x" or ".evil.example/x"
         # would move the host of the base URL it is appended to
-        if self.origin is None or origin(url) != self.origin or (url is not path and not path.startswith("/")):
+        if self.origin is None or origin(url) != self.origin or (relative and not path.startswith("/")):
             scheme, host, port = self.origin or ("", self.api_url, 0)
             raise ForeignURL(method, path, f"{scheme}://{host}:{port}" if port else host)
         return url
