@@ -21,9 +21,19 @@ works, bootstrap exits 1 with one line naming the command to run. ``--no-browser
 browser out (neither looked for nor installed, so nothing runs as root): for machines that run no
 browser test, such as the GPU jobs.
 
-Usage: ``python3 ci/bootstrap.py [--force | --check] [--no-browser]``. Exit status 0 when ``.venv``
-and the browser (unless left out) are ready; ``--check`` changes nothing, prints the decision and
-its reason, and exits 1 unless both are.
+``--venv-cache DIR`` (the self-hosted GPU jobs, whose checkout deletes ``.venv`` before every job)
+keeps the environment outside the checkout, in ``DIR/<key>``, and makes ``.venv`` a link to it. The
+key (`cache_key`) hashes everything that decides the content: the interpreter, the project
+fingerprint (``pyproject.toml``, extras, constraints, so the torch spec), the checkout's path (the
+editable install points there) and pip's index settings (where the CUDA build comes from). A
+matching complete environment is reused without running pip; any other is deleted and built
+again. All of it happens under an exclusive ``flock`` on ``DIR/<key>.lock``, so two jobs on one
+host never build or read it at once, and the stamp is written last, so an install killed midway
+(its lock released by its death) is never reused.
+
+Usage: ``python3 ci/bootstrap.py [--force | --check] [--no-browser] [--venv-cache DIR]``. Exit
+status 0 when ``.venv`` and the browser (unless left out) are ready; ``--check`` changes nothing,
+prints the decision and its reason, and exits 1 unless both are; 2 for bad arguments.
 The root is this file's parent directory: bootstrap runs before anything is installed.
 """
 
@@ -34,12 +44,15 @@ import enum
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 import venv
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 if __package__:
     from ci.atomic_write import atomic_write_text
@@ -52,7 +65,9 @@ else:  # run as ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
-STAMP = VENV / ".bootstrap-stamp"
+STAMP_NAME = ".bootstrap-stamp"
+# Where pip finds the torch build: part of a cached environment's key.
+PIP_SOURCES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
 EXTRAS = "fp4kv,test"
 CONSTRAINTS = ROOT / "ci" / "constraints.txt"  # optional: pins of this repository's own environment
 
@@ -145,23 +160,111 @@ def project_fingerprint(pyproject: Path, extras: str = EXTRAS, constraints: Path
     return digest.hexdigest()
 
 
-def _venv_python() -> Path:
-    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+def cache_key(current: Stamp, root: Path, environ: dict[str, str]) -> str:
+    """The name of the cached environment for this interpreter, project, checkout and pip sources."""
+    parts = [current.interpreter.path, current.interpreter.version, current.project or "", str(root),
+             *(f"{name}={environ.get(name, '')}" for name in PIP_SOURCES)]
+    return "venv-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 
-def _read_stamp() -> Stamp | None:
+def _venv_python(venv_dir: Path) -> Path:
+    return venv_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _read_stamp(venv_dir: Path) -> Stamp | None:
     try:
-        return Stamp.from_text(read_regular(STAMP, MAX_CONFIG_BYTES).decode("utf-8"))
+        return Stamp.from_text(read_regular(venv_dir / STAMP_NAME, MAX_CONFIG_BYTES).decode("utf-8"))
     except (OSError, UnicodeDecodeError):
         return None
 
 
-def _create(clear: bool) -> None:
-    """Make ``.venv`` with this interpreter; ``clear`` empties an existing one first."""
-    if clear and VENV.exists() and not (VENV / "pyvenv.cfg").is_file() and any(VENV.iterdir()):
-        raise RuntimeError(f"{VENV} has no pyvenv.cfg, so it is not a virtual environment; "
+def _create(venv_dir: Path, clear: bool) -> None:
+    """Make ``venv_dir`` with this interpreter; ``clear`` empties an existing one first."""
+    if clear and venv_dir.exists() and not (venv_dir / "pyvenv.cfg").is_file() and any(venv_dir.iterdir()):
+        raise RuntimeError(f"{venv_dir} has no pyvenv.cfg, so it is not a virtual environment; "
                            f"refusing to delete it (remove it yourself)")
-    venv.EnvBuilder(with_pip=True, clear=clear).create(VENV)
+    venv.EnvBuilder(with_pip=True, clear=clear).create(venv_dir)
+
+
+def _decide_for(venv_dir: Path, current: Stamp, force: bool) -> Decision:
+    exists = venv_dir.exists()
+    return decide(_read_stamp(venv_dir) if exists else None, current, venv_exists=exists,
+                  venv_python_exists=_venv_python(venv_dir).exists(), force=force)
+
+
+def _build(venv_dir: Path, current: Stamp, decision: Decision) -> int:
+    """Carry out ``decision`` on ``venv_dir`` (create it if asked, install, stamp); the exit status."""
+    start = time.monotonic()
+    print(f"bootstrap: {decision.action.value}: {decision.reason}", flush=True)
+    if decision.action in (Action.CREATE, Action.RECREATE):
+        print(f"bootstrap: creating {venv_dir.name}/ with {current.interpreter.describe()}", flush=True)
+        try:
+            _create(venv_dir, clear=decision.action is Action.RECREATE)
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+            print(f"bootstrap: cannot create {venv_dir}: {exc}", file=sys.stderr)
+            return 1
+    stamp = venv_dir / STAMP_NAME
+    atomic_write_text(stamp, Stamp(current.interpreter, None).to_text())  # this interpreter, not installed yet
+
+    print(f"bootstrap: installing the project and its [{EXTRAS}] extras into {venv_dir.name}/", flush=True)
+    cmd = [str(_venv_python(venv_dir)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+           "-e", f".[{EXTRAS}]", *(["-c", str(CONSTRAINTS)] if CONSTRAINTS.is_file() else [])]
+    result = subprocess.run(cmd, cwd=ROOT)
+    if result.returncode != 0:
+        print(f"bootstrap: failed (exit {result.returncode}): {' '.join(cmd)}", file=sys.stderr)
+        return result.returncode
+    atomic_write_text(stamp, current.to_text())
+    print(f"bootstrap: {venv_dir.name} ready in {time.monotonic() - start:.0f} s", flush=True)
+    return 0
+
+
+@contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` (created if missing); the kernel drops it when
+    the holder dies, so a killed build never blocks the next one."""
+    import fcntl  # POSIX only, like the self-hosted runners that use --venv-cache
+
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _cached(cache: Path, current: Stamp, check: bool) -> int:
+    """``--venv-cache``: reuse or rebuild ``cache/<key>`` under its lock, then link ``.venv`` to it."""
+    target = cache / cache_key(current, ROOT, dict(os.environ))
+    if VENV.exists() and not VENV.is_symlink():
+        print(f"bootstrap: {VENV} is a directory, not the link --venv-cache makes; remove it and run again",
+              file=sys.stderr)
+        return 2
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with _exclusive(cache / f"{target.name}.lock"):
+            decision = _decide_for(target, current, force=False)
+            if check:
+                linked = VENV.resolve() == target.resolve()
+                ok = decision.action is Action.NOTHING and linked
+                print(f"bootstrap: {target}: " + ("up to date, .venv links to it" if ok else
+                      decision.reason if decision.action is not Action.NOTHING else ".venv does not link to it"))
+                return 0 if ok else 1
+            if decision.action is Action.NOTHING:
+                print(f"bootstrap: reusing {target}: {decision.reason}", flush=True)
+            else:
+                reason = decision.reason
+                if target.exists():  # half built (killed midway) or unreadable: never reused, never repaired
+                    shutil.rmtree(target)
+                    reason += f"; deleted the unfinished {target.name}"
+                status = _build(target, current, Decision(Action.CREATE, reason))
+                if status:
+                    return status
+        link = VENV.with_name(f".venv.{os.getpid()}.tmp")
+        link.unlink(missing_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+        os.replace(link, VENV)
+    except OSError as exc:
+        print(f"bootstrap: cannot use --venv-cache {cache}: {exc}", file=sys.stderr)
+        return 1
+    print(f"bootstrap: .venv -> {target}", flush=True)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,11 +275,20 @@ def main(argv: list[str] | None = None) -> int:
                       help="only report what a bootstrap would do and why (exit 1 unless up to date)")
     parser.add_argument("--no-browser", action="store_true",
                         help="leave the browser out (machines that run no browser test, e.g. GPU jobs)")
+    parser.add_argument("--venv-cache", metavar="DIR", type=Path,
+                        help="keep the environment in DIR/<key>, outside the checkout, and link .venv to it "
+                             "(self-hosted runners, whose checkout deletes .venv)")
     args = parser.parse_args(argv)
+    if args.venv_cache is not None and (args.force or not args.venv_cache.is_absolute()):
+        parser.error(f"--venv-cache {args.venv_cache}: " + (
+            "--force would rebuild an environment other jobs may be using; delete its folder instead"
+            if args.force else "give an absolute folder"))
 
     current = Stamp(current_interpreter(), project_fingerprint(ROOT / "pyproject.toml", constraints=CONSTRAINTS))
-    decision = decide(_read_stamp() if VENV.exists() else None, current, venv_exists=VENV.exists(),
-                      venv_python_exists=_venv_python().exists(), force=args.force)
+    if args.venv_cache is not None:
+        status = _cached(args.venv_cache, current, args.check)
+        return status or (0 if args.check else _provision_browser(args.no_browser))
+    decision = _decide_for(VENV, current, args.force)
     if args.check:
         browser = None if args.no_browser else locate_browser()
         if decision.action is Action.NOTHING:
@@ -192,28 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     if decision.action is Action.NOTHING:
         print("bootstrap: .venv is up to date", flush=True)
         return _provision_browser(args.no_browser)
-
-    start = time.monotonic()
-    print(f"bootstrap: {decision.action.value}: {decision.reason}", flush=True)
-    if decision.action in (Action.CREATE, Action.RECREATE):
-        print(f"bootstrap: creating {VENV.name}/ with {current.interpreter.describe()}", flush=True)
-        try:
-            _create(clear=decision.action is Action.RECREATE)
-        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
-            print(f"bootstrap: cannot create {VENV}: {exc}", file=sys.stderr)
-            return 1
-    atomic_write_text(STAMP, Stamp(current.interpreter, None).to_text())  # this interpreter, not installed yet
-
-    print(f"bootstrap: installing the project and its [{EXTRAS}] extras into {VENV.name}/", flush=True)
-    cmd = [str(_venv_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-           "-e", f".[{EXTRAS}]", *(["-c", str(CONSTRAINTS)] if CONSTRAINTS.is_file() else [])]
-    result = subprocess.run(cmd, cwd=ROOT)
-    if result.returncode != 0:
-        print(f"bootstrap: failed (exit {result.returncode}): {' '.join(cmd)}", file=sys.stderr)
-        return result.returncode
-    atomic_write_text(STAMP, current.to_text())
-    print(f"bootstrap: .venv ready in {time.monotonic() - start:.0f} s", flush=True)
-    return _provision_browser(args.no_browser)
+    return _build(VENV, current, decision) or _provision_browser(args.no_browser)
 
 
 LEFT_OUT = ("browser: left out (--no-browser): the HUD's browser tests need one; "

@@ -1,18 +1,23 @@
 """`ci/bootstrap.py`: the decision table over stamps (pure), and the real script on a tiny
 throwaway project in child processes: a real venv and a real `pip install -e`, first with this
-interpreter, then with a copy of it at another path, which must recreate `.venv`, not reuse it."""
+interpreter, then with a copy of it at another path, which must recreate `.venv`, not reuse it;
+and the GPU jobs' set-up step (`--venv-cache`) as gpu.yml runs it, across cleaned checkouts."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
+from workflow_support import WORKFLOW_DIR, git, load_workflow, run_step, step_named
 
 from ci.bootstrap import Action, Interpreter, Stamp, decide, project_fingerprint
 
@@ -225,3 +230,133 @@ def test_no_browser_sets_up_without_a_browser_or_root(project, tmp_path):
     assert proc.returncode == 1 and proc.stdout.startswith("bootstrap: .venv is up to date\n")
     assert ("`apt-get update -qq` failed (exit 100)" if os.geteuid() == 0 else "installing one needs root") \
         in proc.stderr
+
+
+# -- the GPU jobs' set-up: the environment outside the checkout ------------------------------------
+
+def stand_in_torch(directory: Path) -> Path:
+    """A wheel named torch 2.13.0 (one module), so that no test downloads the real one."""
+    wheel = directory / "torch-2.13.0-py3-none-any.whl"
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {"torch/__init__.py": "STAND_IN = True\n",
+             "torch-2.13.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\n",
+             "torch-2.13.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                             "Tag: py3-none-any\n"}
+    files["torch-2.13.0.dist-info/RECORD"] = "".join(f"{name},,\n" for name in [*files, "torch-2.13.0.dist-info/RECORD"])
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+def gpu_setup(project: Path, tool_cache: Path, scratch: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """gpu.yml's set-up step, its script as the YAML has it, run as the runner does; and its time."""
+    script = step_named(load_workflow(WORKFLOW_DIR / "gpu.yml")["jobs"]["gpu"], "Bootstrap")["run"]
+    start = time.monotonic()
+    proc = run_step(script, {"RUNNER_TOOL_CACHE": str(tool_cache)}, project, scratch,
+                    shell="bash --noprofile --norc -eo pipefail {0}")
+    return proc, time.monotonic() - start
+
+
+def imports_in_venv(project: Path) -> dict[str, str]:
+    out = subprocess.run([str(project / ".venv" / "bin" / "python"), "-c",
+                          "import json, torch, tiny; print(json.dumps({'torch': torch.STAND_IN, 'tiny': tiny.__file__}))"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return json.loads(out)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="self-hosted GPU runners are Linux")
+def test_gpu_setup_reuses_its_environment_across_cleaned_checkouts(project, tmp_path):
+    """Shard after shard on one runner: the checkout is cleaned (`git clean -ffdx`, as
+    actions/checkout does) and the step run again installs nothing, even with the torch wheel gone;
+    a changed key builds anew; a build killed midway is deleted, never reused."""
+    wheel = stand_in_torch(tmp_path / "wheels")
+    (project / "pyproject.toml").write_text(TINY_PYPROJECT.replace(
+        "test = []", f'test = []\nfp4kv = ["torch @ {wheel.as_uri()}"]'))
+    git(project, "init", "-q")
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "tiny")
+    tool_cache, scratch = tmp_path / "tool-cache", tmp_path / "scratch"
+
+    first, took = gpu_setup(project, tool_cache, scratch)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "bootstrap: create .venv: there is no .venv yet" in first.stdout
+    (built,) = [p for p in (tool_cache / "fp4kv-venv").iterdir() if p.is_dir()]
+    assert (project / ".venv").is_symlink() and (project / ".venv").resolve() == built.resolve()
+    assert imports_in_venv(project) == {"torch": True, "tiny": str(project / "tiny" / "__init__.py")}
+
+    git(project, "clean", "-ffdx")  # the next shard's checkout
+    assert not os.path.lexists(project / ".venv") and built.is_dir()
+    wheel.unlink()  # any install of torch now fails
+    second, took = gpu_setup(project, tool_cache, scratch)
+    print(f"second shard's set-up: {took:.2f} s")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"bootstrap: reusing {built}: the stamp matches" in second.stdout
+    assert "install" not in second.stdout and (project / ".venv").resolve() == built.resolve()
+    assert imports_in_venv(project)["torch"] is True
+
+    # A changed key (the torch spec in pyproject.toml) builds a new environment beside the old one.
+    stand_in_torch(tmp_path / "wheels")
+    (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text() + "# torch spec edited\n")
+    changed, _ = gpu_setup(project, tool_cache, scratch)
+    assert changed.returncode == 0 and "create .venv: there is no .venv yet" in changed.stdout, changed.stderr
+    new = (project / ".venv").resolve()
+    assert new != built.resolve() and built.is_dir() and imports_in_venv(project)["torch"] is True
+
+    # Killed once its venv exists and pip runs: the next run deletes it and builds it whole.
+    git(project, "checkout", "-q", "pyproject.toml")
+    shutil.rmtree(built)
+    killed = _killed_once_pip_starts(project, tool_cache, scratch)
+    assert Stamp.from_text((built / ".bootstrap-stamp").read_text()).project is None, killed
+    (built / "left-by-the-killed-build").write_text("")
+    again, _ = gpu_setup(project, tool_cache, scratch)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"the last install did not finish; deleted the unfinished {built.name}" in again.stdout
+    assert not (built / "left-by-the-killed-build").exists() and (project / ".venv").resolve() == built.resolve()
+    assert imports_in_venv(project)["torch"] is True
+
+
+def _killed_once_pip_starts(project: Path, tool_cache: Path, scratch: Path) -> str:
+    """Start the set-up step, SIGKILL its process group as soon as pip starts; its output so far."""
+    script = step_named(load_workflow(WORKFLOW_DIR / "gpu.yml")["jobs"]["gpu"], "Bootstrap")["run"]
+    (scratch / "killed.sh").write_text(script)
+    env = {**os.environ, "PATH": f"{scratch / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "RUNNER_TOOL_CACHE": str(tool_cache)}
+    proc = subprocess.Popen(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(scratch / "killed.sh")],
+                            cwd=project, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "installing the project" in line:
+            time.sleep(0.5)  # pip is running now, and the tiny install takes seconds
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    return proc.stdout.read()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flock and self-hosted GPU runners are Linux")
+def test_two_shards_on_one_host_build_the_environment_once(project, tmp_path):
+    """Two set-ups at once with the same key: one builds under the lock, the other waits and reuses."""
+    (project / "pyproject.toml").write_text(TINY_PYPROJECT)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    argv = [str(base_interpreter()), "ci/bootstrap.py", "--no-browser", "--venv-cache", str(tmp_path / "cache")]
+    procs = [subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    said = sorted("creating" if "creating venv-" in out else "reusing" if "reusing" in out else out
+                  for out, _ in outs)
+    assert said == ["creating", "reusing"]
+    assert venv_says(project)["tiny"] == str(project / "tiny" / "__init__.py")
+
+
+def test_venv_cache_refuses_a_relative_folder_force_and_a_real_venv(project, tmp_path):
+    for args, problem in ((["--venv-cache", "rel"], "--venv-cache rel: give an absolute folder"),
+                          (["--force", "--venv-cache", str(tmp_path)], "--force would rebuild")):
+        proc = bootstrap(base_interpreter(), project, *args)
+        assert proc.returncode == 2 and problem in proc.stderr and "Traceback" not in proc.stderr
+    (project / ".venv").mkdir()
+    proc = bootstrap(base_interpreter(), project, "--no-browser", "--venv-cache", str(tmp_path / "c"))
+    assert proc.returncode == 2
+    assert proc.stderr == (f"bootstrap: {project / '.venv'} is a directory, not the link --venv-cache makes; "
+                           f"remove it and run again\n")

@@ -70,11 +70,12 @@ def test_jobs_off_github_hosted_runners_bootstrap_without_the_browser():
                 bootstraps[f"{path.name}:{job_id}"] = (hosted, script.strip())
     rerun = bootstraps.pop("rerun-test-dispatch.yml:run")[1]  # any tier's runner: chosen by its labels
     assert {where: script for where, (hosted, script) in bootstraps.items() if not hosted} == {
-        "gpu.yml:gpu": "python3 ci/bootstrap.py --no-browser",
-        "pr-gpu.yml:gpu": "python3 ci/bootstrap.py --no-browser"}
+        "gpu.yml:gpu": 'python3 ci/bootstrap.py --no-browser --venv-cache "${RUNNER_TOOL_CACHE:?}/fp4kv-venv"',
+        "pr-gpu.yml:gpu": 'python3 ci/bootstrap.py --no-browser --venv-cache "${RUNNER_TOOL_CACHE:?}/fp4kv-venv-pr"'}
     assert bootstraps["pr.yml:cpu"] == (True, "python3 ci/bootstrap.py")
-    for labels, argv in (('["ubuntu-latest"]', ""), ('["self-hosted", "linux", "gpu-h100"]', "--no-browser"),
-                         ('["self-hosted", "ubuntu-h100"]', "--no-browser"), ('["ubuntu-self-hosted-ish"]', "")):
+    self_hosted = "--no-browser --venv-cache /runner/_tool/fp4kv-venv-rerun"
+    for labels, argv in (('["ubuntu-latest"]', ""), ('["self-hosted", "linux", "gpu-h100"]', self_hosted),
+                         ('["self-hosted", "ubuntu-h100"]', self_hosted), ('["ubuntu-self-hosted-ish"]', "")):
         assert _run_bootstrap_step(rerun, labels) == f"ci/bootstrap.py {argv}".strip(), labels
 
 
@@ -87,7 +88,7 @@ def _run_bootstrap_step(script: str, labels: str) -> str:
         fake = Path(tmp, "python3")
         fake.write_text('#!/bin/sh\necho "$*"\n')
         fake.chmod(0o755)
-        env = {"PATH": f"{tmp}:/usr/bin:/bin", "RUNNER_LABELS": labels}
+        env = {"PATH": f"{tmp}:/usr/bin:/bin", "RUNNER_LABELS": labels, "RUNNER_TOOL_CACHE": "/runner/_tool"}
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], env=env,
                               capture_output=True, text=True, timeout=30, check=True)
     return proc.stdout.strip()
