@@ -23,7 +23,7 @@ from ci.registry import Registry, Status, load_registry
 from ci.results.junit import ERROR, FAILED, PASSED, SKIPPED, parse_junit
 from ci.running.hardware import LazyHardware
 
-TIER_TIMEOUT_S = 420.0
+TIER_TIMEOUT_S = 360.0
 LOG_TAIL_LINES = 40
 
 
