@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 
 _NOT_BENCHMARKS = {"table"}
+BY_NAME_ONLY = ("gpu",)
+"""Machine checks, run only when named: `python -m bench gpu` exits 2 without CUDA, so running
+every benchmark on a CPU machine leaves it out."""
 
 
 def available() -> list[str]:
     here = Path(__file__).parent
     return sorted(m.name for m in pkgutil.iter_modules([str(here)])
-                  if not m.name.startswith("_") and m.name not in _NOT_BENCHMARKS)
+                  if not m.name.startswith("_") and m.name not in _NOT_BENCHMARKS and m.name not in BY_NAME_ONLY)
 
 
 def split_args(args: list[str]) -> tuple[list[str], list[str]]:
@@ -21,7 +24,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[str]]:
     flag without ``=`` and is not a benchmark name is that flag's value (``--tree pytest``)."""
     names: list[str] = []
     flags: list[str] = []
-    known = set(available())
+    known = {*available(), *BY_NAME_ONLY}
     for arg in args:
         if arg.startswith("-"):
             flags.append(arg)
@@ -36,13 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if "-h" in args or "--help" in args:
         print(f"usage: python -m bench [name ...] [--quick] [benchmark flags]\n\nbenchmarks: {', '.join(available())}\n"
+              f"run only when named: {', '.join(BY_NAME_ONLY)}\n"
               "each prints a table whose ratios are against a baseline measured in the same run;\n"
               "`python -m bench NAME --help` is not forwarded: see the module docstring of bench/NAME.py")
         return 0
     names, flags = split_args(args)
-    unknown = sorted(set(names) - set(available()))
+    unknown = sorted(set(names) - {*available(), *BY_NAME_ONLY})
     if unknown:
-        print(f"python -m bench: unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(available())}",
+        print(f"python -m bench: unknown benchmark(s) {', '.join(unknown)}; available: "
+              f"{', '.join([*available(), *BY_NAME_ONLY])}",
               file=sys.stderr)
         return 2
     status = 0

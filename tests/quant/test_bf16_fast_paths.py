@@ -17,34 +17,10 @@ import pytest
 import torch
 
 import fp4kv.quant.nvfp4 as nvfp4
+from bench._fp4_edges import alone_blocks, anchored_blocks
 from fp4kv.quant import BlockFP4KVQuantizeUtil, NVFP4KVQuantizeUtil, _chunks
 
 import fp_oracle as oracle
-
-ANCHORS = [6.0, 3.0, 6.0 * 2.0 ** -20, 3.0 * 2.0 ** 40, 6.0 * 2.0 ** -126, 6e-10, 1e-12, -6.0 * 2.0 ** 7]
-"""Block maxima that fix the scale; each is also tried at the next bf16 pattern above it."""
-
-
-def every_bf16_pattern() -> torch.Tensor:
-    return torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
-
-
-def alone_blocks() -> torch.Tensor:
-    blocks = torch.zeros(65536, 16, dtype=torch.bfloat16)
-    blocks[:, 5] = every_bf16_pattern()
-    return blocks
-
-
-def anchored_blocks() -> torch.Tensor:
-    patterns = every_bf16_pattern()
-    patterns = torch.cat([patterns, torch.zeros(15 - len(patterns) % 15, dtype=torch.bfloat16)]).view(-1, 15)
-    rows = []
-    for anchor in ANCHORS:
-        a = torch.tensor([anchor], dtype=torch.bfloat16)
-        for value in (a, (a.view(torch.int16) + 1).view(torch.bfloat16)):
-            rows.append(torch.cat([value.expand(len(patterns), 1), patterns], dim=1))
-    return torch.cat(rows)
-
 
 def all_blocks() -> torch.Tensor:
     short_chunk = torch.randn(3, 16, generator=torch.Generator().manual_seed(3)).bfloat16()

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import fp_oracle as oracle
+from bench._fp4_edges import GLOBAL_SCALES, ISSUE_G
 from fp4kv.quant import BlockFP4KVQuantizeUtil, NVFP4KVQuantizeUtil
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy in the interpreter: inf/NaN on purpose
@@ -27,51 +28,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy in th
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 BACKENDS = ["torch", "triton"]
 OUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-ISSUE_G = 0.0011160714784637094  # issue 15: scale byte 5, code 3 -> 1.634870386624243e-05 in fp32
 ALL_CODES = torch.tensor([0x10, 0x32, 0x54, 0x76, 0x98, 0xBA, 0xDC, 0xFE], dtype=torch.uint8)  # codes 0..15
 
 
-def double_rounding_g(kept_bits: int, above: bool) -> float:
-    """An fp32 g in [1, 2) such that ``3 * g`` (26 significant bits, exact in fp64) rounds to fp32
-    exactly onto a midpoint of a format with ``kept_bits`` significant bits (bf16: 8, fp16: 11),
-    while the exact value lies above (``above``) or below that midpoint, on the side that ties to
-    even does not choose: fp32 first, then the 16-bit format, is 1 ulp off there.
-
-    Built from ``P = 3 * G`` (G = g * 2^23, a 24-bit integer): the top ``kept_bits`` bits of P,
-    then ``1000..0`` plus low bits ``01``/``10`` (above; fp32 drops them to the midpoint) or
-    ``0111..1`` with low bits ``11``/``10`` (below; fp32 rounds up to the midpoint); the top part
-    even for above, odd for below, so that ties-to-even goes the wrong way.
-    """
-    shift = 26 - kept_bits  # bits of P below the kept ones
-    half = 1 << (shift - 1)
-    tails = (half | 1, half | 2) if above else (half - 1, half - 2)
-    for top in range(1 << (kept_bits - 1), 3 << (kept_bits - 2)):  # keeps P in [2^25, 3 * 2^24)
-        if (top % 2 == 0) != above:
-            continue
-        for tail in tails:
-            p = (top << shift) | tail
-            if p % 3 == 0:
-                return (p // 3) * 2.0 ** -23
-    raise AssertionError("no such g")  # pragma: no cover
-
-
-GLOBAL_SCALES = {
-    "one": 1.0,
-    "power_of_two": 2.0 ** -20,
-    "0.1": 0.1,
-    "3": 3.0,
-    "issue_15": ISSUE_G,
-    "bf16_tie_to_even_down": 1 + 2.0 ** -8,   # code 1.0 * scale 1.0 lands exactly on a bf16 tie
-    "bf16_tie_to_even_up": 1 + 3 * 2.0 ** -8,
-    "fp16_tie_to_even_down": 1 + 2.0 ** -11,
-    "fp16_tie_to_even_up": 1 + 3 * 2.0 ** -11,
-    "bf16_twice_is_low": double_rounding_g(8, above=True),
-    "bf16_twice_is_high": double_rounding_g(8, above=False),
-    "fp16_twice_is_low": double_rounding_g(11, above=True),
-    "fp16_twice_is_high": double_rounding_g(11, above=False),
-    "tiny_subnormal_outputs": 2.0 ** -140 * 1.75,
-    "near_max": 1.2345e35,  # 2688 * g stays finite in fp32
-}
 NVFP4_SCALE_BYTES = list(range(127)) + [0x7F, 0xFF, 0x80, 0x81, 0xB8, 0xFE]  # 127 finite, NaN, negatives
 
 
