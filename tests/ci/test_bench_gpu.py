@@ -5,6 +5,7 @@ machine of CI_HARDWARE_OVERRIDE passes the hardware check, as in test_run.py).""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,10 @@ CASES = {"mx_block16 quantize": "3", "mx_block16 dequantize": "3", "nvfp4 quanti
 
 
 def run_python(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # A worker that collected tests/quant has TRITON_INTERPRET=1 (its conftest sets it); the
+    # command decides that itself (--interpret), so the child starts without it.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
 
 
 def the_table(out: str) -> Table:
