@@ -27,7 +27,7 @@ from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.selection.changes import ChangesError, git_changed_files, read_changed_files
 from ci.selection.deps import Impact, TestDependencies, registered_non_files
 from ci.selection.depmap_select import DEFAULT_MAX_AGE_DAYS, MapSelection, select_by_maps
-from ci.selection.buildkite import to_buildkite
+from ci.selection.buildkite import BuildkiteError, to_buildkite
 from ci.selection.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
 from ci.registry import PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, Registry, RegistryError, find_repo_root, load_registry
 from ci.selection.shard import MAX_SHARDS, ShardBudgetError
@@ -159,9 +159,10 @@ def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argpar
 
 
 def selection_args(args: argparse.Namespace) -> list[str]:
-    """The selection arguments ``ci run --shard i/N`` must repeat to plan what this plan did."""
+    """The selection arguments ``ci run --shard i/N`` must repeat to plan what this plan did (a
+    ``--changed-files`` list travels in the step's env: see `ci.selection.buildkite`)."""
     out: list[str] = []
-    for flag, value in (("--base", args.base), ("--changed-files", args.changed_files), ("--durations", args.durations)):
+    for flag, value in (("--base", args.base), ("--durations", args.durations)):
         if value:
             out += [flag, value]
     return out
@@ -204,7 +205,13 @@ def main(argv: list[str]) -> int:
         print(f"python -m ci plan: {exc}", file=sys.stderr)
         return 2
     if args.format == "buildkite":
-        print(to_buildkite(plans, registry, selection_args(args)), end="")
+        try:
+            text = to_buildkite(plans, registry, selection_args(args),
+                                read_changed_files(args.changed_files) if args.changed_files else None)
+        except (BuildkiteError, ChangesError) as exc:
+            print(f"python -m ci plan: {exc}", file=sys.stderr)
+            return 2
+        print(text, end="")
     else:
         print({"text": to_text, "json": to_json, "github-matrix": to_github_matrix}[args.format](plans))
     if args.github_output:

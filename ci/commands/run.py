@@ -22,7 +22,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
@@ -36,7 +36,8 @@ from ci.history.verdict import by_concern, judge, tally
 from ci.results.junit import CaseResult, JUnitError, parse_junit
 from ci.selection.plan import NotRun, PlanError, explicit_target_problem
 from ci.registry import Registry, RegistryError, Status
-from ci.running.runner import build_invocation, parse_workers, run_invocation
+from ci.running.env_groups import EnvGroup, env_groups, merge_junit, part_path
+from ci.running.runner import PytestInvocation, build_invocation, parse_workers, run_invocation
 from ci.running.watchdog import KILLED_RETURNCODES
 from ci.selection.shard import ShardBudgetError, parse_shard_spec
 from ci.results.summary import (DEFAULT_MIN_SECONDS, DEFAULT_THRESHOLD_PCT, FailureLine, append_step_summary,
@@ -136,23 +137,29 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
         if not files:
             print("ci run: nothing to run: the plan selected no tests for this shard", flush=True)
             return 0
-    junit = Path(args.junit) if args.junit else root / ".ci-reports" / f"junit-{label}.xml"
-    inv = build_invocation(files, root=root, registry_path=registry_file(args), junit=junit.resolve(),
-                           tier=args.tier, workers=args.workers, extra=extra, use_plugin=not args.no_plugin)
-    print("ci run: " + " ".join(inv.argv), flush=True)
+    junit = (Path(args.junit) if args.junit else root / ".ci-reports" / f"junit-{label}.xml").resolve()
+    groups = env_groups(files, registry, args.tier)
     record = getattr(args, "record_depmap", None)
     if record and args.no_plugin:
         raise UsageError("--record-depmap needs the plugin (drop --no-plugin)")
+    if record and len(groups) > 1:
+        raise UsageError(f"--record-depmap records one pytest run, but these files need {len(groups)}: their "
+                         f"registry env differs ({'; '.join(g.describe() or 'no env' for g in groups)}); "
+                         f"record them in separate runs")
     if record:
         depmap_startup.install()  # measures the pytest process from its first line (docs/depmaps.md)
-    rc = run_invocation(inv, {**os.environ, RECORD_ENV: str(Path(record).resolve())} if record else None)
+
+    def build(part_files: Sequence[str], part: Path) -> PytestInvocation:
+        return build_invocation(part_files, root=root, registry_path=registry_file(args), junit=part,
+                                tier=args.tier, workers=args.workers, extra=extra, use_plugin=not args.no_plugin)
+
+    base = {**os.environ, RECORD_ENV: str(Path(record).resolve())} if record else dict(os.environ)
+    rc = _run_groups(groups, junit, base, build)
     sys.stdout.flush()
-    if not inv.junit.is_file():
-        why = (": a test ran past its file's timeout and was killed with pytest (its line is above)"
-               if rc in KILLED_RETURNCODES else "")
-        print(f"ci run: pytest exited {rc} and wrote no JUnit report ({inv.junit}){why}", file=sys.stderr)
+    if not junit.is_file():
+        _no_report(rc, junit)
         return rc or 1
-    report = parse_junit(inv.junit, root=root, known_files=registry.tests)
+    report = parse_junit(junit, root=root, known_files=registry.tests)
     summary = summarize(report.files, {p: e.est_time for p, e in registry.tests.items()}, report.wall_time,
                         args.threshold, DEFAULT_MIN_SECONDS)
     headline, lines = judge_run(report.cases, args.tier or label, getattr(args, "history", None))
@@ -183,6 +190,39 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
                   "are meant to skip on this machine):\n    " + "\n    ".join(map(str, skips)), file=sys.stderr)
             return ALL_SKIPPED
     return rc
+
+
+def _run_groups(groups: Sequence[EnvGroup], junit: Path, base: dict[str, str],
+                build: Callable[[Sequence[str], Path], PytestInvocation]) -> int:
+    """One pytest per group of `ci.running.env_groups`, under ``base`` plus the group's env, its
+    report joined into ``junit``. Stops after a pytest that was interrupted, killed or wrote no
+    report. The status: the first failure's, else 5 if a group collected nothing, else 0."""
+    status, written = 0, []
+    if len(groups) > 1:
+        junit.unlink(missing_ok=True)  # a stale report must never be summarised as this run's
+    for i, group in enumerate(groups):
+        part = junit if len(groups) == 1 else part_path(junit, i)
+        inv = build(group.files, part)
+        print("ci run: " + (f"env {group.describe()}: " if group.env else "") + " ".join(inv.argv), flush=True)
+        rc = run_invocation(inv, {**base, **group.env})
+        if part.is_file():
+            written.append(part)
+        elif len(groups) > 1:
+            _no_report(rc, part)
+            rc = rc or 1
+        if status in (0, NO_TESTS_COLLECTED):
+            status = rc or status
+        if rc not in (0, 1, NO_TESTS_COLLECTED) or not part.is_file():
+            break
+    if len(groups) > 1 and written:
+        merge_junit(written, junit)
+    return status
+
+
+def _no_report(rc: int, junit: Path) -> None:
+    why = (": a test ran past its file's timeout and was killed with pytest (its line is above)"
+           if rc in KILLED_RETURNCODES else "")
+    print(f"ci run: pytest exited {rc} and wrote no JUnit report ({junit}){why}", file=sys.stderr)
 
 
 def _ran_quarantined(case: CaseResult) -> bool:

@@ -28,7 +28,7 @@ from ci.registry.model import (
     ANCHOR_OR_ALIAS, BACKENDS, DUPLICATE_KEY, INVALID_VALUE, MAX_SECONDS, MISSING_KEY, MISSING_REASON, NON_POSITIVE,
     NIGHTLY, NOT_UTF8, PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, SCHEMA_VERSION, QuarantineEvidence, QuarantinePolicy,
     QuarantinedNode, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem,
-    Registry, RegistryError, Status, TestEntry, Tier, default_backend, is_gfx, normalize_path, path_is_under, sm_capability, yaml_scalar,
+    Registry, RegistryError, Status, StepTemplate, TestEntry, Tier, default_backend, is_gfx, normalize_path, path_is_under, sm_capability, yaml_scalar,
 )
 from ci.registry.parse import parse_precise as _parse_precise  # the benchmark times the precise path alone
 from ci.registry.rules import FEATURES, derived_timeout
@@ -39,7 +39,7 @@ __all__ = [
     "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
     "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "UNKNOWN_KEY", "UNKNOWN_TIER", "WRONG_TYPE",
     "UNREADABLE_DIR", "YAML_SYNTAX", "entry_is", "registered_file_problem", "unreadable_dir_problem", "Problem", "ProjectConfig", "Registry", "RegistryError", "RepoRootNotFound", "Status",
-    "TestEntry", "TestTree", "Tier", "decode_registry", "derived_timeout", "display_path", "explicit_repo_root",
+    "StepTemplate", "TestEntry", "TestTree", "Tier", "decode_registry", "derived_timeout", "display_path", "explicit_repo_root",
     "find_repo_root",
     "gc_paused", "iter_test_files", "link_problem", "load_registry", "normalize_path", "parse_registry",
     "path_is_under", "read_registry_text", "scan_test_tree", "set_repo_root", "sm_capability", "yaml_scalar",

@@ -237,6 +237,8 @@ def _valid(message: str | None) -> None:
 def _fast_tier(name: str, fields: Any) -> Tier:
     """`PreciseParser.tier` for one tier it would find no problem in; `_NotSimple` otherwise."""
     fields = _fields(fields, TIER_KEYS, TIER_REQUIRED)
+    if "buildkite" in fields or "env" in fields:
+        raise _NotSimple  # nested mappings: `ci.registry.step_parse` reads them
     description, gpu_count, arch = fields["description"], fields["gpu_count"], fields["arch"]
     if (not name.isidentifier() or type(description) is not str or type(gpu_count) is not int or gpu_count < 0
             or type(arch) is not str):
@@ -333,7 +335,7 @@ class _FastTests:
     def entry(self, path: str, fields: Any) -> TestEntry:
         """`PreciseParser.test` for an entry it would find no problem in; `_NotSimple` otherwise."""
         fields = _fields(fields, TEST_KEYS, TEST_REQUIRED)
-        if "evidence" in fields or "quarantined_nodes" in fields:
+        if "evidence" in fields or "quarantined_nodes" in fields or "env" in fields:
             raise _NotSimple  # nested quarantine records: `ci.registry.quarantine_parse` reads them
         _valid(entry_path_problem(path))
         owner, status, reason, issue = fields["owner"], fields["status"], fields.get("reason"), fields.get("issue")

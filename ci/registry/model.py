@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -79,6 +80,23 @@ class Status(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class StepTemplate:
+    """A tier's ``buildkite:`` block: Buildkite step keys merged into each step `ci plan --format
+    buildkite` emits for the tier (``plugins``, ``depends_on``, ``agents``, ``retry``, ...).
+
+    ``keys`` never holds what the plan computes (`ci.registry.rules.PLAN_STEP_KEYS`) nor
+    ``agents.queue`` (``buildkite_queue`` says it). ``command_prefix`` is shell run before the
+    plan's command (``cd /workspace && ...``). Every ``$`` in the values is emitted doubled, so
+    Buildkite's upload interpolation leaves it alone, except under the top-level keys named in
+    ``interpolate`` (and ``command_prefix`` when named), which go out as written."""
+
+    keys: Mapping[str, object] = field(default_factory=dict, hash=False)
+    command_prefix: str | None = None
+    interpolate: tuple[str, ...] = ()
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class Tier:
     """A class of CI machine. The name is also the pytest marker (``pytest -m gpu_b200``).
 
@@ -96,7 +114,8 @@ class Tier:
     ``schedule`` is when the tier runs unasked: ``per-commit`` (pull requests and pushes plan it)
     or ``nightly`` (only the nightly workflow does, and whoever names the tier).
     ``buildkite_queue`` is the Buildkite agent queue its steps go to (`queue`: the tier's name
-    unless given).
+    unless given); ``buildkite`` the `StepTemplate` of its steps. ``env`` is set for every run of
+    the tier (``ci run``, the matrix job, the Buildkite step), under an entry's own ``env``.
     """
 
     name: str
@@ -111,6 +130,8 @@ class Tier:
     schedule: str = PER_COMMIT
     backend: str = ""  # "" -> default_backend(arch)
     buildkite_queue: str | None = None
+    buildkite: StepTemplate | None = None
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if not self.backend:
@@ -181,7 +202,8 @@ class TestEntry:
     of it, see `ci.pytest_plugin`). ``depends_on`` holds repo-relative path prefixes
     (``fp4kv/quant``) or exact files whose change selects this test; the test file itself always
     counts. ``may_skip`` says every test of the file may skip on a tier's machine: a GPU tier's
-    run in which every test skipped still fails unless each file that skipped says so.
+    run in which every test skipped still fails unless each file that skipped says so. ``env`` is
+    set for the file's run on top of its tier's (a name in both takes the entry's value).
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -201,6 +223,7 @@ class TestEntry:
     may_skip: bool = False
     evidence: QuarantineEvidence | None = None  # a file-level quarantine written by ci quarantine
     quarantined_nodes: tuple[QuarantinedNode, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def quarantined_node(self, node: str) -> QuarantinedNode | None:
         """The node-level quarantine of test id ``node`` (``path::name``), or None."""
@@ -343,7 +366,7 @@ def sm_capability(arch: str) -> tuple[int, int]:
 __all__ = [
     "ANCHOR_OR_ALIAS", "BACKENDS", "default_backend", "is_gfx", "DUPLICATE_KEY", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
     "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
-    "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "STR_TAG", "UNKNOWN_KEY", "UNKNOWN_TIER",
+    "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "STR_TAG", "StepTemplate", "UNKNOWN_KEY", "UNKNOWN_TIER",
     "WRONG_TYPE", "YAML_SYNTAX", "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "double_quoted", "is_sm",
     "normalize_path", "path_is_under", "plain_tag", "sm_capability", "yaml_scalar",
 ]

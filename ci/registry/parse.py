@@ -24,6 +24,7 @@ from ci.registry.model import (
 )
 from ci.registry.run_all import normalize_pattern, run_all_problems
 from ci.registry.quarantine_parse import parse_evidence, parse_nodes, parse_policy
+from ci.registry.step_parse import parse_env, parse_template
 from ci.registry.rules import (
     PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, backend_problem, buildkite_queue_problem, describe_scalar, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem,
@@ -294,11 +295,13 @@ class PreciseParser:
             queue = self.scalar(value("buildkite_queue"), f"{what} buildkite_queue", (str,))
             if queue is not None:
                 self.check(value("buildkite_queue"), what, buildkite_queue_problem(queue))
+        template = parse_template(self, value("buildkite"), what) if "buildkite" in fields else None
+        env = parse_env(self, value("env"), what) if "env" in fields else {}
         if len(self.problems) != before:
             return None
         return Tier(name, description, labels, gpu_count, arch, features, device_name,
                     None if memory is None else float(memory), line=key_node.start_mark.line + 1, schedule=schedule,
-                    backend=backend, buildkite_queue=queue)
+                    backend=backend, buildkite_queue=queue, buildkite=template, env=env)
 
     def tests(self, node: yaml.Node, tiers: dict[str, Tier]) -> dict[str, TestEntry]:
         entries = self.mapping(node, "tests", None)
@@ -361,6 +364,7 @@ class PreciseParser:
             evidence = parse_evidence(self, value("evidence"), what, test_tiers or ())
         nodes = parse_nodes(self, value("quarantined_nodes"), path, test_tiers or ()) \
             if "quarantined_nodes" in fields else ()
+        env = parse_env(self, value("env"), what) if "env" in fields else {}
         if len(self.problems) != before:
             return None
         return TestEntry(
@@ -368,7 +372,7 @@ class PreciseParser:
             reason=reason, issue=issue, timeout=None if timeout is None else float(timeout),
             reruns=reruns, depends_on=tuple(normalize_path(p) for p in depends_on),
             line=key_node.start_mark.line + 1, col=key_node.start_mark.column + 1, may_skip=may_skip,
-            evidence=evidence, quarantined_nodes=nodes,
+            evidence=evidence, quarantined_nodes=nodes, env=env,
         )
 
 

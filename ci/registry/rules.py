@@ -28,10 +28,10 @@ PROJECT_FLAG, PROJECT_DYNAMIC = "unique_basenames", "dynamic_imports"
 # Lists that must name at least one item (an empty first_party means: discover the packages).
 PROJECT_NON_EMPTY = {"source_roots", "test_roots", "test_patterns"}
 TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib",
-             "schedule", "backend", "buildkite_queue"}
+             "schedule", "backend", "buildkite_queue", "buildkite", "env"}
 TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
 TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on",
-             "may_skip", "evidence", "quarantined_nodes"}
+             "may_skip", "evidence", "quarantined_nodes", "env"}
 # The quarantine's keys (`ci.registry.quarantine_parse` reads them; the fast path leaves an entry
 # with evidence or quarantined_nodes to the precise parser).
 QUARANTINE_TEST_KEYS = {"evidence", "quarantined_nodes"}
@@ -162,6 +162,30 @@ def buildkite_queue_problem(queue: str) -> str | None:
     return f"buildkite_queue must be a queue name without spaces, got {describe_scalar(queue)}"
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What `ci plan --format buildkite` computes for each step: a tier's `buildkite:` template may not set it.
+PLAN_STEP_KEYS = {"command", "commands", "label", "key", "parallelism", "timeout_in_minutes", "env"}
+# The template's own keys, which are not Buildkite step keys.
+TEMPLATE_OWN_KEYS = {"command_prefix", "interpolate"}
+
+
+def env_name_problem(name: str) -> str | None:
+    """None if ``name`` can be an environment variable's name (``[A-Za-z_][A-Za-z0-9_]*``)."""
+    if _ENV_NAME.fullmatch(name):
+        return None
+    return f"env name must match [A-Za-z_][A-Za-z0-9_]*, got {describe_scalar(name)}"
+
+
+def template_key_problem(key: str) -> str | None:
+    """None if a tier's ``buildkite:`` template may set step key ``key``."""
+    if key == "env":
+        return "buildkite: sets 'env'; give the tier an 'env:' mapping instead (the plan merges it into each step)"
+    if key in PLAN_STEP_KEYS:
+        return (f"buildkite: sets {key!r}, which `ci plan` computes for each step; drop it "
+                f"(a command goes before the plan's with 'command_prefix')")
+    return None
+
+
 def schedule_problem(schedule: str) -> str | None:
     """None if ``schedule`` is a tier schedule."""
     if schedule in SCHEDULES:
@@ -260,7 +284,8 @@ def describe_scalar(value: Any) -> str:
 
 __all__ = [
     "FEATURES", "MAX_MEMORY_GIB", "MAX_RERUNS", "MIN_TIMEOUT", "number_text_problem", "reruns_problem", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
-    "TIER_KEYS", "TIER_REQUIRED", "backend_problem", "buildkite_queue_problem", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
+    "TIER_KEYS", "TIER_REQUIRED", "backend_problem", "env_name_problem", "template_key_problem",
+    "PLAN_STEP_KEYS", "TEMPLATE_OWN_KEYS", "buildkite_queue_problem", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
     "describe_scalar", "device_name_problem", "EVIDENCE_KEYS", "NODE_KEYS", "NODE_REQUIRED", "POLICY_KEYS",
     "QUARANTINE_TEST_KEYS", "node_id_problem", "policy_problem", "feature_problem", "memory_problem", "project_item_problem",
     "project_value", "seconds_problem", "dynamic_import_problem", "schedule_problem", "PROJECT_FLAG", "PROJECT_DYNAMIC",

@@ -16,27 +16,75 @@ Per tier with selected tests, one step:
 A tier's quarantined files get their own step, ``soft_fail: true`` (its failure never fails the
 build), ``key`` ``tier-<name>-quarantined``, running them with ``CI_RUN_QUARANTINED=1`` as the
 nightly GitHub job does. Nothing selected anywhere: ``steps: []``.
+
+A plan made from a changed-files list carries the list, not the planning agent's path: the step's
+``env`` holds it as `CHANGED_FILES_ENV` (one path a line, at most `MAX_CHANGED_FILES_BYTES`) and
+the command writes it to a temporary file for ``ci run --changed-files``.
+
+The agent interpolates ``$VAR`` and ``${VAR}`` in every string value while uploading
+(buildkite/interpolate's grammar: ``$$`` and ``\\$`` are an escaped ``$``). Every value that
+came from the registry or the command line has each ``$`` doubled (`upload_literal`), so it
+arrives as written; a value with a backslash before a ``$`` cannot be written so and is refused.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 
 import yaml
 
-from ci.registry import Registry, Status, derived_timeout
+from ci.registry import Registry, Status, StepTemplate, Tier, derived_timeout
 from ci.selection.plan import Plan
 
 # Minutes a job spends before and after its tests: checkout, `ci/bootstrap.py`, the report.
 SETUP_MINUTES = 15
 SHARD = '"$$((BUILDKITE_PARALLEL_JOB + 1))/$$BUILDKITE_PARALLEL_JOB_COUNT"'
+CHANGED_FILES_ENV = "CI_CHANGED_FILES"
+MAX_CHANGED_FILES_BYTES = 64 * 1024  # under Linux's 128 KiB for one environment string
+# The list goes through a file: `ci run --changed-files` reads regular files only (no <(...)).
+_CHANGED_FILES_PREFIX = ('changed=$$(mktemp) && printf \'%s\\n\' "$$' + CHANGED_FILES_ENV
+                         + '" > "$$changed" && ')
+_CHANGED_FILES_ARG = ' --changed-files "$$changed"'
+
+
+_ODD_BACKSLASH_DOLLAR = re.compile(r"(?<!\\)(?:\\\\)*\\\$")
+
+
+class BuildkiteError(ValueError):
+    """A value the pipeline cannot carry through Buildkite's upload unchanged."""
+
+
+def upload_literal(value: str, what: str) -> str:
+    """``value`` with each ``$`` doubled, so the agent's upload interpolation gives ``value`` back.
+
+    Raises `BuildkiteError` naming ``what`` when an odd run of backslashes stands before a ``$``:
+    the agent keeps ``\\\\`` as it is but reads ``\\$`` as an escape, and no spelling of that pair
+    survives."""
+    if _ODD_BACKSLASH_DOLLAR.search(value):
+        raise BuildkiteError(f"{what} {value!r} has a backslash before a '$', which Buildkite's upload "
+                             "interpolation cannot pass through unchanged; rename it or drop the backslash")
+    return value.replace("$", "$$")
 
 
 def _literal(text: str) -> str:
     """``text`` as one shell word that the agent's upload-time interpolation leaves alone."""
+    upload_literal(text, "argument")
     return shlex.quote(text).replace("$", "$$")
+
+
+def _escaped(value: object, what: str) -> object:
+    """A template value with `upload_literal` applied to every string in it (keys are not interpolated)."""
+    if isinstance(value, str):
+        return upload_literal(value, what)
+    if isinstance(value, list):
+        return [_escaped(item, what) for item in value]
+    if isinstance(value, dict):
+        return {key: _escaped(item, f"{what} {key}") for key, item in value.items()}
+    return value
 
 
 def _file_seconds(registry: Registry, path: str) -> float:
@@ -49,20 +97,56 @@ def _minutes(seconds: float) -> int:
     return max(1, math.ceil(seconds / 60)) + SETUP_MINUTES
 
 
-def _tier_step(plan: Plan, registry: Registry, selection: str) -> dict[str, object]:
+def _templated(step: dict[str, object], tier: Tier, plan_env: Mapping[str, str]) -> dict[str, object]:
+    """``step`` with the tier's ``buildkite:`` template and ``env`` merged in. The template cannot
+    set the plan's keys (the parser refuses them); in ``env`` the plan's names win over the tier's."""
+    what = f"tier {tier.name!r}"
+    template = tier.buildkite or StepTemplate()
+    verbatim = set(template.interpolate)
+    merged = {key: copy.deepcopy(value) if key in verbatim else _escaped(value, f"{what} buildkite {key}")
+              for key, value in template.keys.items()}
+    agents = merged.pop("agents", {})
+    step["agents"] = {**(agents if isinstance(agents, dict) else {}),
+                      "queue": upload_literal(tier.queue, f"{what} buildkite_queue")}
+    step.update((key, value) for key, value in merged.items() if key not in step)
+    env = {name: upload_literal(value, f"{what} env {name}") for name, value in tier.env.items()}
+    env.update(plan_env)
+    if env:
+        step["env"] = env
+    if template.command_prefix is not None:
+        prefix = template.command_prefix
+        if "command_prefix" not in verbatim:
+            prefix = upload_literal(prefix, f"{what} buildkite command_prefix")
+        step["command"] = f"{prefix} && {step['command']}"
+    return step
+
+
+def _changed_files_env(changed: Sequence[str]) -> dict[str, str]:
+    text = "\n".join(changed)
+    size = len(text.encode("utf-8"))
+    if size > MAX_CHANGED_FILES_BYTES:
+        raise BuildkiteError(f"the --changed-files list is {size} bytes; --format buildkite carries at most "
+                             f"{MAX_CHANGED_FILES_BYTES} in each step: select by --base REF instead")
+    return {CHANGED_FILES_ENV: upload_literal(text, "--changed-files list")}
+
+
+def _tier_step(plan: Plan, registry: Registry, selection: str, changed: Sequence[str] | None) -> dict[str, object]:
     tier, count = plan.tier, len(plan.shards)
     shard = f" --shard {SHARD}" if count > 1 else ""
     longest = max(sum(_file_seconds(registry, t) for t in s.tests) for s in plan.shards)
+    command = f"python -m ci run --tier {shlex.quote(tier.name)}{shard}{selection}"
+    if changed is not None:
+        command = _CHANGED_FILES_PREFIX + command + _CHANGED_FILES_ARG
     step: dict[str, object] = {
         "label": f"{tier.name}: {len(plan.selected)} test file(s)" + (f" in {count} shards" if count > 1 else ""),
         "key": f"tier-{tier.name}",
-        "command": f"python -m ci run --tier {shlex.quote(tier.name)}{shard}{selection}",
+        "command": command,
         "agents": {"queue": tier.queue},
         "timeout_in_minutes": _minutes(longest),
     }
     if count > 1:
         step["parallelism"] = count
-    return step
+    return _templated(step, tier, {} if changed is None else _changed_files_env(changed))
 
 
 def _quarantined_step(plan: Plan, registry: Registry) -> dict[str, object] | None:
@@ -71,35 +155,40 @@ def _quarantined_step(plan: Plan, registry: Registry) -> dict[str, object] | Non
     if not files:
         return None
     tier = plan.tier
-    return {
+    step: dict[str, object] = {
         "label": f"{tier.name}: {len(files)} quarantined file(s), non-blocking",
         "key": f"tier-{tier.name}-quarantined",
         "command": " ".join(["python -m ci run --tier", shlex.quote(tier.name), *(_literal(f) for f in files)]),
-        "env": {"CI_RUN_QUARANTINED": "1"},
         "agents": {"queue": tier.queue},
         "soft_fail": True,
         "timeout_in_minutes": _minutes(sum(_file_seconds(registry, f) for f in files)),
     }
+    return _templated(step, tier, {"CI_RUN_QUARANTINED": "1"})
 
 
-def pipeline(plans: Sequence[Plan], registry: Registry, selection_args: Sequence[str] = ()) -> dict[str, object]:
+def pipeline(plans: Sequence[Plan], registry: Registry, selection_args: Sequence[str] = (),
+             changed: Sequence[str] | None = None) -> dict[str, object]:
     """The pipeline for ``plans`` (see the module docstring). ``selection_args`` are the
     ``ci plan`` arguments every ``ci run`` must repeat to select what the plan selected
-    (``--base REF``, ``--changed-files F``, ``--durations F``)."""
+    (``--base REF``, ``--durations F``); ``changed`` the paths of a ``--changed-files`` list,
+    which each step carries in its ``env``. Raises `BuildkiteError` for a value that cannot pass
+    Buildkite's upload unchanged, or a list over `MAX_CHANGED_FILES_BYTES`."""
     selection = "".join(" " + _literal(a) for a in selection_args)
     steps: list[Mapping[str, object]] = []
     for plan in plans:
         if plan.has_tests:
-            steps.append(_tier_step(plan, registry, selection))
+            steps.append(_tier_step(plan, registry, selection, changed))
         quarantined = _quarantined_step(plan, registry)
         if quarantined is not None:
             steps.append(quarantined)
     return {"steps": steps}
 
 
-def to_buildkite(plans: Sequence[Plan], registry: Registry, selection_args: Sequence[str] = ()) -> str:
+def to_buildkite(plans: Sequence[Plan], registry: Registry, selection_args: Sequence[str] = (),
+                 changed: Sequence[str] | None = None) -> str:
     """`pipeline` as YAML for ``buildkite-agent pipeline upload``."""
-    return yaml.safe_dump(pipeline(plans, registry, selection_args), sort_keys=False, width=1 << 16)
+    return yaml.safe_dump(pipeline(plans, registry, selection_args, changed), sort_keys=False, width=1 << 16)
 
 
-__all__ = ["SETUP_MINUTES", "pipeline", "to_buildkite"]
+__all__ = ["BuildkiteError", "CHANGED_FILES_ENV", "MAX_CHANGED_FILES_BYTES", "SETUP_MINUTES", "pipeline",
+           "to_buildkite", "upload_literal"]

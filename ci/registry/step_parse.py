@@ -1,0 +1,79 @@
+"""A tier's ``env:`` and ``buildkite:`` and an entry's ``env:``, for the precise parser.
+
+Contract: each function takes the `ci.registry.parse.PreciseParser` doing the parse (its
+``mapping``, ``scalar``, ``check`` and ``problem``), reports every problem at its node
+(``file:line:col``), and returns the typed value or None when there was one. The fast path leaves
+tiers and entries with these keys to the precise parser.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from ci.registry.model import INVALID_VALUE, WRONG_TYPE, StepTemplate
+from ci.registry.rules import env_name_problem, template_key_problem
+
+_SCALARS = (str, int, float, bool)
+
+
+def parse_env(parser: Any, node: yaml.Node, what: str) -> dict[str, str] | None:
+    """An ``env:`` mapping: names ``[A-Za-z_][A-Za-z0-9_]*``, values strings (``"1"``, not ``1``)."""
+    fields = parser.mapping(node, f"{what} env", None)
+    if fields is None:
+        return None
+    before = len(parser.problems)
+    out: dict[str, str] = {}
+    for name, (key_node, value_node) in fields.items():
+        parser.check(key_node, what, env_name_problem(name))
+        value = parser.scalar(value_node, f"{what} env {name}", (str,))
+        if value is not None:
+            out[name] = value
+    return out if len(parser.problems) == before else None
+
+
+def parse_template(parser: Any, node: yaml.Node, what: str) -> StepTemplate | None:
+    """A ``buildkite:`` block: step keys (any YAML but null, anchors and tags), less the plan's
+    own; ``command_prefix`` a string; ``interpolate`` a list of the block's keys."""
+    fields = parser.mapping(node, f"{what} buildkite", None)
+    if fields is None:
+        return None
+    before = len(parser.problems)
+    keys: dict[str, object] = {}
+    prefix, interpolate = None, ()
+    for key, (key_node, value_node) in fields.items():
+        if key == "command_prefix":
+            prefix = parser.scalar(value_node, f"{what} buildkite command_prefix", (str,))
+        elif key == "interpolate":
+            interpolate = parser.string_list(value_node, f"{what} buildkite interpolate") or ()
+        elif parser.check(key_node, what, template_key_problem(key)):
+            keys[key] = _value(parser, value_node, f"{what} buildkite {key}")
+    agents = keys.get("agents")
+    if isinstance(agents, dict) and "queue" in agents:
+        parser.problem(fields["agents"][1], INVALID_VALUE,
+                       f"{what}: buildkite: agents sets 'queue'; name it with the tier's buildkite_queue")
+    if "interpolate" in fields:
+        for item_node, item in zip(fields["interpolate"][1].value, interpolate):
+            if item not in keys and item != "command_prefix":
+                parser.problem(item_node, INVALID_VALUE, f"{what}: buildkite: interpolate names {item!r}, "
+                                                         f"which is not a key of the block")
+    if len(parser.problems) != before:
+        return None
+    return StepTemplate(keys, prefix, tuple(interpolate), line=node.start_mark.line + 1)
+
+
+def _value(parser: Any, node: yaml.Node, what: str) -> object:
+    """A template value as plain data: mappings with string keys, lists, non-null scalars."""
+    if isinstance(node, yaml.SequenceNode):
+        return [_value(parser, item, f"{what} item") for item in node.value]
+    if isinstance(node, yaml.MappingNode):
+        fields = parser.mapping(node, what, None) or {}
+        return {key: _value(parser, value_node, f"{what} {key}") for key, (_, value_node) in fields.items()}
+    if node.tag == "tag:yaml.org,2002:null":
+        parser.problem(node, WRONG_TYPE, f"{what} is null; leave the key out (or write [] for an empty list)")
+        return None
+    return parser.scalar(node, what, _SCALARS)
+
+
+__all__ = ["parse_env", "parse_template"]
