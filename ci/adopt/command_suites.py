@@ -1,0 +1,94 @@
+"""Suites from pytest command lines: Makefile targets and workflow jobs, as `ci.adopt.suites.Scan`.
+
+A repository without ``register_*_ci`` calls or a run_suite.py often says what its CI runs in a
+``make test`` target (Liger-Kernel) or a workflow step (``pytest tests/ --ignore=...``). Each
+target (`ci.adopt.makefile`) or job (`ci.adopt.workflow_pytest`) is a suite; every file its pytest
+commands collect (`ci.adopt.pytest_argv.selected_files`) is a `Registration` of it, with no time
+(`ci.adopt.suite_import.UNTIMED_EST_TIME` until ``ci durations --write`` measures it). The
+``-k`` / ``-m`` / ``--deselect`` / node-id filters select within files, which the registry cannot
+say of a tier: they are listed per suite in `CommandSuites.filters`, and those files run whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from ci.adopt.makefile import pytest_targets
+from ci.adopt.pytest_argv import PytestCommand, selected_files
+from ci.adopt.suites import Registration, Scan
+from ci.adopt.workflow_pytest import pytest_jobs
+
+DEFAULT_MAKEFILES = ("Makefile", "makefile", "GNUmakefile")
+
+
+@dataclass
+class CommandSuites:
+    """The registrations of every suite, where they came from (``source``, one phrase), each
+    suite's within-file filters (suite -> the options as written) and file count."""
+
+    scan: Scan
+    source: str
+    filters: dict[str, list[str]] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)
+
+
+def _suites(root: Path, suites: Iterable[tuple[str, list[PytestCommand]]], how: str, source: str) -> CommandSuites:
+    out = CommandSuites(Scan(), source)
+    for suite, commands in suites:
+        paths: list[str] = []
+        for command in commands:
+            files, problems = selected_files(root, command)
+            out.scan.warnings += problems
+            out.scan.registrations += [Registration(f, suite, None, command.where, how) for f in files
+                                       if f not in paths]
+            paths += [f for f in files if f not in paths]
+            if command.filters:
+                out.filters.setdefault(suite, []).append(" ".join(command.filters))
+        out.files[suite] = len(paths)
+        if not paths:
+            out.scan.warnings.append(f"suite {suite!r} ({commands[0].where}) collects no test file here")
+    return out
+
+
+def makefile_in(root: Path) -> Path | None:
+    """The Makefile make would read at ``root``, if any."""
+    return next((root / n for n in DEFAULT_MAKEFILES if (root / n).is_file()), None)
+
+
+def from_make(root: Path, makefile: Path, targets: list[str]) -> CommandSuites:
+    """The suites of ``targets`` (all targets running pytest when empty). Raises ValueError
+    (`ci.adopt.makefile.MakefileError`, or a target that runs no pytest) or OSError."""
+    found = {t.name: t for t in pytest_targets(root, makefile, targets)}
+    display = makefile.relative_to(root).as_posix()
+    unknown = [t for t in targets if t not in found]
+    if unknown:
+        raise ValueError(f"{display}: target(s) {', '.join(unknown)} run no pytest command (targets that do: "
+                         f"{', '.join(found) or 'none'})")
+    chosen = [found[t] for t in targets] if targets else list(found.values())
+    return _suites(root, ((t.name, t.commands) for t in chosen), "make",
+                   f"{display} target(s) {', '.join(t.name for t in chosen) or '(none)'}")
+
+
+def from_workflows(root: Path, workflows: list[Path]) -> CommandSuites:
+    """The suites of the jobs of ``workflows`` that run pytest. Raises ValueError or OSError."""
+    jobs = [job for w in workflows for job in pytest_jobs(root, w)]
+    names = ", ".join(w.relative_to(root).as_posix() for w in workflows)
+    return _suites(root, ((j.name, j.commands) for j in jobs), "workflow", f"pytest steps of {names}")
+
+
+def discover(root: Path, workflows: Path) -> CommandSuites | None:
+    """With no suite registration in the tree: the root Makefile's pytest targets, else the pytest
+    steps of the workflows under ``workflows``; None when neither runs pytest."""
+    makefile = makefile_in(root)
+    if makefile is not None:
+        found = from_make(root, makefile, [])
+        if found.scan.registrations:
+            return found
+    files = sorted(p for p in workflows.glob("*.y*ml") if p.is_file()) if workflows.is_dir() else []
+    found = from_workflows(root, files) if files else None
+    return found if found is not None and found.scan.registrations else None
+
+
+__all__ = ["CommandSuites", "discover", "from_make", "from_workflows", "makefile_in"]
