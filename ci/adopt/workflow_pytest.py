@@ -20,7 +20,7 @@ from ci.adopt.pytest_config import read_config_text
 
 
 class WorkflowError(ValueError):
-    """A workflow file that is not YAML or not a mapping of jobs (the message names the file)."""
+    """A workflow or step file that is not YAML or not shaped like one (the message names the file)."""
 
 
 @dataclass
@@ -37,14 +37,20 @@ def _working_directory(node: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def read_yaml(root: Path, file: Path) -> tuple[str, object]:
+    """(``file``'s repo-relative name, its YAML content). Raises WorkflowError when it is not YAML,
+    or OSError / UnicodeDecodeError when it cannot be read (`ci.regular_file`)."""
+    display = file.relative_to(root).as_posix()
+    try:
+        return display, yaml.safe_load(read_config_text(file))
+    except yaml.YAMLError as exc:
+        raise WorkflowError(f"{display}: not YAML ({exc.__class__.__name__}); fix it or leave it out") from None
+
+
 def pytest_jobs(root: Path, workflow: Path) -> list[WorkflowJob]:
     """Every job of ``workflow`` (under ``root``) with a step running pytest, in file order.
     Raises WorkflowError, or OSError / UnicodeDecodeError when the file cannot be read."""
-    display = workflow.relative_to(root).as_posix()
-    try:
-        data = yaml.safe_load(read_config_text(workflow))
-    except yaml.YAMLError as exc:
-        raise WorkflowError(f"{display}: not YAML ({exc.__class__.__name__}); fix it or leave it out") from None
+    display, data = read_yaml(root, workflow)
     jobs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(jobs, dict):
         raise WorkflowError(f"{display}: no 'jobs:' mapping; is it a GitHub Actions workflow?")
@@ -69,4 +75,4 @@ def pytest_jobs(root: Path, workflow: Path) -> list[WorkflowJob]:
     return out
 
 
-__all__ = ["WorkflowError", "WorkflowJob", "pytest_jobs"]
+__all__ = ["WorkflowError", "WorkflowJob", "pytest_jobs", "read_yaml"]

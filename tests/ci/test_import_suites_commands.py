@@ -159,3 +159,62 @@ def test_what_cannot_be_read_is_refused_in_one_line(tmp_path, capsys, makefile, 
     assert ci_main(["--root", str(tmp_path), "import-suites", *args, "--tier-map", "test=cpu"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+STEPS = """\
+group: Distributed
+steps:
+- label: Distributed Comm Ops
+  key: distributed-comm-ops
+  num_devices: 2
+  source_file_dependencies:
+  - src/liger/
+  - tests/distributed/test_comm
+  - vllm/executor/
+  commands:
+  - export NCCL_CUMEM_HOST_ENABLE=0
+  - pytest -v -s distributed/test_comm_ops.py
+  - TP_SIZE=2 pytest -v -s distributed --ignore distributed/test_comm_ops.py -k "not ray"
+  - torchrun --nproc-per-node=2 distributed/test_same_node.py
+- label: Examples (1 GPU)
+  optional: true
+  working_dir: "/vllm-workspace/"
+  commands:
+  - pytest -v -s tests/basic/test_basic.py
+- label: Docs
+  commands:
+  - mkdocs build
+"""
+
+
+def test_buildkite_steps_become_suites_with_their_dependencies(tmp_path, capsys):
+    root = tmp_path / "vllm"
+    files = {".buildkite/test_areas/distributed.yaml": STEPS, "src/liger/__init__.py": "",
+             "tests/distributed/test_comm_ops.py": PASSING, "tests/distributed/test_pp.py": PASSING,
+             "tests/distributed/test_same_node.py": PASSING, "tests/basic/test_basic.py": PASSING,
+             "tests/basic/test_other.py": PASSING}
+    for rel, body in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(body)
+    with_tiers(root)
+    text = (root / "registry.yaml").read_text()
+    (root / "registry.yaml").write_text(text.replace("tiers:\n", "tiers:\n  gpu2: {description: two, runner_labels: "
+                                                                  "[h100x2], gpu_count: 2, arch: sm_90}\n", 1))
+    out = root / "registry.yaml"
+    assert ci_main(["--root", str(root), "import-suites", "--from-buildkite", "--tier-map", "distributed-comm-ops=gpu2",
+                    "--tier-map", "examples-1-gpu=cpu", "--output", str(out), "--force"]) == 0
+    printed = capsys.readouterr()
+    registry = load_registry(out)
+    # the step's folder is tests/ (no working_dir); pytest, run there with each command's arguments, agrees
+    expected = collected(root, "tests", "distributed/test_comm_ops.py") | collected(
+        root, "tests", "distributed", "--ignore", "distributed/test_comm_ops.py")
+    assert suite_files(out, "gpu2") == {f"tests/{p}" for p in expected} == {
+        "tests/distributed/test_comm_ops.py", "tests/distributed/test_pp.py", "tests/distributed/test_same_node.py"}
+    assert registry.tests["tests/distributed/test_pp.py"].depends_on == (
+        "src/liger", "tests/distributed/test_comm_ops.py")
+    assert suite_files(out, "cpu") == {"tests/basic/test_basic.py"}  # working_dir /vllm-workspace/ is the root
+    assert registry.tests["tests/basic/test_other.py"].status is Status.MANUAL
+    assert "source_file_dependencies vllm/executor/ match nothing here" in printed.err
+    assert "suite 'examples-1-gpu'" not in printed.err  # no num_devices: nothing to check
+    assert "1 optional step(s) (run only when unblocked), imported like the rest: examples-1-gpu" in printed.out
+    assert "suite 'distributed-comm-ops' selects within its files with -k not ray" in printed.out
