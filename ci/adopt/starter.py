@@ -17,7 +17,9 @@ the ``cpu`` tier, est_time from JUnit reports when given (the p90 of the samples
 ``ci durations`` proposes), else `DEFAULT_EST_TIME`. A GPU test (`ci.adopt.gpu_tests`: it registers
 a GPU backend in-source, or uses CUDA) is ``status: manual`` there with the reason, never active on
 a machine without a GPU; `Starter` says which, and which files register suites in-source (for
-``ci import-suites``).
+``ci import-suites``). A file that only ends in ``_test.py``, outside a test folder, defining no test
+(`ci.adopt.test_definitions`) is ``manual`` too; native code and build files (`ci.adopt.native_code`)
+join ``run_all_paths``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from typing import Iterable
 
 from ci.adopt.build_config import generated_modules
 from ci.adopt.gpu_tests import Evidence, read_tree
+from ci.adopt.native_code import native_run_all
 from ci.adopt.pytest_config import PytestConfig, find_pytest_configs
+from ci.adopt.test_definitions import NOT_A_TEST_REASON, not_tests
 from ci.project import ProjectConfig
 from ci.registry import Registry, Status, Tier, entry_is, link_problem, normalize_path, path_is_under, scan_test_tree
 from ci.registry.writer import entry
@@ -114,11 +118,14 @@ def measured_est_times(root: Path, reports: Iterable[Path], files: list[str]) ->
 
 def empty_registry(root: Path, configs: list[PytestConfig] | None = None) -> Registry:
     """The starter registry without tests: the detected layout, the ``cpu`` tier, run_all_paths
-    (with every pytest configuration the layout was read from: a change there changes what runs)."""
+    (with every pytest configuration the layout was read from: a change there changes what runs; and
+    the native code and build files, `ci.adopt.native_code`)."""
     configs = find_pytest_configs(root) if configs is None else configs
+    project = detect_project(root, configs)
     candidates = (*RUN_ALL_CANDIDATES, *(c.path for c in configs if c.problem is None))
-    run_all = tuple(dict.fromkeys(p for p in candidates if (root / p).is_file() or p == "registry.yaml"))
-    return Registry("registry.yaml", {"cpu": CPU_TIER}, {}, run_all, project=detect_project(root, configs))
+    run_all = [p for p in candidates if (root / p).is_file() or p == "registry.yaml"]
+    run_all += native_run_all(root, project)  # the import graph never reaches a kernel or a requirement
+    return Registry("registry.yaml", {"cpu": CPU_TIER}, {}, tuple(dict.fromkeys(run_all)), project=project)
 
 
 def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) -> Starter:
@@ -153,6 +160,13 @@ def starter_registry(root: Path, *, owner: str, reports: Iterable[Path] = ()) ->
         for f in unregistered:
             tests[f] = entry(f, ("cpu",), measured.get(f, DEFAULT_EST_TIME), owner, status=Status.MANUAL,
                              reason=UNREGISTERED_REASON)
+    helpers = not_tests(root, files)
+    for f in helpers:
+        tests[f] = entry(f, ("cpu",), measured.get(f, DEFAULT_EST_TIME), owner, status=Status.MANUAL,
+                         reason=NOT_A_TEST_REASON)
+    if helpers:
+        notes.append(f"{len(helpers)} file(s) match a test pattern but define no test outside a test folder, kept "
+                     f"manual: {', '.join(helpers[:3])}{' ...' if len(helpers) > 3 else ''}")
     if reports:
         unmeasured = [f for f in files if f not in measured]
         if unmeasured:

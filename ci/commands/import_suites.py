@@ -17,6 +17,12 @@ test roots. Suites the workflows run only behind an opt-in label (`ci.adopt.labe
 ends with a summary: where registrations were read, the entry counts, and every per-commit suite
 left on no tier with its file count and the flag that would place it. Exit status: 0, or 2 on
 bad input.
+
+``--from-make [TARGET ...]`` / ``--from-workflow FILE`` / ``--from-buildkite [DIR]`` read suites
+from pytest command lines instead (`ci.adopt.command_suites`: a Makefile target, a workflow job
+or a Buildkite step is a suite; a step's source_file_dependencies join its files' depends_on and
+its num_devices is checked against the mapped tier's gpu_count); with none of them,
+a tree holding no registration falls back to the root Makefile, then the workflows.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ci.registry.edit_lock import NotWritten, RegistrySnapshot, cannot_write, write_registry
@@ -36,8 +43,12 @@ from ci.registry.writer import render_registry
 from ci.adopt.starter import empty_registry
 from ci.adopt.import_summary import summary_lines
 from ci.adopt.label_gates import label_gated_suites
-from ci.adopt.suite_import import import_suites, is_glob, scan_sources
+from ci.adopt.suite_import import import_suites, is_glob, scan_sources, tiers_for
 from ci.adopt.suite_runner import SourceFolder, runner_folders
+from ci.adopt.command_suites import (
+    CommandSuites, discover, from_buildkite, from_make, from_workflows, makefile_in, with_depends,
+)
+from ci.adopt.suites import Scan
 
 
 def _tier_map(values: list[str]) -> dict[str, list[str]]:
@@ -72,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="treat suites matching GLOB as label-gated too (repeatable)")
     parser.add_argument("--include-label-gated", action="store_true",
                         help="map label-gated suites onto per-commit tiers like any other suite")
+    parser.add_argument("--from-make", nargs="*", default=None, metavar="TARGET",
+                        help="suites are these targets of the root Makefile (none named: every target running "
+                             "pytest); each file its pytest command collects is in the suite named like the target")
+    parser.add_argument("--from-workflow", action="append", default=[], type=Path, metavar="FILE",
+                        help="suites are the jobs of this workflow whose run: steps call pytest, named "
+                             "<file stem>/<job id> (repeatable)")
+    parser.add_argument("--from-buildkite", nargs="?", const=Path(".buildkite/test_areas"), default=None, type=Path,
+                        metavar="DIR", help="suites are the steps of the Buildkite step files (*.yaml) in DIR that run "
+                                            "pytest, named by key (default DIR: .buildkite/test_areas, vLLM's)")
+    parser.add_argument("--step-dir", default="tests", metavar="DIR",
+                        help="folder a Buildkite step without working_dir runs in (default tests, as vLLM's)")
     parser.add_argument("--owner", default=PLACEHOLDER_OWNER, help=f"owner of new entries (default {PLACEHOLDER_OWNER})")
     parser.add_argument("--manual-tier", default=None,
                         help="tier of manual entries (default: cpu if defined, else the first tier)")
@@ -117,6 +139,43 @@ def _gates(root: Path, args: argparse.Namespace, suites: set[str]) -> dict[str, 
     return gates
 
 
+def _from_commands(root: Path, args: argparse.Namespace) -> CommandSuites | None:
+    """The suites of ``--from-make`` / ``--from-workflow``, or None when neither is given."""
+    if args.from_make is None and not args.from_workflow and args.from_buildkite is None:
+        return None
+    found = CommandSuites(Scan(), "")
+    sources = []
+    if args.from_buildkite is not None:
+        steps = sorted(p for p in (root / args.from_buildkite).glob("*.y*ml") if p.is_file())
+        found = from_buildkite(root, steps, args.step_dir.strip("/") or ".")
+        sources.append(found.source)
+    if args.from_make is not None:
+        more = from_make(root, makefile_in(root) or root / "Makefile", args.from_make)
+        found.scan.extend(more.scan)
+        found.filters.update(more.filters)
+        found.files.update(more.files)
+        sources.append(more.source)
+    if args.from_workflow:
+        more = from_workflows(root, [root / f for f in args.from_workflow])
+        found.scan.extend(more.scan)
+        found.filters.update(more.filters)
+        found.files.update(more.files)
+        sources.append(more.source)
+    found.source = "; ".join(sources)
+    return found
+
+
+def _device_notes(commands: CommandSuites, tier_map: dict[str, list[str]], registry: Registry) -> list[str]:
+    """A note per suite mapped to a tier whose gpu_count is not the GPU count its step asks for."""
+    notes = []
+    for suite, devices in sorted(commands.devices.items()):
+        for tier in tiers_for(suite, tier_map):
+            if tier in registry.tiers and registry.tiers[tier].gpu_count != devices:
+                notes.append(f"suite {suite!r} asks for {devices} device(s) (num_devices) and tier {tier!r} has "
+                             f"gpu_count {registry.tiers[tier].gpu_count}")
+    return notes
+
+
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -134,6 +193,12 @@ def main(argv: list[str]) -> int:
                if not f.is_file()]
     missing += [f"--registered-in {d} (no such folder under {root})" for d in args.registered_in
                 if not (root / d).is_dir()]
+    missing += [f"--from-workflow {f} (no such file under {root})" for f in args.from_workflow
+                if not (root / f).is_file()]
+    if args.from_buildkite is not None and not (root / args.from_buildkite).is_dir():
+        missing.append(f"--from-buildkite {args.from_buildkite} (no such folder under {root})")
+    if args.from_make is not None and makefile_in(root) is None:
+        missing.append(f"--from-make (no Makefile at {root})")
     if args.workflows is not None and not (root / args.workflows).is_dir():
         missing.append(f"--workflows {args.workflows} (no such folder under {root})")
     if missing:
@@ -153,12 +218,22 @@ def main(argv: list[str]) -> int:
     try:
         base = _base(root)
         manual_tier = args.manual_tier or ("cpu" if "cpu" in base.tiers else next(iter(base.tiers), "cpu"))
-        folders, runner_notes = _read_from(root, args, base)
-        scan = scan_sources(root, [f.resolve() for f in args.suites], folders)
-        scan.warnings = list(dict.fromkeys(runner_notes + scan.warnings))  # a runner given as --suites: once
+        commands = _from_commands(root, args)
+        if commands is None:
+            folders, runner_notes = _read_from(root, args, base)
+            scan = scan_sources(root, [f.resolve() for f in args.suites], folders)
+            scan.warnings = list(dict.fromkeys(runner_notes + scan.warnings))  # a runner given as --suites: once
+            if not scan.registrations and not args.suites and not args.registered_in:
+                commands = discover(root, root / (args.workflows or DEFAULT_WORKFLOWS))
+        if commands is not None:
+            folders, scan = [SourceFolder(".", "*.py", commands.source)], commands.scan
         gates = _gates(root, args, {r.suite for r in scan.registrations})
         imported = import_suites(root, base, scan, tier_map, owner=args.owner, manual_tier=manual_tier,
                                  label_gated=gates, read_from=[f.folder for f in folders])
+        if commands is not None:
+            imported = replace(imported, registry=with_depends(imported.registry, scan, commands.depends))
+            imported.notes[:0] = [f"suites read from the pytest command lines of {commands.source}"]
+            imported.notes.extend(_device_notes(commands, tier_map, imported.registry))
         if not scan.registrations:
             for warning in scan.warnings:
                 print(f"warning: {warning}", file=sys.stderr)
@@ -184,6 +259,14 @@ def main(argv: list[str]) -> int:
     counts = {s.value: sum(1 for e in registry.tests.values() if e.status is s) for s in {e.status for e in registry.tests.values()}}
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     closing = summary_lines(folders, imported.left_out, include_label_gated=args.include_label_gated)
+    if commands is not None:
+        closing[0] = f"summary: suites read from {commands.source}: " + ", ".join(
+            f"{suite} ({n} file(s))" for suite, n in commands.files.items())
+        if commands.optional:
+            closing.insert(1, f"summary: {len(commands.optional)} optional step(s) (run only when unblocked), imported "
+                              f"like the rest: {', '.join(commands.optional[:5])}{' ...' if len(commands.optional) > 5 else ''}")
+        closing[1:1] = [f"summary: suite {suite!r} selects within its files with {'; '.join(f)}: the registry has no "
+                        f"per-tier pytest arguments, so its files run whole" for suite, f in commands.filters.items()]
     if snapshot is None:  # no --output: stdout is the registry alone
         sys.stdout.write(text)
         print(f"import-suites: {len(registry.tests)} entries ({summary})", file=sys.stderr)

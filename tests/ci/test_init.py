@@ -222,3 +222,44 @@ def test_adopting_page_opens_with_install_init_lint():
     commands = [line.split("#", 1)[0].split() for line in block.splitlines() if line.strip()]
     assert [c[:2] for c in commands] == [["pip", "install"], ["fp4kv-ci", "init"], ["fp4kv-ci", "lint"]]
     assert all(c[1] in COMMANDS for c in commands[1:])
+
+
+@pytest.fixture
+def vllm_like(tmp_path: Path) -> Path:
+    """Shaped like vLLM: test root '.', CUDA kernels under csrc/, CMake and requirements files, and
+    two files that only end in _test.py (a pre-commit script, a helper inside the package)."""
+    root = tmp_path / "vllm-repo"
+    write(root, {
+        "pyproject.toml": "[project]\nname = 'vllm'\n\n[tool.pytest.ini_options]\nmarkers = ['slow']\n",
+        "setup.py": "", "CMakeLists.txt": "project(vllm)\n",
+        "cmake/utils.cmake": "", "requirements/cuda.txt": "torch\n", "requirements-lint.txt": "ruff\n",
+        "csrc/attention/paged.cu": "", "csrc/ops.h": "", "docs/index.md": "",
+        "vllm/__init__.py": "", "vllm/ops/__init__.py": "", "vllm/ops/fast/kernel.cuh": "",
+        "vllm/quant/__init__.py": "", "vllm/quant/marlin_utils_test.py": "def marlin_quantize():\n    return 1\n",
+        "tools/pre_commit/generate_nightly_torch_test.py": "import sys\n\nclass Generator:\n    pass\n",
+        "tools/lint_test.py": "import unittest\n\nclass Checks(unittest.TestCase):\n    def test_x(self):\n        pass\n",
+        "tests/test_ops.py": PASSING, "tests/kernels/cpp_test.cpp": "", "tests/utils/helpers_test.py": "X = 1\n",
+    })
+    return root
+
+
+def test_init_makes_native_code_run_all_and_leaves_helpers_named_test_manual(vllm_like, capsys):
+    assert ci_main(["--root", str(vllm_like), "init"]) == 0
+    out = capsys.readouterr().out
+    registry, problems = parse_registry((vllm_like / "registry.yaml").read_text(), "registry.yaml")
+    assert problems == [] and registry.project.test_roots == (".",)
+    assert registry.run_all_paths == ("registry.yaml", "pyproject.toml", "setup.py", "CMakeLists.txt", "cmake",
+                                      "csrc", "requirements", "requirements-lint.txt", "vllm/ops/fast")
+    helpers = ["tools/pre_commit/generate_nightly_torch_test.py", "vllm/quant/marlin_utils_test.py"]
+    assert {p for p, e in registry.tests.items() if e.status is Status.MANUAL} == set(helpers)
+    assert "defines no test" in registry.tests[helpers[0]].reason
+    # a TestCase outside a test folder, and a helper inside one, stay tests
+    assert registry.tests["tools/lint_test.py"].status is Status.ACTIVE
+    assert registry.tests["tests/utils/helpers_test.py"].status is Status.ACTIVE
+    assert f"2 file(s) match a test pattern but define no test outside a test folder" in out
+    changed = vllm_like / "changed.txt"
+    changed.write_text("csrc/attention/paged.cu\n")
+    assert ci_main(["--root", str(vllm_like), "plan", "--tier", "cpu", "--changed-files", str(changed),
+                    "--format", "json"]) == 0
+    planned = capsys.readouterr().out
+    assert "tests/test_ops.py" in planned and "tools/lint_test.py" in planned
