@@ -26,8 +26,8 @@ from typing import Sequence
 
 from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
-from ci.running import depmap_startup
-from ci.running.depmap_files import RECORD_ENV
+from ci.observe import startup
+from ci.observe.files import RECORD_ENV
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
 from ci.history.classify import QUARANTINED
 from ci.history.run_results import failures_in_report
@@ -144,7 +144,7 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     if record and args.no_plugin:
         raise UsageError("--record-depmap needs the plugin (drop --no-plugin)")
     if record:
-        depmap_startup.install()  # measures the pytest process from its first line (docs/depmaps.md)
+        startup.install()  # measures the pytest process from its first line (docs/depmaps.md)
     rc = run_invocation(inv, {**os.environ, RECORD_ENV: str(Path(record).resolve())} if record else None)
     sys.stdout.flush()
     if not inv.junit.is_file():

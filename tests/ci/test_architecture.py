@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ci.history", ("ci/history/",)),
     ("ci.report", ("ci/report/",)),
     ("ci.running", ("ci/running/",)),
+    ("ci.observe", ("ci/observe/",)),
     ("ci.adopt", ("ci/adopt/",)),
     ("ci top", ("ci/lint.py", "ci/lint_gate.py", "ci/lint_baseline.py", "ci/lint_base.py",
                 "ci/quarantine_nodes.py", "ci/pytest_plugin.py", "ci/bootstrap.py")),

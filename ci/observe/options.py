@@ -11,7 +11,7 @@ A map recorded without one of them holds less than the test really used, so leav
 exists to measure what each part costs (``python -m bench depmap``), not for CI.
 
 `CORE_ENV` (``CI_DEPMAP_CORE``) picks what measures lines in the pytest process (and its xdist
-workers): ``slipcover`` (`ci.running.depmap_slipcover`, bytecode probes in repository code only),
+workers): ``slipcover`` (`ci.observe.slipcover_core`, bytecode probes in repository code only),
 ``ctrace`` (coverage.py's C tracer, a trace function over every frame), or ``auto`` (the
 default): slipcover where it imports and the interpreter is one it is tested on here (CPython
 3.11), else ctrace. Subprocesses are measured by coverage.py either way: its start-up hook is the
@@ -50,13 +50,13 @@ class RecordOptions(NamedTuple):
 
 
 def _resolve(core: str) -> str:
-    from ci.running import depmap_slipcover  # deferred: imports nothing heavy until asked
+    from ci.observe import slipcover_core  # deferred: imports nothing heavy until asked
 
     if core == "auto":
-        return "slipcover" if depmap_slipcover.available() else "ctrace"
-    if core == "slipcover" and not depmap_slipcover.available():
+        return "slipcover" if slipcover_core.available() else "ctrace"
+    if core == "slipcover" and not slipcover_core.available():
         raise ValueError(f"${CORE_ENV}=slipcover, but slipcover does not import here "
-                         f"({depmap_slipcover.unavailable_reason()})")
+                         f"({slipcover_core.unavailable_reason()})")
     return core
 
 

@@ -3,8 +3,8 @@
 The recording pytest process sets ``COVERAGE_PROCESS_START`` to a config that names this module
 as a coverage.py plugin; coverage's own start-up hook (the ``.pth`` file coverage.py installs)
 starts coverage in every Python subprocess that sees the variable, with ``context`` set to the
-test file from `ci.running.depmap_files.TEST_ENV`, and loads this module, whose `coverage_init`
-adds the "open" audit hook and the live mark (`ci.running.depmap_live`: coverage.py saves only at
+test file from `ci.observe.files.TEST_ENV`, and loads this module, whose `coverage_init`
+adds the "open" audit hook and the live mark (`ci.observe.live`: coverage.py saves only at
 exit, so a subprocess killed before that leaves its mark and its test file's entry is not
 complete). Nothing here runs when the variables are absent.
 """
@@ -15,9 +15,9 @@ import atexit
 import os
 from typing import Any
 
-from ci.running.depmap_files import PARTS_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
-from ci.running.depmap_live import guard_kills, mark_live, mark_saved
-from ci.running.depmap_options import record_options
+from ci.observe.files import PARTS_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
+from ci.observe.live import guard_kills, mark_live, mark_saved
+from ci.observe.options import record_options
 
 
 def coverage_init(reg: Any, options: dict[str, str]) -> None:
