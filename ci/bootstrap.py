@@ -44,10 +44,12 @@ from pathlib import Path
 if __package__:
     from ci.atomic_write import atomic_write_text
     from ci.browser_provision import ensure_browser, locate_browser
+    from ci.py312_env import ensure as ensure_py312, is_ready as py312_ready
     from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 else:  # run as ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
     from atomic_write import atomic_write_text
     from browser_provision import ensure_browser, locate_browser
+    from py312_env import ensure as ensure_py312, is_ready as py312_ready
     from regular_file import MAX_CONFIG_BYTES, read_regular
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if decision.action is Action.NOTHING and (args.no_browser or browser and browser.path) else 1
     if decision.action is Action.NOTHING:
         print("bootstrap: .venv is up to date", flush=True)
-        return _provision_browser(args.no_browser)
+        return _provision_py312() or _provision_browser(args.no_browser)
 
     start = time.monotonic()
     print(f"bootstrap: {decision.action.value}: {decision.reason}", flush=True)
@@ -213,11 +215,25 @@ def main(argv: list[str] | None = None) -> int:
         return result.returncode
     atomic_write_text(STAMP, current.to_text())
     print(f"bootstrap: .venv ready in {time.monotonic() - start:.0f} s", flush=True)
-    return _provision_browser(args.no_browser)
+    return _provision_py312() or _provision_browser(args.no_browser)
 
 
 LEFT_OUT = ("browser: left out (--no-browser): the HUD's browser tests need one; "
             "run `python3 ci/bootstrap.py` without it to add one")
+
+
+def _provision_py312() -> int:
+    """Make or refresh ``.venv-py312``, the small CPython 3.12 environment of the sysmon recorder's
+    tests (`ci.py312_env`); 0 when ready, else 1 after the line that says what to do."""
+    if py312_ready(ROOT, CONSTRAINTS):
+        return 0
+    start = time.monotonic()
+    problem = ensure_py312(ROOT, CONSTRAINTS)
+    if problem is not None:
+        print(f"bootstrap: {problem}", file=sys.stderr, flush=True)
+        return 1
+    print(f"bootstrap: .venv-py312 ready in {time.monotonic() - start:.0f} s", flush=True)
+    return 0
 
 
 def _provision_browser(left_out: bool) -> int:

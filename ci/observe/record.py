@@ -6,7 +6,7 @@ starts is measured as that test's subprocess instead). In each process that runs
 
 - measures executed lines of files inside the repository with the core
   `ci.observe.options` picks (slipcover's bytecode probes, `ci.observe.slipcover_core`,
-  or coverage.py's C tracer; Python 3.11 has no ``sysmon``), and switches the measurement's
+  coverage.py's sys.monitoring core on 3.12+, `ci.observe.sysmon_core`, or its C tracer), and switches the measurement's
   context to the test file whose test is running, so each executed line is the test file's that
   ran it. Work that
   serves more than one test file gets a shared context (`files.shared_context`) as well:
@@ -108,7 +108,9 @@ def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> 
     arms it. A worker rewriting the config could tear it under a child of another worker reading it."""
     config = parts / "coverage.ini"
     config.write_text("[run]\n" + "".join(f"{k} = {v}\n" for k, v in {
-        "data_file": parts / "cov", "parallel": "True", "core": "ctrace", "sigterm": "True",
+        "data_file": parts / "cov", "parallel": "True", "sigterm": "True",
+        # sysmon where the child's interpreter has it (coverage falls back to ctrace, silenced, where not)
+        "core": "ctrace" if options.core == "ctrace" else "sysmon", "disable_warnings": "no-sysmon",
         "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
         "include": "\n    " + "\n    ".join(os.path.join(r, "*") for r in files.roots),
         "omit": "\n    " + "\n    ".join(p + "*" for p in files.excluded)}.items()), encoding="utf-8")
@@ -141,10 +143,15 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
 
         lines = SlipcoverLines(files, parts / "cov", probes)
     else:
-        lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
-                                  include=[os.path.join(r, "*") for r in files.roots],
-                                  omit=[p + "*" for p in files.excluded])
-        lines.set_option("run:core", "ctrace")
+        include, omit = [os.path.join(r, "*") for r in files.roots], [p + "*" for p in files.excluded]
+        if options.core == "sysmon":
+            from ci.observe.sysmon_core import measure  # deferred: only this core needs it
+
+            lines = measure(str(parts / "cov"), include, omit)
+        else:
+            lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
+                                      include=include, omit=omit)
+            lines.set_option("run:core", "ctrace")
     lines.start()
     return lines
 

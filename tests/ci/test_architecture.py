@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fp4kv", ("fp4kv/",)),
     ("ci foundation", ("ci/__init__.py", "ci/atomic_write.py", "ci/cache_folder.py", "ci/gc_pause.py", "ci/limits.py",
                        "ci/project.py", "ci/regular_file.py", "ci/repo_root.py",
-                       "ci/browser_locate.py", "ci/browser_provision.py")),
+                       "ci/browser_locate.py", "ci/browser_provision.py", "ci/py312_env.py")),
     ("ci.registry", ("ci/registry/",)),
     ("ci.imports", ("ci/imports/",)),
     ("ci.selection", ("ci/selection/",)),

@@ -114,7 +114,7 @@ def venv_says(project: Path) -> dict[str, str]:
 
 
 # The script and the modules it imports (it runs before anything is installed).
-SCRIPT_FILES = ("bootstrap.py", "atomic_write.py", "regular_file.py", "browser_locate.py", "browser_provision.py")
+SCRIPT_FILES = ("bootstrap.py", "atomic_write.py", "regular_file.py", "browser_locate.py", "browser_provision.py", "py312_env.py")
 
 
 @pytest.fixture

@@ -326,7 +326,7 @@ def test_the_slipcover_core_runs_only_on_the_interpreter_it_is_tested_with(monke
 
 
 @pytest.mark.parametrize("env, message", [
-    ({"CI_DEPMAP_CORE": "sysmon"}, "$CI_DEPMAP_CORE='sysmon': unknown core (known: auto, ctrace, slipcover)"),
+    ({"CI_DEPMAP_CORE": "pytrace"}, "$CI_DEPMAP_CORE='pytrace': unknown core (known: auto, ctrace, slipcover, sysmon)"),
     ({"CI_DEPMAP_MEASURE": "lines,files"}, "$CI_DEPMAP_MEASURE='lines,files': unknown part 'files' (known: "),
 ])
 def test_a_bad_option_is_refused_naming_it(tmp_path: Path, env: dict[str, str], message: str) -> None:
