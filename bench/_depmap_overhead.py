@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._depmap_audit import COUNTS_ENV
-from ci.running.depmap_options import CORE_ENV, MEASURE_ENV
+from ci.observe.options import CORE_ENV, MEASURE_ENV
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ conftest): every process, baseline and recording alike, compiles the modules it 
 2. Overhead, the goal's table: the cpu tier's files with est_time <= 3 s (one process; --quick:
    one file), or with --tier every file of the cpu tier (``-n WORKERS``, 2 by default: CPU time
    counts every worker, so idle workers hide nothing). Modes: baseline, the default core
-   (slipcover where it runs, `ci.running.depmap_options`; each recording shares its probe edits
-   between its own processes only, `ci.running.depmap_probe_cache`) and, except with --tier, the
+   (slipcover where it runs, `ci.observe.options`; each recording shares its probe edits
+   between its own processes only, `ci.observe.probe_cache`) and, except with --tier, the
    C tracer (a whole tier repeated takes about 12 minutes a run).
    Goal: <= 10 % more CPU time with the default core, judged only when pytest passed in every
    run (a failing run does other work). Then whether two cores' maps agree. ``--logs=DIR`` keeps
@@ -42,7 +42,7 @@ from bench._depmap_overhead import (BASELINE, BREAKDOWN, FULL_CTRACE, FULL_SLIPC
                                     audit_events, compare, table_rows)
 from bench.table import format_table
 from ci.registry import Registry, find_repo_root, load_registry
-from ci.running import depmap_slipcover
+from ci.observe import slipcover_core
 from ci.selection.depmap_format import parse_depmap
 
 GOAL = 0.10
@@ -67,7 +67,7 @@ def _codes(measured: list[Measured]) -> str:
 
 
 def breakdown(root: Path, files: list[str], repeat: int, tmp: Path) -> None:
-    modes = BREAKDOWN if depmap_slipcover.available() else tuple(m for m in BREAKDOWN if "slipcover" not in m.label)
+    modes = BREAKDOWN if slipcover_core.available() else tuple(m for m in BREAKDOWN if "slipcover" not in m.label)
     measured = compare(root, files, modes, repeat, tmp / "breakdown.json")
     print(format_table(HEADERS, _rows(measured, len(files)),
                        title=f"breakdown: {', '.join(files)}; -n 0, {repeat} run(s) of each, alternating"))
@@ -81,7 +81,7 @@ def breakdown(root: Path, files: list[str], repeat: int, tmp: Path) -> None:
 def headline(root: Path, files: list[str], repeat: int, out: Path, workers: int,
              with_ctrace: bool, logs: Path | None = None) -> tuple[list[Measured], list[Path]]:
     """The goal's table and verdict; returns the measurements and the maps each recording mode wrote."""
-    default = FULL_SLIPCOVER if depmap_slipcover.available() else replace(FULL_CTRACE, label=FULL_CTRACE.label + " (default)")
+    default = FULL_SLIPCOVER if slipcover_core.available() else replace(FULL_CTRACE, label=FULL_CTRACE.label + " (default)")
     modes = (BASELINE, default) + ((FULL_CTRACE,) if with_ctrace and default is FULL_SLIPCOVER else ())
     measured = compare(root, files, modes, repeat, out, workers, logs)
     print(format_table(HEADERS, _rows(measured, len(files)),

@@ -194,8 +194,8 @@ def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, s
     if not (opts.resume and depmap.is_file()):
         _say("bench mutation: recording the runtime map (CI_DEPMAP, -p ci.pytest_plugin --tier cpu)")
         # the start-up hook in the tree's interpreter, as `ci run --record-depmap` installs it: the
-        # pytest process is measured from its first line (ci.running.depmap_child)
-        subprocess.run([opts.python, "-c", "from ci.running.depmap_startup import install; install()"], cwd=tree,
+        # pytest process is measured from its first line (ci.observe.child)
+        subprocess.run([opts.python, "-c", "from ci.observe.startup import install; install()"], cwd=tree,
                        env={**os.environ, **env}, capture_output=True, timeout=60)
         run = run_suite(opts.python, tree, base.universe, opts.workdir / "recording.xml", workers=opts.workers,
                         limit=limit, extra_env={**env, "CI_DEPMAP": str(depmap)},

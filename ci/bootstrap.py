@@ -21,6 +21,10 @@ works, bootstrap exits 1 with one line naming the command to run. ``--no-browser
 browser out (neither looked for nor installed, so nothing runs as root): for machines that run no
 browser test, such as the GPU jobs.
 
+Then ``.venv-py312`` (`ci.py312_env`), the small CPython 3.12 environment the recorder's 3.12
+tests run in, from pyenv's or PATH's 3.12; ``--no-py312`` leaves it out (the GPU jobs run no such
+test).
+
 ``--venv-cache DIR`` (the self-hosted GPU jobs, whose checkout deletes ``.venv`` before every job)
 keeps the environment outside the checkout, in ``DIR/<key>``, and makes ``.venv`` a link to it. The
 key (`cache_key`) hashes everything that decides the content: the interpreter, the project
@@ -31,7 +35,7 @@ again. All of it happens under an exclusive ``flock`` on ``DIR/<key>.lock``, so 
 host never build or read it at once, and the stamp is written last, so an install killed midway
 (its lock released by its death) is never reused.
 
-Usage: ``python3 ci/bootstrap.py [--force | --check] [--no-browser] [--venv-cache DIR]``. Exit
+Usage: ``python3 ci/bootstrap.py [--force | --check] [--no-browser] [--no-py312] [--venv-cache DIR]``. Exit
 status 0 when ``.venv`` and the browser (unless left out) are ready; ``--check`` changes nothing,
 prints the decision and its reason, and exits 1 unless both are; 2 for bad arguments.
 The root is this file's parent directory: bootstrap runs before anything is installed.
@@ -57,10 +61,12 @@ from typing import Iterator
 if __package__:
     from ci.atomic_write import atomic_write_text
     from ci.browser_provision import ensure_browser, locate_browser
+    from ci.py312_env import ensure as ensure_py312, is_ready as py312_ready
     from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 else:  # run as ``python3 ci/bootstrap.py``: ci/ itself is sys.path[0]
     from atomic_write import atomic_write_text
     from browser_provision import ensure_browser, locate_browser
+    from py312_env import ensure as ensure_py312, is_ready as py312_ready
     from regular_file import MAX_CONFIG_BYTES, read_regular
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="only report what a bootstrap would do and why (exit 1 unless up to date)")
     parser.add_argument("--no-browser", action="store_true",
                         help="leave the browser out (machines that run no browser test, e.g. GPU jobs)")
+    parser.add_argument("--no-py312", action="store_true",
+                        help="leave out .venv-py312, the CPython 3.12 environment of the recorder's 3.12 tests "
+                             "(machines that run no such test, e.g. GPU jobs)")
     parser.add_argument("--venv-cache", metavar="DIR", type=Path,
                         help="keep the environment in DIR/<key>, outside the checkout, and link .venv to it "
                              "(self-hosted runners, whose checkout deletes .venv)")
@@ -287,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     current = Stamp(current_interpreter(), project_fingerprint(ROOT / "pyproject.toml", constraints=CONSTRAINTS))
     if args.venv_cache is not None:
         status = _cached(args.venv_cache, current, args.check)
-        return status or (0 if args.check else _provision_browser(args.no_browser))
+        return status or (0 if args.check else _provision_extras(args))
     decision = _decide_for(VENV, current, args.force)
     if args.check:
         browser = None if args.no_browser else locate_browser()
@@ -303,12 +312,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if decision.action is Action.NOTHING and (args.no_browser or browser and browser.path) else 1
     if decision.action is Action.NOTHING:
         print("bootstrap: .venv is up to date", flush=True)
-        return _provision_browser(args.no_browser)
-    return _build(VENV, current, decision) or _provision_browser(args.no_browser)
+        return _provision_extras(args)
+    return _build(VENV, current, decision) or _provision_extras(args)
 
 
 LEFT_OUT = ("browser: left out (--no-browser): the HUD's browser tests need one; "
             "run `python3 ci/bootstrap.py` without it to add one")
+
+
+def _provision_extras(args: argparse.Namespace) -> int:
+    """What the test suite needs beside .venv, each unless its flag leaves it out."""
+    return (0 if args.no_py312 else _provision_py312()) or _provision_browser(args.no_browser)
+
+
+def _provision_py312() -> int:
+    """Make or refresh ``.venv-py312``, the small CPython 3.12 environment of the sysmon recorder's
+    tests (`ci.py312_env`); 0 when ready, else 1 after the line that says what to do."""
+    if py312_ready(ROOT, CONSTRAINTS):
+        return 0
+    start = time.monotonic()
+    problem = ensure_py312(ROOT, CONSTRAINTS)
+    if problem is not None:
+        print(f"bootstrap: {problem}", file=sys.stderr, flush=True)
+        return 1
+    print(f"bootstrap: .venv-py312 ready in {time.monotonic() - start:.0f} s", flush=True)
+    return 0
 
 
 def _provision_browser(left_out: bool) -> int:

@@ -59,7 +59,8 @@ import pytest
 
 from ci.history.classify import RERUN_EXCEPT, quarantined_reason
 from ci.running.hardware import LazyHardware
-from ci.running import depmap_record, proctree
+from ci.observe import record
+from ci.running import proctree
 from ci.running.watchdog import KILL_GRACE, Watchdog, read_record
 from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, Status, TestEntry, find_repo_root, link_problem,
@@ -104,7 +105,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     try:  # a recording starts before the conftests run their import-time code (docs/selection.md)
-        depmap_record.start_early(find_repo_root(early_config.invocation_params.dir))
+        record.start_early(find_repo_root(early_config.invocation_params.dir))
     except RepoRootNotFound:
         pass
 
@@ -155,13 +156,13 @@ def pytest_configure(config: pytest.Config) -> None:
         state.records = Path(shared) if shared else None
     elif any(e.timeout is not None for e in registry.tests.values()):
         state.records, state.owns_records = Path(tempfile.mkdtemp(prefix="ci-timeouts-")), True
-    if depmap_record.wanted():  # $CI_DEPMAP: record what each test file executes (docs/selection.md)
-        recorder = depmap_record.DepmapRecorder(config, root, tier, lambda p: _relative_test_path(state, p))
+    if record.wanted():  # $CI_DEPMAP: record what each test file executes (docs/selection.md)
+        recorder = record.DepmapRecorder(config, root, tier, lambda p: _relative_test_path(state, p))
         config.pluginmanager.register(recorder, "ci-depmap")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    depmap_record.drop_early()
+    record.drop_early()
     state = config.stash.get(_STATE, None)
     if state is None:
         return

@@ -26,8 +26,8 @@ from typing import Callable, Sequence
 
 from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
-from ci.running import depmap_startup
-from ci.running.depmap_files import RECORD_ENV
+from ci.observe import startup
+from ci.observe.files import RECORD_ENV
 from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
 from ci.history.classify import QUARANTINED
 from ci.history.run_results import failures_in_report
@@ -147,7 +147,7 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
                          f"registry env differs ({'; '.join(g.describe() or 'no env' for g in groups)}); "
                          f"record them in separate runs")
     if record:
-        depmap_startup.install()  # measures the pytest process from its first line (docs/depmaps.md)
+        startup.install()  # measures the pytest process from its first line (docs/depmaps.md)
 
     def build(part_files: Sequence[str], part: Path) -> PytestInvocation:
         return build_invocation(part_files, root=root, registry_path=registry_file(args), junit=part,

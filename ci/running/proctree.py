@@ -40,10 +40,10 @@ DEAD_STATES = ("Z", "X")  # /proc state letters of a process that is gone: zombi
 HALTED_STATES = ("T", "t", *DEAD_STATES)  # ... that cannot run: stopped, stopped by a tracer, gone
 _PR_GET_CHILD_SUBREAPER = 37
 # the attribute of a wrapped ``os.kill`` that kill_tree calls with each round of pids it is about
-# to SIGSTOP, before any of them is signalled: a recorder's guard (ci.running.depmap_live) asks
+# to SIGSTOP, before any of them is signalled: a recorder's guard (ci.observe.live) asks
 # them all at once to save what they ran, instead of one signal at a time. It lives on os.kill,
 # not here, so that every copy of this module in a process finds it (a program may import its
-# own copy of this package beside the recorder's: ci.running.depmap_aside)
+# own copy of this package beside the recorder's: ci.observe.aside)
 BEFORE_STOPPING = "before_stopping"
 
 

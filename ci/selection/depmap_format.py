@@ -1,6 +1,6 @@
 """The runtime dependency map: what each test file really executed and opened, and its one file format.
 
-A map comes from one recorded run of a tier (`ci.running.depmap_record`). Per test file it holds
+A map comes from one recorded run of a tier (`ci.observe.record`). Per test file it holds
 the repository files the file's tests executed (coverage.py, the subprocesses they started
 included) and the repository files they opened (``sys.addaudithook`` "open" events: data,
 configs, kernel sources compiled at run time). Version 2 adds what line-level selection

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from ci.running.depmap_startup import install
+from ci.observe.startup import install
 
 REPO = Path(__file__).resolve().parents[2]
 WORK = "def work(n):\n    total = 0\n    for i in range(n):\n        total += i\n    return total\n\n\ndef idle():\n    return 0\n"

@@ -119,7 +119,7 @@ def venv_says(project: Path) -> dict[str, str]:
 
 
 # The script and the modules it imports (it runs before anything is installed).
-SCRIPT_FILES = ("bootstrap.py", "atomic_write.py", "regular_file.py", "browser_locate.py", "browser_provision.py")
+SCRIPT_FILES = ("bootstrap.py", "atomic_write.py", "regular_file.py", "browser_locate.py", "browser_provision.py", "py312_env.py")
 
 
 @pytest.fixture
@@ -293,6 +293,7 @@ def test_gpu_setup_reuses_its_environment_across_cleaned_checkouts(project, tmp_
     assert second.returncode == 0, second.stdout + second.stderr
     assert f"bootstrap: reusing {built}: the stamp matches" in second.stdout
     assert "install" not in second.stdout and (project / ".venv").resolve() == built.resolve()
+    assert not (project / ".venv-py312").exists()  # --no-py312: a GPU job runs no 3.12 recorder test
     assert imports_in_venv(project)["torch"] is True
 
     # A changed key (the torch spec in pyproject.toml) builds a new environment beside the old one.
@@ -339,7 +340,8 @@ def test_two_shards_on_one_host_build_the_environment_once(project, tmp_path):
     """Two set-ups at once with the same key: one builds under the lock, the other waits and reuses."""
     (project / "pyproject.toml").write_text(TINY_PYPROJECT)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    argv = [str(base_interpreter()), "ci/bootstrap.py", "--no-browser", "--venv-cache", str(tmp_path / "cache")]
+    argv = [str(base_interpreter()), "ci/bootstrap.py", "--no-browser", "--no-py312", "--venv-cache",
+            str(tmp_path / "cache")]
     procs = [subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]

@@ -1,9 +1,9 @@
 """A recorded subprocess imports what its own path says, not the recorder's ``ci`` package.
 
 The start-up hook imports the recorder while ``site`` runs, before the program's ``sys.path[0]``
-exists (`ci.running.depmap_aside`). The oracle is the same program run without the hook: a
+exists (`ci.observe.aside`). The oracle is the same program run without the hook: a
 program whose folder has a ``ci`` package of its own must get that one, recorded or not, and a
-program that imports the recorder's own files must share its modules (one ``depmap_child``,
+program that imports the recorder's own files must share its modules (one ``child``,
 holding the log of the recording running in that process).
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_slipcover
-from ci.running.depmap_aside import SameFileFinder, step_aside
+from ci.observe import slipcover_core
+from ci.observe.aside import SameFileFinder, step_aside
 from tests.ci.depmap_child_support import REPO, child_argv, child_env, project, recorded_lines
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 
 SHOW = ("import sys\n"
         "print(sorted(n for n in sys.modules if n.split('.')[0] == 'ci'))\n"  # before the program imports it
@@ -61,9 +61,9 @@ def test_a_child_whose_folder_has_its_own_ci_imports_its_own(tmp_path: Path, how
 
 def test_a_child_importing_the_recorder_s_own_files_shares_its_modules(tmp_path: Path) -> None:
     root, parts = project(tmp_path)
-    body = SHOW + "import ci.running.depmap_child as c\nprint(len(c._active))\n"
+    body = SHOW + "import ci.observe.child as c\nprint(len(c._active))\n"
     recorded = _run(child_argv(body), child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), root)
-    # one depmap_child: the one whose `start` holds this process's log
+    # one child: the one whose `start` holds this process's log
     assert recorded == ["[]", f"{REPO / 'ci' / '__init__.py'} {REPO / 'ci' / 'running' / 'proctree.py'} None", "1"]
     plain = _run(child_argv(body), {k: v for k, v in child_env(root, parts).items() if not k.startswith("CI_DEPMAP")},
                  root)

@@ -1,4 +1,4 @@
-"""One probe per basic block (`ci.running.depmap_blocks`): what the slipcover core records
+"""One probe per basic block (`ci.observe.blocks`): what the slipcover core records
 against Python's own line tracer (``sys.settrace``), the oracle, on code written to stress block
 boundaries; and hand-checked plans. Lines after one that raised, in its block, are the one
 documented difference: the probes count them as run."""
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_blocks, depmap_slipcover
+from ci.observe import blocks, slipcover_core
 from tests.ci.depmap_support import clean_env
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 REPO = Path(__file__).resolve().parents[2]
 # a name in no repository: inside a recording, `exec` of a repository file's code puts probes in it
 OUTSIDE = "/nonexistent-ci-depmap-blocks/shapes.py"
@@ -148,8 +148,8 @@ CALLS = [("ternary", (True,)), ("chain", (0, 1, 0)), ("loops", (2,)), ("loops", 
 ORACLE = textwrap.dedent("""\
     import json, sys
     import shapes
-    from ci.running import depmap_slipcover
-    from ci.running.depmap_files import RepoFiles
+    from ci.observe import slipcover_core
+    from ci.observe.files import RepoFiles
 
     calls = json.loads(sys.argv[2])
 
@@ -171,7 +171,7 @@ ORACLE = textwrap.dedent("""\
     """)
 
 DRIVER = ORACLE + textwrap.dedent("""\
-    lines = depmap_slipcover.SlipcoverLines(RepoFiles(sys.argv[1]), None)
+    lines = slipcover_core.SlipcoverLines(RepoFiles(sys.argv[1]), None)
     lines.switch_context("calls")
     lines.start()
     run()
@@ -221,7 +221,7 @@ def test_straight_line_code_gets_one_probe_that_stands_for_the_rest() -> None:
     exec(compile(SHAPES, OUTSIDE, "exec"), namespace)
     code = namespace["straight"].__code__
     first = min(_marked("b = a + 1"))
-    plan = depmap_blocks.plan(code, depmap_slipcover._line_starts(code))
+    plan = blocks.plan(code, slipcover_core._line_starts(code))
     assert [line for _, line in plan.points] == [first]
     assert plan.implied == {first: frozenset({first + 1, first + 2, first + 3})}
 
@@ -230,7 +230,7 @@ def test_every_branch_target_and_handler_starts_a_block() -> None:
     namespace: dict[str, object] = {}
     exec(compile(SHAPES, OUTSIDE, "exec"), namespace)
     code = namespace["handled"].__code__
-    plan = depmap_blocks.plan(code, depmap_slipcover._line_starts(code))
+    plan = blocks.plan(code, slipcover_core._line_starts(code))
     probed = {line for _, line in plan.points}
     handler, orelse, final = (min(_marked(text)) for text in ("z = -1", "z += 1", "w = 0"))
     assert {handler, orelse, final} <= probed  # each is reached by a jump or the exception table
@@ -241,7 +241,7 @@ def test_a_loop_body_that_a_jump_back_reaches_has_its_own_probe() -> None:
     namespace: dict[str, object] = {}
     exec(compile(SHAPES, OUTSIDE, "exec"), namespace)
     code = namespace["spin"].__code__
-    plan = depmap_blocks.plan(code, depmap_slipcover._line_starts(code))
+    plan = blocks.plan(code, slipcover_core._line_starts(code))
     assert min(_marked("spun += 1")) in {line for _, line in plan.points}  # not implied by the line before
 
 
@@ -253,11 +253,11 @@ def test_handlers_begin_blocks_by_dis_own_reading_of_the_exception_table() -> No
     for name in ("handled", "suppressed"):
         code = namespace[name].__code__
         targets = {entry.target for entry in dis.Bytecode(code).exception_entries}
-        assert targets and targets <= set(depmap_blocks.leaders(code)), name
+        assert targets and targets <= set(blocks.leaders(code)), name
 
 
 def test_expand_adds_only_what_a_file_noted() -> None:
-    depmap_blocks.note("/nowhere/a.py", {3: frozenset({4, 5})})
-    assert depmap_blocks.expand("/nowhere/a.py", {3, 9}) == {3, 4, 5, 9}
-    assert depmap_blocks.expand("/nowhere/a.py", {4}) == {4}
-    assert depmap_blocks.expand("/nowhere/b.py", {3}) == {3}
+    blocks.note("/nowhere/a.py", {3: frozenset({4, 5})})
+    assert blocks.expand("/nowhere/a.py", {3, 9}) == {3, 4, 5, 9}
+    assert blocks.expand("/nowhere/a.py", {4}) == {4}
+    assert blocks.expand("/nowhere/b.py", {3}) == {3}

@@ -1,5 +1,5 @@
 """The recorder's own modules cached as checked-hash bytecode by the first recorded child
-(`ci.running.depmap_bytecode`): real interpreters with ``PYTHONDONTWRITEBYTECODE`` set, as this
+(`ci.observe.bytecode`): real interpreters with ``PYTHONDONTWRITEBYTECODE`` set, as this
 repository's suite runs them, importing a copy of the ``ci`` package. The oracles are the
 interpreter's own: its ``-v`` report of where each module's code came from, its
 ``importlib.util.source_hash``, and what an edited module says when imported."""
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_slipcover
-from ci.running.depmap_bytecode import MARK_NAME, cache_checked, loaded_sources
+from ci.observe import slipcover_core
+from ci.observe.bytecode import MARK_NAME, cache_checked, loaded_sources
 
 from tests.ci.depmap_child_support import REPO, child_argv, child_env, project, recorded_lines
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 
-HOOK_MODULES = ("ci/__init__.py", "ci/running/depmap_child.py", "ci/running/depmap_slipcover.py",
-                "ci/running/depmap_live.py", "ci/running/proctree.py", "ci/running/depmap_exit.py")
+HOOK_MODULES = ("ci/__init__.py", "ci/observe/child.py", "ci/observe/slipcover_core.py",
+                "ci/observe/live.py", "ci/running/proctree.py", "ci/observe/exit_save.py")
 
 
 def _copy_of_ci(root: Path) -> None:
@@ -73,7 +73,7 @@ def test_a_module_edited_at_the_same_size_and_time_is_never_run_stale(tmp_path: 
     # keeps both, so only a check of the source's hash sees it
     root, parts = project(tmp_path)
     _copy_of_ci(root)
-    options = root / "ci" / "running" / "depmap_options.py"
+    options = root / "ci" / "observe" / "options.py"
     options.write_text(options.read_text() + 'EDIT = "aaaa"\n')
     _run_child(root, parts, "pass")
     assert _pyc(options).is_file()
@@ -81,14 +81,14 @@ def test_a_module_edited_at_the_same_size_and_time_is_never_run_stale(tmp_path: 
     options.write_text(options.read_text().replace('EDIT = "aaaa"', 'EDIT = "bbbb"'))
     os.utime(options, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     (tmp_path / "parts2").mkdir()  # the next recording: its hook imports the module, then caches
-    edited = _run_child(root, tmp_path / "parts2", "import ci.running.depmap_options as o; print(o.EDIT)")
+    edited = _run_child(root, tmp_path / "parts2", "import ci.observe.options as o; print(o.EDIT)")
     assert edited.stdout.strip() == "bbbb"
 
 
 def test_once_per_recording_and_a_cache_that_cannot_be_written_is_skipped(tmp_path: Path) -> None:
     root, parts = project(tmp_path)
     _copy_of_ci(root)
-    child, live = root / "ci" / "running" / "depmap_child.py", root / "ci" / "running" / "depmap_live.py"
+    child, live = root / "ci" / "observe" / "child.py", root / "ci" / "observe" / "live.py"
     _pyc(live).mkdir(parents=True)  # not a file: py_compile refuses to replace it
     _run_child(root, parts, "from pkg.work import work; work(1)")
     assert _pyc(child).is_file() and _pyc(live).is_dir()

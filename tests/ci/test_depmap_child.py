@@ -1,5 +1,5 @@
 """Subprocesses of a recorded test measured by slipcover through the recorder's own start-up hook
-(`ci.running.depmap_startup`, `ci.running.depmap_child`): real interpreters, real ``site``
+(`ci.observe.startup`, `ci.observe.child`): real interpreters, real ``site``
 processing of the hook file, real signals. coverage.py's own hook is the fallback, never both."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_live, depmap_slipcover
-from ci.running.depmap_child import FLUSH_SECONDS
-from ci.running.depmap_startup import PTH_NAME, PTH_TEXT, install
+from ci.observe import live, slipcover_core
+from ci.observe.child import FLUSH_SECONDS
+from ci.observe.startup import PTH_NAME, PTH_TEXT, install
 
 from tests.ci.depmap_child_support import WORK, child_argv, child_env, coverage_ini, project, recorded_lines
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 
 
 def _signal_when_ready(root: Path, parts: Path, body: str, signum: int, wait: float = 0.0,
@@ -61,11 +61,11 @@ def test_install_writes_the_hook_once_and_reports_a_folder_it_cannot_write(tmp_p
 def test_the_hook_swallows_any_error_of_the_recorder_and_the_program_runs(tmp_path: Path) -> None:
     # a recorder whose start fails in a way no import does: site would report it on stderr and
     # skip the rest of the .pth file; the hook's contract is that nothing shows
-    fake = tmp_path / "fake" / "ci" / "running"
+    fake = tmp_path / "fake" / "ci" / "observe"
     fake.mkdir(parents=True)
     for init in (fake.parent / "__init__.py", fake / "__init__.py"):
         init.write_text("")
-    (fake / "depmap_child.py").write_text("def start():\n    raise RuntimeError('the recorder broke')\n")
+    (fake / "child.py").write_text("def start():\n    raise RuntimeError('the recorder broke')\n")
     site_dir = tmp_path / "site"
     site_dir.mkdir()
     assert install(site_dir) is not None
@@ -90,7 +90,7 @@ def test_a_child_records_its_lines_once_and_coverage_hook_is_kept_out(tmp_path: 
 def test_without_the_variable_the_hook_does_nothing(tmp_path: Path) -> None:
     root, parts = project(tmp_path)
     proc = subprocess.run(child_argv("from pkg.work import work; work(3); import sys; "
-                                       "print('ci.running.depmap_child' in sys.modules)"),
+                                       "print('ci.observe.child' in sys.modules)"),
                           env=child_env(root, parts), cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
     assert list(parts.iterdir()) == []
@@ -174,7 +174,7 @@ def test_a_child_that_leaves_by_os_exit_at_once_saves_its_lines_first(tmp_path: 
 
 
 def test_the_merge_skips_a_torn_last_line_and_refuses_a_bad_one_before_it(tmp_path: Path) -> None:
-    from ci.running.depmap_merge import _child_records
+    from ci.observe.merge import _child_records
 
     part = tmp_path / "clines.1.jsonl"
     part.write_text('{"t.py": {"/r/a.py": [1, 2]}}\n{"t.py": {"/r/b.py": [3]}}\n{"t.py": {"/r/c')
@@ -201,7 +201,7 @@ def test_a_child_outliving_its_recording_exits_quietly(tmp_path: Path) -> None:
 
 def test_a_fork_while_another_thread_holds_the_recorders_locks_does_not_hang_the_child(tmp_path: Path) -> None:
     root, parts = project(tmp_path)
-    body = ("import os, sys, threading, time\nimport ci.running.depmap_child as dc\nfrom pkg import work\n"
+    body = ("import os, sys, threading, time\nimport ci.observe.child as dc\nfrom pkg import work\n"
             "held = threading.Event()\n"
             "def hold():\n    with dc._active[0].lines._sci.lock:\n        held.set()\n        time.sleep(1)\n"
             "threading.Thread(target=hold, daemon=True).start()\nheld.wait()\n"
@@ -243,7 +243,7 @@ def test_a_child_s_flushes_add_up_and_a_failed_write_leaves_it_unsaved(tmp_path:
     proc = subprocess.run(child_argv(body) + ["break"], env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"),
                           cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert depmap_live.unsaved_tests(parts) == {"tests/test_x.py"}  # the live mark stays: not complete
+    assert live.unsaved_tests(parts) == {"tests/test_x.py"}  # the live mark stays: not complete
 
 
 def test_a_forked_child_flushes_on_its_own_while_it_runs(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ def test_a_forked_child_flushes_on_its_own_while_it_runs(tmp_path: Path) -> None
 
 
 def test_a_child_s_periodic_flush_retires_the_probes_of_what_it_wrote(tmp_path: Path) -> None:
-    """Retirement is cost, not content: only the probe sites can show it (`ci.running.depmap_retire`)."""
+    """Retirement is cost, not content: only the probe sites can show it (`ci.observe.retire`)."""
     root, parts = project(tmp_path)
     body = textwrap.dedent("""\
         import glob, os, time
@@ -281,7 +281,7 @@ def test_a_child_s_periodic_flush_retires_the_probes_of_what_it_wrote(tmp_path: 
         deadline = time.monotonic() + 30
         while not any(os.path.getsize(p) for p in glob.glob(os.environ["CI_DEPMAP_PARTS"] + "/clines.*")):
             time.sleep(0.01)
-        import ci.running.depmap_child as child  # the recorder's own module, shared (`ci.running.depmap_aside`)
+        import ci.observe.child as child  # the recorder's own module, shared (`ci.observe.aside`)
         print(len(child._active[0].lines._sites.retired))
         """)
     proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,

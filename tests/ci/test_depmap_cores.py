@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 from coverage import CoverageData
 
-from ci.running import depmap_slipcover
-from ci.running.depmap_options import RecordOptions, record_options
+from ci.observe import slipcover_core
+from ci.observe.options import RecordOptions, record_options
 from tests.ci.depmap_support import write_project
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 
 FLOW = textwrap.dedent("""\
     import asyncio
@@ -311,7 +311,7 @@ def test_options_read_from_the_environment(env: dict[str, str], expected: Record
 
 def test_auto_falls_back_to_the_tracer_where_slipcover_cannot_run_and_a_named_slipcover_is_refused(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(depmap_slipcover, "unavailable_reason", lambda: "slipcover is not installed: gone")
+    monkeypatch.setattr(slipcover_core, "unavailable_reason", lambda: "slipcover is not installed: gone")
     assert record_options({}).core == "ctrace"
     assert record_options({"CI_DEPMAP_CORE": "slipcover"}, resolve_core=False).core == "slipcover"
     with pytest.raises(ValueError, match=r"^\$CI_DEPMAP_CORE=slipcover, but slipcover does not import here "
@@ -320,13 +320,13 @@ def test_auto_falls_back_to_the_tracer_where_slipcover_cannot_run_and_a_named_sl
 
 
 def test_the_slipcover_core_runs_only_on_the_interpreter_it_is_tested_with(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert depmap_slipcover.unavailable_reason() is None  # this suite's interpreter: CPython 3.11
+    assert slipcover_core.unavailable_reason() is None  # this suite's interpreter: CPython 3.11
     monkeypatch.setattr(sys, "version_info", (3, 12, 0, "final", 0))
-    assert "tested on CPython 3.11 only, this is cpython 3.12" in depmap_slipcover.unavailable_reason()
+    assert "tested on CPython 3.11 only, this is cpython 3.12" in slipcover_core.unavailable_reason()
 
 
 @pytest.mark.parametrize("env, message", [
-    ({"CI_DEPMAP_CORE": "sysmon"}, "$CI_DEPMAP_CORE='sysmon': unknown core (known: auto, ctrace, slipcover)"),
+    ({"CI_DEPMAP_CORE": "pytrace"}, "$CI_DEPMAP_CORE='pytrace': unknown core (known: auto, ctrace, slipcover, sysmon)"),
     ({"CI_DEPMAP_MEASURE": "lines,files"}, "$CI_DEPMAP_MEASURE='lines,files': unknown part 'files' (known: "),
 ])
 def test_a_bad_option_is_refused_naming_it(tmp_path: Path, env: dict[str, str], message: str) -> None:
@@ -347,7 +347,7 @@ def test_a_slipcover_release_other_than_the_tested_one_is_not_used(monkeypatch: 
     import slipcover.version
 
     monkeypatch.setattr(slipcover.version, "__version__", "1.2.0")
-    assert depmap_slipcover.unavailable_reason() == "slipcover 1.2.0 is installed, and this core is tested with 1.1 only"
+    assert slipcover_core.unavailable_reason() == "slipcover 1.2.0 is installed, and this core is tested with 1.1 only"
     assert record_options({}).core == "ctrace"
 
 

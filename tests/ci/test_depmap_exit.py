@@ -1,4 +1,4 @@
-"""`ci.running.depmap_exit.save_on_exit`: one save however a recorded process leaves, a SIGTERM
+"""`ci.observe.exit_save.save_on_exit`: one save however a recorded process leaves, a SIGTERM
 that never cuts a save short, and no SIGTERM handler left in a forked child. Each case is a
 real child process; the save writes marks to a file, read back here."""
 
@@ -15,7 +15,7 @@ from tests.ci.depmap_support import clean_env
 
 PRELUDE = textwrap.dedent("""\
     import os, signal, sys, threading, time
-    from ci.running.depmap_exit import save_on_exit
+    from ci.observe.exit_save import save_on_exit
     LOG = sys.argv[1]
 
     def note(text):

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_slipcover
+from ci.observe import slipcover_core
 from ci.selection.depmap_format import parse_depmap
 from tests.ci.depmap_support import clean_env, write_project
 
-NEEDS_SLIPCOVER = pytest.mark.skipif(not depmap_slipcover.available(), reason="the slipcover core does not run here")
+NEEDS_SLIPCOVER = pytest.mark.skipif(not slipcover_core.available(), reason="the slipcover core does not run here")
 
 WORK = "def both(x):\n    return 2 * x\n\n\ndef only_child():\n    return 1\n"  # line 6: the child's alone
 FILES = {
@@ -143,7 +143,7 @@ def _parts_with_two_tests(tmp_path: Path) -> tuple[Path, "RepoFiles"]:
 
     from coverage import CoverageData
 
-    from ci.running.depmap_files import RepoFiles
+    from ci.observe.files import RepoFiles
 
     write_project(tmp_path, FILES)
     parts = tmp_path / "parts"
@@ -159,7 +159,7 @@ def _parts_with_two_tests(tmp_path: Path) -> tuple[Path, "RepoFiles"]:
 
 @pytest.mark.parametrize("live_mark", [True, False])
 def test_a_torn_coverage_part_is_skipped_and_never_leaves_an_entry_complete(tmp_path: Path, live_mark: bool) -> None:
-    from ci.running.depmap_merge import build_map
+    from ci.observe.merge import build_map
 
     parts, files = _parts_with_two_tests(tmp_path)
     whole = build_map(parts, files, "cpu").tests
@@ -180,7 +180,7 @@ def test_a_part_garbled_inside_its_tables_is_skipped_like_a_torn_one(tmp_path: P
     # the first as undecodable text (UnicodeDecodeError), the second as an OperationalError
     from coverage import CoverageData
 
-    from ci.running.depmap_merge import build_map
+    from ci.observe.merge import build_map
 
     parts, files = _parts_with_two_tests(tmp_path)
     data = CoverageData(basename=str(parts / "cov"), suffix="vm.pid102.Xdefx")
@@ -201,7 +201,7 @@ def test_a_test_file_split_over_workers_is_complete_when_their_finished_counts_a
     # count any process saw, finished the sum
     import json
 
-    from ci.running.depmap_merge import build_map
+    from ci.observe.merge import build_map
 
     parts, files = _parts_with_two_tests(tmp_path)
     for pid, done in ((100, {"tests/test_exit.py": 1}), (101, {"tests/test_exit.py": 1, "tests/test_pool.py": 1})):
@@ -220,7 +220,7 @@ def test_slipcovers_save_appears_under_its_final_name_only_when_whole(tmp_path: 
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from coverage import CoverageData
 
-    from ci.running.depmap_files import RepoFiles
+    from ci.observe.files import RepoFiles
 
     during: list[list[str]] = []
     write = CoverageData.write
@@ -230,11 +230,11 @@ def test_slipcovers_save_appears_under_its_final_name_only_when_whole(tmp_path: 
         during.append(sorted(p.name for p in tmp_path.iterdir()))
 
     monkeypatch.setattr(CoverageData, "write", watched)
-    lines = depmap_slipcover.SlipcoverLines(RepoFiles(str(tmp_path)), tmp_path / "cov")
+    lines = slipcover_core.SlipcoverLines(RepoFiles(str(tmp_path)), tmp_path / "cov")
     lines.lines["tests/test_x.py"][str(tmp_path / "m.py")].update({1, 2})
     lines.save()
     assert during and not any(name.startswith("cov.") for name in during[0])
-    depmap_slipcover.SlipcoverLines(RepoFiles(str(tmp_path)), tmp_path / "cov").save()  # nothing measured
+    slipcover_core.SlipcoverLines(RepoFiles(str(tmp_path)), tmp_path / "cov").save()  # nothing measured
 
     names = sorted(p.name for p in tmp_path.iterdir())
     assert len(names) == 2 and all(n.startswith("cov.") and ".pid" in n for n in names)  # no temporary left

@@ -1,4 +1,4 @@
-"""The recorder's kill guard (`ci.running.depmap_live`): a SIGKILL or SIGSTOP of a recorded
+"""The recorder's kill guard (`ci.observe.live`): a SIGKILL or SIGSTOP of a recorded
 process first asks it to flush what it ran, all the processes one signal or one round of
 `ci.running.proctree.kill_tree` reaches at once. Real recorded children where a process must
 answer; marks for pids above Linux's largest pid_max where nothing may be signalled."""
@@ -19,11 +19,12 @@ from typing import Iterator
 
 import pytest
 
-from ci.running import depmap_live, depmap_slipcover, proctree
+from ci.observe import live, slipcover_core
+from ci.running import proctree
 from ci.running.proctree import process_state
 from tests.ci.depmap_child_support import child_argv, child_env, project, recorded_lines
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 NOBODY = 2 ** 22 + 4096  # above Linux's largest pid_max: no such process, ever
 
 
@@ -50,15 +51,15 @@ def _wait_state(pid: int, state: str, seconds: float = 10.0) -> str | None:
 
 def test_a_kill_waits_for_the_flush_it_asked_for_and_leaves_the_mark_when_none_comes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 0.3)
+    monkeypatch.setattr(live, "FLUSH_WAIT", 0.3)
     pid = 4_000_000  # marks only: nothing is killed here
     (tmp_path / f"live.{pid}").write_text("tests/test_a.py")
     (tmp_path / f"flushes.{pid}").write_text("")
     started = time.monotonic()
-    depmap_live.flush_before(str(tmp_path), [pid], stopping=False)  # nobody answers
+    live.flush_before(str(tmp_path), [pid], stopping=False)  # nobody answers
     assert time.monotonic() - started >= 0.3
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"flushes.{pid}", f"live.{pid}"]
-    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
+    assert live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
 
     def flusher() -> None:  # what a child's flusher does: write, then take the request away (not
         request = tmp_path / f"flush.{pid}"  # `acknowledge`: it would stop this process)
@@ -68,14 +69,14 @@ def test_a_kill_waits_for_the_flush_it_asked_for_and_leaves_the_mark_when_none_c
 
     answering = threading.Thread(target=flusher)
     answering.start()
-    depmap_live.flush_before(str(tmp_path), [pid], stopping=False)
+    live.flush_before(str(tmp_path), [pid], stopping=False)
     answering.join()
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"killed.{pid}"]
-    assert depmap_live.unsaved_tests(tmp_path) == set()
+    assert live.unsaved_tests(tmp_path) == set()
     (tmp_path / f"live.{pid + 1}").write_text("tests/test_b.py")  # coverage.py's child: no flusher
     started = time.monotonic()
-    depmap_live.flush_before(str(tmp_path), [pid + 1], stopping=False)
-    assert time.monotonic() - started < 0.3 and depmap_live.unsaved_tests(tmp_path) == {"tests/test_b.py"}
+    live.flush_before(str(tmp_path), [pid + 1], stopping=False)
+    assert time.monotonic() - started < 0.3 and live.unsaved_tests(tmp_path) == {"tests/test_b.py"}
 
 
 def test_a_tree_frozen_before_it_is_killed_is_flushed_at_the_stop_and_never_waited_for(
@@ -84,19 +85,19 @@ def test_a_tree_frozen_before_it_is_killed_is_flushed_at_the_stop_and_never_wait
     process cannot answer a flush request, and waiting for one cost 5 s per process."""
     root, parts = project(tmp_path)
     with _sleeping_child(root, parts) as child:
-        depmap_live._before_signal(str(parts), [child.pid], signal.SIGSTOP)  # asks, it answers: then stop
+        live._before_signal(str(parts), [child.pid], signal.SIGSTOP)  # asks, it answers: then stop
         os.kill(child.pid, signal.SIGSTOP)
         assert (parts / f"stopped.{child.pid}").exists()
-        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+        monkeypatch.setattr(live, "FLUSH_WAIT", 30.0)
         assert _wait_state(child.pid, "T") == "T"
-        depmap_live._before_signal(str(parts), [child.pid], signal.SIGSTOP)  # kill_tree stops twice: still live
+        live._before_signal(str(parts), [child.pid], signal.SIGSTOP)  # kill_tree stops twice: still live
         assert (parts / f"live.{child.pid}").exists() and (parts / f"stopped.{child.pid}").exists()
         started = time.monotonic()
-        depmap_live._before_signal(str(parts), [child.pid], signal.SIGKILL)
+        live._before_signal(str(parts), [child.pid], signal.SIGKILL)
         assert time.monotonic() - started < 1.0  # stopped: not waited for
         os.kill(child.pid, signal.SIGKILL)
         assert child.wait(timeout=30) == -signal.SIGKILL
-    assert depmap_live.unsaved_tests(parts) == set()  # flushed at the stop: ended whole
+    assert live.unsaved_tests(parts) == set()  # flushed at the stop: ended whole
     assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
@@ -117,31 +118,31 @@ def test_kill_tree_inside_a_recording_keeps_the_frozen_childs_lines_without_wait
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert float(proc.stdout) < 4.0  # a flush at the stop, none waited for at the kill (FLUSH_WAIT is 5 s)
-    assert depmap_live.unsaved_tests(parts) == set()
+    assert live.unsaved_tests(parts) == set()
     assert recorded_lines(parts)["tests/test_x.py"]["work.py"] == [1, 2, 3, 4, 5, 8]
 
 
 def test_a_process_stopped_without_a_flush_is_not_waited_for_and_stays_unsaved(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+    monkeypatch.setattr(live, "FLUSH_WAIT", 30.0)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (tmp_path / f"live.{sleeper.pid}").write_text("tests/test_a.py")
         (tmp_path / f"flushes.{sleeper.pid}").write_text("")
         (tmp_path / f"stopped.{sleeper.pid}").write_text("")
-        depmap_live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGCONT)  # continued: the mark goes
+        live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGCONT)  # continued: the mark goes
         assert not (tmp_path / f"stopped.{sleeper.pid}").exists()
         os.kill(sleeper.pid, signal.SIGSTOP)  # by someone the recording does not see
         deadline = time.monotonic() + 10
         while process_state(sleeper.pid) != "T" and time.monotonic() < deadline:
             time.sleep(0.01)
         started = time.monotonic()
-        depmap_live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
+        live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
         assert time.monotonic() - started < 1.0
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}  # what it ran last may be lost
+    assert live.unsaved_tests(tmp_path) == {"tests/test_a.py"}  # what it ran last may be lost
     assert process_state(4_000_000) is None
 
 
@@ -151,23 +152,23 @@ def test_a_wait_ends_when_the_process_is_stopped_from_elsewhere_and_a_continued_
     try:
         (tmp_path / f"live.{sleeper.pid}").write_text("tests/test_a.py")
         (tmp_path / f"flushes.{sleeper.pid}").write_text("")
-        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 30.0)
+        monkeypatch.setattr(live, "FLUSH_WAIT", 30.0)
         stopper = threading.Timer(0.3, os.kill, (sleeper.pid, signal.SIGSTOP))
         stopper.start()
         started = time.monotonic()
-        depmap_live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
+        live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
         stopper.join()
         assert time.monotonic() - started < 5.0  # not the 30 s of FLUSH_WAIT
         assert not (tmp_path / f"flush.{sleeper.pid}").exists()
         os.kill(sleeper.pid, signal.SIGCONT)  # from outside the guard: its stopped mark would be stale
         (tmp_path / f"stopped.{sleeper.pid}").write_text("")
-        monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 0.3)
-        depmap_live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
+        monkeypatch.setattr(live, "FLUSH_WAIT", 0.3)
+        live._before_signal(str(tmp_path), [sleeper.pid], signal.SIGKILL)
         assert not (tmp_path / f"stopped.{sleeper.pid}").exists()  # running: asked anew, no answer
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
+    assert live.unsaved_tests(tmp_path) == {"tests/test_a.py"}
 
 
 def test_a_group_kill_finds_the_recorded_members_of_the_group(tmp_path: Path) -> None:
@@ -176,7 +177,7 @@ def test_a_group_kill_finds_the_recorded_members_of_the_group(tmp_path: Path) ->
         (tmp_path / f"flushes.{child.pid}").write_text("")
         (tmp_path / f"flushes.{os.getpid()}").write_text("")  # another group: this test's own
         (tmp_path / "flushes.nonsense").write_text("")
-        assert depmap_live._group_members(str(tmp_path), child.pid) == [child.pid]
+        assert live._group_members(str(tmp_path), child.pid) == [child.pid]
     finally:
         child.kill()
         child.wait()
@@ -185,7 +186,7 @@ def test_a_group_kill_finds_the_recorded_members_of_the_group(tmp_path: Path) ->
 def test_one_signal_to_many_asks_them_all_before_it_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The flusher here answers only once every request is there at the same time: asked one
     after another, the first would wait in vain and none would count as flushed."""
-    monkeypatch.setattr(depmap_live, "FLUSH_WAIT", 3.0)
+    monkeypatch.setattr(live, "FLUSH_WAIT", 3.0)
     pids = [NOBODY + i for i in range(5)]
     for pid in pids:
         (tmp_path / f"live.{pid}").write_text("tests/test_a.py")
@@ -203,18 +204,18 @@ def test_one_signal_to_many_asks_them_all_before_it_waits(tmp_path: Path, monkey
             request.unlink()
 
     asked: list[int] = []
-    ask = depmap_live._ask
-    monkeypatch.setattr(depmap_live, "_ask", lambda parts, pid: asked.append(pid) or ask(parts, pid))
+    ask = live._ask
+    monkeypatch.setattr(live, "_ask", lambda parts, pid: asked.append(pid) or ask(parts, pid))
     answering = threading.Thread(target=flushers)
     answering.start()
-    depmap_live.flush_before(str(tmp_path), [*pids, pids[0], NOBODY + 9], stopping=True)
+    live.flush_before(str(tmp_path), [*pids, pids[0], NOBODY + 9], stopping=True)
     answering.join()
     # each once: a second request, written after the first was answered, would go unanswered
     assert sorted(asked) == pids
     assert said == {pid: b"stop" for pid in pids}  # asked by another process: stop once flushed
     assert sorted(p.name for p in tmp_path.glob("stopped.*")) == sorted(f"stopped.{pid}" for pid in pids)
     assert not list(tmp_path.glob("flush.*")) and not list(tmp_path.glob(".flush.*"))  # no draft left
-    assert depmap_live.unsaved_tests(tmp_path) == {"tests/test_a.py", "tests/test_b.py"}  # not killed yet
+    assert live.unsaved_tests(tmp_path) == {"tests/test_a.py", "tests/test_b.py"}  # not killed yet
 
 
 def test_the_guard_takes_kill_tree_s_rounds_whole_from_any_copy_of_it(tmp_path: Path,
@@ -224,10 +225,10 @@ def test_the_guard_takes_kill_tree_s_rounds_whole_from_any_copy_of_it(tmp_path: 
     monkeypatch.setattr(os, "kill", lambda pid, sig: None)
     monkeypatch.setattr(os, "killpg", lambda pgid, sig: None)
     rounds: list[tuple[str, list[int], bool]] = []
-    monkeypatch.setattr(depmap_live, "flush_before",
+    monkeypatch.setattr(live, "flush_before",
                         lambda parts, pids, stopping=False: rounds.append((parts, list(pids), stopping)))
     recording: list[str | None] = [str(tmp_path)]
-    depmap_live.guard_kills(lambda: recording[0])
+    live.guard_kills(lambda: recording[0])
     before_stopping = getattr(os.kill, proctree.BEFORE_STOPPING)
     before_stopping([NOBODY, NOBODY + 1])
     assert rounds == [(str(tmp_path), [NOBODY, NOBODY + 1], True)]
@@ -241,14 +242,14 @@ def test_a_child_asked_before_a_stop_stops_itself_once_flushed(tmp_path: Path) -
     before the asker's own SIGSTOP (never sent here) could land."""
     root, parts = project(tmp_path)
     with _sleeping_child(root, parts) as child:
-        assert depmap_live.unsaved_tests(parts) == {"tests/test_x.py"} and depmap_live.left_live(parts, child.pid)
-        depmap_live.flush_before(str(parts), [child.pid], stopping=True)
+        assert live.unsaved_tests(parts) == {"tests/test_x.py"} and live.left_live(parts, child.pid)
+        live.flush_before(str(parts), [child.pid], stopping=True)
         assert (parts / f"stopped.{child.pid}").exists()  # it answered
         assert _wait_state(child.pid, "T") == "T"  # and stopped itself
-        depmap_live.flush_before(str(parts), [child.pid], stopping=False)  # the kill: stopped, not asked
-        assert (parts / f"killed.{child.pid}").exists() and not depmap_live.left_live(parts, child.pid)
+        live.flush_before(str(parts), [child.pid], stopping=False)  # the kill: stopped, not asked
+        assert (parts / f"killed.{child.pid}").exists() and not live.left_live(parts, child.pid)
         assert not list(parts.glob("stopped.*"))  # a later process with its pid would not be taken as stopped
-    assert depmap_live.unsaved_tests(parts) == set()
+    assert live.unsaved_tests(parts) == set()
     assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
@@ -259,7 +260,7 @@ def test_a_child_that_kills_itself_flushes_first_and_does_not_stop_itself(tmp_pa
     proc = subprocess.run(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    assert len(list(parts.glob("killed.*"))) == 1 and depmap_live.unsaved_tests(parts) == set()
+    assert len(list(parts.glob("killed.*"))) == 1 and live.unsaved_tests(parts) == set()
     assert recorded_lines(parts) == {"tests/test_x.py": {"__init__.py": [0], "work.py": [1, 2, 3, 4, 5, 8]}}
 
 
@@ -269,12 +270,12 @@ def test_a_process_waiting_for_answers_of_its_own_answers_without_stopping(tmp_p
     root, parts = project(tmp_path)
     body = textwrap.dedent(f"""\
         import os, pathlib
-        from ci.running import depmap_live
+        from ci.observe import live
         parts = os.environ["CI_DEPMAP_PARTS"]
         pathlib.Path(parts, "live.{NOBODY}").write_text("tests/test_b.py")
         pathlib.Path(parts, "flushes.{NOBODY}").write_text("")
-        depmap_live.FLUSH_WAIT = 60.0
-        depmap_live.flush_before(parts, [{NOBODY}], stopping=False)  # nobody answers
+        live.FLUSH_WAIT = 60.0
+        live.flush_before(parts, [{NOBODY}], stopping=False)  # nobody answers
         """)
     child = subprocess.Popen(child_argv(body), env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), cwd=root)
     try:
@@ -282,7 +283,7 @@ def test_a_process_waiting_for_answers_of_its_own_answers_without_stopping(tmp_p
         while not (parts / f"flush.{NOBODY}").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert (parts / f"flush.{NOBODY}").exists()  # it is waiting
-        depmap_live.flush_before(str(parts), [child.pid], stopping=True)
+        live.flush_before(str(parts), [child.pid], stopping=True)
         assert (parts / f"stopped.{child.pid}").exists()  # it answered
         assert _wait_state(child.pid, "T", 1.0) != "T"  # and runs on
     finally:
@@ -297,9 +298,9 @@ def test_every_form_of_a_guarded_signal_asks_the_recorded_processes_it_reaches(
     monkeypatch.setattr(os, "kill", lambda pid, sig: None)
     monkeypatch.setattr(os, "killpg", lambda pgid, sig: None)
     asked: list[tuple[list[int], bool]] = []
-    monkeypatch.setattr(depmap_live, "flush_before",
+    monkeypatch.setattr(live, "flush_before",
                         lambda parts, pids, stopping=False: asked.append((list(pids), stopping)))
-    depmap_live.guard_kills(lambda: str(tmp_path))
+    live.guard_kills(lambda: str(tmp_path))
     me = os.getpid()
     (tmp_path / f"flushes.{me}").write_text("")  # this process: a recorded member of its own group
     signals = {"kill 0": lambda: os.kill(0, signal.SIGKILL),  # this process's group
@@ -325,6 +326,6 @@ def test_a_recording_that_ends_while_its_guard_waits_ends_the_wait_quietly(tmp_p
 
     ending = threading.Thread(target=end_recording)
     ending.start()
-    depmap_live.flush_before(str(parts), [NOBODY], stopping=False)  # never raises for the file system
+    live.flush_before(str(parts), [NOBODY], stopping=False)  # never raises for the file system
     ending.join()
     assert parts.is_file()

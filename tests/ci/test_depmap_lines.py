@@ -330,7 +330,7 @@ def test_scopes_of_unparseable_source_is_none_and_scopes_are_deduplicated() -> N
 
 
 def test_the_open_log_keeps_regular_files_of_the_repository_only(tmp_path: Path) -> None:
-    from ci.running.depmap_files import OpenedLog, RepoFiles
+    from ci.observe.files import OpenedLog, RepoFiles
 
     root, parts = tmp_path / "repo", tmp_path / "parts"
     (root / "pkg").mkdir(parents=True)
@@ -349,7 +349,7 @@ def test_the_open_log_keeps_regular_files_of_the_repository_only(tmp_path: Path)
 
 READER = """\
 import linecache, os, sys, tokenize
-from ci.running.depmap_files import OpenedLog, RepoFiles
+from ci.observe.files import OpenedLog, RepoFiles
 root, parts = sys.argv[1], sys.argv[2]
 log = OpenedLog(RepoFiles(root), parts)
 log.context = "tests/test_a.py"

@@ -17,11 +17,11 @@ from types import CodeType
 
 import pytest
 
-from ci.running import depmap_files, depmap_slipcover
-from ci.running.depmap_files import RepoFiles
+from ci.observe import files, slipcover_core
+from ci.observe.files import RepoFiles
 from tests.ci.depmap_support import clean_env
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 
 SOURCE = textwrap.dedent("""\
     import functools
@@ -47,12 +47,12 @@ SOURCE = textwrap.dedent("""\
 
     RESULT = run()
     """)
-REAL = ["ci/selection/reach.py", "ci/registry/parse.py", "ci/running/depmap_slipcover.py"]
+REAL = ["ci/selection/reach.py", "ci/registry/parse.py", "ci/observe/slipcover_core.py"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _lines(tmp_path: Path, cache: Path | None):
-    return depmap_slipcover.SlipcoverLines(RepoFiles(str(tmp_path)), None, cache)
+    return slipcover_core.SlipcoverLines(RepoFiles(str(tmp_path)), None, cache)
 
 
 def _same(a: CodeType, b: CodeType) -> None:
@@ -148,12 +148,12 @@ CHILD = """\
 import json, sys
 from pathlib import Path
 from slipcover import bytecode
-from ci.running import depmap_slipcover
-from ci.running.depmap_files import RepoFiles
+from ci.observe import slipcover_core
+from ci.observe.files import RepoFiles
 edits = []
 real = bytecode.Editor
 bytecode.Editor = lambda *a: edits.append(1) or real(*a)
-lines = depmap_slipcover.SlipcoverLines(RepoFiles(sys.argv[1]), None, Path(sys.argv[2]))
+lines = slipcover_core.SlipcoverLines(RepoFiles(sys.argv[1]), None, Path(sys.argv[2]))
 held = []
 for path in sys.argv[4:]:
     code = compile(Path(path).read_text(), path, "exec")
@@ -161,7 +161,7 @@ for path in sys.argv[4:]:
         held.extend(code.co_consts)
     lines._sci.instrument(code)
 print(len(edits))
-from ci.running.depmap_blocks import noted
+from ci.observe.blocks import noted
 print(json.dumps({p: sorted((k, sorted(v)) for k, v in noted(p).items()) for p in sys.argv[4:]}))
 """
 
@@ -188,14 +188,14 @@ def test_the_recorders_own_modules_are_never_repository_files_of_a_map(tmp_path:
     # showed up in every slipcover map, not in the C tracer's
     # the recorder that runs, not necessarily ROOT's: a pytest of a copy of this repository,
     # started by a recorded test (test_selection_safety), imports the recording's `ci`
-    running = Path(depmap_files.__file__).resolve().parent
-    files = RepoFiles(str(running.parents[1]))
-    own = sorted(running.glob("depmap_*.py"))
-    assert {p.name for p in own} >= {"depmap_probe_cache.py", "depmap_slipcover.py", "depmap_child.py"}
-    assert [files.relative(str(p)) for p in own] == [None] * len(own)
-    assert files.relative(str(running / "watchdog.py")) == "ci/running/watchdog.py"
-    # the name alone is not the recorder's: another repository's own depmap_*.py is its code
-    assert RepoFiles(str(tmp_path)).relative(str(tmp_path / "pkg" / "depmap_util.py")) == "pkg/depmap_util.py"
+    observe = Path(files.__file__).resolve().parent
+    repo = RepoFiles(str(observe.parents[1]))
+    own = sorted(observe.glob("*.py"))
+    assert {p.name for p in own} >= {"probe_cache.py", "slipcover_core.py", "child.py"}
+    assert [repo.relative(str(p)) for p in own] == [None] * len(own)
+    assert repo.relative(str(observe.parent / "running" / "watchdog.py")) == "ci/running/watchdog.py"
+    # the name alone is not the recorder's: another repository's own observe/record.py is its code
+    assert RepoFiles(str(tmp_path)).relative(str(tmp_path / "observe" / "record.py")) == "observe/record.py"
 
 
 CALC = "def sub(a, b):\n    return a - b\n"
@@ -208,7 +208,7 @@ def _poisoned_entry(tmp_path: Path, module: Path) -> bytes:
     import dis
     import marshal
 
-    from ci.running.depmap_probe_cache import _digest
+    from ci.observe.probe_cache import _digest
 
     code = compile(module.read_text(), str(module), "exec", dont_inherit=True)  # as the import system does
     made = tmp_path / "made"

@@ -1,5 +1,5 @@
-"""The recorder's own import hook (`ci.running.depmap_probe_imports`) and slipcover's engine
-imported without its package (`ci.running.depmap_slipcover_engine`): what a recorded subprocess
+"""The recorder's own import hook (`ci.observe.probe_imports`) and slipcover's engine
+imported without its package (`ci.observe.slipcover_engine`): what a recorded subprocess
 pays at start-up, and that nothing is lost for it. Fresh interpreters where ``sys.modules``
 matters; real slipcover probes, real loaders."""
 
@@ -17,11 +17,11 @@ from xml.etree import ElementTree
 
 import pytest
 
-from ci.running import depmap_blocks, depmap_probe_imports, depmap_slipcover, depmap_slipcover_engine
-from ci.running.depmap_probe_imports import ProbedLoader, ProbeImports
+from ci.observe import blocks, probe_imports, slipcover_core, slipcover_engine
+from ci.observe.probe_imports import ProbedLoader, ProbeImports
 from tests.ci.depmap_support import clean_env
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 REPO = Path(__file__).resolve().parents[2]
 # what slipcover's package imports and the recorder does not need in a subprocess
 HEAVY = ("slipcover.importer", "slipcover.xmlreport", "slipcover.lcovreport", "slipcover.fuzz", "importlib.abc",
@@ -39,7 +39,7 @@ def _python(code: str, cwd: Path | None = None, argv: list[str] | None = None) -
 
 
 def test_a_recorded_subprocess_starts_without_slipcovers_reports_hook_or_dataclasses(tmp_path: Path) -> None:
-    from ci.running.depmap_startup import install
+    from ci.observe.startup import install
 
     assert install() is not None
     root, parts = tmp_path / "repo", tmp_path / "parts"
@@ -66,7 +66,7 @@ def test_a_program_importing_slipcover_after_the_engine_gets_the_whole_package_a
     (tmp_path / "measured.py").write_text("def f(x):\n    if x:\n        return 1\n    return 2\n")
     out = _python(
         "import io, json, sys\n"
-        "from ci.running import depmap_slipcover_engine as e\n"
+        "from ci.observe import slipcover_engine as e\n"
         "core = e.engine()\n"
         "probed = [hasattr(sys.modules['slipcover'], n) for n in ('__wrapped__', '__all__')]\n"
         "lazy = [m for m in ('slipcover.importer', 'slipcover.xmlreport', 'slipcover.fuzz') if m in sys.modules]\n"
@@ -92,7 +92,7 @@ def test_a_program_importing_slipcover_after_the_engine_gets_the_whole_package_a
 
 def test_the_engine_uses_a_package_imported_before_it() -> None:
     out = _python("import json, slipcover, slipcover.slipcover as s\n"
-                  "from ci.running import depmap_slipcover_engine as e\n"
+                  "from ci.observe import slipcover_engine as e\n"
                   "print(json.dumps([e.engine() is s, e.version() == slipcover.__version__]))")
     assert json.loads(out) == [True, True]
 
@@ -105,7 +105,7 @@ def test_a_missing_slipcover_is_an_import_error_and_the_core_unavailable(tmp_pat
         "sys.meta_path.insert(0, Hide())\n")
     env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
     base = clean_env()
-    proc = subprocess.run([sys.executable, "-c", "from ci.running import depmap_slipcover as d\n"
+    proc = subprocess.run([sys.executable, "-c", "from ci.observe import slipcover_core as d\n"
                                                  "print(d.unavailable_reason())"],
                           env={**base, **env}, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -116,7 +116,7 @@ def test_slipcover_missing_from_the_path_is_an_import_error_and_the_core_unavail
     # not installed at all: no finder knows the name (above, a finder refuses it)
     out = _python("import json, os, sys\n"
                   "sys.path[:] = [p for p in sys.path if not os.path.isdir(os.path.join(p, 'slipcover'))]\n"
-                  "from ci.running import depmap_slipcover as d, depmap_slipcover_engine as e\n"
+                  "from ci.observe import slipcover_core as d, slipcover_engine as e\n"
                   "names = []\n"
                   "for call in (e.engine, e.version):\n"
                   "    try:\n"
@@ -137,7 +137,7 @@ def test_the_first_attribute_the_bare_package_lacks_runs_its_init_and_a_broken_s
     (package / "version.py").write_text("__version__ = '1.1.0'\n")
     (package / "broken.py").write_text("import no_such_dependency_of_slipcover\n")
     out = _python("import json\n"
-                  "from ci.running import depmap_slipcover_engine as e\n"
+                  "from ci.observe import slipcover_engine as e\n"
                   "version = e.version()\n"
                   "import slipcover\n"
                   "try:\n"
@@ -153,7 +153,7 @@ def test_the_first_attribute_the_bare_package_lacks_runs_its_init_and_a_broken_s
 def test_a_file_loaded_by_path_gets_probes_and_keeps_its_loaders_resources(tmp_path: Path) -> None:
     # slipcover's own engine, not a second `SlipcoverLines.start`: this test may run inside a
     # recording, whose measurement already wrapped pytest's rewriting (once per process)
-    sci = depmap_slipcover_engine.engine().Slipcover()
+    sci = slipcover_engine.engine().Slipcover()
     (tmp_path / "plugin_by_path.py").write_text("X = 1\n\n\ndef hook():\n    return X + 1\n")
     hook = ProbeImports(sci.instrument, lambda origin: origin.startswith(str(tmp_path)))
     hook.wrap_spec_from_file_location()
@@ -168,10 +168,10 @@ def test_a_file_loaded_by_path_gets_probes_and_keeps_its_loaders_resources(tmp_p
     assert spec.loader.get_filename("plugin_by_path") == str(tmp_path / "plugin_by_path.py")
     assert spec.loader.get_resource_reader("plugin_by_path") is not None  # the source loader's
     # a SlipcoverLines made earlier in this process put one probe per block: its lines stand for
-    # the rest, as the `depmap_blocks` of the recorder that planned them noted (under a recording
+    # the rest, as the `blocks` of the recorder that planned them noted (under a recording
     # by another copy of the recorder, as `test_selection_safety` runs this suite, that copy's)
-    blocks = depmap_slipcover_engine.engine().findlinestarts.__globals__.get("depmap_blocks", depmap_blocks)
-    seen = {os.path.basename(path): blocks.expand(path, set(lines))
+    planner = slipcover_engine.engine().findlinestarts.__globals__.get("blocks", blocks)
+    seen = {os.path.basename(path): planner.expand(path, set(lines))
             for path, lines in sci._get_newly_seen().items()}
     assert seen == {"plugin_by_path.py": {1, 4, 5}}
 
@@ -232,7 +232,7 @@ def test_two_copies_of_the_hook_ask_each_other_once(tmp_path: Path) -> None:
     # a program running its own copy of the recorder (a copy of this repository's suite, tested
     # under a recording) has a second ProbeImports class: each asks every other finder, so
     # without a guard each asks the other back until the stack runs out
-    spec = importlib.util.spec_from_file_location("probe_imports_copy", depmap_probe_imports.__file__)
+    spec = importlib.util.spec_from_file_location("probe_imports_copy", probe_imports.__file__)
     other = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(other)
     assert other.ProbeImports is not ProbeImports

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_slipcover
+from ci.observe import slipcover_core
 from ci.selection.depmap_format import DepMap, parse_depmap
 from tests.ci.depmap_support import write_project
 
 # the base install brings slipcover on CPython 3.11, this suite's interpreter; elsewhere (3.12: SGLang's) the
 # tests that name the core cannot run, and the ctrace ones stand
-NEEDS_SLIPCOVER = pytest.mark.skipif(not depmap_slipcover.available(), reason="the slipcover core does not run here")
+NEEDS_SLIPCOVER = pytest.mark.skipif(not slipcover_core.available(), reason="the slipcover core does not run here")
 
 
 FILES = {
@@ -383,5 +383,5 @@ def test_the_slipcover_core_runs_wherever_cpython_3_11_has_slipcover_1_1() -> No
     except metadata.PackageNotFoundError:
         version = ""
     expected = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11) and version.startswith("1.1.")
-    assert depmap_slipcover.available() is expected, depmap_slipcover.unavailable_reason()
-    assert (depmap_slipcover.unavailable_reason() is None) is expected
+    assert slipcover_core.available() is expected, slipcover_core.unavailable_reason()
+    assert (slipcover_core.unavailable_reason() is None) is expected

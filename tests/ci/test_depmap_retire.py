@@ -1,4 +1,4 @@
-"""Probes retired once their line is in the current context (`ci.running.depmap_retire`): a
+"""Probes retired once their line is in the current context (`ci.observe.retire`): a
 retired probe stops firing, the next context records the same lines again (Python's own line
 tracer is the oracle for what ran), a byte that is not what it must be is never written, and
 threads running probed code while probes are retired and rearmed see no crash and lose no line."""
@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_retire, depmap_slipcover
+from ci.observe import retire, slipcover_core
 from tests.ci.depmap_support import clean_env
 from tests.ci.test_depmap_blocks import CALLS, ORACLE, SHAPES
 
-pytestmark = pytest.mark.skipif(not depmap_slipcover.available(), reason="slipcover is not installed")
+pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 REPO = Path(__file__).resolve().parents[2]
 
 DRIVER = ORACLE + textwrap.dedent("""\
     import threading
     out = {"oracle": sorted(oracle)}
-    lines = depmap_slipcover.SlipcoverLines(RepoFiles(sys.argv[1]), None)
+    lines = slipcover_core.SlipcoverLines(RepoFiles(sys.argv[1]), None)
     sites = lines._sites
     lines.switch_context("first")
     lines.start()
@@ -120,9 +120,9 @@ def test_threads_running_probed_code_while_probes_churn(tmp_path: Path) -> None:
 
 def _instrumented(tmp_path: Path, source: str, name: str):
     """``source``'s first function's code with the recorder's probes (not run), and the recorder."""
-    from ci.running.depmap_files import RepoFiles
+    from ci.observe.files import RepoFiles
 
-    lines = depmap_slipcover.SlipcoverLines(RepoFiles(tmp_path), None)
+    lines = slipcover_core.SlipcoverLines(RepoFiles(tmp_path), None)
     code = compile(source, str(tmp_path / name), "exec").co_consts[0]
     return lines, code, lines._sci.instrument(code)
 
@@ -131,12 +131,12 @@ def test_each_inserted_probe_call_is_a_site_and_nothing_else_is(tmp_path: Path) 
     source = "def f(a):\n    if a:\n        pass\n    return print(a)\n"
     lines, code, new = _instrumented(tmp_path, source, "f.py")
     sites = lines._sites
-    assert sites.enabled  # CPython 3.11, which `depmap_slipcover.available` requires
+    assert sites.enabled  # CPython 3.11, which `slipcover_core.available` requires
     probes = [c for c in new.co_consts if type(c).__name__ == "PyCapsule"]
     found = sites.sites[code.co_filename]
     assert sorted(found) == [2, 3, 4]  # one block each
     assert sum(len(s) for s in found.values()) == len(probes)
-    plain = depmap_retire.ProbeSites(sites.signal)
+    plain = retire.ProbeSites(sites.signal)
     plain.lines = sites.lines
     plain.add(code)  # the same function without probes: a NOP and PUSH_NULL of its own are no site
     assert not plain.sites
@@ -149,12 +149,12 @@ def test_a_byte_that_is_not_the_probes_opening_is_never_written(tmp_path: Path) 
     sites = lines._sites
     [(site_code, offset)] = sites.sites[code.co_filename][2]
     assert site_code is new
-    assert not sites._write((new, offset + 2), depmap_retire._NOP, depmap_retire._JUMP_FORWARD)  # PUSH_NULL there
+    assert not sites._write((new, offset + 2), retire._NOP, retire._JUMP_FORWARD)  # PUSH_NULL there
     assert id(new) in sites.broken
     sites.retire(code.co_filename, {2})  # the code object is left alone from now on
     assert sites.retired == []
     live = ctypes.string_at(id(new) + type(new).__basicsize__, len(new.co_code))
-    assert live[offset] == depmap_retire._NOP and live[offset + 2] == depmap_retire._PUSH_NULL
+    assert live[offset] == retire._NOP and live[offset + 2] == retire._PUSH_NULL
 
 
 @pytest.mark.parametrize("at", [0, 1], ids=["opcode", "argument"])
@@ -167,27 +167,27 @@ def test_an_opening_byte_changed_behind_the_recorders_back_is_left_alone(tmp_pat
     byte = ctypes.c_ubyte.from_address(id(new) + type(new).__basicsize__ + offset + at)
     was = byte.value
     # the opcode neither the NOP nor the jump, or the NOP's length not the probe's: not what slipcover wrote
-    byte.value = depmap_retire._POP_TOP if at == 0 else was + 2
+    byte.value = retire._POP_TOP if at == 0 else was + 2
     try:
         sites.retire(code.co_filename, {2})
         assert byte.value != was and sites.retired == [] and id(new) in sites.broken
         assert ctypes.c_ubyte.from_address(id(new) + type(new).__basicsize__ + offset).value != \
-            depmap_retire._JUMP_FORWARD
+            retire._JUMP_FORWARD
     finally:
         byte.value = was
 
 
 def test_retiring_lines_of_a_file_without_sites_does_nothing() -> None:
-    sites = depmap_retire.ProbeSites(object())
+    sites = retire.ProbeSites(object())
     sites.retire("/nowhere/never_instrumented.py", {1, 2})
     assert sites.retired == [] and not sites.broken
 
 
 def test_every_probe_of_a_real_module_is_found_once(tmp_path: Path) -> None:
     """The scanner against the probes slipcover made, over a module of this repository."""
-    from ci.running.depmap_files import RepoFiles
+    from ci.observe.files import RepoFiles
 
-    lines = depmap_slipcover.SlipcoverLines(RepoFiles(tmp_path), None)
+    lines = slipcover_core.SlipcoverLines(RepoFiles(tmp_path), None)
     source = (REPO / "ci" / "selection" / "plan.py").read_text(encoding="utf-8")
     new = lines._sci.instrument(compile(source, str(tmp_path / "plan.py"), "exec"))
 

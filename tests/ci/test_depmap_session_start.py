@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.running.depmap_child import runs_pytest
+from ci.observe.child import runs_pytest
 from ci.selection.line_ranges import parse_lines
 from tests.ci.depmap_support import clean_env, plan_on_branch, recorded_project
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ci.running import depmap_slipcover
-from ci.running.depmap_unheard import unheard_reason
+from ci.observe import slipcover_core
+from ci.observe.unheard import unheard_reason
 from tests.ci.depmap_support import clean_env, write_project
 
 REQUIRED = ("CI_DEPMAP_PARTS", "CI_DEPMAP_ROOT", "CI_DEPMAP_TEST")
@@ -98,7 +98,7 @@ def _project() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("core", [pytest.param("slipcover", marks=pytest.mark.skipif(
-    not depmap_slipcover.available(), reason="the slipcover core does not run here")), "ctrace"])
+    not slipcover_core.available(), reason="the slipcover core does not run here")), "ctrace"])
 def test_an_unheard_child_leaves_its_entry_partial_and_a_heard_one_is_in_the_map(tmp_path: Path, core: str) -> None:
     write_project(tmp_path, _project())
     env = {**clean_env(), "CI_DEPMAP": "out/depmap.json", "CI_DEPMAP_CORE": core}
@@ -116,14 +116,14 @@ def test_an_unheard_child_leaves_its_entry_partial_and_a_heard_one_is_in_the_map
 
 def test_a_judge_that_fails_marks_the_child_unheard_and_never_breaks_the_program(tmp_path: Path,
                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from ci.running import depmap_unheard
-    from ci.running.depmap_files import OpenedLog, RepoFiles
-    from ci.running.depmap_live import unsaved_tests
+    from ci.observe import unheard
+    from ci.observe.files import OpenedLog, RepoFiles
+    from ci.observe.live import unsaved_tests
 
     def broken(*args: object) -> str | None:
         raise RuntimeError("a bug in the judge")
 
-    monkeypatch.setattr(depmap_unheard, "unheard_reason", broken)
+    monkeypatch.setattr(unheard, "unheard_reason", broken)
     log = OpenedLog(RepoFiles(str(tmp_path)), tmp_path)
     log.active, log.context = True, "tests/test_x.py"
     log._hook("subprocess.Popen", (PY, [PY, "-c", "pass"], None, None))  # no exception reaches the program

@@ -239,7 +239,7 @@ def _loaded_by_path():
 
 @pytest.mark.parametrize("copy", ["imported", "loaded by path"])
 def test_each_round_is_handed_to_the_kill_wrapper_before_any_of_it_is_stopped(monkeypatch, copy: str) -> None:
-    """A recorder asks every process of a round to flush at once (`ci.running.depmap_live`):
+    """A recorder asks every process of a round to flush at once (`ci.observe.live`):
     the hook must see the whole round, and see it before the first SIGSTOP of it. The second
     round is a child that appears only once the first is stopped. Pids as above: none exists.
     The hook is the wrapped ``os.kill``'s, so any copy of the module finds it."""

@@ -70,10 +70,10 @@ def test_jobs_off_github_hosted_runners_bootstrap_without_the_browser():
                 bootstraps[f"{path.name}:{job_id}"] = (hosted, script.strip())
     rerun = bootstraps.pop("rerun-test-dispatch.yml:run")[1]  # any tier's runner: chosen by its labels
     assert {where: script for where, (hosted, script) in bootstraps.items() if not hosted} == {
-        "gpu.yml:gpu": 'python3 ci/bootstrap.py --no-browser --venv-cache "${RUNNER_TOOL_CACHE:?}/fp4kv-venv"',
-        "pr-gpu.yml:gpu": 'python3 ci/bootstrap.py --no-browser --venv-cache "${RUNNER_TOOL_CACHE:?}/fp4kv-venv-pr"'}
+        "gpu.yml:gpu": 'python3 ci/bootstrap.py --no-browser --no-py312 --venv-cache "${RUNNER_TOOL_CACHE:?}/fp4kv-venv"',
+        "pr-gpu.yml:gpu": 'python3 ci/bootstrap.py --no-browser --no-py312 --venv-cache "${RUNNER_TOOL_CACHE:?}/fp4kv-venv-pr"'}
     assert bootstraps["pr.yml:cpu"] == (True, "python3 ci/bootstrap.py")
-    self_hosted = "--no-browser --venv-cache /runner/_tool/fp4kv-venv-rerun"
+    self_hosted = "--no-browser --no-py312 --venv-cache /runner/_tool/fp4kv-venv-rerun"
     for labels, argv in (('["ubuntu-latest"]', ""), ('["self-hosted", "linux", "gpu-h100"]', self_hosted),
                          ('["self-hosted", "ubuntu-h100"]', self_hosted), ('["ubuntu-self-hosted-ish"]', "")):
         assert _run_bootstrap_step(rerun, labels) == f"ci/bootstrap.py {argv}".strip(), labels

@@ -11,18 +11,20 @@ A map recorded without one of them holds less than the test really used, so leav
 exists to measure what each part costs (``python -m bench depmap``), not for CI.
 
 `CORE_ENV` (``CI_DEPMAP_CORE``) picks what measures lines in the pytest process (and its xdist
-workers): ``slipcover`` (`ci.running.depmap_slipcover`, bytecode probes in repository code only),
+workers): ``slipcover`` (`ci.observe.slipcover_core`, bytecode probes in repository code only),
+``sysmon`` (`ci.observe.sysmon_core`, coverage.py's ``sys.monitoring`` core, CPython 3.12+),
 ``ctrace`` (coverage.py's C tracer, a trace function over every frame), or ``auto`` (the
 default): slipcover where it imports and the interpreter is one it is tested on here (CPython
-3.11), else ctrace. Subprocesses are measured by coverage.py either way: its start-up hook is the
-one every environment with coverage has.
+3.11), else sysmon where ``sys.monitoring`` exists, else ctrace. Subprocesses the start-up hook
+of `ci.observe.startup` does not pick up are measured by coverage.py, with sysmon where their
+interpreter has it (unless the core is ``ctrace``).
 
 `KEEP_PARTS_ENV` (``CI_DEPMAP_KEEP_PARTS``) names a directory where the owner copies the parts
 (coverage data with its contexts, open logs) before it deletes them: the raw data behind a map.
 
 Contract: `record_options` returns the options with the core resolved (never ``auto``), or raises
-`ValueError` naming the variable and the offending value; ``slipcover`` asked for by name where
-it does not import is such an error.
+`ValueError` naming the variable and the offending value; ``slipcover`` or ``sysmon`` asked for by
+name where it cannot run is such an error.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ MEASURE_ENV = "CI_DEPMAP_MEASURE"
 CORE_ENV = "CI_DEPMAP_CORE"
 KEEP_PARTS_ENV = "CI_DEPMAP_KEEP_PARTS"
 PARTS = ("lines", "opened", "subprocesses")
-CORES = ("auto", "ctrace", "slipcover")
+CORES = ("auto", "ctrace", "slipcover", "sysmon")
 
 
 class RecordOptions(NamedTuple):
@@ -50,13 +52,18 @@ class RecordOptions(NamedTuple):
 
 
 def _resolve(core: str) -> str:
-    from ci.running import depmap_slipcover  # deferred: imports nothing heavy until asked
+    from ci.observe import slipcover_core, sysmon_core  # deferred: imports nothing heavy until asked
 
     if core == "auto":
-        return "slipcover" if depmap_slipcover.available() else "ctrace"
-    if core == "slipcover" and not depmap_slipcover.available():
+        if slipcover_core.available():
+            return "slipcover"
+        return "sysmon" if sysmon_core.available() else "ctrace"
+    if core == "slipcover" and not slipcover_core.available():
         raise ValueError(f"${CORE_ENV}=slipcover, but slipcover does not import here "
-                         f"({depmap_slipcover.unavailable_reason()})")
+                         f"({slipcover_core.unavailable_reason()})")
+    if core == "sysmon" and not sysmon_core.available():
+        raise ValueError(f"${CORE_ENV}=sysmon, but it cannot run here ({sysmon_core.unavailable_reason()}); "
+                         "use ctrace, or auto")
     return core
 
 

@@ -1,20 +1,20 @@
 """The recording inside a Python subprocess of a recorded test, by slipcover's probes.
 
-`ci.running.depmap_startup`'s hook calls `start` while ``site`` starts the interpreter, before
+`ci.observe.startup`'s hook calls `start` while ``site`` starts the interpreter, before
 the program's own code. When the environment names a recording (`PARTS_ENV`, `ROOT_ENV`, and
 `TEST_ENV`: the test file that started this process) and slipcover can run here, `start`:
 
 - puts probes into the repository files this process imports or ``exec``s
-  (`ci.running.depmap_slipcover.SlipcoverLines`, context: the test file), and wraps pytest's
+  (`ci.observe.slipcover_core.SlipcoverLines`, context: the test file), and wraps pytest's
   assertion rewriting only if this process imports it;
-- adds the "open" audit hook (`ci.running.depmap_files.OpenedLog`) unless ``CI_DEPMAP_MEASURE``
+- adds the "open" audit hook (`ci.observe.files.OpenedLog`) unless ``CI_DEPMAP_MEASURE``
   leaves it out;
 - takes ``COVERAGE_PROCESS_START`` out of this process's environment, so coverage.py's hook,
   which runs after this one, does not measure the same process (and this process's own children
   are measured by this hook again);
 - records a repository script run as ``python path/script.py`` whole (`_main_script`);
 - the first child of a recording caches the recorder's own modules as checked-hash bytecode
-  (`ci.running.depmap_bytecode`), before any probe or audit hook, so later children load them
+  (`ci.observe.bytecode`), before any probe or audit hook, so later children load them
   instead of compiling them where nothing writes bytecode;
 - appends the lines it runs for the first time to ``clines.<pid>.jsonl`` in the parts
   directory, one JSON object ``{context: {absolute path: [line, ...]}}`` per write, one
@@ -25,8 +25,8 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
   new lines; coverage.py would keep nothing. A child forked from it (``multiprocessing``'s fork workers) starts its own
   flusher and log;
 - marks itself live until its last write, flushes when a recorded process asks before killing
-  it, and makes its own SIGKILLs ask first (`ci.running.depmap_live`).
-- last, sets the recorder's own modules aside (`ci.running.depmap_aside`): the program's
+  it, and makes its own SIGKILLs ask first (`ci.observe.live`).
+- last, sets the recorder's own modules aside (`ci.observe.aside`): the program's
   ``import ci`` finds the package its own path leads to, as it would unrecorded.
 
 In the pytest process of a recording itself (`RECORD_ENV` set, no test, no parts directory yet:
@@ -47,13 +47,13 @@ import sys
 import threading
 from pathlib import Path
 
-from ci.running.depmap_aside import step_aside
-from ci.running.depmap_bytecode import cache_once
-from ci.running.depmap_exit import save_on_exit
-from ci.running.depmap_files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
-from ci.running.depmap_live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
-from ci.running.depmap_options import record_options
-from ci.running.depmap_probe_cache import probe_folder
+from ci.observe.aside import step_aside
+from ci.observe.bytecode import cache_once
+from ci.observe.exit_save import save_on_exit
+from ci.observe.files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
+from ci.observe.live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
+from ci.observe.options import record_options
+from ci.observe.probe_cache import probe_folder
 
 FLUSH_SECONDS = 0.1
 _PYTEST_NAMES = frozenset({"pytest", "py.test"})
@@ -123,7 +123,7 @@ def start() -> None:
     """See the module docstring. Only the first call starts anything: ``site`` reads one
     site-packages twice where a venv's ``lib64`` links to its ``lib``. Every call but in a
     recording's own pytest process ends with the recorder's modules set aside
-    (`ci.running.depmap_aside`), so the program's own imports find what its path says."""
+    (`ci.observe.aside`), so the program's own imports find what its path says."""
     if _recording_pytest():
         # its ``-p ci.pytest_plugin`` is the recorder's own package in any case, and it takes the
         # measurement over from this very module (`take_session`), which pytest's assertion
@@ -152,14 +152,14 @@ def _start() -> None:
         return
     if not parts or not root or not test or not os.path.isdir(parts):
         return
-    from ci.running import depmap_slipcover  # deferred: the checks above cost nothing
+    from ci.observe import slipcover_core  # deferred: the checks above cost nothing
 
-    if not depmap_slipcover.available():
+    if not slipcover_core.available():
         return
     _leave_unrewritten("slipcover")
     options = record_options(resolve_core=False)
     files = RepoFiles(root)
-    lines = depmap_slipcover.SlipcoverLines(files, None, probe_folder(parts))
+    lines = slipcover_core.SlipcoverLines(files, None, probe_folder(parts))
     lines.switch_context(test)
     # before any probe or audit hook: compiling reads the recorder's sources, which no test uses
     cache_once(parts, __name__.split(".")[0])
@@ -195,21 +195,21 @@ def runs_pytest(argv: list[str]) -> bool:
 
 
 def _start_session() -> None:
-    """Measure a recording pytest process from its first line (`ci.running.depmap_record` adopts
+    """Measure a recording pytest process from its first line (`ci.observe.record` adopts
     the measurement when the recording starts, `take_session`): a plugin that a ``-p`` option
     loads before the recorder's registers, and runs its ``pytest_addoption``, before any hook
     of the recorder can start measuring. The repository is the working directory, where a
     recording runs; the context is the session's ("")."""
-    from ci.running import depmap_slipcover
+    from ci.observe import slipcover_core
 
-    if not depmap_slipcover.available():
+    if not slipcover_core.available():
         return
     try:
         options = record_options()
     except ValueError:
         return  # the recorder refuses it with the reason
     if options.lines and options.core == "slipcover":
-        lines = depmap_slipcover.SlipcoverLines(RepoFiles(os.getcwd()), None)
+        lines = slipcover_core.SlipcoverLines(RepoFiles(os.getcwd()), None)
         lines.start(live_functions=False)
         _session.append(lines)
         _leave_unrewritten("slipcover")

@@ -4,11 +4,11 @@ On Python 3.11 any ``sys.settrace`` tracer (coverage.py's C tracer included) put
 the thread on the interpreter's slow tracing path, measured file or not. Slipcover
 (https://github.com/plasma-umass/slipcover) instead inserts a probe call into the code it
 instruments, and only into that code: here at the first line start of each basic block, which
-stands for the block's other lines (`ci.running.depmap_blocks`). This module drives slipcover's engine as a
-library (`ci.running.depmap_slipcover_engine`: without the rest of its package):
+stands for the block's other lines (`ci.observe.blocks`). This module drives slipcover's engine as a
+library (`ci.observe.slipcover_engine`: without the rest of its package):
 
 - every code object of a repository file (`RepoFiles.relative` not None) gets probes: modules
-  imported later through the recorder's import hook (`ci.running.depmap_probe_imports`) and
+  imported later through the recorder's import hook (`ci.observe.probe_imports`) and
   pytest's assertion rewriting (slipcover's ``wrap_pytest``), and every
   live function of such a file when `start` runs (found through `gc`; its ``__code__`` is
   replaced; module-level code that already ran stays unmeasured, as it is under coverage.py);
@@ -17,7 +17,7 @@ library (`ci.running.depmap_slipcover_engine`: without the rest of its package):
   not only lines no earlier context ran;
 - `switch_context` moves the lines seen so far (slipcover's ``newly_seen``) to the context that
   ran them; `save` writes them as a coverage.py data file with one context per test file, the
-  format `ci.running.depmap_merge` reads, beside the data of subprocesses (still measured by
+  format `ci.observe.merge` reads, beside the data of subprocesses (still measured by
   coverage.py's start-up hook).
 
 - `exec` is wrapped while recording, so a repository file's code compiled outside the import
@@ -45,11 +45,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType, FunctionType
 
-from ci.running import depmap_blocks, depmap_slipcover_engine
-from ci.running.depmap_files import RepoFiles
-from ci.running.depmap_probe_cache import MARK, ProbeCache
-from ci.running.depmap_probe_imports import ProbeImports
-from ci.running.depmap_retire import ProbeSites
+from ci.observe import blocks, slipcover_engine
+from ci.observe.files import RepoFiles
+from ci.observe.probe_cache import MARK, ProbeCache
+from ci.observe.probe_imports import ProbeImports
+from ci.observe.retire import ProbeSites
 
 _EXEC = builtins.exec
 _NEVER_REMOVE = -2
@@ -63,8 +63,8 @@ def unavailable_reason() -> str | None:
         return f"the slipcover core is tested on CPython 3.11 only, this is {sys.implementation.name} " \
                f"{sys.version_info[0]}.{sys.version_info[1]}"
     try:
-        __version__ = depmap_slipcover_engine.version()
-        depmap_slipcover_engine.engine()
+        __version__ = slipcover_engine.version()
+        slipcover_engine.engine()
     except ImportError as exc:
         return f"slipcover is not installed: {exc}"
     if not __version__.startswith("1.1."):  # this module replaces some of its internals
@@ -101,14 +101,14 @@ def _line_starts(co: CodeType) -> Iterator[tuple[int, int]]:
 
 def _probe_points(co: CodeType) -> list[tuple[int, int]]:
     """Where the probes of ``co`` go: the first line start of each basic block
-    (`ci.running.depmap_blocks`); the lines each stands for are noted for `SlipcoverLines`."""
-    plan = depmap_blocks.plan(co, _line_starts(co))
-    depmap_blocks.note(co.co_filename, plan.implied)
+    (`ci.observe.blocks`); the lines each stands for are noted for `SlipcoverLines`."""
+    plan = blocks.plan(co, _line_starts(co))
+    blocks.note(co.co_filename, plan.implied)
     return plan.points
 
 
 def _plan_lines(co: CodeType) -> tuple[list[int], dict[int, frozenset[int]]]:
-    plan = depmap_blocks.plan(co, _line_starts(co))
+    plan = blocks.plan(co, _line_starts(co))
     return [line for _, line in plan.points], plan.implied
 
 
@@ -206,8 +206,8 @@ class SlipcoverLines:
 
     def __init__(self, files: RepoFiles, data_file: Path | None, probe_cache: Path | None = None):
         """``probe_cache``: a folder where the processes of one recording share their bytecode
-        edits (`ci.running.depmap_probe_cache`); None: every process edits its own."""
-        slipcover = depmap_slipcover_engine.engine()
+        edits (`ci.observe.probe_cache`); None: every process edits its own."""
+        slipcover = slipcover_engine.engine()
         slipcover.findlinestarts = _probe_points  # the one place slipcover's instrument reads line starts
         # the lines and branches a file has, for slipcover's report of missed lines: a map needs
         # only the lines that ran, and walking every code object's bytecode again for them was
@@ -230,12 +230,12 @@ class SlipcoverLines:
         self.lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
 
     def _use_cache(self, probe_cache: Path) -> None:
-        sci, probe = self._sci, depmap_slipcover_engine.engine().probe
+        sci, probe = self._sci, slipcover_engine.engine().probe
         sci.cache = ProbeCache(probe_cache, _plan_lines, probe.signal,
-                               lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE), depmap_blocks.note)
+                               lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE), blocks.note)
 
     def adopt(self, data_file: Path, probe_cache: Path | None) -> None:
-        """Make a measurement started without a recording (`ci.running.depmap_child`'s session
+        """Make a measurement started without a recording (`ci.observe.child`'s session
         start) this recording's: where `save` writes, and the shared bytecode edits."""
         self._data_file = data_file
         if probe_cache is not None:
@@ -281,14 +281,14 @@ class SlipcoverLines:
 
     def _collect(self, retire: bool = True) -> dict[str, set[int]]:
         """Move the lines seen since the last call to the current context and retire their probes
-        until the context changes (`ci.running.depmap_retire`); return those lines the context had
+        until the context changes (`ci.observe.retire`); return those lines the context had
         not seen before (absolute path -> lines)."""
         with self._lock:
             seen = self._sci._get_newly_seen()  # swaps in an empty dict: the lines since the last call
             mine = self.lines[self._context]
             fresh: dict[str, set[int]] = {}
             for path, lines in seen.items():
-                new = depmap_blocks.expand(path, lines) - mine[path]
+                new = blocks.expand(path, lines) - mine[path]
                 if new:
                     mine[path] |= new
                     fresh[path] = new

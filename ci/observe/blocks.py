@@ -1,7 +1,7 @@
 """One probe per basic block: where the slipcover core puts its line probes, and what each stands for.
 
 A probe is a call into slipcover's C probe each time its line runs, and it is never taken out
-(each test file must see every line it runs, `ci.running.depmap_slipcover`): in pure-Python code
+(each test file must see every line it runs, `ci.observe.slipcover_core`): in pure-Python code
 a probe on every line start cost a recording about 60 % more CPU (2026-12-05, ``ci lint`` and
 ``ci plan`` in-process on this repository). Inside a basic block (straight-line bytecode entered
 only at its first instruction) every instruction runs once the first one has, unless an

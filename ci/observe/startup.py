@@ -6,8 +6,8 @@ traces it. The slipcover core brings its own hook instead: `install` writes `PTH
 interpreter's ``purelib`` (site-packages), once, atomically. Its one line does nothing unless
 `CHILD_CORE_ENV` is ``slipcover``, or a recording is asked for (`RECORD_ENV`) and none runs yet
 (no `PARTS_ENV`: the pytest process of a recording, measured from its start); then it imports
-`ci.running.depmap_child` and starts it (`ci.running.depmap_child.start`, which then sets the
-recorder's modules aside for the program's own imports, `ci.running.depmap_aside`), and any
+`ci.observe.child` and starts it (`ci.observe.child.start`, which then sets the
+recorder's modules aside for the program's own imports, `ci.observe.aside`), and any
 exception on the way is swallowed, so a process never fails to start because of the hook.
 
 The file's name sorts before coverage's (``a1_coverage.pth``; ``site`` reads ``.pth`` files in
@@ -28,11 +28,11 @@ import sysconfig
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
-from ci.running.depmap_files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV
+from ci.observe.files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV
 
 PTH_NAME = "a0_ci_depmap.pth"
 PTH_TEXT = (
-    "import os; exec('try:\\n import ci.running.depmap_child as _c\\n _c.start()\\nexcept Exception:\\n pass') "
+    "import os; exec('try:\\n import ci.observe.child as _c\\n _c.start()\\nexcept Exception:\\n pass') "
     f"if os.environ.get({CHILD_CORE_ENV!r}) == 'slipcover' "
     f"or (os.environ.get({RECORD_ENV!r}) and not os.environ.get({PARTS_ENV!r})) else None\n"
 )

@@ -1,7 +1,7 @@
 """The guard a meta path finder needs when it answers by asking every other finder.
 
-Such a finder (the recorder's `ci.running.depmap_probe_imports.ProbeImports` and
-`ci.running.depmap_aside.SameFileFinder`, slipcover's own, a second copy of either in a program
+Such a finder (the recorder's `ci.observe.probe_imports.ProbeImports` and
+`ci.observe.aside.SameFileFinder`, slipcover's own, a second copy of either in a program
 that runs its own copy of the recorder) is asked back by the next one that does the same, which
 asks the first again, until the stack runs out. Each must answer None to a question it is
 already asking.

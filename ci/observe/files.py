@@ -1,7 +1,7 @@
 """Which paths a recording keeps, and the log of files a process opened (an audit hook).
 
-Shared by the pytest process (`ci.running.depmap_record`) and every Python subprocess a recorded
-test starts (`ci.running.depmap_subprocess`). The environment carries the recording between them:
+Shared by the pytest process (`ci.observe.record`) and every Python subprocess a recorded
+test starts (`ci.observe.coverage_child`). The environment carries the recording between them:
 `PARTS_ENV` (the directory where every process leaves its parts), `ROOT_ENV` (the repository) and
 `TEST_ENV` (the test file running now, so a subprocess's work is the test's).
 
@@ -38,7 +38,6 @@ CHILD_CORE_ENV = "CI_DEPMAP_CHILD_CORE"  # "slipcover": subprocesses by the reco
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # .ci-cache: ci's own caches (`ci.cache_folder`), the recorder's probe edits among them
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages", ".ci-cache"})
-_OWN_PREFIX = "depmap_"  # the recorder's modules, all in this folder: never part of a map
 _SHARED_MARK = "\x1f"  # starts a shared context's name; no repo-relative path starts with it
 _KINDS = ("collect", "fixture")
 
@@ -86,7 +85,7 @@ class RepoFiles:
         full = os.path.abspath(path)
         if full.startswith(self.excluded):
             return None
-        if os.path.dirname(full) == self.own_dir and os.path.basename(full).startswith(_OWN_PREFIX):
+        if os.path.dirname(full) == self.own_dir:  # the recorder's own package: never part of a map
             return None
         for root in self.roots:
             if full.startswith(root + os.sep):
@@ -146,8 +145,8 @@ class OpenedLog:
         try:  # an audit hook must never break the program it watches
             try:
                 # deferred: most recorded processes start no child, and every one imports this module
-                from ci.running.depmap_live import mark_unheard
-                from ci.running.depmap_unheard import unheard_reason
+                from ci.observe.live import mark_unheard
+                from ci.observe.unheard import unheard_reason
             except Exception:  # noqa: BLE001
                 return
             try:

@@ -10,8 +10,8 @@ was the copy's.
 `watch_forks(recorder)` makes every fork of the recorder's process call ``recorder.forked()``
 in the child, which hands the process to a `ForkedCopy`: the lines it runs are saved under its
 own pid in the parts directory, for the test file that was running at the fork, however it ends
-(`ci.running.depmap_exit`: at exit, in ``os._exit``, at SIGTERM); until then it is marked live
-(`ci.running.depmap_live`), so a copy killed first leaves that test file's entry not complete.
+(`ci.observe.exit_save`: at exit, in ``os._exit``, at SIGTERM); until then it is marked live
+(`ci.observe.live`), so a copy killed first leaves that test file's entry not complete.
 The lines its parent had already collected are dropped in the copy (the parent saves them).
 A child that ``subprocess`` forks only to ``exec`` another program (``preexec_fn`` runs Python
 after the fork, and with it the fork handlers) is not a copy: it is measured as a subprocess,
@@ -25,8 +25,8 @@ import sys
 import weakref
 from typing import Any, Protocol
 
-from ci.running.depmap_exit import save_on_exit
-from ci.running.depmap_live import mark_live, mark_saved
+from ci.observe.exit_save import save_on_exit
+from ci.observe.live import mark_live, mark_saved
 
 
 class _Forkable(Protocol):

@@ -1,22 +1,22 @@
 """Build the map from the parts every recording process left in the parts directory.
 
 Parts: coverage data files ``cov.*`` (one per process; contexts are test files), the JSON lines
-``clines.*.jsonl`` of subprocesses measured by slipcover (`ci.running.depmap_child`), open logs
-``opened.*.log`` (`ci.running.depmap_files.OpenedLog`), and one ``items.*.json`` per process
+``clines.*.jsonl`` of subprocesses measured by slipcover (`ci.observe.child`), open logs
+``opened.*.log`` (`ci.observe.files.OpenedLog`), and one ``items.*.json`` per process
 that ran tests: ``{"items": {test: n}, "done": {test: n}, "ran": {test: n}}`` (collected,
 finished, and with their body run). Under pytest-xdist every worker collects every test and runs
 some, so a test file's collected count is the largest any process saw and its finished count the
 sum: the file is complete when they meet.
 
 A test file one of whose subprocesses ended without saving its lines (a live mark left,
-`ci.running.depmap_live`) is not complete: its entry never narrows selection. Nor is one that
+`ci.observe.live`) is not complete: its entry never narrows selection. Nor is one that
 executed or opened a file that differed from the map's commit during the recording (``dirty``).
 A coverage data file that cannot be read (its process died mid-write) is skipped; when its
 process left no live mark, no entry of the map is complete, since whose lines it held is unknown.
 
 Contract: `build_map` returns one entry per collected test file, with the lines each executed,
 the files it opened; lines of shared contexts
-(`ci.running.depmap_files.read_context`) also go to the map's ``shared``; lines and opened files
+(`ci.observe.files.read_context`) also go to the map's ``shared``; lines and opened files
 of test files that were not collected are dropped. It raises `OSError` / `ValueError` only for
 parts it cannot read at all.
 """
@@ -34,8 +34,8 @@ from typing import Iterable, Iterator
 from coverage import CoverageData
 from coverage.exceptions import CoverageException
 
-from ci.running.depmap_files import RepoFiles, read_context
-from ci.running.depmap_live import left_live, unsaved_tests
+from ci.observe.files import RepoFiles, read_context
+from ci.observe.live import left_live, unsaved_tests
 from ci.selection.depmap_format import DepMap, TestMap
 
 
@@ -71,7 +71,7 @@ def _coverage_part(part: Path) -> list[tuple[str, dict[int, list[str]]]]:
 def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None = None,
               dirty: frozenset[str] = frozenset()) -> DepMap:
     """See the module docstring. ``dirty``: the tracked files that differed from ``sha`` during
-    the recording (`ci.running.depmap_worktree`)."""
+    the recording (`ci.observe.worktree`)."""
     items: dict[str, int] = defaultdict(int)
     done: dict[str, int] = defaultdict(int)
     ran: dict[str, int] = defaultdict(int)

@@ -1,7 +1,7 @@
 """Python children that the recorder cannot hear.
 
 A recorded test's Python subprocess is measured by the start-up hook installed in this
-environment's site-packages (`ci.running.depmap_startup`), which needs the recording's variables
+environment's site-packages (`ci.observe.startup`), which needs the recording's variables
 in the child's environment. A child started so that the hook never runs would leave its test
 file's entry complete without the modules the child ran, and a later change to them would
 select nothing. `unheard_reason` says, from what ``subprocess`` is about to start (its

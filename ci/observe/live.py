@@ -1,11 +1,11 @@
 """Which recorded subprocesses ended without saving their lines, and a SIGKILL that waits for a flush.
 
-A recorded subprocess (`ci.running.depmap_child`, `ci.running.depmap_subprocess`) marks itself
+A recorded subprocess (`ci.observe.child`, `ci.observe.coverage_child`) marks itself
 live in the parts directory when it starts, ``live.<pid>`` holding its test file, and removes the
 mark once its lines are saved at exit. A mark left behind means the process ended without saving
 (SIGKILL, ``os._exit``, a crash): under coverage.py its lines are all lost, under the slipcover
 hook the ones it ran for the first time since its last flush. The merge then counts its test
-file as not complete, so that entry never narrows selection (`ci.running.depmap_merge`).
+file as not complete, so that entry never narrows selection (`ci.observe.merge`).
 
 The tests that stop servers do it with SIGKILL (SGLang's ``kill_process_tree``), so `guard_kills`
 wraps ``os.kill`` and ``os.killpg`` in every recording process: before SIGKILL reaches a live
@@ -101,7 +101,7 @@ def acknowledge(request: Path) -> None:
 
 
 def mark_unheard(parts: str, test: str, reason: str) -> None:
-    """A child of ``test`` that the recorder will not hear (`ci.running.depmap_unheard`): its
+    """A child of ``test`` that the recorder will not hear (`ci.observe.unheard`): its
     entry is not complete, as for a process that never saved."""
     name = f"{_UNHEARD}{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
     try:

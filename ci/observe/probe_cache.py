@@ -10,7 +10,7 @@ same for the code objects nested in its constants. A later process with the same
 is a digest of the code as marshal writes it and of the Python version, so another source or
 another Python misses) rebuilds the code from that: its own probe objects (process-local C
 objects, never stored), the same bytes around them, and the lines each probe stands for
-(`ci.running.depmap_blocks`), told to ``note``.
+(`ci.observe.blocks`), told to ``note``.
 
 Contract: `ProbeCache(folder, plan, signal, new_probe, note).instrument(code, edit)` returns
 ``edit(code)`` (slipcover's own instrument) the first time, and an equal code object rebuilt
@@ -48,7 +48,7 @@ from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 
 PROBES_DIR = "probes"  # the folder in a recording's parts directory
 MARK = "__slipcover__"  # the constant slipcover adds last to each code object it instruments
-_FORMAT = 3  # 2: the lines each probe stands for (`ci.running.depmap_blocks`) are stored too; 3: a digest
+_FORMAT = 3  # 2: the lines each probe stands for (`ci.observe.blocks`) are stored too; 3: a digest
 
 # (co_code, co_linetable, co_exceptiontable, co_stacksize, probe lines, ((const index, entry), ...),
 #  ((probe line, (the other lines of its block, ...)), ...))
@@ -144,7 +144,7 @@ def _load(path: Path) -> object | None:
 
 class ProbeCache:
     """See the module docstring. ``plan(code)``: the line of each probe slipcover puts into
-    ``code`` (in order), and the lines each stands for (`ci.running.depmap_blocks.plan`);
+    ``code`` (in order), and the lines each stands for (`ci.observe.blocks.plan`);
     ``signal`` and ``new_probe(filename, line)``: slipcover's probe signal and probe constructor
     for this process; ``note(filename, implied)``: told the lines each probe of a rebuilt code
     object stands for."""

@@ -1,34 +1,34 @@
 """Record a runtime dependency map while pytest runs a tier (`RECORD_ENV` names the map file).
 
 `ci.pytest_plugin` registers a `DepmapRecorder` when `RECORD_ENV` is set and this process is not
-itself started by a recorded test (`ci.running.depmap_files.TEST_ENV` unset: a pytest that a test
+itself started by a recorded test (`ci.observe.files.TEST_ENV` unset: a pytest that a test
 starts is measured as that test's subprocess instead). In each process that runs tests it:
 
 - measures executed lines of files inside the repository with the core
-  `ci.running.depmap_options` picks (slipcover's bytecode probes, `ci.running.depmap_slipcover`,
-  or coverage.py's C tracer; Python 3.11 has no ``sysmon``), and switches the measurement's
+  `ci.observe.options` picks (slipcover's bytecode probes, `ci.observe.slipcover_core`,
+  coverage.py's sys.monitoring core on 3.12+, `ci.observe.sysmon_core`, or its C tracer), and switches the measurement's
   context to the test file whose test is running, so each executed line is the test file's that
   ran it. Work that
-  serves more than one test file gets a shared context (`depmap_files.shared_context`) as well:
+  serves more than one test file gets a shared context (`files.shared_context`) as well:
   collecting a test module (the import-time code of everything it imports first; the module is
   still the collecting file's), the setup of a session- or package-scoped fixture, and the
   session outside any test (context ""): the merge makes those lines the map's ``shared``;
 - adds the "open" audit hook (`OpenedLog`) with the same test file as its context;
 - exports ``COVERAGE_PROCESS_START`` (a config written to the parts directory) and the test file,
   so every Python subprocess a test starts is measured with that test file as its context: by
-  slipcover where the core is slipcover and its start-up hook (`ci.running.depmap_startup`) is
+  slipcover where the core is slipcover and its start-up hook (`ci.observe.startup`) is
   installed in this interpreter, else by coverage.py;
 - counts each test file's collected, finished and run tests (completeness: `depmap_format`);
   a test file whose subprocess ended without saving its lines is not complete
-  (`ci.running.depmap_live`, which also makes a test's SIGKILL of a recorded process wait for
+  (`ci.observe.live`, which also makes a test's SIGKILL of a recorded process wait for
   that process's last lines).
 
 The process that owns the recording (the one pytest process, or the pytest-xdist controller)
 makes the parts directory at configure and, after every worker has finished,
-merges the parts (`ci.running.depmap_merge`) at its session's end and writes the map through
+merges the parts (`ci.observe.merge`) at its session's end and writes the map through
 `ci.atomic_write`; a map it cannot build or write is one line in pytest's output, never a crash.
 It also snapshots the tree when the recording starts and compares at its end
-(`ci.running.depmap_worktree`): an entry that ran a file differing from the commit is not complete.
+(`ci.observe.worktree`): an entry that ran a file differing from the commit is not complete.
 """
 
 from __future__ import annotations
@@ -44,17 +44,17 @@ from pathlib import Path
 import pytest
 
 from ci.atomic_write import atomic_write_text
-from ci.running.depmap_files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
+from ci.observe.files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
                                      fixture_context)
-from ci.running import depmap_child, depmap_startup, depmap_worktree
-from ci.running.depmap_forked import ForkedCopy, watch_forks
-from ci.running.depmap_live import guard_kills
-from ci.running.depmap_options import KEEP_PARTS_ENV, RecordOptions, record_options
-from ci.running.depmap_probe_cache import probe_folder
-from ci.running.depmap_startup import CHILD_CORE_ENV
+from ci.observe import child, startup, worktree
+from ci.observe.forked import ForkedCopy, watch_forks
+from ci.observe.live import guard_kills
+from ci.observe.options import KEEP_PARTS_ENV, RecordOptions, record_options
+from ci.observe.probe_cache import probe_folder
+from ci.observe.startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
 
-_SUBPROCESS_PLUGIN = "ci.running.depmap_subprocess"
+_SUBPROCESS_PLUGIN = "ci.observe.coverage_child"
 SETTLE_SECONDS = 0.1  # how soon a probe that fired stops firing in its test file (besides after each test)
 
 
@@ -81,7 +81,7 @@ def _claim_parts(root: Path) -> bool:
         return False
     os.environ[PARTS_ENV] = tempfile.mkdtemp(prefix="ci-depmap-")
     os.environ[ROOT_ENV] = str(root)
-    depmap_worktree.snapshot(Path(os.environ[PARTS_ENV]), root)  # what differs from HEAD as the recording starts
+    worktree.snapshot(Path(os.environ[PARTS_ENV]), root)  # what differs from HEAD as the recording starts
     return True
 
 
@@ -108,11 +108,13 @@ def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> 
     arms it. A worker rewriting the config could tear it under a child of another worker reading it."""
     config = parts / "coverage.ini"
     config.write_text("[run]\n" + "".join(f"{k} = {v}\n" for k, v in {
-        "data_file": parts / "cov", "parallel": "True", "core": "ctrace", "sigterm": "True",
+        "data_file": parts / "cov", "parallel": "True", "sigterm": "True",
+        # sysmon where the child's interpreter has it (coverage falls back to ctrace, silenced, where not)
+        "core": "ctrace" if options.core == "ctrace" else "sysmon", "disable_warnings": "no-sysmon",
         "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
         "include": "\n    " + "\n    ".join(os.path.join(r, "*") for r in files.roots),
         "omit": "\n    " + "\n    ".join(p + "*" for p in files.excluded)}.items()), encoding="utf-8")
-    if options.core == "slipcover" and options.subprocesses and depmap_startup.install() is not None:
+    if options.core == "slipcover" and options.subprocesses and startup.install() is not None:
         os.environ[CHILD_CORE_ENV] = "slipcover"  # subprocesses by probes too, where the hook runs
     else:
         os.environ.pop(CHILD_CORE_ENV, None)
@@ -121,7 +123,7 @@ def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> 
 def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: bool):
     """Start this process's line recorder (the owner prepares the children first): an object with
     start, stop, switch_context, save and erase (`coverage.Coverage`'s names), started. A
-    measurement the start-up hook began in this process (`ci.running.depmap_child.take_session`)
+    measurement the start-up hook began in this process (`ci.observe.child.take_session`)
     is taken over, so the lines before the recorder's first hook are the session's too; one of
     another folder is dropped, and coverage.py's tracer measures instead of a second slipcover."""
     import coverage
@@ -129,22 +131,27 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
     if owner:
         _prepare_children(parts, files, options)
     guard_kills(lambda: os.environ.get(PARTS_ENV))  # a test's SIGKILL of a server waits for its last lines
-    session, probed = depmap_child.take_session(files if options.lines else None)
+    session, probed = child.take_session(files if options.lines else None)
     if not options.lines:
         return _Idle()
     probes = probe_folder(parts)
-    if session is not None:  # measuring since this process started (`depmap_child.take_session`)
+    if session is not None:  # measuring since this process started (`child.take_session`)
         session.adopt(parts / "cov", probes)
         return session
     if options.core == "slipcover" and not probed:
-        from ci.running.depmap_slipcover import SlipcoverLines  # deferred: only this core needs it
+        from ci.observe.slipcover_core import SlipcoverLines  # deferred: only this core needs it
 
         lines = SlipcoverLines(files, parts / "cov", probes)
     else:
-        lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
-                                  include=[os.path.join(r, "*") for r in files.roots],
-                                  omit=[p + "*" for p in files.excluded])
-        lines.set_option("run:core", "ctrace")
+        include, omit = [os.path.join(r, "*") for r in files.roots], [p + "*" for p in files.excluded]
+        if options.core == "sysmon":
+            from ci.observe.sysmon_core import measure  # deferred: only this core needs it
+
+            lines = measure(str(parts / "cov"), include, omit)
+        else:
+            lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
+                                      include=include, omit=omit)
+            lines.set_option("run:core", "ctrace")
     lines.start()
     return lines
 
@@ -186,7 +193,7 @@ def drop_early() -> None:
         return
     early.cov.stop()
     early.cov.erase()
-    depmap_child.take_session(None)
+    child.take_session(None)
     os.environ.pop(CHILD_CORE_ENV, None)
     parts = os.environ.pop(PARTS_ENV, None) if early.owner else None
     if parts:
@@ -225,7 +232,7 @@ class DepmapRecorder:
         self.owner = early.owner if early is not None else _claim_parts(root)
         self.parts = Path(os.environ[PARTS_ENV])
         if self.owner:  # an early measurement of another tree snapshotted that tree
-            depmap_worktree.snapshot(self.parts, root)
+            worktree.snapshot(self.parts, root)
         self.files = RepoFiles(root)
         self.items: dict[str, int] = defaultdict(int)
         self.done: dict[str, int] = defaultdict(int)
@@ -234,7 +241,7 @@ class DepmapRecorder:
         self.opened = OpenedLog(self.files, self.parts)
         started = early.cov if early is not None else None
         self.cov = started if started is not None else _start_lines(self.parts, self.files, options, self.owner)
-        settle_every = getattr(self.cov, "settle_every", None)  # slipcover's probes: `ci.running.depmap_retire`
+        settle_every = getattr(self.cov, "settle_every", None)  # slipcover's probes: `ci.observe.retire`
         if settle_every is not None:
             settle_every(SETTLE_SECONDS)
         if options.opened:
@@ -245,7 +252,7 @@ class DepmapRecorder:
 
     def forked(self) -> None:
         """In a forked copy of this process: one of the running test's children, not the
-        recording (`ci.running.depmap_forked`)."""
+        recording (`ci.observe.forked`)."""
         if self.finished:
             return
         if self.copy is None:
@@ -304,7 +311,7 @@ class DepmapRecorder:
         result = yield
         if rel is not None:
             self.done[rel] += 1
-        settle = getattr(self.cov, "settle", None)  # slipcover's probes: see `ci.running.depmap_retire`
+        settle = getattr(self.cov, "settle", None)  # slipcover's probes: see `ci.observe.retire`
         if settle is not None:
             settle()
         return result
@@ -332,10 +339,10 @@ class DepmapRecorder:
             self._write_map(session.config.pluginmanager.get_plugin("terminalreporter"))
 
     def _write_map(self, reporter) -> None:
-        from ci.running.depmap_merge import build_map  # deferred: only the owner merges
+        from ci.observe.merge import build_map  # deferred: only the owner merges
 
         try:
-            depmap = build_map(self.parts, self.files, self.tier, *depmap_worktree.finish(self.parts, self.root))
+            depmap = build_map(self.parts, self.files, self.tier, *worktree.finish(self.parts, self.root))
             self.out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.out, dump_depmap(depmap))
             line = f"depmap: wrote {self.out} ({len(depmap.tests)} test file(s))"

@@ -1,12 +1,12 @@
 """slipcover's probe engine, imported without the rest of its package.
 
 Every Python process that a recorded test starts imports the recorder while ``site`` starts it
-(`ci.running.depmap_child`), so what the recorder imports is paid once per subprocess. ``import
+(`ci.observe.child`), so what the recorder imports is paid once per subprocess. ``import
 slipcover`` runs the package's ``__init__``, which imports its XML and LCOV reporters
 (``xml.dom.minidom``), its import hook (``importlib.abc``, which on Python 3.11 brings
 ``importlib.resources``, ``tempfile``, ``shutil`` and the compression modules) and its fuzzing
 helper. The recorder needs the ``Slipcover`` class and its C probe only (its own import hook is
-`ci.running.depmap_probe_imports`). Measured 2026-12-05 on the 2-core CI VM, CPU time of 40
+`ci.observe.probe_imports`). Measured 2026-12-05 on the 2-core CI VM, CPU time of 40
 ``python -c`` children each: a plain start 21 ms; importing ``slipcover.importer`` +24 ms;
 ``slipcover.slipcover`` alone with its reporters deferred +12 ms.
 

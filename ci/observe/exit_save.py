@@ -6,7 +6,7 @@
   completion leave by it, and a test's own ``os.fork`` child often does;
 - at SIGTERM, when the program has no handler of its own there (then it still dies of SIGTERM),
   and only in this process: a forked child gets SIGTERM's default action back at once.
-A SIGKILL saves nothing: the recorder's live marks (`ci.running.depmap_live`) make that entry
+A SIGKILL saves nothing: the recorder's live marks (`ci.observe.live`) make that entry
 partial instead.
 
 Why no SIGTERM handler in a fork: ``multiprocessing.Pool`` ends its fork workers by SIGTERM, and
@@ -97,7 +97,7 @@ def _die_of_sigterm() -> None:
 
 def save_on_exit(save: Callable[[], None], on_sigterm: bool = True) -> None:
     """See the module docstring; ``on_sigterm`` False: a SIGTERM kills the process unsaved, as
-    it would unrecorded (a forked copy of a recording process: `ci.running.depmap_forked`)."""
+    it would unrecorded (a forked copy of a recording process: `ci.observe.forked`)."""
     once = _Once(save)
     atexit.register(once.run)
     leave = os._exit

@@ -1,6 +1,6 @@
 """The recorder's own modules, out of the way of the program's imports.
 
-The start-up hook (`ci.running.depmap_startup`) imports the recorder while ``site`` runs, before
+The start-up hook (`ci.observe.startup`) imports the recorder while ``site`` runs, before
 the program's ``sys.path[0]`` (its script's folder, or the working directory) exists. Left in
 ``sys.modules`` under their names, those modules would answer the program's own ``import ci``: a
 program whose folder holds a ``ci`` package of its own (a repository with a top-level ``ci/``, a
@@ -11,7 +11,7 @@ its own, and so run differently recorded than unrecorded.
 import of one of those names asks the finders behind it where the program's path leads; when
 that is the very file the recorder's module came from (the program runs from the recorder's
 checkout), the recorder's module object is handed back, so there is one module and its state is
-shared (the child's log in `ci.running.depmap_child`); otherwise the import goes on as if the
+shared (the child's log in `ci.observe.child`); otherwise the import goes on as if the
 recorder had never been imported.
 
 Contract: after ``step_aside(package)`` an import of ``package`` or any of its submodules gives
@@ -28,7 +28,7 @@ import sys
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-from ci.running.finder_guard import FinderGuard
+from ci.observe.finder_guard import FinderGuard
 
 
 class _ExistingModule:
@@ -58,7 +58,7 @@ class SameFileFinder:
         if module is None:
             return None
         with self._guard.asking(name) as first:
-            if not first:  # asked back by a finder that asks every other one (`ci.running.finder_guard`)
+            if not first:  # asked back by a finder that asks every other one (`ci.observe.finder_guard`)
                 return None
             found = self._find_behind(name, path, target)
         if found is None or not _same_file(found.origin, getattr(module.__spec__, "origin", None)):

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from importlib import machinery
 
-from ci.running.finder_guard import FinderGuard
+from ci.observe.finder_guard import FinderGuard
 
 
 class ProbedLoader:
@@ -75,7 +75,7 @@ class ProbeImports:
 
     def find_spec(self, fullname, path, target=None):
         with self._guard.asking(fullname) as first:
-            if not first:  # asked back (`ci.running.finder_guard`): another copy of this class, slipcover's
+            if not first:  # asked back (`ci.observe.finder_guard`): another copy of this class, slipcover's
                 return None
             for finder in list(sys.meta_path):
                 if finder is self or isinstance(finder, ProbeImports) or not hasattr(finder, "find_spec"):

@@ -1,6 +1,6 @@
 """Checked-hash bytecode for the recorder's own modules, which every recorded Python child imports.
 
-A recorded subprocess imports the recorder (`ci.running.depmap_child` and what it needs) before
+A recorded subprocess imports the recorder (`ci.observe.child` and what it needs) before
 its program runs. Where no valid ``.pyc`` of those modules exists, every child compiles them
 again: a checkout whose test suite sets ``PYTHONDONTWRITEBYTECODE`` (this repository's does, so
 that an edited test source is never run from a stale ``.pyc``) has none for any module the pytest

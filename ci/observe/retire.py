@@ -1,7 +1,7 @@
 """Probes that stop firing once their line is recorded in the current context, until it changes.
 
 The recorder's slipcover probes never remove themselves (``d_miss_threshold`` -2,
-`ci.running.depmap_slipcover`): every test file must see every line it runs, so each execution
+`ci.observe.slipcover_core`): every test file must see every line it runs, so each execution
 of a probed block is a call into slipcover's C probe, however often the block already ran in that
 test file. Most of recording's cost in the pytest process is those calls.
 
@@ -42,7 +42,7 @@ import threading
 from collections import defaultdict
 from types import CodeType
 
-from ci.running.depmap_probe_cache import MARK
+from ci.observe.probe_cache import MARK
 
 _NOP = dis.opmap["NOP"]
 _PUSH_NULL = dis.opmap.get("PUSH_NULL", -1)
@@ -65,7 +65,7 @@ def _layout_holds() -> bool:
         return False
     import ctypes  # deferred to the first retirement: about 3 ms of every recorded subprocess's start
 
-    code = compile("x = 1\ny = x\n", "<depmap_retire>", "exec")
+    code = compile("x = 1\ny = x\n", "<retire>", "exec")
     raw = code.co_code
     return ctypes.string_at(id(code) + CodeType.__basicsize__, len(raw)) == raw
 

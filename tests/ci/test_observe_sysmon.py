@@ -1,0 +1,146 @@
+"""The ``sysmon`` core (coverage.py's ``sys.monitoring`` core) on a real CPython 3.12.
+
+A tiny project is recorded under ``.venv-py312`` (`ci.bootstrap` provisions it) with
+``CI_DEPMAP_CORE=auto``, which picks sysmon there, and under this suite's 3.11 with coverage.py's C
+tracer, the oracle: every test file's executed lines must be the same. ``pkg/work.py``'s
+``common`` runs in two test files (sysmon disables a line's event after its first call; each
+context must see it again); a Python server child is stopped by SIGTERM (saved: a complete entry)
+and another by SIGKILL (it cannot save: never a complete entry). Recording must not change the
+project's outcomes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci.observe import sysmon_core
+from ci.observe.options import record_options
+from tests.ci.depmap_support import clean_env, write_project
+
+REPO = Path(__file__).resolve().parents[2]
+PY312 = REPO / ".venv-py312" / "bin" / "python"
+
+pytestmark = pytest.mark.skipif(not PY312.exists(), reason="no .venv-py312: run python3 ci/bootstrap.py")
+
+WORK = """\
+def common(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def only_a():
+    return common(3) + 1
+
+
+def only_b():
+    return common(4) * 2
+"""
+SERVER = """\
+import time
+
+from pkg.work import common
+
+
+def main():
+    common(2)
+    print("ready", flush=True); time.sleep(60)  # one line: the signal finds every line before it run
+
+
+if __name__ == "__main__":
+    main()
+"""
+STOPPED = """\
+import signal
+import subprocess
+import sys
+
+
+def test_server_{name}():
+    child = subprocess.Popen([sys.executable, "-m", "pkg.server"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "ready\\n"
+    child.send_signal(signal.{signal})
+    assert child.wait(timeout=30) == -signal.{signal}
+"""
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/work.py": WORK,
+    "pkg/server.py": SERVER,
+    "tests/test_a.py": "from pkg.work import only_a\n\n\ndef test_a():\n    assert only_a() == 4\n",
+    "tests/test_b.py": "from pkg.work import common, only_b\n\n\ndef test_b():\n    assert only_b() == 12\n"
+                       "    assert common(1) == 0\n",
+    "tests/test_term.py": STOPPED.format(name="term", signal="SIGTERM"),
+    "tests/test_zkill.py": STOPPED.format(name="kill", signal="SIGKILL"),
+}
+
+
+def _pytest(python: Path | str, root: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(python), "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-p",
+                           "no:cacheprovider", "-p", "no:randomly", "-q"], cwd=root, env={**clean_env(), **env},
+                          capture_output=True, text=True, timeout=180)
+
+
+def _record(python: Path | str, root: Path, core: str) -> tuple[dict, str]:
+    out = root.parent / f"{root.name}-{core}.json"
+    proc = _pytest(python, root, CI_DEPMAP=str(out), CI_DEPMAP_CORE=core)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text())["tests"], proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, str]]:
+    found = {}
+    for name, python, core in (("sysmon", PY312, "auto"), ("ctrace", sys.executable, "ctrace")):
+        root = tmp_path_factory.mktemp(name) / "project"
+        write_project(root, FILES)
+        found[name] = _record(python, root, core)
+    plain = tmp_path_factory.mktemp("plain") / "project"
+    write_project(plain, FILES)
+    proc = _pytest(PY312, plain)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found["plain"] = ({}, proc.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_auto_picks_sysmon_on_312_and_it_runs_there() -> None:
+    proc = subprocess.run([str(PY312), "-c", "from ci.observe.options import record_options as r; print(r({}).core)"],
+                          cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "sysmon\n", "")
+
+
+def test_sysmon_records_each_test_files_lines_as_the_c_tracer_does(recorded) -> None:
+    sysmon, ctrace = recorded["sysmon"][0], recorded["ctrace"][0]
+    assert sorted(sysmon) == sorted(ctrace) == ["tests/test_a.py", "tests/test_b.py", "tests/test_term.py",
+                                                  "tests/test_zkill.py"]
+    for test in sysmon:
+        assert sysmon[test]["executed"] == ctrace[test]["executed"], test
+    # by construction: common's body in both test files, though test_a's context saw it first
+    # (test_a's collection imported the module: its def lines are test_a's and shared)
+    assert sysmon["tests/test_b.py"]["executed"]["pkg/work.py"] == "2-5,13"
+    assert sysmon["tests/test_a.py"]["executed"]["pkg/work.py"] == "1-5,8-9,12"
+
+
+def test_a_server_stopped_by_sigterm_saves_and_one_killed_leaves_its_entry_partial(recorded) -> None:
+    tests = recorded["sysmon"][0]
+    assert tests["tests/test_term.py"]["complete"] is True
+    assert tests["tests/test_term.py"]["executed"]["pkg/server.py"] == "1,3,6-8,11-12"  # the child's lines
+    assert tests["tests/test_zkill.py"]["complete"] is False
+    assert tests["tests/test_a.py"]["complete"] is tests["tests/test_b.py"]["complete"] is True
+
+
+def test_recording_does_not_change_the_outcomes(recorded) -> None:
+    assert recorded["sysmon"][1].split(" in ")[0] == recorded["plain"][1].split(" in ")[0] == "4 passed"
+
+
+def test_sysmon_by_name_is_refused_where_it_cannot_run() -> None:
+    assert sysmon_core.unavailable_reason() is not None  # this suite's CPython 3.11
+    with pytest.raises(ValueError, match=r"^\$CI_DEPMAP_CORE=sysmon, but it cannot run here \(the sysmon core "
+                                         r"needs CPython 3.12 or later"):
+        record_options({"CI_DEPMAP_CORE": "sysmon"})
