@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ci.selection", ("ci/selection/",)),
     ("ci.results", ("ci/results/",)),
     ("ci.history", ("ci/history/",)),
+    ("ci.culprit", ("ci/culprit/",)),
     ("ci.report", ("ci/report/",)),
     ("ci.running", ("ci/running/",)),
     ("ci.observe", ("ci/observe/",)),

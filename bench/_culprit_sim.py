@@ -1,0 +1,111 @@
+"""Simulated breakages for ``bench culprit``, and the two bisections it compares against.
+
+The simulator's noise is written from what flaky GPU tests do, not from the search core's model
+(it shares no code with ``ci.culprit``), so the core is measured under model mismatch:
+
+- Each run lands on a machine that is *bad* (busy neighbour, throttled GPU, a slow disk) with
+  probability ``q``; there every attempt fails with probability `BAD_MACHINE_FAIL`. On a good
+  machine an attempt fails with probability ``g``. ``q`` and ``g`` are set so that an attempt's
+  marginal failure rate is the test's flake rate; 60 % of the flakes come from bad machines,
+  which is what correlates a run's retry with its first attempt.
+- A broken test still passes an attempt with probability `BROKEN_PASS` (a race that hides it).
+- A run fails only when all its attempts fail (pytest-rerunfailures' rule).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+BAD_MACHINE_FAIL = 0.75
+BAD_MACHINE_SHARE = 0.6
+BROKEN_PASS = 0.005
+ATTEMPTS = 2  # one retry, as the CI runs them
+
+
+@dataclass(frozen=True)
+class Breakage:
+    """A window of ``n`` candidates whose first bad one is ``culprit`` (0-based), for a test
+    whose attempts fail with marginal rate ``flake`` when not broken."""
+
+    n: int
+    culprit: int
+    flake: float
+
+    def run(self, rng: random.Random, index: int, attempts: int = ATTEMPTS) -> bool:
+        """One run at candidate ``index``: True when it failed (every attempt failed)."""
+        if index >= self.culprit:
+            return all(rng.random() >= BROKEN_PASS for _ in range(attempts))
+        rate = _machine_rate(rng, self.flake)
+        return all(rng.random() < rate for _ in range(attempts))
+
+
+def history_rates(rng: random.Random, flake: float, runs: int = 200) -> tuple[float, float]:
+    """What a test history of ``runs`` runs of the (not broken) test with one retry says: the first
+    attempt's failure rate, and a retry's failure rate after a failed first attempt (same machine),
+    each a Jeffreys posterior mean (as ``ci flaky`` scores)."""
+    firsts = both = 0
+    for _ in range(runs):
+        rate = _machine_rate(rng, flake)
+        if rng.random() < rate:
+            firsts += 1
+            both += rng.random() < rate
+    return (firsts + 0.5) / (runs + 1), (both + 0.5) / (firsts + 1)
+
+
+def _machine_rate(rng: random.Random, flake: float) -> float:
+    """An attempt's failure rate on the machine this run landed on."""
+    q = flake * BAD_MACHINE_SHARE / BAD_MACHINE_FAIL
+    g = flake * (1 - BAD_MACHINE_SHARE) / (1 - q)
+    return BAD_MACHINE_FAIL if rng.random() < q else g
+
+
+def bisect(rng: random.Random, b: Breakage, repeats: bool) -> tuple[int, int, int]:
+    """Plain bisection (one run per probe) or deflaked (repeat until two agree, at most 3):
+    (answer, runs, rounds with one runner)."""
+    lo, hi, runs = -1, b.n - 1, 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        failed, used = _probe(rng, b, mid, repeats)
+        runs += used
+        lo, hi = (lo, mid) if failed else (mid, hi)
+    return hi, runs, runs
+
+
+def multisect(rng: random.Random, b: Breakage, runners: int, repeats: bool) -> tuple[int, int]:
+    """Bisection spread over ``runners``: plain probes ``runners`` points a round; deflaked probes
+    ``runners // 2`` points with their two runs at once, and a third round where two disagree.
+    (answer, rounds)."""
+    lo, hi, rounds = -1, b.n - 1, 0
+    points = runners // 2 if repeats else runners
+    while hi - lo > 1:
+        span = hi - lo
+        mids = sorted({lo + max(1, span * (j + 1) // (points + 1)) for j in range(points)} - {hi})
+        results = {}
+        rounds += 1
+        third = False
+        for m in mids:
+            if repeats:
+                a, c = b.run(rng, m), b.run(rng, m)
+                if a != c:
+                    third = True
+                    a = b.run(rng, m)
+                results[m] = a
+            else:
+                results[m] = b.run(rng, m)
+        rounds += third
+        fails = [m for m in mids if results[m]]
+        new_hi = fails[0] if fails else hi
+        passes = [m for m in mids if not results[m] and m < new_hi]
+        lo, hi = (passes[-1] if passes else lo), new_hi
+    return hi, rounds
+
+
+def _probe(rng: random.Random, b: Breakage, index: int, repeats: bool) -> tuple[bool, int]:
+    first = b.run(rng, index)
+    if not repeats:
+        return first, 1
+    second = b.run(rng, index)
+    if first == second:
+        return first, 2
+    return b.run(rng, index), 3

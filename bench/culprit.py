@@ -1,0 +1,115 @@
+"""``python -m bench culprit [--quick] [--seed N] [--breakages N]``: culprit finding on simulated
+breakages, three ways side by side in one run.
+
+Windows of 2-128 candidate commits (log-uniform), the culprit uniform among them, the test's
+flake rate uniform in each band (0, 0-5 %, 5-10 %, 10-20 %, 20-30 %), the noise of
+`bench._culprit_sim` (per-run bad-machine latent, one retry per run). Each breakage is searched
+by plain bisection, deflaked bisection (each probe repeated until two runs agree, at most 3) and
+`ci.culprit` (confidence 0.99, budget 60 runs, flake and retry rates from a simulated history of
+200 runs, uniform prior). Accuracy, mean runs (every run is one CI run of two attempts), mean
+rounds with 1 and with 4 runners, per band; the ratio column is mean runs over deflaked
+bisection's in the same band. The goal (issue 51): >= 99 % right where the flake rate is <= 20 %
+with <= 0.5x deflaked bisection's runs; the verdict line says whether this run met it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from bench._culprit_sim import ATTEMPTS, Breakage, bisect, history_rates, multisect
+from bench.table import format_table, ratio
+from ci.culprit.model import NoiseModel
+from ci.culprit.search import Search, run_search
+
+BANDS = ((0.0, 0.0), (0.0, 0.05), (0.05, 0.10), (0.10, 0.20), (0.20, 0.30))
+METHODS = ("plain bisection", "deflaked bisection", "ci.culprit")
+CONFIDENCE = 0.99
+BUDGET = 60
+
+
+@dataclass
+class Tally:
+    right: int = 0
+    runs: int = 0
+    rounds1: int = 0
+    rounds4: int = 0
+    count: int = 0
+    misses: list[str] = field(default_factory=list)
+
+    def add(self, right: bool, runs: int, rounds1: int, rounds4: int) -> None:
+        self.right += right
+        self.runs += runs
+        self.rounds1 += rounds1
+        self.rounds4 += rounds4
+        self.count += 1
+
+
+def _ours(rng: random.Random, b: Breakage, noise: NoiseModel, runners: int) -> tuple[int, int, int]:
+    search = Search([1.0] * b.n, noise, confidence=CONFIDENCE, budget=BUDGET, attempts=ATTEMPTS)
+    result, rounds = run_search(search, lambda batch: [b.run(rng, p.index, p.attempts) for p in batch], runners)
+    return result.culprit, result.runs, rounds
+
+
+def simulate(breakages: int, seed: int) -> dict[tuple[str, str], Tally]:
+    """Every method's tally per band label, over ``breakages`` per band."""
+    rng = random.Random(seed)
+    tallies: dict[tuple[str, str], Tally] = {}
+    for low, high in BANDS:
+        label = _band(low, high)
+        for _ in range(breakages):
+            n = max(2, min(128, round(2 ** rng.uniform(1, 7))))
+            b = Breakage(n, rng.randrange(n), rng.uniform(low, high))
+            f, r = history_rates(rng, b.flake)
+            noise = NoiseModel(f, retry_fail=max(r, f))
+            for method in METHODS:
+                tally = tallies.setdefault((label, method), Tally())
+                if method == "ci.culprit":
+                    answer, runs, rounds1 = _ours(rng, b, noise, 1)
+                    answer4, _, rounds4 = _ours(rng, b, noise, 4)
+                else:
+                    repeats = method.startswith("deflaked")
+                    answer, runs, rounds1 = bisect(rng, b, repeats)
+                    answer4, rounds4 = multisect(rng, b, 4, repeats)
+                tally.add(answer == b.culprit, runs, rounds1, rounds4)
+    return tallies
+
+
+def _band(low: float, high: float) -> str:
+    return "0 %" if high == 0 else f"{low * 100:.0f}-{high * 100:.0f} %"
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    seed = _flag(argv, "--seed", 51)
+    per_band = _flag(argv, "--breakages", 12 if quick else 200)
+    tallies = simulate(per_band, seed)
+    rows = []
+    met = True
+    for low, high in BANDS:
+        label = _band(low, high)
+        base = tallies[(label, "deflaked bisection")]
+        for method in METHODS:
+            t = tallies[(label, method)]
+            rows.append([f"{label} {method}", t.count, f"{t.right / t.count:.1%}", f"{t.runs / t.count:.1f}",
+                         ratio(t.runs / base.runs) if base.runs else "-", f"{t.rounds1 / t.count:.1f}",
+                         f"{t.rounds4 / t.count:.1f}"])
+        ours = tallies[(label, "ci.culprit")]
+        if high <= 0.20:
+            met &= ours.right >= math.ceil(0.99 * ours.count) and ours.runs <= 0.5 * base.runs
+    print(format_table(["band / method", "breakages", "right", "mean runs", "runs / deflaked",
+                        "rounds (1 runner)", "rounds (4 runners)"], rows,
+                       f"culprit finding, {per_band} breakages per flake band, windows 2-128, seed {seed}"))
+    print(f"goal: >= 99 % right and <= 0.5x deflaked bisection's runs in every band up to 20 %: "
+          f"{'met' if met else 'MISSED'}")
+    return 0
+
+
+def _flag(argv: list[str], name: str, default: int) -> int:
+    for i, arg in enumerate(argv):
+        if arg.startswith(name + "="):
+            return int(arg.split("=", 1)[1])
+        if arg == name and i + 1 < len(argv):
+            return int(argv[i + 1])
+    return default

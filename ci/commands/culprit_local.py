@@ -1,0 +1,115 @@
+"""What ``ci culprit`` does outside the search: the window from git, the prior from what the
+test executes, running the test at a commit (``--runner local``) and the resumable state file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ci.atomic_write import atomic_write_text
+from ci.registry import Registry
+
+
+class WindowError(ValueError):
+    """The commits given do not make a window (one line, named problem)."""
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    if done.returncode:
+        raise WindowError(f"git {' '.join(args)}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'failed'}")
+    return done.stdout.strip()
+
+
+def window(root: Path, good: str, bad: str) -> tuple[str, str, list[str]]:
+    """(good sha, bad sha, the candidates after good up to bad in first-parent order). WindowError
+    when either is unknown or good is not on bad's first-parent line."""
+    shas = []
+    for flag, ref in (("--good", good), ("--bad", bad)):
+        try:
+            shas.append(git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"))
+        except WindowError:
+            raise WindowError(f"{flag} {ref}: not a commit of {root}") from None
+    line = git(root, "rev-list", "--first-parent", shas[1]).split()
+    if shas[0] not in line or shas[0] == shas[1]:
+        raise WindowError(f"--good {good} is not an ancestor of --bad {bad} on its first-parent line: "
+                          "give two commits of one first-parent history, good before bad")
+    return shas[0], shas[1], line[:line.index(shas[0])][::-1]
+
+
+def touches_executed(root: Path, registry: Registry, test: str, candidates: list[str]) -> list[bool]:
+    """For each candidate, whether it changes the test file or a file in its import closure (the
+    selection layer's static closure at the working tree; the one place this import lives)."""
+    from ci.selection.deps import TestDependencies
+
+    executed = set(TestDependencies(root, registry, cache=None).closure(test)) | {test}
+    return [bool(executed & set(git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()))
+            for sha in candidates]
+
+
+def run_local(root: Path, sha: str, target: str, attempts: int, tree: Path) -> bool:
+    """Run ``target`` (FILE or FILE::TEST) with pytest at ``sha`` in a git worktree at ``tree``, up
+    to ``attempts`` times until one passes; True when every attempt failed. The worktree is removed
+    after, and first when a killed run left it behind."""
+    _remove_tree(root, tree)
+    git(root, "worktree", "add", "--detach", "--quiet", str(tree), sha)
+    try:
+        for _ in range(attempts):
+            done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", target],
+                                  cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+            if done.returncode == 0:
+                return False
+        return True
+    finally:
+        _remove_tree(root, tree)
+
+
+def _remove_tree(root: Path, tree: Path) -> None:
+    subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], capture_output=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    git(root, "worktree", "prune")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run: the commit and whether every attempt failed."""
+
+    sha: str
+    failed: bool
+
+
+@dataclass
+class State:
+    """Every finished run of one search (identity + results), written before it is acted on."""
+
+    good: str
+    bad: str
+    target: str
+    tier: str
+    attempts: int
+    runs: list[Run] = field(default_factory=list)
+
+    def matches(self, other: "State") -> bool:
+        return (self.good, self.bad, self.target, self.tier, self.attempts) == \
+               (other.good, other.bad, other.target, other.tier, other.attempts)
+
+    def add(self, path: Path, sha: str, failed: bool) -> None:
+        self.runs.append(Run(sha, failed))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(asdict(self), indent=1) + "\n")
+
+
+def load_state(path: Path, fresh: State) -> State:
+    """The state at ``path`` when it is this search's; else ``fresh``."""
+    try:
+        data = json.loads(path.read_text())
+        found = State(**{**data, "runs": [Run(**r) for r in data["runs"]]})
+    except (OSError, ValueError, TypeError, KeyError):
+        return fresh
+    return found if found.matches(fresh) else fresh

@@ -1,0 +1,78 @@
+"""The culprit search's types: the noise model, a probe's outcome, the result."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+# No outcome may rule a commit out for good: a noise rate of 0 is taken as this, so one
+# surprising result (a flake the history never saw) costs probability, never the answer.
+FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """How a test's runs lie. ``flake``: the chance that an attempt fails though the code is not
+    broken (f); ``false_pass``: the chance that an attempt passes though it is broken (p);
+    ``retry_fail``: the chance that a retry fails after a flaky failure (r >= f: the second
+    attempt shares the first one's machine and load). A run fails only if all its attempts fail."""
+
+    flake: float
+    false_pass: float = 0.001
+    retry_fail: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("flake", "false_pass"):
+            value = getattr(self, name)
+            if not 0 <= value < 1:
+                raise ValueError(f"{name} rate {value} not within [0, 1)")
+        if self.retry_fail is not None and not 0 <= self.retry_fail <= 1:
+            raise ValueError(f"retry_fail rate {self.retry_fail} not within [0, 1]")
+
+    def fail_if_ok(self, attempts: int) -> float:
+        """P(a run of ``attempts`` attempts fails | the code is not broken) = f r^(k-1)."""
+        f = max(self.flake, FLOOR)
+        r = max(self.retry_fail if self.retry_fail is not None else f, f)
+        return min(f * r ** (attempts - 1), 1 - FLOOR)
+
+    def fail_if_broken(self, attempts: int) -> float:
+        """P(a run of ``attempts`` attempts fails | the code is broken) = (1 - p)^k."""
+        return min((1 - max(self.false_pass, FLOOR)) ** attempts, 1 - FLOOR)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Run the test at candidate ``index`` (0-based: c_1 is 0) with ``attempts`` attempts."""
+
+    index: int
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one run of a `Probe` said: ``failed`` when every attempt failed."""
+
+    index: int
+    failed: bool
+    attempts: int = 1
+
+
+class StopReason(enum.Enum):
+    CONFIDENT = "confident"  # the most probable commit reached the asked confidence
+    BUDGET = "budget"  # the runs allowed are spent
+    NOTHING_TO_LEARN = "nothing to learn"  # no run can move the posterior (noise drowns every outcome)
+
+
+@dataclass(frozen=True)
+class CulpritResult:
+    """The most probable culprit (0-based candidate index), its posterior probability, the
+    outcomes the search used (in the order recorded) and why it stopped."""
+
+    culprit: int
+    probability: float
+    outcomes: tuple[Outcome, ...]
+    stop: StopReason
+
+    @property
+    def runs(self) -> int:
+        return len(self.outcomes)

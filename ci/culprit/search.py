@@ -1,0 +1,74 @@
+"""A culprit search session: the posterior, the runs spent, when to stop, what to probe next."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ci.culprit.choose import choose_batch
+from ci.culprit.model import CulpritResult, NoiseModel, Outcome, Probe, StopReason
+from ci.culprit.posterior import Posterior
+
+
+class Search:
+    """Find the first bad commit among n candidates (the last, the known bad one, included).
+
+    ``weights``: prior weights (`ci.culprit.posterior.prior_weights`); ``confidence``: stop when
+    the most probable candidate reaches it; ``budget``: the most runs (None: no limit);
+    ``attempts``: each run's attempts (the CI's retries + 1); ``est_time``: seconds per attempt."""
+
+    def __init__(self, weights: Sequence[float], noise: NoiseModel, *, confidence: float = 0.99,
+                 budget: int | None = None, attempts: int = 1, est_time: float = 1.0):
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence {confidence} not within (0, 1)")
+        if budget is not None and budget < 1:
+            raise ValueError(f"budget {budget}: at least one run is needed")
+        if attempts < 1:
+            raise ValueError(f"attempts {attempts}: at least one")
+        self.posterior = Posterior(weights, noise)
+        self.noise, self.confidence, self.budget = noise, confidence, budget
+        self.attempts, self.est_time = attempts, est_time
+        self.outcomes: list[Outcome] = []
+        self._stuck = False  # no probe can teach anything more (the noise drowns every outcome)
+
+    def record(self, outcome: Outcome) -> None:
+        self.posterior.update(outcome)
+        self.outcomes.append(outcome)
+
+    def stop_reason(self) -> StopReason | None:
+        if max(self.posterior.probabilities()) >= self.confidence:
+            return StopReason.CONFIDENT
+        if self.budget is not None and len(self.outcomes) >= self.budget:
+            return StopReason.BUDGET
+        return StopReason.NOTHING_TO_LEARN if self._stuck else None
+
+    def next_batch(self, runners: int = 1) -> list[Probe]:
+        """The probes to run now, at most ``runners`` and never past the budget; empty once stopped
+        (and then `stop_reason` says why)."""
+        if self.stop_reason() is not None:
+            return []
+        size = runners if self.budget is None else min(runners, self.budget - len(self.outcomes))
+        batch = choose_batch(self.posterior.probabilities(), self.noise, size, est_time=self.est_time,
+                             attempt_choices=(self.attempts,))
+        if not batch:
+            self._stuck = True
+        return batch
+
+    def best(self) -> tuple[int, float]:
+        probs = self.posterior.probabilities()
+        top = max(range(len(probs)), key=probs.__getitem__)
+        return top, probs[top]
+
+    def result(self) -> CulpritResult:
+        culprit, probability = self.best()
+        return CulpritResult(culprit, probability, tuple(self.outcomes), self.stop_reason() or StopReason.BUDGET)
+
+
+def run_search(search: Search, probe: Callable[[Sequence[Probe]], Sequence[bool]], runners: int = 1) -> tuple[CulpritResult, int]:
+    """Drive ``search`` to its stop with ``probe`` (runs a batch at once, says which runs failed);
+    the result and the number of rounds (batches) it took."""
+    rounds = 0
+    while batch := search.next_batch(runners):
+        rounds += 1
+        for p, failed in zip(batch, probe(batch)):
+            search.record(Outcome(p.index, bool(failed), p.attempts))
+    return search.result(), rounds

@@ -1,0 +1,146 @@
+"""``ci culprit --runner local`` on a small real git repository made here: nine commits after a
+good one, the sixth of which breaks ``calc.add``; the test can be made flaky through a seeded,
+environment-controlled failure rate (a counter file gives each attempt its own draw)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REGISTRY = """\
+version: 1
+tiers:
+  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+tests:
+  tests/test_calc.py: {tiers: [cpu], est_time: 1, owner: t, status: active}
+"""
+TEST = '''\
+import os, random, time
+from pathlib import Path
+import calc
+
+def test_add():
+    env = os.environ
+    if env.get("CULPRIT_LOG"):
+        with open(env["CULPRIT_LOG"], "a") as log:
+            log.write(Path("commit_id.txt").read_text().strip() + "\\n")
+    time.sleep(float(env.get("CULPRIT_SLEEP", "0")))
+    counter = Path(env["CULPRIT_COUNTER"])
+    count = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(count + 1))
+    assert random.Random(count).random() >= float(env.get("CULPRIT_FLAKE", "0")), "flaked"
+    assert calc.add(2, 3) == 5
+'''
+CULPRIT = 6  # commit 6 breaks add
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The repository and its commits' shas, commit 0 (good) to 9 (bad)."""
+    root = tmp_path_factory.mktemp("culprit") / "repo"
+    (root / "tests").mkdir(parents=True)
+    _git(root, "init", "-q", "-b", "main")
+    (root / "registry.yaml").write_text(REGISTRY)
+    (root / "tests" / "test_calc.py").write_text(TEST)
+    shas = []
+    for i in range(10):
+        (root / "commit_id.txt").write_text(f"{i}\n")
+        (root / "calc.py").write_text("def add(a, b):\n    return a %s b\n" % ("-" if i >= CULPRIT else "+"))
+        (root / f"notes{i}.txt").write_text("x\n")
+        _git(root, "add", "-A")
+        _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"commit {i}")
+        shas.append(_git(root, "rev-parse", "HEAD"))
+    return root, shas
+
+
+def culprit(repo: Path, *args: str, env: dict[str, str] | None = None, tmp: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ci", "culprit", "--tier", "cpu", *args], cwd=repo, text=True,
+                          capture_output=True, timeout=300, env=_env(tmp, env))
+
+
+def _env(tmp: Path, extra: dict[str, str] | None) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "CULPRIT_COUNTER": str(tmp / "counter"),
+            "CULPRIT_LOG": str(tmp / "log"), "CI_HISTORY_STORE": str(tmp / "none.sqlite"), **(extra or {})}
+
+
+def test_finds_the_breaking_commit(repo, tmp_path) -> None:
+    root, shas = repo
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01",
+                   "--state", str(tmp_path / "s.json"), tmp=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"culprit {shas[CULPRIT]} (commit {CULPRIT})" in done.stdout
+    assert "flake rate 0.010 from --flake-rate" in done.stdout
+    runs = json.loads((tmp_path / "s.json").read_text())["runs"]
+    assert len(runs) <= 2 + 5  # the two verifications, then about log2(9) probes
+
+
+def test_finds_it_through_a_flaky_test(repo, tmp_path) -> None:
+    root, shas = repo
+    done = culprit(root, "--test", "tests/test_calc.py::test_add", "--good", shas[0], "--bad", shas[9],
+                   "--flake-rate", "0.3", "--attempts", "1", "--state", str(tmp_path / "s.json"), tmp=tmp_path,
+                   env={"CULPRIT_FLAKE": "0.3"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"culprit {shas[CULPRIT]}" in done.stdout
+    assert "failed" in done.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--good", "{2}", "--bad", "{7}", "--budget", "0"), "--budget"),
+    (("--good", "{7}", "--bad", "{2}"), "is not an ancestor of --bad"),
+    (("--good", "nope", "--bad", "{7}"), "--good nope: not a commit"),
+    (("--good", "{2}", "--bad", "{7}", "--tier", "gpu"), "--tier gpu: tests/test_calc.py is registered for cpu"),
+    (("--good", "{2}", "--bad", "{7}", "--test", "tests/test_other.py"), "not a registered test file"),
+    (("--good", "{7}", "--bad", "{9}"), "--good {7s} fails tests/test_calc.py"),
+    (("--good", "{1}", "--bad", "{3}"), "--bad {3s} passes tests/test_calc.py"),
+])
+def test_bad_input_is_one_line_and_exit_2(repo, tmp_path, args, words) -> None:
+    root, shas = repo
+    fill = {str(i): s for i, s in enumerate(shas)} | {f"{i}s": s[:12] for i, s in enumerate(shas)}
+    argv = [fill[a[1:-1]] if a.startswith("{") else a for a in args]
+    if "--test" not in argv:
+        argv += ["--test", "tests/test_calc.py"]
+    done = culprit(root, *argv, tmp=tmp_path)
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr and words.format(**fill) in last[-1]
+    verified = "fails" in words or "passes" in words
+    log = (tmp_path / "log").read_text().split() if (tmp_path / "log").exists() else []
+    assert len(log) <= (2 if verified else 0)  # nothing of the search ran
+
+
+def test_a_killed_search_repeats_no_finished_run(repo, tmp_path) -> None:
+    root, shas = repo
+    state = tmp_path / "s.json"
+    argv = [sys.executable, "-m", "ci", "culprit", "--tier", "cpu", "--test", "tests/test_calc.py", "--good", shas[0],
+            "--bad", shas[9], "--flake-rate", "0.01", "--state", str(state)]
+    child = subprocess.Popen(argv, cwd=root, env=_env(tmp_path, {"CULPRIT_SLEEP": "0.5"}),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if state.exists() and len(json.loads(state.read_text())["runs"]) >= 3:
+            break
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    finished = {r["sha"] for r in json.loads(state.read_text())["runs"]}
+    assert len(finished) >= 3
+    (tmp_path / "log").unlink()
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01",
+                   "--state", str(state), tmp=tmp_path)
+    assert done.returncode == 0 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
+    assert "resuming" in done.stdout
+    rerun = {shas[int(i)] for i in (tmp_path / "log").read_text().split()} if (tmp_path / "log").exists() else set()
+    assert not rerun & finished
+    assert _git(root, "worktree", "list").count("\n") == 0  # every temporary worktree removed

@@ -1,0 +1,162 @@
+"""The culprit search core (`ci.culprit`) against brute-force oracles on small windows.
+
+The posterior oracle enumerates every hypothesis and, for each run, every attempt sequence of the
+noise model's Markov chain (first attempt fails with f, a retry after a failure with r, a broken
+attempt fails with 1 - p), multiplying probabilities directly (no logs, no prefix trick). The
+gain oracle enumerates every joint outcome vector of a batch over every hypothesis.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from ci.culprit.choose import choose_batch, joint_gain
+from ci.culprit.model import NoiseModel, Outcome, Probe, StopReason
+from ci.culprit.posterior import Posterior, prior_weights
+from ci.culprit.search import Search, run_search
+
+
+def attempt_chain_fail(noise: NoiseModel, broken: bool, k: int) -> float:
+    """P(all k attempts fail), summed over every attempt sequence of the chain."""
+    f, p = max(noise.flake, 1e-6), max(noise.false_pass, 1e-6)
+    r = max(noise.retry_fail if noise.retry_fail is not None else f, f)
+    total = 0.0
+    for seq in itertools.product((True, False), repeat=k):  # True: the attempt failed
+        prob, prev_failed = 1.0, False
+        for j, failed in enumerate(seq):
+            q = (1 - p) if broken else (f if j == 0 else (r if prev_failed else f))
+            prob *= q if failed else 1 - q
+            prev_failed = failed
+        if all(seq):
+            total += prob
+    return total
+
+
+def brute_posterior(weights, noise, outcomes):
+    joint = []
+    for h, w in enumerate(weights):
+        prob = w
+        for o in outcomes:
+            fail = attempt_chain_fail(noise, o.index >= h, o.attempts)
+            prob *= fail if o.failed else 1 - fail
+        joint.append(prob)
+    total = sum(joint)
+    return [j / total for j in joint]
+
+
+def brute_gain(probs, noise, probes):
+    def lik(y, h):
+        out = 1.0
+        for pr, failed in zip(probes, y):
+            fail = attempt_chain_fail(noise, pr.index >= h, pr.attempts)
+            out *= fail if failed else 1 - fail
+        return out
+    outcomes = list(itertools.product((True, False), repeat=len(probes)))
+    py = {y: sum(p * lik(y, h) for h, p in enumerate(probs)) for y in outcomes}
+    h_y = -sum(v * math.log2(v) for v in py.values() if v > 0)
+    h_y_given = -sum(p * sum(lik(y, h) * math.log2(lik(y, h)) for y in outcomes if lik(y, h) > 0)
+                     for h, p in enumerate(probs))
+    return h_y - h_y_given
+
+
+NOISES = [NoiseModel(0.0, 0.0), NoiseModel(0.1, 0.01, 0.5), NoiseModel(0.3, 0.002, 0.8), NoiseModel(0.05)]
+
+
+@pytest.mark.parametrize("noise", NOISES)
+@pytest.mark.parametrize("seed", range(6))
+def test_posterior_equals_enumeration(noise: NoiseModel, seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(1, 7)
+    weights = prior_weights(n, [rng.random() < 0.5 for _ in range(n)], w_low=0.2)
+    post = Posterior(weights, noise)
+    outcomes = []
+    for _ in range(rng.randint(0, 12)):
+        o = Outcome(rng.randrange(n), rng.random() < 0.5, rng.randint(1, 3))
+        post.update(o)
+        outcomes.append(o)
+        assert post.probabilities() == pytest.approx(brute_posterior(weights, noise, outcomes), rel=1e-9, abs=1e-12)
+
+
+def test_long_searches_stay_in_range() -> None:
+    """2,000 updates would underflow a product of probabilities; the log weights do not."""
+    post = Posterior([1.0] * 8, NoiseModel(0.1, 0.01))
+    for _ in range(1000):
+        post.update(Outcome(3, True))
+        post.update(Outcome(2, False))
+    probs = post.probabilities()
+    assert probs[3] == pytest.approx(1.0) and all(math.isfinite(p) for p in probs)
+
+
+@pytest.mark.parametrize("noise", NOISES[1:])
+@pytest.mark.parametrize("seed", range(4))
+def test_joint_gain_equals_enumeration(noise: NoiseModel, seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(2, 6)
+    raw = [rng.random() + 0.01 for _ in range(n)]
+    probs = [r / sum(raw) for r in raw]
+    probes = [Probe(rng.randrange(n), rng.randint(1, 2)) for _ in range(rng.randint(1, 3))]
+    assert joint_gain(probs, noise, probes) == pytest.approx(brute_gain(probs, noise, probes), abs=1e-9)
+
+
+@pytest.mark.parametrize("runners", [1, 2, 3])
+def test_each_greedy_step_maximises_the_enumerated_joint_gain(runners: int) -> None:
+    noise = NoiseModel(0.15, 0.01, 0.6)
+    raw = [1, 3, 2, 5, 1, 1, 4]
+    probs = [r / sum(raw) for r in raw]
+    batch = choose_batch(probs, noise, runners)
+    assert len(batch) == runners
+    for step in range(runners):
+        earlier = batch[:step]
+        best = max(brute_gain(probs, noise, earlier + [Probe(i)]) for i in range(len(probs)))
+        assert brute_gain(probs, noise, earlier + [batch[step]]) == pytest.approx(best, abs=1e-9)
+
+
+def test_noiseless_search_is_bisection() -> None:
+    search = Search([1.0] * 16, NoiseModel(0.0, 0.0))
+    first = search.next_batch()
+    assert [p.index for p in first] in ([7], [8])
+    result, rounds = run_search(search, lambda batch: [p.index >= 11 for p in batch])
+    assert result.culprit == 11 and result.stop is StopReason.CONFIDENT and rounds == 4
+
+
+def test_a_commit_that_touches_nothing_the_test_runs_is_probed_late() -> None:
+    touches = [False] * 7 + [True]
+    probs = Posterior(prior_weights(8, touches, w_low=0.01), NoiseModel(0.0, 0.0)).probabilities()
+    assert probs[7] > 0.9
+    assert choose_batch(probs, NoiseModel(0.0, 0.0), 1)[0].index == 6  # the split that tests the favourite
+
+
+def test_budget_stops_and_says_so() -> None:
+    search = Search([1.0] * 64, NoiseModel(0.2, 0.01), budget=3)
+    result, _ = run_search(search, lambda batch: [True] * len(batch), runners=2)
+    assert result.runs == 3 and result.stop is StopReason.BUDGET
+
+
+def test_flaky_search_finds_the_culprit_under_its_own_model() -> None:
+    rng = random.Random(7)
+    noise = NoiseModel(0.2, 0.01, 0.5)
+    right = 0
+    for trial in range(40):
+        culprit = rng.randrange(32)
+
+        def probe(batch):
+            return [rng.random() < attempt_chain_fail(noise, p.index >= culprit, p.attempts) for p in batch]
+        result, _ = run_search(Search([1.0] * 32, noise, attempts=2), probe, runners=2)
+        right += result.culprit == culprit
+    assert right >= 39
+
+
+def test_nothing_to_learn_stops() -> None:
+    search = Search([1.0, 1.0], NoiseModel(0.9, 0.1))  # a run fails as often either way
+    assert search.next_batch() == [] and search.stop_reason() is StopReason.NOTHING_TO_LEARN
+
+
+@pytest.mark.parametrize("bad", [dict(flake=1.0), dict(flake=-0.1), dict(flake=0.1, false_pass=1.5),
+                                 dict(flake=0.1, retry_fail=2.0)])
+def test_impossible_noise_is_refused(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        NoiseModel(**bad)
