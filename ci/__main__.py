@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "history": "store JUnit reports in the test history (`history ingest`); whose each failing test is (`history verdicts`)",
     "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
     "report": "the HUD: one static HTML page (and JSON) of the history, flaky tests, durations, plans, a pull request",
+    "tiers": "move registered files to a tier (`tiers move`), with the timeout a GPU tier needs",
     "quarantine": "quarantine flaky tests in registry.yaml from the history, and release cleared ones (dry run by default)",
 }
 
