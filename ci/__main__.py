@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
     "report": "the HUD: one static HTML page (and JSON) of the history, flaky tests, durations, plans, a pull request",
     "culprit": "which commit of a window broke a test: a flake-aware search within a budget of runs",
+    "tiers": "move registered files to a tier (`tiers move`), with the timeout a GPU tier needs",
     "quarantine": "quarantine flaky tests in registry.yaml from the history, and release cleared ones (dry run by default)",
 }
 

@@ -1,7 +1,7 @@
 """pytest plugin: registry.yaml drives markers, skips, timeouts and reruns.
 
-Loaded for every run: as the ``pytest11`` entry point ``ci.pytest_plugin`` once the package is
-installed, by this repository's root ``conftest.py`` (``pytest_plugins = ["ci.pytest_plugin"]``),
+Loaded where a registry is by the ``pytest11`` entry point ``ci-registry`` (`ci.pytest_entry`)
+once the package is installed, by this repository's root ``conftest.py`` (``pytest_plugins = ["ci.pytest_plugin"]``),
 or with ``-p ci.pytest_plugin``; under one name, so it is registered once whichever way comes first.
 
 The registry is ``--registry PATH``, else ``registry.yaml`` in the nearest directory at or above

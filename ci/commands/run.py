@@ -2,7 +2,8 @@
 
 Examples::
 
-    python -m ci run --tier cpu                       # the whole cpu tier, -n auto
+    python -m ci run --tier cpu                       # the whole cpu tier, workers as pytest's config says
+    python -m ci run --tier cpu --workers auto        # ... on every core (pytest-xdist -n auto)
     python -m ci run --tier gpu_b200 --shard 2/4 --base origin/main
     python -m ci run tests/quant/test_x.py --workers 0 -- -k roundtrip -x
 
@@ -60,7 +61,9 @@ def build_parser(prog: str = "python -m ci run") -> argparse.ArgumentParser:
 
 
 def add_run_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", default="auto", type=_workers, help="pytest-xdist -n: auto, 0 or N")
+    parser.add_argument("--workers", default=None, type=_workers,
+                        help="pytest-xdist -n: auto, 0 or N (default: none passed; the project's pytest config decides, "
+                             "serial when it says nothing)")
     parser.add_argument("--junit", metavar="PATH", help="JUnit XML path (default .ci-reports/junit-<what>.xml)")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
                         help="flag files whose time drifts from est_time by more than this %%")

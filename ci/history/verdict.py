@@ -20,7 +20,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`ci.history.errors.is_generic`: it would match any failure), and the failure did not repeat at S
    so often that a flake of N's rate (the interval's upper end) would do that less than `CHANCE` of
    the time.
-5. ``new``: none of these; probably the change's own.
+5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
+   no store, or no default-branch run of T in it (a first run); then its detail says so
+   (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
 
 A breakage is never called flaky: a signature N never failed with, a generic one, or a failure that
 main shows consistently is not flaky. Each `Verdict` has a one-line ``detail``; `tally` makes the
@@ -30,7 +32,7 @@ headline of a set of results (``3 passed, 1 failed: broken on main since abc1234
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ci.history.classify import signature
@@ -47,6 +49,7 @@ VERDICTS = (BROKEN_ON_MAIN, INFRA, FLAKY, NEW)  # the order a headline names the
 MIN_TRIALS = 5
 CHANCE = 0.05
 SHORT = 7
+NO_HISTORY = "new: no history to compare with"
 _CHUNK = 500
 
 
@@ -137,6 +140,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         ids = _node_ids(store, nodes)
         main = _main_runs(store, repo, tier, ids)
         scores = {s.node: s for s in flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=level, nodes=nodes)}
+        first_run = not _has_main_history(store, repo, tier)
         orders: dict[str, tuple[str, ...]] = {}
         for i in indexes:
             f = failures[i]
@@ -146,6 +150,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             order = orders[f.node]
             same = _same_commit(store, repo, tier, f.sha, ids.get(f.node))
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health)
+            if first_run and out[i].verdict == NEW:
+                out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
 
 
@@ -155,7 +161,7 @@ def _without_history(f: Failure) -> Verdict:
     if f.passed_on_retry:
         return Verdict(f.node, f.tier, f.sha, FLAKY, "flaky: failed, then passed on retry in this run", f.error,
                        f.fingerprint, f.runner)
-    return Verdict(f.node, f.tier, f.sha, NEW, "new: no history to compare with", f.error, f.fingerprint, f.runner)
+    return Verdict(f.node, f.tier, f.sha, NEW, NO_HISTORY, f.error, f.fingerprint, f.runner)
 
 
 def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
@@ -256,7 +262,9 @@ def _verdict_words(name: str, n: int, verdicts: Sequence[Verdict]) -> str:
         since = sorted({short(v.since) for v in verdicts if v.verdict == name and v.since})
         return f"{n} broken on main since {', '.join(since)}"
     if name == NEW:
-        return f"{n} new (probably this change's)"
+        unjudged = sum(v.verdict == NEW and v.detail.startswith(NO_HISTORY) for v in verdicts)
+        words = [f"{n - unjudged} new (probably this change's)"] if n > unjudged else []
+        return ", ".join(words + ([f"{unjudged} not judged (no history to compare with)"] if unjudged else []))
     if name == INFRA:
         runners = sorted({v.runner for v in verdicts if v.verdict == name and v.runner})
         return f"{n} infra" + (f" on {', '.join(runners)}" if runners else "")
@@ -304,6 +312,14 @@ def _main_runs(store: Store, repo: str, tier: str, ids: dict[str, int]) -> dict[
         for node_id, sha, rid, kind, fp, infra in store.fetchall(query, [*params, tier, *DEFAULT_BRANCH_EVENTS, *chunk]):
             out.setdefault(names[int(node_id)], []).append(MainRun(str(sha), int(rid), str(kind), str(fp), str(infra)))
     return out
+
+
+def _has_main_history(store: Store, repo: str, tier: str) -> bool:
+    """Whether the store holds any scored default-branch report of ``tier`` (of ``repo``)."""
+    where, params = _repo(repo)
+    events = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
+    return bool(store.fetchall(f"SELECT 1 FROM reports r WHERE {where}r.tier = ? AND r.scored = 1 "
+                               f"AND r.event IN ({events}) LIMIT 1", (*params, tier, *DEFAULT_BRANCH_EVENTS)))
 
 
 def _same_commit(store: Store, repo: str, tier: str, sha: str, node_id: int | None) -> tuple[int, int]:

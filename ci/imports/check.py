@@ -17,7 +17,7 @@ Checked uses, wherever they appear (module level, function and class bodies, nes
 under its source roots, plus, for a file under a test root, the helper modules pytest lets it
 import from its own folder (``from kvpool_testutil import make_pool``). Generated modules are
 never missing. A use inside ``with pytest.raises(AttributeError | ImportError ...)`` is what
-the test checks for, and ``# noqa`` / ``# noqa: I001`` silences a line. A module imported where
+the test checks for, and ``# noqa: I001`` silences a line (a bare ``# noqa`` does not). A module imported where
 the code goes on without it (``try`` ... ``except ImportError`` / ``Exception`` / bare
 ``except:`` that does not raise, ``with suppress(ImportError)``) may be absent (`guarded`).
 """
@@ -198,10 +198,12 @@ class _UseChecker:
             self.index.problems.append(Problem(self.module.rel, node.lineno, node.col_offset + 1, code, message))
 
     def noqa(self, line: int, code: str) -> bool:
-        """flake8 convention: ``# noqa`` silences every code on the line, ``# noqa: I001,X`` those."""
+        """``# noqa: I001,X`` (a code list naming ``code``) silences ``code`` on the line. A bare
+        ``# noqa`` does not: it is written for flake8 or ruff, and silencing a missing first-party
+        name with it would hide a broken import nobody meant to accept."""
         text = self.module.source.splitlines()[line - 1].decode("utf-8", "replace")
-        match = _NOQA.search(text)
-        return bool(match) and (match.group(1) is None or code in re.split(r"[,\s]+", match.group(1)))
+        return any(match.group(1) is not None and code in re.split(r"[,\s]+", match.group(1).upper())
+                   for match in _NOQA.finditer(text))
 
     @functools.cached_property
     def expected_failures(self) -> list[tuple[int, int]]:

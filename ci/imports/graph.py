@@ -76,7 +76,7 @@ def extract_records(tree: ast.Module, source: bytes) -> list[Record]:
                 records.append(["a" if stmt.targets[0].id == "__all__" else "p", stmt.lineno, values])
     if _DYNAMIC_CALL.search(source):
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and node.args and _called_name(node.func) in _DYNAMIC_FUNCS:
+            if isinstance(node, ast.Call) and node.args and called_name(node.func) in _DYNAMIC_FUNCS:
                 arg = node.args[0]
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     records.append(["d", node.lineno, arg.value, False])
@@ -116,7 +116,8 @@ def _strings(node: ast.expr) -> list[str] | None:
     return None
 
 
-def _called_name(func: ast.expr) -> str | None:
+def called_name(func: ast.expr) -> str | None:
+    """``f`` for a call of ``f(...)`` or ``x.f(...)``; None for any other callee."""
     if isinstance(func, ast.Name):
         return func.id
     return func.attr if isinstance(func, ast.Attribute) else None

@@ -29,6 +29,7 @@ import yaml
 
 from ci.results.junit import JUnitReport
 from ci.registry import MAX_SECONDS, Registry, RegistryError, derived_timeout, parse_registry
+from ci.registry.tier_edit import apply_edits
 
 DEFAULT_MARGIN = 0.10
 
@@ -172,12 +173,7 @@ def rewrite_est_times(text: str, new_values: Mapping[str, int | float], path: st
         else:
             raise ValueError(f"{path}: {test} runs on a GPU tier and needs 'timeout: {needed}', "
                              f"but its entry is not in block style; add it by hand")
-    out = text
-    for start, end, replacement in sorted(edits, key=lambda edit: -edit[0]):
-        out = out[:start] + replacement + out[end:]
-    after, problems = parse_registry(out, path)
-    if after is None:
-        raise RegistryError(problems)
+    out, after = apply_edits(text, edits, path)
     for test, value in new_values.items():
         if after.tests[test].est_time != float(value):
             raise ValueError(f"{path}: rewriting est_time of {test} did not take effect")

@@ -1,8 +1,9 @@
 """Build and run the pytest subprocess for a set of test files.
 
-The child is ``<python> -m pytest -p ci.pytest_plugin --registry R [--tier T] -n W
+The child is ``<python> -m pytest -p ci.pytest_plugin --registry R [--tier T] [-n W]
 --junitxml J -o junit_family=xunit1 FILES... EXTRA...`` run in the repository root, with the repo
-and this package on ``PYTHONPATH``. Its output streams straight through (progress for long runs).
+and this package on ``PYTHONPATH``. ``-n`` only when workers are asked for: otherwise the
+project's own pytest config decides (its addopts' ``-n``/``-p no:xdist``; serial when silent). Its output streams straight through (progress for long runs).
 """
 
 from __future__ import annotations
@@ -41,14 +42,16 @@ def parse_workers(value: str) -> str:
 
 
 def build_invocation(files: Sequence[str], *, root: Path, registry_path: Path, junit: Path,
-                     tier: str | None = None, workers: str = "auto", extra: Sequence[str] = (),
+                     tier: str | None = None, workers: str | None = None, extra: Sequence[str] = (),
                      use_plugin: bool = True, python: str = sys.executable) -> PytestInvocation:
     argv = [python, "-m", "pytest"]
     if use_plugin:
         argv += ["-p", PLUGIN, "--registry", str(registry_path)]
         if tier is not None:
             argv += ["--tier", tier]
-    argv += ["-n", parse_workers(workers), f"--junitxml={junit}", "-o", "junit_family=xunit1"]
+    if workers is not None:
+        argv += ["-n", parse_workers(workers)]
+    argv += [f"--junitxml={junit}", "-o", "junit_family=xunit1"]
     argv += list(files)
     argv += list(extra)
     return PytestInvocation(tuple(argv), root, junit)

@@ -26,6 +26,7 @@ from typing import Callable, Mapping
 import yaml
 
 from ci.selection.deps import TestDependencies
+from ci.imports.computed_args import literal_arguments
 from ci.imports.index import ModuleIndex
 from ci.registry import (
     Problem, Registry, RegistryError, covers_everything_under, normalize_path, parse_registry, run_all_rule,
@@ -121,13 +122,22 @@ def computed_import_problems(deps: TestDependencies) -> list[Problem]:
     dynamic_imports`` does not describe: selection cannot see what it loads, so a change to a
     module loaded that way selects none of the tests that reach it through the importer."""
     out = []
+    passed = literal_arguments(deps.index, [(rel, line) for rel, lines in deps.graph.computed.items() for line in lines])
     for rel, lines in sorted(deps.graph.computed.items()):
         module = deps.index.by_rel[rel]
         package = module.name if module.is_package else module.name.rpartition(".")[0] or module.name
-        out += [Problem(rel, line, 1, COMPUTED_IMPORT,
-                        f"imports a module by a computed name, so selection cannot see what it loads; say what "
-                        f"it may load under 'project: dynamic_imports:', e.g. {module.name}: [\"{package}.*\"]")
-                for line in lines]
+        for line in lines:
+            if (rel, line) in passed:
+                # Every caller passes a literal: only the first-party ones are this project's to describe.
+                names = [n for n in passed[(rel, line)] if deps.index.first_party(n.partition(".")[0])]
+                if not names:
+                    continue
+                example = ", ".join(f'"{n}"' for n in names)
+            else:
+                example = f'"{package}.*"'
+            out.append(Problem(rel, line, 1, COMPUTED_IMPORT,
+                               f"imports a module by a computed name, so selection cannot see what it loads; say what "
+                               f"it may load under 'project: dynamic_imports:', e.g. {module.name}: [{example}]"))
     return out
 
 

@@ -237,7 +237,31 @@ def test_tally_headlines() -> None:
 def test_without_history() -> None:
     fails = [Failure(NODE, TIER, sha(1), infra="nccl", runner="r9"), Failure(NODE, TIER, sha(1), passed_on_retry=True),
              Failure(NODE, TIER, sha(1))]
-    assert [v.verdict for v in judge(None, fails)] == [INFRA, FLAKY, NEW]
+    verdicts = judge(None, fails)
+    assert [v.verdict for v in verdicts] == [INFRA, FLAKY, NEW]
+    assert verdicts[2].detail == "new: no history to compare with"
+    assert tally(verdicts[2:], 3, 1).headline == "3 passed, 1 failed: not judged (no history to compare with)"
+    assert (tally([*verdicts[2:], verdicts[2]], 0, 2).headline
+            == "0 passed, 2 failed: 2 not judged (no history to compare with)")
+
+
+def test_a_first_run_against_a_store_without_main_history_is_not_called_new(store_location: str,
+                                                                            tmp_path: Path) -> None:
+    """A store with no default-branch run of the tier (only pull requests, or another tier's main)
+    has nothing to compare with; one main run of the tier makes the same failure the change's."""
+    with open_store(store_location) as store:
+        assert ingest(store, prepare(write_report(tmp_path, [Case(FILE, "test_a")]),
+                                     RunIdentity(REPO, sha(1), "push", "cpu"))).added  # another tier's main
+        first = pr_failure(store, tmp_path, [BOOM])
+        (verdict,) = judge(store, [first])
+        assert (verdict.verdict, verdict.detail) == (NEW, f"new: no history to compare with (no default-branch run "
+                                                          f"of tier {TIER} in the history)")
+        assert tally([verdict], 1, 1).headline == "1 passed, 1 failed: not judged (no history to compare with)"
+        run(store, tmp_path, sha(2), [None])  # the tier's first main run: test_a passed there
+        (verdict,) = judge(store, [first])
+        assert verdict.detail == "new: probably this change's (not failing on the default branch)"
+        assert (tally([verdict, *judge(None, [first])], 1, 2).headline
+                == "1 passed, 2 failed: 1 new (probably this change's), 1 not judged (no history to compare with)")
 
 
 def test_infra_failures_are_never_flakiness(store_location: str, tmp_path: Path) -> None:

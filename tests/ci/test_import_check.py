@@ -266,11 +266,16 @@ def test_expected_failures_and_noqa_are_not_reported(tmp_path):
                 fp4kv.quant.Silenced  # noqa: I001
                 fp4kv.quant.Bare  # noqa
                 fp4kv.quant.OtherCode  # noqa: B018
+                fp4kv.quant.Listed  # noqa: B018,E501
+                fp4kv.quant.InList  # noqa: B018, i001
+                fp4kv.quant.Second  # type: ignore  # noqa  # noqa: I001
         """,
     })
     assert found(tmp_path) == [
         "tests/test_use.py:11:9: I001 'fp4kv.quant' has no name 'Reported'",
+        "tests/test_use.py:13:5: I001 'fp4kv.quant' has no name 'Bare'",  # a bare noqa is flake8's, not ours
         "tests/test_use.py:14:5: I001 'fp4kv.quant' has no name 'OtherCode'",
+        "tests/test_use.py:15:5: I001 'fp4kv.quant' has no name 'Listed'",
     ]
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import textwrap
+from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
+from ci.pytest_entry import ENTRY_POINT
 from ci.running.hardware import OVERRIDE_ENV
+from tests.ci.tree_testutil import write
 
 pytest_plugins = ["pytester"]
 
@@ -356,3 +364,52 @@ def test_a_registry_with_an_alias_is_a_usage_error(pytester, repo):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*R010 anchor '&t': anchors and aliases are not allowed*",
                                  "*R010 alias '*t': anchors and aliases are not allowed*"])
+
+
+# -- the pytest11 entry point: only a tree with a registry gets the plugin (issue #50) --------------
+
+ADOPTER_CONFTEST = """\
+def pytest_addoption(parser):  # an adopter's own option: the plugin's --tier once collided with it
+    parser.addoption("--tier", default="none")
+
+
+def pytest_report_header(config):
+    return f"tier option: {config.getoption('tier')}"
+"""
+
+
+def pytest_subprocess(project: Path, *args: str) -> tuple[int, str]:
+    """A real ``python -m pytest`` in ``project`` with this environment's installed entry points;
+    its exit status and output with the timings taken out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", *args], cwd=project,
+                          env=env, text=True, capture_output=True, timeout=120)
+    # pytest's header names every installed plugin distribution, loaded or blocked: not the run.
+    return done.returncode, re.sub(r"(?m) in [0-9.]+s|^plugins: .*\n", "", done.stdout + done.stderr)
+
+
+def test_the_entry_point_is_named_as_the_docs_say() -> None:
+    points = {e.name: e.value for e in entry_points(group="pytest11") if e.value.startswith("ci.")}
+    assert points == {ENTRY_POINT: "ci.pytest_entry"}
+
+
+@pytest.mark.parametrize("args", [(), ("--help",)])
+def test_without_a_registry_a_run_is_the_same_as_without_the_package(tmp_path: Path, args: tuple[str, ...]) -> None:
+    write(tmp_path, {"pytest.ini": "[pytest]\n", "conftest.py": ADOPTER_CONFTEST,
+                     "tests/test_one.py": "def test_one():\n    pass\n", "tests/unmarked_test.py": "x = 1\n"})
+    default = pytest_subprocess(tmp_path, *args)
+    assert default == pytest_subprocess(tmp_path, "-p", f"no:{ENTRY_POINT}", *args)
+    assert default[0] == 0
+    assert "--registry" not in default[1] and "ci.pytest_plugin" not in default[1]
+
+
+def test_with_a_registry_the_entry_point_loads_the_plugin_unless_told_not_to(tmp_path: Path) -> None:
+    write(tmp_path, {"sub/pytest.ini": "[pytest]\n", "sub/tests/test_one.py": "def test_one():\n    pass\n",
+                     "registry.yaml": "version: 1\nproject:\n  test_roots: [sub/tests]\ntiers:\n"
+                                      "  cpu: {description: cpu, runner_labels: [x], gpu_count: 0, arch: cpu}\ntests: {}\n"})
+    code, out = pytest_subprocess(tmp_path / "sub")  # the registry sits above the rootdir
+    assert code == 2 and "sub/tests/test_one.py is not registered in" in out, out
+    assert pytest_subprocess(tmp_path / "sub", "--tier", "cpu")[0] == 2  # the plugin's option, its error
+    for off in (ENTRY_POINT, "ci.pytest_plugin"):
+        code, out = pytest_subprocess(tmp_path / "sub", "-p", f"no:{off}")
+        assert code == 0 and "1 passed" in out, out

@@ -37,6 +37,7 @@ version: 1
 run_all_paths: [registry.yaml]
 tiers:
   cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
+  cpu_big: {description: a bigger cpu, runner_labels: [big], gpu_count: 0, arch: cpu}
 tests:
   tests/test_a.py:
     tiers: [cpu]
@@ -51,7 +52,8 @@ REPORT = junit_xml([Case("tests/test_a.py", "test_a", time=60.0)])  # est_time 1
 # Each writer as a user runs it, and what it changes when nobody interferes.
 WRITERS = {
     "durations --write": (["durations", "--write", "report.xml"], "    est_time: 66\n"),
-    "lint --fix": (["lint", "--fix"], None),  # removes the redundant depends_on line
+    "lint --fix": (["lint", "--fix"], None),
+    "tiers move": (["tiers", "move", "--to", "cpu_big", "tests/*"], "    tiers: [cpu_big]\n"),  # removes the redundant depends_on line
     "init --force": (["init", "--force"], "# Written by `python -m ci init`"),
     "import-suites --output --force": (["import-suites", "--suites", "tests/run_suite.py", "--tier-map",
                                         "per-commit-cpu=cpu", "--output", "registry.yaml", "--force"],

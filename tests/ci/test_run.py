@@ -177,8 +177,10 @@ def test_invocation_defaults_and_passthrough(tmp_path):
     inv = build_invocation(["tests/a.py"], root=tmp_path, registry_path=tmp_path / "registry.yaml",
                            junit=tmp_path / "j.xml", tier="cpu", extra=["-k", "x"], python="py")
     assert inv.argv == ("py", "-m", "pytest", "-p", "ci.pytest_plugin", "--registry",
-                        str(tmp_path / "registry.yaml"), "--tier", "cpu", "-n", "auto",
+                        str(tmp_path / "registry.yaml"), "--tier", "cpu",
                         f"--junitxml={tmp_path / 'j.xml'}", "-o", "junit_family=xunit1", "tests/a.py", "-k", "x")
+    assert build_invocation([], root=tmp_path, registry_path=tmp_path, junit=tmp_path, workers="auto",
+                            python="py").argv[7:9] == ("-n", "auto")  # only when asked: else pytest's config decides
     with pytest.raises(ValueError, match="--workers"):
         build_invocation([], root=tmp_path, registry_path=tmp_path, junit=tmp_path, workers="many")
     for odd in ("²", "٣", "-1", "10000"):  # isdigit takes ², int takes ٣: neither is a worker count
@@ -202,6 +204,21 @@ def test_run_tier_passes_writes_junit_and_step_summary(repo, capfd, monkeypatch)
     assert sorted(report.files) == ["tests/sub/test_beta.py", "tests/test_alpha.py"]
     md = summary_file.read_text()
     assert md.startswith("### ci run cpu-1of1") and "| tests/test_alpha.py | 3 | 3 |" in md
+
+
+@pytest.mark.parametrize("ini, shown", [("", "worker: serial"), ("addopts = -p no:xdist\n", "worker: serial"),
+                                        ("addopts = -n 2\n", "2 workers [1 item]")])
+def test_run_leaves_the_workers_to_the_projects_pytest_config(repo, capfd, ini: str, shown: str):
+    """No --workers: no -n from ci run. A config that says nothing runs serially, one that turns
+    xdist off is not contradicted (pytest used to refuse the added -n), one with -n gets it."""
+    (repo / "pytest.ini").write_text(f"[pytest]\n{ini}")
+    (repo / "tests" / "test_alpha.py").write_text(
+        "import os\n\ndef test_where():\n    print('worker:', os.environ.get('PYTEST_XDIST_WORKER', 'serial'))\n")
+    rc = run_cmd.main(["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--junit", str(repo / "j.xml"),
+                       "tests/test_alpha.py", "--", "-s"])
+    out = capfd.readouterr().out
+    assert rc == 0, out
+    assert " -n " not in out.splitlines()[0] and shown in out, out
 
 
 def test_run_no_tests_collected_is_an_error(repo, capfd):
