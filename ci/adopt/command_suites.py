@@ -7,8 +7,9 @@ step (`ci.adopt.buildkite_steps`: with its ``source_file_dependencies`` for ``de
 its ``num_devices``) is a suite; every file its pytest
 commands collect (`ci.adopt.pytest_argv.selected_files`) is a `Registration` of it, with no time
 (`ci.adopt.suite_import.UNTIMED_EST_TIME` until ``ci durations --write`` measures it). The
-``-k`` / ``-m`` / ``--deselect`` / node-id filters select within files, which the registry cannot
-say of a tier: they are listed per suite in `CommandSuites.filters`, and those files run whole.
+``-k`` / ``-m`` / ``--deselect`` / node-id filters select within files: they are listed per suite
+in `CommandSuites.filters`, and per (suite, file) in `CommandSuites.file_filters`, which
+`ci.adopt.suite_args.place_args` turns into ``pytest_args``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Iterable
 from ci.adopt.buildkite_steps import pytest_steps
 from ci.adopt.makefile import pytest_targets
 from ci.adopt.pytest_argv import PytestCommand, selected_files
+from ci.adopt.suite_args import FileFilter, command_filters
 from ci.adopt.suites import Registration, Scan
 from ci.adopt.workflow_pytest import pytest_jobs
 from ci.registry import Registry
@@ -39,6 +41,7 @@ class CommandSuites:
     depends: dict[str, tuple[str, ...]] = field(default_factory=dict)  # suite -> paths whose change runs it
     devices: dict[str, int] = field(default_factory=dict)  # suite -> the GPU count its step asks for
     optional: list[str] = field(default_factory=list)  # suites whose step runs only when unblocked
+    file_filters: list[FileFilter] = field(default_factory=list)  # what selects within each (suite, file)
 
 
 def _suites(root: Path, suites: Iterable[tuple[str, list[PytestCommand]]], how: str, source: str) -> CommandSuites:
@@ -51,6 +54,7 @@ def _suites(root: Path, suites: Iterable[tuple[str, list[PytestCommand]]], how: 
             out.scan.registrations += [Registration(f, suite, None, command.where, how) for f in files
                                        if f not in paths]
             paths += [f for f in files if f not in paths]
+            out.file_filters += [FileFilter(suite, f, args) for f, args in command_filters(command, files)]
             if command.filters:
                 out.filters.setdefault(suite, []).append(" ".join(command.filters))
         out.files[suite] = len(paths)

@@ -44,6 +44,7 @@ from ci.adopt.starter import empty_registry
 from ci.adopt.import_summary import summary_lines
 from ci.adopt.label_gates import label_gated_suites
 from ci.adopt.suite_import import import_suites, is_glob, scan_sources, tiers_for
+from ci.adopt.suite_args import place_args
 from ci.adopt.suite_runner import SourceFolder, runner_folders
 from ci.adopt.command_suites import (
     CommandSuites, discover, from_buildkite, from_make, from_workflows, makefile_in, with_depends,
@@ -154,12 +155,14 @@ def _from_commands(root: Path, args: argparse.Namespace) -> CommandSuites | None
         found.scan.extend(more.scan)
         found.filters.update(more.filters)
         found.files.update(more.files)
+        found.file_filters += more.file_filters
         sources.append(more.source)
     if args.from_workflow:
         more = from_workflows(root, [root / f for f in args.from_workflow])
         found.scan.extend(more.scan)
         found.filters.update(more.filters)
         found.files.update(more.files)
+        found.file_filters += more.file_filters
         sources.append(more.source)
     found.source = "; ".join(sources)
     return found
@@ -231,7 +234,9 @@ def main(argv: list[str]) -> int:
         imported = import_suites(root, base, scan, tier_map, owner=args.owner, manual_tier=manual_tier,
                                  label_gated=gates, read_from=[f.folder for f in folders])
         if commands is not None:
-            imported = replace(imported, registry=with_depends(imported.registry, scan, commands.depends))
+            placed = place_args(with_depends(imported.registry, scan, commands.depends), commands.file_filters, tier_map)
+            imported = replace(imported, registry=placed.registry)
+            imported.notes.extend(placed.notes)
             imported.notes[:0] = [f"suites read from the pytest command lines of {commands.source}"]
             imported.notes.extend(_device_notes(commands, tier_map, imported.registry))
         if not scan.registrations:
@@ -265,8 +270,9 @@ def main(argv: list[str]) -> int:
         if commands.optional:
             closing.insert(1, f"summary: {len(commands.optional)} optional step(s) (run only when unblocked), imported "
                               f"like the rest: {', '.join(commands.optional[:5])}{' ...' if len(commands.optional) > 5 else ''}")
-        closing[1:1] = [f"summary: suite {suite!r} selects within its files with {'; '.join(f)}: the registry has no "
-                        f"per-tier pytest arguments, so its files run whole" for suite, f in commands.filters.items()]
+        closing[1:1] = [f"summary: suite {suite!r} selects within its files with {'; '.join(f)}: "
+                        + (f"pytest_args of {placed.carried[suite]}" if suite in placed.carried
+                           else "not carried (its files run whole, see the notes)") for suite, f in commands.filters.items()]
     if snapshot is None:  # no --output: stdout is the registry alone
         sys.stdout.write(text)
         print(f"import-suites: {len(registry.tests)} entries ({summary})", file=sys.stderr)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -147,14 +148,15 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
         raise UsageError("--record-depmap needs the plugin (drop --no-plugin)")
     if record and len(groups) > 1:
         raise UsageError(f"--record-depmap records one pytest run, but these files need {len(groups)}: their "
-                         f"registry env differs ({'; '.join(g.describe() or 'no env' for g in groups)}); "
+                         f"registry env{' or pytest_args' if any(g.args for g in groups) else ''} differs "
+                         f"({'; '.join(g.describe_all() for g in groups)}); "
                          f"record them in separate runs")
     if record:
         startup.install()  # measures the pytest process from its first line (docs/depmaps.md)
 
-    def build(part_files: Sequence[str], part: Path) -> PytestInvocation:
-        return build_invocation(part_files, root=root, registry_path=registry_file(args), junit=part,
-                                tier=args.tier, workers=args.workers, extra=extra, use_plugin=not args.no_plugin)
+    def build(part_files: Sequence[str], part: Path, pytest_args: Sequence[str]) -> PytestInvocation:
+        return build_invocation(part_files, root=root, registry_path=registry_file(args), junit=part, tier=args.tier,
+                                workers=args.workers, extra=[*pytest_args, *extra], use_plugin=not args.no_plugin)
 
     base = {**os.environ, RECORD_ENV: str(Path(record).resolve())} if record else dict(os.environ)
     rc = _run_groups(groups, junit, base, build)
@@ -196,17 +198,17 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
 
 
 def _run_groups(groups: Sequence[EnvGroup], junit: Path, base: dict[str, str],
-                build: Callable[[Sequence[str], Path], PytestInvocation]) -> int:
-    """One pytest per group of `ci.running.env_groups`, under ``base`` plus the group's env, its
-    report joined into ``junit``. Stops after a pytest that was interrupted, killed or wrote no
+                build: Callable[[Sequence[str], Path, Sequence[str]], PytestInvocation]) -> int:
+    """One pytest per group of `ci.running.env_groups`, under ``base`` plus the group's env, with
+    its pytest_args, its report joined into ``junit``. Stops after a pytest that was interrupted, killed or wrote no
     report. The status: the first failure's, else 5 if a group collected nothing, else 0."""
     status, written = 0, []
     if len(groups) > 1:
         junit.unlink(missing_ok=True)  # a stale report must never be summarised as this run's
     for i, group in enumerate(groups):
         part = junit if len(groups) == 1 else part_path(junit, i)
-        inv = build(group.files, part)
-        print("ci run: " + (f"env {group.describe()}: " if group.env else "") + " ".join(inv.argv), flush=True)
+        inv = build(group.files, part, group.args)
+        print("ci run: " + (f"env {group.describe()}: " if group.env else "") + shlex.join(inv.argv), flush=True)
         rc = run_invocation(inv, {**base, **group.env})
         if part.is_file():
             written.append(part)

@@ -31,7 +31,7 @@ from ci.registry.rules import (
     POLICY_KEYS, PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS,
     TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED, arch_problem, backend_problem, buildkite_queue_problem, device_name_problem, dynamic_import_problem,
     entry_path_problem, feature_problem, memory_problem, policy_problem, project_item_problem, project_value,
-    reruns_problem, schedule_problem, seconds_problem,
+    pytest_args_problem, reruns_problem, schedule_problem, seconds_problem,
 )
 
 class _NotSimple(Exception):
@@ -58,9 +58,11 @@ _COMMENT = r"(?: +(?:#.*)?)?"  # trailing spaces, a comment
 _DOUBLE = re.compile(r'"([^"\\]*)"' + _COMMENT)  # no escapes
 _SINGLE = re.compile(r"'([^']*)'" + _COMMENT)    # no '' escapes
 # A plain flow item may hold '*' after its first character (`test_*.py`); at the start it is an alias.
-_FLOW_ITEM = r"""(?:"[^"\\]*"|'[^']*'|[A-Za-z0-9_./][A-Za-z0-9_./@+=*-]*)"""
+# It may start with '-' before another character (`-k`, `--deselect`): YAML reads that as plain.
+_PLAIN_ITEM = r"(?:-[A-Za-z0-9_./@+=*-]|[A-Za-z0-9_./])[A-Za-z0-9_./@+=*-]*"
+_FLOW_ITEM = rf"""(?:"[^"\\]*"|'[^']*'|{_PLAIN_ITEM})"""
 _FLOW = re.compile(rf"\[ *((?:{_FLOW_ITEM} *, *)*{_FLOW_ITEM})? *\]" + _COMMENT)
-_FLOW_ITEMS = re.compile(r"""("[^"\\]*"|'[^']*')|([A-Za-z0-9_./][A-Za-z0-9_./@+=*-]*)""")  # (quoted, plain)
+_FLOW_ITEMS = re.compile(rf"""("[^"\\]*"|'[^']*')|({_PLAIN_ITEM})""")  # (quoted, plain)
 _PLAIN_START = re.compile(r"""[^-?:,\[\]{}#&*!|>'"%@` ]""")  # not a YAML indicator
 _INT = re.compile(r"0|[1-9][0-9]{0,17}")           # int(text) == SafeConstructor's value
 # float(text) == SafeConstructor's value; no leading zero, as `ci.registry.rules.number_text_problem`
@@ -210,6 +212,14 @@ def _strings(value: Any, *, non_empty: bool) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _pytest_args(value: Any) -> tuple[str, ...]:
+    """A valid ``pytest_args`` list (words may repeat) -> its tuple; `_NotSimple` otherwise."""
+    if (type(value) is not tuple and type(value) is not list) or any(type(item) is not str for item in value):
+        raise _NotSimple
+    _valid(pytest_args_problem(tuple(value)))
+    return tuple(value)
+
+
 def _fields(value: Any, allowed: set[str], required: set[str]) -> _Block:
     """A mapping `PreciseParser.mapping` would find no problem in (duplicates never get this far)."""
     if type(value) is not _Block or not required <= value.keys() <= allowed:
@@ -277,7 +287,7 @@ def _fast_tier(name: str, fields: Any) -> Tier:
         _valid(buildkite_queue_problem(queue))
     return Tier(name, description, _strings(fields["runner_labels"], non_empty=True), gpu_count, arch,
                 features, device_name, memory, line=fields.line, schedule=schedule, backend=backend,
-                buildkite_queue=queue)
+                buildkite_queue=queue, pytest_args=_pytest_args(fields.get("pytest_args", ())))
 
 
 def _fast_project(fields: Any) -> ProjectConfig:
@@ -355,7 +365,7 @@ class _FastTests:
             owner=owner, status=status, reason=reason, issue=issue,
             timeout=None if timeout is None else _seconds(timeout), reruns=reruns,
             depends_on=self.dependencies(fields.get("depends_on", ())), line=fields.line, col=fields.col,
-            may_skip=may_skip,
+            may_skip=may_skip, pytest_args=_pytest_args(fields.get("pytest_args", ())),
         )
 
 

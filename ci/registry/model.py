@@ -116,6 +116,7 @@ class Tier:
     ``buildkite_queue`` is the Buildkite agent queue its steps go to (`queue`: the tier's name
     unless given); ``buildkite`` the `StepTemplate` of its steps. ``env`` is set for every run of
     the tier (``ci run``, the matrix job, the Buildkite step), under an entry's own ``env``.
+    ``pytest_args`` are added to every pytest ``ci run --tier`` starts for it, before an entry's.
     """
 
     name: str
@@ -132,6 +133,7 @@ class Tier:
     buildkite_queue: str | None = None
     buildkite: StepTemplate | None = None
     env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    pytest_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.backend:
@@ -203,7 +205,8 @@ class TestEntry:
     (``fp4kv/quant``) or exact files whose change selects this test; the test file itself always
     counts. ``may_skip`` says every test of the file may skip on a tier's machine: a GPU tier's
     run in which every test skipped still fails unless each file that skipped says so. ``env`` is
-    set for the file's run on top of its tier's (a name in both takes the entry's value).
+    set for the file's run on top of its tier's (a name in both takes the entry's value);
+    ``pytest_args`` are added to its pytest after the tier's (for ``-k`` / ``-m`` the entry's win).
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -224,6 +227,7 @@ class TestEntry:
     evidence: QuarantineEvidence | None = None  # a file-level quarantine written by ci quarantine
     quarantined_nodes: tuple[QuarantinedNode, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    pytest_args: tuple[str, ...] = ()
 
     def quarantined_node(self, node: str) -> QuarantinedNode | None:
         """The node-level quarantine of test id ``node`` (``path::name``), or None."""

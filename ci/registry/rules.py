@@ -28,10 +28,10 @@ PROJECT_FLAG, PROJECT_DYNAMIC = "unique_basenames", "dynamic_imports"
 # Lists that must name at least one item (an empty first_party means: discover the packages).
 PROJECT_NON_EMPTY = {"source_roots", "test_roots", "test_patterns"}
 TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib",
-             "schedule", "backend", "buildkite_queue", "buildkite", "env"}
+             "schedule", "backend", "buildkite_queue", "buildkite", "env", "pytest_args"}
 TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
 TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on",
-             "may_skip", "evidence", "quarantined_nodes", "env"}
+             "may_skip", "evidence", "quarantined_nodes", "env", "pytest_args"}
 # The quarantine's keys (`ci.registry.quarantine_parse` reads them; the fast path leaves an entry
 # with evidence or quarantined_nodes to the precise parser).
 QUARANTINE_TEST_KEYS = {"evidence", "quarantined_nodes"}
@@ -186,6 +186,56 @@ def template_key_problem(key: str) -> str | None:
     return None
 
 
+# pytest options a tier's or entry's `pytest_args` may not give, each with why: they would break
+# what `ci run` promises (one JUnit report of every selected test, its plugin loaded, its worker
+# count, the registry's timeouts and reruns) or run nothing, or wait for a person.
+REFUSED_PYTEST_ARGS = {
+    **dict.fromkeys(("--junitxml", "--junit-xml", "--junit-prefix", "--result-log"), "`ci run` writes the JUnit report"),
+    **dict.fromkeys(("-p", "-c", "--config-file", "--rootdir"), "`ci run` sets the plugins and the configuration"),
+    **dict.fromkeys(("-n", "--numprocesses", "--maxprocesses", "-d", "--dist", "--tx"), "use `ci run --workers`"),
+    **dict.fromkeys(("--co", "--collect-only", "--collectonly", "--setup-plan", "--setup-only", "--fixtures",
+                     "--fixtures-per-test", "--markers", "-h", "--help", "-V", "--version"), "it runs no test"),
+    **dict.fromkeys(("-x", "--exitfirst", "--maxfail", "--lf", "--last-failed", "--sw", "--stepwise",
+                     "--sw-skip", "--stepwise-skip"), "the report must hold every selected test, on any machine"),
+    **dict.fromkeys(("--pdb", "--trace"), "it waits for a person"),
+    **dict.fromkeys(("--timeout", "--reruns"), "give the entry 'timeout:' / 'reruns:'"),
+    **dict.fromkeys(("--registry", "--tier", "--include-inactive", "--run-quarantined"), "`ci run` passes its plugin's options"),
+}
+_SHORT_VALUE = set("kmpncoWr")  # short options whose value is the rest of the word or the next word
+
+
+def pytest_args_problem(args: tuple[str, ...]) -> str | None:
+    """None if ``args`` may be added to `ci run`'s pytest: options only (a bare word must be the
+    value of the option before it: a path or node id would add tests to every file's run), none of
+    `REFUSED_PYTEST_ARGS`, and no ``-o junit_*``. A long option without ``=`` is taken to take the
+    next word as its value."""
+    takes_value, option = False, ""
+    for word in args:
+        if takes_value:
+            takes_value = False
+            if option in ("-o", "--override-ini") and word.startswith("junit_"):
+                return f"pytest_args: {option} {word!r}: `ci run` writes the JUnit report"
+            continue
+        if not word.startswith("-") or word == "-":
+            return (f"pytest_args: {describe_scalar(word)} is no option's value: a path or node id would add tests "
+                    f"to every file's run (select within files with -k, -m or --deselect)")
+        if word.startswith("--"):
+            option, eq, value = word.partition("=")
+            takes_value = not eq
+        else:
+            option, rest = word[:2], word[2:]
+            for i, char in enumerate(word[1:]):
+                option, rest = "-" + char, word[i + 2:]
+                if option in REFUSED_PYTEST_ARGS or char in _SHORT_VALUE:
+                    break
+            takes_value, value = option[1:] in _SHORT_VALUE and not rest, rest
+        if option in REFUSED_PYTEST_ARGS:
+            return f"pytest_args: {word!r} is refused: {REFUSED_PYTEST_ARGS[option]}"
+        if option in ("-o", "--override-ini") and value.startswith("junit_"):
+            return f"pytest_args: {word!r}: `ci run` writes the JUnit report"
+    return None
+
+
 def schedule_problem(schedule: str) -> str | None:
     """None if ``schedule`` is a tier schedule."""
     if schedule in SCHEDULES:
@@ -289,5 +339,5 @@ __all__ = [
     "describe_scalar", "device_name_problem", "EVIDENCE_KEYS", "NODE_KEYS", "NODE_REQUIRED", "POLICY_KEYS",
     "QUARANTINE_TEST_KEYS", "node_id_problem", "policy_problem", "feature_problem", "memory_problem", "project_item_problem",
     "project_value", "seconds_problem", "dynamic_import_problem", "schedule_problem", "PROJECT_FLAG", "PROJECT_DYNAMIC",
-    "entry_path_problem",
+    "entry_path_problem", "pytest_args_problem", "REFUSED_PYTEST_ARGS",
 ]

@@ -1,9 +1,10 @@
-"""A tier's ``env:`` and ``buildkite:`` and an entry's ``env:``, for the precise parser.
+"""A tier's ``env:``, ``pytest_args:`` and ``buildkite:``, an entry's ``env:`` and ``pytest_args:``,
+for the precise parser.
 
 Contract: each function takes the `ci.registry.parse.PreciseParser` doing the parse (its
 ``mapping``, ``scalar``, ``check`` and ``problem``), reports every problem at its node
 (``file:line:col``), and returns the typed value or None when there was one. The fast path leaves
-tiers and entries with these keys to the precise parser.
+tiers and entries with ``env`` or ``buildkite`` to the precise parser; it reads ``pytest_args``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 
 from ci.registry.model import INVALID_VALUE, WRONG_TYPE, StepTemplate
-from ci.registry.rules import env_name_problem, template_key_problem
+from ci.registry.rules import env_name_problem, pytest_args_problem, template_key_problem
 
 _SCALARS = (str, int, float, bool)
 
@@ -31,6 +32,18 @@ def parse_env(parser: Any, node: yaml.Node, what: str) -> dict[str, str] | None:
         if value is not None:
             out[name] = value
     return out if len(parser.problems) == before else None
+
+
+def parse_pytest_args(parser: Any, node: yaml.Node, what: str) -> tuple[str, ...] | None:
+    """A ``pytest_args:`` list of strings (a word may repeat: ``--deselect A --deselect B``) that
+    `ci.registry.rules.pytest_args_problem` accepts."""
+    if not isinstance(node, yaml.SequenceNode):
+        parser.problem(node, WRONG_TYPE, f"{what} pytest_args must be a list of strings")
+        return None
+    args = [parser.scalar(item, f"{what} pytest_args item", (str,)) for item in node.value]
+    if any(arg is None for arg in args) or not parser.check(node, what, pytest_args_problem(tuple(args))):
+        return None
+    return tuple(args)
 
 
 def parse_template(parser: Any, node: yaml.Node, what: str) -> StepTemplate | None:
@@ -76,4 +89,4 @@ def _value(parser: Any, node: yaml.Node, what: str) -> object:
     return parser.scalar(node, what, _SCALARS)
 
 
-__all__ = ["parse_env", "parse_template"]
+__all__ = ["parse_env", "parse_pytest_args", "parse_template"]

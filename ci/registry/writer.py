@@ -17,7 +17,8 @@ from ci.registry.rules import derived_timeout
 from ci.registry.model import PER_COMMIT, STR_TAG, Registry, Status, TestEntry, Tier, double_quoted, plain_tag, yaml_scalar
 
 # A string that is plain both in block and flow context and reads back as itself.
-_SAFE_PLAIN = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./@+=-]*")
+# A leading '-' before another such character is plain too (`-k`, `--deselect`).
+_SAFE_PLAIN = re.compile(r"(?:-[A-Za-z0-9_./@+=-]|[A-Za-z0-9_./])[A-Za-z0-9_./@+=-]*")
 
 
 def flow_item(text: str) -> str:
@@ -68,6 +69,8 @@ def render_tier(tier: Tier) -> list[str]:
         lines.append(f"    features: {flow_list(tier.features)}")
     if tier.schedule != PER_COMMIT:
         lines.append(f"    schedule: {tier.schedule}")
+    if tier.pytest_args:
+        lines.append(f"    pytest_args: {flow_list(tier.pytest_args)}")
     return lines
 
 
@@ -89,6 +92,8 @@ def render_entry(entry: TestEntry, est_time_comment: str = "") -> list[str]:
         lines.append(f"    depends_on: {flow_list(entry.depends_on)}")
     if entry.may_skip:
         lines.append("    may_skip: true")
+    if entry.pytest_args:
+        lines.append(f"    pytest_args: {flow_list(entry.pytest_args)}")
     return lines
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from ci.__main__ import main as ci_main
 from ci.registry import Status, load_registry
+from ci.results.junit import parse_junit
+from tests.ci.test_run import _ci_run
 
 PASSING = "def test_ok():\n    assert True\n"
 
@@ -112,13 +114,18 @@ def with_tiers(root: Path) -> None:
     (root / "registry.yaml").write_text(text[:start] + TIERS + text[end:])
 
 
-def test_makefile_targets_select_what_pytest_collects(liger_like, capsys):
-    with_tiers(liger_like)
-    out = liger_like / "registry.yaml"
-    assert ci_main(["--root", str(liger_like), "import-suites", "--from-make", "--tier-map", "test=cpu",
+def import_make_targets(root: Path, capsys) -> tuple[Path, str]:
+    """Import the three make targets, each on its own tier: (the registry, what was printed)."""
+    with_tiers(root)
+    out = root / "registry.yaml"
+    assert ci_main(["--root", str(root), "import-suites", "--from-make", "--tier-map", "test=cpu",
                     "--tier-map", "test-convergence=conv", "--tier-map", "test-defaults=dflt",
                     "--output", str(out), "--force"]) == 0
-    printed = capsys.readouterr().out
+    return out, capsys.readouterr().out
+
+
+def test_makefile_targets_select_what_pytest_collects(liger_like, capsys):
+    out, printed = import_make_targets(liger_like, capsys)
     assert suite_files(out, "cpu") == collected(
         liger_like, ".", "--ignore=test/convergence", "--ignore-glob=test/*/test_skip_*.py", "--ignore=test/cutedsl",
         "test/") == {"test/transformers/test_rms.py", "test/triton/test_ops.py", "test/triton/test_b.py"}
@@ -142,6 +149,10 @@ def test_workflow_steps_become_suites_and_discovery_falls_back_to_them(liger_lik
     assert suite_files(out, "unit") == collected(liger_like, "test", "transformers", "triton/test_ops.py")
     assert "pytest steps of .github/workflows/ci.yml" in printed.out
     assert "--deselect triton/test_b.py::test_ok" in printed.out
+    registry = load_registry(out)  # a node id names test_ops.py: it runs whole; the job's other file carries the rest
+    assert registry.tiers["unit"].pytest_args == () and registry.tests["test/triton/test_ops.py"].pytest_args == ()
+    assert registry.tests["test/transformers/test_rms.py"].pytest_args == ("--deselect", "triton/test_b.py::test_ok")
+    assert "1 file(s) run whole where their suites select within them (named by node id" in printed.err
 
 
 @pytest.mark.parametrize(("makefile", "args", "message"), [
@@ -218,3 +229,65 @@ def test_buildkite_steps_become_suites_with_their_dependencies(tmp_path, capsys)
     assert "suite 'examples-1-gpu'" not in printed.err  # no num_devices: nothing to check
     assert "1 optional step(s) (run only when unblocked), imported like the rest: examples-1-gpu" in printed.out
     assert "suite 'distributed-comm-ops' selects within its files with -k not ray" in printed.out
+
+
+FILTERED = "import pytest\ndef test_ok(): pass\ndef test_slow(): pass\n@pytest.mark.gpu\ndef test_gpu(): pass\n"
+
+
+def collected_tests(root: Path, cwd: str, *args: str) -> set[str]:
+    """The oracle: the tests (``file::name``) pytest collects with the adopter's exact ``args`` in ``cwd``."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                             "-p", "no:randomly", *args], cwd=root / cwd, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {line for line in result.stdout.splitlines() if "::" in line}
+
+
+def ran_tests(root: Path, tier: str) -> set[str]:
+    """The tests `ci run --tier` ran, from its JUnit report."""
+    proc = _ci_run(root, "--tier", tier, "--junit", str(root / f"{tier}.xml"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {f"{c.file}::{c.name}" for c in parse_junit(root / f"{tier}.xml").cases}
+
+
+def test_an_imported_suites_k_and_m_become_pytest_args_and_ci_run_runs_what_the_command_ran(liger_like, capsys):
+    for path in liger_like.rglob("test*.py"):
+        path.write_text(FILTERED)
+    out, printed = import_make_targets(liger_like, capsys)
+    registry = load_registry(out)
+    # one suite per tier: the filter is the tier's, whatever other suites hold the same files
+    assert (registry.tiers["conv"].pytest_args, registry.tiers["dflt"].pytest_args) == (("-k", "not slow"),
+                                                                                          ("-m", "not gpu"))
+    assert registry.tiers["cpu"].pytest_args == () and not any(e.pytest_args for e in registry.tests.values())
+    assert "suite 'test-convergence' selects within its files with -k not slow: pytest_args of tier 'conv'" in printed
+    conv = ran_tests(liger_like, "conv")
+    assert conv == collected_tests(liger_like, ".", "-k", "not slow", "test/convergence/fp32/test_mini.py",
+                                   "test/convergence/bf16/test_mini.py")
+    assert "test/convergence/fp32/test_mini.py::test_slow" not in conv and len(conv) == 4
+    dflt = ran_tests(liger_like, "dflt")
+    assert dflt == collected_tests(liger_like, "test", "-m", "not gpu")
+    assert {t.split("::")[1] for t in dflt} == {"test_ok", "test_slow"} and len(dflt) == 2 * 8  # of 3 x 8
+
+
+def test_filters_of_several_suites_on_one_tier_go_to_the_entries_or_are_named(liger_like, capsys):
+    """The workflow job (node id, --deselect) and the two make targets all on one tier: a file
+    whose suites agree carries their args; one selected differently, or by node id, runs whole."""
+    only_transformers = MAKEFILE.replace("@cd test && pytest -m 'not gpu'", "@cd test && pytest -m 'not gpu' transformers")
+    (liger_like / "Makefile").write_text(only_transformers)
+    with_tiers(liger_like)
+    out = liger_like / "registry.yaml"
+    assert ci_main(["--root", str(liger_like), "import-suites", "--from-make", "test-convergence", "test-defaults",
+                    "--tier-map", "*=cpu", "--output", str(out), "--force"]) == 0
+    printed = capsys.readouterr()
+    registry = load_registry(out)
+    assert registry.tiers["cpu"].pytest_args == ()
+    assert registry.tests["test/convergence/fp32/test_mini.py"].pytest_args == ("-k", "not slow")
+    assert registry.tests["test/transformers/test_rms.py"].pytest_args == ("-m", "not gpu")
+    assert "pytest_args of the entries of 2 file(s)" in printed.out
+    (liger_like / "Makefile").write_text(only_transformers.replace("test/convergence/fp32/test_mini.py \\",
+                                                                   "test/transformers/test_rms.py \\"))
+    assert ci_main(["--root", str(liger_like), "import-suites", "--from-make", "test-convergence", "test-defaults",
+                    "--tier-map", "*=cpu", "--output", str(out), "--force"]) == 0
+    printed = capsys.readouterr()
+    assert load_registry(out).tests["test/transformers/test_rms.py"].pytest_args == ()
+    assert ("note: 1 file(s) run whole where their suites select within them (selected differently by its suites; "
+            "pytest_args cannot say it), e.g. test/transformers/test_rms.py") in printed.err

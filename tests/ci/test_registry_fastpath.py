@@ -66,6 +66,7 @@ tiers:
     min_memory_gib: 170
     backend: cuda
     buildkite_queue: gpu-b200-x2
+    pytest_args: [-m, "not slow", -rA]
 tests:
     # an indented comment
     tests/a/test_one.py:
@@ -93,6 +94,7 @@ tests:
       status: manual
       reason: "needs a person"
       depends_on: []
+      pytest_args: [-k, 'not gpu and x', --deselect, 'tests/b/test_three.py::t', --deselect, "tests/b/test_three.py::u"]
 """
 
 
@@ -122,7 +124,7 @@ def test_the_fast_path_reads_the_block_style():
     assert fast.tiers["gpu_b200"].runner_labels == ("self-hosted", "gpu-b200", "x y")
     assert fast.tiers["gpu_b200"].description == "one B200 \u2014 'quoted' # not a comment"
     assert fast.tests["tests/a/test_one.py"].depends_on == ("fp4kv/quant", "ci/registry.py", "README.md")
-    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (55, 5)
+    assert (fast.tests["tests/a/test_two.py"].line, fast.tests["tests/a/test_two.py"].col) == (56, 5)
     assert fast.project.source_roots == ("src", "python")
     assert fast.project.test_patterns == ("test_*.py", "*_test.py", "check_*.py")
     assert (fast.tiers["gpu_b200"].device_name, fast.tiers["gpu_b200"].min_memory_gib) == ("B200|GB200", 170.5)
@@ -133,6 +135,9 @@ def test_the_fast_path_reads_the_block_style():
     assert fast.run_all_paths == ("ci", "registry.yaml", "!ci/registry")
     assert (fast.tiers["gpu_b200_x2"].backend, fast.tiers["gpu_b200_x2"].queue) == ("cuda", "gpu-b200-x2")
     assert fast.project.unique_basenames is False
+    assert fast.tiers["gpu_b200_x2"].pytest_args == ("-m", "not slow", "-rA")
+    assert fast.tests["tests/b/test_three.py"].pytest_args == (
+        "-k", "not gpu and x", "--deselect", "tests/b/test_three.py::t", "--deselect", "tests/b/test_three.py::u")
     assert [(d.importer, d.targets) for d in fast.project.dynamic_imports] == [
         ("acme.models.registry", ("acme.models.*", "acme.extra.model_?"))]
 
@@ -279,6 +284,9 @@ WITH_PROBLEMS = {
     "numeric may_skip": _swap("may_skip: true", "may_skip: 1"),
     "quoted may_skip": _swap("may_skip: true", 'may_skip: "true"'),
     "reruns just over the bound": _swap("reruns: 0", "reruns: 11"),
+    "a path in pytest_args": _swap("[-m, \"not slow\", -rA]", "[-m, \"not slow\", -rA, tests/x.py]"),
+    "a refused pytest option": _swap("[-m, \"not slow\", -rA]", "[-m, \"not slow\", -xrA]"),
+    "a number in pytest_args": _swap("[-m, \"not slow\", -rA]", "[--maxfail-ish, 3]"),
 }
 
 
