@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "history": "store JUnit reports in the test history (`history ingest`); whose each failing test is (`history verdicts`)",
     "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
     "report": "the HUD: one static HTML page (and JSON) of the history, flaky tests, durations, plans, a pull request",
+    "observe": "run an adopter's own test command and write what each test file ran (a runtime map with outcomes)",
     "quarantine": "quarantine flaky tests in registry.yaml from the history, and release cleared ones (dry run by default)",
 }
 
