@@ -24,9 +24,9 @@ import tempfile
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
-from ci.observe.observed import collect, observed_env, prepare
+from ci.observe.observed import META, collect, observed_env, prepare
 from ci.registry import RegistryError, load_registry
-from ci.repo_root import REGISTRY_FILENAME, find_repo_root
+from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, find_repo_root
 from ci.selection.depmap_format import dump_depmap
 
 PROG = "python -m ci observe"
@@ -48,8 +48,11 @@ def _fail(message: str, status: int = 2) -> int:
 
 
 def _prepared(parts: Path, tier: str | None) -> dict[str, str]:
-    """Prepare ``parts`` for the tree's registry; ValueError/OSError with the reason."""
-    root = find_repo_root()
+    """Prepare ``parts`` for the tree's registry; ValueError (bad input) or OSError with the reason."""
+    try:
+        root = find_repo_root()
+    except RepoRootNotFound as exc:
+        raise ValueError(f"{exc} (observe needs the tree's registry: `python -m ci init` writes one)") from None
     try:
         registry = load_registry(root / REGISTRY_FILENAME)
     except RegistryError as exc:
@@ -115,6 +118,8 @@ def main(argv: list[str]) -> int:
     if args.collect is not None:
         if command:
             return _fail("--collect DIR takes no command")
+        if not (Path(args.collect) / META).is_file():
+            return _fail(f"--collect {args.collect}: not a directory that `ci observe --env` prepared (no {META})")
         status = _write(Path(args.collect), args.out)
         if status == 0:
             shutil.rmtree(args.collect, ignore_errors=True)
