@@ -50,7 +50,8 @@ from pathlib import Path
 from ci.observe.aside import step_aside
 from ci.observe.bytecode import cache_once
 from ci.observe.exit_save import save_on_exit
-from ci.observe.files import CHILD_CORE_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
+from ci.observe.files import (CHILD_CORE_ENV, OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog,
+                              RepoFiles)
 from ci.observe.live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
 from ci.observe.options import record_options
 from ci.observe.probe_cache import probe_folder
@@ -123,11 +124,19 @@ def start() -> None:
     """See the module docstring. Only the first call starts anything: ``site`` reads one
     site-packages twice where a venv's ``lib64`` links to its ``lib``. Every call but in a
     recording's own pytest process ends with the recorder's modules set aside
-    (`ci.observe.aside`), so the program's own imports find what its path says."""
+    (`ci.observe.aside`), so the program's own imports find what its path says. In an observed
+    command, a process that is a test file first becomes that file's (`ci.observe.script_test`),
+    before coverage.py's hook reads `TEST_ENV` as its context."""
+    if os.environ.get(OBSERVE_ENV) and not os.environ.get(TEST_ENV) and not _started:
+        from ci.observe.script_test import begin
+
+        begin()
     if _recording_pytest():
         # its ``-p ci.pytest_plugin`` is the recorder's own package in any case, and it takes the
         # measurement over from this very module (`take_session`), which pytest's assertion
         # rewriting would otherwise import afresh
+        if os.environ.get(OBSERVE_ENV):  # the observed command's coverage config: the recorder measures pytest
+            os.environ.pop("COVERAGE_PROCESS_START", None)
         if not _started:
             _started.append(True)
             _start_session()
@@ -142,16 +151,18 @@ def start() -> None:
 
 def _recording_pytest() -> bool:
     """Whether this is a recording's own pytest process (see the module docstring)."""
-    return (not os.environ.get(TEST_ENV) and not os.environ.get(PARTS_ENV) and bool(os.environ.get(RECORD_ENV))
-            and runs_pytest(getattr(sys, "orig_argv", [])))
+    return (not os.environ.get(TEST_ENV) and (not os.environ.get(PARTS_ENV) or bool(os.environ.get(OBSERVE_ENV)))
+            and bool(os.environ.get(RECORD_ENV)) and runs_pytest(getattr(sys, "orig_argv", [])))
 
 
 def _start() -> None:
     parts, root, test = os.environ.get(PARTS_ENV), os.environ.get(ROOT_ENV), os.environ.get(TEST_ENV, "")
     if os.environ.get(CHILD_CORE_ENV) != "slipcover":  # the hook also wakes wherever a recording is asked for
         return
-    if not parts or not root or not test or not os.path.isdir(parts):
-        return
+    if not parts or not root or not (test or os.environ.get(OBSERVE_ENV)) or not os.path.isdir(parts):
+        return  # an observed command's process outside any test file records the map's shared lines
+    if not test and os.environ.get(OBSERVED_PYTEST_ENV):
+        return  # an xdist worker of an observed pytest: its own recorder measures it
     from ci.observe import slipcover_core  # deferred: the checks above cost nothing
 
     if not slipcover_core.available():
@@ -209,7 +220,7 @@ def _start_session() -> None:
     except ValueError:
         return  # the recorder refuses it with the reason
     if options.lines and options.core == "slipcover":
-        lines = slipcover_core.SlipcoverLines(RepoFiles(os.getcwd()), None)
+        lines = slipcover_core.SlipcoverLines(RepoFiles(os.environ.get(ROOT_ENV) or os.getcwd()), None)
         lines.start(live_functions=False)
         _session.append(lines)
         _leave_unrewritten("slipcover")

@@ -34,6 +34,10 @@ RECORD_ENV = "CI_DEPMAP"  # the map file a recording pytest writes (`ci run --re
 PARTS_ENV = "CI_DEPMAP_PARTS"
 ROOT_ENV = "CI_DEPMAP_ROOT"
 TEST_ENV = "CI_DEPMAP_TEST"
+OBSERVE_ENV = "CI_OBSERVE"  # an observed command (`ci observe`): "roots|patterns" of its test files
+# set by an observed command's recording pytest process: its xdist workers are measured by their
+# own recorders, not as the command's non-test processes
+OBSERVED_PYTEST_ENV = "CI_OBSERVE_PYTEST"
 CHILD_CORE_ENV = "CI_DEPMAP_CHILD_CORE"  # "slipcover": subprocesses by the recorder's own start-up hook
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # .ci-cache: ci's own caches (`ci.cache_folder`), the recorder's probe edits among them
@@ -124,6 +128,16 @@ def _read_to_run() -> bool:
     return False
 
 
+def _own_test(argv: object, cwd: object) -> str:
+    """The test file an unheard child of an observed runner would have been, "" when none."""
+    from ci.observe.argv_test_file import test_file_of  # deferred: only an observed runner needs it
+
+    if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
+        return ""
+    here = os.fsdecode(cwd) if isinstance(cwd, (str, bytes, os.PathLike)) else os.getcwd()
+    return test_file_of(list(argv), here, os.environ.get(ROOT_ENV, ""), os.environ.get(OBSERVE_ENV, "")) or ""
+
+
 class OpenedLog:
     """The "open" audit hook of one process; see the module docstring."""
 
@@ -140,7 +154,8 @@ class OpenedLog:
         sys.addaudithook(self._hook)
 
     def _spawning(self, args: tuple) -> None:
-        """A child this test starts: one the recorder will not hear leaves the entry partial."""
+        """A child this test starts: one the recorder will not hear leaves the entry partial. In an
+        observed command's process outside any test file (a runner), the child's own test file's."""
         self.active = False  # what follows imports and opens files (a script's #! line)
         try:  # an audit hook must never break the program it watches
             try:
@@ -150,13 +165,13 @@ class OpenedLog:
             except Exception:  # noqa: BLE001
                 return
             try:
-                executable, argv, _cwd, env = args
+                executable, argv, cwd, env = args
                 reason = unheard_reason(executable, argv, env, os.environ, sys.executable,
-                                        (PARTS_ENV, ROOT_ENV, TEST_ENV))
+                                        (PARTS_ENV, ROOT_ENV, TEST_ENV if self.context else OBSERVE_ENV))
             except Exception:  # noqa: BLE001 - a child it cannot judge is not trusted
-                reason = "a child the recorder could not judge"
+                reason, argv, cwd = "a child the recorder could not judge", (), None
             if reason is not None:
-                mark_unheard(str(self.log_path.parent), self.context, reason)
+                mark_unheard(str(self.log_path.parent), self.context or _own_test(argv, cwd), reason)
         finally:
             self.active = True
 
@@ -168,7 +183,7 @@ class OpenedLog:
 
     def _hook(self, event: str, args: tuple) -> None:
         if event != "open":
-            if event == "subprocess.Popen" and self.active and self.context:
+            if event == "subprocess.Popen" and self.active and (self.context or os.environ.get(OBSERVE_ENV)):
                 self._spawning(args)
             return
         if not self.active or not self.context:

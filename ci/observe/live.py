@@ -130,6 +130,18 @@ def unsaved_tests(parts: Path) -> set[str]:
     return found
 
 
+def unheard_reasons(parts: Path) -> dict[str, str]:
+    """Test file ("" for none) -> why a child of it was not heard (`mark_unheard`), one per file."""
+    found: dict[str, str] = {}
+    for mark in sorted(parts.glob(f"{_UNHEARD}*")):
+        try:
+            test, _, reason = mark.read_text(encoding="utf-8").partition("\t")
+        except OSError:
+            continue
+        found.setdefault(test, reason)
+    return found
+
+
 def _before_signal(parts: str, pids: Sequence[int], sig: int) -> None:
     if sig == signal.SIGCONT:
         for pid in pids:

@@ -6,7 +6,8 @@ Parts: coverage data files ``cov.*`` (one per process; contexts are test files),
 that ran tests: ``{"items": {test: n}, "done": {test: n}, "ran": {test: n}}`` (collected,
 finished, and with their body run). Under pytest-xdist every worker collects every test and runs
 some, so a test file's collected count is the largest any process saw and its finished count the
-sum: the file is complete when they meet.
+sum: the file is complete when they meet. An items part may also hold ``"facts"``
+(`ci.observe.facts`): each entry gets its file's duration, outcome and skip reasons.
 
 A test file one of whose subprocesses ended without saving its lines (a live mark left,
 `ci.observe.live`) is not complete: its entry never narrows selection. Nor is one that
@@ -34,6 +35,7 @@ from typing import Iterable, Iterator
 from coverage import CoverageData
 from coverage.exceptions import CoverageException
 
+from ci.observe.facts import Facts, combine
 from ci.observe.files import RepoFiles, read_context
 from ci.observe.live import left_live, unsaved_tests
 from ci.selection.depmap_format import DepMap, TestMap
@@ -75,8 +77,10 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
     items: dict[str, int] = defaultdict(int)
     done: dict[str, int] = defaultdict(int)
     ran: dict[str, int] = defaultdict(int)
+    facts_parts = []
     for part in sorted(parts.glob("items.*.json")):
         data = json.loads(part.read_text(encoding="utf-8"))
+        facts_parts.append(data.get("facts"))
         for test, n in data["items"].items():
             items[test] = max(items[test], n)
         for test, n in data["done"].items():
@@ -123,12 +127,17 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
             if sep:
                 opened[test].add(rel)
     unsaved = unsaved_tests(parts)
+    facts = combine(facts_parts)
+    for test in unsaved - items.keys() - {""}:
+        items[test] = 0  # known only by a mark, which keeps it from being complete
     tests = {}
     for test, n in items.items():
         own = {rel: frozenset(found) for rel, found in lines.get(test, {}).items()}
         # lines of a file that differed from the commit are another text's: never read line for line
-        complete = done[test] >= n and test not in unsaved and not torn_unmarked \
+        complete = done[test] >= n and test not in unsaved and "" not in unsaved and not torn_unmarked \
             and dirty.isdisjoint(own.keys() | opened.get(test, ()))
-        tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), complete, n, ran[test], lines=own)
+        fact = facts.get(test, Facts(None, None, ()))
+        tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), complete, n, ran[test], lines=own,
+                              duration_s=fact.duration_s, outcome=fact.outcome, skip_reasons=fact.skip_reasons)
     return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests,
                   {rel: frozenset(found) for rel, found in shared.items()}, sha, dirty)

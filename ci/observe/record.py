@@ -44,8 +44,9 @@ from pathlib import Path
 import pytest
 
 from ci.atomic_write import atomic_write_text
-from ci.observe.files import (PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles, collect_context,
-                                     fixture_context)
+from ci.observe.facts import PytestFacts
+from ci.observe.files import (OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog,
+                              RepoFiles, collect_context, fixture_context)
 from ci.observe import child, startup, worktree
 from ci.observe.forked import ForkedCopy, watch_forks
 from ci.observe.live import guard_kills
@@ -102,18 +103,25 @@ class _Idle:
     def switch_context(self, context: str) -> None: ...
 
 
-def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> None:
-    """The owner's part, once per recording, before any worker or test starts (they inherit it):
-    the subprocesses' coverage config, and the recorder's own start-up hook with the variable that
-    arms it. A worker rewriting the config could tear it under a child of another worker reading it."""
+def write_child_config(parts: Path, files: RepoFiles, core: str) -> Path:
+    """The coverage.py config (``COVERAGE_PROCESS_START``) of the subprocesses that the start-up hook
+    of `ci.observe.startup` does not measure: contexts from `TEST_ENV`, data files in ``parts``."""
     config = parts / "coverage.ini"
     config.write_text("[run]\n" + "".join(f"{k} = {v}\n" for k, v in {
         "data_file": parts / "cov", "parallel": "True", "sigterm": "True",
         # sysmon where the child's interpreter has it (coverage falls back to ctrace, silenced, where not)
-        "core": "ctrace" if options.core == "ctrace" else "sysmon", "disable_warnings": "no-sysmon",
+        "core": "ctrace" if core == "ctrace" else "sysmon", "disable_warnings": "no-sysmon",
         "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
         "include": "\n    " + "\n    ".join(os.path.join(r, "*") for r in files.roots),
         "omit": "\n    " + "\n    ".join(p + "*" for p in files.excluded)}.items()), encoding="utf-8")
+    return config
+
+
+def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> None:
+    """The owner's part, once per recording, before any worker or test starts (they inherit it):
+    the subprocesses' coverage config, and the recorder's own start-up hook with the variable that
+    arms it. A worker rewriting the config could tear it under a child of another worker reading it."""
+    write_child_config(parts, files, options.core)
     if options.core == "slipcover" and options.subprocesses and startup.install() is not None:
         os.environ[CHILD_CORE_ENV] = "slipcover"  # subprocesses by probes too, where the hook runs
     else:
@@ -237,6 +245,7 @@ class DepmapRecorder:
         self.items: dict[str, int] = defaultdict(int)
         self.done: dict[str, int] = defaultdict(int)
         self.ran: dict[str, int] = defaultdict(int)
+        self.facts = PytestFacts()  # each test file's time, outcome and skip reasons (`ci.observe.facts`)
         self.context = ""
         self.opened = OpenedLog(self.files, self.parts)
         started = early.cov if early is not None else None
@@ -249,6 +258,8 @@ class DepmapRecorder:
         self.copy: ForkedCopy | None = None  # this process is a fork of the recording's: `forked`
         self.finished = False
         watch_forks(self)
+        if os.environ.get(OBSERVE_ENV):  # `ci observe`: this pytest's xdist workers record themselves
+            os.environ[OBSERVED_PYTEST_ENV] = "1"
 
     def forked(self) -> None:
         """In a forked copy of this process: one of the running test's children, not the
@@ -319,6 +330,8 @@ class DepmapRecorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" and self.context:
             self.ran[self.context] += 1
+        if self.context and self.opened.context:  # in the process that ran it (an xdist controller hears it again)
+            self.facts.add(self.opened.context, report.when, report.outcome, report.duration, report.longrepr)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -333,7 +346,7 @@ class DepmapRecorder:
         self.opened.stop()
         self.cov.stop()
         self.cov.save()
-        parts = {"items": self.items, "done": self.done, "ran": self.ran,}
+        parts = {"items": self.items, "done": self.done, "ran": self.ran, "facts": self.facts.files}
         (self.parts / f"items.{os.getpid()}.json").write_text(json.dumps(parts), encoding="utf-8")
         if self.owner:
             self._write_map(session.config.pluginmanager.get_plugin("terminalreporter"))

@@ -6,7 +6,9 @@ included) and the repository files they opened (``sys.addaudithook`` "open" even
 configs, kernel sources compiled at run time). Version 2 adds what line-level selection
 (`ci.selection.depmap_select`) needs: the executed lines of each file, the lines run outside any test's own work (``shared``: the
 session's start and end, the import of test modules at collection, session- and package-scoped
-fixtures), and the commit the map was recorded at (line numbers are that commit's).
+fixtures), and the commit the map was recorded at (line numbers are that commit's). Version 3
+adds optional facts per test file (`ci observe`): ``duration_s``, ``outcome`` (one of `OUTCOMES`)
+and ``skip_reasons``; a map is written as version 3 only when an entry has one of them.
 
 The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and no
 ``shared`` or ``sha``; it is still read, and selects by file)::
@@ -47,8 +49,9 @@ from typing import Any, Mapping
 from ci.selection.line_ranges import format_lines, parse_lines
 
 FORMAT = "ci-depmap"
-VERSION = 2
-VERSIONS = (1, 2)
+VERSION = 3
+VERSIONS = (1, 2, 3)
+OUTCOMES = ("passed", "failed", "skipped", "error")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a recorder's clock may run and its map still count
 
@@ -73,6 +76,9 @@ class TestMap:
     items: int = 0
     ran: int = 0
     lines: Lines | None = field(default=None, hash=False)
+    duration_s: float | None = None  # version 3: wall time of the file's process or pytest items
+    outcome: str | None = None  # version 3: one of `OUTCOMES`
+    skip_reasons: tuple[str, ...] = ()  # version 3: why pytest skipped its tests
 
     @property
     def files(self) -> frozenset[str]:
@@ -99,7 +105,7 @@ class DepMap:
 
 
 def _bad(source: str, what: str) -> DepmapError:
-    return DepmapError(f"{source}: not a {FORMAT} v1/v2 map: {what}")
+    return DepmapError(f"{source}: not a {FORMAT} v1-v3 map: {what}")
 
 
 def _paths(source: str, where: str, value: Any) -> frozenset[str]:
@@ -155,11 +161,26 @@ def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
         executed = _paths(source, f"tests[{test!r}].executed", entry["executed"])
         return TestMap(executed, opened, entry["complete"], *counts)
     lines = _line_map(source, f"tests[{test!r}].executed", entry["executed"])
-    return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines)
+    facts = _facts(source, test, entry) if version == 3 else (None, None, ())
+    return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines, duration_s=facts[0],
+                   outcome=facts[1], skip_reasons=facts[2])
+
+
+def _facts(source: str, test: str, entry: dict) -> tuple[float | None, str | None, tuple[str, ...]]:
+    """A version-3 entry's optional ``duration_s``, ``outcome`` and ``skip_reasons``."""
+    duration, outcome, skips = entry.get("duration_s"), entry.get("outcome"), entry.get("skip_reasons", [])
+    if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))
+                                 or not 0 <= duration < float("inf")):
+        raise _bad(source, f"tests[{test!r}].duration_s must be seconds >= 0, got {duration!r}")
+    if outcome is not None and outcome not in OUTCOMES:
+        raise _bad(source, f"tests[{test!r}].outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    if not isinstance(skips, list) or not all(isinstance(s, str) for s in skips):
+        raise _bad(source, f"tests[{test!r}].skip_reasons must be a list of strings, got {skips!r}")
+    return (None if duration is None else float(duration)), outcome, tuple(skips)
 
 
 def parse_depmap(text: str | bytes, source: str) -> DepMap:
-    """Read a version-1 or version-2 map from ``text``; `DepmapError` naming ``source`` on any problem."""
+    """Read a version-1, -2 or -3 map from ``text``; `DepmapError` naming ``source`` on any problem."""
     try:
         data = json.loads(text)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
@@ -180,7 +201,7 @@ def parse_depmap(text: str | bytes, source: str) -> DepMap:
         raise _bad(source, '"tests" must be an object of test path -> entry')
     shared: dict[str, frozenset[int]] = {}
     sha, dirty = None, frozenset[str]()
-    if version == 2:
+    if version >= 2:
         for key in ("shared", "sha"):
             if key not in data:
                 raise _bad(source, f'lacks "{key}"')
@@ -209,17 +230,28 @@ def in_future(recorded_at: str, now: datetime) -> bool:
     return when is not None and when > now + CLOCK_SKEW
 
 
-def _v2_entry(t: TestMap) -> dict[str, Any]:
+def _has_facts(t: TestMap) -> bool:
+    return t.duration_s is not None or t.outcome is not None or bool(t.skip_reasons)
+
+
+def _v2_entry(t: TestMap, version: int) -> dict[str, Any]:
     lines = t.lines or {}
-    return {"complete": t.complete, "items": t.items, "ran": t.ran, "opened": sorted(t.opened),
-            "executed": {p: format_lines(lines.get(p, ())) for p in sorted(t.executed)}}
+    out = {"complete": t.complete, "items": t.items, "ran": t.ran, "opened": sorted(t.opened),
+           "executed": {p: format_lines(lines.get(p, ())) for p in sorted(t.executed)}}
+    if version == 3:
+        facts = {"duration_s": t.duration_s, "outcome": t.outcome, "skip_reasons": list(t.skip_reasons)}
+        out.update((k, v) for k, v in facts.items() if v not in (None, []))
+    return out
 
 
 def dump_depmap(depmap: DepMap) -> str:
-    """The JSON text of ``depmap`` (keys and paths sorted); version 1 when no entry has lines."""
-    if any(t.lines is not None for t in depmap.tests.values()) or depmap.shared or depmap.sha or depmap.dirty:
-        tests = {path: _v2_entry(t) for path, t in sorted(depmap.tests.items())}
-        data = {"format": FORMAT, "version": 2, "tier": depmap.tier, "recorded_at": depmap.recorded_at,
+    """The JSON text of ``depmap`` (keys and paths sorted); version 1 when no entry has lines, 3
+    when an entry has facts (duration, outcome, skip reasons), else 2."""
+    facts = any(_has_facts(t) for t in depmap.tests.values())
+    if facts or any(t.lines is not None for t in depmap.tests.values()) or depmap.shared or depmap.sha or depmap.dirty:
+        version = 3 if facts else 2
+        tests = {path: _v2_entry(t, version) for path, t in sorted(depmap.tests.items())}
+        data = {"format": FORMAT, "version": version, "tier": depmap.tier, "recorded_at": depmap.recorded_at,
                 "sha": depmap.sha, "shared": {p: format_lines(v) for p, v in sorted(depmap.shared.items())},
                 "tests": tests}
         if depmap.dirty:

@@ -115,7 +115,7 @@ def _entry(data: dict, test: str) -> dict:
 
 def test_each_test_file_maps_exactly_what_it_executed(recorded: tuple[Path, dict]) -> None:
     _, data = recorded
-    assert data["format"] == "ci-depmap" and data["version"] == 2 and data["tier"] == "cpu"
+    assert data["format"] == "ci-depmap" and data["version"] == 3 and data["tier"] == "cpu"  # 3: outcomes
     # the conftest imported pkg and pkg.session_helper in the session, before any test file;
     # test_alpha, collected first, imports pkg.alpha and pkg.built while being collected (its
     # context), sets up the session fixture (conftest line 6, make()'s body) and calls f()
@@ -163,6 +163,10 @@ def test_completeness_and_skips_are_counted(recorded: tuple[Path, dict]) -> None
     failed = _entry(data, "tests/test_fails.py")  # a failing test still ran: its map counts
     assert (failed["complete"], failed["items"], failed["ran"]) == (True, 1, 1)
     assert sorted(failed["executed"]) == ["pkg/beta.py", "tests/test_fails.py"]
+    # version 3's facts: each file's outcome, pytest's skip reason, its items' time
+    assert (skipped["outcome"], skipped["skip_reasons"], failed["outcome"]) == ("skipped", ["no"], "failed")
+    assert _entry(data, "tests/test_alpha.py")["outcome"] == "passed"
+    assert 0 < failed["duration_s"] < 60
 
 
 def test_no_file_outside_the_repository_or_unexecuted_is_recorded(recorded: tuple[Path, dict]) -> None:
