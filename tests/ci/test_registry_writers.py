@@ -129,7 +129,7 @@ def test_without_interference_each_writer_writes(repo: Path, writer: str) -> Non
 # A registry using every tier key the writers must carry over (issue #50's review: the whole-file
 # writer dropped `env:`, `buildkite:`, `buildkite_queue`, `backend` and `quarantine:`).
 RICH = REGISTRY.replace("tiers:\n", """\
-quarantine: {threshold: 0.1, min_runs: 12}
+quarantine: {threshold: 0.04, min_runs: 12}
 tiers:
   npu: {description: an npu, runner_labels: [npu], gpu_count: 1, arch: ascend910, backend: npu}
 """).replace("  cpu_big: {description: a bigger cpu, runner_labels: [big], gpu_count: 0, arch: cpu}\n", """\
@@ -238,6 +238,19 @@ def quarantine_stuck_reading_the_history(root: Path) -> Iterator[subprocess.Pope
     finally:
         hold.execute("ROLLBACK")
         hold.close()
+
+
+def test_quarantine_apply_keeps_env_pytest_args_and_buildkite(tmp_path: Path) -> None:
+    """The fifth writer of the rich registry: ``quarantine --apply`` quarantines KnownHistory's
+    flaky test and loses none of the keys beside it."""
+    write(tmp_path, {"registry.yaml": RICH.replace("tests/test_a.py", KNOWN), KNOWN: "def test_stable():\n    pass\n"})
+    before = load_registry(tmp_path / "registry.yaml")
+    ingest_flaky_history(str(tmp_path / "h.sqlite"), tmp_path)
+    out, err = start(tmp_path, ["quarantine", "--apply", "--store", str(tmp_path / "h.sqlite")]).communicate(timeout=60)
+    after = load_registry(tmp_path / "registry.yaml")
+    assert after.tests[KNOWN].quarantined_nodes, out + err  # it did write
+    assert _kept(after) == _kept(before)
+    assert (dict(after.tests[KNOWN].env), after.tests[KNOWN].pytest_args) == ({"A": "x y"}, ("-k", "fast"))
 
 
 @needs_proc_locks
