@@ -42,6 +42,19 @@ class CommandSuites:
     devices: dict[str, int] = field(default_factory=dict)  # suite -> the GPU count its step asks for
     optional: list[str] = field(default_factory=list)  # suites whose step runs only when unblocked
     file_filters: list[FileFilter] = field(default_factory=list)  # what selects within each (suite, file)
+    env: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # suite -> NAME -> (value, where)
+
+    def absorb(self, more: CommandSuites) -> None:
+        """Add the suites of ``more`` (another source read in the same import) to these."""
+        self.scan.extend(more.scan)
+        self.source = "; ".join(s for s in (self.source, more.source) if s)
+        self.filters.update(more.filters)
+        self.files.update(more.files)
+        self.depends.update(more.depends)
+        self.devices.update(more.devices)
+        self.optional += more.optional
+        self.file_filters += more.file_filters
+        self.env.update(more.env)
 
 
 def _suites(root: Path, suites: Iterable[tuple[str, list[PytestCommand]]], how: str, source: str) -> CommandSuites:
@@ -57,6 +70,9 @@ def _suites(root: Path, suites: Iterable[tuple[str, list[PytestCommand]]], how: 
             out.file_filters += [FileFilter(suite, f, args) for f, args in command_filters(command, files)]
             if command.filters:
                 out.filters.setdefault(suite, []).append(" ".join(command.filters))
+            for word in command.env:
+                name, _, value = word.partition("=")
+                out.env.setdefault(suite, {}).setdefault(name, (value, command.where))
         out.files[suite] = len(paths)
         if not paths:
             out.scan.warnings.append(f"suite {suite!r} ({commands[0].where}) collects no test file here")

@@ -12,7 +12,8 @@ folder), else the ``testpaths`` of the pytest configuration that the folder is t
 else the folder itself; in folders, files matching ``python_files`` outside pytest's default
 ``norecursedirs``; a file named explicitly is collected whatever its name; ``--ignore`` drops a
 path and everything under it, ``--ignore-glob`` what its pattern matches. ``-k``, ``-m``,
-``--deselect`` and node ids select *within* files: they are kept in `PytestCommand.filters`.
+``--deselect`` and node ids select *within* files: they are kept in `PytestCommand.filters`;
+the ``VAR=value`` assignments before pytest in `PytestCommand.env`.
 Not followed: ``conftest.py`` ``collect_ignore`` and a configured ``norecursedirs``.
 """
 
@@ -23,7 +24,7 @@ import os
 import posixpath
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ci.adopt.pytest_config import PYTEST_DEFAULT_FILES, find_pytest_configs
@@ -49,7 +50,8 @@ _WRAPPERS = {"env", "exec", "time", "nohup", "uv", "run", "poetry", "pdm", "hatc
 class PytestCommand:
     """One pytest invocation: ``cwd`` the repo-relative folder it runs in (``.``), ``paths`` as
     written, ``ignore`` / ``ignore_glob`` as written, ``filters`` the options selecting within
-    files (``-k EXPR``, ``-m EXPR``, ``--deselect ID``, node ids), ``where`` ``file:line``."""
+    files (``-k EXPR``, ``-m EXPR``, ``--deselect ID``, node ids), ``where`` ``file:line``, ``env``
+    the ``VAR=value`` words it runs under (``LIGER_KERNEL_IMPL=cutedsl pytest ...``), as written."""
 
     cwd: str
     paths: tuple[str, ...]
@@ -57,6 +59,7 @@ class PytestCommand:
     ignore_glob: tuple[str, ...]
     filters: tuple[str, ...]
     where: str
+    env: tuple[str, ...] = ()
 
 
 def _commands(script: str) -> list[list[str]]:
@@ -81,17 +84,18 @@ def _commands(script: str) -> list[list[str]]:
     return [c for c in out if c]
 
 
-def _pytest_args(words: list[str]) -> list[str] | None:
-    """The arguments after ``pytest`` / ``python -m pytest`` in a command's words; None if it runs none."""
+def _pytest_args(words: list[str]) -> tuple[list[str], list[str]] | None:
+    """(the ``VAR=value`` words before it, the arguments after ``pytest`` / ``python -m pytest``)
+    of a command's words; None if it runs no pytest."""
     i = 0
     while i < len(words) and (_ASSIGNMENT.match(words[i]) or words[i] in _WRAPPERS
                               or (words[i - 1] == "timeout" if i else False) or words[i] == "timeout"):
         i += 1
-    rest = words[i:]
+    rest, env = words[i:], [w for w in words[:i] if _ASSIGNMENT.match(w)]
     if rest and posixpath.basename(rest[0]) in ("pytest", "py.test"):
-        return rest[1:]
+        return env, rest[1:]
     if len(rest) >= 3 and _PYTHON.fullmatch(posixpath.basename(rest[0])) and rest[1:3] == ["-m", "pytest"]:
-        return rest[3:]
+        return env, rest[3:]
     return None
 
 
@@ -135,9 +139,9 @@ def pytest_commands(script: str, cwd: str, where: str) -> list[PytestCommand]:
         if words[0] == "cd" and len(words) == 2:
             cwd = posixpath.normpath(posixpath.join(cwd, words[1]))
             continue
-        args = _pytest_args(words)
-        if args is not None:
-            out.append(read_command(args, cwd, where))
+        found = _pytest_args(words)
+        if found is not None:
+            out.append(replace(read_command(found[1], cwd, where), env=tuple(found[0])))
     return out
 
 

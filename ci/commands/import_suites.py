@@ -39,6 +39,7 @@ from ci.registry import (
     REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, explicit_repo_root, find_repo_root, load_registry,
     parse_registry,
 )
+from ci.registry.model import yaml_scalar
 from ci.registry.writer import render_registry
 from ci.adopt.starter import empty_registry
 from ci.adopt.import_summary import summary_lines
@@ -145,26 +146,13 @@ def _from_commands(root: Path, args: argparse.Namespace) -> CommandSuites | None
     if args.from_make is None and not args.from_workflow and args.from_buildkite is None:
         return None
     found = CommandSuites(Scan(), "")
-    sources = []
     if args.from_buildkite is not None:
         steps = sorted(p for p in (root / args.from_buildkite).glob("*.y*ml") if p.is_file())
-        found = from_buildkite(root, steps, args.step_dir.strip("/") or ".")
-        sources.append(found.source)
+        found.absorb(from_buildkite(root, steps, args.step_dir.strip("/") or "."))
     if args.from_make is not None:
-        more = from_make(root, makefile_in(root) or root / "Makefile", args.from_make)
-        found.scan.extend(more.scan)
-        found.filters.update(more.filters)
-        found.files.update(more.files)
-        found.file_filters += more.file_filters
-        sources.append(more.source)
+        found.absorb(from_make(root, makefile_in(root) or root / "Makefile", args.from_make))
     if args.from_workflow:
-        more = from_workflows(root, [root / f for f in args.from_workflow])
-        found.scan.extend(more.scan)
-        found.filters.update(more.filters)
-        found.files.update(more.files)
-        found.file_filters += more.file_filters
-        sources.append(more.source)
-    found.source = "; ".join(sources)
+        found.absorb(from_workflows(root, [root / f for f in args.from_workflow]))
     return found
 
 
@@ -176,6 +164,21 @@ def _device_notes(commands: CommandSuites, tier_map: dict[str, list[str]], regis
             if tier in registry.tiers and registry.tiers[tier].gpu_count != devices:
                 notes.append(f"suite {suite!r} asks for {devices} device(s) (num_devices) and tier {tier!r} has "
                              f"gpu_count {registry.tiers[tier].gpu_count}")
+    return notes
+
+
+def _env_notes(commands: CommandSuites, tier_map: dict[str, list[str]], registry: Registry) -> list[str]:
+    """A note per (suite, tier) where the suite's command sets a variable (``VAR=x pytest``) that
+    the tier's ``env:`` does not set to that value: its tests would run without it."""
+    notes = []
+    for suite, env in sorted(commands.env.items()):
+        for tier in tiers_for(suite, tier_map):
+            missing = {n: v for n, v in env.items() if tier in registry.tiers and registry.tiers[tier].env.get(n) != v[0]}
+            if missing:
+                flow = ", ".join(f"{n}: {yaml_scalar(v)}" for n, (v, _) in missing.items())
+                notes.append(f"suite {suite!r} runs pytest with {' '.join(f'{n}={v}' for n, (v, _) in missing.items())} "
+                             f"({next(iter(missing.values()))[1]}), which tier {tier!r} does not set: its tests would "
+                             f"run without it; give the tier env: {{{flow}}}")
     return notes
 
 
@@ -239,6 +242,7 @@ def main(argv: list[str]) -> int:
             imported.notes.extend(placed.notes)
             imported.notes[:0] = [f"suites read from the pytest command lines of {commands.source}"]
             imported.notes.extend(_device_notes(commands, tier_map, imported.registry))
+            imported.notes.extend(_env_notes(commands, tier_map, imported.registry))
         if not scan.registrations:
             for warning in scan.warnings:
                 print(f"warning: {warning}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """Typed registry -> registry.yaml text, in the plain block style the fast path reads.
 
-Used by ``ci init`` and ``ci import-suites``. Contract: ``parse_registry(render_registry(r))``
+Used by ``ci init`` and ``ci import-suites`` (which keeps the existing tiers: every key of theirs is
+written). Contract: ``parse_registry(render_registry(r))``
 gives back ``r`` (positions aside), for any valid `Registry` ``r``; the tests check it. Comments
 can be attached to an entry's ``est_time`` line (``est_time: 120  # largest of ...``), so a
 generated value carries the reason it was chosen.
@@ -12,9 +13,13 @@ import re
 from collections import Counter
 from typing import Iterable, Mapping
 
+import yaml
+
 from ci.project import ProjectConfig
 from ci.registry.rules import derived_timeout
-from ci.registry.model import PER_COMMIT, STR_TAG, Registry, Status, TestEntry, Tier, double_quoted, plain_tag, yaml_scalar
+from ci.registry.model import (PER_COMMIT, STR_TAG, QuarantinePolicy, Registry, Status, StepTemplate, TestEntry, Tier,
+                               default_backend, double_quoted, plain_tag, yaml_scalar)
+from ci.registry.quarantine_edit import render_evidence, render_node
 
 # A string that is plain both in block and flow context and reads back as itself.
 # A leading '-' before another such character is plain too (`-k`, `--deselect`).
@@ -69,9 +74,46 @@ def render_tier(tier: Tier) -> list[str]:
         lines.append(f"    features: {flow_list(tier.features)}")
     if tier.schedule != PER_COMMIT:
         lines.append(f"    schedule: {tier.schedule}")
+    if tier.backend != default_backend(tier.arch):
+        lines.append(f"    backend: {tier.backend}")
+    if tier.buildkite_queue is not None:
+        lines.append(f"    buildkite_queue: {yaml_scalar(tier.buildkite_queue)}")
+    if tier.buildkite is not None:
+        lines += render_template(tier.buildkite)
+    lines += render_env(tier.env)
     if tier.pytest_args:
         lines.append(f"    pytest_args: {flow_list(tier.pytest_args)}")
     return lines
+
+
+def render_env(env: Mapping[str, str]) -> list[str]:
+    """An ``env:`` block under a tier or an entry (nothing for an empty one); every value quoted
+    where a plain scalar would read back as something else (``"1"``, ``"true"``)."""
+    return ["    env:"] + [f"      {name}: {yaml_scalar(value)}" for name, value in env.items()] if env else []
+
+
+def render_template(template: StepTemplate) -> list[str]:
+    """A tier's ``buildkite:`` block: its step keys as block YAML (any nesting), then
+    ``command_prefix`` and ``interpolate``."""
+    data: dict[str, object] = dict(template.keys)
+    if template.command_prefix is not None:
+        data["command_prefix"] = template.command_prefix
+    if template.interpolate:
+        data["interpolate"] = list(template.interpolate)
+    body = yaml.safe_dump(data, default_flow_style=False, sort_keys=False, allow_unicode=False, width=10**6)
+    return ["    buildkite:"] + ["      " + line for line in body.splitlines()]
+
+
+def render_policy(policy: QuarantinePolicy) -> list[str]:
+    """The ``quarantine:`` section, only the keys that differ from the defaults (none: no section)."""
+    default = QuarantinePolicy()
+    keys = [k for k in ("threshold", "min_runs", "release_runs", "level", "issue")
+            if getattr(policy, k) != getattr(default, k)]
+    if not keys:
+        return []
+    values = {k: getattr(policy, k) for k in keys}
+    return ["quarantine:"] + [f"  {k}: {yaml_scalar(v) if isinstance(v, str) else number(v) if isinstance(v, float) else v}"
+                              for k, v in values.items()]
 
 
 def render_entry(entry: TestEntry, est_time_comment: str = "") -> list[str]:
@@ -92,6 +134,12 @@ def render_entry(entry: TestEntry, est_time_comment: str = "") -> list[str]:
         lines.append(f"    depends_on: {flow_list(entry.depends_on)}")
     if entry.may_skip:
         lines.append("    may_skip: true")
+    if entry.evidence is not None:
+        lines += render_evidence(entry.evidence, "    ")
+    if entry.quarantined_nodes:
+        lines.append("    quarantined_nodes:")
+        lines += [line for node in entry.quarantined_nodes for line in render_node(node, "      ")]
+    lines += render_env(entry.env)
     if entry.pytest_args:
         lines.append(f"    pytest_args: {flow_list(entry.pytest_args)}")
     return lines
@@ -107,6 +155,7 @@ def render_registry(registry: Registry, *, header: str = "",
     if registry.run_all_paths:
         lines.append(f"run_all_paths: {flow_list(registry.run_all_paths)}")
     lines += render_project(registry.project)
+    lines += render_policy(registry.quarantine)
     lines.append("tiers:")
     for tier in registry.tiers.values():
         lines += render_tier(tier)
@@ -151,5 +200,5 @@ def entry(path: str, tiers: tuple[str, ...], est_time: float, owner: str, *, sta
                      timeout=None if timeout is None else float(timeout))
 
 
-__all__ = ["DEFAULT_EST_TIME", "PLACEHOLDER_OWNER", "entry", "flow_item", "flow_list", "number", "render_entry", "render_project", "render_registry",
-           "render_tier", "suggested_entry"]
+__all__ = ["DEFAULT_EST_TIME", "PLACEHOLDER_OWNER", "entry", "flow_item", "flow_list", "number", "render_entry", "render_env", "render_policy", "render_project",
+           "render_registry", "render_template", "render_tier", "suggested_entry"]

@@ -139,6 +139,27 @@ def test_makefile_targets_select_what_pytest_collects(liger_like, capsys):
     assert load_registry(out).tests["test/cutedsl/test_dsl.py"].tiers == ("dflt",)  # --ignore kept it off cpu
 
 
+def test_a_variable_a_suites_command_sets_is_named_unless_its_tier_sets_it(liger_like, capsys):
+    """``HF_DATASETS_OFFLINE=1 python -m pytest ...`` (Liger's ``make test-convergence``, and
+    ``LIGER_KERNEL_IMPL=cutedsl`` in ``make test-cutedsl``): the tier runs without it unless its
+    ``env:`` says it, so the import names it, with the line to add."""
+    with_tiers(liger_like)
+    out = liger_like / "registry.yaml"
+    args = ["--root", str(liger_like), "import-suites", "--from-make", "--tier-map", "test=cpu",
+            "--tier-map", "test-convergence=conv", "--tier-map", "test-defaults=dflt"]
+    assert ci_main(args + ["--output", str(out), "--force"]) == 0
+    err = capsys.readouterr().err
+    assert ("note: suite 'test-convergence' runs pytest with HF_DATASETS_OFFLINE=1 (Makefile:14 (make test-convergence)), "
+            "which tier 'conv' does not set: its tests would run without it; give the tier env: "
+            '{HF_DATASETS_OFFLINE: "1"}') in err, err
+    assert err.count("runs pytest with") == 1, err
+    text = out.read_text().replace("  conv:\n", "  conv:\n    env: {HF_DATASETS_OFFLINE: \"1\"}\n", 1)
+    assert text != out.read_text()
+    out.write_text(text)
+    assert ci_main(args) == 0
+    assert "runs pytest with" not in capsys.readouterr().err
+
+
 def test_workflow_steps_become_suites_and_discovery_falls_back_to_them(liger_like, capsys):
     (liger_like / "Makefile").unlink()
     with_tiers(liger_like)

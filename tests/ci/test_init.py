@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from ci.__main__ import main as ci_main
 from ci.project import ProjectConfig
 from ci.registry import Registry, Status, TestEntry, Tier, parse_registry
+from ci.registry.model import QuarantinePolicy, StepTemplate
 from ci.registry.writer import render_registry
 from ci.adopt.starter import detect_project, roots_of_tests
 
@@ -152,6 +154,22 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_siz
 _nonblank = _text.filter(str.strip)  # what a reason or issue must be
 _paths = st.lists(_names, min_size=1, max_size=3).map(lambda parts: "/".join(parts) + ".py")
 _seconds = st.one_of(st.integers(1, 86_400), st.floats(0.001, 86_400, allow_nan=False).map(lambda x: round(x, 3)))
+_envs = st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True), st.text(max_size=8), max_size=3)
+_args = st.sampled_from([(), ("-m", "not slow"), ("-k", "a or b", "--deselect", "t.py::x")])
+_step_values = st.recursive(st.one_of(_text, st.integers(-5, 5), st.booleans()),
+                            lambda inner: st.one_of(st.lists(inner, min_size=1, max_size=2),
+                                                    st.dictionaries(_names, inner, min_size=1, max_size=2)), max_leaves=4)
+
+
+@st.composite
+def templates(draw) -> StepTemplate:
+    keys = draw(st.dictionaries(st.sampled_from(["plugins", "depends_on", "retry", "priority", "soft_fail", "agents"]),
+                                _step_values, min_size=1, max_size=3))
+    if isinstance(keys.get("agents"), dict):
+        keys["agents"].pop("queue", None)
+    prefix = draw(st.one_of(st.none(), _text))
+    named = list(keys) + (["command_prefix"] if prefix is not None else [])
+    return StepTemplate(keys, prefix, tuple(draw(st.lists(st.sampled_from(named), unique=True))))
 
 
 @st.composite
@@ -161,7 +179,12 @@ def registries(draw) -> Registry:
         tiers["gpu_b200"] = Tier("gpu_b200", draw(_text), ("self-hosted", draw(_text)), 2, "sm_100",
                                  draw(st.sampled_from([(), ("fp8",), ("fp8", "fp4", "nvlink")])),
                                  draw(st.one_of(st.none(), st.sampled_from(["B200", "B200|GB200", "^NVIDIA B"]))),
-                                 draw(st.one_of(st.none(), st.floats(1, 1000).map(lambda x: round(x, 2)))))
+                                 draw(st.one_of(st.none(), st.floats(1, 1000).map(lambda x: round(x, 2)))),
+                                 buildkite_queue=draw(st.one_of(st.none(), st.sampled_from(["gpu-b200", "q$X"]))),
+                                 buildkite=draw(st.one_of(st.none(), templates())), env=draw(_envs),
+                                 pytest_args=draw(_args))
+    if draw(st.booleans()):
+        tiers["npu"] = Tier("npu", draw(_text), ("npu",), 1, "ascend910", backend="npu")
     tests = {}
     for path in draw(st.lists(_paths, max_size=5, unique=True)):
         status = draw(st.sampled_from(list(Status)))
@@ -171,7 +194,8 @@ def registries(draw) -> Registry:
             reason=draw(_nonblank) if status is not Status.ACTIVE else draw(st.one_of(st.none(), _text)),
             issue=draw(_nonblank) if status is Status.QUARANTINED else None,
             timeout=draw(st.one_of(st.none(), _seconds.map(float))), reruns=draw(st.integers(0, 3)),
-            depends_on=tuple(draw(st.lists(_paths, max_size=2, unique=True))), may_skip=draw(st.booleans()))
+            depends_on=tuple(draw(st.lists(_paths, max_size=2, unique=True))), may_skip=draw(st.booleans()),
+            env=draw(_envs), pytest_args=draw(_args))
     project = ProjectConfig(first_party=tuple(draw(st.lists(_names, max_size=2, unique=True))),
                             source_roots=draw(st.sampled_from([(".",), ("src",), ("src", "python")])),
                             test_roots=draw(st.sampled_from([("tests",), ("test/registered", "tests")])),
@@ -179,14 +203,19 @@ def registries(draw) -> Registry:
                             generated_modules=tuple(draw(st.lists(_names.map(lambda n: f"pkg.{n}"), max_size=2,
                                                                   unique=True))))
     run_all = tuple(draw(st.lists(_names, max_size=2, unique=True)))
-    return Registry("registry.yaml", tiers, tests, run_all, project=project)
+    policy = draw(st.sampled_from([QuarantinePolicy(), QuarantinePolicy(0.1, 12, 5, 0.95, "https://x/issues/1")]))
+    return Registry("registry.yaml", tiers, tests, run_all, project=project, quarantine=policy)
 
 
 def _positionless(registry: Registry) -> tuple:
     return (registry.version, registry.run_all_paths, registry.project,
-            {n: (t.description, t.runner_labels, t.gpu_count, t.arch, t.features, t.device_name, t.min_memory_gib)
+            replace(registry.quarantine, line=0),
+            {n: (t.description, t.runner_labels, t.gpu_count, t.arch, t.features, t.device_name, t.min_memory_gib,
+                 t.backend, t.buildkite_queue, dict(t.env), t.pytest_args,
+                 t.buildkite and (t.buildkite.keys, t.buildkite.command_prefix, t.buildkite.interpolate))
              for n, t in registry.tiers.items()},
-            [(p, e.tiers, e.est_time, e.owner, e.status, e.reason, e.issue, e.timeout, e.reruns, e.depends_on, e.may_skip)
+            [(p, e.tiers, e.est_time, e.owner, e.status, e.reason, e.issue, e.timeout, e.reruns, e.depends_on, e.may_skip,
+              dict(e.env), e.pytest_args)
              for p, e in registry.tests.items()])
 
 

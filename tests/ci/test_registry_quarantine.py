@@ -157,3 +157,23 @@ def test_an_edit_it_cannot_make_cleanly_is_refused() -> None:
         edit_quarantines(HEAD + ENTRY, "r.yaml", [ReleaseFile("tests/test_zz.py")])
     with pytest.raises(RegistryError):
         edit_quarantines(HEAD + ENTRY + "  bad: [\n", "r.yaml", [ReleaseFile("tests/test_a.py")])
+
+
+def test_the_writer_keeps_the_policy_evidence_and_quarantined_nodes() -> None:
+    """`render_registry` (``ci import-suites`` over an existing registry) writes back what ``ci
+    quarantine --apply`` recorded: parsed again, nothing is lost."""
+    import dataclasses
+
+    base = parse_registry(HEAD + ENTRY + ENTRY.replace("tests:\n", "").replace("test_a", "test_b"), "r.yaml")[0]
+    tests = {"tests/test_a.py": dataclasses.replace(base.tests["tests/test_a.py"], status=Status.QUARANTINED,
+                                                    reason="flaky", issue="https://ci/issues/2", evidence=EVIDENCE),
+             "tests/test_b.py": dataclasses.replace(base.tests["tests/test_b.py"], quarantined_nodes=(
+                 QuarantinedNode("tests/test_b.py::test_x[1]", "flaky", EVIDENCE),
+                 QuarantinedNode("tests/test_b.py::TestK::test_y", "flaky too")))}
+    registry = dataclasses.replace(base, tests=tests, quarantine=QuarantinePolicy(0.02, 50, 30, 0.95, "https://x/1"))
+    again, found = parse_registry(render_registry(registry), "r.yaml")
+    assert found == []
+    assert dataclasses.replace(again.quarantine, line=0) == registry.quarantine
+    for path, entry in tests.items():
+        assert again.tests[path].evidence == entry.evidence
+        assert [dataclasses.replace(n, line=0) for n in again.tests[path].quarantined_nodes] == list(entry.quarantined_nodes)

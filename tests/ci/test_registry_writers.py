@@ -126,6 +126,57 @@ def test_without_interference_each_writer_writes(repo: Path, writer: str) -> Non
     assert text != REGISTRY and (marker in text if marker else "depends_on" not in text), text
 
 
+# A registry using every tier key the writers must carry over (issue #50's review: the whole-file
+# writer dropped `env:`, `buildkite:`, `buildkite_queue`, `backend` and `quarantine:`).
+RICH = REGISTRY.replace("tiers:\n", """\
+quarantine: {threshold: 0.04, min_runs: 12}
+tiers:
+  npu: {description: an npu, runner_labels: [npu], gpu_count: 1, arch: ascend910, backend: npu}
+""").replace("  cpu_big: {description: a bigger cpu, runner_labels: [big], gpu_count: 0, arch: cpu}\n", """\
+  cpu_big:
+    description: a bigger cpu
+    runner_labels: [big]
+    gpu_count: 0
+    arch: cpu
+    buildkite_queue: big_queue
+    buildkite:
+      plugins: [{docker#v5.2.0: {image: "ci:$BUILDKITE_COMMIT", environment: [HF_TOKEN]}}]
+      depends_on: image-build
+      retry: {automatic: [{exit_status: -1, limit: 2}]}
+      priority: 5
+      command_prefix: cd /workspace
+      interpolate: [plugins]
+    env: {IMPL: cutedsl, N: "1"}
+    pytest_args: [-m, not slow]
+""").replace("    depends_on: [tests/test_a.py]\n", "    depends_on: [tests/test_a.py]\n    env: {A: \"x y\"}\n    pytest_args: [-k, fast]\n")
+RICH_WRITERS = {**{w: WRITERS[w] for w in ("durations --write", "lint --fix", "tiers move")},
+                "import-suites --output --force": (["import-suites", "--suites", "tests/run_suite.py", "--tier-map",
+                                                    "per-commit-cpu=cpu_big", "--output", "registry.yaml", "--force"], "")}
+
+
+def _kept(registry) -> tuple:
+    """What a writer must not lose: the tiers' keys (positions aside) and the quarantine policy."""
+    tiers = {name: (t.backend, t.buildkite_queue, dict(t.env), t.pytest_args, t.buildkite and
+                    (t.buildkite.keys, t.buildkite.command_prefix, t.buildkite.interpolate))
+             for name, t in registry.tiers.items()}
+    return tiers, (registry.quarantine.threshold, registry.quarantine.min_runs)
+
+
+@pytest.mark.parametrize("writer", RICH_WRITERS)
+def test_each_writer_keeps_env_pytest_args_and_buildkite(repo: Path, writer: str) -> None:
+    (repo / "registry.yaml").write_text(RICH)
+    before = load_registry(repo / "registry.yaml")
+    proc = start(repo, RICH_WRITERS[writer][0])
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out + err
+    assert (repo / "registry.yaml").read_text() != RICH, "the writer wrote nothing"
+    after = load_registry(repo / "registry.yaml")
+    assert _kept(after) == _kept(before)
+    if writer != "import-suites --output --force":  # which rebuilds the entries from the suites
+        entry = after.tests["tests/test_a.py"]
+        assert (dict(entry.env), entry.pytest_args) == ({"A": "x y"}, ("-k", "fast"))
+
+
 def test_init_does_not_overwrite_a_registry_created_while_it_ran(tmp_path: Path) -> None:
     write(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
     with registry_lock(tmp_path / "registry.yaml"):
@@ -187,6 +238,19 @@ def quarantine_stuck_reading_the_history(root: Path) -> Iterator[subprocess.Pope
     finally:
         hold.execute("ROLLBACK")
         hold.close()
+
+
+def test_quarantine_apply_keeps_env_pytest_args_and_buildkite(tmp_path: Path) -> None:
+    """The fifth writer of the rich registry: ``quarantine --apply`` quarantines KnownHistory's
+    flaky test and loses none of the keys beside it."""
+    write(tmp_path, {"registry.yaml": RICH.replace("tests/test_a.py", KNOWN), KNOWN: "def test_stable():\n    pass\n"})
+    before = load_registry(tmp_path / "registry.yaml")
+    ingest_flaky_history(str(tmp_path / "h.sqlite"), tmp_path)
+    out, err = start(tmp_path, ["quarantine", "--apply", "--store", str(tmp_path / "h.sqlite")]).communicate(timeout=60)
+    after = load_registry(tmp_path / "registry.yaml")
+    assert after.tests[KNOWN].quarantined_nodes, out + err  # it did write
+    assert _kept(after) == _kept(before)
+    assert (dict(after.tests[KNOWN].env), after.tests[KNOWN].pytest_args) == ({"A": "x y"}, ("-k", "fast"))
 
 
 @needs_proc_locks
