@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
 from ci.registry import Registry
+from ci.regular_file import MAX_CONFIG_BYTES, UnreadableFile, read_regular
 
 
 class WindowError(ValueError):
@@ -106,10 +107,17 @@ class State:
 
 
 def load_state(path: Path, fresh: State) -> State:
-    """The state at ``path`` when it is this search's; else ``fresh``."""
+    """The state at ``path`` when it is this search's; else ``fresh`` (also when it is missing or
+    not this search's JSON). Read with `read_regular`: a FIFO, a device or an oversized file at
+    ``path`` raises `ValueError` naming it (never blocks, never reads without end)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path, MAX_CONFIG_BYTES))
+    except UnreadableFile as exc:
+        raise ValueError(f"--state {path}: {exc.strerror}: give the path of a regular file") from None
+    except (OSError, ValueError):
+        return fresh
+    try:
         found = State(**{**data, "runs": [Run(**r) for r in data["runs"]]})
-    except (OSError, ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError):
         return fresh
     return found if found.matches(fresh) else fresh

@@ -144,3 +144,17 @@ def test_a_killed_search_repeats_no_finished_run(repo, tmp_path) -> None:
     rerun = {shas[int(i)] for i in (tmp_path / "log").read_text().split()} if (tmp_path / "log").exists() else set()
     assert not rerun & finished
     assert _git(root, "worktree", "list").count("\n") == 0  # every temporary worktree removed
+
+
+def test_a_fifo_as_state_file_is_one_line_and_exit_2(repo, tmp_path) -> None:
+    """The state file is read with `read_regular`: a FIFO there is named, not blocked on."""
+    root, shas = repo
+    state = tmp_path / "s.json"
+    os.mkfifo(state)
+    done = subprocess.run([sys.executable, "-m", "ci", "culprit", "--tier", "cpu", "--test", "tests/test_calc.py",
+                           "--good", shas[0], "--bad", shas[9], "--state", str(state)], cwd=root, text=True,
+                          capture_output=True, timeout=30, env=_env(tmp_path, None))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == \
+        f"fp4kv-ci culprit: --state {state}: is a FIFO, not a regular file: give the path of a regular file"
+    assert not (tmp_path / "log").exists()  # nothing of the search ran
