@@ -126,21 +126,32 @@ def _done(state: State, sha: str) -> bool | None:
 
 
 def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
-    """The noise model, and where its flake rate came from (the history's score for the file on the
-    tier, else --flake-rate, else the default)."""
+    """The noise model, and where its rates came from. The flake rate: the history's score for the
+    file on the tier, else --flake-rate, else the default. The retry rate r: the history's retries
+    after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake)."""
+    node = args.test if "::" in args.test else None
     try:
         from ci.history.flaky import flaky_scores
+        from ci.history.retries import retry_rate
         from ci.history.store import open_store
 
         with open_store(args.store, create=False) as store:
             scores = [s for s in flaky_scores(store, tier=args.tier) if s.file == file
-                      and (s.node == args.test or "::" not in args.test)]
-    except Exception:  # no history, or one that cannot be read: the rate falls back, and says so
-        scores = []
+                      and (s.node == args.test or node is None)]
+            retry = retry_rate(store, tier=args.tier, file=file, node=node)
+    except Exception:  # no history, or one that cannot be read: the rates fall back, and say so
+        scores, retry = [], None
     if scores:
         flake, said = max(s.score for s in scores), "flake rate {:.3f} from the test history"
     elif args.flake_rate is not None:
         flake, said = args.flake_rate, "flake rate {:.3f} from --flake-rate"
     else:
         flake, said = DEFAULT_FLAKE, "flake rate {:.3f} (default: no history of this test, no --flake-rate)"
-    return NoiseModel(flake, retry_fail=max(DEFAULT_RETRY, flake)), said.format(flake)
+    said = said.format(flake)
+    if retry is not None:
+        r = retry.mean
+        said += f"; retry rate {r:.3f} from {retry.failed} of {retry.retries} retries after a flaky failure failing"
+    else:
+        r = max(DEFAULT_RETRY, flake)
+        said += f"; retry rate {r:.3f} (default max({DEFAULT_RETRY}, f): no retry after a flaky failure in the history)"
+    return NoiseModel(flake, retry_fail=max(r, flake)), said

@@ -81,7 +81,8 @@ def test_finds_the_breaking_commit(repo, tmp_path) -> None:
                    "--state", str(tmp_path / "s.json"), tmp=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"culprit {shas[CULPRIT]} (commit {CULPRIT})" in done.stdout
-    assert "flake rate 0.010 from --flake-rate" in done.stdout
+    assert "flake rate 0.010 from --flake-rate; retry rate 0.500 (default max(0.5, f): no retry after a flaky " \
+           "failure in the history)" in done.stdout
     runs = json.loads((tmp_path / "s.json").read_text())["runs"]
     assert len(runs) <= 2 + 5  # the two verifications, then about log2(9) probes
 
@@ -158,3 +159,28 @@ def test_a_fifo_as_state_file_is_one_line_and_exit_2(repo, tmp_path) -> None:
     assert done.stderr.strip().splitlines()[-1] == \
         f"fp4kv-ci culprit: --state {state}: is a FIFO, not a regular file: give the path of a regular file"
     assert not (tmp_path / "log").exists()  # nothing of the search ran
+
+
+def test_retry_rate_is_learned_from_the_history(repo, tmp_path) -> None:
+    """A SQLite history (filled through the store's ingest) where 3 of 4 retries after a flake
+    failed: r is their Beta posterior mean, and the output says so."""
+    from ci.history.ingest import ingest, prepare
+    from ci.history.model import RunIdentity
+    from ci.history.store import open_store
+    from tests.ci.history_support import Case, write_report
+
+    root, shas = repo
+    store = tmp_path / "h.sqlite"
+    plan = ["p"] * 60
+    plan[2], plan[10], plan[20], plan[30] = "fp", "ff", "ff", "ff"
+    with open_store(str(store)) as opened:
+        for i, step in enumerate(plan):
+            case = Case("tests/test_calc.py", "test_add") if step == "p" else \
+                Case("tests/test_calc.py", "test_add", "passed" if step == "fp" else "failed", "AssertionError: x",
+                     "E   x", reruns=1)
+            assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("t/t", f"{i:07x}abc", "push",
+                                                                                     "cpu"))).added
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--no-verify",
+                   "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(store)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"retry rate {3.5 / 5:.3f} from 3 of 4 retries after a flaky failure failing" in done.stdout
