@@ -12,10 +12,12 @@ rerun with the same arguments repeats no finished run.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from ci.commands.culprit_local import State, WindowError, git, load_state, run_local, touches_executed, window
+from ci.commands.culprit_local import (LocalRunner, State, WindowError, git, load_state, touches_executed,
+                                      window)
 from ci.commands.history import add_store_arg
 from ci.culprit.model import NoiseModel, Outcome
 from ci.culprit.posterior import prior_weights
@@ -56,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--w-low", type=float, default=0.1,
                         help="prior weight of a commit touching nothing the test imports (default 0.1)")
     parser.add_argument("--no-verify", action="store_true", help="do not run --good and --bad first")
+    parser.add_argument("--python", metavar="PATH", help="the interpreter that runs pytest (default this one)")
+    parser.add_argument("--test-from", metavar="SHA",
+                        help="copy the test file from this commit into each probed tree (a test a later fix added)")
+    parser.add_argument("--inject-flake", type=float, default=0.0, metavar="F",
+                        help="fail each attempt unrun with probability F (to measure the search; default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --inject-flake's draws (default 0)")
     parser.add_argument("--state", metavar="PATH", help="state file (default .ci-cache/culprit-GOOD-BAD.json)")
     add_store_arg(parser)
     return parser
@@ -84,6 +92,7 @@ def _search(args: argparse.Namespace) -> int:
         raise ValueError(f"--tier {args.tier}: {file} is registered for {', '.join(registry.tests[file].tiers)}, "
                          f"not {args.tier}")
     good, bad, candidates = window(root, args.good, args.bad)
+    runner = _runner(args, root, file)
     noise, said = _noise(args, file)
     print(f"{PROG}: {len(candidates)} candidate commit(s) after {good[:12]} up to {bad[:12]}; {said}", flush=True)
     state_path = Path(args.state) if args.state else root / ".ci-cache" / f"culprit-{good[:12]}-{bad[:12]}.json"
@@ -95,7 +104,7 @@ def _search(args: argparse.Namespace) -> int:
         for sha, want_fail, flag in ((good, False, "--good"), (bad, True, "--bad")):
             failed = _done(state, sha)
             if failed is None:
-                failed = run_local(root, sha, args.test, args.attempts, tree)
+                failed = runner.run(root, sha, args.test, args.attempts, tree)
                 state.add(state_path, sha, failed)
             if failed != want_fail:
                 print(f"{PROG}: {flag} {sha[:12]} {'fails' if failed else 'passes'} {args.test} "
@@ -110,7 +119,7 @@ def _search(args: argparse.Namespace) -> int:
             search.record(Outcome(index[run.sha], run.failed, args.attempts))
     while batch := search.next_batch(1):
         sha = candidates[batch[0].index]
-        failed = run_local(root, sha, args.test, args.attempts, tree)
+        failed = runner.run(root, sha, args.test, args.attempts, tree)
         state.add(state_path, sha, failed)  # written before the search acts on it
         search.record(Outcome(batch[0].index, failed, args.attempts))
         print(f"{PROG}: {sha[:12]} {'failed' if failed else 'passed'}", flush=True)
@@ -121,26 +130,53 @@ def _search(args: argparse.Namespace) -> int:
     return EXIT_FOUND if result.probability >= args.confidence else EXIT_UNSURE
 
 
+def _runner(args: argparse.Namespace, root: Path, file: str) -> LocalRunner:
+    """The local runner of --python, --test-from, --inject-flake and --seed; ValueError naming a bad one."""
+    if not 0 <= args.inject_flake < 1:
+        raise ValueError(f"--inject-flake {args.inject_flake}: give a rate in [0, 1)")
+    python = args.python or sys.executable
+    if not (Path(python).is_file() and os.access(python, os.X_OK)):
+        raise ValueError(f"--python {python}: not an executable file: give the interpreter that has pytest")
+    if args.test_from is not None:
+        try:
+            git(root, "cat-file", "-e", f"{args.test_from}:{file}")
+        except WindowError:
+            raise ValueError(f"--test-from {args.test_from}: no {file} at that commit: give the commit that "
+                             "has the test") from None
+    return LocalRunner(python, args.test_from, args.inject_flake, args.seed)
+
+
 def _done(state: State, sha: str) -> bool | None:
     return next((r.failed for r in state.runs if r.sha == sha), None)
 
 
 def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
-    """The noise model, and where its flake rate came from (the history's score for the file on the
-    tier, else --flake-rate, else the default)."""
+    """The noise model, and where its rates came from. The flake rate: the history's score for the
+    file on the tier, else --flake-rate, else the default. The retry rate r: the history's retries
+    after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake)."""
+    node = args.test if "::" in args.test else None
     try:
         from ci.history.flaky import flaky_scores
+        from ci.history.retries import retry_rate
         from ci.history.store import open_store
 
         with open_store(args.store, create=False) as store:
             scores = [s for s in flaky_scores(store, tier=args.tier) if s.file == file
-                      and (s.node == args.test or "::" not in args.test)]
-    except Exception:  # no history, or one that cannot be read: the rate falls back, and says so
-        scores = []
+                      and (s.node == args.test or node is None)]
+            retry = retry_rate(store, tier=args.tier, file=file, node=node)
+    except Exception:  # no history, or one that cannot be read: the rates fall back, and say so
+        scores, retry = [], None
     if scores:
         flake, said = max(s.score for s in scores), "flake rate {:.3f} from the test history"
     elif args.flake_rate is not None:
         flake, said = args.flake_rate, "flake rate {:.3f} from --flake-rate"
     else:
         flake, said = DEFAULT_FLAKE, "flake rate {:.3f} (default: no history of this test, no --flake-rate)"
-    return NoiseModel(flake, retry_fail=max(DEFAULT_RETRY, flake)), said.format(flake)
+    said = said.format(flake)
+    if retry is not None:
+        r = retry.mean
+        said += f"; retry rate {r:.3f} from {retry.failed} of {retry.retries} retries after a flaky failure failing"
+    else:
+        r = max(DEFAULT_RETRY, flake)
+        said += f"; retry rate {r:.3f} (default max({DEFAULT_RETRY}, f): no retry after a flaky failure in the history)"
+    return NoiseModel(flake, retry_fail=max(r, flake)), said

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
 from ci.registry import Registry
+from ci.regular_file import MAX_CONFIG_BYTES, UnreadableFile, read_regular
 
 
 class WindowError(ValueError):
@@ -52,22 +54,45 @@ def touches_executed(root: Path, registry: Registry, test: str, candidates: list
             for sha in candidates]
 
 
-def run_local(root: Path, sha: str, target: str, attempts: int, tree: Path) -> bool:
-    """Run ``target`` (FILE or FILE::TEST) with pytest at ``sha`` in a git worktree at ``tree``, up
-    to ``attempts`` times until one passes; True when every attempt failed. The worktree is removed
-    after, and first when a killed run left it behind."""
-    _remove_tree(root, tree)
-    git(root, "worktree", "add", "--detach", "--quiet", str(tree), sha)
-    try:
-        for _ in range(attempts):
-            done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", target],
-                                  cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-            if done.returncode == 0:
-                return False
-        return True
-    finally:
+@dataclass(frozen=True)
+class LocalRunner:
+    """How ``--runner local`` runs the test: with ``python`` (``--python``, default this
+    interpreter); with the test file taken from commit ``test_from`` (``--test-from``: a test a
+    later fix added, absent at the probed commits); and, to measure the search on a real but
+    deterministic regression, each attempt failing without being run with probability
+    ``inject_flake`` (``--inject-flake``, drawn from ``random.Random(seed)``)."""
+
+    python: str = sys.executable
+    test_from: str | None = None
+    inject_flake: float = 0.0
+    seed: int = 0
+    _rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng.seed(self.seed)
+
+    def run(self, root: Path, sha: str, target: str, attempts: int, tree: Path) -> bool:
+        """Run ``target`` (FILE or FILE::TEST) with pytest at ``sha`` in a git worktree at ``tree``,
+        up to ``attempts`` times until one passes; True when every attempt failed. The worktree is
+        removed after, and first when a killed run left it behind."""
         _remove_tree(root, tree)
+        git(root, "worktree", "add", "--detach", "--quiet", str(tree), sha)
+        try:
+            if self.test_from is not None:
+                file = target.split("::", 1)[0]
+                (tree / file).parent.mkdir(parents=True, exist_ok=True)
+                (tree / file).write_text(git(root, "show", f"{self.test_from}:{file}") + "\n")
+            for _ in range(attempts):
+                if self._rng.random() < self.inject_flake:
+                    continue
+                done = subprocess.run([self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", target],
+                                      cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                if done.returncode == 0:
+                    return False
+            return True
+        finally:
+            _remove_tree(root, tree)
 
 
 def _remove_tree(root: Path, tree: Path) -> None:
@@ -106,10 +131,17 @@ class State:
 
 
 def load_state(path: Path, fresh: State) -> State:
-    """The state at ``path`` when it is this search's; else ``fresh``."""
+    """The state at ``path`` when it is this search's; else ``fresh`` (also when it is missing or
+    not this search's JSON). Read with `read_regular`: a FIFO, a device or an oversized file at
+    ``path`` raises `ValueError` naming it (never blocks, never reads without end)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path, MAX_CONFIG_BYTES))
+    except UnreadableFile as exc:
+        raise ValueError(f"--state {path}: {exc.strerror}: give the path of a regular file") from None
+    except (OSError, ValueError):
+        return fresh
+    try:
         found = State(**{**data, "runs": [Run(**r) for r in data["runs"]]})
-    except (OSError, ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError):
         return fresh
     return found if found.matches(fresh) else fresh

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ci.history.beta import beta_ppf
 from ci.history.model import (BROKEN, DEFAULT_BRANCH_EVENTS, FAIL, PASS, EvidenceRow, FlakyScore,
@@ -183,15 +183,21 @@ def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
             wanted.update(int(r[0]) for r in store.fetchall(
                 f"SELECT id FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
         ids = [i for i in ids if i in wanted]
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start:start + _CHUNK]
-        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=" AND r.tier = ?" if tier else "")
-        rows = store.fetchall(query, [*chunk, tier] if tier else chunk)
-        for key, history in _by_node_tier(rows):
-            ev = evidence(history)
-            if ev.flaky_failures and ev.trials >= min_trials:
-                out.append(score(key[0], key[1], key[2], ev, level))
+    for key, history in node_histories(store, ids, tier):
+        ev = evidence(history)
+        if ev.flaky_failures and ev.trials >= min_trials:
+            out.append(score(key[0], key[1], key[2], ev, level))
     return rank(out)
+
+
+def node_histories(store: Store, ids: Sequence[int], tier: str | None = None
+                   ) -> Iterator[tuple[tuple[str, str, str], list[EvidenceRow]]]:
+    """Each (node, file, tier) of the node ``ids`` (on ``tier`` only, when given) with its stored
+    attempts of scored reports, ordered by report id, then attempt."""
+    for start in range(0, len(ids), _CHUNK):
+        chunk = list(ids[start:start + _CHUNK])
+        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=" AND r.tier = ?" if tier else "")
+        yield from _by_node_tier(store.fetchall(query, [*chunk, tier] if tier else chunk))
 
 
 def _by_node_tier(rows: Sequence[tuple]) -> Iterable[tuple[tuple[str, str, str], list[EvidenceRow]]]:

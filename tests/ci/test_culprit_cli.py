@@ -81,7 +81,8 @@ def test_finds_the_breaking_commit(repo, tmp_path) -> None:
                    "--state", str(tmp_path / "s.json"), tmp=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"culprit {shas[CULPRIT]} (commit {CULPRIT})" in done.stdout
-    assert "flake rate 0.010 from --flake-rate" in done.stdout
+    assert "flake rate 0.010 from --flake-rate; retry rate 0.500 (default max(0.5, f): no retry after a flaky " \
+           "failure in the history)" in done.stdout
     runs = json.loads((tmp_path / "s.json").read_text())["runs"]
     assert len(runs) <= 2 + 5  # the two verifications, then about log2(9) probes
 
@@ -104,6 +105,9 @@ def test_finds_it_through_a_flaky_test(repo, tmp_path) -> None:
     (("--good", "{2}", "--bad", "{7}", "--test", "tests/test_other.py"), "not a registered test file"),
     (("--good", "{7}", "--bad", "{9}"), "--good {7s} fails tests/test_calc.py"),
     (("--good", "{1}", "--bad", "{3}"), "--bad {3s} passes tests/test_calc.py"),
+    (("--good", "{2}", "--bad", "{7}", "--python", "/nonexistent/python"), "--python /nonexistent/python: not an"),
+    (("--good", "{2}", "--bad", "{7}", "--test-from", "nope"), "--test-from nope: no tests/test_calc.py at that"),
+    (("--good", "{2}", "--bad", "{7}", "--inject-flake", "1.5"), "--inject-flake 1.5: give a rate in [0, 1)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(repo, tmp_path, args, words) -> None:
     root, shas = repo
@@ -144,3 +148,76 @@ def test_a_killed_search_repeats_no_finished_run(repo, tmp_path) -> None:
     rerun = {shas[int(i)] for i in (tmp_path / "log").read_text().split()} if (tmp_path / "log").exists() else set()
     assert not rerun & finished
     assert _git(root, "worktree", "list").count("\n") == 0  # every temporary worktree removed
+
+
+def test_a_fifo_as_state_file_is_one_line_and_exit_2(repo, tmp_path) -> None:
+    """The state file is read with `read_regular`: a FIFO there is named, not blocked on."""
+    root, shas = repo
+    state = tmp_path / "s.json"
+    os.mkfifo(state)
+    done = subprocess.run([sys.executable, "-m", "ci", "culprit", "--tier", "cpu", "--test", "tests/test_calc.py",
+                           "--good", shas[0], "--bad", shas[9], "--state", str(state)], cwd=root, text=True,
+                          capture_output=True, timeout=30, env=_env(tmp_path, None))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == \
+        f"fp4kv-ci culprit: --state {state}: is a FIFO, not a regular file: give the path of a regular file"
+    assert not (tmp_path / "log").exists()  # nothing of the search ran
+
+
+def test_retry_rate_is_learned_from_the_history(repo, tmp_path) -> None:
+    """A SQLite history (filled through the store's ingest) where 3 of 4 retries after a flake
+    failed: r is their Beta posterior mean, and the output says so."""
+    from ci.history.ingest import ingest, prepare
+    from ci.history.model import RunIdentity
+    from ci.history.store import open_store
+    from tests.ci.history_support import Case, write_report
+
+    root, shas = repo
+    store = tmp_path / "h.sqlite"
+    plan = ["p"] * 60
+    plan[2], plan[10], plan[20], plan[30] = "fp", "ff", "ff", "ff"
+    with open_store(str(store)) as opened:
+        for i, step in enumerate(plan):
+            case = Case("tests/test_calc.py", "test_add") if step == "p" else \
+                Case("tests/test_calc.py", "test_add", "passed" if step == "fp" else "failed", "AssertionError: x",
+                     "E   x", reruns=1)
+            assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("t/t", f"{i:07x}abc", "push",
+                                                                                     "cpu"))).added
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--no-verify",
+                   "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(store)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"retry rate {3.5 / 5:.3f} from 3 of 4 retries after a flaky failure failing" in done.stdout
+
+
+def _fix_commit(root: Path) -> str:
+    """A commit off the line (as a later fix would be) whose test file adds ``test_added``, made
+    with plumbing so the shared repository's branch and working tree stay as they are."""
+    text = TEST + "\n\ndef test_added():\n    with open(os.environ['CULPRIT_LOG'], 'a') as log:\n" \
+        "        log.write('run\\n')\n    assert calc.add(1, 1) == 2\n"
+    blob = subprocess.run(["git", "-C", str(root), "hash-object", "-w", "--stdin"], input=text, text=True,
+                          check=True, capture_output=True).stdout.strip()
+    tests = subprocess.run(
+        ["git", "-C", str(root), "mktree"], input=f"100644 blob {blob}\ttest_calc.py\n", text=True, check=True,
+        capture_output=True).stdout.strip()
+    top = subprocess.run(["git", "-C", str(root), "mktree"], input=f"040000 tree {tests}\ttests\n", text=True,
+                         check=True, capture_output=True).stdout.strip()
+    return _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit-tree", top, "-m", "fix")
+
+
+def test_a_test_from_a_later_commit_with_injected_flakes(repo, tmp_path) -> None:
+    """--test-from copies the fix's test file into every probed tree (test_added exists nowhere on
+    the line), --python names the interpreter, --inject-flake fails attempts unrun."""
+    root, shas = repo
+    fix = _fix_commit(root)
+    argv = ["--test", "tests/test_calc.py::test_added", "--good", shas[0], "--bad", shas[9], "--attempts", "1",
+            "--flake-rate", "0.2", "--state", str(tmp_path / "s.json")]
+    without = culprit(root, *argv, tmp=tmp_path)
+    assert without.returncode == 2 and f"--good {shas[0][:12]} fails" in without.stderr
+    (tmp_path / "s.json").unlink()
+    done = culprit(root, *argv, "--test-from", fix, "--python", sys.executable, "--inject-flake", "0.2", "--seed", "3",
+                   tmp=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"culprit {shas[CULPRIT]}" in done.stdout
+    runs = json.loads((tmp_path / "s.json").read_text())["runs"]
+    ran = (tmp_path / "log").read_text().split()
+    assert 0 < len(ran) < len(runs)  # some attempts were failed unrun (the log counts only real ones)

@@ -147,3 +147,34 @@ def test_flaky_names_the_registered_owner(tmp_path: Path, capsys: pytest.Capture
     assert ci_main(["flaky", "--store", store, "--format", "json"]) == 0
     (found,) = json.loads(capsys.readouterr().out)["flaky"]
     assert (found["node"], found["owner"], found["trials"], found["failures"]) == (f"{file}::test_x", "@ci-infra", 6, 1)
+
+
+def test_retry_rate_counts_only_retries_after_flaky_failures(store_location: str, tmp_path: Path) -> None:
+    """r from the stored reruns, the store filled through its own ingest: 6 first-attempt flakes
+    whose retry passed, 4 one-commit flips whose retry failed too; a 4-commit breakage (fail,
+    fail) is the code's and must not count, nor another file's test."""
+    from ci.history.retries import RetryRate, retry_rate
+    from tests.ci.history_support import Case, write_report
+
+    file, other = "tests/a/test_a.py", "tests/b/test_b.py"
+    plan = ["p"] * 30
+    for i in (2, 5, 8, 11, 14, 17):
+        plan[i] = "fp"  # failed, retry passed
+    for i in (20, 23, 26, 28):
+        plan[i] = "ff"  # failed twice, between passes: a flip
+    plan[40:44] = ["ff"] * 4  # a breakage: a streak of STREAK_LIMIT or more
+    plan += ["p"] * 3
+    reports = []
+    for i, step in enumerate(plan):
+        case = Case(file, "test_x") if step == "p" else \
+            Case(file, "test_x", "passed" if step == "fp" else "failed", "AssertionError: x", "E   x", reruns=1)
+        noise = Case(other, "test_y", "failed", "AssertionError: y", "E   y", reruns=1) if i in (3, 6, 9) else \
+            Case(other, "test_y")  # flips whose retry failed: they would count if the file were ignored
+        reports.append(write_report(tmp_path, [case, noise]))
+    with open_store(store_location) as store:
+        for i, path in enumerate(reports):
+            assert ingest(store, prepare(path, RunIdentity(REPO, f"{i:07x}abc", "push", "gpu_h100"))).added
+        assert retry_rate(store, tier="gpu_h100", file=file) == RetryRate(10, 4, 4.5 / 11)
+        assert retry_rate(store, tier="gpu_h100", file=file, node=f"{file}::test_x") == RetryRate(10, 4, 4.5 / 11)
+        assert retry_rate(store, tier="cpu", file=file) is None
+        assert retry_rate(store, tier="gpu_h100", file="tests/c/test_c.py") is None

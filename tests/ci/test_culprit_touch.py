@@ -1,0 +1,62 @@
+"""`bench._culprit_touch` (the share of commits touching a test's import closure, which `bench
+culprit`'s touched prior simulates) on a small real git repository made here, and the
+simulator's draw of touching commits."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+from bench._culprit_sim import Breakage
+from bench._culprit_touch import closure, touched
+
+FILES = {
+    "src/pkg/__init__.py": "",
+    "src/pkg/a.py": "from . import b\n",
+    "src/pkg/b.py": "import os\n",
+    "src/pkg/c.py": "x = 1\n",  # imported by nothing the test runs
+    "tests/conftest.py": "from pkg.sub import d\n",
+    "src/pkg/sub/__init__.py": "",
+    "src/pkg/sub/d.py": "",
+    "tests/test_a.py": "import pkg.a\n",
+}
+# Each later commit changes one path: touched or not.
+CHANGES = [("src/pkg/b.py", True), ("README", False), ("src/pkg/c.py", False), ("src/pkg/sub/d.py", True),
+           ("tests/test_a.py", True), ("docs/x.md", False)]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo: Path, message: str) -> None:
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+
+
+def test_closure_and_touched_commits(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    for path, text in FILES.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    _commit(repo, "base")
+    for i, (path, _) in enumerate(CHANGES):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(f"# change {i}\n" + FILES.get(path, ""))
+        _commit(repo, f"change {i}")
+    git_dir = str(repo / ".git")
+    executed = closure(git_dir, "HEAD", "src", "tests/test_a.py")
+    assert executed == {"tests/test_a.py", "tests/conftest.py", "src/pkg/__init__.py", "src/pkg/a.py",
+                        "src/pkg/b.py", "src/pkg/sub/__init__.py", "src/pkg/sub/d.py"}
+    assert touched(git_dir, "HEAD", len(CHANGES), executed) == [t for _, t in CHANGES]
+
+
+def test_the_culprit_always_touches() -> None:
+    rng = random.Random(5)
+    draws = [Breakage.draw(rng, 40, rng.randrange(40), 0.0, 0.3) for _ in range(50)]
+    assert all(b.touches[b.culprit] for b in draws)
+    others = [t for b in draws for i, t in enumerate(b.touches) if i != b.culprit]
+    assert 0.25 < sum(others) / len(others) < 0.35
