@@ -6,6 +6,7 @@ format, Buildkite included. Real stores (SQLite, pgserver's PostgreSQL) and a re
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -125,7 +126,6 @@ def test_the_step_summary_counts_who_decided(two_maps: tuple[Path, str], tmp_pat
 
 
 def _env() -> dict[str, str]:
-    import os
     return {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
 
 
