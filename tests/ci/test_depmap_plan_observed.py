@@ -20,7 +20,7 @@ from ci.__main__ import main as ci_main
 from ci.history.depmaps import latest_maps
 from ci.history.store import open_store
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-from tests.ci.test_buildkite import VALIDATOR
+from tests.ci.test_buildkite import VALIDATOR, _interpolate_at_upload
 from tests.ci.test_depmap_plan import IDENTITY, MAPS, entry, project  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,3 +147,20 @@ def test_buildkite_runs_the_planned_files_by_name_and_carries_no_map_path(two_ma
     ran = sorted(word for s in steps for word in shlex.split(s["command"])[6:])
     assert ran == ["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"]
     assert all(s["command"].startswith("python -m ci run --tier cpu tests/") for s in steps)
+
+
+def test_a_pinned_step_passes_a_hostile_file_name_through_the_upload_as_written(two_maps: tuple[Path, str]) -> None:
+    project, store = two_maps
+    name = "tests/test_d$HOME $(touch pwned);x.py"
+    (project / name).write_text("from pkg import a\n\n\ndef test_d():\n    assert a.fa() == 3\n")
+    with (project / "registry.yaml").open("a") as fh:
+        fh.write(f"  '{name}':\n    tiers: [cpu]\n    est_time: 10\n    owner: me\n    status: active\n")
+    _git(project, "add", "-A")
+    _git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a hostile name")
+    proc = _plan(project, store, "--format", "buildkite")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    pipeline = yaml.safe_load(proc.stdout)
+    assert list(VALIDATOR.iter_errors(pipeline)) == []
+    (step,) = pipeline["steps"]
+    # the commit adds only that file: the plan selects it (its own path), and the job gets its name
+    assert shlex.split(_interpolate_at_upload(step["command"])) == ["python", "-m", "ci", "run", "--tier", "cpu", name]
