@@ -28,7 +28,8 @@ from ci.selection.changes import ChangesError, git_changed_files, read_changed_f
 from ci.selection.deps import Impact, TestDependencies, registered_non_files
 from ci.selection.depmap_select import DEFAULT_MAX_AGE_DAYS, MapSelection, select_by_maps
 from ci.selection.buildkite import BuildkiteError, to_buildkite
-from ci.selection.plan import Plan, PlanError, plan, to_github_matrix, to_json, to_text
+from ci.results.summary import append_step_summary
+from ci.selection.plan import Plan, PlanError, decided_summary, plan, to_github_matrix, to_json, to_text
 from ci.registry import PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, Registry, RegistryError, find_repo_root, load_registry
 from ci.selection.shard import MAX_SHARDS, ShardBudgetError
 
@@ -113,8 +114,12 @@ def add_depmap_args(parser: argparse.ArgumentParser) -> None:
     """Runtime dependency maps (docs/selection.md#runtime-dependency-maps)."""
     parser.add_argument("--depmap", action="append", default=[], metavar="FILE",
                         help="a map file a recording run wrote (repeatable); maps of other tiers are skipped")
-    parser.add_argument("--depmaps-from-store", action="store_true",
-                        help="use each test's latest map of the tier from the history store (--store)")
+    from_store = parser.add_mutually_exclusive_group()
+    from_store.add_argument("--depmaps-from-store", action="store_true",
+                            help="use each test's newest complete map of the tier from the history store (--store); "
+                                 "the default when the store exists, this flag makes a missing store a warning")
+    from_store.add_argument("--no-depmaps-from-store", action="store_true",
+                            help="do not read maps from the history store: only --depmap files and the static graph")
     parser.add_argument("--store", metavar="URL_OR_PATH", help="the history store (default: $CI_HISTORY_STORE, "
                                                                "else .ci-history/history.sqlite)")
     parser.add_argument("--depmap-repo", metavar="OWNER/NAME", help="only the store's maps of this repository")
@@ -134,18 +139,23 @@ def _days(text: str) -> float:
 
 def _maps(registry: Registry, tier: str, changes: list[str] | None, args: argparse.Namespace,
           deps: TestDependencies | None) -> MapSelection | None:
-    """The tier's map verdicts, or None without changed files or map sources. A map source that
+    """The tier's map verdicts, or None without changed files or maps. The store is read unless
+    ``--no-depmaps-from-store``; without ``--depmaps-from-store`` a store that does not exist, or
+    holds no map of the tier, leaves the plan as the static graph makes it. A map source that
     cannot be read is a warning on stderr: its tests fall back to the static graph."""
-    files, from_store = getattr(args, "depmap", []), getattr(args, "depmaps_from_store", False)
+    files, explicit = getattr(args, "depmap", []), getattr(args, "depmaps_from_store", False)
+    from_store = explicit or not getattr(args, "no_depmaps_from_store", True)
     if changes is None or not (files or from_store):
         return None
     from ci.history.depmaps import gather_maps  # deferred: a plan without maps needs no store
 
     now = datetime.now(timezone.utc)
     gathered = gather_maps(tier, files, use_store=from_store, store_location=args.store, repo=args.depmap_repo,
-                           since=now - timedelta(days=args.depmap_max_age), now=now)
+                           since=now - timedelta(days=args.depmap_max_age), now=now, missing_ok=not explicit)
     for problem in gathered.problems:
         print(f"python -m ci plan: warning: {problem}", file=sys.stderr)
+    if not (files or explicit or gathered.tests):
+        return None
     tests = [e.path for e in registry.tests_for_tier(tier, include_inactive=True)]
     if not hasattr(args, "_git_lines"):  # one per plan command: its git answers serve every tier
         from ci.selection.git_lines import GitLines  # deferred: only map selection reads lines
@@ -166,6 +176,20 @@ def selection_args(args: argparse.Namespace) -> list[str]:
         if value:
             out += [flag, value]
     return out
+
+
+def _summarize(plans: list[Plan]) -> bool:
+    """Append who decided each tier's tests to ``$GITHUB_STEP_SUMMARY`` (when set, and maps were
+    consulted); False when it cannot be written."""
+    lines = [f"- `{p.tier.name}`: {text}" for p in plans if (text := decided_summary(p)) is not None]
+    if not lines:
+        return True
+    try:
+        append_step_summary("### Test selection\n\n" + "\n".join(lines) + "\n")
+    except OSError as exc:
+        print(f"python -m ci plan: cannot append to $GITHUB_STEP_SUMMARY: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -191,9 +215,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.format == "buildkite" and (args.depmap or args.depmaps_from_store):
-            raise UsageError("--format buildkite cannot use runtime dependency maps: each job's `ci run --shard` "
-                             "plans again without them, so its shard would not be the one planned here")
         registry, root = load(args)
         if args.all_tiers or args.gpu_tiers:
             tiers = [t.name for t in registry.tiers.values() if (t.needs_gpu or args.all_tiers)
@@ -208,12 +229,15 @@ def main(argv: list[str]) -> int:
         try:
             text = to_buildkite(plans, registry, selection_args(args),
                                 read_changed_files(args.changed_files) if args.changed_files else None)
+            # a plan that runtime maps decided: each job runs its shard's files, never plans again
         except (BuildkiteError, ChangesError) as exc:
             print(f"python -m ci plan: {exc}", file=sys.stderr)
             return 2
         print(text, end="")
     else:
         print({"text": to_text, "json": to_json, "github-matrix": to_github_matrix}[args.format](plans))
+    if not _summarize(plans):
+        return 3
     if args.github_output:
         target = os.environ.get("GITHUB_OUTPUT")
         if not target:

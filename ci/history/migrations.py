@@ -28,6 +28,10 @@ file) and ``depmap_tests`` (one row per test file in it).
 Migration 4 (line-level maps, map format version 2): ``depmaps.map_version``, ``depmaps.map_sha``
 (the commit the map's line numbers are of, '' when unknown), ``depmaps.shared`` and
 ``depmap_tests.lines`` (JSON objects of path -> line ranges, '' for a version-1 map).
+
+Migration 5 (a map's facts, format version 3, `ci observe`): ``depmap_tests.duration_s`` (NULL
+when the map has none), ``depmap_tests.outcome`` ('' for none) and ``depmap_tests.skip_reasons``
+(a JSON list of strings, '' for none).
 """
 
 from __future__ import annotations
@@ -116,6 +120,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE depmaps ADD COLUMN map_sha TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE depmaps ADD COLUMN shared TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE depmap_tests ADD COLUMN lines TEXT NOT NULL DEFAULT ''",
+    ),
+    (
+        "ALTER TABLE depmap_tests ADD COLUMN duration_s {float}",
+        "ALTER TABLE depmap_tests ADD COLUMN outcome TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE depmap_tests ADD COLUMN skip_reasons TEXT NOT NULL DEFAULT ''",
     ),
 )
 

@@ -13,6 +13,11 @@ Per tier with selected tests, one step:
   plus `SETUP_MINUTES` for checkout and bootstrap, in whole minutes;
 * ``key`` ``tier-<name>`` and a label with the tier, the file count and the shard count.
 
+A plan that runtime dependency maps helped decide (``Plan.maps_used``) is pinned instead: the
+selection was made at plan time from maps the job's agent does not have, so one step per non-empty
+shard (``key`` ``tier-<name>``, or ``tier-<name>-shard-<i>`` for several) runs that shard's files
+by name (``ci run --tier T FILE...``), and no map path or selection argument is baked in.
+
 A tier's quarantined files get their own step, ``soft_fail: true`` (its failure never fails the
 build), ``key`` ``tier-<name>-quarantined``, running them with ``CI_RUN_QUARANTINED=1`` as the
 nightly GitHub job does. Nothing selected anywhere: ``steps: []``.
@@ -149,6 +154,24 @@ def _tier_step(plan: Plan, registry: Registry, selection: str, changed: Sequence
     return _templated(step, tier, {} if changed is None else _changed_files_env(changed))
 
 
+def _pinned_steps(plan: Plan, registry: Registry) -> list[dict[str, object]]:
+    """One step per non-empty shard of a map-decided plan, running its files by name."""
+    tier, count = plan.tier, len(plan.shards)
+    steps = []
+    for shard in (s for s in plan.shards if s.tests):
+        command = " ".join(["python -m ci run --tier", _literal(tier.name), *(_literal(f) for f in shard.tests)])
+        of = f", shard {shard.index}/{count}" if count > 1 else ""
+        step: dict[str, object] = {
+            "label": f"{tier.name}: {len(shard.tests)} test file(s){of}",
+            "key": f"tier-{tier.name}" + (f"-shard-{shard.index}" if count > 1 else ""),
+            "command": command,
+            "agents": {"queue": tier.queue},
+            "timeout_in_minutes": _minutes(sum(_file_seconds(registry, t) for t in shard.tests)),
+        }
+        steps.append(_templated(step, tier, {}))
+    return steps
+
+
 def _quarantined_step(plan: Plan, registry: Registry) -> dict[str, object] | None:
     files = [n.path for n in plan.not_run
              if n.path in registry.tests and registry.tests[n.path].status is Status.QUARANTINED]
@@ -176,7 +199,9 @@ def pipeline(plans: Sequence[Plan], registry: Registry, selection_args: Sequence
     selection = "".join(" " + _literal(a) for a in selection_args)
     steps: list[Mapping[str, object]] = []
     for plan in plans:
-        if plan.has_tests:
+        if plan.has_tests and plan.maps_used:
+            steps += _pinned_steps(plan, registry)
+        elif plan.has_tests:
             steps.append(_tier_step(plan, registry, selection, changed))
         quarantined = _quarantined_step(plan, registry)
         if quarantined is not None:

@@ -40,7 +40,7 @@ Contract:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -67,10 +67,12 @@ class MapVerdict:
 
 @dataclass(frozen=True)
 class MapSelection:
-    """Per test: a map's verdict (``decided``) or why the static graph decides (``fallback``)."""
+    """Per test: a map's verdict (``decided``) or why the static graph decides (``fallback``);
+    ``newest``: the origin and time of the newest map that decided a test (None: none did)."""
 
     decided: dict[str, MapVerdict] = field(default_factory=dict)
     fallback: dict[str, str] = field(default_factory=dict)
+    newest: tuple[str, str] | None = None
 
     def why(self, test: str, static_why: str | None) -> str | None:
         """Why ``test`` is selected (None: it is not), given the static graph's reason."""
@@ -246,6 +248,7 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
     for stored in maps.values():
         files_at.setdefault(stored.sha, set(changed_set)).update(stored.entry.lines or ())
     out = MapSelection()
+    newest: tuple[str, str] | None = None
     for test in tests:
         stored = maps.get(test)
         if stored is None:
@@ -297,4 +300,6 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             why = f"{hits[0]} in {stored.origin}{more}"
         touched = tuple(p for p in change.changed if p in stored.entry.executed or p in stored.entry.opened)
         out.decided[test] = MapVerdict(why, stored.origin, touched if why is None else ())
-    return out
+        if newest is None or stored.recorded_at > newest[1]:
+            newest = (stored.origin, stored.recorded_at)
+    return replace(out, newest=newest)

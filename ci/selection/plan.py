@@ -14,7 +14,8 @@ Contract:
   changed helper or conftest beside or above the test inside a test root (``project.test_roots``)
   selects it instead. With ``maps`` (`ci.selection.depmap_select`), a test whose runtime
   dependency map may decide is selected by it instead of by the impact; the others keep the
-  impact's verdict, with the reason the map could not decide.
+  impact's verdict, with the reason the map could not decide. Each test says who decided it
+  (``decided_by``: `DECIDED_BY`); `decided_summary` counts them per plan.
   ``changed_files=None`` means "no change filter" (run everything active); an empty list
   selects nothing. ``uncovered`` lists changed paths that select no registered test at all.
 - Times used for sharding: ``durations[path]`` when given (seconds, e.g. measured p90), else the
@@ -42,6 +43,11 @@ from ci.registry import (
 from ci.selection.shard import ShardPlan, lpt, lpt_for_budget
 
 
+# Who decided a test's verdict: its runtime map, the static import graph, or a rule of the registry
+# (its own path, depends_on, run_all_paths, its status, no change filter).
+DECIDED_BY = ("observation", "static graph", "rule")
+
+
 class PlanError(ValueError):
     """Bad plan arguments (unknown tier, both shards and budget, ...)."""
 
@@ -54,6 +60,7 @@ class PlannedTest:
     time: float
     time_source: str  # "est_time" or "durations"
     why: str          # "all active tests", "changed: fp4kv/quant/x.py", "imports fp4kv/quant/e2m1.py via ..."
+    decided_by: str = "rule"  # one of `DECIDED_BY`
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class NotRun:
     path: str
     reason: str
     command: str  # empty when there is nothing to run (the path is not a test file)
+    decided_by: str = "rule"  # one of `DECIDED_BY`
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,8 @@ class Plan:
     run_all_trigger: str | None  # the changed path that matched a run_all_paths entry
     uncovered: tuple[str, ...] = ()  # changed paths no registered test covers (any tier)
     run_all_excluded: tuple[str, ...] = ()  # "path (run_all_paths: !prefix)": taken back by a '!' entry
+    observed: tuple[str, str] | None = None  # the newest map that decided a test: (origin, recorded_at)
+    maps_used: bool = False  # runtime maps were consulted (`decided` then says who decided what)
 
     @property
     def has_tests(self) -> bool:
@@ -145,15 +155,15 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
             detail = f"{entry.status.value}: {entry.reason}" + (f" ({entry.issue})" if entry.issue else "")
             not_run.append(NotRun(entry.path, detail, command))
             continue
-        why = _why_selected(entry, changed, trigger, impact, registry.project, maps)
+        why, by = _why_selected(entry, changed, trigger, impact, registry.project, maps)
         if why is None:
             reason = maps.not_run_reason(entry.path) if maps is not None else "not affected by the change"
-            not_run.append(NotRun(entry.path, reason, command))
+            not_run.append(NotRun(entry.path, reason, command, by))
             continue
         if entry.path in durations:
-            selected.append(PlannedTest(entry.path, float(durations[entry.path]), "durations", why))
+            selected.append(PlannedTest(entry.path, float(durations[entry.path]), "durations", why, by))
         else:
-            selected.append(PlannedTest(entry.path, entry.est_time, "est_time", why))
+            selected.append(PlannedTest(entry.path, entry.est_time, "est_time", why, by))
 
     times = {t.path: t.time for t in selected}
     if shard_budget is not None:
@@ -163,26 +173,45 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
     plan_shards = tuple(PlanShard(s.index, split.count, s.tests, s.load) for s in split.shards)
     uncovered = impact.uncovered if impact is not None and changed is not None else ()
     return Plan(registry.tiers[tier], tuple(selected), tuple(not_run), plan_shards,
-                split.makespan, split.lower_bound, changed, trigger, uncovered, excluded)
+                split.makespan, split.lower_bound, changed, trigger, uncovered, excluded,
+                maps.newest if maps is not None else None, maps is not None)
 
 
 def _why_selected(entry: TestEntry, changed: tuple[str, ...] | None, trigger: str | None,
-                  impact: Impact | None, project: ProjectConfig, maps: MapSelection | None = None) -> str | None:
+                  impact: Impact | None, project: ProjectConfig,
+                  maps: MapSelection | None = None) -> tuple[str | None, str]:
+    """Why the test is selected (None: it is not), and who decided (`DECIDED_BY`)."""
     if changed is None:
-        return "all active tests"
+        return "all active tests", "rule"
     if trigger is not None:
-        return f"run-all path changed: {trigger}"
+        return f"run-all path changed: {trigger}", "rule"
     for path in changed:
         for prefix in (entry.path, *entry.depends_on):
             if path_is_under(path, prefix):
-                return f"changed: {path}" if prefix == entry.path else f"changed: {path} (depends_on {prefix})"
+                what = "" if prefix == entry.path else f" (depends_on {prefix})"
+                return f"changed: {path}{what}", "rule"
     if impact is not None:
         static = impact.reasons.get(entry.path)
-        return maps.why(entry.path, static) if maps is not None else static
+        if maps is None:
+            return static, "static graph"
+        return maps.why(entry.path, static), "observation" if entry.path in maps.decided else "static graph"
     for path in changed:
         if _is_test_support(path, entry.path, project):
-            return f"changed: {path} (test support beside or above the test)"
-    return None
+            return f"changed: {path} (test support beside or above the test)", "rule"
+    return None, "static graph"
+
+
+def decided_summary(p: Plan) -> str | None:
+    """"N files by observation (newest from <origin> at <time>), M by the static graph[, K by
+    rule]" over every test the plan judged; None when no runtime map was consulted."""
+    if not p.maps_used:
+        return None
+    counts = {by: 0 for by in DECIDED_BY}
+    for item in (*p.selected, *p.not_run):
+        counts[item.decided_by] += 1
+    newest = f" (newest from {p.observed[0]} at {p.observed[1]})" if p.observed is not None else ""
+    text = f"{counts['observation']} files by observation{newest}, {counts['static graph']} by the static graph"
+    return text + (f", {counts['rule']} by rule" if counts["rule"] else "")
 
 
 def _is_test_support(changed: str, test_path: str, project: ProjectConfig) -> bool:
@@ -217,6 +246,7 @@ def to_json(plans: Sequence[Plan]) -> str:
         data["tier"] = p.tier.name
         data["has_tests"] = p.has_tests
         data["total_time"] = p.total_time
+        data["decided"] = decided_summary(p)
         out.append(data)
     return json.dumps({"plans": out}, indent=2, sort_keys=True)
 
@@ -248,14 +278,18 @@ def to_text(plans: Sequence[Plan]) -> str:
         lines += [f"  run-all not triggered: {excluded}" for excluded in p.run_all_excluded]
         lines.append(f"  {n} shard(s): est. makespan {p.makespan:.0f}s, lower bound {p.lower_bound:.0f}s, "
                      f"total {p.total_time:.0f}s")
+        decided = decided_summary(p)
+        if decided is not None:
+            lines.append(f"  decided: {decided}")
         why = {t.path: t.why for t in p.selected}
+        by = {t.path: f"{t.decided_by:<12}  " if decided else "" for t in (*p.selected, *p.not_run)}
         for s in p.shards:
             lines.append(f"  shard {s.index}/{s.count}  {s.est_time:7.0f}s  {len(s.tests)} test(s)")
-            lines += [f"      {t}" if p.changed_files is None else f"      {t}  ({why[t]})" for t in s.tests]
+            lines += [f"      {t}" if p.changed_files is None else f"      {by[t]}{t}  ({why[t]})" for t in s.tests]
         if p.not_run:
             lines.append("  not run:")
             for nr in p.not_run:
-                lines.append(f"      {nr.path}: {nr.reason}")
+                lines.append(f"      {by[nr.path]}{nr.path}: {nr.reason}")
                 if nr.command:
                     lines.append(f"          run it: {nr.command}")
     uncovered = sorted({path for p in plans for path in p.uncovered})

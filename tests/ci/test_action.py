@@ -11,6 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,33 @@ def test_lint_and_plan_steps_run_against_a_real_repository(adopter: tuple[Path, 
     (repo / "app" / "tests" / "test_other.py").write_text("from lib.core import g\n")
     lint = run_step(steps["Lint registry, tests and imports"], inputs, repo, output)
     assert lint.returncode == 1 and "::error file=tests/test_other.py,line=1" in lint.stdout
+
+
+def test_the_plan_step_takes_stored_observations_and_counts_them_in_the_summary(adopter: tuple[Path, str],
+                                                                             tmp_path: Path) -> None:
+    """`history-store`: each file's stored map decides it, and the step summary says how many did."""
+    repo, base = adopter
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    facts = {"format": "ci-depmap", "version": 1, "tier": "gpu_a", "recorded_at": when, "tests": {
+        "tests/test_other.py": {"complete": True, "items": 1, "ran": 1, "executed": ["lib/core.py"], "opened": []}}}
+    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    store = repo / "app" / "h.sqlite"
+    ingest = subprocess.run([sys.executable, "-m", "ci", "history", "ingest", str(tmp_path / "facts.json"), "--repo",
+                             "o/r", "--event", "nightly", "--tier", "gpu_a", "--sha", "a" * 40, "--store", str(store)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ingest.returncode == 0, ingest.stderr
+    step = {s.get("id"): s for s in action()["runs"]["steps"]}["plan"]
+    inputs = {**{k: str(v.get("default", "")) for k, v in action()["inputs"].items()},
+              "tiers": "gpu_a", "base": base, "working-directory": "app", "history-store": "h.sqlite"}
+    summary = tmp_path / "summary.md"
+    step = {**step, "env": {**step["env"], "GITHUB_STEP_SUMMARY": str(summary)}}
+    plan = run_step(step, inputs, repo, tmp_path / "github_output")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    matrix = json.loads(dict(line.split("=", 1) for line in (tmp_path / "github_output").read_text().splitlines())[
+        "matrix"])
+    assert "tests/test_other.py" in json.dumps(matrix)  # no import names lib/core.py: the observation did
+    assert "- `gpu_a`: 1 files by observation (newest from run " in summary.read_text()
+    assert "), 1 by the static graph" in summary.read_text()
 
 
 def test_changed_files_are_relative_to_the_registry_root_and_unquoted(adopter: tuple[Path, str]) -> None:

@@ -232,18 +232,6 @@ def test_the_schema_can_fail(field, value):
     assert not VALIDATOR.is_valid({"steps": [broken]})
 
 
-def test_dependency_maps_are_refused_for_buildkite(tmp_path):
-    """`ci run --shard` re-plans without --depmap, so a pipeline planned with maps would run
-    other shards than the ones planned: one line, exit 2."""
-    write(tmp_path, {"registry.yaml": REGISTRY, "map.json": "{}"})
-    result = subprocess.run([sys.executable, "-m", "ci", "plan", "--registry", str(tmp_path / "registry.yaml"),
-                             "--tier", "cpu", "--format", "buildkite", "--depmap", str(tmp_path / "map.json")],
-                            cwd=ROOT, capture_output=True, text=True, check=False)
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("python -m ci plan: --format buildkite cannot use runtime dependency maps")
-    assert len(result.stderr.splitlines()) == 1
-
-
 # A tier's steps as vLLM runs them: `.buildkite/test_areas/kernels.yaml` (vLLM at 28be48fa)
 # gives `depends_on: image-build` and `working_dir: /vllm-workspace/`; its generator wraps each
 # step in the docker plugin (options as the plugin's README names them) on the per-commit image.

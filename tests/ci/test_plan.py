@@ -396,6 +396,6 @@ def test_cli_a_registry_key_naming_a_directory_is_never_selected(graph_repo, cap
         data = json.loads(capsys.readouterr().out)["plans"][0]
         assert "tests/quant" not in {t["path"] for t in data["selected"]}
         (entry,) = [n for n in data["not_run"] if n["path"] == "tests/quant"]
-        assert entry == {"path": "tests/quant", "command": "",
+        assert entry == {"path": "tests/quant", "command": "", "decided_by": "rule",
                          "reason": "tests/quant is a directory, not a test file (registry keys name files); "
                                    "never selected"}
