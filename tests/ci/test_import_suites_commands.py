@@ -14,7 +14,7 @@ import pytest
 from ci.__main__ import main as ci_main
 from ci.registry import Status, load_registry
 from ci.results.junit import parse_junit
-from tests.ci.test_run import _ci_run
+from tests.ci.test_run_env import ci_run as _ci_run
 
 PASSING = "def test_ok():\n    assert True\n"
 

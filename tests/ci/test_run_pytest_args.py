@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci.results.junit import parse_junit
-from tests.ci.test_run import _ci_run
+from tests.ci.test_run_env import ci_run as _ci_run
 
 
 ARGS_REGISTRY = textwrap.dedent("""\
