@@ -1,4 +1,4 @@
-"""``python -m ci [--root DIR] init [--durations REPORT.xml ...] [--owner @team] [--force]``.
+"""``python -m ci [--root DIR] init [--durations REPORT.xml ...] [--observed FACTS.json] [--owner @team] [--force]``.
 
 Writes a starter ``registry.yaml`` at the repository root (``--root DIR``; else the directory
 above the working directory that already holds a registry, which it then refuses to overwrite;
@@ -8,6 +8,10 @@ tree itself has problems (shared basenames, stale imports), which it prints. GPU
 (`ci.adopt.gpu_tests`) are ``status: manual`` on that tier, with a tally of why; files that register
 suites in-source (``register_*_ci(...)``) get the ``import-suites`` command that places them, and in
 such a tree a file that registers nothing is manual too (its CI runs only registered files).
+``--observed FACTS.json`` (`ci observe`'s map of the adopter's own test command) adds what was seen
+run (`ci.adopt.observed`): a file that touched a GPU, or failed or skipped for lack of one, is
+manual with the devices and evidence as its reason, and its timeout; every observed file's
+est_time comes from its observed duration; one line per GPU file says why.
 
 Refuses to overwrite an existing registry unless ``--force``; the write is atomic (a crash leaves
 the old file or the new one, never half of one) and takes the registry lock; a registry written
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from dataclasses import replace
 import subprocess
 import sys
 from pathlib import Path
@@ -26,9 +31,10 @@ from pathlib import Path
 from ci.registry.edit_lock import NotWritten, RegistrySnapshot, cannot_write, write_registry
 from ci.results.junit import JUnitError
 from ci.registry.writer import PLACEHOLDER_OWNER
-from ci.registry import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, parse_registry
+from ci.registry import REGISTRY_FILENAME, Registry, RepoRootNotFound, explicit_repo_root, find_repo_root, parse_registry
 from ci.registry.writer import render_registry
 from ci.adopt.starter import Starter, starter_registry
+from ci.adopt.observed import Observed, read_observed, with_observed
 
 HEADER = """\
 Which test files this repository has, where each runs and how long it takes.
@@ -40,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ci init", description=__doc__.splitlines()[0])
     parser.add_argument("--durations", nargs="+", metavar="REPORT.xml", default=[], type=Path,
                         help="JUnit XML report(s) of a pytest run: est_time from the measured times")
+    parser.add_argument("--observed", metavar="FACTS.json", type=Path,
+                        help="`ci observe`'s map: GPU tests and est_time from what the test command did")
     parser.add_argument("--owner", default=PLACEHOLDER_OWNER, help=f"owner of every entry (default {PLACEHOLDER_OWNER})")
     parser.add_argument("--force", action="store_true", help=f"overwrite an existing {REGISTRY_FILENAME}")
     return parser
@@ -76,10 +84,13 @@ def main(argv: list[str]) -> int:
         print(f"python -m ci init: {target} exists; not overwriting it (--force replaces it)", file=sys.stderr)
         return 2
     try:
+        observed = read_observed(args.observed) if args.observed is not None else {}
         starter = starter_registry(root, owner=args.owner, reports=args.durations)
     except (JUnitError, OSError, ValueError) as exc:
         print(f"python -m ci init: {exc}", file=sys.stderr)
         return 2
+    if observed:
+        starter = replace(starter, registry=starter.registry.with_tests(with_observed(starter.registry.tests, observed)))
     prog = "fp4kv-ci" if Path(sys.argv[0]).name == "fp4kv-ci" else "python -m ci"
     text = render_registry(starter.registry, header=HEADER.format(prog=prog))
     registry, problems = parse_registry(text, REGISTRY_FILENAME)
@@ -104,7 +115,21 @@ def main(argv: list[str]) -> int:
         print(f"note: {note}")
     for line in _gpu_tally(starter) + _unregistered_tally(starter) + _import_hint(starter, root, target, prog):
         print(line)
+    for line in _observed_lines(observed, registry):
+        print(line)
     return 0
+
+
+def _observed_lines(observed: dict[str, Observed], registry: Registry) -> list[str]:
+    """One line per observed GPU test (why, and its timeout), and the observed files not registered."""
+    lines = [f"observed gpu: {p}: {seen.why()}; manual, est_time {registry.tests[p].est_time:g}, "
+             f"timeout {registry.tests[p].timeout:g}" for p, seen in sorted(observed.items())
+             if seen.needs_gpu and p in registry.tests]
+    unknown = sorted(set(observed) - registry.tests.keys())
+    if unknown:
+        lines.append(f"observed: {len(unknown)} file(s) are not test files of this layout, ignored: "
+                     f"{', '.join(unknown[:3])}{' ...' if len(unknown) > 3 else ''}")
+    return lines
 
 
 def _gpu_tally(starter: Starter) -> list[str]:

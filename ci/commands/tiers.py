@@ -9,7 +9,11 @@ A file that lands on a GPU tier gets the ``timeout:`` lint's L007 asks for, comp
 durations --write`` does: from its measured p90 in ``--durations FILE`` (``ci durations --json``'s
 output) when it is there (est_time becomes ``ceil(p90 x 1.1)``, timeout ``max(120, 4 x est_time)``),
 else from its registered est_time by the same rule; a higher timeout already there stays. One line
-per file says which, then a summary. ``--dry-run`` prints the diff and writes nothing.
+per file says which, then a summary.
+
+``--observed FACTS.json`` (`ci observe`'s map, `ci.adopt.observed`) names the files instead: those
+that touched a GPU, or failed or skipped for lack of one, in the observed run, each with its
+observed duration as the p90 above and its devices and evidence on its line. ``--dry-run`` prints the diff and writes nothing.
 
 Everything is checked before anything is written: an unknown tier (the known ones named), a glob
 that matches nothing, or an unreadable list or durations file is exit 2 with nothing changed. The
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from ci.adopt.observed import Observed, read_observed
 from ci.commands.plan import UsageError, add_registry_arg, read_durations, registry_file
 from ci.registry import Registry, RegistryError, derived_timeout, display_path, parse_registry
 from ci.registry.edit_lock import BadLockWait, NotWritten, cannot_write, read_for_edit, write_registry
@@ -60,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--add", action="store_true", help="add the tier, keep the others")
     move.add_argument("--list", dest="list_file", metavar="FILE", help="globs or paths, one per line")
     move.add_argument("--durations", metavar="FILE", help="JSON {path: p90 seconds} from `ci durations --json`")
+    move.add_argument("--observed", metavar="FACTS.json", help="move the files `ci observe` saw touch a GPU")
     move.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     move.add_argument("globs", nargs="*", metavar="GLOB")
     return parser
@@ -74,8 +80,13 @@ def main(argv: list[str]) -> int:
         registry, problems = parse_registry(text, shown)
         if registry is None:
             raise RegistryError(problems)
-        moves = plan_moves(registry, args.to, args.from_tier, args.add, _patterns(args),
-                           read_durations(args.durations) or {})
+        observed = _observed_gpu(args, registry)
+        if args.observed is not None and not observed:
+            print(f"no file of {args.observed} touched a GPU; {shown} unchanged")
+            return EXIT_OK
+        durations = {p: s.duration_s for p, s in observed.items() if s.duration_s is not None}
+        moves = plan_moves(registry, args.to, args.from_tier, args.add, sorted(observed) or _patterns(args),
+                           {**(read_durations(args.durations) or {}), **durations})
         new_text = _edited(text, registry, moves, shown)
     except (UsageError, RegistryError, KeyError, ValueError, OSError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else exc
@@ -84,7 +95,8 @@ def main(argv: list[str]) -> int:
     after, _ = parse_registry(new_text, shown)
     assert after is not None  # `_edited` re-parsed it
     for move in moves:
-        print(_describe(move, registry, after))
+        seen = observed.get(move.path)
+        print(_describe(move, registry, after) + (f"; observed {seen.why()}" if seen is not None else ""))
     changed = sum(m.before != m.after for m in moves)
     summary = (f"{changed} file(s) moved to {args.to}, {len(moves) - changed} already there "
                f"({len(moves)} matched)")
@@ -104,6 +116,19 @@ def main(argv: list[str]) -> int:
 
 def _say(line: str) -> None:
     print(f"python -m ci tiers: {line}", file=sys.stderr, flush=True)
+
+
+def _observed_gpu(args: argparse.Namespace, registry: Registry) -> dict[str, Observed]:
+    """The registered files ``--observed`` saw touch a GPU; UsageError for a bad map or with globs."""
+    if args.observed is None:
+        return {}
+    if args.globs or args.list_file:
+        raise UsageError("--observed FACTS.json names the files itself: give no GLOB or --list")
+    try:
+        seen = read_observed(args.observed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return {p: s for p, s in seen.items() if s.needs_gpu and p in registry.tests}
 
 
 def _patterns(args: argparse.Namespace) -> list[str]:

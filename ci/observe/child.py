@@ -26,6 +26,8 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
   flusher and log;
 - marks itself live until its last write, flushes when a recorded process asks before killing
   it, and makes its own SIGKILLs ask first (`ci.observe.live`).
+- watches which devices the process's tests touch (`ci.observe.devices`), in any process the
+  hook starts in, measured or not;
 - last, sets the recorder's own modules aside (`ci.observe.aside`): the program's
   ``import ci`` finds the package its own path leads to, as it would unrecorded.
 
@@ -49,6 +51,7 @@ from pathlib import Path
 
 from ci.observe.aside import step_aside
 from ci.observe.bytecode import cache_once
+from ci.observe.devices import install as install_device_hooks
 from ci.observe.exit_save import save_on_exit
 from ci.observe.files import (CHILD_CORE_ENV, OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog,
                               RepoFiles)
@@ -126,7 +129,9 @@ def start() -> None:
     recording's own pytest process ends with the recorder's modules set aside
     (`ci.observe.aside`), so the program's own imports find what its path says. In an observed
     command, a process that is a test file first becomes that file's (`ci.observe.script_test`),
-    before coverage.py's hook reads `TEST_ENV` as its context."""
+    before coverage.py's hook reads `TEST_ENV` as its context. Every call watches device use
+    (`ci.observe.devices`)."""
+    install_device_hooks()
     if os.environ.get(OBSERVE_ENV) and not os.environ.get(TEST_ENV) and not _started:
         from ci.observe.script_test import begin
 

@@ -8,16 +8,29 @@ script's own process (`ci.observe.script_test`) its wall time and exit status. T
 and gives a file one outcome: ``error`` when any setup or teardown failed, else ``failed`` when any
 test failed, else ``passed`` when any passed, else ``skipped``.
 
+Devices (`ci.observe.devices`): each process's ``devices.<pid>.jsonl`` lines (`read_devices`) give a
+file its ``devices`` (sorted) and ``device_evidence`` (each string once, at most `MAX_EVIDENCE`); a
+skip reason that says CUDA or a GPU is missing (`GPU_SKIP`, e.g. ``skipif(not
+torch.cuda.is_available())``) counts as ``cuda`` with the evidence ``skip: <reason>``: on a CPU
+machine that test wanted the GPU.
+
 Contract: nothing here raises for a report it does not understand; `combine` skips a record of
-another shape. A named tuple, not a dataclass: test scripts import this module at start-up.
+another shape.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any, Iterable, NamedTuple
+
+from ci.selection.depmap_format import DEVICES
 
 RANK = ("error", "failed", "passed", "skipped")  # the first a file has is its outcome
 MAX_REASONS = 20  # a file that skips each of 500 parametrised cases for its own reason
+MAX_EVIDENCE = 10
+GPU_SKIP = re.compile(r"\b(cuda|gpus?|nvidia|nccl)\b", re.IGNORECASE)
 
 
 class Facts(NamedTuple):
@@ -26,6 +39,8 @@ class Facts(NamedTuple):
     duration_s: float | None
     outcome: str | None
     skip_reasons: tuple[str, ...]
+    devices: tuple[str, ...] = ()
+    device_evidence: tuple[str, ...] = ()
 
 
 def report_outcome(when: str, outcome: str) -> str | None:
@@ -63,8 +78,31 @@ class PytestFacts:
             entry["skip_reasons"].append(reason)
 
 
-def combine(records: Iterable[Any]) -> dict[str, Facts]:
-    """Every process's ``"facts"`` record merged per test file (see the module docstring)."""
+def read_devices(parts: Path) -> dict[str, list[tuple[str, str]]]:
+    """Each test file's (device, evidence) events from the ``devices.*.jsonl`` parts in ``parts``;
+    a line of another shape is skipped."""
+    events: dict[str, list[tuple[str, str]]] = {}
+    for part in sorted(parts.glob("devices.*.jsonl")):
+        for line in part.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+                test, device, evidence = event["test"], event["device"], event["evidence"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if isinstance(test, str) and device in DEVICES and isinstance(evidence, str):
+                events.setdefault(test, []).append((device, evidence))
+    return events
+
+
+def _devices(events: list[tuple[str, str]], reasons: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    found = list(events) + [("cuda", f"skip: {r}") for r in reasons if GPU_SKIP.search(r)]
+    evidence = list(dict.fromkeys(e for _, e in found))
+    return tuple(sorted({d for d, _ in found})), tuple(evidence[:MAX_EVIDENCE])
+
+
+def combine(records: Iterable[Any], devices: dict[str, list[tuple[str, str]]] | None = None) -> dict[str, Facts]:
+    """Every process's ``"facts"`` record merged per test file, with its ``devices`` events
+    (`read_devices`; see the module docstring)."""
     duration: dict[str, float] = {}
     outcomes: dict[str, set[str]] = {}
     reasons: dict[str, list[str]] = {}
@@ -79,5 +117,8 @@ def combine(records: Iterable[Any]) -> dict[str, Facts]:
             outcomes.setdefault(test, set()).update(o for o in entry.get("outcomes", ()) if o in RANK)
             found = reasons.setdefault(test, [])
             found.extend(r for r in entry.get("skip_reasons", ()) if isinstance(r, str) and r not in found)
-    return {test: Facts(round(duration[test], 3), next((o for o in RANK if o in outcomes[test]), None),
-                        tuple(reasons[test][:MAX_REASONS])) for test in duration}
+    devices = devices or {}
+    return {test: Facts(round(duration.get(test, 0.0), 3) if test in duration else None,
+                        next((o for o in RANK if o in outcomes.get(test, ())), None),
+                        tuple(reasons.get(test, [])[:MAX_REASONS]), *_devices(devices.get(test, []), reasons.get(test, [])))
+            for test in duration.keys() | devices.keys()}

@@ -7,7 +7,8 @@ that ran tests: ``{"items": {test: n}, "done": {test: n}, "ran": {test: n}}`` (c
 finished, and with their body run). Under pytest-xdist every worker collects every test and runs
 some, so a test file's collected count is the largest any process saw and its finished count the
 sum: the file is complete when they meet. An items part may also hold ``"facts"``
-(`ci.observe.facts`): each entry gets its file's duration, outcome and skip reasons.
+(`ci.observe.facts`): each entry gets its file's duration, outcome and skip reasons, and from
+``devices.<pid>.jsonl`` (`ci.observe.devices`) the devices it touched, with their evidence.
 
 A test file one of whose subprocesses ended without saving its lines (a live mark left,
 `ci.observe.live`) is not complete: its entry never narrows selection. Nor is one that
@@ -35,7 +36,7 @@ from typing import Iterable, Iterator
 from coverage import CoverageData
 from coverage.exceptions import CoverageException
 
-from ci.observe.facts import Facts, combine
+from ci.observe.facts import Facts, combine, read_devices
 from ci.observe.files import RepoFiles, read_context
 from ci.observe.live import left_live, unsaved_tests
 from ci.selection.depmap_format import DepMap, TestMap
@@ -127,7 +128,7 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
             if sep:
                 opened[test].add(rel)
     unsaved = unsaved_tests(parts)
-    facts = combine(facts_parts)
+    facts = combine(facts_parts, read_devices(parts))
     for test in unsaved - items.keys() - {""}:
         items[test] = 0  # known only by a mark, which keeps it from being complete
     tests = {}
@@ -138,6 +139,7 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
             and dirty.isdisjoint(own.keys() | opened.get(test, ()))
         fact = facts.get(test, Facts(None, None, ()))
         tests[test] = TestMap(frozenset(own), frozenset(opened.get(test, ())), complete, n, ran[test], lines=own,
-                              duration_s=fact.duration_s, outcome=fact.outcome, skip_reasons=fact.skip_reasons)
+                              duration_s=fact.duration_s, outcome=fact.outcome, skip_reasons=fact.skip_reasons,
+                              devices=fact.devices, device_evidence=fact.device_evidence)
     return DepMap(tier, datetime.now(timezone.utc).isoformat(timespec="seconds"), tests,
                   {rel: frozenset(found) for rel, found in shared.items()}, sha, dirty)

@@ -8,7 +8,8 @@ configs, kernel sources compiled at run time). Version 2 adds what line-level se
 session's start and end, the import of test modules at collection, session- and package-scoped
 fixtures), and the commit the map was recorded at (line numbers are that commit's). Version 3
 adds optional facts per test file (`ci observe`): ``duration_s``, ``outcome`` (one of `OUTCOMES`)
-and ``skip_reasons``; a map is written as version 3 only when an entry has one of them.
+``skip_reasons``, ``devices`` (a sorted list from `DEVICES`) and ``device_evidence`` (strings);
+a map is written as version 3 only when an entry has one of them.
 
 The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and no
 ``shared`` or ``sha``; it is still read, and selects by file)::
@@ -52,6 +53,7 @@ FORMAT = "ci-depmap"
 VERSION = 3
 VERSIONS = (1, 2, 3)
 OUTCOMES = ("passed", "failed", "skipped", "error")
+DEVICES = ("cuda", "nccl", "triton")  # version 3 `devices` names (`ci.observe.devices`)
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead a recorder's clock may run and its map still count
 
@@ -79,6 +81,8 @@ class TestMap:
     duration_s: float | None = None  # version 3: wall time of the file's process or pytest items
     outcome: str | None = None  # version 3: one of `OUTCOMES`
     skip_reasons: tuple[str, ...] = ()  # version 3: why pytest skipped its tests
+    devices: tuple[str, ...] = ()  # version 3: devices touched or wanted, sorted (`DEVICES`)
+    device_evidence: tuple[str, ...] = ()  # version 3: what showed them ("torch.cuda.init", ...)
 
     @property
     def files(self) -> frozenset[str]:
@@ -162,8 +166,20 @@ def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
         return TestMap(executed, opened, entry["complete"], *counts)
     lines = _line_map(source, f"tests[{test!r}].executed", entry["executed"])
     facts = _facts(source, test, entry) if version == 3 else (None, None, ())
+    devices = _devices(source, test, entry) if version == 3 else ((), ())
     return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines, duration_s=facts[0],
-                   outcome=facts[1], skip_reasons=facts[2])
+                   outcome=facts[1], skip_reasons=facts[2], devices=devices[0], device_evidence=devices[1])
+
+
+def _devices(source: str, test: str, entry: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A version-3 entry's optional ``devices`` (sorted, known names, once each) and ``device_evidence``."""
+    devices, evidence = entry.get("devices", []), entry.get("device_evidence", [])
+    if (not isinstance(devices, list) or any(d not in DEVICES for d in devices)
+            or devices != sorted(set(devices))):
+        raise _bad(source, f"tests[{test!r}].devices must be a sorted list from {', '.join(DEVICES)}, got {devices!r}")
+    if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
+        raise _bad(source, f"tests[{test!r}].device_evidence must be a list of strings, got {evidence!r}")
+    return tuple(devices), tuple(evidence)
 
 
 def _facts(source: str, test: str, entry: dict) -> tuple[float | None, str | None, tuple[str, ...]]:
@@ -231,7 +247,7 @@ def in_future(recorded_at: str, now: datetime) -> bool:
 
 
 def _has_facts(t: TestMap) -> bool:
-    return t.duration_s is not None or t.outcome is not None or bool(t.skip_reasons)
+    return t.duration_s is not None or t.outcome is not None or bool(t.skip_reasons) or bool(t.devices)
 
 
 def _v2_entry(t: TestMap, version: int) -> dict[str, Any]:
@@ -239,7 +255,8 @@ def _v2_entry(t: TestMap, version: int) -> dict[str, Any]:
     out = {"complete": t.complete, "items": t.items, "ran": t.ran, "opened": sorted(t.opened),
            "executed": {p: format_lines(lines.get(p, ())) for p in sorted(t.executed)}}
     if version == 3:
-        facts = {"duration_s": t.duration_s, "outcome": t.outcome, "skip_reasons": list(t.skip_reasons)}
+        facts = {"duration_s": t.duration_s, "outcome": t.outcome, "skip_reasons": list(t.skip_reasons),
+                 "devices": list(t.devices), "device_evidence": list(t.device_evidence)}
         out.update((k, v) for k, v in facts.items() if v not in (None, []))
     return out
 

@@ -12,6 +12,7 @@ test file's lines are asserted against line numbers known by construction.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -279,13 +280,17 @@ def test_version_3_facts_round_trip_and_malformed_ones_are_refused() -> None:
     from ci.selection.depmap_format import dump_depmap
 
     entry = {"complete": True, "items": 1, "ran": 1, "executed": {"pkg/a.py": "1-2"}, "opened": [],
-             "duration_s": 1.5, "outcome": "skipped", "skip_reasons": ["no gpu"]}
+             "duration_s": 1.5, "outcome": "skipped", "skip_reasons": ["no gpu"], "devices": ["cuda", "triton"],
+             "device_evidence": ["torch.cuda.init"]}
     text = json.dumps({"format": "ci-depmap", "version": 3, "tier": None, "recorded_at": "2026-12-06T00:00:00+00:00",
                        "sha": None, "shared": {}, "tests": {"tests/test_a.py": entry}})
     depmap = parse_depmap(text, "m.json")
     assert parse_depmap(dump_depmap(depmap), "again.json") == depmap
     assert depmap.tests["tests/test_a.py"].skip_reasons == ("no gpu",)
-    for key, bad in (("duration_s", -1), ("duration_s", "1"), ("outcome", "flaky"), ("skip_reasons", "no gpu")):
+    assert depmap.tests["tests/test_a.py"].devices == ("cuda", "triton")
+    for key, bad in (("duration_s", -1), ("duration_s", "1"), ("outcome", "flaky"), ("skip_reasons", "no gpu"),
+                     ("devices", ["tpu"]), ("devices", ["triton", "cuda"]), ("devices", "cuda"),
+                     ("device_evidence", [1])):
         with pytest.raises(DepmapError, match=rf"m\.json: .*tests\['tests/test_a\.py'\]\.{key} "):
             parse_depmap(text.replace(json.dumps(entry), json.dumps({**entry, key: bad})), "m.json")
 
@@ -312,3 +317,78 @@ def test_a_process_is_the_test_file_its_command_line_runs(project: Path, argv: l
     from ci.observe.argv_test_file import test_file_of
 
     assert test_file_of(argv, str(project), str(project), "tests|test_*.py") == found
+
+
+DEVICE_FILES = {
+    "tests/test_cuda.py": "import torch\n\n\ndef test_device():\n    torch.cuda.current_device()\n",
+    "tests/test_guarded.py": "import pytest\nimport torch\n\n\n"
+                             "@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA is not available')\n"
+                             "def test_gpu():\n    torch.ones(1, device='cuda')\n",
+    "tests/test_kernel.py": """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def test_kernel():
+    x = torch.zeros(4)
+    add_one[(1,)](x, 4, BLOCK=4)
+    assert x.tolist() == [1.0] * 4
+""",
+    "tests/test_cpu.py": "import torch\n\n\ndef test_sum():\n    assert torch.ones(3).sum().item() == 3\n",
+}
+
+
+def test_devices_touched_or_wanted_are_facts_and_init_and_tiers_move_put_them_on_a_gpu_tier(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    root = tmp_path / "project"
+    write_project(root, DEVICE_FILES)
+    os.environ["TRITON_INTERPRET"] = "1"  # the kernel runs on this CPU: it still counts as "triton"
+    try:
+        proc, facts = _observe(sys.executable, root, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "-p", "no:randomly", "tests")
+    finally:
+        del os.environ["TRITON_INTERPRET"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # test_cuda fails on a CPU torch
+    tests = facts["tests"]
+    assert tests["tests/test_cuda.py"]["devices"] == ["cuda"]
+    assert tests["tests/test_cuda.py"]["device_evidence"] == [
+        "torch.cuda.init failed: Torch not compiled with CUDA enabled"]
+    assert tests["tests/test_guarded.py"]["device_evidence"] == ["skip: CUDA is not available"]
+    assert tests["tests/test_kernel.py"]["devices"] == ["triton"]
+    assert tests["tests/test_kernel.py"]["device_evidence"] == ["triton interpret tests/test_kernel.py:add_one"]
+    assert "devices" not in tests["tests/test_cpu.py"]
+    out = tmp_path / "facts.json"
+    env = {**clean_env(), "PYTHONPATH": str(REPO)}
+    (root / "registry.yaml").unlink()
+    init = subprocess.run([sys.executable, "-m", "ci", "--root", str(root), "init", "--observed", str(out)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert init.returncode == 0, init.stdout + init.stderr
+    assert "observed gpu: tests/test_kernel.py: triton: triton interpret tests/test_kernel.py:add_one; manual" in init.stdout
+    from ci.registry import Status, load_registry
+
+    registry = load_registry(root / "registry.yaml")
+    gpu = {"tests/test_cuda.py", "tests/test_guarded.py", "tests/test_kernel.py"}
+    for path, entry in registry.tests.items():
+        assert (entry.status == Status.MANUAL) == (path in gpu), path
+        assert entry.est_time == math.ceil(tests[path]["duration_s"] * 1.1) or entry.est_time == 1
+    assert registry.tests["tests/test_cuda.py"].timeout == 120  # max(120, 4 x est_time)
+    assert "Torch not compiled with CUDA enabled" in registry.tests["tests/test_cuda.py"].reason
+    write_project(root, DEVICE_FILES)  # back to every file active on cpu, and a GPU tier to move to
+    text = (root / "registry.yaml").read_text()
+    (root / "registry.yaml").write_text(text.replace("tiers:\n", "tiers:\n  gpu: {description: gpu, runner_labels: [gpu], gpu_count: 1, arch: sm_90}\n", 1))
+    move = subprocess.run([sys.executable, "-m", "ci", "--root", str(root), "tiers", "move", "--to", "gpu",
+                           "--observed", str(out)], env=env, capture_output=True, text=True, timeout=120)
+    assert move.returncode == 0, move.stdout + move.stderr
+    assert "tests/test_guarded.py: [cpu] -> [gpu]; timeout 120" in move.stdout
+    assert "observed cuda: skip: CUDA is not available" in move.stdout
+    moved = load_registry(root / "registry.yaml")
+    assert {p for p, e in moved.tests.items() if e.tiers == ("gpu",)} == gpu
+    assert moved.tests["tests/test_cpu.py"].tiers == ("cpu",)
