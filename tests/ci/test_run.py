@@ -208,9 +208,10 @@ def test_run_tier_passes_writes_junit_and_step_summary(repo, capfd, monkeypatch)
 
 @pytest.mark.parametrize("ini, shown", [("", "worker: serial"), ("addopts = -p no:xdist\n", "worker: serial"),
                                         ("addopts = -n 2\n", "2 workers [1 item]")])
-def test_run_leaves_the_workers_to_the_projects_pytest_config(repo, capfd, ini: str, shown: str):
+def test_run_leaves_the_workers_to_the_projects_pytest_config(repo, capfd, monkeypatch, ini: str, shown: str):
     """No --workers: no -n from ci run. A config that says nothing runs serially, one that turns
     xdist off is not contradicted (pytest used to refuse the added -n), one with -n gets it."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # set when this test runs in an xdist worker
     (repo / "pytest.ini").write_text(f"[pytest]\n{ini}")
     (repo / "tests" / "test_alpha.py").write_text(
         "import os\n\ndef test_where():\n    print('worker:', os.environ.get('PYTEST_XDIST_WORKER', 'serial'))\n")

@@ -91,7 +91,9 @@ def test_the_pull_request_is_ingested_unscored_and_judged(store_location: str, w
                       tmp_path / "scratch", shell=BASH)
     assert result.returncode == 0, result.stderr
     text = summary.read_text()
-    assert text.startswith("### Is this red mine?\n```\nPR #42 at 00000ff (gpu_h100): 2 passed, 1 failed: new")
+    # the store holds no run of main: the failure is not judged, never called the PR's own
+    assert text.startswith("### Is this red mine?\n```\nPR #42 at 00000ff (gpu_h100): 2 passed, 1 failed: "
+                           "not judged (no history to compare with)")
     assert "tests/a/test_a.py::test_bad [gpu_h100]" in text and "AssertionError: expected 3 tokens, got 4" in text
 
 
