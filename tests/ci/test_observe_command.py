@@ -345,17 +345,17 @@ def test_kernel():
 }
 
 
-def test_devices_touched_or_wanted_are_facts_and_init_and_tiers_move_put_them_on_a_gpu_tier(tmp_path: Path) -> None:
+def test_devices_touched_or_wanted_are_facts_and_init_and_tiers_move_put_them_on_a_gpu_tier(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     root = tmp_path / "project"
     write_project(root, DEVICE_FILES)
-    os.environ["TRITON_INTERPRET"] = "1"  # the kernel runs on this CPU: it still counts as "triton"
-    try:
-        proc, facts = _observe(sys.executable, root, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "-p", "no:randomly", "tests")
-    finally:
-        del os.environ["TRITON_INTERPRET"]
+    # The kernel runs on this CPU: it still counts as "triton". monkeypatch puts back what the worker
+    # had (tests/quant's conftest sets it for the whole worker process; deleting it broke them).
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    proc, facts = _observe(sys.executable, root, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", "tests")
     assert proc.returncode == 1, proc.stdout + proc.stderr  # test_cuda fails on a CPU torch
     tests = facts["tests"]
     assert tests["tests/test_cuda.py"]["devices"] == ["cuda"]
