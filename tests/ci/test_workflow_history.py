@@ -131,7 +131,7 @@ exec python3 "$@"
     result = run_step(step["run"], env, work, tmp_path / "scratch", shell=BASH)
     assert result.returncode == 0, result.stderr
     argv, flag = json.loads(record.read_text())
-    assert argv == ["-m", "ci", "run", "--tier", "gpu_h100", "--workers", "auto", "--junit", "reports/quarantined-gpu_h100.xml",
+    assert argv == ["-m", "ci", "run", "--tier", "gpu_h100", "--workers", "1", "--junit", "reports/quarantined-gpu_h100.xml",
                     "tests/test_q.py"] and flag == "1"
     record.unlink()
     (work / "registry.yaml").write_text((work / "registry.yaml").read_text().replace("status: quarantined, "

@@ -347,12 +347,18 @@ def test_shard_step_passes_the_plans_durations_to_ci_run(use_durations, tmp_path
     step = step_named(gpu, "Run shard")
     assert step["env"]["USE_DURATIONS"] == "${{ needs.plan.outputs.durations }}"
     assert gpu["defaults"]["run"]["shell"] == "bash"
+    assert step["env"]["TESTS"] == "${{ matrix.tests }}" and step["env"]["EVENT"] == "${{ github.event_name }}"
     env = {"TIER": "gpu_h100", "SHARD": "2", "SHARDS": "3", "BASE_REF": "main", "USE_DURATIONS": use_durations,
-           "RECORD_DEPMAP": "true"}
+           "RECORD_DEPMAP": "true", "EVENT": "schedule", "TESTS": "tests/quant/test_a.py tests/quant/test_b.py"}
     args = ci_run_args(step["run"], env, tmp_path)
     assert (args.tier, args.shard, args.junit, args.paths) == ("gpu_h100", "2/3", "reports/junit-gpu_h100-2.xml", [])
     assert args.durations == (DURATIONS_FILE if use_durations == "true" else None)
     assert args.base is None and args.record_depmap == "reports/depmap-gpu_h100-2-of-3.json"
+    assert args.workers == "1"  # the job's GPUs serve one test at a time
+    # a push: the files its plan put in this shard (selected from the push's changes), not 2/3 of the tier
+    args = ci_run_args(step["run"], {**env, "EVENT": "push"}, tmp_path / "push")
+    assert (args.shard, args.paths) == (None, ["tests/quant/test_a.py", "tests/quant/test_b.py"])
+    assert args.record_depmap == "reports/depmap-gpu_h100-2-of-3.json" and args.workers == "1"
 
 
 def test_durations_cache_is_saved_and_restored_under_one_path_and_prefix():
@@ -383,3 +389,15 @@ def test_durations_cache_is_saved_and_restored_under_one_path_and_prefix():
         assert download["with"]["path"] == str(Path(DURATIONS_FILE).parent)
         assert upload["if"] == "${{ " + " || ".join(f"{p}.outputs.durations == 'true'" for p in plans) + " }}"
         assert download["if"] == "${{ needs.plan.outputs.durations == 'true' }}"
+
+
+@pytest.mark.parametrize("labels,workers", [('["self-hosted", "gpu-h100"]', "1"), ('"ubuntu-latest"', "auto")])
+def test_rerun_dispatch_runs_one_worker_on_a_gpu_runner(labels, workers, tmp_path):
+    """A self-hosted (GPU) runner's tests share its GPUs one at a time: one xdist worker (a test
+    killed at its timeout still ends only its worker); a hosted runner uses every core."""
+    job = load_workflow(WORKFLOW_DIR / "rerun-test-dispatch.yml")["jobs"]["run"]
+    step = step_named(job, "Run the requested tests")
+    assert step["env"]["RUNNER_LABELS"] == "${{ inputs.runner }}"
+    args = ci_run_args(step["run"], {"TIER": "gpu_h100", "TESTS": "tests/a.py tests/b.py", "RUNNER_LABELS": labels},
+                       tmp_path)
+    assert (args.tier, args.workers, args.paths) == ("gpu_h100", workers, ["tests/a.py", "tests/b.py"])
