@@ -5,8 +5,10 @@ A tiny project is recorded under ``.venv-py312`` (`ci.bootstrap` provisions it) 
 tracer, the oracle: every test file's executed lines must be the same. ``pkg/work.py``'s
 ``common`` runs in two test files (sysmon disables a line's event after its first call; each
 context must see it again); a Python server child is stopped by SIGTERM (saved: a complete entry)
-and another by SIGKILL (it cannot save: never a complete entry). Recording must not change the
-project's outcomes.
+and another by SIGKILL, as SGLang's ``kill_process_tree`` stops its servers (the killing test
+asks it to flush first: a complete entry with the server's lines), and a third by a SIGKILL
+sent by a process outside the recording (nothing asked it: never a complete entry). Recording
+must not change the project's outcomes.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ FILES = {
                        "    assert common(1) == 0\n",
     "tests/test_term.py": STOPPED.format(name="term", signal="SIGTERM"),
     "tests/test_zkill.py": STOPPED.format(name="kill", signal="SIGKILL"),
+    # the kill comes from `kill`, a program outside the recording: no one asks the server to flush
+    "tests/test_zzoutside.py": STOPPED.format(name="outside", signal="SIGKILL").replace(
+        "child.send_signal(signal.SIGKILL)", "subprocess.run(['kill', '-KILL', str(child.pid)], check=True)"),
 }
 
 
@@ -118,7 +123,7 @@ def test_auto_picks_sysmon_on_312_and_it_runs_there() -> None:
 def test_sysmon_records_each_test_files_lines_as_the_c_tracer_does(recorded) -> None:
     sysmon, ctrace = recorded["sysmon"][0], recorded["ctrace"][0]
     assert sorted(sysmon) == sorted(ctrace) == ["tests/test_a.py", "tests/test_b.py", "tests/test_term.py",
-                                                  "tests/test_zkill.py"]
+                                                  "tests/test_zkill.py", "tests/test_zzoutside.py"]
     for test in sysmon:
         assert sysmon[test]["executed"] == ctrace[test]["executed"], test
     # by construction: common's body in both test files, though test_a's context saw it first
@@ -127,16 +132,17 @@ def test_sysmon_records_each_test_files_lines_as_the_c_tracer_does(recorded) -> 
     assert sysmon["tests/test_a.py"]["executed"]["pkg/work.py"] == "1-5,8-9,12"
 
 
-def test_a_server_stopped_by_sigterm_saves_and_one_killed_leaves_its_entry_partial(recorded) -> None:
+def test_a_server_stopped_by_sigterm_or_sigkill_from_its_test_saves_its_lines(recorded) -> None:
     tests = recorded["sysmon"][0]
-    assert tests["tests/test_term.py"]["complete"] is True
-    assert tests["tests/test_term.py"]["executed"]["pkg/server.py"] == "1,3,6-8,11-12"  # the child's lines
-    assert tests["tests/test_zkill.py"]["complete"] is False
+    for stopped in ("tests/test_term.py", "tests/test_zkill.py"):
+        assert tests[stopped]["complete"] is True, stopped
+        assert tests[stopped]["executed"]["pkg/server.py"] == "1,3,6-8,11-12", stopped  # the child's lines
+    assert tests["tests/test_zzoutside.py"]["complete"] is False  # killed unasked: its lines are lost
     assert tests["tests/test_a.py"]["complete"] is tests["tests/test_b.py"]["complete"] is True
 
 
 def test_recording_does_not_change_the_outcomes(recorded) -> None:
-    assert recorded["sysmon"][1].split(" in ")[0] == recorded["plain"][1].split(" in ")[0] == "4 passed"
+    assert recorded["sysmon"][1].split(" in ")[0] == recorded["plain"][1].split(" in ")[0] == "5 passed"
 
 
 def test_sysmon_by_name_is_refused_where_it_cannot_run() -> None:
