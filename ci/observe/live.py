@@ -50,6 +50,7 @@ FLUSH_WAIT = 5.0
 _POLL = 0.02
 _LIVE, _KILLED, _REQUEST, _FLUSHES, _STOPPED = "live.", "killed.", "flush.", "flushes.", "stopped."
 _UNHEARD = "unheard."
+_WRITING = "writing."  # a mark being written; never read
 _GUARDED = (signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT)
 _SETTLE = 0.5  # how long a SIGSTOP just sent may take to show in /proc
 _STOP = b"stop"  # what a request says when the asker is another process: stop once flushed
@@ -60,10 +61,21 @@ _asking_lock = threading.Lock()
 
 
 def mark_live(parts: str, test: str, flushes: bool) -> None:
-    """Mark this process live for ``test``; ``flushes``: a thread flushes its lines on request."""
+    """Mark this process live for ``test``; ``flushes``: a thread flushes its lines on request.
+
+    The mark is written whole under a temporary name and renamed into place: a process killed in
+    the middle (``Pool.__exit__`` terminates workers just forked) leaves no mark, having run
+    nothing of the test yet, where a mark created empty would name no test file and make every
+    entry of the map not complete. A mark that cannot be written whole (a full disk) is left
+    empty on purpose: whose lines may be lost is then unknown."""
     pid = os.getpid()
+    mark, whole = Path(parts, f"{_LIVE}{pid}"), Path(parts, f"{_WRITING}{_LIVE}{pid}")
     try:
-        Path(parts, f"{_LIVE}{pid}").write_text(test, encoding="utf-8")
+        try:
+            whole.write_text(test, encoding="utf-8")
+            os.replace(whole, mark)
+        except OSError:
+            mark.touch()
         if flushes:
             Path(parts, f"{_FLUSHES}{pid}").write_text("", encoding="utf-8")
     except OSError:

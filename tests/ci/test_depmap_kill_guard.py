@@ -329,3 +329,43 @@ def test_a_recording_that_ends_while_its_guard_waits_ends_the_wait_quietly(tmp_p
     live.flush_before(str(parts), [NOBODY], stopping=False)  # never raises for the file system
     ending.join()
     assert parts.is_file()
+
+
+_MARK_IN_A_CHILD = textwrap.dedent("""\
+    import os, resource, signal, sys
+    from ci.observe import live
+    opened = []
+    sys.addaudithook(lambda event, args: opened.append((event, str(args[0]), str(args[1])))
+                     if event == "open" and "live." in str(args[0]) else None)
+    if sys.argv[2] == "full":  # a full disk: the mark's file can be created, not written
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    live.mark_live(sys.argv[1], "tests/test_x.py", flushes=False)
+    written = [path for _, path, mode in opened if "w" in mode or "a" in mode or "x" in mode]
+    print(os.getpid(), *written)
+    """)
+
+
+def _mark_in_a_child(parts: Path, disk: str) -> tuple[int, list[str]]:
+    out = subprocess.run([sys.executable, "-c", _MARK_IN_A_CHILD, str(parts), disk], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert out.returncode == 0, out.stderr
+    pid, *written = out.stdout.split()
+    return int(pid), written
+
+
+def test_a_live_mark_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    # Pool.__exit__ terminates workers that are still marking themselves live: a mark opened
+    # under its own name and cut off before its text is written named no test file, and made
+    # every entry of the map not complete (1 run in 12 of test_depmap_forked under load)
+    pid, written = _mark_in_a_child(tmp_path, "ok")
+    assert not [path for path in written if Path(path).name == f"live.{pid}"]  # only renamed into place
+    assert (tmp_path / f"live.{pid}").read_text() == "tests/test_x.py"
+    assert live.unsaved_tests(tmp_path) == {"tests/test_x.py"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"live.{pid}"]  # nothing half-written left beside it
+
+
+def test_a_live_mark_that_cannot_be_written_whole_is_left_empty_so_no_entry_is_complete(tmp_path: Path) -> None:
+    pid, _ = _mark_in_a_child(tmp_path, "full")
+    assert (tmp_path / f"live.{pid}").read_text() == ""
+    assert live.unsaved_tests(tmp_path) == {""}  # whose lines may be lost is unknown: the merge trusts no entry
