@@ -148,6 +148,8 @@ ATTEMPT_REGISTRY = REGISTRY.replace("tests/test_seed.py", "tests/test_attempts.p
 ATTEMPT_TESTS = '''\
 import os
 
+import pytest
+
 LOG = os.environ["ATTEMPT_LOG"]
 
 
@@ -164,6 +166,16 @@ def test_flake():
 
 def test_always():
     raise ValueError(["", "cache miss on warmup", "allocator out of memory"][attempt("always")])
+
+
+@pytest.fixture
+def device():
+    if attempt("setup") == 1:
+        raise OSError("setup could not reach the device")
+
+
+def test_setup_flake(device):
+    pass
 
 
 def test_unprintable():
@@ -187,7 +199,7 @@ def test_a_retried_attempt_keeps_its_own_error_into_the_store(tmp_path: Path, st
                                                               workers: str) -> None:
     proc, junit = run_pytest(tmp_path, ATTEMPT_REGISTRY, {"tests/test_attempts.py": ATTEMPT_TESTS},
                              "-p", "xdist", "-n", workers)
-    assert "1 failed, 2 passed" in proc.stdout and " 3 rerun " in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 failed, 3 passed" in proc.stdout and " 4 rerun " in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     top = ET.parse(junit).getroot()  # the file stays well-formed XML whatever the messages held
     props = [{p.get("name"): p.get("value") for p in case.iter("property")}
              for case in top.iter("testcase") if case.get("name") == "test_unprintable"]
@@ -202,6 +214,7 @@ def test_a_retried_attempt_keeps_its_own_error_into_the_store(tmp_path: Path, st
     nccl = "RuntimeError: NCCL timeout on rank 3"
     assert rows[("test_flake", 0)] == ("failed", "fail", nccl, *reversed(signature(nccl)))
     assert rows[("test_flake", 1)] == ("passed", "pass", "", "", "")
+    assert rows[("test_setup_flake", 0)][:3] == ("error", "fail", "OSError: setup could not reach the device")
     # every attempt failed, each with its own message: both kept, two signatures
     assert rows[("test_always", 0)][:3] == ("failed", "fail", "ValueError: cache miss on warmup")
     assert rows[("test_always", 1)][:3] == ("failed", "fail", "ValueError: allocator out of memory")
