@@ -153,12 +153,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     state = config.stash[_STATE]
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None:  # the JUnit is written here, not on an xdist worker
-        config.pluginmanager.register(AttemptRecorder(), "ci-attempts")
     if workerinput is not None:  # an xdist worker: the controller made the directory
         state.records = Path(workerinput["ci_timeout_records"]) if workerinput.get("ci_timeout_records") else None
-    elif any(e.timeout is not None for e in registry.tests.values()):
-        state.records, state.owns_records = Path(tempfile.mkdtemp(prefix="ci-timeouts-")), True
+    else:  # serial, or the xdist controller: where the JUnit is written
+        config.pluginmanager.register(AttemptRecorder(), "ci-attempts")
+        if any(e.timeout is not None for e in registry.tests.values()):
+            state.records, state.owns_records = Path(tempfile.mkdtemp(prefix="ci-timeouts-")), True
     if record.wanted():  # $CI_DEPMAP: record what each test file executes (docs/selection.md)
         recorder = record.DepmapRecorder(config, root, tier, lambda p: _relative_test_path(state, p))
         config.pluginmanager.register(recorder, "ci-depmap")
