@@ -37,7 +37,8 @@ nothing. Test files are those under the registry's ``project.test_roots`` whose 
 * ``reruns: N`` becomes ``pytest.mark.flaky(reruns=N, rerun_except=...)`` (pytest-rerunfailures)
   unless the test sets its own: a failure that is breakage (`ci.history.classify.RERUN_EXCEPT`:
   ImportError, ModuleNotFoundError, SyntaxError, a missing GPU) is never retried, so a rename
-  that breaks an import fails once instead of being rerun into looking flaky.
+  that breaks an import fails once instead of being rerun into looking flaky; every failed
+  attempt's error and text go into the JUnit report (`ci.pytest_attempts`).
 
 Files outside the test roots are left alone.
 """
@@ -60,6 +61,7 @@ import pytest
 from ci.history.classify import RERUN_EXCEPT, quarantined_reason
 from ci.running.hardware import LazyHardware
 from ci.observe import record
+from ci.pytest_attempts import AttemptRecorder
 from ci.running import proctree
 from ci.running.watchdog import KILL_GRACE, Watchdog, read_record
 from ci.registry import (
@@ -152,10 +154,11 @@ def pytest_configure(config: pytest.Config) -> None:
     state = config.stash[_STATE]
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:  # an xdist worker: the controller made the directory
-        shared = workerinput.get("ci_timeout_records")
-        state.records = Path(shared) if shared else None
-    elif any(e.timeout is not None for e in registry.tests.values()):
-        state.records, state.owns_records = Path(tempfile.mkdtemp(prefix="ci-timeouts-")), True
+        state.records = Path(workerinput["ci_timeout_records"]) if workerinput.get("ci_timeout_records") else None
+    else:  # serial, or the xdist controller: where the JUnit is written
+        config.pluginmanager.register(AttemptRecorder(), "ci-attempts")
+        if any(e.timeout is not None for e in registry.tests.values()):
+            state.records, state.owns_records = Path(tempfile.mkdtemp(prefix="ci-timeouts-")), True
     if record.wanted():  # $CI_DEPMAP: record what each test file executes (docs/selection.md)
         recorder = record.DepmapRecorder(config, root, tier, lambda p: _relative_test_path(state, p))
         config.pluginmanager.register(recorder, "ci-depmap")
@@ -287,14 +290,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
     budgeted = sorted({e.path for e in entries.values() if e is not None and e.timeout is not None})
-    if budgeted and not _has_pytest_timeout(config):
+    if budgeted and not any(getattr(p, "__name__", "") == "pytest_timeout" for p in config.pluginmanager.get_plugins()):
         raise pytest.UsageError(
             f"the registry gives {', '.join(budgeted[:3])}{' ...' if len(budgeted) > 3 else ''} a timeout, but "
             f"pytest-timeout is not loaded: install it (pip install pytest-timeout) or load it (-p pytest_timeout)")
-
-
-def _has_pytest_timeout(config: pytest.Config) -> bool:
-    return any(getattr(p, "__name__", "") == "pytest_timeout" for p in config.pluginmanager.get_plugins())
 
 
 def _apply(state: _State, item: pytest.Item, entry: TestEntry) -> None:

@@ -94,7 +94,7 @@ def kind_of(attempt: Attempt, classname: str, *, retried: bool, final_broken: bo
 def fingerprint(attempt: Attempt) -> tuple[str, str]:
     """``(12 hex digits, normalised text)`` of a failed attempt: the signature of its
     `ci.history.errors.error_line`, the same across tests, tiers and runs for one cause;
-    ``("", "")`` when it has no text (a retried attempt, whose text pytest's JUnit does not keep)."""
+    ``("", "")`` when it has no text (a retried attempt of a JUnit without `ci.pytest_attempts`)."""
     return signature(error_line(quarantined_failure(attempt) or attempt))
 
 

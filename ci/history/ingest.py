@@ -11,7 +11,9 @@ Contract:
   nothing and says so (``added=False``). Two ingesters of the same report at once: one adds it, the
   other finds it (the key is UNIQUE; the second waits for the first's transaction).
 - Every attempt is a row: pytest-rerunfailures' reruns are stored with ``retried`` set and the
-  kind `ci.history.classify.kind_of` gives them, so a retry is never mistaken for a clean pass.
+  kind `ci.history.classify.kind_of` gives them, so a retry is never mistaken for a clean pass. A
+  retried attempt with its own text (`ci.pytest_attempts`) gets its error line, signature and
+  infra cause exactly as a final failure does.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def case_rows(case: CaseResult) -> list[CaseRow]:
         error, infra = (error_line(shown), infra_kind(shown)) if shown is not None else ("", "")
         fp, text = signature(error)  # what `fingerprint(attempt)` is, without reading the text twice
         if failed and retried and not (attempt.message or attempt.detail):
-            infra = final_infra  # pytest keeps no text of a rerun attempt: it failed as the last one did
+            infra = final_infra  # a rerun attempt with no text of its own (no `ci.pytest_attempts`): as the last
         rows.append(CaseRow(node, case.file, index, attempt.outcome, kind, attempt.time, retried, fp,
                             text.replace("\x00", "\ufffd"), error.replace("\x00", "\ufffd"), infra))
     return rows

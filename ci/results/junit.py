@@ -8,9 +8,11 @@ Contract:
 - pytest-rerunfailures writes one ``<testcase>`` per attempt with the same id; the *last* one is
   the outcome, the earlier ones count as reruns, and all attempts' times are summed (that is the
   time the file really cost). Each attempt is kept in ``CaseResult.attempts`` with its own outcome
-  and failure text; pytest writes a rerun attempt as an empty ``<testcase>`` (its failure text is
-  lost), so an earlier attempt reads ``passed`` unless its element says otherwise: it was rerun,
-  so it failed (`ci.history` counts it so).
+  and failure text; pytest writes a rerun attempt as an empty ``<testcase>``. `ci.pytest_attempts`
+  gives it the ``ci.attempt.*`` properties (outcome, error line, text), read here as that
+  attempt's outcome, ``message`` and ``detail``; an element without them (another plugin's
+  report, or one written before) reads ``passed``: it was rerun, so it failed (`ci.history`
+  counts it so). A ``<failure>``/``<error>`` child, when there is one, is read before them.
 - Collection errors (``classname=""``, ``name="tests.test_x"``) become an ``error`` for that file.
 - Paths are mapped to the repository: pytest writes them relative to its rootdir, the folder of the
   configuration file it ran with (``test/`` for a ``test/pytest.ini``), not the repository root. A
@@ -44,6 +46,8 @@ class JUnitError(ValueError):
 
 # How much of a failure's text an `Attempt` keeps (the end: the exception line is last).
 MAX_DETAIL_CHARS = 4000
+# Testcase properties `ci.pytest_attempts` writes on each failed attempt.
+ATTEMPT_OUTCOME, ATTEMPT_ERROR, ATTEMPT_TEXT = "ci.attempt.outcome", "ci.attempt.error", "ci.attempt.text"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +176,11 @@ def _attempt(case: ET.Element, seconds: float) -> Attempt:
         child = children.get(tag)
         if child is not None:
             return Attempt(outcome, seconds, child.get("message", ""), (child.text or "")[-MAX_DETAIL_CHARS:])
+    recorded = {p.get("name"): p.get("value") or "" for p in case.iterfind("properties/property")}
+    outcome = recorded.get(ATTEMPT_OUTCOME)
+    if outcome in (FAILED, ERROR):
+        return Attempt(outcome, seconds, recorded.get(ATTEMPT_ERROR, "")[:MAX_DETAIL_CHARS],
+                       recorded.get(ATTEMPT_TEXT, "")[-MAX_DETAIL_CHARS:])
     return Attempt(PASSED, seconds)
 
 

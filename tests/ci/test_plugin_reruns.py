@@ -2,20 +2,30 @@
 on a file with ``reruns: 2`` whose tests raise ImportError, ModuleNotFoundError, SyntaxError, a
 missing-GPU RuntimeError, and a plain flaky AssertionError. Each attempt appends a line to a file,
 so what ran is counted outside pytest's own report, and the JUnit is read back through the history
-classifier."""
+classifier. Then every attempt's own text (`ci.pytest_attempts`): a real pytest, serial and under
+xdist, whose retried attempts' errors reach the store (SQLite and a real PostgreSQL)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ci.history.ingest import case_rows
-from ci.results.junit import parse_junit
+import pytest
+
+from ci.history.classify import signature
+from ci.history.ingest import case_rows, ingest, prepare
+from ci.history.model import RunIdentity
+from ci.history.store import open_store
+from ci.pytest_attempts import MAX_ATTEMPT_CHARS, bounded
+from ci.results.junit import ATTEMPT_TEXT, parse_junit
+from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.tree_testutil import CPU_REGISTRY_HEAD
 
 ROOT = Path(__file__).resolve().parents[2]
+IDENTITY = RunIdentity("acme/gpu", "abc1234", "push", "cpu")
 
 REGISTRY = CPU_REGISTRY_HEAD + """\
   tests/test_seed.py:
@@ -129,3 +139,99 @@ def test_the_plugin_imports_nothing_above_its_layer() -> None:
     plugin = layer_of("ci/pytest_plugin.py")
     above = [t for t in targets if (layer_of(t) or 0) > plugin]
     assert above == [], [(t, LAYERS[layer_of(t)][0]) for t in above]
+
+
+# --- every attempt's text in the JUnit (ci.pytest_attempts) -> the history ----------------------
+
+ATTEMPT_REGISTRY = REGISTRY.replace("tests/test_seed.py", "tests/test_attempts.py").replace("reruns: 2", "reruns: 1")
+
+ATTEMPT_TESTS = '''\
+import os
+
+import pytest
+
+LOG = os.environ["ATTEMPT_LOG"]
+
+
+def attempt(name):
+    with open(LOG, "a") as f:
+        f.write(name + "\\n")
+    return sum(1 for line in open(LOG) if line == name + "\\n")
+
+
+def test_flake():
+    if attempt("flake") == 1:
+        raise RuntimeError("NCCL timeout on rank 3")
+
+
+def test_always():
+    raise ValueError(["", "cache miss on warmup", "allocator out of memory"][attempt("always")])
+
+
+@pytest.fixture
+def device():
+    if attempt("setup") == 1:
+        raise OSError("setup could not reach the device")
+
+
+def test_setup_flake(device):
+    pass
+
+
+def test_unprintable():
+    if attempt("unprintable") == 1:
+        # undecodable bytes only serially: xdist (execnet) cannot send a report holding them at all
+        odd = "" if os.environ.get("PYTEST_XDIST_WORKER") else b"\\xff\\xfe".decode("utf-8", "surrogateescape")
+        raise RuntimeError("bad \\x00\\x1b[31m" + odd + "y" * 1_000_000 + " end")
+'''
+
+
+def stored(location: str) -> dict[tuple[str, int], tuple[str, str, str, str, str]]:
+    """{(test name, attempt): (outcome, kind, error, message, fingerprint)} as the store returns them."""
+    with open_store(location, create=False) as store:
+        rows = store.fetchall("SELECT n.node, c.attempt, c.outcome, c.kind, c.error, c.message, c.fingerprint "
+                              "FROM cases c JOIN nodes n ON n.id = c.node_id")
+    return {(node.rsplit("::", 1)[1], int(attempt)): (o, k, e, m, f) for node, attempt, o, k, e, m, f in rows}
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_retried_attempt_keeps_its_own_error_into_the_store(tmp_path: Path, store_location: str,
+                                                              workers: str) -> None:
+    proc, junit = run_pytest(tmp_path, ATTEMPT_REGISTRY, {"tests/test_attempts.py": ATTEMPT_TESTS},
+                             "-p", "xdist", "-n", workers)
+    assert "1 failed, 3 passed" in proc.stdout and " 4 rerun " in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    top = ET.parse(junit).getroot()  # the file stays well-formed XML whatever the messages held
+    props = [{p.get("name"): p.get("value") for p in case.iter("property")}
+             for case in top.iter("testcase") if case.get("name") == "test_unprintable"]
+    assert [len(p) for p in props] == [3, 0]  # the retried attempt has them, the pass none
+    for value in props[0].values():
+        assert len(value) <= MAX_ATTEMPT_CHARS and "\x00" not in value and "\x1b" not in value
+    assert "characters cut ...]" in props[0][ATTEMPT_TEXT] and props[0][ATTEMPT_TEXT].rstrip().endswith("RuntimeError")
+
+    with open_store(store_location) as store:
+        assert ingest(store, prepare(junit, IDENTITY, root=tmp_path)).added
+    rows = stored(store_location)
+    nccl = "RuntimeError: NCCL timeout on rank 3"
+    assert rows[("test_flake", 0)] == ("failed", "fail", nccl, *reversed(signature(nccl)))
+    assert rows[("test_flake", 1)] == ("passed", "pass", "", "", "")
+    assert rows[("test_setup_flake", 0)][:3] == ("error", "fail", "OSError: setup could not reach the device")
+    # every attempt failed, each with its own message: both kept, two signatures
+    assert rows[("test_always", 0)][:3] == ("failed", "fail", "ValueError: cache miss on warmup")
+    assert rows[("test_always", 1)][:3] == ("failed", "fail", "ValueError: allocator out of memory")
+    assert rows[("test_always", 0)][4] != rows[("test_always", 1)][4] != ""
+    outcome, kind, error, message, fingerprint = rows[("test_unprintable", 0)]
+    assert (outcome, kind) == ("failed", "fail") and fingerprint
+    odd = "#xDCFF#xDCFE" if workers == "0" else ""
+    assert error.startswith(f"RuntimeError: bad #x00#x1B[31m{odd}yyy") and len(error) <= MAX_ATTEMPT_CHARS
+
+
+def test_bounded_cuts_visibly_to_the_limit() -> None:
+    for size in (4000, 4001, 4100, 10_000, 1_000_000):
+        text = "a" * (size // 2) + "b" * (size - size // 2)
+        out = bounded(text)
+        assert len(out) == min(size, MAX_ATTEMPT_CHARS)
+        if size > MAX_ATTEMPT_CHARS:
+            marker = out[out.index("\n[... "):out.index(" ...]\n") + 6]
+            assert out.startswith("a") and out.endswith("b")
+            assert marker == f"\n[... {size - (MAX_ATTEMPT_CHARS - len(marker))} characters cut ...]\n"
+    assert bounded("nul \x00 esc \x1b tab\t") == "nul #x00 esc #x1B tab\t"
