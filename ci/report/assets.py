@@ -47,8 +47,8 @@ text-overflow:ellipsis}
 .vgrid .t{width:90px}.vgrid .nm{width:300px}.vgrid .num{width:76px;text-align:right}.vgrid .spc{width:190px}
 .vgrid .drift{width:130px}
 .nm{max-width:300px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-.mid{display:flex}.mid .hd{flex:0 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis}
-.mid .tl{flex:0 0 auto;max-width:75%;overflow:hidden;text-overflow:ellipsis;direction:rtl}
+.mid{display:flex}.mid .hd{flex:0 0 auto;max-width:25%;overflow:hidden;text-overflow:ellipsis}
+.mid .tl{flex:0 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis;direction:rtl}
 .mid .tl>span{direction:ltr;unicode-bidi:isolate}
 .vgrid .err{flex:none;width:300px;padding:0 6px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;
 font:12px/20px ui-monospace,Menlo,Consolas,monospace}
@@ -94,8 +94,8 @@ header{padding:8px}main{padding:0 8px 16px}
 #filters{position:static}
 #filters input[type=search]{width:100%}
 .legend{font-size:11px}
-.vgrid .t{width:52px}.vgrid .nm{width:150px}.vgrid .since{width:84px}
-.mid .tl{max-width:100%}
+.vgrid .t{width:52px}.vgrid .nm{width:170px}.vgrid .since{width:64px}
+.mid .hd{flex:0 1 auto;min-width:0;max-width:none}.mid .tl{flex:0 0 auto;max-width:100%}
 .vgrid .err{order:1}
 }
 """

@@ -46,9 +46,9 @@ def link(url: str, label: str) -> str:
 
 
 def name_cell(name: str) -> str:
-    """A static table's name cell: the last path part kept whole, the folders cut first (the
-    grids' script does the same); the whole name in its text and ``title``."""
-    cut = name.rfind("/") + 1
+    """A static table's name cell: its first folder, then as much of its end as fits, the middle
+    cut (the grids' script does the same); the whole name in its text and ``title``."""
+    cut = name.find("/") + 1
     head = f'<span class="hd">{esc(name[:cut])}</span>' if cut else ""
     return (f'<td class="nm" title="{esc(name)}"><span class="mid">{head}<span class="tl"><span>{esc(name[cut:])}'
             "</span></span></span></td>")

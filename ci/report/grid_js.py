@@ -112,12 +112,12 @@ var HUD = (function(){
     place(); g.render(true);
     return g;
   }
-  // A name keeps its last path part whole: the folders give way first (middle ellipsis); the
-  // text is the whole name (copy, screen readers), and so is the title.
+  // A name keeps its first folder and as much of its end as fits: the middle gives way (the tail
+  // is cut at its start); the text is the whole name (copy, screen readers), and so is the title.
   function names(row, tier, file){
     row.dataset.tier = tier; row.dataset.file = file;
     row.appendChild(span('t', tier, 'rowheader'));
-    var nm = span('nm mid', '', 'rowheader'), cut = file.lastIndexOf('/') + 1; nm.title = file;
+    var nm = span('nm mid', '', 'rowheader'), cut = file.indexOf('/') + 1; nm.title = file;
     if (cut) nm.appendChild(span('hd', file.slice(0, cut)));
     var tl = span('tl', ''); tl.appendChild(span('', file.slice(cut))); nm.appendChild(tl); row.appendChild(nm);
   }

@@ -115,7 +115,7 @@ def test_a_failing_row_shows_its_error_line_inline_as_text(tab: Tab) -> None:
 
 def test_long_names_keep_their_distinguishing_tail(tab: Tab) -> None:
     assert LONG_A[:60] == LONG_B[:60] == PREFIX
-    wide = tab.eval("innerWidth") >= 1000  # at 390 px the column is narrow: the tail alone
+    wide = tab.eval("innerWidth") >= 1000  # under 700 px the end takes the whole column
     for name, tail in ((LONG_A, "decode_paged_kv.py"), (LONG_B, "prefill_ragged.py")):
         # a range of text is seen where it lies inside the span that clips it and inside the cell
         got = tab.eval(f"""(() => {{ const n = {_row(name)}.querySelector('.nm'), r = document.createRange(),
@@ -124,7 +124,7 @@ def test_long_names_keep_their_distinguishing_tail(tab: Tab) -> None:
             r.setStart(t, t.length - {len(tail)}); r.setEnd(t, t.length); const e = r.getBoundingClientRect();
             r.setStart(h, 0); r.setEnd(h, 5); const s = r.getBoundingClientRect();
             return [n.textContent, n.title, inside(e, tl) && inside(e, n), inside(s, hd) && inside(s, n), e.width > 0]; }})()""")
-        assert got == [name, name, True, wide, True], name  # the tail (and, wide, the first folder) in the box
+        assert got == [name, name, True, wide, True], name  # the end (and, wide, the first folder) in the box
 
 
 def test_the_page_fits_its_width(tab: Tab, tmp_path: Path) -> None:
