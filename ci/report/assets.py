@@ -24,13 +24,13 @@ CSS = """
 *{box-sizing:border-box}
 body{font:13px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink);margin:0;background:#fff}
 header{padding:10px 16px;border-bottom:1px solid var(--line);background:#fafafa}
-h1{font-size:18px;margin:0 0 4px}h2{font-size:15px;margin:18px 0 6px}
+h1{font-size:18px;margin:0 0 4px}h2{font-size:15px;margin:18px 0 6px;scroll-margin-top:56px}
 .meta{color:var(--muted)}
 nav a{margin-right:12px}
 main{padding:0 16px 24px}
-#filters{position:sticky;top:0;height:40px;background:#fff;padding:8px 0;border-bottom:1px solid var(--line);z-index:2}
-#filters label{margin-right:12px}
-#filters input[type=search]{width:30em}
+#filters{position:sticky;top:0;min-height:40px;background:#fff;padding:8px 0;border-bottom:1px solid var(--line);z-index:2;
+display:flex;flex-wrap:wrap;gap:4px 12px;align-items:center}
+#filters input[type=search]{width:30em;max-width:100%}
 table{border-collapse:collapse}
 th,td{padding:1px 6px;text-align:left;white-space:nowrap}
 thead th{position:sticky;top:40px;background:#fff;border-bottom:1px solid var(--line)}
@@ -47,6 +47,13 @@ text-overflow:ellipsis}
 .vgrid .t{width:90px}.vgrid .nm{width:300px}.vgrid .num{width:76px;text-align:right}.vgrid .spc{width:190px}
 .vgrid .drift{width:130px}
 .nm{max-width:300px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.mid{display:flex}.mid .hd{flex:0 0 auto;max-width:25%;overflow:hidden;text-overflow:ellipsis}
+.mid .tl{flex:0 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis;direction:rtl}
+.mid .tl>span{direction:ltr;unicode-bidi:isolate}
+.vgrid .err{flex:none;width:300px;padding:0 6px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;
+font:12px/20px ui-monospace,Menlo,Consolas,monospace}
+.i,.inf{background:#000;color:#F0E442}
+.vgrid .err.inf{font-weight:700}
 .vgrid .c,.vhead .r{flex:none;width:20px;padding:0;text-align:center}
 .vgrid .c,td.c{width:20px;min-width:20px;padding:0;text-align:center;font-weight:700;border:1px solid #fff}
 .vgrid .c{cursor:pointer}
@@ -58,7 +65,7 @@ text-overflow:ellipsis}
 color:var(--fail);font-weight:700}
 .vgrid .c[data-n]{position:relative}
 .vgrid .c[data-n]::after{content:attr(data-n);position:absolute;right:1px;top:-6px;font-size:8px;font-weight:400}
-#tip{position:fixed;z-index:5;max-width:560px;background:#fff;color:var(--ink);border:1px solid var(--ink);
+#tip{position:fixed;z-index:5;max-width:min(560px,100vw - 8px);background:#fff;color:var(--ink);border:1px solid var(--ink);
 padding:6px 8px;box-shadow:0 2px 8px rgba(0,0,0,.25);white-space:pre-wrap;overflow-wrap:anywhere}
 #tip[hidden]{display:none}
 #tip .tt{font-weight:700}#tip .tn,#tip .tm{font:12px ui-monospace,Menlo,Consolas,monospace}
@@ -79,6 +86,18 @@ svg text{font:11px system-ui,sans-serif}
 .sp line{stroke:#7f7f7f;stroke-dasharray:3 2;vector-effect:non-scaling-stroke}
 .count{color:var(--muted);font-weight:400;font-size:12px}
 .empty{color:var(--muted)}
+.wide{max-width:100%;overflow:auto}.wide thead th{top:0}
+#runners tr.bad td{font-weight:700}
+.atfault{margin:4px 0 0;font-weight:700}
+@media (max-width:700px){
+header{padding:8px}main{padding:0 8px 16px}
+#filters{position:static}
+#filters input[type=search]{width:100%}
+.legend{font-size:11px}
+.vgrid .t{width:52px}.vgrid .nm{width:170px}.vgrid .since{width:64px}
+.mid .hd{flex:0 1 auto;min-width:0;max-width:none}.mid .tl{flex:0 0 auto;max-width:100%}
+.vgrid .err{order:1}
+}
 """
 
 FILTER_JS = r"""

@@ -10,13 +10,17 @@ Contract:
   ordered (runs as ingested, then attempts) and the file's latest attempt decides: a final failure is ``fail`` (``broken``
   when a final attempt was broken), a pass after any failure in the run (a pytest-rerunfailures
   retry, or an earlier run attempt) is ``flaky``, all passed is ``pass``, all skipped is
-  ``skipped`` (the machine lacked the hardware). No result: ``quarantined`` or ``manual`` when the
+  ``skipped`` (the machine lacked the hardware). A final failure (fail or broken) whose every
+  failing test names a runner-level cause (the store's infra kind) is ``infra``. No result: ``quarantined`` or ``manual`` when the
   registry says so, else ``not-run``. A failing or flaky cell carries its `Failure`: the first
   failing test by node id and its error line (`failure_of`); the latest failure of a row failing
   now, and each failure of the pull request, carry their verdict (`ci.report.verdicts`).
 - Durations: a run's sample is the file's seconds in its latest attempt (reruns included), never
   a run where every test skipped; p50 and p90 are nearest-rank. Drift is the rule of
   ``ci durations``: p90 off est_time by more than 25 % and 5 s.
+- Runners: every runner with infra failures in `ci.history.runners.runner_health` (the rule and
+  numbers of the verdicts and the CLI, never re-derived here), the bad ones first; none on a store
+  older than the verdicts' schema.
 - Plans become timelines as given (the caller plans; nothing here reads git or the tree).
 """
 
@@ -29,12 +33,14 @@ from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
+from ci.history.runners import runner_health
 from ci.history.store import Store
 from ci.registry import Registry, Status, TestEntry
-from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar, DurationRow,
-                             Failure, FileRow, FlakyRow, PullTest, PullView, Report, Run, ShardLane, TierPlan)
+from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, INFRA, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar,
+                             DurationRow, Failure, FileRow, FlakyRow, PullTest, PullView, Report, Run, RunnerRow, ShardLane,
+                             TierPlan)
 from ci.report.query import (CommitRuns, FailureLine, FileResult, commit_authors, default_branch_commits, failure_lines,
-                             file_results, newest_repo, pull_request_reports)
+                             file_results, has_verdicts, newest_repo, pull_request_reports)
 from ci.report.triage import days_between, ordered, triage
 from ci.report.verdicts import CellFailure, judge_cells, pull_verdicts
 from ci.results.durations import p90
@@ -126,7 +132,18 @@ def build_report(store: Store, registry: Registry, plans: Sequence[Plan] = (), *
         runs=shown, rows=tuple(ordered(rows)),
         flaky=_flaky(store, registry, level, min_trials), durations=tuple(durations),
         plans=tuple(timeline(p) for p in plans),
-        pull=_pull(store, registry, repo, pr, pr_plans, changed) if pr is not None else None, level=level)
+        pull=_pull(store, registry, repo, pr, pr_plans, changed) if pr is not None else None, level=level,
+        runners=_runners(store))
+
+
+def _runners(store: Store) -> tuple[RunnerRow, ...]:
+    """The runners with infra failures, bad first, then by infra reports (see the module docstring)."""
+    if not has_verdicts(store):
+        return ()
+    found = [h for h in runner_health(store).values() if h.infra_reports]
+    found.sort(key=lambda h: (not h.bad, -h.infra_reports, h.runner))
+    return tuple(RunnerRow(h.runner, h.reports, h.infra_reports, h.infra_failures, h.kinds, h.bad, h.describe())
+                 for h in found)
 
 
 def _run(index: int, commit: CommitRuns, author: str) -> Run:
@@ -158,8 +175,9 @@ def _judged(store: Store, repo: str, rows: list[FileRow], lines: dict[tuple[str,
 def failure_of(status: str, column: int, pairs: Sequence[tuple[int, FailureLine]]) -> Failure | None:
     """Why a cell of ``status`` failed, from its commit's failed attempts (ordinal, line): for a
     final failure the latest attempt's final failures, for a flaky cell every failure; the first
-    failing node by id, and how many nodes failed. None when nothing failed."""
-    if status in (FAIL, BROKEN):
+    failing node by id, how many nodes failed, and the infra kind when every one names one.
+    None when nothing failed."""
+    if status in (FAIL, BROKEN, INFRA):
         latest = max((attempt for attempt, _ in pairs), default=0)
         chosen = [line for attempt, line in pairs if attempt == latest and line.final]
     elif status == FLAKY:
@@ -169,7 +187,14 @@ def failure_of(status: str, column: int, pairs: Sequence[tuple[int, FailureLine]
     if not chosen:
         return None
     first = min(chosen, key=lambda line: line.node)
-    return Failure(column, first.node, first.message, len({line.node for line in chosen}))
+    infra = first.infra if all(line.infra for line in chosen) else ""
+    return Failure(column, first.node, first.message, len({line.node for line in chosen}), infra=infra,
+                   runner=first.runner)
+
+
+def with_infra(status: str, failure: Failure | None) -> str:
+    """``infra`` for a final failure whose every failing test names a runner-level cause, else ``status``."""
+    return INFRA if status in (FAIL, BROKEN) and failure is not None and failure.infra else status
 
 
 def _rows(registry: Registry, grouped: dict[tuple[str, str], list[list[tuple[int, FileResult]]]],
@@ -189,11 +214,11 @@ def _rows(registry: Registry, grouped: dict[tuple[str, str], list[list[tuple[int
         if entry is not None and not entry.is_active:
             cells = [Cell(_inactive(entry), None) if c.status == NOT_RUN else c for c in cells]
         owner = entry.owner if entry else ""
-        statuses = tuple(c.status for c in cells)
+        found = [failure_of(c.status, i, lines.get((tier, path, i), ())) for i, c in enumerate(cells)]
+        statuses = tuple(with_infra(c.status, f) for c, f in zip(cells, found))
         state = triage(statuses)
         attempts = tuple(len({a for a, _ in r}) for r in results)
-        failures = tuple(f for f in (failure_of(c.status, i, lines.get((tier, path, i), ()))
-                                     for i, c in enumerate(cells)) if f is not None)
+        failures = tuple(f for f in found if f is not None)
         days = days_between(runs[state.since].started, runs[state.latest].started) if state.since >= 0 else 0.0
         rows.append(FileRow(tier, path, owner, entry.status.value if entry else "unregistered", statuses,
                             tuple(c.time for c in cells), state.state, state.since, state.streak, days, failures,
@@ -265,9 +290,10 @@ def _pull(store: Store, registry: Registry, repo: str, pr: int, plans: Sequence[
             if status == NOT_RUN and entry is not None and not entry.is_active:
                 status = _inactive(entry)  # no rerun command: the bot refuses manual and quarantined files
             failure = failure_of(status, 0, lines.get((tier, path), ()))
+            status = with_infra(status, failure)
             if failure is not None:
                 failure = replace(failure, verdict=verdicts.get((tier, failure.node), ""))
             tests.append(PullTest(tier, path, entry.owner if entry else "", selected, why, status,
                                   rerun_command(path, tier) if status == NOT_RUN and runnable else "", failure))
-    tests.sort(key=lambda t: 0 if t.status in (FAIL, BROKEN) else 1 if t.selected else 2)
+    tests.sort(key=lambda t: 0 if t.status in (FAIL, BROKEN, INFRA) else 1 if t.selected else 2)
     return PullView(pr, sha, tuple(changed), tuple(tests))

@@ -24,8 +24,8 @@ from collections import Counter
 
 from ci.report.model import FAILING_ROW, FLAKY_ROW, FileRow, Report, Run, TierPlan
 
-CLASS = {"pass": "p", "fail": "f", "flaky": "k", "broken": "b", "skipped": "s", "quarantined": "q", "manual": "m",
-         "not-run": "n"}
+CLASS = {"pass": "p", "fail": "f", "flaky": "k", "broken": "b", "infra": "i", "skipped": "s", "quarantined": "q",
+         "manual": "m", "not-run": "n"}
 GANTT_WIDTH, GANTT_LEFT, LANE = 900.0, 60, 16  # a plan's time axis in px, its lane labels' margin, a lane's height
 LEVELS = 60  # a sparkline point is one character: chr(65 + round(LEVELS * seconds / top)); " " is no sample
 
@@ -43,6 +43,15 @@ def link(url: str, label: str) -> str:
     """An ``<a>`` to ``url`` when it is http(s); otherwise only the escaped label, no link at all."""
     href = safe_url(url)
     return f'<a href="{esc(href)}">{esc(label)}</a>' if href else esc(label)
+
+
+def name_cell(name: str) -> str:
+    """A static table's name cell: its first folder, then as much of its end as fits, the middle
+    cut (the grids' script does the same); the whole name in its text and ``title``."""
+    cut = name.find("/") + 1
+    head = f'<span class="hd">{esc(name[:cut])}</span>' if cut else ""
+    return (f'<td class="nm" title="{esc(name)}"><span class="mid">{head}<span class="tl"><span>{esc(name[cut:])}'
+            "</span></span></span></td>")
 
 
 _RUNS_PATH = "/actions/runs/"
@@ -74,14 +83,15 @@ _STATE_CODE = {FAILING_ROW: "f", FLAKY_ROW: "k"}
 def _extra(row: FileRow) -> dict[str, object] | None:
     """A matrix row's fifth element (see the module docstring), or None for an OK row of single
     attempts: ``k`` state (f failing, k flaky), ``s`` failing-since column, ``n`` streak, ``d``
-    days, ``x`` ``{column: [node, message, failed tests, verdict]}``, ``a`` attempts per column."""
+    days, ``x`` ``{column: [node, message, failed tests, verdict, infra kind, runner]}``, ``a``
+    attempts per column."""
     extra: dict[str, object] = {}
     if row.state in _STATE_CODE:
         extra["k"] = _STATE_CODE[row.state]
     if row.since >= 0:
         extra.update(s=row.since, n=row.streak, d=round(row.since_days, 1))
     if row.failures:
-        extra["x"] = {str(f.run): [f.node, f.message, f.failed, f.verdict] for f in row.failures}
+        extra["x"] = {str(f.run): [f.node, f.message, f.failed, f.verdict, f.infra, f.runner] for f in row.failures}
     if row.attempts:
         extra["a"] = list(row.attempts)
     return extra or None
@@ -165,7 +175,8 @@ def matrix(report: Report) -> str:
             f'{count_of("matrix", len(report.rows))}</h2>'
             + _grid("matrix", "tier x file matrix", '<span class="t" role="columnheader">tier</span>'
                     '<span class="nm" role="columnheader">file</span>'
-                    f'<span class="since" role="columnheader">failing since</span>{heads}'))
+                    '<span class="since" role="columnheader">failing since</span>'
+                    f'<span class="err" role="columnheader">error now</span>{heads}'))
 
 
 def durations(report: Report) -> str:

@@ -12,7 +12,9 @@ Contract:
   rendering it first; Enter on a matrix cell does what a click does: a failing or flaky cell pins
   its failure tip (`ci.report.tip_js`), any other opens its run (the column header's
   ``data-run``).
-- The matrix draws a failing-since cell per row (the streak's first commit, its failing runs and
+- The matrix draws a failing-since cell and an error cell per row (for a row failing now, its
+  latest failure's error line, inline: cut with an ellipsis, whole in its text and ``title``; an
+  infra failure is marked ``!`` with its kind and runner, class ``inf``), a failing-since cell (the streak's first commit, its failing runs and
   days; "≤" where no earlier result is shown, so it may have begun before), a small count on a
   cell that merged several attempts, and shows a failing cell's tip on hover; `HUD.filter`'s
   ``hideGreen`` keeps only failing and flaky rows.
@@ -22,8 +24,9 @@ GRID_JS = r"""
 var HUD = (function(){
   var ROW = 20, OVER = 12;
   var DATA = JSON.parse(document.getElementById('hud-data').textContent);
-  var KIND = {p: 'pass', f: 'fail', k: 'flaky', b: 'broken', s: 'skipped', q: 'quarantined', m: 'manual', n: 'not-run'};
-  var LETTER = {p: '\u2713', f: '\u2717', k: '~', b: 'B', s: 'S', q: 'Q', m: 'M', n: '\u00b7'};
+  var KIND = {p: 'pass', f: 'fail', k: 'flaky', b: 'broken', i: 'infra', s: 'skipped', q: 'quarantined', m: 'manual',
+              n: 'not-run'};
+  var LETTER = {p: '\u2713', f: '\u2717', k: '~', b: 'B', i: '!', s: 'S', q: 'Q', m: 'M', n: '\u00b7'};
   function span(cls, text, role){
     var s = document.createElement('span'); s.className = cls; s.textContent = text;
     if (role) s.setAttribute('role', role); return s;
@@ -109,34 +112,48 @@ var HUD = (function(){
     place(); g.render(true);
     return g;
   }
+  // A name keeps its first folder and as much of its end as fits: the middle gives way (the tail
+  // is cut at its start); the text is the whole name (copy, screen readers), and so is the title.
   function names(row, tier, file){
     row.dataset.tier = tier; row.dataset.file = file;
     row.appendChild(span('t', tier, 'rowheader'));
-    var nm = span('nm', file, 'rowheader'); nm.title = file; row.appendChild(nm);
+    var nm = span('nm mid', '', 'rowheader'), cut = file.indexOf('/') + 1; nm.title = file;
+    if (cut) nm.appendChild(span('hd', file.slice(0, cut)));
+    var tl = span('tl', ''); tl.appendChild(span('', file.slice(cut))); nm.appendChild(tl); row.appendChild(nm);
   }
   var heads = document.querySelectorAll('#matrix .vhead .r');  // data-run: the run a cell opens (http(s) only)
   function since(d){
     var x = d[4]; if (!x || x.s === undefined) return null;
     var text = DATA.shas[x.s].slice(0, 7) + ' \u00b7 ' + x.n + (x.n > 1 ? ' runs' : ' run') + (x.d > 0 ? ', ' + x.d + ' d' : '');
-    return (/[pkfb]/.test(d[3].slice(0, x.s)) ? '' : '\u2264 ') + text;
+    return (/[pkfbi]/.test(d[3].slice(0, x.s)) ? '' : '\u2264 ') + text;
   }
   function failure(d, c){ return d[4] && d[4].x && d[4].x[c]; }
+  function cause(x){ return x[4] ? 'infra ' + x[4] + (x[5] ? ' on ' + x[5] : '') : ''; }
+  function errCell(d){  // a failing row's latest failure, inline
+    var x = d[4] && d[4].k === 'f' && d[4].x, keys = x ? Object.keys(x) : [], last = keys.length ? x[keys[keys.length - 1]] : null;
+    var el = span('err', '', 'gridcell'); if (!last) return el;
+    el.textContent = (last[4] ? '! ' + cause(last) + ': ' : '') + last[1];
+    el.title = last[0] + '\n' + last[1] + (last[3] ? '\nverdict: ' + last[3] : '');
+    if (last[4]) el.classList.add('inf');
+    return el;
+  }
   function tipInfo(d, c){
     var x = failure(d, c); if (!x) return null;
     var n = d[4].a ? d[4].a[c] : 1, url = heads[c] && heads[c].dataset.run;
     return {title: DATA.tiers[d[0]] + ' ' + DATA.files[d[2]] + ' at ' + DATA.shas[c].slice(0, 7) + ': ' + KIND[d[3][c]]
-            + (n > 1 ? ' (' + n + ' attempts)' : ''), node: x[0], message: x[1], failed: x[2], verdict: x[3], url: url};
+            + (n > 1 ? ' (' + n + ' attempts)' : '') + (x[4] ? ' (' + cause(x) + ')' : ''), node: x[0], message: x[1], failed: x[2], verdict: x[3], url: url};
   }
   var mx = grid(document.getElementById('matrix'), DATA.mx, {cols: DATA.runs,
     draw: function(row, d){
       names(row, DATA.tiers[d[0]], DATA.files[d[2]]);
       var text = since(d), sc = span('since', text || '', 'gridcell');
       if (text) { sc.title = DATA.shas[d[4].s] + ' ' + DATA.started[d[4].s]; row.classList.add('failing'); }
-      row.appendChild(sc);
+      row.appendChild(sc); row.appendChild(errCell(d));
       for (var j = 0; j < d[3].length; j++) {
         var s = span('c ' + d[3][j], LETTER[d[3][j]], 'gridcell'), n = d[4] && d[4].a ? d[4].a[j] : 1, x = failure(d, j);
         s.dataset.c = String(j); if (n > 1) s.dataset.n = String(n);
-        s.setAttribute('aria-label', KIND[d[3][j]] + (n > 1 ? ', ' + n + ' attempts' : '') + (x ? ': ' + x[0] + ': ' + x[1] : ''));
+        s.setAttribute('aria-label', KIND[d[3][j]] + (x && x[4] ? ' (' + cause(x) + ')' : '') + (n > 1 ? ', ' + n + ' attempts' : '')
+                       + (x ? ': ' + x[0] + ': ' + x[1] : ''));
         row.appendChild(s);
       }
     },

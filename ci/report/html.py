@@ -18,8 +18,8 @@ from typing import Iterable
 
 from ci.report.assets import CSS, JS, script_hash
 from ci.report.grid import (CLASS, GANTT_LEFT, GANTT_WIDTH, LANE, count_of, data_block, durations, esc, gantt_scale,
-                            link, matrix, run_label, safe_url)
-from ci.report.model import LETTERS, MEANING, STATUSES, Failure, PullView, Report, TierPlan
+                            link, matrix, name_cell, run_label, safe_url)
+from ci.report.model import LETTERS, MEANING, STATUSES, Failure, PullView, Report, RunnerRow, TierPlan
 
 def _secs(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
@@ -35,8 +35,8 @@ def render(report: Report) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>CI HUD: {esc(report.repo)}</title><style>{CSS}</style></head><body>",
         _header(report), "<main>", _filters(report), matrix(report),
-        '<div id="tip" role="tooltip" tabindex="-1" hidden></div>', _flaky(report), durations(report),
-        _plans(report.plans), _pull(report.pull), "</main>", data_block(report), f"<script>{JS}</script></body></html>",
+        '<div id="tip" role="tooltip" tabindex="-1" hidden></div>', _runners(report.runners), _flaky(report),
+        durations(report), _plans(report.plans), _pull(report.pull), "</main>", data_block(report), f"<script>{JS}</script></body></html>",
     ]
     return "".join(parts)
 
@@ -48,8 +48,35 @@ def _header(report: Report) -> str:
             f"branch, {len({r.file for r in report.rows})} file(s). The same data: "
             '<a href="report.json">report.json</a></div>'
             '<nav><a href="#matrix-h">matrix</a><a href="#flaky-h">flaky</a><a href="#durations-h">durations</a>'
-            '<a href="#plan-h">plan</a><a href="#pull-h">pull request</a></nav>'
-            f'<div class="legend">{legend}</div></header>')
+            '<a href="#runners-h">runners</a><a href="#plan-h">plan</a><a href="#pull-h">pull request</a></nav>'
+            f'{_at_fault(report.runners)}<div class="legend">{legend}</div></header>')
+
+
+def _at_fault(runners: tuple[RunnerRow, ...]) -> str:
+    """One line naming the runners at fault (`ci.history.runners`' rule), where there are any."""
+    bad = [r for r in runners if r.bad]
+    if not bad:
+        return ""
+    named = "; ".join(f"{r.runner or '(unnamed)'}: {r.infra_reports} of {r.reports} reports with infra failures"
+                      for r in bad)
+    return f'<p class="atfault"><span class="c i">{LETTERS["infra"]}</span> runner(s) at fault: {esc(named)} ' \
+           '(<a href="#runners-h">runners</a>)</p>'
+
+
+def _runners(runners: tuple[RunnerRow, ...]) -> str:
+    """Every runner with infra failures, the runners at fault first, in `ci.history.runners`' words."""
+    if not runners:
+        return '<h2 id="runners-h">Runners</h2><p class="empty">No infra failure in the history.</p>'
+    body = []
+    mark = f'<span class="c i">{LETTERS["infra"]}</span> at fault'
+    for r in runners:
+        kinds = ", ".join(f"{k} {n}" for k, n in r.kinds)
+        body.append(f'<tr class="{"bad" if r.bad else "ok"}"><td>{esc(r.runner or "(unnamed)")}</td>'
+                    f'<td>{mark if r.bad else ""}</td><td class="num">{r.infra_reports}</td><td class="num">{r.reports}</td>'
+                    f'<td class="num">{r.infra_failures}</td><td>{esc(kinds)}</td><td>{esc(r.text)}</td></tr>')
+    return ('<h2 id="runners-h">Runners with infra failures, the runners at fault first</h2><div class="wide">'
+            '<table id="runners"><thead><tr><th>runner</th><th></th><th>reports with infra failures</th><th>reports</th>'
+            f"<th>infra failures</th><th>kinds</th><th>in words</th></tr></thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _options(values: Iterable[str], every: str) -> str:
@@ -92,14 +119,14 @@ def _flaky(report: Report) -> str:
     for f in report.flaky:
         examples = " ".join(link(u, f"run {i + 1}") for i, u in enumerate(f.examples))
         body.append(f"<tr{_row_attrs(f.tier, f.owner, ('flaky',), f.node)}><td class=\"num\">{f.rank}</td>"
-                    f'<td class="nm" title="{esc(f.node)}">{esc(f.node)}</td><td>{esc(f.tier)}</td><td>{esc(f.owner)}</td>'
+                    f'{name_cell(f.node)}<td>{esc(f.tier)}</td><td>{esc(f.owner)}</td>'
                     f'<td class="num">{f.score:.3f}</td><td class="num">[{f.low:.3f}, {f.high:.3f}]</td>'
                     f"<td>{_interval_svg(f.low, f.score, f.high, top)}</td>"
                     f'<td class="num">{f.failures}/{f.trials}</td><td>{examples}</td></tr>')
     return (f'<h2 id="flaky-h">Flaky tests, most certainly flaky first{count_of("flaky", len(report.flaky))}</h2>'
-            f'<table id="flaky"><thead><tr><th>#</th><th>test</th><th>tier</th><th>owner</th><th>score</th>'
+            f'<div class="wide"><table id="flaky"><thead><tr><th>#</th><th>test</th><th>tier</th><th>owner</th><th>score</th>'
             f"<th>{report.level:.0%} interval</th><th></th><th>failed/trials</th><th>example runs</th></tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _gantt(p: TierPlan) -> str:
@@ -127,7 +154,7 @@ def _plans(plans: tuple[TierPlan, ...]) -> str:
     for p in plans:
         out.append(f'<div class="plan" data-tier="{esc(p.tier)}"><h3>{esc(p.tier)}: {p.selected} selected, '
                    f"{p.not_run} not run, {len(p.shards)} shard(s), makespan {p.makespan:.0f} s, lower bound "
-                   f"{p.lower_bound:.0f} s</h3>{_gantt(p) if p.selected else ''}</div>")
+                   f"{p.lower_bound:.0f} s</h3><div class=\"wide\">{_gantt(p) if p.selected else ''}</div></div>")
     return "".join(out)
 
 
@@ -136,7 +163,7 @@ def _pull(view: PullView | None) -> str:
         return '<h2 id="pull-h">Pull request</h2><p class="empty">No pull request asked for (--pr N).</p>'
     body = []
     for t in view.tests:
-        body.append(f"<tr{_row_attrs(t.tier, t.owner, (t.status,), t.file)}><td>{esc(t.tier)}</td><td class=\"nm\" title=\"{esc(t.file)}\">{esc(t.file)}</td>"
+        body.append(f"<tr{_row_attrs(t.tier, t.owner, (t.status,), t.file)}><td>{esc(t.tier)}</td>{name_cell(t.file)}"
                     f"<td>{'selected' if t.selected else 'not selected'}</td><td>{esc(t.why)}</td>"
                     f'<td class="c {CLASS[t.status]}">{LETTERS[t.status]}</td><td>{esc(t.status)}</td>'
                     f"<td>{'<code>' + esc(t.rerun) + '</code>' if t.rerun else ''}</td>{_why_failed(t.failure)}</tr>")
@@ -144,8 +171,8 @@ def _pull(view: PullView | None) -> str:
     return (f'<h2 id="pull-h">Pull request #{view.pr} at {esc(view.sha[:12] or "(no report yet)")}'
             f'{count_of("pull", len(view.tests))}</h2><p>changed: {changed}</p>'
             '<p>Failing tests first, then those the change selected, then the rest.</p>'
-            '<table id="pull"><thead><tr><th>tier</th><th>file</th><th>selection</th><th>why</th><th></th>'
-            f"<th>result</th><th>run it</th><th>why it failed</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
+            '<div class="wide"><table id="pull"><thead><tr><th>tier</th><th>file</th><th>selection</th><th>why</th><th></th>'
+            f"<th>result</th><th>run it</th><th>why it failed</th></tr></thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _why_failed(failure: Failure | None) -> str:
@@ -153,6 +180,7 @@ def _why_failed(failure: Failure | None) -> str:
     if failure is None:
         return "<td></td>"
     more = f" (and {failure.failed - 1} more)" if failure.failed > 1 else ""
-    text = f"{failure.node}{more}: {failure.message}" + (f" [verdict: {failure.verdict}]" if failure.verdict else "")
-    return f'<td class="why-failed" title="{esc(text)}">{esc(text)}</td>'
+    infra = f"! infra {failure.infra}" + (f" on {failure.runner}" if failure.runner else "") + ": " if failure.infra else ""
+    text = f"{infra}{failure.node}{more}: {failure.message}" + (f" [verdict: {failure.verdict}]" if failure.verdict else "")
+    return f'<td class="why-failed{" inf" if infra else ""}" title="{esc(text)}">{esc(text)}</td>'
 

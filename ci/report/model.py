@@ -10,13 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # A matrix cell's status, and how it is drawn: a letter as well as a colour (colour-blind safe).
-PASS, FAIL, FLAKY, BROKEN, SKIPPED, QUARANTINED, MANUAL, NOT_RUN = (
-    "pass", "fail", "flaky", "broken", "skipped", "quarantined", "manual", "not-run")
-STATUSES = (PASS, FAIL, FLAKY, BROKEN, SKIPPED, QUARANTINED, MANUAL, NOT_RUN)
-LETTERS = {PASS: "✓", FAIL: "✗", FLAKY: "~", BROKEN: "B", SKIPPED: "S", QUARANTINED: "Q", MANUAL: "M",
+# INFRA: a final failure whose every failing test names a runner-level cause (`ci.history.errors.infra_kind`).
+PASS, FAIL, FLAKY, BROKEN, INFRA, SKIPPED, QUARANTINED, MANUAL, NOT_RUN = (
+    "pass", "fail", "flaky", "broken", "infra", "skipped", "quarantined", "manual", "not-run")
+STATUSES = (PASS, FAIL, FLAKY, BROKEN, INFRA, SKIPPED, QUARANTINED, MANUAL, NOT_RUN)
+LETTERS = {PASS: "✓", FAIL: "✗", FLAKY: "~", BROKEN: "B", INFRA: "!", SKIPPED: "S", QUARANTINED: "Q", MANUAL: "M",
            NOT_RUN: "·"}
 MEANING = {PASS: "passed", FAIL: "failed", FLAKY: "failed, then passed on a retry", BROKEN:
-           "broken (ImportError, collection error, no GPU)", SKIPPED: "every test skipped (no hardware)",
+           "broken (ImportError, collection error, no GPU)",
+           INFRA: "infra failure (CUDA, NCCL, OOM kill, lost runner: the machine, not the code)",
+           SKIPPED: "every test skipped (no hardware)",
            QUARANTINED: "quarantined in the registry, not run", MANUAL: "manual in the registry, not run",
            NOT_RUN: "no result at this commit"}
 
@@ -51,13 +54,16 @@ class Run:
 class Failure:
     """Why one cell failed: the first failing test of the file in that column (by node id), the
     first line of its message, how many of the file's tests failed there, and the verdict on the
-    failure where one is known ("" otherwise)."""
+    failure where one is known ("" otherwise). ``infra`` is the runner-level cause when every
+    failing test there names one ("" otherwise); ``runner`` the machine the first one ran on."""
 
     run: int
     node: str
     message: str
     failed: int
     verdict: str = ""
+    infra: str = ""
+    runner: str = ""
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,21 @@ class PullView:
 
 
 @dataclass(frozen=True)
+class RunnerRow:
+    """A runner with infra failures, as `ci.history.runners.RunnerHealth` counts it over the
+    store's scored reports; ``bad`` is that module's rule and ``text`` its ``describe()``, so the
+    page says what the CLI and the verdicts say."""
+
+    runner: str
+    reports: int
+    infra_reports: int
+    infra_failures: int
+    kinds: tuple[tuple[str, int], ...]
+    bad: bool
+    text: str
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything the page shows. ``generated`` is UTC ISO 8601; ``repo`` the default branch's."""
 
@@ -176,3 +197,4 @@ class Report:
     plans: tuple[TierPlan, ...]
     pull: PullView | None
     level: float
+    runners: tuple[RunnerRow, ...] = ()  # infra failures per runner, the runners at fault first

@@ -14,7 +14,7 @@ Contract:
 - `failure_lines` is one query per 500 reports: every failed or broken attempt of those reports
   (retried ones too), with its test's node id and its error line: the store's meaningful error
   line (`ci.history.errors.error_line`, schema 2 on) where it has one, else its message's first
-  line; and its signature and infra kind (schema 2 on; "" before).
+  line; its signature and infra kind (schema 2 on; "" before); and its report's runner.
 - `commit_authors` is who pushed each default-branch commit (schema 2 on; empty before).
 - Reads only; never creates or migrates a store.
 """
@@ -89,6 +89,7 @@ class FailureLine:
     message: str
     fingerprint: str = ""
     infra: str = ""
+    runner: str = ""
 
 
 MESSAGE_CHARS = 300
@@ -146,8 +147,8 @@ def first_line(message: str) -> str:
     return ""
 
 
-_FAILURES = """SELECT c.report_id, n.file, n.node, c.retried, c.message, {extra}
-    FROM cases c JOIN nodes n ON n.id = c.node_id
+_FAILURES = """SELECT c.report_id, n.file, n.node, c.retried, c.message, {extra}, r.runner
+    FROM cases c JOIN nodes n ON n.id = c.node_id JOIN reports r ON r.id = c.report_id
     WHERE c.report_id IN ({marks}) AND c.kind IN ('fail', 'broken')"""
 
 
@@ -158,10 +159,10 @@ def failure_lines(store: Store, report_ids: Sequence[int]) -> list[FailureLine]:
     extra = "c.error, c.fingerprint, c.infra" if ids and has_verdicts(store) else "'', c.fingerprint, ''"
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start:start + _CHUNK]
-        for rid, file, node, retried, message, error, fingerprint, infra in store.fetchall(
+        for rid, file, node, retried, message, error, fingerprint, infra, runner in store.fetchall(
                 _FAILURES.format(extra=extra, marks=", ".join("?" * len(chunk))), chunk):
             out.append(FailureLine(int(rid), file, node, not retried, first_line(error or message or ""),
-                                   fingerprint or "", infra or ""))
+                                   fingerprint or "", infra or "", runner or ""))
     return out
 
 

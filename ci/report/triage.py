@@ -1,10 +1,10 @@
 """Which rows of the matrix need a look first, and since which commit they fail.
 
 Contract:
-- A row's *results* are its cells that say something about the code: pass, flaky, fail and
-  broken. not-run, skipped, quarantined and manual say nothing, so they never end a streak.
-- FAILING: the row's latest result is fail or broken. Its streak is the unbroken run of fail and
-  broken results back from the latest one; ``since`` is the column of the streak's oldest
+- A row's *results* are its cells that say something about the code: pass, flaky, fail,
+  broken and infra (a failure all the same: it stays red until a run passes). not-run, skipped, quarantined and manual say nothing, so they never end a streak.
+- FAILING: the row's latest result is fail, broken or infra. Its streak is the unbroken run of
+  those results back from the latest one; ``since`` is the column of the streak's oldest
   failure (the first commit of the current breakage), ``streak`` how many columns failed in it.
   A streak that reaches the oldest column shown may have begun earlier.
 - FLAKY: not failing, and a flaky, fail or broken cell among the last `RECENT` columns.
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence, TypeVar
 
-from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, FLAKY_ROW, OK_ROW, PASS, RECENT, ROW_STATES,
+from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, INFRA, FLAKY_ROW, OK_ROW, PASS, RECENT, ROW_STATES,
                              FileRow)
 
-_RESULTS = frozenset((PASS, FLAKY, FAIL, BROKEN))
-_FAILED = frozenset((FAIL, BROKEN))
-_SHAKY = frozenset((FLAKY, FAIL, BROKEN))
+_RESULTS = frozenset((PASS, FLAKY, FAIL, BROKEN, INFRA))
+_FAILED = frozenset((FAIL, BROKEN, INFRA))
+_SHAKY = frozenset((FLAKY, FAIL, BROKEN, INFRA))
 
 
 @dataclass(frozen=True)

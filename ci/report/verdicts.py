@@ -40,7 +40,7 @@ def judge_cells(store: Store, repo: str, cells: Sequence[CellFailure]) -> list[s
     if not cells or not has_verdicts(store):
         return [""] * len(cells)
     failures = [Judged(c.line.node, c.tier, c.sha, repo, c.line.message, c.line.fingerprint, c.line.infra,
-                       failures=max(1, c.failed_attempts)) for c in cells]
+                       c.line.runner, failures=max(1, c.failed_attempts)) for c in cells]
     return [v.detail for v in judge(store, failures)]
 
 

@@ -18,7 +18,8 @@ from ci.atomic_write import atomic_write_bytes
 from ci.report.html import render
 from ci.report.model import Report
 
-JSON_SCHEMA = 2  # 2: a column is a commit (runs merged); rows carry triage, failures, attempts
+JSON_SCHEMA = 3  # 2: a column is a commit (runs merged); rows carry triage, failures, attempts; 3: the infra
+#                  status, a failure's infra kind and runner, and the runners with infra failures
 _SURROGATE = re.compile("[\ud800-\udfff]")
 PAGE = "index.html"
 DATA = "report.json"

@@ -28,7 +28,7 @@ from tests.ci.history_support import Case, write_report
 from tests.ci.tree_testutil import write
 
 if TYPE_CHECKING:
-    from ci.report.browser import Browser
+    from ci.report.browser import Browser, Tab
     from ci.report.model import Report
 
 REPO = "acme/gpu"
@@ -115,14 +115,26 @@ def hud_page(base: Path, write: Callable[[Path], Path], history: Callable[[str, 
 
 
 @contextmanager
-def chromium() -> Iterator["Browser"]:
-    """A 1400 x 900 headless Chromium; a missing one FAILS the test (a browser test that skipped
-    would check nothing)."""
+def chromium(width: int = 1400, height: int = 900) -> Iterator["Browser"]:
+    """A headless Chromium whose tabs are ``width`` x ``height``; a missing one FAILS the test (a
+    browser test that skipped would check nothing)."""
     from ci.report.browser import Browser, find_chromium
 
     assert find_chromium(), "no chromium: run `python3 ci/bootstrap.py`, which finds or installs one"
-    with Browser(width=1400, height=900) as b:
+    with Browser(width=width, height=height) as b:
         yield b
+
+
+@contextmanager
+def clean_tab(browser: "Browser", page: Path) -> Iterator["Tab"]:
+    """A tab showing ``page``; on leaving, asserts that nothing went wrong in it: no console error,
+    uncaught exception or CSP violation, no injected script (``window.__pwned``) and no dialog
+    (an injected ``alert``)."""
+    tab = browser.open(page)
+    yield tab
+    assert tab.errors == [] and tab.eval("window.__pwned === undefined") is True
+    assert not [e for e in browser.events if e["method"] == "Page.javascriptDialogOpening"]
+    tab.close()
 
 
 def known_store(location: str, base: Path, write: Callable[[Path], Path],

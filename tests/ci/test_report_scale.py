@@ -59,8 +59,8 @@ def test_a_long_name_is_cut_and_moves_no_cell(browser: Browser, pages: dict[str,
     assert len({round(x, 2) for _, x, _ in base}) == 1  # one column for every row
     assert [(x, last) for _, x, last in got] == [(x, last) for _, x, last in base]  # the long name moves nothing
     cut = long.eval("""(() => { const n = document.querySelectorAll('#matrix .vr')[1].querySelector('.nm'),
-        s = getComputedStyle(n), b = n.getBoundingClientRect();
-        return [n.textContent.length, n.title.length, s.textOverflow, n.scrollWidth > n.clientWidth, b.width]; })()""")
+        t = n.querySelector('.tl'), s = getComputedStyle(t), b = n.getBoundingClientRect();
+        return [n.textContent.length, n.title.length, s.textOverflow, t.scrollWidth > t.clientWidth, b.width]; })()""")
     assert cut[:4] == [len(LONG), len(LONG), "ellipsis", True] and cut[4] <= 320
     # nothing grows the page sideways: the document is no wider than the window
     widths = long.eval("[document.documentElement.scrollWidth, window.innerWidth,"

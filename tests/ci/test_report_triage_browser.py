@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from ci.report.browser import Browser, Tab
-from tests.ci.report_support import chromium, hud_page
+from tests.ci.report_support import chromium, clean_tab, hud_page
 from tests.ci.report_triage_support import (AUTHORS, BASE, EXPECTED, HOSTILE, MERGED_PR, ORDER, PR, SHAS, build_history,
                                             write_repo)
 
@@ -35,10 +35,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def tab(browser: Browser, page: Path) -> Iterator[Tab]:
-    t = browser.open(page)
-    yield t
-    assert t.errors == [] and t.eval("window.__pwned === undefined") is True
-    t.close()
+    with clean_tab(browser, page) as t:  # no error, no injected script or dialog ran
+        yield t
 
 
 def _cell(tab: Tab, file: str, column: int) -> str:

@@ -1,0 +1,70 @@
+"""A history with a bad runner (for tests/ci/test_report_infra.py): nine push commits ``c0``..``c8``
+of the default branch, each with three reports on tier gpu_h100, shards 0 and 1 on runner
+``h100-03`` and shard 2 on ``h100-01``:
+
+- shard 0, `LONG_A`: a CUDA error (infra) at c0, c2, c4, c6 and c8; passes between.
+- shard 1, `LONG_B`: a CUDA error at c1, c3, c5, c7 and c8; passes between. `LONG_A` and `LONG_B`
+  share their first 60 characters. Also `HOSTILE_FILE`, whose test is named `HOSTILE_TEST`: it
+  fails at c8 only, with `HOSTILE_ERROR` (markup, Markdown, a long line): a real failure.
+- shard 2, ``tests/test_ok.py``: passes, except an NCCL error (infra) at c3.
+
+So ``h100-03`` has infra failures in 10 of its 18 reports (a bad machine by `ci.history.runners`'
+rule) and ``h100-01`` in 1 of 9 (not); failing now: `LONG_A` and `LONG_B` (infra) and
+`HOSTILE_FILE` (a test failure).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
+from ci.history.store import open_store
+from tests.ci.history_support import Case, write_report
+from tests.ci.tree_testutil import write
+
+REPO = "acme/infra"
+COMMITS = 9
+SHAS = [f"c{i}" + "0" * 6 + f"{i:x}" * 4 for i in range(COMMITS)]
+PREFIX = "test/registered/attention/test_attention_backend_flashinfer_"  # 60 characters
+LONG_A, LONG_B = PREFIX + "decode_paged_kv.py", PREFIX + "prefill_ragged.py"
+HOSTILE_FILE = "tests/test_hostile.py"
+HOSTILE_TEST = "<img src=x onerror=alert(1)>"
+HOSTILE_ERROR = ('AssertionError: <img src=x onerror="window.__pwned=5"> **bold** [x](javascript:1) '
+                 + "expected the paged KV cache to hold every token " * 3 + "THE END")
+CUDA = "RuntimeError: CUDA error: an illegal memory access was encountered"
+NCCL = "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"
+BAD, GOOD = "h100-03", "h100-01"
+FILES = [LONG_A, LONG_B, HOSTILE_FILE, "tests/test_ok.py"]
+
+REGISTRY = "version: 1\ntiers:\n" + (
+    "  gpu_h100: {description: h100, runner_labels: [gpu-h100], gpu_count: 1, arch: sm_90}\n"
+    "tests:\n") + "".join(f'  {p}: {{tiers: [gpu_h100], est_time: 1, owner: "@gpu", status: active}}\n' for p in FILES)
+
+
+def write_repo(root: Path) -> Path:
+    """The repository (registry and test files) under ``root``; its registry path."""
+    write(root, {"registry.yaml": REGISTRY, **{p: "def test_x():\n    pass\n" for p in FILES}})
+    return root / "registry.yaml"
+
+
+def _case(file: str, error: str, name: str = "test_x") -> Case:
+    return Case(file, name, "failed", error, f"E   {error}") if error else Case(file, name)
+
+
+def _shards(commit: int) -> list[tuple[str, str, list[Case]]]:
+    """(shard, runner, cases) of one commit."""
+    return [("0", BAD, [_case(LONG_A, CUDA if commit % 2 == 0 else "")]),
+            ("1", BAD, [_case(LONG_B, CUDA if commit % 2 or commit == 8 else ""),
+                        _case(HOSTILE_FILE, HOSTILE_ERROR if commit == 8 else "", HOSTILE_TEST)]),
+            ("2", GOOD, [_case("tests/test_ok.py", NCCL if commit == 3 else "")])]
+
+
+def build_history(store_location: str, directory: Path) -> None:
+    """Ingest the history of the module docstring into the store at ``store_location``."""
+    with open_store(store_location) as store:
+        for commit, sha in enumerate(SHAS):
+            for shard, runner, cases in _shards(commit):
+                ident = RunIdentity(REPO, sha, "push", "gpu_h100", runner=runner, shard=shard, run_id=str(commit),
+                                    run_url=f"https://ci.example/run/{commit}")
+                assert ingest(store, prepare(write_report(directory, cases), ident)).added

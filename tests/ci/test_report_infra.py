@@ -1,0 +1,154 @@
+"""The HUD on a history with a bad runner (tests/ci/report_infra_support.py): infra failures get their
+own status, the runners at fault are named with `ci.history.runners`' rule and numbers, a failing
+row shows its error line inline, long names keep their distinguishing tail, and the page works at
+390 px as at 1440 px. The browser half runs headless Chromium (`ci.report.browser`) at both widths
+and reads geometry from the page (``getBoundingClientRect``); screenshots go to ``tmp_path``.
+Oracles: the history's hand-written story, `ci.history.runners.runner_health` on the same store, and
+layout; never the page's script state. Without chromium this FAILS, like the other browser tests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ci.history.runners import runner_health
+from ci.history.store import open_store
+from ci.report.browser import Browser, Tab
+from ci.report.model import RunnerRow
+from tests.ci.report_infra_support import (BAD, COMMITS, GOOD, HOSTILE_ERROR, HOSTILE_FILE, HOSTILE_TEST, LONG_A, LONG_B,
+                                           PREFIX, build_history, write_repo)
+from tests.ci.report_support import built_report, chromium, clean_tab, hud_page, known_store
+
+SIZES = {"1440": (1440, 900), "390": (390, 844)}
+BAD_TEXT = f"{BAD} has infra failures in 10 of 18 reports (cuda 10): a bad machine?"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    base = tmp_path_factory.mktemp("infra")
+    return known_store(str(base / "history.sqlite"), base, write_repo, build_history)
+
+
+def test_infra_failures_are_their_own_status_and_stay_failing(store: tuple[str, Path]) -> None:
+    report = built_report(*store, shards=None)
+    rows = {r.file: r for r in report.rows}
+    assert [r.file for r in report.rows[:3]] == [LONG_A, LONG_B, HOSTILE_FILE]
+    assert rows[LONG_A].cells == tuple("infra" if i % 2 == 0 else "pass" for i in range(COMMITS))
+    assert rows[LONG_B].cells == tuple("infra" if i % 2 or i == 8 else "pass" for i in range(COMMITS))
+    assert rows[HOSTILE_FILE].cells == ("pass",) * 8 + ("fail",)
+    assert rows["tests/test_ok.py"].cells[3] == "infra" and rows["tests/test_ok.py"].state == "flaky"
+    assert [(rows[f].state, rows[f].since, rows[f].streak) for f in (LONG_A, LONG_B)] == [("failing", 8, 1),
+                                                                                         ("failing", 7, 2)]
+    latest = rows[LONG_A].failures[-1]
+    assert (latest.infra, latest.runner) == ("cuda", BAD)
+    assert latest.verdict == f"infra: cuda on runner {BAD}; {BAD_TEXT}"  # the verdict names the runner now
+    assert (rows[HOSTILE_FILE].failures[-1].infra, rows[HOSTILE_FILE].failures[-1].message) == ("", HOSTILE_ERROR)
+
+
+def test_the_runners_are_ci_history_runners(store: tuple[str, Path]) -> None:
+    report = built_report(*store, shards=None)
+    assert report.runners == (
+        RunnerRow(BAD, 18, 10, 10, (("cuda", 10),), True, BAD_TEXT),
+        RunnerRow(GOOD, 9, 1, 1, (("nccl", 1),), False, f"{GOOD} has infra failures in 1 of 9 reports (nccl 1)"))
+    with open_store(store[0], create=False) as s:
+        health = runner_health(s)
+    assert [(r.bad, r.text) for r in report.runners] == [(health[r.runner].bad, health[r.runner].describe())
+                                                         for r in report.runners]
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hud_page(tmp_path_factory.mktemp("infra-page"), write_repo, build_history, 1, [])
+
+
+@pytest.fixture(scope="module", params=sorted(SIZES))
+def browser(request: pytest.FixtureRequest) -> Iterator[Browser]:
+    with chromium(*SIZES[request.param]) as b:
+        yield b
+
+
+@pytest.fixture
+def tab(browser: Browser, page: Path) -> Iterator[Tab]:
+    with clean_tab(browser, page) as t:  # no error, no injected script or dialog ran
+        yield t
+
+
+def _row(file: str) -> str:
+    return f"[...document.querySelectorAll('#matrix .vr')].find(r => r.dataset.file === {json.dumps(file)})"
+
+
+_BOX = "(e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"
+# what an element covers: its box and every descendant's (content that overflows a fixed height too)
+_EXTENT = """(e => [e, ...e.querySelectorAll('*')].map(x => x.getBoundingClientRect()).filter(b => b.width && b.height)
+    .reduce((a, b) => [Math.min(a[0], b.left), Math.min(a[1], b.top), Math.max(a[2], b.right), Math.max(a[3], b.bottom)],
+            [Infinity, Infinity, -Infinity, -Infinity]))"""
+
+
+def test_infra_is_marked_by_class_colour_and_glyph_and_the_runners_at_fault_named(tab: Tab) -> None:
+    cells = tab.eval(f"[...{_row(LONG_A)}.querySelectorAll('.c')].map(c => [c.className, c.textContent,"
+                     " getComputedStyle(c).backgroundColor, c.getAttribute('aria-label').split(':')[0]])")
+    fail = tab.eval(f"getComputedStyle({_row(HOSTILE_FILE)}.querySelector('.c[data-c=\"8\"]')).backgroundColor")
+    infra = ["c i", "!", "rgb(0, 0, 0)", f"infra (infra cuda on {BAD})"]
+    assert cells[0] == cells[8] == infra and cells[1][:2] == ["c p", "✓"] and fail != infra[2]
+    err = tab.eval(f"(e => [e.className, e.textContent])({_row(LONG_A)}.querySelector('.err'))")
+    assert err == ["err inf", f"! infra cuda on {BAD}: RuntimeError: CUDA error: an illegal memory access was encountered"]
+    runners = tab.eval("[...document.querySelectorAll('#runners tbody tr')].map(r => [r.className,"
+                       " ...[...r.cells].map(c => c.textContent)])")
+    assert runners == [["bad", BAD, "! at fault", "10", "18", "10", "cuda 10", BAD_TEXT],
+                       ["ok", GOOD, "", "1", "9", "1", "nccl 1", f"{GOOD} has infra failures in 1 of 9 reports (nccl 1)"]]
+    assert tab.eval("document.querySelector('.atfault').textContent") == (
+        f"! runner(s) at fault: {BAD}: 10 of 18 reports with infra failures (runners)")
+
+
+def test_a_failing_row_shows_its_error_line_inline_as_text(tab: Tab) -> None:
+    got = tab.eval(f"(e => [e.textContent, e.title.split('\\n'), getComputedStyle(e).textOverflow,"
+                   f" e.scrollWidth > e.clientWidth])({_row(HOSTILE_FILE)}.querySelector('.err'))")
+    assert got[0] == HOSTILE_ERROR and got[2:] == ["ellipsis", True]  # cut on the page, whole in its text
+    assert got[1][:2] == [f"{HOSTILE_FILE}::{HOSTILE_TEST}", HOSTILE_ERROR] and got[1][2].startswith("verdict: ")
+    assert tab.eval("document.querySelectorAll('img, a[href^=javascript], b').length") == 0  # markup stayed text
+    width = tab.eval("innerWidth")
+    box = tab.eval(f"{_BOX}({_row(HOSTILE_FILE)}.querySelector('.err'))")
+    if width >= 1000:  # visible without hovering or scrolling
+        assert 0 <= box[0] and box[2] <= width
+    assert tab.eval(f"{_row('tests/test_ok.py')}.querySelector('.err').textContent") == ""  # not failing now
+
+
+def test_long_names_keep_their_distinguishing_tail(tab: Tab) -> None:
+    assert LONG_A[:60] == LONG_B[:60] == PREFIX
+    wide = tab.eval("innerWidth") >= 1000  # under 700 px the end takes the whole column
+    for name, tail in ((LONG_A, "decode_paged_kv.py"), (LONG_B, "prefill_ragged.py")):
+        # a range of text is seen where it lies inside the span that clips it and inside the cell
+        got = tab.eval(f"""(() => {{ const n = {_row(name)}.querySelector('.nm'), r = document.createRange(),
+            tl = n.querySelector('.tl'), hd = n.querySelector('.hd'), t = tl.firstChild.firstChild, h = hd.firstChild;
+            const inside = (a, el) => {{ const b = el.getBoundingClientRect(); return a.left >= b.left && a.right <= b.right; }};
+            r.setStart(t, t.length - {len(tail)}); r.setEnd(t, t.length); const e = r.getBoundingClientRect();
+            r.setStart(h, 0); r.setEnd(h, 5); const s = r.getBoundingClientRect();
+            return [n.textContent, n.title, inside(e, tl) && inside(e, n), inside(s, hd) && inside(s, n), e.width > 0]; }})()""")
+        assert got == [name, name, True, wide, True], name  # the end (and, wide, the first folder) in the box
+
+
+def test_the_page_fits_its_width(tab: Tab, tmp_path: Path) -> None:
+    width, height = tab.eval("[innerWidth, innerHeight]")
+    (tmp_path / f"hud-{width}.png").write_bytes(tab.screenshot())
+    assert tab.eval("document.scrollingElement.scrollWidth") <= width  # no sideways scroll of the page
+    filters = tab.eval(f"{_EXTENT}(document.getElementById('filters'))")
+    for heading in ("document.querySelector('h1')", "document.getElementById('matrix-h')"):
+        box = tab.eval(f"{_BOX}({heading})")
+        assert box[2] <= filters[0] or box[0] >= filters[2] or box[3] <= filters[1] or box[1] >= filters[3], heading
+    matrix = tab.eval(f"{_BOX}(document.getElementById('matrix'))")
+    assert tab.eval("getComputedStyle(document.getElementById('matrix')).overflowX") == "auto"
+    assert matrix[0] >= 0 and matrix[2] <= width
+    seen = tab.eval(f"""[...document.querySelectorAll('#matrix .c[data-c]')].map({_BOX}).filter(b =>
+        b[0] >= {max(0, matrix[0])} && b[2] <= {min(width, matrix[2])} && b[1] >= 0 && b[3] <= {height}).length""")
+    assert seen >= 1  # a result cell in the first screen, no scrolling
+    if width < 1000:  # the matrix scrolls sideways inside its own box, not the page
+        assert tab.eval("(m => m.scrollWidth > m.clientWidth)(document.getElementById('matrix'))") is True
+    # a heading reached by the nav's link: room below the page, so it can reach the top
+    tab.eval("document.body.style.paddingBottom = '3000px'; document.getElementById('matrix-h').scrollIntoView()")
+    box, filters = tab.eval(f"{_BOX}(document.getElementById('matrix-h'))"), tab.eval(f"{_EXTENT}(document.getElementById('filters'))")
+    assert tab.eval("scrollY") > 0 and (box[3] <= filters[1] or box[1] >= filters[3])  # the sticky bar covers it not
+    (tmp_path / f"hud-{width}-matrix.png").write_bytes(tab.screenshot())
