@@ -118,8 +118,7 @@ SPECS: dict[str, Spec] = {
                    "PostgreSQL: plain executemany INSERT, no keys (baseline)", "PostgreSQL: ci.history ingest"),
                   "x baseline time"),
         TableSpec(("query", "s (best of 3)", "x baseline", "flaky found"),
-                  ("SQLite: ci.history.flaky.flaky_scores", "PostgreSQL: ci.history.flaky.flaky_scores"),
-                  "x baseline")),
+                  ("SQLite: ci.history.flaky.flaky_scores", "PostgreSQL: ci.history.flaky.flaky_scores"), "x baseline")),
         lines=(r"ingest of 24,073 testcase rows in 60 reports, one transaction per report",),
         goal=r"goal ingest >= 50,000 testcases/s and ci flaky < 1 s: (OK|MISSED)",
         cells={(1, "SQLite: ci.history.flaky.flaky_scores", "flaky found"): "9",
@@ -150,10 +149,8 @@ SPECS: dict[str, Spec] = {
         TableSpec(("shards", "bound s", "LPT (ours)", "pytest-split least_duration",
                    "pytest-split duration_based_chunks (default)", "pytest-shard (sha256 of id)", "round-robin",
                    "greedy, registry order, no sort"), ("8", "16", "64", "256"), "LPT (ours)"),
-        TableSpec(("step (N=64)", "ms", "x round-robin"), ("round-robin split (baseline)", "LPT only"),
-                  "x round-robin"),
-        TableSpec(("step", "ms", "x baseline"), ("plan without the graph (baseline)", "ci plan, warm, json"),
-                  "x baseline"),
+        TableSpec(("step (N=64)", "ms", "x round-robin"), ("round-robin split (baseline)", "LPT only"), "x round-robin"),
+        TableSpec(("step", "ms", "x baseline"), ("plan without the graph (baseline)", "ci plan, warm, json"), "x baseline"),
         TableSpec(("selection rule", "median tests", "max tests"),
                   ("hand-written depends_on (before)", "import graph + trimmed depends_on"), "median tests")),
         lines=(r"target LPT within 2% of the bound: worst [0-9.]+% -> OK",),  # no clock in it: must hold
@@ -198,6 +195,9 @@ SPECS: dict[str, Spec] = {
         lines=(r"this repository's fp4kv/ on disk: \d+ Python files; 5 constants changed: \d narrowed to their uses "
                r"\(median [0-9.]+, max \d+\), \d module level",),
         cells={(0, "ast.parse of the files holding the names (baseline)", "x baseline"): "1.00"}),
+    "verdicts": Spec((TableSpec(("truth label", "answers", "right at the time", "answers at the end", "right at the end"),
+        ("broken_on_main", "new", "infra", "flaky", "flaky, failed every attempt", "overall"), "answers"),), lines=(
+        r"flakes called broken_on_main at the time: \d+", r"answers changed between a commit's last ask and the end: \d+ of \d+")),
     "rerun_bot": Spec((
         TableSpec(("measure", "p50 ms", "p90 ms", "p99 ms", "p50 / baseline"),
                   ("GET /healthz (baseline)", "webhook ack (202)", "end to end (delivery -> final reply)",

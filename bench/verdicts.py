@@ -1,0 +1,123 @@
+"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2]``: how often `ci history
+verdicts` names the true cause of a pull request's failing test (issue 47), on the second labelled
+history (`bench._history_gen2`: written from GitHub's and pytest's documented behaviour and real GPU
+flakes, independent of the verdict rules; default seeds 1-5).
+
+Each history is ingested into a fresh SQLite store through the real ingest path in the order its
+runs finish, each pull request run judged as pr-gpu.yml judges it (`bench._verdicts_score`).
+Printed: per truth label, answers and how many were right at the time, and when the same commits
+are asked again at the history's end, with how many answers changed; the flakes that failed every
+attempt apart; the five most common wrong (label -> verdict: detail) answers. Issue 47's goals:
+>= 95 % right overall, >= 80 % of flakes that failed every attempt, and no flake called
+``broken_on_main``. ``--quick``: a 24-commit, 14-PR history. ``--generator replay`` (or ``both``)
+is refused with a pointer: the verdict tests' replay lives under tests/, which bench may not
+import; tests/ci/verdict_replay_bench.py prints the same table for it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+
+from bench._history_gen2 import LABELS, QUICK, Scale, generate
+from bench._verdicts_score import Judged, Score, score_history
+from bench.table import format_table
+
+GENERATORS = ("gen2",)
+DEFAULT_SEEDS = (1, 2, 3, 4, 5)
+REPLAY_ELSEWHERE = ("the replay is the verdict tests' own story and bench may not import tests: score it with "
+                    "tests/ci/verdict_replay_bench.py (docs/bench.md, verdicts)")
+EVERY = "flaky, failed every attempt"
+HEADER = ("answers", "right at the time")
+HEADER_END = ("answers at the end", "right at the end")
+
+
+class UsageError(ValueError):
+    """Bad command-line input: the message names the flag and what to give."""
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``1-5``, ``1,3,7`` or ``4`` as seeds; UsageError naming the value otherwise."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isascii() or not low.isdigit() or (high and (not high.isascii() or not high.isdigit())):
+            raise UsageError(f"--seeds {text!r}: give whole numbers like 1-5 or 1,3,7")
+        seeds.extend(range(int(low), int(high or low) + 1))
+    if not seeds:
+        raise UsageError(f"--seeds {text!r} names no seed (a range runs low to high, like 1-5)")
+    return tuple(seeds)
+
+
+def flag_value(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+        if arg == name:
+            if i + 1 == len(argv):
+                raise UsageError(f"{name} needs a value")
+            return argv[i + 1]
+    return None
+
+
+def label_rows(judged: list[Judged]) -> dict[str, tuple[int, int]]:
+    """(right, total) per truth label, for the flakes that failed every attempt, and overall."""
+    rows: dict[str, tuple[int, int]] = {}
+    groups = [(label, [j for j in judged if j.label == label]) for label in LABELS]
+    groups.append((EVERY, [j for j in judged if j.label == "flaky" and j.every_attempt]))
+    others = sorted({j.label for j in judged} - set(LABELS))
+    groups += [(label, [j for j in judged if j.label == label]) for label in others]
+    groups.append(("overall", judged))
+    for name, items in groups:
+        rows[name] = (sum(j.right for j in items), len(items))
+    return rows
+
+
+def _cells(right: int, total: int) -> list[str]:
+    return [str(total) if total else "", f"{right} ({right / total:.1%})" if total else "-"]
+
+
+def wrong_pairs(judged: list[Judged], top: int = 5) -> list[tuple[str, int]]:
+    """The most common wrong answers as ``label -> verdict: detail`` (numbers folded to #)."""
+    counts = Counter(f"{j.label} -> {j.verdict}: {re.sub(r'[0-9a-f]{7,40}|[0-9]+', '#', j.detail)[:110]}"
+                     for j in judged if not j.right)
+    return counts.most_common(top)
+
+
+def report(name: str, scores: list[Score]) -> str:
+    """The table of one generator's scores, summed over its seeds."""
+    at_time = [j for s in scores for j in s.at_time]
+    at_end = [j for s in scores for j in s.at_end]
+    has_end = any(s.changed is not None for s in scores)
+    now, end = label_rows(at_time), label_rows(at_end)
+    rows = [[label, *_cells(*now[label]), *(_cells(*end.get(label, (0, 0))) if has_end else [])] for label in now]
+    seeds = ", ".join(str(s.seed) for s in scores)
+    lines = [format_table(["truth label", *HEADER, *(HEADER_END if has_end else ())], rows,
+                          f"verdicts on the {name} history, seeds {seeds}")]
+    flake_main = sum(1 for j in at_time if j.label == "flaky" and j.verdict == "broken_on_main")
+    lines.append(f"flakes called broken_on_main at the time: {flake_main}")
+    if has_end:
+        changed = sum(s.changed or 0 for s in scores)
+        lines.append(f"answers changed between a commit's last ask and the end: {changed} of "
+                     f"{sum(s.compared for s in scores)}")
+    lines.append("most common wrong answers at the time (label -> verdict: detail):")
+    lines += [f"  {count:>4}  {text}" for text, count in wrong_pairs(at_time)] or ["  none"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        generator = flag_value(argv, "--generator") or "gen2"
+        if generator in ("replay", "both"):
+            raise UsageError(f"--generator {generator}: {REPLAY_ELSEWHERE}")
+        if generator not in GENERATORS:
+            raise UsageError(f"--generator {generator!r} is not one of gen2, replay, both")
+        given = flag_value(argv, "--seeds")
+        seeds = parse_seeds(given) if given is not None else DEFAULT_SEEDS
+    except UsageError as exc:
+        print(f"python -m bench verdicts: {exc}", file=sys.stderr)
+        return 2
+    scale = QUICK if "--quick" in argv else Scale()
+    print(report("gen2", [score_history(generate(seed, scale)) for seed in seeds]), flush=True)
+    return 0
