@@ -67,6 +67,7 @@ class Answer:
     window_runs: int
     stop: str
     found: bool
+    about: str = ""  # the runner's word on the culprit: its pull request
 
 
 class BadWindow(ValueError):
@@ -126,7 +127,7 @@ def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG
     for run in answer.runs:
         if run.link:
             print(f"{prog}: run {run.sha[:12]} {'failed' if run.failed else 'passed'}: {run.link}")
-    print(f"{prog}: culprit {answer.sha} ({answer.subject}), probability {answer.probability:.3f}, "
+    print(f"{prog}: culprit {answer.sha} ({answer.subject}){', ' + answer.about if answer.about else ''}, probability {answer.probability:.3f}, "
           f"{answer.window_runs} run(s) in the window, stopped: {answer.stop}")
     return EXIT_FOUND if answer.found else EXIT_UNSURE
 
@@ -199,7 +200,7 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
     result = search_.result()
     sha = candidates[result.culprit]
     return Answer(sha, git(root, "log", "-1", "--format=%s", sha), result.probability, tuple(state.runs),
-                  result.runs, result.stop.value, result.probability >= args.confidence)
+                  result.runs, result.stop.value, result.probability >= args.confidence, runner.about(sha))
 
 
 def _runner(args: argparse.Namespace, root: Path, file: str) -> LocalRunner:

@@ -125,6 +125,10 @@ class BatchRunner(Protocol):
 
     def run_batch(self, runs: Sequence[tuple[int, str]]) -> list[RunResult]: ...
 
+    def about(self, sha: str) -> str:
+        """What the runner's side knows of the culprit ``sha`` (its pull request), "" for nothing;
+        never raises: a failed lookup is said in the text."""
+
 
 @dataclass(frozen=True)
 class LocalBatch:
@@ -139,6 +143,9 @@ class LocalBatch:
 
     def run_batch(self, runs: Sequence[tuple[int, str]]) -> list[RunResult]:
         return [RunResult(self.runner.run(self.root, sha, self.target, self.attempts, self.tree)) for _, sha in runs]
+
+    def about(self, sha: str) -> str:
+        return ""
 
 
 @dataclass(frozen=True)

@@ -94,11 +94,13 @@ def _names(fake: FakeGitHub) -> list[str]:
 
 def test_finds_the_culprit_through_dispatches_several_at_once(repo, fake, api_url, runners, tmp_path) -> None:
     root, shas = repo
+    fake.associate(shas[CULPRIT], 17, "make add faster")
     done = subprocess.run(_argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
                                 "--good", shas[0], "--bad", shas[9], "--runners", "2"),
                           cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"culprit {shas[CULPRIT]} (commit {CULPRIT})" in done.stdout
+    assert f"culprit {shas[CULPRIT]} (commit {CULPRIT}), PR #17 (make add faster) " \
+           "https://github.com/acme/llm-serving/pull/17, probability" in done.stdout
     assert re.search(r"run [0-9a-f]{12} failed: https://github\.com/acme/llm-serving/actions/runs/\d+", done.stdout)
     names = _names(fake)
     assert len(names) == len(set(names)) and all(" cpu targets" in n and "PR #0" in n for n in names)
@@ -126,6 +128,7 @@ def test_killed_between_dispatch_and_result_dispatches_nothing_twice(repo, fake,
     assert {d["name"] for d in journal["dispatches"]} >= set(at_kill)  # journalled before it was sent
     done = subprocess.run(argv, cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
+    assert "no pull request associated with it" in done.stdout
     names = _names(fake)
     assert sorted(names) == sorted(set(names)), "a run was dispatched twice"
     assert set(at_kill) < set(names)

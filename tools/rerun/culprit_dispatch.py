@@ -124,6 +124,16 @@ class DispatchRunner:
                 break
         return [results[run] for run, _ in runs]
 
+    def about(self, sha: str) -> str:
+        """The culprit's pull request(s), from GitHub's commit-to-PR association."""
+        try:
+            pulls = self.dispatcher.client.pulls_for_commit(self.dispatcher.repo, sha)
+        except GitHubError as exc:
+            return f"its pull request unknown ({exc})"
+        if not pulls:
+            return "no pull request associated with it"
+        return "; ".join(f"PR #{p.number} ({p.title}) {p.html_url}" for p in pulls[:3])
+
     def _dispatch(self, run: int, sha: str, attempt: int) -> str:
         comment = self.key * 10_000 + run * 10 + attempt
         name = run_name(dispatch_inputs(self.spec, SEARCH_PR, sha, comment, "1/1"))
