@@ -25,12 +25,13 @@ from ci.culprit.model import NoiseModel, Outcome
 from ci.culprit.posterior import prior_weights
 from ci.culprit.search import Search
 from ci.limits import whole_number
+from ci.results.summary import append_step_summary
 from ci.registry import RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, find_repo_root
 
 DEFAULT_FLAKE = 0.05
 DEFAULT_RETRY = 0.5
-EXIT_FOUND, EXIT_UNSURE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_FOUND, EXIT_UNSURE, EXIT_BAD_INPUT, EXIT_UNWRITABLE = 0, 1, 2, 3
 PROG = "fp4kv-ci culprit"
 
 EXIT_CODES = f"""\
@@ -40,6 +41,7 @@ exit status:
      the same command to resume)
   {EXIT_BAD_INPUT}  bad input: arguments, unknown test or tier, commits not on one first-parent line, or a
      --good that fails / --bad that passes when verified; nothing of the search was run
+  {EXIT_UNWRITABLE}  $GITHUB_STEP_SUMMARY could not be written (the answer is printed)
 """
 
 
@@ -127,9 +129,31 @@ def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG
     for run in answer.runs:
         if run.link:
             print(f"{prog}: run {run.sha[:12]} {'failed' if run.failed else 'passed'}: {run.link}")
-    print(f"{prog}: culprit {answer.sha} ({answer.subject}){', ' + answer.about if answer.about else ''}, probability {answer.probability:.3f}, "
+    pull = f", {answer.about}" if answer.about else ""
+    print(f"{prog}: culprit {answer.sha} ({answer.subject}){pull}, probability {answer.probability:.3f}, "
           f"{answer.window_runs} run(s) in the window, stopped: {answer.stop}")
+    try:
+        append_step_summary(summary_markdown(args.test, args.tier, answer))
+    except OSError as exc:
+        print(f"{prog}: cannot append to $GITHUB_STEP_SUMMARY: {exc}", file=sys.stderr)
+        return EXIT_UNWRITABLE
     return EXIT_FOUND if answer.found else EXIT_UNSURE
+
+
+def summary_markdown(test: str, tier: str, answer: Answer) -> str:
+    """The answer as the step summary shows it: the culprit, its probability and PR, every run."""
+    def code(text: str) -> str:  # a code span the text (a commit subject, not ours) cannot end early
+        return "`" + text.replace("`", "'").replace("\n", " ") + "`"
+
+    verdict = "found" if answer.found else f"most probable (stopped: {answer.stop})"
+    lines = [f"### Culprit of {code(test)} on {code(tier)}", "",
+             f"{code(answer.sha[:12])} {code(answer.subject)}: {verdict}, probability {answer.probability:.3f}"
+             + (f"; {code(answer.about)}" if answer.about else ""), "",
+             f"{len(answer.runs)} run(s), {answer.window_runs} in the window:", "",
+             "| commit | result | run |", "|---|---|---|"]
+    lines += [f"| {code(r.sha[:12])} | {'failed' if r.failed else 'passed'} | "
+              f"{f'[run]({r.link})' if r.link else '—'} |" for r in answer.runs]
+    return "\n".join(lines) + "\n"
 
 
 def _runner_value(argv: Sequence[str]) -> set[str]:

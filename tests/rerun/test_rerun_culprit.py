@@ -95,10 +95,18 @@ def _names(fake: FakeGitHub) -> list[str]:
 def test_finds_the_culprit_through_dispatches_several_at_once(repo, fake, api_url, runners, tmp_path) -> None:
     root, shas = repo
     fake.associate(shas[CULPRIT], 17, "make add faster")
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
     done = subprocess.run(_argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
                                 "--good", shas[0], "--bad", shas[9], "--runners", "2"),
-                          cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+                          cwd=root, env={**_env(tmp_path), "GITHUB_STEP_SUMMARY": str(summary)},
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+    text = summary.read_text()  # the answer where a workflow's maintainer looks, after the earlier step's
+    assert text.startswith("earlier step\n### Culprit of `tests/test_calc.py` on `cpu`")
+    assert f"`{shas[CULPRIT][:12]}` `commit {CULPRIT}`: found, probability" in text and "PR #17 (make add faster)" in text
+    assert len(re.findall(r"\| (failed|passed) \| \[run\]\(https://github\.com/acme/llm-serving/actions/runs/\d+\) \|",
+                          text)) == len(_names(fake))
     assert f"culprit {shas[CULPRIT]} (commit {CULPRIT}), PR #17 (make add faster) " \
            "https://github.com/acme/llm-serving/pull/17, probability" in done.stdout
     assert re.search(r"run [0-9a-f]{12} failed: https://github\.com/acme/llm-serving/actions/runs/\d+", done.stdout)
