@@ -47,6 +47,7 @@ class Runners:
 
     def __init__(self, fake: FakeGitHub, shas: list[str], delay: float):
         self.fake, self.bad, self.delay = fake, set(shas[CULPRIT:]), delay
+        self.cancel_once: set[str] = set()  # the first run of each of these commits is cancelled
         self.most_at_once, self._stop = 0, threading.Event()
         self._seen: dict[int, float] = {}
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -61,6 +62,9 @@ class Runners:
                     if time.monotonic() - first >= self.delay:
                         sha = TITLE_SHA.search(run.display_title).group(1)
                         run.status, run.conclusion = "completed", "failure" if sha in self.bad else "success"
+                        if sha in self.cancel_once:
+                            self.cancel_once.discard(sha)
+                            run.conclusion = "cancelled"
 
     def __enter__(self) -> "Runners":
         self._thread.start()
@@ -140,6 +144,23 @@ def test_killed_between_dispatch_and_result_dispatches_nothing_twice(repo, fake,
     names = _names(fake)
     assert sorted(names) == sorted(set(names)), "a run was dispatched twice"
     assert set(at_kill) < set(names)
+
+
+def test_a_cancelled_run_stops_the_search_and_is_dispatched_anew_on_resume(repo, fake, api_url, runners,
+                                                                           tmp_path) -> None:
+    root, shas = repo
+    runners.cancel_once.add(shas[9])  # --bad's verification run
+    argv = _argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py", "--good", shas[0],
+                 "--bad", shas[9])
+    done = subprocess.run(argv, cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert re.search(r"stopped: run https://\S+/actions/runs/\d+ \(.*\) ended cancelled, which says nothing",
+                     done.stderr.strip().splitlines()[-1])
+    assert len(_names(fake)) == 2  # good, and bad's cancelled run
+    done = subprocess.run(argv, cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
+    names = _names(fake)
+    assert sorted(names) == sorted(set(names)) and sum(f"({shas[9]})" in n for n in names) == 2
 
 
 @pytest.mark.parametrize("args, words, sent", [

@@ -14,7 +14,8 @@ never sent blind again: it is looked up by its run-name first (`Dispatcher.send_
 
 A run's outcome is its conclusion: ``success`` passed, ``failure`` / ``timed_out`` failed; any other
 (``cancelled``, ``skipped``...) stops the search (exit 1) naming the run, since it says nothing about
-the test. Dispatches are paced like the bot's writes (`budget.WritePacer`), and a search whose
+the test; it is journalled, and the resumed search dispatches that attempt anew (at most
+`MAX_REDOS` times). Dispatches are paced like the bot's writes (`budget.WritePacer`), and a search whose
 ``(--budget + 2) x --attempts`` dispatches exceed the bot's per-comment share of the hourly request
 budget (`budget.max_runs`) is refused before anything is sent.
 """
@@ -45,6 +46,7 @@ from tools.rerun.secrets_file import SecretError, check_secret, read_secret
 PROG = "rerun-test culprit"
 SEARCH_PR = 0  # a search answers no pull request: its run-names say "PR #0"
 PASSED, FAILED = frozenset({"success"}), frozenset({"failure", "timed_out"})
+MAX_REDOS = 10  # dispatches of one attempt that may end without a result (cancelled, skipped...)
 
 
 @dataclass
@@ -135,9 +137,15 @@ class DispatchRunner:
         return "; ".join(f"PR #{p.number} ({p.title}) {p.html_url}" for p in pulls[:3])
 
     def _dispatch(self, run: int, sha: str, attempt: int) -> str:
-        comment = self.key * 10_000 + run * 10 + attempt
-        name = run_name(dispatch_inputs(self.spec, SEARCH_PR, sha, comment, "1/1"))
-        sent = self.journal.entry(name)
+        for redo in range(MAX_REDOS):  # a run that ended without a result (cancelled) is dispatched anew
+            comment = self.key * 100_000 + run * 100 + attempt * 10 + redo
+            name = run_name(dispatch_inputs(self.spec, SEARCH_PR, sha, comment, "1/1"))
+            sent = self.journal.entry(name)
+            if sent is None or sent.conclusion is None or sent.conclusion in PASSED | FAILED:
+                break
+        else:
+            raise RunnerError(f"run {run} at {sha[:12]}: {MAX_REDOS} dispatches ended without a result "
+                              f"(the last {name}): look at the runners before resuming")
         if sent is not None and sent.conclusion is not None:
             return name  # finished before a restart: neither looked up nor sent
         look_first = sent is not None  # journalled by an earlier process: it may have gone out
@@ -164,11 +172,11 @@ class DispatchRunner:
                 if run.status == "completed":
                     sent = self.journal.entry(name)
                     assert sent is not None
-                    if run.conclusion not in PASSED | FAILED:
-                        raise RunnerError(f"run {run.html_url} ({name}) ended {run.conclusion}, which says nothing "
-                                          "of the test: rerun the same command to dispatch it again")
                     sent.conclusion, sent.url = run.conclusion, run.html_url
                     self.journal.save(self.path)
+                    if run.conclusion not in PASSED | FAILED:  # journalled: a resume dispatches it anew
+                        raise RunnerError(f"run {run.html_url} ({name}) ended {run.conclusion}, which says nothing "
+                                          "of the test: rerun the same command to dispatch it again")
             if any(self.journal.entry(n).conclusion is None for n in names):  # type: ignore[union-attr]
                 if self.clock() > deadline:
                     raise RunnerError(f"{len(waiting)} run(s) not completed after {self.run_timeout:.0f} s "
