@@ -14,33 +14,69 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Mapping, Protocol, Sequence
 
-from ci.commands.culprit_local import (LocalRunner, State, WindowError, git, load_state, touches_executed,
-                                      window)
+from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run, RunnerError, State, WindowError,
+                                      git, load_state, touches_executed, window)
 from ci.commands.history import add_store_arg
 from ci.culprit.model import NoiseModel, Outcome
 from ci.culprit.posterior import prior_weights
 from ci.culprit.search import Search
 from ci.limits import whole_number
+from ci.results.summary import append_step_summary
 from ci.registry import RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, find_repo_root
 
 DEFAULT_FLAKE = 0.05
 DEFAULT_RETRY = 0.5
-EXIT_FOUND, EXIT_UNSURE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_FOUND, EXIT_UNSURE, EXIT_BAD_INPUT, EXIT_UNWRITABLE = 0, 1, 2, 3
 PROG = "fp4kv-ci culprit"
 
 EXIT_CODES = f"""\
 exit status:
   {EXIT_FOUND}  the culprit found with the asked confidence
-  {EXIT_UNSURE}  stopped short (budget spent): the most probable commit is printed
+  {EXIT_UNSURE}  stopped short (budget spent: the most probable commit is printed; or the runner failed: rerun
+     the same command to resume)
   {EXIT_BAD_INPUT}  bad input: arguments, unknown test or tier, commits not on one first-parent line, or a
      --good that fails / --bad that passes when verified; nothing of the search was run
+  {EXIT_UNWRITABLE}  $GITHUB_STEP_SUMMARY could not be written (the answer is printed)
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+class RunnerPlugin(Protocol):
+    """A runner ``ci`` does not hold itself (the bot's ``dispatch``, in ``tools/``, which ``ci`` never
+    imports): it adds its own options and builds a `BatchRunner` from them, raising `ValueError`
+    with a one-line message for bad input before anything runs."""
+
+    name: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def make(self, args: argparse.Namespace, root: Path, state_path: Path) -> BatchRunner: ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A finished search: the culprit commit, its subject and probability, every run it used (the
+    verification runs included) and why it stopped; ``found`` when the confidence was reached."""
+
+    sha: str
+    subject: str
+    probability: float
+    runs: tuple[Run, ...]
+    window_runs: int
+    stop: str
+    found: bool
+    about: str = ""  # the runner's word on the culprit: its pull request
+
+
+class BadWindow(ValueError):
+    """--good fails or --bad passes when verified (those runs are spent; nothing else runs)."""
+
+
+def build_parser(plugins: Sequence[RunnerPlugin] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n", 1)[1], epilog=EXIT_CODES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", required=True, help="the registry tier the test runs on")
@@ -50,8 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=whole_number(1), default=30, metavar="RUNS",
                         help="the most runs the search may spend (default 30)")
     parser.add_argument("--confidence", type=float, default=0.99, help="stop at this posterior (default 0.99)")
-    parser.add_argument("--runner", choices=("local",), default="local",
-                        help="where runs happen: local (git worktree + pytest); dispatch is not built yet")
+    parser.add_argument("--runner", choices=("local", *(p.name for p in plugins)), default="local",
+                        help="where runs happen: local (git worktree + pytest)"
+                             + "".join(f", {p.name}" for p in plugins))
+    parser.add_argument("--runners", type=whole_number(1, 64), default=1, metavar="N",
+                        help="probes run at once (the tier's free runners; default 1; local runs one)")
     parser.add_argument("--attempts", type=whole_number(1, 5), default=2, help="attempts per run (default 2)")
     parser.add_argument("--flake-rate", type=float, metavar="F",
                         help=f"the test's flake rate when the history has none (default {DEFAULT_FLAKE})")
@@ -66,19 +105,67 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of --inject-flake's draws (default 0)")
     parser.add_argument("--state", metavar="PATH", help="state file (default .ci-cache/culprit-GOOD-BAD.json)")
     add_store_arg(parser)
+    for plugin in plugins:
+        plugin.add_arguments(parser)
     return parser
 
 
-def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return _search(args)
-    except (WindowError, RegistryError, ValueError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG) -> int:
+    """The command; ``plugins`` add runners (``python -m tools.rerun culprit`` adds ``dispatch``)."""
+    if "dispatch" not in {p.name for p in plugins} and "dispatch" in _runner_value(argv):
+        print(f"{prog}: --runner dispatch is the bot's runner (tools/, which ci does not import): run "
+              "`python -m tools.rerun culprit --runner dispatch --repo OWNER/NAME --workflow FILE ...`",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
+    args = build_parser(plugins).parse_args(argv)
+    try:
+        answer = search(args, {p.name: p for p in plugins}, say=lambda line: print(f"{prog}: {line}", flush=True))
+    except (WindowError, RegistryError, ValueError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RunnerError as exc:
+        print(f"{prog}: stopped: {exc}", file=sys.stderr)
+        return EXIT_UNSURE
+    for run in answer.runs:
+        if run.link:
+            print(f"{prog}: run {run.sha[:12]} {'failed' if run.failed else 'passed'}: {run.link}")
+    pull = f", {answer.about}" if answer.about else ""
+    print(f"{prog}: culprit {answer.sha} ({answer.subject}){pull}, probability {answer.probability:.3f}, "
+          f"{answer.window_runs} run(s) in the window, stopped: {answer.stop}")
+    try:
+        append_step_summary(summary_markdown(args.test, args.tier, answer))
+    except OSError as exc:
+        print(f"{prog}: cannot append to $GITHUB_STEP_SUMMARY: {exc}", file=sys.stderr)
+        return EXIT_UNWRITABLE
+    return EXIT_FOUND if answer.found else EXIT_UNSURE
 
 
-def _search(args: argparse.Namespace) -> int:
+def summary_markdown(test: str, tier: str, answer: Answer) -> str:
+    """The answer as the step summary shows it: the culprit, its probability and PR, every run."""
+    def code(text: str) -> str:  # a code span the text (a commit subject, not ours) cannot end early
+        return "`" + text.replace("`", "'").replace("\n", " ") + "`"
+
+    verdict = "found" if answer.found else f"most probable (stopped: {answer.stop})"
+    lines = [f"### Culprit of {code(test)} on {code(tier)}", "",
+             f"{code(answer.sha[:12])} {code(answer.subject)}: {verdict}, probability {answer.probability:.3f}"
+             + (f"; {code(answer.about)}" if answer.about else ""), "",
+             f"{len(answer.runs)} run(s), {answer.window_runs} in the window:", "",
+             "| commit | result | run |", "|---|---|---|"]
+    lines += [f"| {code(r.sha[:12])} | {'failed' if r.failed else 'passed'} | "
+              f"{f'[run]({r.link})' if r.link else '—'} |" for r in answer.runs]
+    return "\n".join(lines) + "\n"
+
+
+def _runner_value(argv: Sequence[str]) -> set[str]:
+    return {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--runner"} | \
+           {a.split("=", 1)[1] for a in argv if a.startswith("--runner=")}
+
+
+def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
+           say: Callable[[str], None] = lambda line: None) -> Answer:
+    """Run the search ``args`` describe (`build_parser`'s options) to its stop. Bad input raises
+    `ValueError` (`WindowError`, `BadWindow`, `RegistryError`) with a one-line message, before
+    any run for everything but the verification's outcome. ``say`` is given each progress line."""
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence {args.confidence}: give a probability between 0 and 1")
     if args.flake_rate is not None and not 0 <= args.flake_rate < 1:
@@ -92,42 +179,52 @@ def _search(args: argparse.Namespace) -> int:
         raise ValueError(f"--tier {args.tier}: {file} is registered for {', '.join(registry.tests[file].tiers)}, "
                          f"not {args.tier}")
     good, bad, candidates = window(root, args.good, args.bad)
-    runner = _runner(args, root, file)
-    noise, said = _noise(args, file)
-    print(f"{PROG}: {len(candidates)} candidate commit(s) after {good[:12]} up to {bad[:12]}; {said}", flush=True)
     state_path = Path(args.state) if args.state else root / ".ci-cache" / f"culprit-{good[:12]}-{bad[:12]}.json"
-    tree = state_path.with_suffix(".tree")
+    runner = plugins[args.runner].make(args, root, state_path) if args.runner in plugins else \
+        LocalBatch(_runner(args, root, file), root, args.test, args.attempts, state_path.with_suffix(".tree"))
+    noise, said = _noise(args, file)
+    say(f"{len(candidates)} candidate commit(s) after {good[:12]} up to {bad[:12]}; {said}")
     state = load_state(state_path, State(good, bad, args.test, args.tier, args.attempts))
     if state.runs:
-        print(f"{PROG}: resuming: {len(state.runs)} run(s) already done, from {state_path}", flush=True)
-    if not args.no_verify:
-        for sha, want_fail, flag in ((good, False, "--good"), (bad, True, "--bad")):
-            failed = _done(state, sha)
-            if failed is None:
-                failed = runner.run(root, sha, args.test, args.attempts, tree)
-                state.add(state_path, sha, failed)
-            if failed != want_fail:
-                print(f"{PROG}: {flag} {sha[:12]} {'fails' if failed else 'passes'} {args.test} "
-                      f"(all {args.attempts} attempts): give a {flag[2:]} commit", file=sys.stderr)
-                return EXIT_BAD_INPUT
+        say(f"resuming: {len(state.runs)} run(s) already done, from {state_path}")
+    slots = min(args.runners, runner.slots)
+
+    def run(shas: list[str]) -> list[bool]:
+        failed = []
+        for start in range(0, len(shas), slots):
+            chunk = shas[start:start + slots]
+            results = runner.run_batch([(len(state.runs) + k, sha) for k, sha in enumerate(chunk)])
+            for sha, result in zip(chunk, results):
+                state.add(state_path, sha, result.failed, result.link)  # written before the search acts on it
+                say(f"{sha[:12]} {'failed' if result.failed else 'passed'}"
+                    + (f" ({result.link})" if result.link else ""))
+                failed.append(result.failed)
+        return failed
+
+    if not args.no_verify:  # one after another on one slot: a failing --good spends no run of --bad
+        checks = [(good, False, "--good"), (bad, True, "--bad")]
+        for start in range(0, 2, slots):
+            chunk = checks[start:start + slots]
+            run([sha for sha, _, _ in chunk if _done(state, sha) is None])
+            for sha, want_fail, flag in chunk:
+                failed = _done(state, sha)
+                if failed != want_fail:
+                    raise BadWindow(f"{flag} {sha[:12]} {'fails' if failed else 'passes'} {args.test} "
+                                    f"(all {args.attempts} attempts): give a {flag[2:]} commit")
     touches = touches_executed(root, registry, file, candidates)
-    search = Search(prior_weights(len(candidates), touches, args.w_low), noise, confidence=args.confidence,
-                    budget=args.budget, attempts=args.attempts)
+    search_ = Search(prior_weights(len(candidates), touches, args.w_low), noise, confidence=args.confidence,
+                     budget=args.budget, attempts=args.attempts)
     index = {sha: i for i, sha in enumerate(candidates)}
-    for run in state.runs:
-        if run.sha in index:
-            search.record(Outcome(index[run.sha], run.failed, args.attempts))
-    while batch := search.next_batch(1):
-        sha = candidates[batch[0].index]
-        failed = runner.run(root, sha, args.test, args.attempts, tree)
-        state.add(state_path, sha, failed)  # written before the search acts on it
-        search.record(Outcome(batch[0].index, failed, args.attempts))
-        print(f"{PROG}: {sha[:12]} {'failed' if failed else 'passed'}", flush=True)
-    result = search.result()
+    for done in state.runs:
+        if done.sha in index:
+            search_.record(Outcome(index[done.sha], done.failed, args.attempts))
+    while batch := search_.next_batch(slots):
+        for probe, failed in zip(batch, run([candidates[p.index] for p in batch])):
+            search_.record(Outcome(probe.index, failed, args.attempts))
+    result = search_.result()
     sha = candidates[result.culprit]
-    print(f"{PROG}: culprit {sha} ({git(root, 'log', '-1', '--format=%s', sha)}), probability "
-          f"{result.probability:.3f}, {result.runs} run(s) in the window, stopped: {result.stop.value}")
-    return EXIT_FOUND if result.probability >= args.confidence else EXIT_UNSURE
+    return Answer(sha, git(root, "log", "-1", "--format=%s", sha), result.probability, tuple(state.runs),
+                  result.runs, result.stop.value, result.probability >= args.confidence, runner.about(sha))
 
 
 def _runner(args: argparse.Namespace, root: Path, file: str) -> LocalRunner:

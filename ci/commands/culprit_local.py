@@ -11,6 +11,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol, Sequence
 
 from ci.atomic_write import atomic_write_text
 from ci.registry import Registry
@@ -19,6 +20,11 @@ from ci.regular_file import MAX_CONFIG_BYTES, UnreadableFile, read_regular
 
 class WindowError(ValueError):
     """The commits given do not make a window (one line, named problem)."""
+
+
+class RunnerError(RuntimeError):
+    """A runner could not get a run's outcome (a GitHub failure, a cancelled run): the search stops
+    where it is, one line naming the problem; the same command resumes it."""
 
 
 def git(root: Path, *args: str) -> str:
@@ -102,11 +108,53 @@ def _remove_tree(root: Path, tree: Path) -> None:
 
 
 @dataclass(frozen=True)
+class RunResult:
+    """What a runner says of one run: whether every attempt failed, and where to see it (a run's
+    URL; None for a local run)."""
+
+    failed: bool
+    link: str | None = None
+
+
+class BatchRunner(Protocol):
+    """Runs the search's probes, up to ``slots`` at once. ``run_batch`` is given (run number, sha)
+    pairs, the run number being the run's place in the search (the same again when a killed search
+    resumes and asks for the same runs), and returns one `RunResult` each, in order."""
+
+    slots: int
+
+    def run_batch(self, runs: Sequence[tuple[int, str]]) -> list[RunResult]: ...
+
+    def about(self, sha: str) -> str:
+        """What the runner's side knows of the culprit ``sha`` (its pull request), "" for nothing;
+        never raises: a failed lookup is said in the text."""
+
+
+@dataclass(frozen=True)
+class LocalBatch:
+    """``--runner local`` as a `BatchRunner`: one run at a time, in a worktree at ``tree``."""
+
+    runner: LocalRunner
+    root: Path
+    target: str
+    attempts: int
+    tree: Path
+    slots: int = 1
+
+    def run_batch(self, runs: Sequence[tuple[int, str]]) -> list[RunResult]:
+        return [RunResult(self.runner.run(self.root, sha, self.target, self.attempts, self.tree)) for _, sha in runs]
+
+    def about(self, sha: str) -> str:
+        return ""
+
+
+@dataclass(frozen=True)
 class Run:
-    """One finished run: the commit and whether every attempt failed."""
+    """One finished run: the commit, whether every attempt failed, and its link (if any)."""
 
     sha: str
     failed: bool
+    link: str | None = None
 
 
 @dataclass
@@ -124,8 +172,8 @@ class State:
         return (self.good, self.bad, self.target, self.tier, self.attempts) == \
                (other.good, other.bad, other.target, other.tier, other.attempts)
 
-    def add(self, path: Path, sha: str, failed: bool) -> None:
-        self.runs.append(Run(sha, failed))
+    def add(self, path: Path, sha: str, failed: bool, link: str | None = None) -> None:
+        self.runs.append(Run(sha, failed, link))
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(asdict(self), indent=1) + "\n")
 

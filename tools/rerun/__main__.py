@@ -1,11 +1,12 @@
-"""``python -m tools.rerun {handle,serve,report,redeliver}``: the bot's command line (the only place that prints).
+"""``python -m tools.rerun {handle,serve,report,redeliver,culprit}``: the bot's command line (the only place that prints).
 
 ``handle --event PATH`` handles one ``issue_comment`` payload (GitHub Actions: ``$GITHUB_EVENT_PATH``),
 with ``GITHUB_TOKEN``, ``GITHUB_API_URL`` and ``GITHUB_REPOSITORY`` from the environment unless
 ``--token-file`` / ``--api-url`` / ``--repo`` say otherwise. ``serve`` runs the webhook server with
 its delivery journal in ``--state-dir`` (one server per state directory: a second one exits 2). ``report`` writes a dispatched run's JUnit results into
 its row of the bot's reply. ``redeliver`` asks GitHub to redeliver the webhook deliveries ``serve``
-did not take (`tools.rerun.redeliver`). ``--dry-run`` reads from GitHub but writes nothing and prints the reply
+did not take (`tools.rerun.redeliver`). ``culprit`` is ``ci culprit`` with ``--runner dispatch``
+(`tools.rerun.culprit_dispatch`). ``--dry-run`` reads from GitHub but writes nothing and prints the reply
 and the dispatches it would make.
 Exit status: 0 handled or ignored, 1 GitHub failure (or, for ``report``, a missing or bad JUnit
 report), 2 bad usage or input. A token is never printed: not in errors, not in log lines.
@@ -313,6 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["culprit"]:  # ci culprit's own parser, with --runner dispatch added
+        from tools.rerun.culprit_dispatch import main as culprit_main
+        return culprit_main(argv[1:])
     args = build_parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RedactingFilter())

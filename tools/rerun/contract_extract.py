@@ -50,6 +50,7 @@ OPERATIONS = [
     ("get", "/repos/{owner}/{repo}"),
     ("get", "/repos/{owner}/{repo}/collaborators/{username}/permission"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
+    ("get", "/repos/{owner}/{repo}/commits/{commit_sha}/pulls"),
     ("get", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
     ("post", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
     ("get", "/repos/{owner}/{repo}/issues/comments/{comment_id}"),

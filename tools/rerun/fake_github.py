@@ -103,6 +103,7 @@ class FakeGitHub(FakeActions, FakeHooks):
         self.requests: list[Recorded] = []
         self.permissions: dict[str, tuple[str, str]] = {}
         self.pulls: dict[int, dict[str, Any]] = {}
+        self.commit_pulls: dict[str, list[int]] = {}  # commit sha -> the PRs GitHub associates with it
         self.comments: dict[int, list[FakeComment]] = {}
         self.reactions: list[tuple[int, str]] = []
         self._scripts: list[tuple[str, re.Pattern[str], list[Scripted]]] = []
@@ -131,6 +132,13 @@ class FakeGitHub(FakeActions, FakeHooks):
                               "url": f"https://api.github.com/repos/{self.repo}/pulls/{number}",
                               "head": {"sha": head_sha, "ref": head_ref, "repo": head},
                               "base": {"ref": self.default_branch, "repo": {"full_name": self.repo}}}
+
+    def associate(self, sha: str, number: int, title: str) -> None:
+        """Pull request ``number`` (added now if unknown, merged) is associated with commit ``sha``."""
+        if number not in self.pulls:
+            self.add_pull(number, sha, state="closed")
+        self.pulls[number]["title"] = title
+        self.commit_pulls.setdefault(sha, []).append(number)
 
     def add_comment(self, number: int, user: str, body: str) -> int:
         with self.lock:
@@ -233,6 +241,8 @@ class FakeGitHub(FakeActions, FakeHooks):
         if (m := re.fullmatch(repo + r"/pulls/(\d+)", path)) and method == "GET":
             pull = self.pulls.get(int(m[1]))
             return (200, {}, pull) if pull else (404, {}, {"message": "Not Found"})
+        if (m := re.fullmatch(repo + r"/commits/([0-9a-f]{7,40})/pulls", path)) and method == "GET":
+            return 200, {}, [self.pulls[n] for n in self.commit_pulls.get(m[1], [])]
         if m := re.fullmatch(repo + r"/issues/(\d+)/comments", path):
             return self._issue_comments(method, path, int(m[1]), query, body)
         if m := re.fullmatch(repo + r"/issues/comments/(\d+)", path):

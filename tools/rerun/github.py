@@ -56,6 +56,16 @@ class PullRequest:
 
 
 @dataclass(frozen=True)
+class CommitPull:
+    """A pull request GitHub associates with a commit (merged with it, or holding it)."""
+
+    number: int
+    title: str
+    html_url: str
+    state: str
+
+
+@dataclass(frozen=True)
 class Repository:
     full_name: str
     default_branch: str
@@ -114,6 +124,7 @@ class GitHubAPI(Protocol):
     def get_permission(self, repo: str, user: str) -> Permission: ...
     def get_pull(self, repo: str, number: int) -> PullRequest: ...
     def list_issue_comments(self, repo: str, number: int) -> list[IssueComment]: ...
+    def pulls_for_commit(self, repo: str, sha: str) -> list[CommitPull]: ...
     def get_comment(self, repo: str, comment_id: int) -> IssueComment: ...
     def create_comment(self, repo: str, number: int, body: str,
                        confirm: Callable[[], int | None] | None = None) -> int: ...
@@ -159,6 +170,13 @@ class GitHubClient(RestClient):
                                str((data.get("user") or {}).get("login", "")),
                                str(head_repo) if head_repo else None, str(base_repo), str(data.get("created_at") or ""))
         return _shape(f"/repos/{repo}/pulls/{number}", build)
+
+    def pulls_for_commit(self, repo: str, sha: str) -> list[CommitPull]:
+        """GitHub's "list pull requests associated with a commit" (the first page of 100)."""
+        path = f"/repos/{repo}/commits/{sha}/pulls"
+        data = self._json("GET", path, params={"per_page": 100})
+        return _shape(path, lambda: [CommitPull(int(p["number"]), str(p["title"]), str(p["html_url"]), str(p["state"]))
+                                     for p in data])
 
     def list_issue_comments(self, repo: str, number: int, *, max_pages: int = 50) -> list[IssueComment]:
         """Every comment on the issue/PR, following ``Link: rel="next"`` up to ``max_pages`` pages
