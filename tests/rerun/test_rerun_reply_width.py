@@ -60,6 +60,9 @@ LONG_CLASS = "TestEplbMinRebalancingUtilizationThreshold095"
 HOSTILE = ("[link](https://evil.example)", "**passed**", "<img src=x onerror=alert(1)>", "a | b", "_em_ `c`",
            "@everyone")
 RUN = "https://github.com/sgl-project/sglang/actions/runs/19876543210"
+# A failure's error line as `ci.history.errors.error_line` gives it (cut at 160 by the cell): long words.
+ERROR = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total; "
+         "/sgl-workspace/sglang/python/sglang/srt/layers/moe/fused_moe_triton/fused_moe_triton_kernels.py:412)")
 # Details as `ci.history.verdict.judge` writes them (the longest forms), cut by `FailureVerdict.text`.
 VERDICTS = (FailureVerdict(BROKEN_ON_MAIN, "broken on main since abc1234 (3 candidate commits: abc1234, bcd2345, "
                            "cde3456, last passed at 0a1b2c3); main fails with a different error"),
@@ -92,10 +95,10 @@ def reply(shards: int = 40, reported: int | None = None) -> str:
         if reported is None or i <= reported:
             kind = i % 7
             if kind < 4:  # one failure, one verdict of each kind
-                results = RunResults(41, 1, 2, 0, 1834.2, _failing(i, 1))
+                results = RunResults(41, 1, 2, 0, 1834.2, _failing(i, 1), error_lines=(ERROR,))
                 verdicts = {results.failing[0]: VERDICTS[kind]}
             elif kind < 6:  # several failures: the hostile names, every kind
-                results = RunResults(30, 12, 0, 1, 2380.0, _failing(i, 13))
+                results = RunResults(30, 12, 0, 1, 2380.0, _failing(i, 13), error_lines=(ERROR,) * 13)
                 verdicts = {n: VERDICTS[k % 4] for k, n in enumerate(results.failing)}
             else:
                 results, verdicts = RunResults(120, 0, 4, 0, 95.0, ()), {}
