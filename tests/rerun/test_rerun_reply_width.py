@@ -133,12 +133,17 @@ def browser() -> Iterator[Browser]:
         yield b
 
 
-def measure(browser: Browser, markdown: str, path: Path) -> dict[str, object]:
-    """Render ``markdown`` as GitHub does and measure its first table in the browser."""
+def page(markdown: str, path: Path) -> Path:
+    """``path``, written as a page of ``markdown`` rendered as GitHub does, with its comment CSS."""
     rendered = cmarkgfm.github_flavored_markdown_to_html(markdown, options=cmarkgfm_options.CMARK_OPT_UNSAFE)
     path.write_text(f"<!doctype html><meta charset=utf-8><style>{CSS}</style>"
                     f"<div class=markdown-body>{rendered}</div>", encoding="utf-8")
-    tab = browser.open(path)
+    return path
+
+
+def measure(browser: Browser, markdown: str, path: Path) -> dict[str, object]:
+    """Render ``markdown`` as GitHub does and measure its first table in the browser."""
+    tab = browser.open(page(markdown, path))
     try:
         return tab.eval("""(function(){
           var t = document.querySelector('table'), td = t.querySelector('td'), s = getComputedStyle(td);
@@ -204,3 +209,77 @@ def test_the_width_is_the_table_and_not_the_page(browser: Browser, tmp_path: Pat
     narrow = measure(browser, f"{HEADER}\n|---|---|---|---|---|---|---|\n| `t` | 1/1 | {'x<wbr>' * 200} | — | r | t | r |",
                      tmp_path / "narrow.html")
     assert wide["scroll"] > COMMENT_PX >= narrow["scroll"], (wide["scroll"], narrow["scroll"])
+
+
+# -- a /rerun-tier of 41 shards, 2 failing: failing first, passing collapsed, under two screens ---------
+
+SCREEN_PX = 900
+TIER_COMMENT = 7041
+
+
+def _tier_reply(fake, make_client, arrange: bool) -> str:
+    """The reply to a 41-shard `/rerun-tier` as the bot writes it (`run_row`, fitted), then every
+    shard's results written by `Reporter` at the fake GitHub, in shard order; shards 3 and 22 fail.
+    ``arrange=False`` writes the rows as before `tools.rerun.layout` (the same bodies, unarranged)."""
+    from tools.rerun import layout, report as report_module
+    from tools.rerun.github import DEFAULT_BOT_LOGIN
+    from tools.rerun.report import Reporter
+
+    rows = [run_row(DispatchResult(_spec(i, 41), {}, f"n{i}", "sent", run_url=f"{RUN}{i}")) for i in range(1, 42)]
+    fake.add_comment(1, DEFAULT_BOT_LOGIN, fit(f"{marker(TIER_COMMENT, sha='a' * 40)}\n@maintainer "
+                                               f"{span('41 of 41 run(s) dispatched')} for commit `aaaaaaaaaaaa`.\n\n"
+                                               + table(rows) + "\n"))
+    fake.add_pull(1, "a" * 40)
+    reporter = Reporter(make_client(), "acme/llm-serving", DEFAULT_BOT_LOGIN, settle=0, sleep=lambda s: None)
+    original = report_module.relayout
+    report_module.relayout = original if arrange else (lambda body: body)
+    try:
+        for i in range(1, 42):
+            if i in (3, 22):
+                results = RunResults(41, 1, 2, 0, 1834.2, _failing(i, 1), error_lines=(ERROR,))
+            else:
+                results = RunResults(120, 0, 4, 0, 95.0, ())
+            reporter.report(1, TIER_COMMENT, "gpu_h200_8x", f"{i}/41", result_cell(results), f"{RUN}{i}")
+    finally:
+        report_module.relayout = original
+    assert layout.relayout is original
+    return fake.bot_replies(1)[0].body
+
+
+def geometry(browser: Browser, markdown: str, path: Path) -> dict[str, object]:
+    """Render ``markdown`` as GitHub does; the comment's height and each row's part and bottom edge
+    (rows inside a closed ``<details>`` are not shown, so not listed)."""
+    tab = browser.open(page(markdown, path))
+    try:
+        return tab.eval("""(function(){
+          var body = document.querySelector('.markdown-body'), top = body.getBoundingClientRect().top;
+          var rows = Array.from(document.querySelectorAll('tbody tr')).filter(function(r){ return !r.closest('details:not([open])'); });
+          return {height: body.scrollHeight, width: Math.max.apply(null, Array.from(document.querySelectorAll('table'))
+                    .map(function(t){ return t.scrollWidth; })),
+                  rows: rows.map(function(r){ return [r.cells[1].textContent, r.cells[2].textContent.slice(0, 6),
+                                                     r.getBoundingClientRect().bottom - top]; }),
+                  summary: Array.from(document.querySelectorAll('summary')).map(function(s){ return s.textContent; }),
+                  text: body.innerText};
+        })()""")
+    finally:
+        tab.close()
+
+
+def test_a_41_shard_tier_with_2_failures_fits_two_screens(browser: Browser, fake, make_client, tmp_path: Path) -> None:
+    got = geometry(browser, _tier_reply(fake, make_client, arrange=True), tmp_path / "tier.html")
+    shown = [(part, result) for part, result, _ in got["rows"]]
+    assert shown[:2] == [("3/41", "failed"), ("22/41", "failed")], shown  # failing first, in shard order
+    assert len(shown) == 2 and got["summary"] == ["39 passed run(s)"]  # the passing 39 collapsed
+    assert all(bottom <= SCREEN_PX for _, _, bottom in got["rows"]), got["rows"]  # in the first screen
+    assert got["height"] <= 2 * SCREEN_PX, got["height"]
+    assert got["width"] <= COMMENT_PX, got["width"]
+    assert "4762 passed, 2 failed" in str(got["text"]) and "so far" not in str(got["text"])
+    assert "paced" not in str(got["text"])  # nothing waits any more
+
+
+def test_the_same_41_shards_unarranged_fail_the_measure(browser: Browser, fake, make_client, tmp_path: Path) -> None:
+    """The measure can fail: the rows as written before `tools.rerun.layout` make a comment many
+    screens tall with the second failure far down."""
+    got = geometry(browser, _tier_reply(fake, make_client, arrange=False), tmp_path / "flat.html")
+    bottoms = {part: bottom for part, _, bottom in got["rows"]}
+    assert got["height"] > 2 * SCREEN_PX and bottoms["22/41"] > SCREEN_PX, (got["height"], bottoms["22/41"])

@@ -50,6 +50,7 @@ from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubAPI, GitHubError, PullRe
 from tools.rerun.policy import decide
 from tools.rerun.pr_runs import PR_WORKFLOWS
 from tools.rerun.headline import retitle, span
+from tools.rerun.layout import relayout
 from tools.rerun.runs_table import put_row, rows_in
 from tools.rerun.work import Work
 
@@ -247,7 +248,8 @@ class Handler:
             if reply.id is None or config.dry_run or not edits.due(body):
                 return
             try:
-                self.client.edit_comment(event.repo, reply.id, fit(retitle(self._keep_reported(event, reply.id, body))))
+                kept = self._keep_reported(event, reply.id, body)
+                self.client.edit_comment(event.repo, reply.id, fit(relayout(retitle(kept))))
             except GitHubError as exc:  # progress is a courtesy; the final edit says what happened
                 log.warning("progress edit of reply %d failed: %s", reply.id, exc)
             edits.wrote(body)
@@ -266,7 +268,7 @@ class Handler:
             work.sections + [cmd_rerun_failed.render(outcome.reruns)], replies.runs_table(outcome.dispatches, actions_url),
             work.notes, state, sha)
         if (resumed or work.dispatches) and reply.id is not None and not config.dry_run:
-            body = retitle(self._keep_reported(event, reply.id, body))
+            body = relayout(retitle(self._keep_reported(event, reply.id, body)))
         self._write(event, outcome, reply, body)
         self._react(event, outcome, "rocket" if outcome.status == "dispatched" else "confused")
         return outcome

@@ -49,6 +49,7 @@ from tools.rerun.commands import quote
 from tools.rerun.fit import STEPS, fit, shorten
 from tools.rerun.github import GitHubAPI, IssueComment
 from tools.rerun.headline import retitle
+from tools.rerun.layout import relayout
 from tools.rerun.runs_table import NO_VERDICT, RunRow, find_row, put_row
 from tools.rerun.verdicts import LABELS, FailureVerdict, verdict_cell
 from tools.rerun.wrap import breakable_code
@@ -198,7 +199,7 @@ class Reporter:
                 return None
             base = current or RunRow(tier, part, "—", "—", "—", "")
             mine = base.with_result(cell, run, verdict)
-            body = fit(retitle(put_row(reply.body, mine)))  # shortens cells to fit; never drops a row
+            body = fit(relayout(retitle(put_row(reply.body, mine))))  # shortens cells to fit; never drops a row
             mine = find_row(body, tier, part) or mine  # as written (its cells may be shortened)
             self.client.edit_comment(self.repo, reply.id, body)
             writes += 1
