@@ -181,16 +181,17 @@ class Reporter:
 
     def report(self, pr: int, comment_id: int, tier: str, part: str, cell: str,
                run_url: str | None = None, slot: str = "", verdict: str = NO_VERDICT, *,
-               only_if_waiting: bool = False) -> ReportOutcome | None:
+               only_if_waiting: bool = False, wait_slot: bool = True) -> ReportOutcome | None:
         """Put ``cell``, ``verdict`` (and the run link) into the row (tier, part) and rewrite the
         headline (`tools.rerun.headline.retitle`); raises `ReportError` when the row keeps getting
         lost after ``attempts`` writes, `GitHubError` when GitHub fails. ``only_if_waiting``
         (a run that ended without sending results): write nothing, and return None, when the row
-        already holds results."""
+        already holds results. ``wait_slot=False`` (a writer that is not the run's own job, paced
+        by its own client) skips the wait for the run's write slot."""
         run = f"[run]({run_url})" if run_url else None
         writes = lost = 0
         shard = shard_of(slot) or shard_of(part)
-        if shard is not None:
+        if shard is not None and wait_slot:
             self.sleep(report_slot_wait(self.clock(), *shard))
         for attempt in range(1, self.attempts + 1):
             reply = self.find_reply(pr, comment_id)
