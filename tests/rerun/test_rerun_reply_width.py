@@ -217,15 +217,17 @@ SCREEN_PX = 900
 TIER_COMMENT = 7041
 
 
-def _tier_reply(fake, make_client, arrange: bool) -> str:
+def _tier_reply(fake, make_client, arrange: bool, tests: int = 5) -> str:
     """The reply to a 41-shard `/rerun-tier` as the bot writes it (`run_row`, fitted), then every
     shard's results written by `Reporter` at the fake GitHub, in shard order; shards 3 and 22 fail.
-    ``arrange=False`` writes the rows as before `tools.rerun.layout` (the same bodies, unarranged)."""
+    ``arrange=False`` writes the rows as before `tools.rerun.layout` (the same bodies, unarranged).
+    ``tests`` per shard: with 5 the reply is over GitHub's limit and `fit` counts the tests cells;
+    with 2 or 3 they are written out (SGLang's 126-character paths)."""
     from tools.rerun import layout, report as report_module
     from tools.rerun.github import DEFAULT_BOT_LOGIN
     from tools.rerun.report import Reporter
 
-    rows = [run_row(DispatchResult(_spec(i, 41), {}, f"n{i}", "sent", run_url=f"{RUN}{i}")) for i in range(1, 42)]
+    rows = [run_row(DispatchResult(_spec(i, 41, tests), {}, f"n{i}", "sent", run_url=f"{RUN}{i}")) for i in range(1, 42)]
     fake.add_comment(1, DEFAULT_BOT_LOGIN, fit(f"{marker(TIER_COMMENT, sha='a' * 40)}\n@maintainer "
                                                f"{span('41 of 41 run(s) dispatched')} for commit `aaaaaaaaaaaa`.\n\n"
                                                + table(rows) + "\n"))
@@ -265,8 +267,10 @@ def geometry(browser: Browser, markdown: str, path: Path) -> dict[str, object]:
         tab.close()
 
 
-def test_a_41_shard_tier_with_2_failures_fits_two_screens(browser: Browser, fake, make_client, tmp_path: Path) -> None:
-    got = geometry(browser, _tier_reply(fake, make_client, arrange=True), tmp_path / "tier.html")
+@pytest.mark.parametrize("tests", [2, 3, 5])
+def test_a_41_shard_tier_with_2_failures_fits_two_screens(browser: Browser, fake, make_client, tmp_path: Path,
+                                                          tests: int) -> None:
+    got = geometry(browser, _tier_reply(fake, make_client, arrange=True, tests=tests), tmp_path / "tier.html")
     shown = [(part, result) for part, result, _ in got["rows"]]
     assert shown[:2] == [("3/41", "failed"), ("22/41", "failed")], shown  # failing first, in shard order
     assert len(shown) == 2 and got["summary"] == ["39 passed run(s)"]  # the passing 39 collapsed
@@ -279,7 +283,7 @@ def test_a_41_shard_tier_with_2_failures_fits_two_screens(browser: Browser, fake
 
 def test_the_same_41_shards_unarranged_fail_the_measure(browser: Browser, fake, make_client, tmp_path: Path) -> None:
     """The measure can fail: the rows as written before `tools.rerun.layout` make a comment many
-    screens tall with the second failure far down."""
-    got = geometry(browser, _tier_reply(fake, make_client, arrange=False), tmp_path / "flat.html")
+    screens tall with the second failure far down (the issue's ~15,000 px, with 2 tests a shard)."""
+    got = geometry(browser, _tier_reply(fake, make_client, arrange=False, tests=2), tmp_path / "flat.html")
     bottoms = {part: bottom for part, _, bottom in got["rows"]}
-    assert got["height"] > 2 * SCREEN_PX and bottoms["22/41"] > SCREEN_PX, (got["height"], bottoms["22/41"])
+    assert got["height"] > 12 * SCREEN_PX and bottoms["22/41"] > 6 * SCREEN_PX, (got["height"], bottoms["22/41"])

@@ -9,7 +9,9 @@ find wherever it sits:
 - a table with a shard row (part ``i/N``, a ``/rerun-tier``) is ordered: rows that failed or
   gave no result (and failed dispatches) first, then the rows still waiting (``dispatched``), and
   the passed rows last, collapsed in a ``<details>`` whose summary counts them (GFM renders a
-  table inside ``<details>`` when blank lines surround it); within a group, by tier and shard;
+  table inside ``<details>`` when blank lines surround it); within a group, by tier and shard.
+  Its tests cells become counts (`fit.count_tests`, ``3 test(s)``): a shard's list of paths made
+  each row hundreds of pixels tall at 828 px, and a failing row names its failing ids anyway;
 - while any row waits, a note above the table says that results are paced and how long a
   finished run's row may take to appear: runs write their rows one at a time,
   `budget.REPORT_SLOT_SECONDS` apart, each in its own slot of a cycle as long as the comment's
@@ -22,8 +24,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from tools.rerun.budget import REPORT_SLOT_SECONDS, shard_of
+from tools.rerun.fit import count_tests
 from tools.rerun.headline import WAITING
 from tools.rerun.runs_table import HEADER, SEPARATOR, RunRow, parse_row
 
@@ -89,7 +93,7 @@ def relayout(body: str) -> str:
     if any(r.result.startswith(WAITING) for r in rows):
         out += [pacing_note(len(waited)), ""]
     if any(shard_of(r.part) for r in rows):
-        rows.sort(key=_order)
+        rows = sorted((replace(r, tests=count_tests(r.tests)) for r in rows), key=_order)
         shown = [r for r in rows if group(r) != PASSES]
         passed = [r for r in rows if group(r) == PASSES]
         out += _rows_table(shown)
