@@ -182,8 +182,8 @@ class Reporter:
     def report(self, pr: int, comment_id: int, tier: str, part: str, cell: str,
                run_url: str | None = None, slot: str = "", verdict: str = NO_VERDICT, *,
                only_if_waiting: bool = False, wait_slot: bool = True) -> ReportOutcome | None:
-        """Put ``cell``, ``verdict`` (and the run link) into the row (tier, part) and rewrite the
-        headline (`tools.rerun.headline.retitle`); raises `ReportError` when the row keeps getting
+        """Put ``cell``, ``verdict`` (and the run link) into the row (tier, part), rewrite the
+        headline (`tools.rerun.headline.retitle`) and lay the table out (`tools.rerun.layout`); raises `ReportError` when the row keeps getting
         lost after ``attempts`` writes, `GitHubError` when GitHub fails. ``only_if_waiting``
         (a run that ended without sending results): write nothing, and return None, when the row
         already holds results. ``wait_slot=False`` (a writer that is not the run's own job, paced
