@@ -28,7 +28,7 @@ from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
 from tools.rerun.headline import CLOSE, OPEN, span
 from tools.rerun.replies import MAX_BODY_CHARS
 from tools.rerun.flake_notes import flake_notes, note
-from tools.rerun.report import ID_LIMIT, RunResults, result_cell, row_verdict
+from tools.rerun.report import ERROR_LIMIT, ID_LIMIT, RunResults, result_cell, row_verdict
 from tools.rerun.verdicts import FLAKY, FailureVerdict
 from tools.rerun.wrap import breakable_code
 from tools.rerun.runs_table import RunRow, find_row, table
@@ -98,7 +98,7 @@ def test_rows_name_known_flakes_and_new_failures(api_url: str, fake: FakeGitHub,
                          "--history", store_location, "--sha", "f" * 40)
     assert proc.returncode == 0, proc.stderr
     assert cell == f"**failed**: 2 passed, 1 failed, 0 skipped, 0 errors in 3.0 s<br>failing:<br>" \
-        + breakable_code(FILE + "::test_b", ID_LIMIT)
+        + breakable_code(FILE + "::test_b", ID_LIMIT) + " — " + breakable_code(FLAKE_ERROR.replace("&lt;", "<"), ERROR_LIMIT)
     verdict = _verdict(fake)
     assert verdict.startswith("flaky&#58; the same failure as its earlier flakes &#40;flaky 1") and \
         f"over 120 runs on {entities(TIER)}&#41;" in verdict, verdict

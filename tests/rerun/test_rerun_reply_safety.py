@@ -18,7 +18,7 @@ from tools.rerun.fit import fit
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN
 from tools.rerun.github import GitHubClient, GitHubError, RetryPolicy
 from tools.rerun.replies import MAX_BODY_CHARS, _tests_cell, marker
-from tools.rerun.report import Reporter, RunResults, result_cell
+from tools.rerun.report import Reporter, RunResults, result_cell, summarize
 from tools.rerun.runs_table import RunRow, rows_in, table
 from tools.rerun.verdicts import INFRA, FailureVerdict
 
@@ -174,6 +174,34 @@ def test_a_hostile_target_renders_as_its_own_text_in_the_reply(name: str, make_h
     # the command line is quoted as it was typed, each target by itself
     assert any(_shown(f"/rerun-test {name}") in code or _shown(name.split()[0]) == code for code in rendered.codes), \
         rendered.codes
+
+
+ERRORS = ["AssertionError: a | b `code` <script>alert(1)</script> @everyone cc @acme/quant",
+          "RuntimeError: [link](https://evil.example) **bold**\nsecond line | cell"]
+
+
+@pytest.mark.parametrize("error", ERRORS)
+def test_a_failed_row_shows_its_error_line_as_text(error: str, make_client, fake: FakeGitHub, tmp_path) -> None:
+    """The JUnit a run uploaded -> `summarize` -> `result_cell` -> `report` at the fake GitHub ->
+    cmark-gfm: the failure's first error line is in the row, as its own text, in one cell."""
+    from xml.sax.saxutils import quoteattr
+    junit = tmp_path / "junit.xml"
+    junit.write_text(f'<testsuites><testsuite name="p" time="3"><testcase classname="tests.quant.test_pack" '
+                     f'name="test_x" file="tests/quant/test_pack.py" time="1">'
+                     f'<failure message={quoteattr(error, {chr(10): "&#10;"})}>E   {error.splitlines()[0].replace("<", "&lt;")}'
+                     f'</failure></testcase></testsuite></testsuites>', encoding="utf-8")
+    cell = result_cell(summarize(junit))
+    rows = [RunRow("gpu_b200", p, RUNNER, "`t`", f"[run](https://x/{p[0]})", "dispatched") for p in ("1/2", "2/2")]
+    fake.add_comment(PR, BOT_LOGIN, f"{marker(COMMENT)}\nruns\n\n" + table(rows) + "\n")
+    Reporter(make_client(), REPO, BOT_LOGIN, settle=0).report(PR, COMMENT, "gpu_b200", "1/2", cell, BOT_LINK)
+    body = fake.bot_replies(PR)[0].body
+    assert [r.key for r in rows_in(body)] == [("gpu_b200", "1/2"), ("gpu_b200", "2/2")]  # no cell or row broken
+    rendered = _render(body)
+    first = error.splitlines()[0]  # `error_line` keeps the message's first line
+    assert _shown(first) in rendered.codes, rendered.codes
+    assert rendered.links == [BOT_LINK, "https://x/2"] and rendered.strong == ["failed"]
+    assert set(rendered.inside_code) <= {"wbr"} and not {"script", "em", "img"} & set(rendered.tags)
+    assert "@everyone" not in body and "<script>" not in body
 
 
 # Bidi controls reorder what follows them and ESC starts a terminal colour: none reaches a reply.

@@ -60,6 +60,9 @@ LONG_CLASS = "TestEplbMinRebalancingUtilizationThreshold095"
 HOSTILE = ("[link](https://evil.example)", "**passed**", "<img src=x onerror=alert(1)>", "a | b", "_em_ `c`",
            "@everyone")
 RUN = "https://github.com/sgl-project/sglang/actions/runs/19876543210"
+# A failure's error line as `ci.history.errors.error_line` gives it (cut at 160 by the cell): long words.
+ERROR = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total; "
+         "/sgl-workspace/sglang/python/sglang/srt/layers/moe/fused_moe_triton/fused_moe_triton_kernels.py:412)")
 # Details as `ci.history.verdict.judge` writes them (the longest forms), cut by `FailureVerdict.text`.
 VERDICTS = (FailureVerdict(BROKEN_ON_MAIN, "broken on main since abc1234 (3 candidate commits: abc1234, bcd2345, "
                            "cde3456, last passed at 0a1b2c3); main fails with a different error"),
@@ -92,10 +95,10 @@ def reply(shards: int = 40, reported: int | None = None) -> str:
         if reported is None or i <= reported:
             kind = i % 7
             if kind < 4:  # one failure, one verdict of each kind
-                results = RunResults(41, 1, 2, 0, 1834.2, _failing(i, 1))
+                results = RunResults(41, 1, 2, 0, 1834.2, _failing(i, 1), error_lines=(ERROR,))
                 verdicts = {results.failing[0]: VERDICTS[kind]}
             elif kind < 6:  # several failures: the hostile names, every kind
-                results = RunResults(30, 12, 0, 1, 2380.0, _failing(i, 13))
+                results = RunResults(30, 12, 0, 1, 2380.0, _failing(i, 13), error_lines=(ERROR,) * 13)
                 verdicts = {n: VERDICTS[k % 4] for k, n in enumerate(results.failing)}
             else:
                 results, verdicts = RunResults(120, 0, 4, 0, 95.0, ()), {}
@@ -130,12 +133,17 @@ def browser() -> Iterator[Browser]:
         yield b
 
 
-def measure(browser: Browser, markdown: str, path: Path) -> dict[str, object]:
-    """Render ``markdown`` as GitHub does and measure its first table in the browser."""
+def page(markdown: str, path: Path) -> Path:
+    """``path``, written as a page of ``markdown`` rendered as GitHub does, with its comment CSS."""
     rendered = cmarkgfm.github_flavored_markdown_to_html(markdown, options=cmarkgfm_options.CMARK_OPT_UNSAFE)
     path.write_text(f"<!doctype html><meta charset=utf-8><style>{CSS}</style>"
                     f"<div class=markdown-body>{rendered}</div>", encoding="utf-8")
-    tab = browser.open(path)
+    return path
+
+
+def measure(browser: Browser, markdown: str, path: Path) -> dict[str, object]:
+    """Render ``markdown`` as GitHub does and measure its first table in the browser."""
+    tab = browser.open(page(markdown, path))
     try:
         return tab.eval("""(function(){
           var t = document.querySelector('table'), td = t.querySelector('td'), s = getComputedStyle(td);
@@ -201,3 +209,81 @@ def test_the_width_is_the_table_and_not_the_page(browser: Browser, tmp_path: Pat
     narrow = measure(browser, f"{HEADER}\n|---|---|---|---|---|---|---|\n| `t` | 1/1 | {'x<wbr>' * 200} | — | r | t | r |",
                      tmp_path / "narrow.html")
     assert wide["scroll"] > COMMENT_PX >= narrow["scroll"], (wide["scroll"], narrow["scroll"])
+
+
+# -- a /rerun-tier of 41 shards, 2 failing: failing first, passing collapsed, under two screens ---------
+
+SCREEN_PX = 900
+TIER_COMMENT = 7041
+
+
+def _tier_reply(fake, make_client, arrange: bool, tests: int = 5) -> str:
+    """The reply to a 41-shard `/rerun-tier` as the bot writes it (`run_row`, fitted), then every
+    shard's results written by `Reporter` at the fake GitHub, in shard order; shards 3 and 22 fail.
+    ``arrange=False`` writes the rows as before `tools.rerun.layout` (the same bodies, unarranged).
+    ``tests`` per shard: with 5 the reply is over GitHub's limit and `fit` counts the tests cells;
+    with 2 or 3 they are written out (SGLang's 126-character paths)."""
+    from tools.rerun import layout, report as report_module
+    from tools.rerun.github import DEFAULT_BOT_LOGIN
+    from tools.rerun.report import Reporter
+
+    rows = [run_row(DispatchResult(_spec(i, 41, tests), {}, f"n{i}", "sent", run_url=f"{RUN}{i}")) for i in range(1, 42)]
+    fake.add_comment(1, DEFAULT_BOT_LOGIN, fit(f"{marker(TIER_COMMENT, sha='a' * 40)}\n@maintainer "
+                                               f"{span('41 of 41 run(s) dispatched')} for commit `aaaaaaaaaaaa`.\n\n"
+                                               + table(rows) + "\n"))
+    fake.add_pull(1, "a" * 40)
+    reporter = Reporter(make_client(), "acme/llm-serving", DEFAULT_BOT_LOGIN, settle=0, sleep=lambda s: None)
+    original = report_module.relayout
+    report_module.relayout = original if arrange else (lambda body: body)
+    try:
+        for i in range(1, 42):
+            if i in (3, 22):
+                results = RunResults(41, 1, 2, 0, 1834.2, _failing(i, 1), error_lines=(ERROR,))
+            else:
+                results = RunResults(120, 0, 4, 0, 95.0, ())
+            reporter.report(1, TIER_COMMENT, "gpu_h200_8x", f"{i}/41", result_cell(results), f"{RUN}{i}")
+    finally:
+        report_module.relayout = original
+    assert layout.relayout is original
+    return fake.bot_replies(1)[0].body
+
+
+def geometry(browser: Browser, markdown: str, path: Path) -> dict[str, object]:
+    """Render ``markdown`` as GitHub does; the comment's height and each row's part and bottom edge
+    (rows inside a closed ``<details>`` are not shown, so not listed)."""
+    tab = browser.open(page(markdown, path))
+    try:
+        return tab.eval("""(function(){
+          var body = document.querySelector('.markdown-body'), top = body.getBoundingClientRect().top;
+          var rows = Array.from(document.querySelectorAll('tbody tr')).filter(function(r){ return !r.closest('details:not([open])'); });
+          return {height: body.scrollHeight, width: Math.max.apply(null, Array.from(document.querySelectorAll('table'))
+                    .map(function(t){ return t.scrollWidth; })),
+                  rows: rows.map(function(r){ return [r.cells[1].textContent, r.cells[2].textContent.slice(0, 6),
+                                                     r.getBoundingClientRect().bottom - top]; }),
+                  summary: Array.from(document.querySelectorAll('summary')).map(function(s){ return s.textContent; }),
+                  text: body.innerText};
+        })()""")
+    finally:
+        tab.close()
+
+
+@pytest.mark.parametrize("tests", [2, 3, 5])
+def test_a_41_shard_tier_with_2_failures_fits_two_screens(browser: Browser, fake, make_client, tmp_path: Path,
+                                                          tests: int) -> None:
+    got = geometry(browser, _tier_reply(fake, make_client, arrange=True, tests=tests), tmp_path / "tier.html")
+    shown = [(part, result) for part, result, _ in got["rows"]]
+    assert shown[:2] == [("3/41", "failed"), ("22/41", "failed")], shown  # failing first, in shard order
+    assert len(shown) == 2 and got["summary"] == ["39 passed run(s)"]  # the passing 39 collapsed
+    assert all(bottom <= SCREEN_PX for _, _, bottom in got["rows"]), got["rows"]  # in the first screen
+    assert got["height"] <= 2 * SCREEN_PX, got["height"]
+    assert got["width"] <= COMMENT_PX, got["width"]
+    assert "4762 passed, 2 failed" in str(got["text"]) and "so far" not in str(got["text"])
+    assert "paced" not in str(got["text"])  # nothing waits any more
+
+
+def test_the_same_41_shards_unarranged_fail_the_measure(browser: Browser, fake, make_client, tmp_path: Path) -> None:
+    """The measure can fail: the rows as written before `tools.rerun.layout` make a comment many
+    screens tall with the second failure far down (the issue's ~15,000 px, with 2 tests a shard)."""
+    got = geometry(browser, _tier_reply(fake, make_client, arrange=False, tests=2), tmp_path / "flat.html")
+    bottoms = {part: bottom for part, _, bottom in got["rows"]}
+    assert got["height"] > 12 * SCREEN_PX and bottoms["22/41"] > 6 * SCREEN_PX, (got["height"], bottoms["22/41"])

@@ -32,6 +32,31 @@ def test_tier_run_is_one_dispatch_per_shard_of_the_plan(fake: FakeGitHub, make_h
     assert len(names) == 2 and all("comment 88" in n for n in names)  # unique run-names per shard
 
 
+def test_the_reply_says_results_are_paced_while_a_shard_is_pending(fake: FakeGitHub, make_handler,
+                                                                   make_client) -> None:
+    """The handler's reply, then each shard's `report` at the fake GitHub: the pacing note (from
+    `budget.REPORT_SLOT_SECONDS`) stays while a shard is pending and goes with the last one; a
+    failed shard comes before a pending one, a passed one goes into the collapsed block."""
+    from tools.rerun.budget import REPORT_SLOT_SECONDS
+    from tools.rerun.github import DEFAULT_BOT_LOGIN
+    from tools.rerun.layout import NOTE_OPEN
+    from tools.rerun.report import Reporter
+
+    make_handler(shard_budget=30).handle(comment_payload("/rerun-tier gpu_b200", comment_id=89))
+    paced = f"one every {REPORT_SLOT_SECONDS:.1f} s, each in its own turn, so a run's row can appear up to 4 s after"
+    body = fake.bot_replies(PR)[0].body
+    assert NOTE_OPEN in body and paced in body
+    reporter = Reporter(make_client(), REPO, DEFAULT_BOT_LOGIN, settle=0, sleep=lambda s: None)
+    reporter.report(PR, 89, "gpu_b200", "2/2", "**failed**: 1 passed, 1 failed, 0 skipped, 0 errors in 2.0 s")
+    body = fake.bot_replies(PR)[0].body
+    assert paced in body and "1 of 2 runs reported so far" in body
+    assert body.index("| 2/2 | **failed**") < body.index("| 1/2 | dispatched")  # the failure before the pending
+    reporter.report(PR, 89, "gpu_b200", "1/2", "**passed**: 3 passed, 0 failed, 0 skipped, 0 errors in 2.0 s")
+    body = fake.bot_replies(PR)[0].body
+    assert NOTE_OPEN not in body and "paced" not in body and "so far" not in body
+    assert body.index("| 2/2 |") < body.index("<details><summary>1 passed run(s)</summary>") < body.index("| 1/2 |")
+
+
 def test_tier_run_with_the_default_budget_is_one_shard(fake: FakeGitHub, make_handler) -> None:
     make_handler().handle(comment_payload("/rerun-tier gpu_b200\n/rerun-tier gpu_b200"))
     assert [(d["inputs"]["part"], d["inputs"]["tests"]) for d in fake.dispatches] == [

@@ -1,6 +1,6 @@
 """Build `tools/rerun/github_contract/`: the part of GitHub's published API description the fake serves.
 
-``python -m tools.rerun.contract_extract`` downloads the two pinned npm packages (`PINNED`; the
+``python -m tools.rerun.contract_extract`` downloads the three pinned npm packages (`PINNED`; the
 tarball's sha512 must match the ``integrity`` the npm registry publishes for that version), caches
 them under ``.ci-cache/npm/`` and writes:
 
@@ -11,9 +11,12 @@ them under ``.ci-cache/npm/`` and writes:
   prose (``description``, ``title``, ``example`` ...), which keeps the file small;
 * ``webhook_examples.json``: from ``@octokit/webhooks-examples``, every ``issue_comment`` example
   and those of `WEBHOOK_EXAMPLES`' other events, as ``[{"event", "payload"}]``;
-* ``PINNED.json``: the packages, versions and integrity the two files came from.
+* ``webhooks.json``: from ``@octokit/openapi-webhooks``' ``generated/api.github.com.json``, the
+  payload schema of each of `WEBHOOK_SCHEMAS` (``{"<event>.<action>": schema}``), every ``$ref``
+  resolved (a recursive one becomes ``{}``) and prose dropped;
+* ``PINNED.json``: the packages, versions and integrity the files came from.
 
-``tests/rerun/test_rerun_contract_extract.py`` rebuilds both from the packages and compares; to
+``tests/rerun/test_rerun_contract_extract.py`` rebuilds them from the packages and compares; to
 bump a package, change `PINNED` (version and the registry's ``integrity``) and run the module.
 """
 
@@ -43,6 +46,10 @@ PINNED = {
         "version": "7.6.1",
         "integrity": "sha512-De6U3XB6O3DtCa7bKgCMzTHdeopqqZ6SNivMYJnK65ierKL1AnNIA0tkRYCRS7lwGT792d+Ps1WbfHlso6MynQ==",
         "file": "package/api.github.com/index.json"},
+    "@octokit/openapi-webhooks": {
+        "version": "12.1.0",
+        "integrity": "sha512-Z5eDsLCUNbx1zHpZb1LNQirADqdMTvWJQ/deahi0ws+tWWnwHXB+Pr4jfmM9OrETS9Y5iW8ZRu1fdbudObhLrg==",
+        "file": "package/generated/api.github.com.json"},
 }
 
 # (method, path template): every operation tools/rerun/fake_github.py answers.
@@ -69,6 +76,9 @@ OPERATIONS = [
 
 # event -> how many of its examples to keep (None: all); issue_comment is the bot's own event.
 WEBHOOK_EXAMPLES = {"issue_comment": None, "ping": None, "pull_request": 2, "workflow_run": 2}
+
+# "<event>.<action>" -> the webhook of @octokit/openapi-webhooks whose payload schema is kept.
+WEBHOOK_SCHEMAS = {"workflow_run.completed": "workflow-run-completed"}
 
 _PROSE = {"description", "title", "example", "examples", "externalDocs", "summary", "deprecated", "readOnly",
           "writeOnly", "discriminator"}
@@ -120,6 +130,18 @@ def _schema(schema: Any) -> Any:
     return out
 
 
+def _resolved(schema: Any, components: dict[str, Any], seen: tuple[str, ...] = ()) -> Any:
+    """``schema`` with every ``#/components/schemas/`` reference replaced by its target."""
+    if isinstance(schema, list):
+        return [_resolved(s, components, seen) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return {} if name in seen else _resolved(components[name], components, seen + (name,))
+    return {key: _resolved(value, components, seen) for key, value in schema.items()}
+
+
 def _operation(op: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"operationId": op["operationId"]}
     out["parameters"] = [{"name": p["name"], "in": p["in"], "required": p.get("required", False),
@@ -154,8 +176,13 @@ def build(cache: Path = CACHE) -> dict[str, str]:
     events = {e["name"]: e["examples"] for e in _member("@octokit/webhooks-examples", cache)}
     hooks = [{"event": name, "payload": payload}
              for name, keep in WEBHOOK_EXAMPLES.items() for payload in events[name][:keep]]
+    described = _member("@octokit/openapi-webhooks", cache)
+    webhooks = {key: _schema(_resolved(described["webhooks"][name]["post"]["requestBody"]["content"]
+                                       ["application/json"]["schema"], described["components"]["schemas"]))
+                for key, name in WEBHOOK_SCHEMAS.items()}
     pinned = {name: {k: v for k, v in pin.items()} for name, pin in PINNED.items()}
-    return {"openapi.json": _dump(openapi), "webhook_examples.json": _dump(hooks), "PINNED.json": _dump(pinned)}
+    return {"openapi.json": _dump(openapi), "webhook_examples.json": _dump(hooks), "webhooks.json": _dump(webhooks),
+            "PINNED.json": _dump(pinned)}
 
 
 def _dump(value: Any) -> str:

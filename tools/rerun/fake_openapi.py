@@ -204,6 +204,24 @@ def published(require_all: bool = True) -> Contract:
     return Contract.load(EXTRACT, require_all=require_all)
 
 
+WEBHOOKS = EXTRACT.with_name("webhooks.json")  # @octokit/openapi-webhooks' payload schemas (contract_extract)
+
+
+@functools.lru_cache(maxsize=1)
+def _webhook_schemas() -> dict[str, Any]:
+    return json.loads(WEBHOOKS.read_text(encoding="utf-8"))
+
+
+def webhook_problems(event: str, payload: Any) -> list[str]:
+    """What is wrong with ``payload`` as GitHub's ``event`` delivery of its ``action``, by the
+    extract of @octokit/openapi-webhooks (OpenAPI 3.1: plain JSON Schema); `KeyError` for an
+    event and action the extract does not hold."""
+    action = payload.get("action") if isinstance(payload, dict) else None
+    schema = _webhook_schemas()[f"{event}.{action}"]
+    return [f"{event}.{action} {'/'.join(map(str, e.absolute_path)) or '(payload)'}: {e.message[:200]}"
+            for e in _leaves(Draft7Validator(schema).iter_errors(payload))]
+
+
 OMIT: Any = object()  # a field of the fake's answer that must not come from the example
 
 
@@ -233,4 +251,4 @@ def _typed(value: str, schema: dict[str, Any]) -> Any:
     return value
 
 
-__all__ = ["Contract", "ENV", "EXTRACT", "OMIT", "complete", "published"]
+__all__ = ["Contract", "ENV", "EXTRACT", "OMIT", "WEBHOOKS", "complete", "published", "webhook_problems"]

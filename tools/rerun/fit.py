@@ -38,7 +38,7 @@ _SHORTEST = re.compile(r"\*\*[a-z ]+\*\*(?:: [0-9a-z ,]+)?")
 _COUNTED = re.compile(r"\d+ test\(s\)")
 
 
-def _count_tests(cell: str) -> str:
+def count_tests(cell: str) -> str:
     """``<n> test(s)`` for a tests cell of ``<br>``-separated entries ending in ``… and N more``."""
     if not cell or cell == "—" or _COUNTED.fullmatch(cell):
         return cell
@@ -74,7 +74,7 @@ def _short_result(cell: str, step: int) -> str:
 
 def shorten(row: RunRow, step: int) -> RunRow:
     """``row`` with its cells shortened to ``step`` (1 to 4, see the module docstring)."""
-    row = replace(row, tests=_count_tests(row.tests))
+    row = replace(row, tests=count_tests(row.tests))
     if row.has_results:
         row = replace(row, result=_short_result(row.result, step))
     if step >= 3:
@@ -115,4 +115,4 @@ def fit(body: str, limit: int = MAX_BODY_CHARS) -> str:
     return cap(shortened, limit)
 
 
-__all__ = ["STEPS", "SHORT_FAILING", "fit", "shorten"]
+__all__ = ["STEPS", "SHORT_FAILING", "count_tests", "fit", "shorten"]

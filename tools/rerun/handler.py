@@ -26,6 +26,9 @@ Every body is fitted under GitHub's 65,536 characters (`fit.fit`: cells shortene
 ``Outcome.errors`` lists the GitHub failures: the CLI then exits non-zero and ``serve`` keeps the
 delivery unfinished. Dry run (``dry_run=True``) still reads but never writes: no reactions, claim,
 dispatches or replies.
+
+A ``workflow_run`` delivery (a dispatched run completed) goes to `tools.rerun.run_ended`: its row
+says "no result" unless it holds results.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubAPI, GitHubError, PullRe
 from tools.rerun.policy import decide
 from tools.rerun.pr_runs import PR_WORKFLOWS
 from tools.rerun.headline import retitle, span
+from tools.rerun.layout import relayout
+from tools.rerun.report import Reporter, ReportError
+from tools.rerun.run_ended import RunEnded, is_run_event, mark_ended
 from tools.rerun.runs_table import put_row, rows_in
 from tools.rerun.work import Work
 
@@ -74,6 +80,7 @@ class BotConfig:
     lookup: RunLookup = RunLookup()
     pr_workflows: tuple[str, ...] = PR_WORKFLOWS
     writes_per_minute: float = BOT_WRITES_PER_MINUTE  # of the process's client (`pacer`); 0: unpaced
+    report_settle: float = 12.0  # `Reporter`'s settle before its re-read, for the workflow_run hook
 
     def pacer(self) -> Callable[[], None] | None:
         """The ``pace`` for the process's GitHub clients (one pacer per process), None when unpaced."""
@@ -150,7 +157,10 @@ class Handler:
     def handle(self, payload: dict[str, Any]) -> Outcome:
         """Handle one ``issue_comment`` payload (see the module docstring). Raises `GitHubError`
         when the comments cannot be listed (the bot then cannot prove it has not answered), or
-        when the claim or the final reply cannot be written."""
+        when the claim or the final reply cannot be written. A ``workflow_run`` payload goes to
+        `_run_ended`."""
+        if is_run_event(payload):
+            return self._run_ended(payload)
         event = CommentEvent.from_payload(payload)
         if isinstance(event, str):
             return Outcome("ignored", event)
@@ -247,7 +257,8 @@ class Handler:
             if reply.id is None or config.dry_run or not edits.due(body):
                 return
             try:
-                self.client.edit_comment(event.repo, reply.id, fit(retitle(self._keep_reported(event, reply.id, body))))
+                kept = self._keep_reported(event, reply.id, body)
+                self.client.edit_comment(event.repo, reply.id, fit(relayout(retitle(kept))))
             except GitHubError as exc:  # progress is a courtesy; the final edit says what happened
                 log.warning("progress edit of reply %d failed: %s", reply.id, exc)
             edits.wrote(body)
@@ -266,10 +277,30 @@ class Handler:
             work.sections + [cmd_rerun_failed.render(outcome.reruns)], replies.runs_table(outcome.dispatches, actions_url),
             work.notes, state, sha)
         if (resumed or work.dispatches) and reply.id is not None and not config.dry_run:
-            body = retitle(self._keep_reported(event, reply.id, body))
+            body = relayout(retitle(self._keep_reported(event, reply.id, body)))
         self._write(event, outcome, reply, body)
         self._react(event, outcome, "rocket" if outcome.status == "dispatched" else "confused")
         return outcome
+
+    def _run_ended(self, payload: dict[str, Any]) -> Outcome:
+        """A dispatched run completed: its row says "no result" unless it holds results
+        (`tools.rerun.run_ended`); ``marked``, ``unchanged`` or ``ignored``."""
+        ended = RunEnded.from_payload(payload, self.config.workflow_file)
+        if isinstance(ended, str):
+            return Outcome("ignored", ended)
+        if self.config.repository and ended.repo.lower() != self.config.repository.lower():
+            return Outcome("ignored", f"event is for {ended.repo}, this bot serves {self.config.repository}")
+        if self.config.dry_run:
+            return Outcome("ignored", f"dry run: {ended.tier} {ended.part} ended ({ended.conclusion})")
+        reporter = Reporter(self.client, ended.repo, self.config.bot_login, settle=self.config.report_settle,
+                            sleep=self.sleep)
+        try:
+            marked = mark_ended(reporter, ended)
+        except ReportError as exc:  # no reply to mark, or the row kept being overwritten
+            return Outcome("failed", str(exc))
+        what = f"{ended.tier} {ended.part} of comment {ended.comment_id}"
+        return Outcome("marked", f"{what}: no result ({ended.conclusion})") if marked else \
+            Outcome("unchanged", f"{what} already holds results")
 
     def _keep_reported(self, event: CommentEvent, reply_id: int, body: str) -> str:
         """``body`` with the rows that already hold results in the reply as it is now: reports of

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from ci.history.errors import error_line
 from ci.history.ingest import node_id
 from ci.results.junit import ERROR, FAILED, CaseResult, JUnitError, parse_junit
 from tools.rerun import replies
@@ -48,6 +49,7 @@ from tools.rerun.commands import quote
 from tools.rerun.fit import STEPS, fit, shorten
 from tools.rerun.github import GitHubAPI, IssueComment
 from tools.rerun.headline import retitle
+from tools.rerun.layout import relayout
 from tools.rerun.runs_table import NO_VERDICT, RunRow, find_row, put_row
 from tools.rerun.verdicts import LABELS, FailureVerdict, verdict_cell
 from tools.rerun.wrap import breakable_code
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 
 MAX_FAILING = 10
 ID_LIMIT = 256  # characters of a failing id shown: SGLang's reach ~200 (a 126-character path, class, test, params)
+ERROR_LIMIT = 160  # characters of a failure's error line shown after its id
 MAX_SECONDS = 7 * 24 * 3600.0  # a run reporting more than a week of test time has a broken report
 
 
@@ -66,7 +69,9 @@ class ReportError(RuntimeError):
 @dataclass(frozen=True)
 class RunResults:
     """Counts, total seconds, and the failing/erroring node ids (all of them, in report order);
-    ``cases``, the JUnit report's cases, for judging the failures (not part of equality)."""
+    ``cases``, the JUnit report's cases, for judging the failures, and ``error_lines``, each failing
+    id's first error line (`ci.history.errors.error_line`, as ingest stores it; ``""`` when the
+    report gives none), in the order of ``failing`` (neither is part of equality)."""
 
     passed: int
     failed: int
@@ -75,6 +80,14 @@ class RunResults:
     seconds: float
     failing: tuple[str, ...]
     cases: tuple[CaseResult, ...] = field(default=(), compare=False, repr=False)
+    error_lines: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+
+def first_error(case: CaseResult) -> str:
+    """The error line of ``case``'s last failed or erroring attempt that has one (a retried test's
+    last failure is the one that decided it), or ``""``."""
+    lines = [error_line(a) for a in case.attempts if a.outcome in (FAILED, ERROR)]
+    return next((line for line in reversed(lines) if line), "")
 
 
 def summarize(path: str | Path, root: str | Path | None = None) -> RunResults | str:
@@ -91,10 +104,11 @@ def summarize(path: str | Path, root: str | Path | None = None) -> RunResults | 
     counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
     for case in report.cases:
         counts[case.outcome] += 1
-    failing = tuple(node_id(c) for c in report.cases if c.outcome in (FAILED, ERROR))  # the history's ids
+    bad = [c for c in report.cases if c.outcome in (FAILED, ERROR)]
+    failing = tuple(node_id(c) for c in bad)  # the history's ids
     seconds = report.wall_time or sum(c.time for c in report.cases)
     return RunResults(counts["passed"], counts["failed"], counts["skipped"], counts["error"], seconds, failing,
-                      tuple(report.cases))
+                      tuple(report.cases), tuple(first_error(c) for c in bad))
 
 
 def _duration(seconds: float) -> str:
@@ -105,8 +119,10 @@ def result_cell(results: RunResults | str, verdicts: Mapping[str, FailureVerdict
     """The result cell (it starts with ``**``, which marks a row as holding results): counts and
     time, then the failing ids (with break opportunities, `tools.rerun.wrap`). With several
     failures each id is followed by its verdict's kind (the details are in the verdict cell, and
-    for one failure the verdict cell says it all). The kinds come after the time, so
-    `tools.rerun.fit`'s last step drops them with the rest."""
+    for one failure the verdict cell says it all). Each id then gets its error line after `` — ``,
+    quoted like the id (`ERROR_LIMIT` characters), on the id's own ``<br>`` line so that
+    `tools.rerun.fit` keeps or drops the two together. The kinds and errors come after the time,
+    so `tools.rerun.fit`'s second step drops them with the ids."""
     if isinstance(results, str):
         return f"**no report**: the run produced no report: {breakable_code(results, limit=200)}"
     r = results
@@ -116,8 +132,10 @@ def result_cell(results: RunResults | str, verdicts: Mapping[str, FailureVerdict
             f"in {_duration(r.seconds)}")
     if r.failing:
         several = len(r.failing) > 1
+        errors = dict(zip(r.failing, r.error_lines))
         shown = "<br>".join(breakable_code(node, limit=ID_LIMIT)
                             + (f" · {LABELS[verdicts[node].kind]}" if several and node in verdicts else "")
+                            + (f" — {breakable_code(errors[node], limit=ERROR_LIMIT)}" if errors.get(node) else "")
                             for node in r.failing[:MAX_FAILING])
         more = len(r.failing) - MAX_FAILING
         cell += "<br>failing:<br>" + shown + (f"<br>… and {more} more" if more > 0 else "")
@@ -163,16 +181,17 @@ class Reporter:
 
     def report(self, pr: int, comment_id: int, tier: str, part: str, cell: str,
                run_url: str | None = None, slot: str = "", verdict: str = NO_VERDICT, *,
-               only_if_waiting: bool = False) -> ReportOutcome | None:
-        """Put ``cell``, ``verdict`` (and the run link) into the row (tier, part) and rewrite the
-        headline (`tools.rerun.headline.retitle`); raises `ReportError` when the row keeps getting
+               only_if_waiting: bool = False, wait_slot: bool = True) -> ReportOutcome | None:
+        """Put ``cell``, ``verdict`` (and the run link) into the row (tier, part), rewrite the
+        headline (`tools.rerun.headline.retitle`) and lay the table out (`tools.rerun.layout`); raises `ReportError` when the row keeps getting
         lost after ``attempts`` writes, `GitHubError` when GitHub fails. ``only_if_waiting``
         (a run that ended without sending results): write nothing, and return None, when the row
-        already holds results."""
+        already holds results. ``wait_slot=False`` (a writer that is not the run's own job, paced
+        by its own client) skips the wait for the run's write slot."""
         run = f"[run]({run_url})" if run_url else None
         writes = lost = 0
         shard = shard_of(slot) or shard_of(part)
-        if shard is not None:
+        if shard is not None and wait_slot:
             self.sleep(report_slot_wait(self.clock(), *shard))
         for attempt in range(1, self.attempts + 1):
             reply = self.find_reply(pr, comment_id)
@@ -181,7 +200,7 @@ class Reporter:
                 return None
             base = current or RunRow(tier, part, "—", "—", "—", "")
             mine = base.with_result(cell, run, verdict)
-            body = fit(retitle(put_row(reply.body, mine)))  # shortens cells to fit; never drops a row
+            body = fit(relayout(retitle(put_row(reply.body, mine))))  # shortens cells to fit; never drops a row
             mine = find_row(body, tier, part) or mine  # as written (its cells may be shortened)
             self.client.edit_comment(self.repo, reply.id, body)
             writes += 1
@@ -204,5 +223,5 @@ class Reporter:
         return "superseded" if row is not None and row.has_results else "lost"
 
 
-__all__ = ["ID_LIMIT", "MAX_FAILING", "ReportError", "ReportOutcome", "Reporter", "RunResults", "result_cell", "row_verdict",
+__all__ = ["ERROR_LIMIT", "ID_LIMIT", "MAX_FAILING", "ReportError", "ReportOutcome", "Reporter", "RunResults", "first_error", "result_cell", "row_verdict",
            "summarize"]

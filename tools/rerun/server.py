@@ -9,7 +9,8 @@ the journal cannot be written or acknowledged deliveries wait to be marked in it
   (``payload=<JSON>``, `tools.rerun.webhook_body`), another Content-Type 415 naming the webhook
   setting; 400 on malformed JSON or form data or a missing ``X-GitHub-Delivery``. The journal keeps
   the JSON document, whichever encoding brought it;
-* ``ping`` -> 200; other events except ``issue_comment`` -> 200 ``ignored``;
+* ``ping`` -> 200; other events except ``issue_comment`` and ``workflow_run`` (a dispatched run
+  that ended, `tools.rerun.run_ended`) -> 200 ``ignored``;
 * a delivery id already in the journal (`tools.rerun.journal`, kept across restarts) -> 200
   ``duplicate`` and nothing is queued, unless that delivery is unfinished and not queued (a
   redelivery of one that failed): then it is queued again;
@@ -297,7 +298,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         event = self.headers.get("X-GitHub-Event", "")
         if event == "ping":
             return self._answer(200, "pong")
-        if event != "issue_comment":
+        if event not in ("issue_comment", "workflow_run"):
             return self._answer(200, f"ignored event {event[:40]!r}")
         delivery = self.headers.get("X-GitHub-Delivery")
         if not delivery or not isinstance(payload, dict):
