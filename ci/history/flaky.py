@@ -9,8 +9,11 @@ The rule (docs/history.md#the-score says why):
 - Default-branch groups (a push or nightly report among them) form the branch's sequence. Their
   every attempt is a trial, except those of a *fail streak* (consecutive fail groups) of
   `STREAK_LIMIT` or more commits, or one not yet ended by a pass, or one with no pass before it:
-  that is the code breaking (and maybe being fixed), not chance. A shorter streak between passes
-  is a flip, and its failures are flaky evidence.
+  that is the code breaking (and maybe being fixed), not chance; so is a closed *breakage window*
+  (`closed_breakage`: two or more fail commits between passes that each failed every retry, or
+  whose failures all read one specific error: broken, then fixed or reverted). What is left, a
+  single fail commit or a short streak of a flake's own kind between passes, is a flip, and its
+  failures are flaky evidence.
 - Other groups (pull requests, bot reruns) add only their retries, every attempt after the
   first: whether a retry happens depends on the first outcome, but a retry's own outcome does not,
   so this keeps the failure-rate estimate unbiased. A group that never passed adds nothing (the
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
 from ci.history.beta import beta_ppf
+from ci.history.errors import is_generic
 from ci.history.model import (BROKEN, DEFAULT_BRANCH_EVENTS, FAIL, PASS, EvidenceRow, FlakyScore,
                               Interval)
 from ci.history.store import Store
@@ -107,12 +111,26 @@ def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
         end = i
         while end < len(branch) and branch[end].status == "fail":
             end += 1
-        if end - i < STREAK_LIMIT and i > 0 and end < len(branch):  # a flip: passes on both sides
+        flip = end - i < STREAK_LIMIT and i > 0 and end < len(branch)  # passes on both sides
+        if flip and not closed_breakage(branch[i:end]):
             for group in branch[i:end]:
                 _count(out, group.attempts)
                 _flaky(out, group.attempts)
         i = end
     return out
+
+
+def closed_breakage(window: Sequence[_Group]) -> bool:
+    """Whether consecutive fail commits between passes were the code broken and then fixed (a revert,
+    a fix): two or more commits that each failed every retry (two or more failed attempts), or
+    whose failures all read one specific error. One commit alone is a flip (flaky evidence)."""
+    if len(window) < 2:
+        return False
+    if all(len(g.fails) >= 2 for g in window):
+        return True
+    lines = {(a.fingerprint, a.message) for g in window for a in g.fails if a.fingerprint}
+    return len(lines) == 1 and all(any(a.fingerprint for a in g.fails) for g in window) \
+        and not is_generic(next(iter(lines))[1])
 
 
 def _count(out: Evidence, attempts: Sequence[EvidenceRow]) -> None:

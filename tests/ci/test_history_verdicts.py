@@ -346,3 +346,16 @@ def test_broken_rows_at_the_commit_count_once_with_no_fail_row(store_location: s
         run(store, tmp_path, head, [broken, broken], "pull_request", pr=7)
         (v,) = judge(store, [failure_from_attempts(NODE, TIER, head, [Attempt(FAILED, 1.0, *BOOM)], repo=REPO)])
     assert v.verdict == FLAKY and v.score is not None and 0.224 < v.score < 0.368, v.detail
+
+
+def test_a_breakage_closed_by_a_revert_is_no_flake_evidence(store_location: str, tmp_path: Path) -> None:
+    """Main broke at 5, the revert at 7 fixed it: a breakage, so no flaky score (it was 30 %), and a
+    pull request that brings the bug back is not told "flaky"."""
+    from ci.history.flaky import flaky_scores
+
+    with open_store(store_location) as store:
+        for i in range(12):
+            run(store, tmp_path, sha(i), [BOOM, BOOM] if i in (5, 6) else [None])
+        assert flaky_scores(store) == []
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(11))], merge_base=sha(11))
+    assert v.verdict == NEW and v.score is None, v.detail
