@@ -188,9 +188,10 @@ def candidate_nodes(store: Store) -> list[int]:
 
 
 def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
-                 level: float = DEFAULT_LEVEL, nodes: Sequence[str] | None = None) -> list[FlakyScore]:
+                 level: float = DEFAULT_LEVEL, nodes: Sequence[str] | None = None,
+                 as_of: int | None = None) -> list[FlakyScore]:
     """Every (node, tier) with flaky evidence and at least ``min_trials`` trials, ranked; with
-    ``nodes``, only those test ids."""
+    ``nodes``, only those test ids; with ``as_of``, from reports up to that id only."""
     out: list[FlakyScore] = []
     ids = candidate_nodes(store)
     if nodes is not None:
@@ -201,21 +202,23 @@ def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
             wanted.update(int(r[0]) for r in store.fetchall(
                 f"SELECT id FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
         ids = [i for i in ids if i in wanted]
-    for key, history in node_histories(store, ids, tier):
+    for key, history in node_histories(store, ids, tier, as_of=as_of):
         ev = evidence(history)
         if ev.flaky_failures and ev.trials >= min_trials:
             out.append(score(key[0], key[1], key[2], ev, level))
     return rank(out)
 
 
-def node_histories(store: Store, ids: Sequence[int], tier: str | None = None
+def node_histories(store: Store, ids: Sequence[int], tier: str | None = None, *, as_of: int | None = None
                    ) -> Iterator[tuple[tuple[str, str, str], list[EvidenceRow]]]:
     """Each (node, file, tier) of the node ``ids`` (on ``tier`` only, when given) with its stored
-    attempts of scored reports, ordered by report id, then attempt."""
+    attempts of scored reports (up to report id ``as_of``, when given), ordered by report id, then attempt."""
+    extra = (" AND r.tier = ?" if tier else "") + (" AND r.id <= ?" if as_of is not None else "")
+    params = ([tier] if tier else []) + ([as_of] if as_of is not None else [])
     for start in range(0, len(ids), _CHUNK):
         chunk = list(ids[start:start + _CHUNK])
-        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=" AND r.tier = ?" if tier else "")
-        yield from _by_node_tier(store.fetchall(query, [*chunk, tier] if tier else chunk))
+        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=extra)
+        yield from _by_node_tier(store.fetchall(query, [*chunk, *params]))
 
 
 def _by_node_tier(rows: Sequence[tuple]) -> Iterable[tuple[tuple[str, str, str], list[EvidenceRow]]]:
