@@ -390,3 +390,19 @@ def test_rule_4_learns_how_often_a_flakes_retry_fails(store_location: str, tmp_p
             run(store, tmp_path, head, [BOOM, BOOM], event, pr=7, base_sha=sha(39), attempt=attempt)
         (v,) = judge(store, load_run(store, pr=7).failures, merge_base=sha(39))
     assert v.verdict == expected, v.detail
+
+
+def test_a_verdict_holds_as_of_the_judged_run(store_location: str, tmp_path: Path) -> None:
+    """Broken on main since 3 when the pull request ran; main is fixed at 6 and breaks again at 8
+    afterwards: asked again, the answer (and the commit it names) is the one given then."""
+    with open_store(store_location) as store:
+        for i in range(6):
+            run(store, tmp_path, sha(i), [BOOM, BOOM] if i >= 3 else [None])
+        pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(5))
+        results = load_run(store, pr=7)
+        (then,) = judge(store, results.failures, merge_base=results.base_sha, as_of=results.report_id)
+        for i in range(6, 10):
+            run(store, tmp_path, sha(i), [BOOM, BOOM] if i >= 8 else [None])
+        (later,) = judge(store, results.failures, merge_base=results.base_sha, as_of=load_run(store, pr=7).report_id)
+    assert then.verdict == later.verdict == BROKEN_ON_MAIN and then.since == later.since == sha(3), later.detail
+    assert then == later
