@@ -13,19 +13,24 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    its commits), N fails on T since a commit and has not passed since (an open streak with two or
    more failing attempts, or with one whose signature is this failure's and is not a known flaky
    signature of N), or the pull request's merge base lies inside a streak main has since fixed.
-   The detail names the first failing commit, the last pass and the candidate commits between.
+   One failed run at one commit whose errors are all known flake signatures of N is no such streak
+   (the flake firing); at the merge base it counts in rule 4, and is the breakage if the flake
+   cannot explain the failures with it. The detail names the first failing commit, the last pass
+   and the candidate commits between.
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
-   (`ci.history.errors.is_generic`: it would match any failure), and the failure did not repeat at S
-   so often that a flake of N's rate (the interval's upper end) would do that less than `CHANCE` of
-   the time.
+   (`ci.history.errors.is_generic`: it would match any failure), and the failed runs (at S, and
+   main's one-run flake at the merge base) are not less likely than `CHANCE` under "flaky"
+   (`flake_chance`: N's score p and its learned retry correlation r,
+   `ci.history.retries.RetryCorrelation`) than under "broken".
 5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
 
 A breakage is never called flaky: a signature N never failed with, a generic one, or a failure that
-main shows consistently is not flaky. Each `Verdict` has a one-line ``detail``; `tally` makes the
+main shows consistently is not flaky. ``as_of`` (the judged run's newest report id) cuts every read,
+so a verdict asked later is the one given when the run was reported. Each `Verdict` has a one-line ``detail``; `tally` makes the
 headline of a set of results (``3 passed, 1 failed: broken on main since abc1234``).
 """
 
