@@ -11,7 +11,8 @@ The rule (docs/history.md#the-score says why):
   `STREAK_LIMIT` or more commits, or one not yet ended by a pass, or one with no pass before it:
   that is the code breaking (and maybe being fixed), not chance; so is a closed *breakage window*
   (`closed_breakage`: two or more fail commits between passes that each failed every retry, or
-  whose failures all read one specific error: broken, then fixed or reverted). What is left, a
+  whose failures all read one specific error that the node's other flaky evidence never showed:
+  broken, then fixed or reverted). What is left, a
   single fail commit or a short streak of a flake's own kind between passes, is a flip, and its
   failures are flaky evidence.
 - Other groups (pull requests, bot reruns) add only their retries, every attempt after the
@@ -100,6 +101,7 @@ def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
         if group.status == "mixed":
             _flaky(out, group.fails)
     branch = [g for g in live if g.default]
+    windows: list[Sequence[_Group]] = []  # judged once the flips have shown the flake's own errors
     i = 0
     while i < len(branch):
         if branch[i].status != "fail":
@@ -111,26 +113,31 @@ def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
         end = i
         while end < len(branch) and branch[end].status == "fail":
             end += 1
-        flip = end - i < STREAK_LIMIT and i > 0 and end < len(branch)  # passes on both sides
-        if flip and not closed_breakage(branch[i:end]):
-            for group in branch[i:end]:
+        if end - i < STREAK_LIMIT and i > 0 and end < len(branch):  # passes on both sides
+            windows.append(branch[i:end])
+        i = end
+    for window in sorted(windows, key=len):
+        if not closed_breakage(window, {r.fingerprint for r in out.flaky_rows if r.fingerprint}):
+            for group in window:
                 _count(out, group.attempts)
                 _flaky(out, group.attempts)
-        i = end
     return out
 
 
-def closed_breakage(window: Sequence[_Group]) -> bool:
+def closed_breakage(window: Sequence[_Group], flake_prints: set[str]) -> bool:
     """Whether consecutive fail commits between passes were the code broken and then fixed (a revert,
     a fix): two or more commits that each failed every retry (two or more failed attempts), or
-    whose failures all read one specific error. One commit alone is a flip (flaky evidence)."""
+    whose failures all read one specific error that is none of ``flake_prints`` (the signatures of
+    the node's other flaky evidence). One commit alone is a flip (flaky evidence)."""
     if len(window) < 2:
         return False
     if all(len(g.fails) >= 2 for g in window):
         return True
     lines = {(a.fingerprint, a.message) for g in window for a in g.fails if a.fingerprint}
-    return len(lines) == 1 and all(any(a.fingerprint for a in g.fails) for g in window) \
-        and not is_generic(next(iter(lines))[1])
+    if len(lines) != 1 or not all(any(a.fingerprint for a in g.fails) for g in window):
+        return False
+    fingerprint, message = next(iter(lines))
+    return not is_generic(message) and fingerprint not in flake_prints
 
 
 def _count(out: Evidence, attempts: Sequence[EvidenceRow]) -> None:
