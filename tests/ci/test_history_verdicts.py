@@ -406,3 +406,15 @@ def test_a_verdict_holds_as_of_the_judged_run(store_location: str, tmp_path: Pat
         (later,) = judge(store, results.failures, merge_base=results.base_sha, as_of=load_run(store, pr=7).report_id)
     assert then.verdict == later.verdict == BROKEN_ON_MAIN and then.since == later.since == sha(3), later.detail
     assert then == later
+
+
+def test_one_failed_run_of_a_known_flake_at_the_base_is_not_fixed_on_main(store_location: str,
+                                                                        tmp_path: Path) -> None:
+    """The base's push failed both attempts with the flake's error, the next passed: not "fixed on
+    main at ...: merge the default branch"."""
+    with open_store(store_location) as store:
+        flaky_main(store, tmp_path)
+        run(store, tmp_path, sha(12), [BOOM, BOOM])
+        run(store, tmp_path, sha(13), [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(12))], merge_base=sha(12))
+    assert v.verdict == FLAKY, v.detail
