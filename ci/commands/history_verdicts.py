@@ -66,7 +66,8 @@ def run(args: argparse.Namespace, read_history: Callable[..., tuple[Any, int]]) 
             results = load_run(store, pr=args.pr, sha=args.sha, tier=args.tier, repo=args.repo)
         except LookupError as exc:
             return str(exc)
-        return results, judge(store, results.failures, merge_base=args.base or results.base_sha, git_order=order)
+        return results, judge(store, results.failures, merge_base=args.base or results.base_sha, git_order=order,
+                              as_of=results.report_id)
 
     found, status = read_history(args.store, PROG, read)
     if status:

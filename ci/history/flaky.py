@@ -9,8 +9,12 @@ The rule (docs/history.md#the-score says why):
 - Default-branch groups (a push or nightly report among them) form the branch's sequence. Their
   every attempt is a trial, except those of a *fail streak* (consecutive fail groups) of
   `STREAK_LIMIT` or more commits, or one not yet ended by a pass, or one with no pass before it:
-  that is the code breaking (and maybe being fixed), not chance. A shorter streak between passes
-  is a flip, and its failures are flaky evidence.
+  that is the code breaking (and maybe being fixed), not chance; so is a closed *breakage window*
+  (`closed_breakage`: two or more fail commits between passes that each failed every retry, or
+  whose failures all read one specific error that the node's other flaky evidence never showed:
+  broken, then fixed or reverted). What is left, a
+  single fail commit or a short streak of a flake's own kind between passes, is a flip, and its
+  failures are flaky evidence.
 - Other groups (pull requests, bot reruns) add only their retries, every attempt after the
   first: whether a retry happens depends on the first outcome, but a retry's own outcome does not,
   so this keeps the failure-rate estimate unbiased. A group that never passed adds nothing (the
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
 from ci.history.beta import beta_ppf
+from ci.history.errors import is_generic
 from ci.history.model import (BROKEN, DEFAULT_BRANCH_EVENTS, FAIL, PASS, EvidenceRow, FlakyScore,
                               Interval)
 from ci.history.store import Store
@@ -96,6 +101,7 @@ def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
         if group.status == "mixed":
             _flaky(out, group.fails)
     branch = [g for g in live if g.default]
+    windows: list[Sequence[_Group]] = []  # judged once the flips have shown the flake's own errors
     i = 0
     while i < len(branch):
         if branch[i].status != "fail":
@@ -107,12 +113,31 @@ def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
         end = i
         while end < len(branch) and branch[end].status == "fail":
             end += 1
-        if end - i < STREAK_LIMIT and i > 0 and end < len(branch):  # a flip: passes on both sides
-            for group in branch[i:end]:
+        if end - i < STREAK_LIMIT and i > 0 and end < len(branch):  # passes on both sides
+            windows.append(branch[i:end])
+        i = end
+    for window in sorted(windows, key=len):
+        if not closed_breakage(window, {r.fingerprint for r in out.flaky_rows if r.fingerprint}):
+            for group in window:
                 _count(out, group.attempts)
                 _flaky(out, group.attempts)
-        i = end
     return out
+
+
+def closed_breakage(window: Sequence[_Group], flake_prints: set[str]) -> bool:
+    """Whether consecutive fail commits between passes were the code broken and then fixed (a revert,
+    a fix): two or more commits that each failed every retry (two or more failed attempts), or
+    whose failures all read one specific error that is none of ``flake_prints`` (the signatures of
+    the node's other flaky evidence). One commit alone is a flip (flaky evidence)."""
+    if len(window) < 2:
+        return False
+    if all(len(g.fails) >= 2 for g in window):
+        return True
+    lines = {(a.fingerprint, a.message) for g in window for a in g.fails if a.fingerprint}
+    if len(lines) != 1 or not all(any(a.fingerprint for a in g.fails) for g in window):
+        return False
+    fingerprint, message = next(iter(lines))
+    return not is_generic(message) and fingerprint not in flake_prints
 
 
 def _count(out: Evidence, attempts: Sequence[EvidenceRow]) -> None:
@@ -170,9 +195,10 @@ def candidate_nodes(store: Store) -> list[int]:
 
 
 def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
-                 level: float = DEFAULT_LEVEL, nodes: Sequence[str] | None = None) -> list[FlakyScore]:
+                 level: float = DEFAULT_LEVEL, nodes: Sequence[str] | None = None,
+                 as_of: int | None = None) -> list[FlakyScore]:
     """Every (node, tier) with flaky evidence and at least ``min_trials`` trials, ranked; with
-    ``nodes``, only those test ids."""
+    ``nodes``, only those test ids; with ``as_of``, from reports up to that id only."""
     out: list[FlakyScore] = []
     ids = candidate_nodes(store)
     if nodes is not None:
@@ -183,21 +209,23 @@ def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
             wanted.update(int(r[0]) for r in store.fetchall(
                 f"SELECT id FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
         ids = [i for i in ids if i in wanted]
-    for key, history in node_histories(store, ids, tier):
+    for key, history in node_histories(store, ids, tier, as_of=as_of):
         ev = evidence(history)
         if ev.flaky_failures and ev.trials >= min_trials:
             out.append(score(key[0], key[1], key[2], ev, level))
     return rank(out)
 
 
-def node_histories(store: Store, ids: Sequence[int], tier: str | None = None
+def node_histories(store: Store, ids: Sequence[int], tier: str | None = None, *, as_of: int | None = None
                    ) -> Iterator[tuple[tuple[str, str, str], list[EvidenceRow]]]:
     """Each (node, file, tier) of the node ``ids`` (on ``tier`` only, when given) with its stored
-    attempts of scored reports, ordered by report id, then attempt."""
+    attempts of scored reports (up to report id ``as_of``, when given), ordered by report id, then attempt."""
+    extra = (" AND r.tier = ?" if tier else "") + (" AND r.id <= ?" if as_of is not None else "")
+    params = ([tier] if tier else []) + ([as_of] if as_of is not None else [])
     for start in range(0, len(ids), _CHUNK):
         chunk = list(ids[start:start + _CHUNK])
-        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=" AND r.tier = ?" if tier else "")
-        yield from _by_node_tier(store.fetchall(query, [*chunk, tier] if tier else chunk))
+        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=extra)
+        yield from _by_node_tier(store.fetchall(query, [*chunk, *params]))
 
 
 def _by_node_tier(rows: Sequence[tuple]) -> Iterable[tuple[tuple[str, str, str], list[EvidenceRow]]]:

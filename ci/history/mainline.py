@@ -51,6 +51,7 @@ class Streak:
     fixed_at: str  # the first passing commit after it; "" while the streak is open
     commits: int
     failing_attempts: int
+    runs: int  # distinct reports with a failing attempt in the streak
     fingerprints: tuple[str, ...]  # distinct, in first-seen order
     candidates: tuple[str, ...]  # at most MAX_CANDIDATES, oldest first
     candidate_count: int
@@ -78,12 +79,14 @@ def first_parent_order(checkout: str | Path, ref: str) -> tuple[str, ...] | None
     return shas or None
 
 
-def ingest_order(store: Store, repo: str, tier: str | None = None) -> tuple[str, ...]:
+def ingest_order(store: Store, repo: str, tier: str | None = None, *, as_of: int | None = None) -> tuple[str, ...]:
     """The default branch's commits in the order they were first ingested (of ``repo``, every
-    repository's when it is ""; on ``tier`` when given)."""
+    repository's when it is ""; on ``tier`` when given; from reports up to id ``as_of`` when given)."""
     marks = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
     where = ("repo = ? AND " if repo else "") + f"scored = 1 AND event IN ({marks})" + (" AND tier = ?" if tier else "")
-    params = ([repo] if repo else []) + [*DEFAULT_BRANCH_EVENTS] + ([tier] if tier else [])
+    where += " AND id <= ?" if as_of is not None else ""
+    params = ([repo] if repo else []) + [*DEFAULT_BRANCH_EVENTS] + ([tier] if tier else []) + (
+        [as_of] if as_of is not None else [])
     rows = store.fetchall(f"SELECT sha, MIN(id) AS first FROM reports WHERE {where} GROUP BY sha ORDER BY first",
                           params)
     return tuple(str(sha) for sha, _ in rows)
@@ -145,7 +148,8 @@ def fail_streaks(runs: Sequence[MainRun], order: Sequence[str]) -> list[Streak]:
         streaks.append(Streak(
             positions.order[first], positions.order[commits[end - 1]],
             positions.order[last_pass] if last_pass is not None else "",
-            positions.order[fixed] if fixed is not None else "", end - i, len(failing), prints,
+            positions.order[fixed] if fixed is not None else "", end - i, len(failing),
+            len({r.report_id for r in failing}), prints,
             tuple(span[-MAX_CANDIDATES:]), first - last_pass if last_pass is not None else first + 1,
             first, fixed if fixed is not None else len(positions.order)))
         i = end
@@ -153,10 +157,10 @@ def fail_streaks(runs: Sequence[MainRun], order: Sequence[str]) -> list[Streak]:
 
 
 def main_order(store: Store, repo: str, tier: str, runs: Sequence[MainRun],
-               git_order: Sequence[str] | None) -> tuple[str, ...]:
+               git_order: Sequence[str] | None, *, as_of: int | None = None) -> tuple[str, ...]:
     """The order to read ``runs`` in: ``git_order`` when it holds any of their commits, else ingest order."""
     if git_order:
         positions = _Positions(git_order)
         if any(positions.find(run.sha) is not None for run in runs):
             return tuple(git_order)
-    return ingest_order(store, repo, tier)
+    return ingest_order(store, repo, tier, as_of=as_of)

@@ -5,7 +5,8 @@ on a commit where the node also passed, or in a short fail streak between passes
 breakage) and the next attempt of the same node in the same report (pytest-rerunfailures'
 reruns, stored as ``cases.attempt``), when that one is a pass or a failure and no infra failure.
 r is the mean of Beta(retry failures + 1/2, retry passes + 1/2) (Jeffreys, as the flaky score),
-pooled over the nodes asked for on one tier.
+pooled over the nodes asked for on one tier. `RetryCorrelation` gives the verdicts a node's r,
+shrunk towards its tier's pooled r when the node has few retries.
 """
 
 from __future__ import annotations
@@ -27,21 +28,53 @@ class RetryRate:
     mean: float
 
 
-def retry_rate(store: Store, *, tier: str, file: str, node: str | None = None) -> RetryRate | None:
-    """r of ``node`` (or of every node of ``file``) on ``tier``; None when the history holds no
-    retry pair for them."""
-    wanted = {int(r[0]) for r in store.fetchall("SELECT id FROM nodes WHERE node = ?", (node,))} if node else \
-        {int(r[0]) for r in store.fetchall("SELECT id FROM nodes WHERE file = ?", (file,))}
-    ids = [i for i in candidate_nodes(store) if i in wanted]
-    retries = failed = 0
-    for _, rows in node_histories(store, ids, tier):
+POOL_WEIGHT = 4  # the tier's pooled r weighs as much as this many of the node's own retry pairs
+
+
+def _pairs(store: Store, ids: list[int], tier: str, as_of: int | None = None) -> dict[str, tuple[int, int]]:
+    """{node: (retry pairs, retries that failed)} of the node ``ids`` on ``tier``."""
+    out: dict[str, tuple[int, int]] = {}
+    for (node, _, _), rows in node_histories(store, ids, tier, as_of=as_of):
         flaky = {(r.report_id, r.attempt) for r in evidence(rows).flaky_rows}
         after = {(r.report_id, r.attempt): r for r in rows}
+        retries = failed = 0
         for report_id, attempt in flaky:
             retry = after.get((report_id, attempt + 1))
             if retry is not None and not retry.infra and retry.kind in (PASS, FAIL):
                 retries += 1
                 failed += retry.kind == FAIL
+        if retries:
+            out[node] = (retries, failed)
+    return out
+
+
+def retry_rate(store: Store, *, tier: str, file: str, node: str | None = None) -> RetryRate | None:
+    """r of ``node`` (or of every node of ``file``) on ``tier``; None when the history holds no
+    retry pair for them."""
+    wanted = {int(r[0]) for r in store.fetchall("SELECT id FROM nodes WHERE node = ?", (node,))} if node else \
+        {int(r[0]) for r in store.fetchall("SELECT id FROM nodes WHERE file = ?", (file,))}
+    pairs = _pairs(store, [i for i in candidate_nodes(store) if i in wanted], tier)
+    retries, failed = sum(p[0] for p in pairs.values()), sum(p[1] for p in pairs.values())
     if not retries:
         return None
     return RetryRate(retries, failed, (failed + PRIOR) / (retries + 2 * PRIOR))
+
+
+class RetryCorrelation:
+    """P(a retry fails | the attempt before it failed by flake) per node of one tier, for the
+    verdicts' rule 4: the node's own retry pairs under a Beta prior centred on the tier's pooled r
+    (Jeffreys over every node's pairs) that weighs `POOL_WEIGHT` pairs, so a node with few retries
+    borrows the tier's. Read once, on first use, from reports up to ``as_of``."""
+
+    def __init__(self, store: Store, tier: str, as_of: int | None = None):
+        self.store, self.tier, self.as_of = store, tier, as_of
+        self._pairs: dict[str, tuple[int, int]] | None = None
+
+    def rate(self, node: str) -> RetryRate:
+        """The node's retries, failed retries and posterior mean r."""
+        if self._pairs is None:
+            self._pairs = _pairs(self.store, candidate_nodes(self.store), self.tier, self.as_of)
+        retries, failed = sum(p[0] for p in self._pairs.values()), sum(p[1] for p in self._pairs.values())
+        pooled = (failed + PRIOR) / (retries + 2 * PRIOR)
+        own, own_failed = self._pairs.get(node, (0, 0))
+        return RetryRate(own, own_failed, (own_failed + POOL_WEIGHT * pooled) / (own + POOL_WEIGHT))

@@ -7,8 +7,9 @@ tier, ``repo`` to one repository. Per (test, tier), its attempts over those repo
 order: a test with a pass is passed (with a `Failure` of ``passed_on_retry`` when it also failed:
 a flake within the run), one with only failures is failed, else skipped. A failure speaks with its
 last failed attempt that has text, preferring one that is not infra: a breakage that also met a
-bad machine on its rerun is still a breakage. `LookupError` when no
-report matches, naming what was asked.
+bad machine on its rerun is still a breakage. ``report_id`` is the newest report's id, the cut
+`ci.history.verdict.judge` takes as ``as_of``. `LookupError` when no report matches, naming what
+was asked.
 
 `failures_in_report(cases, tier)` folds one JUnit report's cases (a run not yet in the history,
 as `ci run` has it) the same way, with the same error line, signature and infra cause ingest
@@ -41,6 +42,7 @@ class RunResults:
     failed: int
     skipped: int
     failures: tuple[Failure, ...]  # the failed tests, and the passed ones that failed first
+    report_id: int = 0  # the newest report's id: the history a verdict on this run reads (`judge`'s as_of)
 
 
 _REPORTS = "SELECT id, repo, sha, pr, tier, runner, base_sha FROM reports WHERE {where} ORDER BY id"
@@ -117,7 +119,7 @@ def _fold(store: Store, reports: list[tuple]) -> RunResults:
         failures.append(Failure(node, tier, sha, repo, error, fp, infra, str(info[rid][5]), len(bad), PASS in kinds))
     return RunResults(repo, sha, int(pr) if pr is not None else None, base,
                       tuple(sorted({str(r[4]) for r in reports})), tuple(sorted({str(r[5]) for r in reports if r[5]})),
-                      passed, failed, skipped, tuple(failures))
+                      passed, failed, skipped, tuple(failures), max(info))
 
 
 def failures_in_report(cases: Sequence[CaseResult], tier: str, *, sha: str = "", repo: str = "",

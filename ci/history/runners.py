@@ -40,21 +40,23 @@ class RunnerHealth:
 
 
 _INFRA = """SELECT r.runner, c.infra, COUNT(DISTINCT r.id), COUNT(*) FROM cases c JOIN reports r ON r.id = c.report_id
-    WHERE c.infra <> '' AND r.scored = 1 GROUP BY r.runner, c.infra"""
+    WHERE c.infra <> '' AND r.scored = 1{until} GROUP BY r.runner, c.infra"""
 
 
-def runner_health(store: Store) -> dict[str, RunnerHealth]:
-    """Every runner with scored reports: {runner name: its `RunnerHealth`} (the empty name included)."""
-    totals = {str(r): int(n) for r, n in store.fetchall("SELECT runner, COUNT(*) FROM reports WHERE scored = 1 "
-                                                         "GROUP BY runner")}
+def runner_health(store: Store, *, as_of: int | None = None) -> dict[str, RunnerHealth]:
+    """Every runner with scored reports: {runner name: its `RunnerHealth`} (the empty name included);
+    with ``as_of``, over the reports up to that id only."""
+    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
+    totals = {str(r): int(n) for r, n in store.fetchall(f"SELECT r.runner, COUNT(*) FROM reports r WHERE r.scored = 1"
+                                                         f"{until} GROUP BY r.runner", limit)}
     kinds: dict[str, dict[str, int]] = {}
     failures: dict[str, int] = {}
-    for runner, kind, reports, count in store.fetchall(_INFRA):
+    for runner, kind, reports, count in store.fetchall(_INFRA.format(until=until), limit):
         kinds.setdefault(str(runner), {})[str(kind)] = int(reports)
         failures[str(runner)] = failures.get(str(runner), 0) + int(count)
     per_report = {str(r): int(n) for r, n in store.fetchall(
         "SELECT r.runner, COUNT(DISTINCT r.id) FROM cases c JOIN reports r ON r.id = c.report_id "
-        "WHERE c.infra <> '' AND r.scored = 1 GROUP BY r.runner")}
+        f"WHERE c.infra <> '' AND r.scored = 1{until} GROUP BY r.runner", limit)}
     out = {}
     for runner, reports in totals.items():
         found = kinds.get(runner, {})

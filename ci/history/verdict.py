@@ -13,19 +13,24 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    its commits), N fails on T since a commit and has not passed since (an open streak with two or
    more failing attempts, or with one whose signature is this failure's and is not a known flaky
    signature of N), or the pull request's merge base lies inside a streak main has since fixed.
-   The detail names the first failing commit, the last pass and the candidate commits between.
+   One failed run at one commit whose errors are all known flake signatures of N is no such streak
+   (the flake firing); at the merge base it counts in rule 4, and is the breakage if the flake
+   cannot explain the failures with it. The detail names the first failing commit, the last pass
+   and the candidate commits between.
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
-   (`ci.history.errors.is_generic`: it would match any failure), and the failure did not repeat at S
-   so often that a flake of N's rate (the interval's upper end) would do that less than `CHANCE` of
-   the time.
+   (`ci.history.errors.is_generic`: it would match any failure), and the failed runs (at S, and
+   main's one-run flake at the merge base) are not less likely than `CHANCE` under "flaky"
+   (`flake_chance`: N's score p and its learned retry correlation r,
+   `ci.history.retries.RetryCorrelation`) than under "broken".
 5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
 
 A breakage is never called flaky: a signature N never failed with, a generic one, or a failure that
-main shows consistently is not flaky. Each `Verdict` has a one-line ``detail``; `tally` makes the
+main shows consistently is not flaky. ``as_of`` (the judged run's newest report id) cuts every read,
+so a verdict asked later is the one given when the run was reported. Each `Verdict` has a one-line ``detail``; `tally` makes the
 headline of a set of results (``3 passed, 1 failed: broken on main since abc1234``).
 """
 
@@ -39,9 +44,11 @@ from ci.history.classify import signature
 from ci.history.errors import error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
 from ci.history.mainline import MainRun, Streak, fail_streaks, main_order, position
-from ci.history.model import DEFAULT_BRANCH_EVENTS, PASS, FlakyScore, Interval
+from ci.history.model import FlakyScore, Interval
+from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, runner_health
 from ci.history.store import Store
+from ci.history.verdict_queries import has_main_history, main_runs, node_ids, same_commit
 from ci.results.junit import FAILED, Attempt
 
 BROKEN_ON_MAIN, FLAKY, INFRA, NEW = "broken_on_main", "flaky", "infra", "new"
@@ -50,7 +57,6 @@ MIN_TRIALS = 5
 CHANCE = 0.05
 SHORT = 7
 NO_HISTORY = "new: no history to compare with"
-_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -125,31 +131,35 @@ def short(sha: str) -> str:
 
 
 def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str = "",
-          git_order: Sequence[str] | None = None, level: float = DEFAULT_LEVEL) -> list[Verdict]:
+          git_order: Sequence[str] | None = None, level: float = DEFAULT_LEVEL,
+          as_of: int | None = None) -> list[Verdict]:
     """A `Verdict` for each failure, in the given order (see the module docstring). Without a
-    store only rules 1, 2 and 5 can hold."""
+    store only rules 1, 2 and 5 can hold. ``as_of``: the id of the judged run's newest report; only
+    reports up to it are read, so the verdict does not change as later history arrives (None: all)."""
     if store is None:
         return [_without_history(f) for f in failures]
-    health = runner_health(store) if any(f.infra for f in failures) else {}
+    health = runner_health(store, as_of=as_of) if any(f.infra for f in failures) else {}
     out: dict[int, Verdict] = {}
     by_tier: dict[tuple[str, str], list[int]] = {}
     for i, f in enumerate(failures):
         by_tier.setdefault((f.repo, f.tier), []).append(i)
     for (repo, tier), indexes in by_tier.items():
         nodes = sorted({failures[i].node for i in indexes})
-        ids = _node_ids(store, nodes)
-        main = _main_runs(store, repo, tier, ids)
-        scores = {s.node: s for s in flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=level, nodes=nodes)}
-        first_run = not _has_main_history(store, repo, tier)
+        ids = node_ids(store, nodes)
+        main = main_runs(store, repo, tier, ids, as_of)
+        scores = {s.node: s for s in flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=level, nodes=nodes,
+                                                  as_of=as_of)}
+        retries = RetryCorrelation(store, tier, as_of)
+        first_run = not has_main_history(store, repo, tier, as_of)
         orders: dict[str, tuple[str, ...]] = {}
         for i in indexes:
             f = failures[i]
             runs = main.get(f.node, [])
             if f.node not in orders:
-                orders[f.node] = main_order(store, repo, tier, runs, git_order)
+                orders[f.node] = main_order(store, repo, tier, runs, git_order, as_of=as_of)
             order = orders[f.node]
-            same = _same_commit(store, repo, tier, f.sha, ids.get(f.node))
-            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health)
+            same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
+            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -175,7 +185,8 @@ def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
 
 
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
-            same: tuple[int, int], merge_base: str, health: dict[str, RunnerHealth]) -> Verdict:
+            same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
+            retries: RetryCorrelation) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -187,16 +198,25 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
                        **base)
     flaky_prints = {fp for fp, _, _ in score.fingerprints} if score else set()
     known_flake = bool(f.fingerprint) and f.fingerprint in flaky_prints and not is_generic(f.error)
-    streak = _breakage(fail_streaks(runs, order), order, f, known_flake, merge_base)
+    streaks = fail_streaks(runs, order)
+    streak = _breakage(streaks, order, f, known_flake, flaky_prints, merge_base)
     if streak is not None:
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
                        candidate_count=streak.candidate_count, **base)
     if score is not None and known_flake:
-        repeats = max(f.failures, fails_here)
-        if repeats >= 2 and score.score ** repeats < CHANCE:
-            return Verdict(f.node, f.tier, f.sha, NEW, f"new: failed {repeats} times at {short(f.sha)} with no pass; "
-                           f"its flakes ({score.score:.0%}) would do that under {CHANCE:.0%} of the time", **base)
+        tries, at_base = _failed_runs(f, fails_here, streaks, order, flaky_prints, merge_base)
+        r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
+        chance = flake_chance(score.score, r, tries)
+        if chance < CHANCE and at_base is not None:  # the base failed the same way: main's, not the change's
+            return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(at_base, f), since=at_base.first_fail,
+                           last_pass=at_base.last_pass, fixed_at=at_base.fixed_at, candidates=at_base.candidates,
+                           candidate_count=at_base.candidate_count, **base)
+        if chance < CHANCE:
+            return Verdict(f.node, f.tier, f.sha, NEW, f"new: failed {sum(tries)} attempts in {len(tries)} "
+                           f"run{'s' if len(tries) != 1 else ''} with no pass; a flake of its rate "
+                           f"({score.score:.0%}, a retry after a flake failing {r:.0%}) would do that "
+                           f"{chance:.1%} of the time", **base)
         return Verdict(f.node, f.tier, f.sha, FLAKY, "flaky: the same failure as its earlier flakes" + _score_text(score),
                        **base)
     why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
@@ -205,18 +225,53 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
 
 
 def _breakage(streaks: list[Streak], order: tuple[str, ...], f: Failure, known_flake: bool,
-              merge_base: str) -> Streak | None:
+              flaky_prints: set[str], merge_base: str) -> Streak | None:
     if not streaks:
         return None
     last = streaks[-1]
-    if last.open and (last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
+    if last.open and _broke(last, flaky_prints) and (
+            last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
         return last
     at = position(order, merge_base) if merge_base else None
     if at is not None:
         for streak in streaks:
-            if not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2:
+            if (not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2
+                    and _broke(streak, flaky_prints)):
                 return streak
     return None
+
+
+def _failed_runs(f: Failure, stored: list[int], streaks: list[Streak], order: tuple[str, ...],
+                 flaky_prints: set[str], merge_base: str) -> tuple[list[int], Streak | None]:
+    """Failed attempts of each run that failed the test with no pass: the stored runs of its commit,
+    one more when the failure counts attempts no stored run holds (a run not yet ingested), and
+    main's one failed run of the flake at the merge base (the pull request holds that code), which
+    is returned too."""
+    tries = list(stored)
+    if f.failures > sum(tries):
+        tries.append(f.failures - sum(tries))
+    at = position(order, merge_base) if merge_base else None
+    at_base = next((s for s in streaks if at is not None and s.first_index == at and not _broke(s, flaky_prints)),
+                   None)
+    return tries + ([at_base.failing_attempts] if at_base else []), at_base
+
+
+def flake_chance(p: float, r: float, tries: Sequence[int]) -> float:
+    """P(runs failing ``tries`` attempts each, no pass | a flake of rate ``p`` whose retry after a
+    failure fails with probability ``r``), given the first failure, which is why it is judged: the
+    first run's retries r each, every further run p for its first attempt and r for each retry.
+    Broken code would fail them all: this is the likelihood ratio of flaky to broken."""
+    chance = 1.0
+    for i, attempts in enumerate(tries):
+        chance *= (p if i else 1.0) * r ** max(0, attempts - 1)
+    return chance
+
+
+def _broke(streak: Streak, flaky_prints: set[str]) -> bool:
+    """A streak is the code's unless it is one failed run at one commit whose every error is one
+    of the test's known flake signatures: that is the flake firing once, not a breakage."""
+    single = streak.commits == 1 and streak.runs == 1
+    return not (single and streak.fingerprints and set(streak.fingerprints) <= flaky_prints)
 
 
 def _broken_text(s: Streak, f: Failure) -> str:
@@ -277,58 +332,3 @@ _CONCERN = {NEW: 0, BROKEN_ON_MAIN: 1, INFRA: 2, FLAKY: 3}
 def by_concern(verdicts: Sequence[Verdict]) -> list[Verdict]:
     """Most likely the reader's own first: new, then broken on main, infra, flaky; by test id within."""
     return sorted(verdicts, key=lambda v: (_CONCERN.get(v.verdict, 0), v.node, v.tier))
-
-
-def _node_ids(store: Store, nodes: Sequence[str]) -> dict[str, int]:
-    ids: dict[str, int] = {}
-    for start in range(0, len(nodes), _CHUNK):
-        chunk = list(nodes[start:start + _CHUNK])
-        ids.update((str(n), int(i)) for i, n in store.fetchall(
-            f"SELECT id, node FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
-    return ids
-
-
-# CROSS JOIN: walk the reports, look each node up by the primary key (as `ci.history.flaky` does).
-_MAIN = """SELECT c.node_id, r.sha, r.id, c.kind, c.fingerprint, c.infra
-    FROM reports r CROSS JOIN cases c
-    WHERE c.report_id = r.id AND r.scored = 1 AND {repo}r.tier = ? AND r.event IN ({events})
-    AND c.node_id IN ({marks}) ORDER BY r.id, c.attempt"""
-
-
-def _repo(repo: str) -> tuple[str, list[str]]:
-    """The repository condition: none when the failure does not say which (one repository's store)."""
-    return ("r.repo = ? AND ", [repo]) if repo else ("", [])
-
-
-def _main_runs(store: Store, repo: str, tier: str, ids: dict[str, int]) -> dict[str, list[MainRun]]:
-    names = {i: n for n, i in ids.items()}
-    out: dict[str, list[MainRun]] = {}
-    values = sorted(names)
-    for start in range(0, len(values), _CHUNK):
-        chunk = values[start:start + _CHUNK]
-        where, params = _repo(repo)
-        query = _MAIN.format(repo=where, events=", ".join("?" * len(DEFAULT_BRANCH_EVENTS)),
-                             marks=", ".join("?" * len(chunk)))
-        for node_id, sha, rid, kind, fp, infra in store.fetchall(query, [*params, tier, *DEFAULT_BRANCH_EVENTS, *chunk]):
-            out.setdefault(names[int(node_id)], []).append(MainRun(str(sha), int(rid), str(kind), str(fp), str(infra)))
-    return out
-
-
-def _has_main_history(store: Store, repo: str, tier: str) -> bool:
-    """Whether the store holds any scored default-branch report of ``tier`` (of ``repo``)."""
-    where, params = _repo(repo)
-    events = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
-    return bool(store.fetchall(f"SELECT 1 FROM reports r WHERE {where}r.tier = ? AND r.scored = 1 "
-                               f"AND r.event IN ({events}) LIMIT 1", (*params, tier, *DEFAULT_BRANCH_EVENTS)))
-
-
-def _same_commit(store: Store, repo: str, tier: str, sha: str, node_id: int | None) -> tuple[int, int]:
-    """(passes, failures) of the node on ``tier`` at ``sha`` in the store, every event counted."""
-    if node_id is None:
-        return 0, 0
-    where, params = _repo(repo)
-    rows = store.fetchall("SELECT c.kind, COUNT(*) FROM reports r JOIN cases c ON c.report_id = r.id "
-                          f"WHERE {where}r.tier = ? AND r.sha = ? AND c.node_id = ? GROUP BY c.kind",
-                          (*params, tier, sha.lower(), node_id))
-    kinds = {str(k): int(n) for k, n in rows}
-    return kinds.get(PASS, 0), kinds.get("fail", 0) + kinds.get("broken", 0)

@@ -7,7 +7,8 @@ Contract:
   verdict's one-line ``detail`` (``broken on main since abc1234 (...)``, ``flaky: ...``,
   ``infra: ...``, ``new: ...``), in the order asked.
 - `pull_verdicts` is the pull request's: its newest commit's failures (`ci.history.run_results.
-  load_run`), judged against its merge base; (tier, node) -> detail.
+  load_run`), judged against its merge base and the history as of its newest report (the answer
+  does not change as later main runs arrive); (tier, node) -> detail.
 - A store older than the verdicts' schema (`ci.report.query.has_verdicts`) gives no verdict: ""
   for each cell, {} for the pull request; the HUD never migrates a store.
 """
@@ -52,4 +53,5 @@ def pull_verdicts(store: Store, repo: str, pr: int) -> dict[tuple[str, str], str
         run = load_run(store, pr=pr, repo=repo or None)
     except LookupError:
         return {}
-    return {(v.tier, v.node): v.detail for v in judge(store, run.failures, merge_base=run.base_sha)}
+    return {(v.tier, v.node): v.detail
+            for v in judge(store, run.failures, merge_base=run.base_sha, as_of=run.report_id)}

@@ -97,6 +97,8 @@ def _rows(spec: list[tuple[str, str, str]]) -> list[EvidenceRow]:
     ([("a", "push", "p"), ("b", "push", "f"), ("c", "push", "p")], 3, 1, 1),
     # a streak of STREAK_LIMIT commits: the code broke and was fixed, not chance
     ([("a", "push", "p"), *[(f"s{i}", "push", "f") for i in range(STREAK_LIMIT)], ("c", "push", "p")], 2, 0, 0),
+    # two commits that failed every retry, then a pass: broken and reverted, not chance
+    ([("a", "push", "p"), ("b", "push", "ff"), ("c", "push", "ff"), ("d", "push", "p")], 2, 0, 0),
     # a failure not (yet) followed by a pass, or with no pass before: not evidence
     ([("a", "push", "p"), ("b", "push", "f")], 1, 0, 0),
     ([("a", "push", "f"), ("b", "push", "p")], 1, 0, 0),

@@ -122,3 +122,15 @@ def test_migration_2_over_a_version_1_store(tmp_path: Path) -> None:
         assert store.schema_version() == SCHEMA_VERSION == 5
         assert store.fetchall("SELECT author, base_sha, scored FROM reports") == [("", "", 1)]
         assert store.fetchall("SELECT fingerprint, message, error, infra FROM cases") == [("fp", "AssertionError: x", "", "")]
+
+
+def test_verdicts_asked_later_hold_as_of_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Main is fixed at 4 and breaks again at 5 after the pull request ran: `--pr 12` a week later
+    still names the breakage its run met (0000002), not the later one."""
+    store = str(tmp_path / "h.sqlite")
+    build(store, tmp_path)
+    for i, case in ((4, Case(FILE, "test_a")), (5, BOOM), (6, BOOM)):
+        assert ingest_cli(store, write_report(tmp_path, [case, Case(FILE, "test_b")]), f"{i:07x}", "push") == 0
+    capsys.readouterr()
+    assert ci_main(["history", "verdicts", "--pr", "12", "--store", store]) == 0
+    assert "1 broken on main since 0000002," in capsys.readouterr().out.splitlines()[0]

@@ -334,8 +334,8 @@ def test_by_concern_puts_new_first_then_broken_infra_flaky() -> None:
 
 
 def test_broken_rows_at_the_commit_count_once_with_no_fail_row(store_location: str, tmp_path: Path) -> None:
-    """The same commit's other run broke at import, retried (two broken rows, no fail row): two
-    failures there, and the 36 % flake of test_a explains two in a row (0.13), not three (0.047)."""
+    """The same commit's other run broke at import, retried (two broken rows, no fail row): one run
+    of two failures there, which the flake of test_a explains (its retry failing, r = 0.25)."""
     from ci.history.verdict import failure_from_attempts
     from ci.results.junit import FAILED, Attempt
 
@@ -346,3 +346,75 @@ def test_broken_rows_at_the_commit_count_once_with_no_fail_row(store_location: s
         run(store, tmp_path, head, [broken, broken], "pull_request", pr=7)
         (v,) = judge(store, [failure_from_attempts(NODE, TIER, head, [Attempt(FAILED, 1.0, *BOOM)], repo=REPO)])
     assert v.verdict == FLAKY and v.score is not None and 0.224 < v.score < 0.368, v.detail
+
+
+def test_a_breakage_closed_by_a_revert_is_no_flake_evidence(store_location: str, tmp_path: Path) -> None:
+    """Main broke at 5, the revert at 7 fixed it: a breakage, so no flaky score (it was 30 %), and a
+    pull request that brings the bug back is not told "flaky"."""
+    from ci.history.flaky import flaky_scores
+
+    with open_store(store_location) as store:
+        for i in range(12):
+            run(store, tmp_path, sha(i), [BOOM, BOOM] if i in (5, 6) else [None])
+        assert flaky_scores(store) == []
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(11))], merge_base=sha(11))
+    assert v.verdict == NEW and v.score is None, v.detail
+
+
+@pytest.mark.parametrize("failing_commits, expected", [(1, FLAKY), (2, BROKEN_ON_MAIN)])
+def test_one_failed_run_of_a_known_flake_on_main_is_no_open_streak(store_location: str, tmp_path: Path,
+                                                                  failing_commits: int, expected: str) -> None:
+    """test_a flakes with BOOM; main's newest run failed both attempts with BOOM: a flake firing,
+    not "broken on main since" that commit; failures at two commits are a breakage."""
+    with open_store(store_location) as store:
+        flaky_main(store, tmp_path)
+        for i in range(12, 12 + failing_commits):
+            run(store, tmp_path, sha(i), [BOOM, BOOM])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(11 + failing_commits))],
+                     merge_base=sha(11 + failing_commits))
+    assert v.verdict == expected, v.detail
+
+
+@pytest.mark.parametrize("retries_fail, expected", [(True, FLAKY), (False, NEW)])
+def test_rule_4_learns_how_often_a_flakes_retry_fails(store_location: str, tmp_path: Path, retries_fail: bool,
+                                                      expected: str) -> None:
+    """A 21 % flake on main; where its retries mostly failed too (r = 0.78 learned from the stored
+    retries), a pull request run and its rerun failing both attempts each is a flake (0.78 * 0.21 *
+    0.78 = 13 %); where they mostly passed (r = 0.22), the same is not (1 %). score^4 called both new."""
+    with open_store(store_location) as store:
+        for i in range(40):
+            flip = i == 9 or (retries_fail and i in (5, 13, 21, 29))  # both attempts failed, between passes
+            run(store, tmp_path, sha(i), [BOOM, BOOM] if flip else [BOOM, None] if i in (5, 13, 21, 29) else [None])
+        head = f"{7:04x}{'d' * 36}"
+        for event, attempt in (("pull_request", 1), ("rerun", 2)):
+            run(store, tmp_path, head, [BOOM, BOOM], event, pr=7, base_sha=sha(39), attempt=attempt)
+        (v,) = judge(store, load_run(store, pr=7).failures, merge_base=sha(39))
+    assert v.verdict == expected, v.detail
+
+
+def test_a_verdict_holds_as_of_the_judged_run(store_location: str, tmp_path: Path) -> None:
+    """Broken on main since 3 when the pull request ran; main is fixed at 6 and breaks again at 8
+    afterwards: asked again, the answer (and the commit it names) is the one given then."""
+    with open_store(store_location) as store:
+        for i in range(6):
+            run(store, tmp_path, sha(i), [BOOM, BOOM] if i >= 3 else [None])
+        pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(5))
+        results = load_run(store, pr=7)
+        (then,) = judge(store, results.failures, merge_base=results.base_sha, as_of=results.report_id)
+        for i in range(6, 10):
+            run(store, tmp_path, sha(i), [BOOM, BOOM] if i >= 8 else [None])
+        (later,) = judge(store, results.failures, merge_base=results.base_sha, as_of=load_run(store, pr=7).report_id)
+    assert then.verdict == later.verdict == BROKEN_ON_MAIN and then.since == later.since == sha(3), later.detail
+    assert then == later
+
+
+def test_one_failed_run_of_a_known_flake_at_the_base_is_not_fixed_on_main(store_location: str,
+                                                                        tmp_path: Path) -> None:
+    """The base's push failed both attempts with the flake's error, the next passed: not "fixed on
+    main at ...: merge the default branch"."""
+    with open_store(store_location) as store:
+        flaky_main(store, tmp_path)
+        run(store, tmp_path, sha(12), [BOOM, BOOM])
+        run(store, tmp_path, sha(13), [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(12))], merge_base=sha(12))
+    assert v.verdict == FLAKY, v.detail

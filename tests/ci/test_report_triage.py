@@ -20,7 +20,8 @@ from ci.history.store import open_store
 from ci.registry import load_registry
 from ci.report.grid import column_head, forge_base
 from ci.report.model import Report, Run
-from ci.report.query import commit_authors, default_branch_commits, failure_lines, first_line, has_verdicts
+from ci.report.query import (FailureLine, commit_authors, default_branch_commits, failure_lines, first_line,
+                             has_verdicts)
 from ci.report.triage import Triage, days_between, triage
 from ci.report.verdicts import CellFailure, judge_cells, pull_verdicts
 from ci.selection.plan import plan
@@ -225,3 +226,27 @@ def test_the_reported_case_a_late_tier_breakage_among_hundreds_of_green_rows(tmp
     assert (first.tier, first.file, first.state, first.since, first.streak) == ("gpu_b200", paths[-1], "failing", 35, 5)
     assert report.runs[first.since].sha == shas[35]
     assert [r.state for r in report.rows[1:]] == ["ok"] * 399
+
+
+def test_the_hud_does_not_call_one_failed_run_of_a_known_flake_broken(tmp_path: Path) -> None:
+    """The matrix's verdict is judge's: a flake (every third push fails once, one flip keeps its
+    signature) whose newest push failed both attempts is flaky there, not broken since that push."""
+    from ci.history.classify import signature
+    from ci.history.ingest import prepare
+    from tests.ci.history_support import Case, write_report
+
+    node_file, boom = "tests/srt/test_x.py", "AssertionError: expected 3 tokens, got 4"
+
+    def case(attempts: str) -> Case:  # "p": passed; "fp": failed, passed on retry; "ff": failed both
+        if attempts == "p":
+            return Case(node_file, "test_a")
+        return Case(node_file, "test_a", "passed" if attempts == "fp" else "failed", boom, f"E   {boom}", reruns=1)
+
+    shas = [f"{i:04x}{'a' * 36}" for i in range(13)]
+    with open_store(str(tmp_path / "h.sqlite")) as store:
+        for i, sha in enumerate(shas):
+            plan_ = "ff" if i in (4, 12) else "fp" if i % 3 == 0 else "p"
+            ingest(store, prepare(write_report(tmp_path, [case(plan_)]), RunIdentity(REPO, sha, "push", "gpu_h100")))
+        line = FailureLine(0, node_file, f"{node_file}::test_a", True, boom, signature(boom)[0])
+        (detail,) = judge_cells(store, REPO, [CellFailure("gpu_h100", shas[12], line, 2)])
+    assert detail.startswith("flaky: the same failure as its earlier flakes"), detail

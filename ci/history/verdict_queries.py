@@ -1,0 +1,89 @@
+"""What `ci.history.verdict` reads from the store, each query cut at one report (``as_of``).
+
+Contract: every function here reads only reports whose id is at most ``as_of`` (none when it is
+None): a verdict is about the history known when the judged run was reported, so a question asked
+again later, after more default-branch runs arrived, reads the same rows. ``repo`` "" means the
+store's every repository (one repository's store).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ci.history.mainline import MainRun
+from ci.history.model import DEFAULT_BRANCH_EVENTS, PASS
+from ci.history.store import Store
+
+_CHUNK = 500
+
+# CROSS JOIN: walk the reports, look each node up by the primary key (as `ci.history.flaky` does).
+_MAIN = """SELECT c.node_id, r.sha, r.id, c.kind, c.fingerprint, c.infra
+    FROM reports r CROSS JOIN cases c
+    WHERE c.report_id = r.id AND r.scored = 1 AND {repo}r.tier = ? AND r.event IN ({events})
+    AND c.node_id IN ({marks}) ORDER BY r.id, c.attempt"""
+
+
+def cut(as_of: int | None, column: str = "r.id") -> tuple[str, list[int]]:
+    """The condition `` AND <column> <= ?`` and its parameter, or nothing without a cut."""
+    return (f" AND {column} <= ?", [as_of]) if as_of is not None else ("", [])
+
+
+def repo_condition(repo: str) -> tuple[str, list[str]]:
+    """The repository condition: none when the failure does not say which (one repository's store)."""
+    return ("r.repo = ? AND ", [repo]) if repo else ("", [])
+
+
+def node_ids(store: Store, nodes: Sequence[str]) -> dict[str, int]:
+    """{test id: node id} of the ``nodes`` the store knows."""
+    ids: dict[str, int] = {}
+    for start in range(0, len(nodes), _CHUNK):
+        chunk = list(nodes[start:start + _CHUNK])
+        ids.update((str(n), int(i)) for i, n in store.fetchall(
+            f"SELECT id, node FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
+    return ids
+
+
+def main_runs(store: Store, repo: str, tier: str, ids: dict[str, int], as_of: int | None) -> dict[str, list[MainRun]]:
+    """Each node's default-branch attempts on ``tier``, in ingest order."""
+    names = {i: n for n, i in ids.items()}
+    out: dict[str, list[MainRun]] = {}
+    values = sorted(names)
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
+    for start in range(0, len(values), _CHUNK):
+        chunk = values[start:start + _CHUNK]
+        query = _MAIN.format(repo=where, events=", ".join("?" * len(DEFAULT_BRANCH_EVENTS)),
+                             marks=", ".join("?" * len(chunk))).replace(" ORDER BY", until + " ORDER BY")
+        for node_id, sha, rid, kind, fp, infra in store.fetchall(
+                query, [*params, tier, *DEFAULT_BRANCH_EVENTS, *chunk, *limit]):
+            out.setdefault(names[int(node_id)], []).append(MainRun(str(sha), int(rid), str(kind), str(fp), str(infra)))
+    return out
+
+
+def has_main_history(store: Store, repo: str, tier: str, as_of: int | None) -> bool:
+    """Whether the store holds any scored default-branch report of ``tier`` (of ``repo``)."""
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
+    events = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
+    return bool(store.fetchall(f"SELECT 1 FROM reports r WHERE {where}r.tier = ? AND r.scored = 1 "
+                               f"AND r.event IN ({events}){until} LIMIT 1", (*params, tier, *DEFAULT_BRANCH_EVENTS,
+                                                                             *limit)))
+
+
+def same_commit(store: Store, repo: str, tier: str, sha: str, node_id: int | None,
+                as_of: int | None) -> tuple[int, list[int]]:
+    """(passes, failed attempts of each report that failed it) of the node on ``tier`` at ``sha``,
+    every event counted, reports in ingest order."""
+    if node_id is None:
+        return 0, []
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
+    rows = store.fetchall("SELECT r.id, c.kind, COUNT(*) FROM reports r JOIN cases c ON c.report_id = r.id "
+                          f"WHERE {where}r.tier = ? AND r.sha = ? AND c.node_id = ?{until} GROUP BY r.id, c.kind "
+                          "ORDER BY r.id", (*params, tier, sha.lower(), node_id, *limit))
+    passes = sum(int(n) for _, kind, n in rows if kind == PASS)
+    failed: dict[int, int] = {}
+    for rid, kind, n in rows:
+        if kind in ("fail", "broken"):
+            failed[int(rid)] = failed.get(int(rid), 0) + int(n)
+    return passes, list(failed.values())
