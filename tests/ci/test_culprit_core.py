@@ -209,6 +209,13 @@ def test_a_commit_that_touches_nothing_the_test_runs_is_probed_late() -> None:
     assert choose_batch(probs, NoiseModel(0.0, 0.0), 1)[0].index == 6  # the split that tests the favourite
 
 
+def test_run_search_records_the_failed_attempt_counts_a_probe_reports() -> None:
+    search = Search([1.0] * 8, NoiseModel(0.1, 0.01, 0.5), attempts=2, detail=True)
+    result, _ = run_search(search, lambda batch: [2 if p.index >= 5 else 0 for p in batch])
+    assert result.culprit == 5 and result.stop is StopReason.CONFIDENT
+    assert all(o.failures == (2 if o.failed else 0) for o in result.outcomes)
+
+
 def test_budget_stops_and_says_so() -> None:
     search = Search([1.0] * 64, NoiseModel(0.2, 0.01), budget=3)
     result, _ = run_search(search, lambda batch: [True] * len(batch), runners=2)
