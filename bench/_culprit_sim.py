@@ -46,10 +46,22 @@ class Breakage:
 
     def run(self, rng: random.Random, index: int, attempts: int = ATTEMPTS) -> bool:
         """One run at candidate ``index``: True when it failed (every attempt failed)."""
+        return self.failures(rng, index, attempts) == attempts
+
+    def failures(self, rng: random.Random, index: int, attempts: int = ATTEMPTS) -> int:
+        """One run at candidate ``index``: how many attempts failed (it stops at the first pass)."""
         if index >= self.culprit:
-            return all(rng.random() >= BROKEN_PASS for _ in range(attempts))
-        rate = _machine_rate(rng, self.flake)
-        return all(rng.random() < rate for _ in range(attempts))
+            def fails() -> bool:
+                return rng.random() >= BROKEN_PASS
+        else:
+            rate = _machine_rate(rng, self.flake)
+
+            def fails() -> bool:
+                return rng.random() < rate
+        failed = 0
+        while failed < attempts and fails():
+            failed += 1
+        return failed
 
 
 def history_rates(rng: random.Random, flake: float, runs: int = 200) -> tuple[float, float]:

@@ -7,7 +7,7 @@ outcomes unknown. Joint gain is submodular here (outcomes are independent given 
 greedy is within 1 - 1/e of the best batch; quantiles of the posterior would ignore the noise.
 
 The joint outcome's distribution is kept as one row per outcome vector of the batch so far,
-``rows[y][h] = P(h) P(y | h)``; with prefix sums over h, trying a probe at i costs 2^|batch|.
+``rows[y][h] = P(h) P(y | h)``; with prefix sums over h, trying a probe at i costs (outcomes per run)^|batch|.
 """
 
 from __future__ import annotations
@@ -27,33 +27,43 @@ def _h2(p: float) -> float:
     return _h(p) + _h(1.0 - p)
 
 
-def joint_gain(probs: Sequence[float], noise: NoiseModel, probes: Sequence[Probe]) -> float:
-    """Mutual information (bits) between the joint outcome of ``probes`` and the culprit."""
-    rows = _rows(probs, noise, probes)
+def joint_gain(probs: Sequence[float], noise: NoiseModel, probes: Sequence[Probe], *, detail: bool = False) -> float:
+    """Mutual information (bits) between the joint outcome of ``probes`` and the culprit; with
+    ``detail`` a run's outcome is its number of failed attempts, else failed or passed."""
+    rows = [list(probs)]
+    for probe in probes:
+        rows = _split(rows, probe, outcome_table(noise, probe.attempts, detail))
     entropy = sum(_h(sum(row)) for row in rows)
-    noise_entropy = sum(p * sum(_h2(_fail(noise, pr, h)) for pr in probes) for h, p in enumerate(probs))
+    noise_entropy = 0.0
+    for probe in probes:
+        broken, ok = outcome_table(noise, probe.attempts, detail)
+        hb, ho = sum(map(_h, broken)), sum(map(_h, ok))
+        noise_entropy += sum(p * (hb if probe.index >= h else ho) for h, p in enumerate(probs))
     return entropy - noise_entropy
 
 
-def _fail(noise: NoiseModel, probe: Probe, h: int) -> float:
-    return noise.fail_if_broken(probe.attempts) if probe.index >= h else noise.fail_if_ok(probe.attempts)
+def outcome_table(noise: NoiseModel, attempts: int, detail: bool) -> tuple[list[float], list[float]]:
+    """P(each outcome of a run | broken), and | not broken: passed, failed; or with ``detail``
+    each count of failed attempts (`NoiseModel.failures`)."""
+    if detail:
+        return noise.failures(attempts, True), noise.failures(attempts, False)
+    a, b = noise.fail_if_broken(attempts), noise.fail_if_ok(attempts)
+    return [1 - a, a], [1 - b, b]
 
 
-def _rows(probs: Sequence[float], noise: NoiseModel, probes: Sequence[Probe]) -> list[list[float]]:
-    rows = [list(probs)]
-    for probe in probes:
-        fails = [_fail(noise, probe, h) for h in range(len(probs))]
-        rows = [[w * f for w, f in zip(row, fails)] for row in rows] + \
-               [[w * (1 - f) for w, f in zip(row, fails)] for row in rows]
-    return rows
+def _split(rows: list[list[float]], probe: Probe, table: tuple[list[float], list[float]]) -> list[list[float]]:
+    """Each row split by the probe's outcome: row[h] x P(outcome | h)."""
+    broken, ok = table
+    return [[w * (broken[j] if probe.index >= h else ok[j]) for h, w in enumerate(row)]
+            for j in range(len(broken)) for row in rows]
 
 
 def choose_batch(probs: Sequence[float], noise: NoiseModel, size: int, *, est_time: float = 1.0,
-                 attempt_choices: Sequence[int] = (1,)) -> list[Probe]:
+                 attempt_choices: Sequence[int] = (1,), detail: bool = False) -> list[Probe]:
     """Up to ``size`` probes for the runners free now, best first. A candidate may be probed twice
     in one batch (a repeat is what a noisy result can need). Candidates whose every probe would
     teach nothing (the last one is known bad) are never chosen; the list is empty when nothing
-    can be learned."""
+    can be learned. ``detail``: the runs will report their failed attempts (`joint_gain`)."""
     n = len(probs)
     chosen: list[Probe] = []
     rows = [list(probs)]
@@ -64,13 +74,13 @@ def choose_batch(probs: Sequence[float], noise: NoiseModel, size: int, *, est_ti
         base = sum(_h(t) for t in totals)
         best: tuple[float, Probe] | None = None
         for k in attempt_choices:
-            a, b = noise.fail_if_broken(k), noise.fail_if_ok(k)
-            ha, hb = _h2(a), _h2(b)
+            broken, ok = outcome_table(noise, k, detail)
+            hb, ho = sum(map(_h, broken)), sum(map(_h, ok))
             for i in range(n - 1):
-                gain = -base - cdf[i] * ha - (1 - cdf[i]) * hb
+                gain = -base - cdf[i] * hb - (1 - cdf[i]) * ho
                 for s, t in zip(sums, totals):
-                    fail = a * s[i] + b * (t - s[i])
-                    gain += _h(fail) + _h(t - fail)
+                    for a, b in zip(broken, ok):
+                        gain += _h(a * s[i] + b * (t - s[i]))
                 score = gain / (est_time * k)
                 if gain > 1e-12 and (best is None or score > best[0]):
                     best = (score, Probe(i, k))
@@ -78,7 +88,5 @@ def choose_batch(probs: Sequence[float], noise: NoiseModel, size: int, *, est_ti
             break
         probe = best[1]
         chosen.append(probe)
-        fails = [_fail(noise, probe, h) for h in range(n)]
-        rows = [[w * f for w, f in zip(row, fails)] for row in rows] + \
-               [[w * (1 - f) for w, f in zip(row, fails)] for row in rows]
+        rows = _split(rows, probe, outcome_table(noise, probe.attempts, detail))
     return chosen

@@ -29,15 +29,30 @@ class NoiseModel:
         if self.retry_fail is not None and not 0 <= self.retry_fail <= 1:
             raise ValueError(f"retry_fail rate {self.retry_fail} not within [0, 1]")
 
+    def _rates(self) -> tuple[float, float]:
+        f = max(self.flake, FLOOR)
+        return f, max(self.retry_fail if self.retry_fail is not None else f, f)
+
     def fail_if_ok(self, attempts: int) -> float:
         """P(a run of ``attempts`` attempts fails | the code is not broken) = f r^(k-1)."""
-        f = max(self.flake, FLOOR)
-        r = max(self.retry_fail if self.retry_fail is not None else f, f)
+        f, r = self._rates()
         return min(f * r ** (attempts - 1), 1 - FLOOR)
 
     def fail_if_broken(self, attempts: int) -> float:
         """P(a run of ``attempts`` attempts fails | the code is broken) = (1 - p)^k."""
         return min((1 - max(self.false_pass, FLOOR)) ** attempts, 1 - FLOOR)
+
+    def failures(self, attempts: int, broken: bool) -> list[float]:
+        """P(a run ends after j failed attempts | broken or not), j = 0..``attempts``: a run stops
+        at its first passing attempt, so j < k is "passed after j failures" and j = k "failed".
+        Not broken: 1 - f, then f r^(j-1) (1 - r), and f r^(k-1); broken: (1 - p)^j p, and
+        (1 - p)^k. The last entry is `fail_if_ok` or `fail_if_broken`; the list sums to 1 (up to the floors)."""
+        if broken:
+            p = max(self.false_pass, FLOOR)
+            return [(1 - p) ** j * p for j in range(attempts)] + [self.fail_if_broken(attempts)]
+        f, r = self._rates()
+        again = max(1 - r, FLOOR)  # r = 1 would make a pass after a failure impossible
+        return [1 - f] + [f * r ** (j - 1) * again for j in range(1, attempts)] + [self.fail_if_ok(attempts)]
 
 
 @dataclass(frozen=True)
@@ -50,11 +65,20 @@ class Probe:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one run of a `Probe` said: ``failed`` when every attempt failed."""
+    """What one run of a `Probe` said: ``failed`` when every attempt failed. ``failures``, when the
+    runner reports it, is how many attempts failed (the run stops at its first pass): a pass after
+    a failure is weaker evidence of working code than a first-attempt pass."""
 
     index: int
     failed: bool
     attempts: int = 1
+    failures: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.failures is not None and (not 0 <= self.failures <= self.attempts
+                                          or self.failed != (self.failures == self.attempts)):
+            raise ValueError(f"{self.failures} failed attempts of {self.attempts} for a run that "
+                             f"{'failed' if self.failed else 'passed'}")
 
 
 class StopReason(enum.Enum):

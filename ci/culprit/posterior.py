@@ -29,7 +29,10 @@ def prior_weights(n: int, touches: Sequence[bool] | None = None, w_low: float = 
 
 
 def run_likelihood(noise: NoiseModel, outcome: Outcome, broken: bool) -> float:
-    """P(this run's outcome | the code at its commit is ``broken`` or not)."""
+    """P(this run's outcome | the code at its commit is ``broken`` or not); with the run's failed
+    attempts known, P(exactly those)."""
+    if outcome.failures is not None:
+        return noise.failures(outcome.attempts, broken)[outcome.failures]
     fail = noise.fail_if_broken(outcome.attempts) if broken else noise.fail_if_ok(outcome.attempts)
     return fail if outcome.failed else 1.0 - fail
 

@@ -14,10 +14,12 @@ class Search:
 
     ``weights``: prior weights (`ci.culprit.posterior.prior_weights`); ``confidence``: stop when
     the most probable candidate reaches it; ``budget``: the most runs (None: no limit);
-    ``attempts``: each run's attempts (the CI's retries + 1); ``est_time``: seconds per attempt."""
+    ``attempts``: each run's attempts (the CI's retries + 1); ``est_time``: seconds per attempt;
+    ``detail``: the runs recorded will say how many attempts failed (`Outcome.failures`), and the
+    probes are chosen for that."""
 
     def __init__(self, weights: Sequence[float], noise: NoiseModel, *, confidence: float = 0.99,
-                 budget: int | None = None, attempts: int = 1, est_time: float = 1.0):
+                 budget: int | None = None, attempts: int = 1, est_time: float = 1.0, detail: bool = False):
         if not 0 < confidence < 1:
             raise ValueError(f"confidence {confidence} not within (0, 1)")
         if budget is not None and budget < 1:
@@ -26,7 +28,7 @@ class Search:
             raise ValueError(f"attempts {attempts}: at least one")
         self.posterior = Posterior(weights, noise)
         self.noise, self.confidence, self.budget = noise, confidence, budget
-        self.attempts, self.est_time = attempts, est_time
+        self.attempts, self.est_time, self.detail = attempts, est_time, detail
         self.outcomes: list[Outcome] = []
         self._stuck = False  # no probe can teach anything more (the noise drowns every outcome)
 
@@ -48,7 +50,7 @@ class Search:
             return []
         size = runners if self.budget is None else min(runners, self.budget - len(self.outcomes))
         batch = choose_batch(self.posterior.probabilities(), self.noise, size, est_time=self.est_time,
-                             attempt_choices=(self.attempts,))
+                             attempt_choices=(self.attempts,), detail=self.detail)
         if not batch:
             self._stuck = True
         return batch
@@ -63,12 +65,17 @@ class Search:
         return CulpritResult(culprit, probability, tuple(self.outcomes), self.stop_reason() or StopReason.BUDGET)
 
 
-def run_search(search: Search, probe: Callable[[Sequence[Probe]], Sequence[bool]], runners: int = 1) -> tuple[CulpritResult, int]:
-    """Drive ``search`` to its stop with ``probe`` (runs a batch at once, says which runs failed);
-    the result and the number of rounds (batches) it took."""
+def run_search(search: Search, probe: Callable[[Sequence[Probe]], Sequence[bool | int]],
+               runners: int = 1) -> tuple[CulpritResult, int]:
+    """Drive ``search`` to its stop with ``probe`` (runs a batch at once, says per run whether it
+    failed, a bool, or how many attempts failed, an int); the result and the number of rounds
+    (batches) it took."""
     rounds = 0
     while batch := search.next_batch(runners):
         rounds += 1
-        for p, failed in zip(batch, probe(batch)):
-            search.record(Outcome(p.index, bool(failed), p.attempts))
+        for p, said in zip(batch, probe(batch)):
+            if isinstance(said, bool):
+                search.record(Outcome(p.index, said, p.attempts))
+            else:
+                search.record(Outcome(p.index, said == p.attempts, p.attempts, said))
     return search.result(), rounds

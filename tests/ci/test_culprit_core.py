@@ -36,11 +36,31 @@ def attempt_chain_fail(noise: NoiseModel, broken: bool, k: int) -> float:
     return total
 
 
+def attempt_chain_stop(noise: NoiseModel, broken: bool, k: int, failures: int) -> float:
+    """P(the first ``failures`` attempts fail and the next passes, or all k fail), summed over every
+    sequence of k attempts (those a run stops before running included)."""
+    f, p = max(noise.flake, 1e-6), max(noise.false_pass, 1e-6)
+    r = max(noise.retry_fail if noise.retry_fail is not None else f, f)
+    total = 0.0
+    for seq in itertools.product((True, False), repeat=k):
+        prob, prev_failed = 1.0, False
+        for j, failed in enumerate(seq):
+            q = (1 - p) if broken else (f if j == 0 else (r if prev_failed else f))
+            prob *= q if failed else 1 - q
+            prev_failed = failed
+        if all(seq[:failures]) and (failures == k or not seq[failures]):
+            total += prob
+    return total
+
+
 def brute_posterior(weights, noise, outcomes):
     joint = []
     for h, w in enumerate(weights):
         prob = w
         for o in outcomes:
+            if o.failures is not None:
+                prob *= attempt_chain_stop(noise, o.index >= h, o.attempts, o.failures)
+                continue
             fail = attempt_chain_fail(noise, o.index >= h, o.attempts)
             prob *= fail if o.failed else 1 - fail
         joint.append(prob)
@@ -66,19 +86,38 @@ def brute_gain(probs, noise, probes):
 NOISES = [NoiseModel(0.0, 0.0), NoiseModel(0.1, 0.01, 0.5), NoiseModel(0.3, 0.002, 0.8), NoiseModel(0.05)]
 
 
+@pytest.mark.parametrize("detail", [False, True])
 @pytest.mark.parametrize("noise", NOISES)
 @pytest.mark.parametrize("seed", range(6))
-def test_posterior_equals_enumeration(noise: NoiseModel, seed: int) -> None:
+def test_posterior_equals_enumeration(noise: NoiseModel, seed: int, detail: bool) -> None:
+    """With ``detail`` most runs say how many attempts failed (a pass after a failure is weaker
+    evidence of working code than a first-attempt pass), mixed with runs that say only
+    failed or passed."""
     rng = random.Random(seed)
     n = rng.randint(1, 7)
     weights = prior_weights(n, [rng.random() < 0.5 for _ in range(n)], w_low=0.2)
     post = Posterior(weights, noise)
     outcomes = []
     for _ in range(rng.randint(0, 12)):
-        o = Outcome(rng.randrange(n), rng.random() < 0.5, rng.randint(1, 3))
+        k = rng.randint(1, 3)
+        j = rng.randint(0, k)
+        o = Outcome(rng.randrange(n), j == k, k, j if detail and rng.random() < 0.7 else None)
         post.update(o)
         outcomes.append(o)
         assert post.probabilities() == pytest.approx(brute_posterior(weights, noise, outcomes), rel=1e-9, abs=1e-12)
+
+
+def test_a_pass_after_a_failure_moves_the_posterior_less() -> None:
+    noise = NoiseModel(0.1, 0.005, 0.5)
+    first, retried = Posterior([1.0, 1.0], noise), Posterior([1.0, 1.0], noise)
+    first.update(Outcome(0, False, 2, 0))
+    retried.update(Outcome(0, False, 2, 1))
+    assert first.probabilities()[1] > retried.probabilities()[1] > 0.5
+
+
+def test_failed_attempts_that_contradict_the_outcome_are_refused() -> None:
+    with pytest.raises(ValueError, match="2 failed attempts of 2 for a run that passed"):
+        Outcome(0, False, 2, 2)
 
 
 def test_long_searches_stay_in_range() -> None:
@@ -115,6 +154,46 @@ def test_each_greedy_step_maximises_the_enumerated_joint_gain(runners: int) -> N
         assert brute_gain(probs, noise, earlier + [batch[step]]) == pytest.approx(best, abs=1e-9)
 
 
+def test_choose_picks_the_max_gain_probe_not_the_median() -> None:
+    """By hand, f = 0.3, one attempt, p ~ 0: a probe at i fails with F = c_i + (1 - c_i) 0.3 (c_i the
+    posterior mass up to i) and teaches H(F) - (1 - c_i) H(0.3) bits, H(0.3) = 0.8813. For
+    probabilities 0.5, 0.1, 0.4: at 0, F = 0.65, 0.9341 - 0.4407 = 0.4934; at 1, F = 0.72,
+    0.8555 - 0.3525 = 0.5030. The median split is at 0 (its mass reaches 0.5); a flaky failure
+    is weak evidence, so the better probe puts more mass on the failing side."""
+    noise = NoiseModel(0.3, 0.0)
+    probs = [0.5, 0.1, 0.4]
+    assert joint_gain(probs, noise, [Probe(0)]) == pytest.approx(0.4934, abs=1e-4)
+    assert joint_gain(probs, noise, [Probe(1)]) == pytest.approx(0.5030, abs=1e-4)
+    assert choose_batch(probs, noise, 1) == [Probe(1)]
+
+
+@pytest.mark.parametrize("noise", NOISES[1:])
+@pytest.mark.parametrize("seed", range(4))
+def test_detailed_joint_gain_equals_enumeration(noise: NoiseModel, seed: int) -> None:
+    """With runs that report their failed attempts, each greedy step against an enumeration of
+    every joint count vector."""
+    rng = random.Random(seed)
+    n = rng.randint(2, 6)
+    raw = [rng.random() + 0.01 for _ in range(n)]
+    probs = [r / sum(raw) for r in raw]
+    k = rng.randint(1, 3)
+
+    def brute(probes):
+        def lik(y, h):
+            out = 1.0
+            for pr, j in zip(probes, y):
+                out *= attempt_chain_stop(noise, pr.index >= h, k, j)
+            return out
+        ys = list(itertools.product(range(k + 1), repeat=len(probes)))
+        h_y = -sum(v * math.log2(v) for v in (sum(p * lik(y, h) for h, p in enumerate(probs)) for y in ys) if v > 0)
+        return h_y + sum(p * lik(y, h) * math.log2(lik(y, h)) for h, p in enumerate(probs) for y in ys if lik(y, h) > 0)
+    batch = choose_batch(probs, noise, 2, attempt_choices=(k,), detail=True)
+    assert joint_gain(probs, noise, batch, detail=True) == pytest.approx(brute(batch), abs=1e-9)
+    for step in range(len(batch)):
+        best = max(brute(batch[:step] + [Probe(i, k)]) for i in range(n))
+        assert brute(batch[:step + 1]) == pytest.approx(best, abs=1e-9)
+
+
 def test_noiseless_search_is_bisection() -> None:
     search = Search([1.0] * 16, NoiseModel(0.0, 0.0))
     first = search.next_batch()
@@ -128,6 +207,13 @@ def test_a_commit_that_touches_nothing_the_test_runs_is_probed_late() -> None:
     probs = Posterior(prior_weights(8, touches, w_low=0.01), NoiseModel(0.0, 0.0)).probabilities()
     assert probs[7] > 0.9
     assert choose_batch(probs, NoiseModel(0.0, 0.0), 1)[0].index == 6  # the split that tests the favourite
+
+
+def test_run_search_records_the_failed_attempt_counts_a_probe_reports() -> None:
+    search = Search([1.0] * 8, NoiseModel(0.1, 0.01, 0.5), attempts=2, detail=True)
+    result, _ = run_search(search, lambda batch: [2 if p.index >= 5 else 0 for p in batch])
+    assert result.culprit == 5 and result.stop is StopReason.CONFIDENT
+    assert all(o.failures == (2 if o.failed else 0) for o in result.outcomes)
 
 
 def test_budget_stops_and_says_so() -> None:
