@@ -59,8 +59,13 @@ LABELS = ("broken_on_main", "new", "infra", "flaky")
 
 @dataclass(frozen=True)
 class Scale:
+    """How much history, and how its JUnit is written: ``attempt_text`` as `ci run` writes it (the
+    registry plugin's per-attempt properties, `ci.pytest_attempts`: every failed attempt's error),
+    else as stock pytest + pytest-rerunfailures do (a retried attempt keeps no text)."""
+
     commits: int = 60
     prs: int = 60
+    attempt_text: bool = True
 
 
 QUICK = Scale(commits=24, prs=14)
@@ -243,7 +248,8 @@ class _Story:
                 cases.append(JUnitCase(t.file, t.file[:-3].replace("/", ".") + "." + t.cls, t.name, t.line,
                                        tuple(attempts), round(rng.uniform(20, 300), 3)))
             stamp = (run.started + timedelta(minutes=5 + 20 * shard)).isoformat(timespec="microseconds")
-            run.reports.append(Report(tier, shard, runner, junit_xml(cases, runner, stamp), labels))
+            run.reports.append(Report(tier, shard, runner, junit_xml(cases, runner, stamp, self.scale.attempt_text),
+                                      labels))
 
     def _flake_attempts(self, t: TestSpec, loaded: bool, where: str) -> list[Failure | None]:
         rng = self.rng

@@ -136,8 +136,21 @@ class JUnitCase:
     seconds: float
 
 
-def junit_xml(cases: list[JUnitCase], hostname: str, timestamp: str) -> str:
-    """The report pytest writes for ``cases``, byte for byte in its layout (one line, xunit1)."""
+def _attempt_properties(failure: Failure) -> str:
+    """The registry plugin's properties of one failed attempt (`ci.pytest_attempts`)."""
+    outcome = "error" if failure.element == "error" else "failed"
+    # the plugin's error is the exception line, which pytest's text shows after "E"
+    error = next((line[1:].strip() for line in failure.detail.splitlines() if line.startswith("E ")), failure.message)
+    return ("<properties>"
+            f'<property name="ci.attempt.outcome" value="{outcome}" />'
+            f"<property name=\"ci.attempt.error\" value={quoteattr(error)} />"
+            f"<property name=\"ci.attempt.text\" value={quoteattr(failure.detail)} />"
+            "</properties>")
+
+
+def junit_xml(cases: list[JUnitCase], hostname: str, timestamp: str, attempt_text: bool = False) -> str:
+    """The report pytest writes for ``cases``, byte for byte in its layout (one line, xunit1);
+    ``attempt_text``: with the registry plugin's properties on every failed attempt (`Scale`)."""
     final = [c.attempts[-1] for c in cases]
     errors = sum(1 for f in final if f is not None and f.element == "error")
     failures = sum(1 for f in final if f is not None and f.element == "failure")
@@ -149,12 +162,13 @@ def junit_xml(cases: list[JUnitCase], hostname: str, timestamp: str) -> str:
         head = (f'<testcase classname="{case.classname}" name="{case.name}" file="{case.file}" '
                 f'line="{case.line}" time="{case.seconds:.3f}"')
         for attempt in case.attempts[:-1]:
-            out.append(head + " />")
+            out.append(head + (f">{_attempt_properties(attempt)}</testcase>" if attempt_text and attempt else " />"))
         last = case.attempts[-1]
         if last is None:
             out.append(head + " />")
         else:
-            out.append(f"{head}><{last.element} message={quoteattr(last.message)}>{escape(last.detail)}"
+            props = _attempt_properties(last) if attempt_text else ""
+            out.append(f"{head}>{props}<{last.element} message={quoteattr(last.message)}>{escape(last.detail)}"
                        f"</{last.element}></testcase>")
     out.append("</testsuite></testsuites>")
     return "".join(out)

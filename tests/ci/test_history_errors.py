@@ -66,6 +66,12 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("RuntimeError: No CUDA GPUs are available", "", "no-gpu"),
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "", "cuda"),
     ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970", "", "nccl"),
+    # a collective that timed out is the test's (a hang, a slow peer), not by itself the machine's
+    ("torch.distributed.DistBackendError: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, "
+     "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.", "", ""),
+    ("OSError: [Errno 28] No space left on device: '/tmp/torchinductor_root/x.so'", "", "disk-full"),
+    ("", "E   RuntimeError: PytorchStreamWriter failed writing file data/0: file write failed\nE   OSError: [Errno 122] "
+         "Disk quota exceeded", "disk-full"),
     ("RuntimeError: Server process exited with code -9", "", "oom-kill"),
     ("RuntimeError: Server process exited with code -11", "", "signal"),
     ("RuntimeError: Server process exited with code 1", "", ""),
