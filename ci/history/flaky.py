@@ -22,7 +22,10 @@ The rule (docs/history.md#the-score says why):
 - Infra failures (``cases.infra``: no GPU, a CUDA or NCCL error, the OOM killer, a lost runner, a
   signal) never count either: they are the machine's, and a bad runner must not get tests quarantined.
 - Only scored reports count (``reports.scored``): a pull request's own JUnit, ingested for its
-  verdicts, never moves a score or a quarantine.
+  verdicts, never moves a score or a quarantine. Verdicts ask with ``unscored=True``: then the
+  unscored reports count by the rule for other groups above, so a flake that failed and passed on
+  retry in some pull request's run (the same code passing) lends its error to the flake's
+  signatures, which a quarantine never reads.
 - The score is the mean of the failure rate's posterior under the Jeffreys prior,
   Beta(failures + 1/2, trials - failures + 1/2), with its equal-tailed credible interval (90 % by
   default): the interval with the best frequentist coverage among the simple binomial ones
@@ -185,7 +188,7 @@ def rank(scores: Iterable[FlakyScore]) -> list[FlakyScore]:
 _HISTORY = """SELECT n.node, n.file, r.tier, r.repo, r.sha, r.event, r.id, c.attempt, c.kind, c.fingerprint,
     c.message, r.run_url, r.ingested_at, c.infra
     FROM reports r CROSS JOIN cases c JOIN nodes n ON n.id = c.node_id
-    WHERE c.report_id = r.id AND r.scored = 1 AND c.node_id IN ({marks}){tier}
+    WHERE c.report_id = r.id{scored} AND c.node_id IN ({marks}){tier}
     ORDER BY c.node_id, r.tier, r.id, c.attempt"""
 
 
@@ -196,9 +199,10 @@ def candidate_nodes(store: Store) -> list[int]:
 
 def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
                  level: float = DEFAULT_LEVEL, nodes: Sequence[str] | None = None,
-                 as_of: int | None = None) -> list[FlakyScore]:
+                 as_of: int | None = None, unscored: bool = False) -> list[FlakyScore]:
     """Every (node, tier) with flaky evidence and at least ``min_trials`` trials, ranked; with
-    ``nodes``, only those test ids; with ``as_of``, from reports up to that id only."""
+    ``nodes``, only those test ids; with ``as_of``, from reports up to that id only; with
+    ``unscored``, unscored reports too (see the module docstring)."""
     out: list[FlakyScore] = []
     ids = candidate_nodes(store)
     if nodes is not None:
@@ -209,22 +213,24 @@ def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
             wanted.update(int(r[0]) for r in store.fetchall(
                 f"SELECT id FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
         ids = [i for i in ids if i in wanted]
-    for key, history in node_histories(store, ids, tier, as_of=as_of):
+    for key, history in node_histories(store, ids, tier, as_of=as_of, unscored=unscored):
         ev = evidence(history)
         if ev.flaky_failures and ev.trials >= min_trials:
             out.append(score(key[0], key[1], key[2], ev, level))
     return rank(out)
 
 
-def node_histories(store: Store, ids: Sequence[int], tier: str | None = None, *, as_of: int | None = None
-                   ) -> Iterator[tuple[tuple[str, str, str], list[EvidenceRow]]]:
+def node_histories(store: Store, ids: Sequence[int], tier: str | None = None, *, as_of: int | None = None,
+                   unscored: bool = False) -> Iterator[tuple[tuple[str, str, str], list[EvidenceRow]]]:
     """Each (node, file, tier) of the node ``ids`` (on ``tier`` only, when given) with its stored
-    attempts of scored reports (up to report id ``as_of``, when given), ordered by report id, then attempt."""
+    attempts of scored reports (and unscored ones with ``unscored``; up to report id ``as_of``, when
+    given), ordered by report id, then attempt."""
     extra = (" AND r.tier = ?" if tier else "") + (" AND r.id <= ?" if as_of is not None else "")
     params = ([tier] if tier else []) + ([as_of] if as_of is not None else [])
     for start in range(0, len(ids), _CHUNK):
         chunk = list(ids[start:start + _CHUNK])
-        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=extra)
+        query = _HISTORY.format(marks=", ".join("?" * len(chunk)), tier=extra,
+                                scored="" if unscored else " AND r.scored = 1")
         yield from _by_node_tier(store.fetchall(query, [*chunk, *params]))
 
 

@@ -148,7 +148,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         ids = node_ids(store, nodes)
         main = main_runs(store, repo, tier, ids, as_of)
         scores = {s.node: s for s in flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=level, nodes=nodes,
-                                                  as_of=as_of)}
+                                                  as_of=as_of, unscored=True)}
         retries = RetryCorrelation(store, tier, as_of)
         first_run = not has_main_history(store, repo, tier, as_of)
         orders: dict[str, tuple[str, ...]] = {}

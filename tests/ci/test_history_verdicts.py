@@ -418,3 +418,20 @@ def test_one_failed_run_of_a_known_flake_at_the_base_is_not_fixed_on_main(store_
         run(store, tmp_path, sha(13), [None])
         (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(12))], merge_base=sha(12))
     assert v.verdict == FLAKY, v.detail
+
+
+def test_a_flake_seen_only_in_another_pull_requests_rerun_is_flaky(store_location: str, tmp_path: Path) -> None:
+    """Main always passed; pull request 3's run failed test_a twice with BOOM and its rerun of that
+    same commit passed: the same code passed, so BOOM is a flake of test_a (its run stays unscored:
+    no quarantine reads it), and pull request 7 failing once with BOOM is told flaky."""
+    from ci.history.flaky import flaky_scores
+
+    with open_store(store_location) as store:
+        for i in range(12):
+            run(store, tmp_path, sha(i), [None])
+        other = f"{3:04x}{'d' * 36}"
+        for event, attempts, attempt in (("pull_request", [BOOM, BOOM], 1), ("rerun", [None], 2)):
+            run(store, tmp_path, other, attempts, event, pr=3, base_sha=sha(11), attempt=attempt)
+        assert flaky_scores(store) == []  # what quarantines read: scored reports only
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(11))], merge_base=sha(11))
+    assert v.verdict == FLAKY, v.detail
