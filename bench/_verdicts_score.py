@@ -72,7 +72,9 @@ def ask(store: Store, sha: str, base: str, truth: dict[tuple[str, str], Label]) 
     """The verdicts of commit ``sha`` against ``truth`` (each failing test's label); also the
     answers by (node, tier), for comparing two asks."""
     results = load_run(store, sha=sha, repo=REPO)
-    verdicts = judge(store, results.failures, merge_base=base or results.base_sha, git_order=None)
+    # as `ci history verdicts` and the HUD's pull request view ask: as of the run's newest report
+    verdicts = judge(store, results.failures, merge_base=base or results.base_sha, git_order=None,
+                     as_of=results.report_id)
     out, answers = [], {}
     for v in verdicts:
         label = truth.get((v.node, v.tier))
