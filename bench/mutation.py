@@ -219,7 +219,7 @@ def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, s
                             plugin_args=("-p", "ci.pytest_plugin", "--tier", "cpu"))
         if not depmap.is_file():
             raise TreeError(f"the recording run wrote no map ({run.broken or f'exit {run.exit}'}): {run.tail[-300:]!r}")
-        base.walls["recording (CI_DEPMAP)"] = run.wall
+        base.walls["recording (ci observe)" if opts.observe else "recording (CI_DEPMAP)"] = run.wall
     if not (opts.resume and executed.is_file()):
         _say("bench mutation: coverage run for executed lines")
         base.walls["coverage run (coverage.py)"] = coverage_lines(
