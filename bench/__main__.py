@@ -21,23 +21,25 @@ def available() -> list[str]:
 
 def split_args(args: list[str]) -> tuple[list[str], list[str]]:
     """Benchmark names, and the flags passed to each benchmark in order. A word that follows a
-    flag without ``=`` and is not a benchmark name is that flag's value (``--tree pytest``)."""
+    flag without ``=`` and is not a benchmark name is that flag's value (``--tree pytest``); ``--``
+    and everything after it are flags as given (a command, ``bench depmap --observe -- make test``)."""
     names: list[str] = []
     flags: list[str] = []
     known = {*available(), *BY_NAME_ONLY}
-    for arg in args:
+    own, command = (args[:args.index("--")], args[args.index("--"):]) if "--" in args else (args, [])
+    for arg in own:
         if arg.startswith("-"):
             flags.append(arg)
         elif flags and "=" not in flags[-1] and flags[-1].startswith("--") and arg not in known:
             flags.append(arg)
         else:
             names.append(arg)
-    return names, flags
+    return names, flags + command
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if "-h" in args or "--help" in args:
+    if {"-h", "--help"} & set(args[:args.index("--")] if "--" in args else args):
         print(f"usage: python -m bench [name ...] [--quick] [benchmark flags]\n\nbenchmarks: {', '.join(available())}\n"
               f"run only when named: {', '.join(BY_NAME_ONLY)}\n"
               "each prints a table whose ratios are against a baseline measured in the same run;\n"

@@ -58,28 +58,40 @@ class Measured:
     codes: frozenset[int]
 
 
+def plain_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without any recording's variables or PYTEST_ADDOPTS, plus ``extra_env``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
+    env.pop("PYTEST_ADDOPTS", None)
+    env.update(extra_env or {})
+    return env
+
+
+def run_argv(argv: list[str], cwd: Path, log: Path | None, env: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system of the process and every descendant waited for),
+    exit status of ``argv`` run in ``cwd`` (``env``: `plain_env` by default); its output goes to
+    ``log`` (discarded when None)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    if log is None:
+        proc = subprocess.run(argv, cwd=cwd, env=env or plain_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    else:
+        with open(log, "w", encoding="utf-8") as out:
+            proc = subprocess.run(argv, cwd=cwd, env=env or plain_env(), stdout=out, stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.returncode
+
+
 def run_pytest(root: Path, files: list[str], record: Path | None, extra_env: dict[str, str] | None = None,
                plugins: tuple[str, ...] = (), workers: int = 0, log: Path | None = None) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds (user + system of pytest and every process it waited for), exit
     status; ``log``: where pytest's output goes (discarded by default)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_DEPMAP", "COVERAGE_"))}
-    env.pop("PYTEST_ADDOPTS", None)
-    if record is not None:
-        env["CI_DEPMAP"] = str(record)
+    env = plain_env({"CI_DEPMAP": str(record)} if record is not None else None)
     env.update(extra_env or {})
     argv = [sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", *(a for p in plugins for a in ("-p", p)),
             "--tier", "cpu", "-n", str(workers), "-q", "-p", "no:cacheprovider", *files]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    if log is None:
-        proc = subprocess.run(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    else:
-        with open(log, "w", encoding="utf-8") as out:
-            proc = subprocess.run(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, proc.returncode
+    return run_argv(argv, root, log, env)
 
 
 def compare(root: Path, files: list[str], modes: tuple[Mode, ...], repeat: int, out: Path,

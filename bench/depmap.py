@@ -1,5 +1,8 @@
 """Runtime dependency maps: what recording costs, and what they select:
 ``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N] [--logs=DIR]``, or
+``python -m bench depmap --observe [--cwd=DIR] [--python=PY] [--repeat=N] [--logs=DIR] -- COMMAND...``
+for `ci observe` of any tree's own command against the same command plain, alternating
+(`bench._depmap_observe`; exit 0 MET, 1 MISSED or unjudged, 2 bad usage), or
 ``python -m bench depmap --map=PATH`` for step 3 alone with a map recorded before at this
 repository's HEAD (a ``bench mutation --tree self`` workdir's ``depmap.json``).
 
@@ -33,10 +36,12 @@ Exit 0 when the goal is met, 1 when it is missed, unjudged or no map was written
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from bench import _depmap_observe
 from bench._depmap_history import selection_table
 from bench._depmap_overhead import (BASELINE, BREAKDOWN, FULL_CTRACE, FULL_SLIPCOVER, Measured,
                                     audit_events, compare, table_rows)
@@ -114,7 +119,36 @@ def maps_agree(paths: list[Path], labels: list[str]) -> None:
               f"shared lines {'equal' if first.shared == other.shared else 'differ'}")
 
 
+def observe_main(argv: list[str]) -> int:
+    """``--observe``: see the module docstring; argv is everything before ``--``, command after it."""
+    options, command = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    known = {"--observe", "--cwd", "--python", "--repeat", "--logs"}
+    unknown = [a for a in options if a.split("=", 1)[0] not in known]
+    value = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in options if "=" in a}
+    cwd = Path(value.get("--cwd", "."))
+    repeat = value.get("--repeat", "2")
+    problem = (f"unknown option {unknown[0]!r}" if unknown
+               else "no command: give it after `--` (bench depmap --observe -- python -m pytest tests)" if not command
+               else f"--cwd={cwd}: not a directory" if not cwd.is_dir()
+               else f"--repeat={repeat}: not a whole number of pairs >= 1" if not repeat.isdigit() or int(repeat) < 1
+               else "")
+    if problem:
+        print(f"bench depmap --observe: {problem}", file=sys.stderr)
+        return 2
+    logs = Path(value["--logs"]) if "--logs" in value else None
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
+    runs = _depmap_observe.compare_observed(cwd.resolve(), command, value.get("--python", sys.executable),
+                                            int(repeat), logs)
+    print(format_table(_depmap_observe.HEADERS, _depmap_observe.table_rows(runs),
+                       title=f"ci observe vs plain, {repeat} pair(s), alternating: {' '.join(command)} (in {cwd})"))
+    print(_depmap_observe.summary(runs))
+    return 0 if _depmap_observe.verdict(runs) == "MET" else 1
+
+
 def main(argv: list[str]) -> int:
+    if "--observe" in argv:
+        return observe_main(argv)
     quick, tier = "--quick" in argv, "--tier" in argv
     repeat = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--repeat=")), 1 if quick or tier else 2)
     workers = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--workers=")), 2 if tier else 0)

@@ -1,5 +1,12 @@
 """Recall of change-based test selection, measured with seeded mutations on a real tree:
-``python -m bench mutation --tree pytest|self --python PY --workdir DIR [--mutants N] [--seed S] [--resume]``.
+``python -m bench mutation --tree pytest|self|click --python PY --workdir DIR [--mutants N] [--seed S] [--resume]
+[--observe]``.
+
+``--tree click`` is pallets/click at `CLICK_COMMIT` from ``--repo`` (a clone or mirror; its tests
+need only pytest). ``--observe`` records step 2's map with ``ci observe`` around the tree's own
+pytest command (the path adopters use) instead of ``CI_DEPMAP``, and scores est-time with each
+file's observed ``duration_s`` (the baselines' seconds only for a file the map has none for; the
+report says how many).
 
 ``--tree self`` is this repository at HEAD (resuming: at the commit its copy holds), run with this
 interpreter unless ``--python`` says otherwise: the mutants are of ``fp4kv/`` (the system under
@@ -71,6 +78,7 @@ from bench._mutation_tree import (
 from bench.table import format_table, ratio
 from ci.atomic_write import atomic_write_text
 from ci.registry import load_registry
+from ci.selection.depmap_format import parse_depmap
 
 PYTEST_COMMIT = "df87db7b0462fb764ef73fa00561adf8ad047572"
 PYTEST_MIRROR = Path("/work/.mirror/pytest-dev+pytest/repo")
@@ -78,6 +86,8 @@ _PYTEST_VERSION = ('__version__ = version = "9.1.0.dev0"\n__version_tuple__ = ve
                    "__commit_id__ = commit_id = None\n")
 PYTEST = TreeSpec("pytest", PYTEST_COMMIT, "src", "testing", ("test_*.py", "*_test.py"),
                   {"src/_pytest/_version.py": _PYTEST_VERSION})
+CLICK_COMMIT = "2c8cd3ac958a7eb316d67f2d316c27086c4c0369"  # 2026-08-20
+CLICK = TreeSpec("click", CLICK_COMMIT, "src", "tests", ("test_*.py",))
 CI_ROOT = Path(__file__).resolve().parents[1]
 # This repository: mutate the system under test (fp4kv/); its own tests are the universe, every
 # test of fp4kv kept whatever its seconds.
@@ -114,6 +124,7 @@ class Options:
     resume: bool
     max_file_seconds: float | None = None
     report_only: bool = False
+    observe: bool = False
 
 
 def _say(text: str) -> None:
@@ -192,17 +203,23 @@ def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, s
     depmap, executed = opts.workdir / "depmap.json", opts.workdir / "executed.json"
     limit = 6 * max(base.walls.values())
     if not (opts.resume and depmap.is_file()):
-        _say("bench mutation: recording the runtime map (CI_DEPMAP, -p ci.pytest_plugin --tier cpu)")
+        _say("bench mutation: recording the runtime map "
+             + ("(ci observe)" if opts.observe else "(CI_DEPMAP, -p ci.pytest_plugin --tier cpu)"))
         # the start-up hook in the tree's interpreter, as `ci run --record-depmap` installs it: the
         # pytest process is measured from its first line (ci.observe.child)
         subprocess.run([opts.python, "-c", "from ci.observe.startup import install; install()"], cwd=tree,
                        env={**os.environ, **env}, capture_output=True, timeout=60)
-        run = run_suite(opts.python, tree, base.universe, opts.workdir / "recording.xml", workers=opts.workers,
-                        limit=limit, extra_env={**env, "CI_DEPMAP": str(depmap)},
-                        plugin_args=("-p", "ci.pytest_plugin", "--tier", "cpu"))
+        if opts.observe:  # the adopter's path: the tree's own pytest command, wrapped
+            run = run_suite(opts.python, tree, base.universe, opts.workdir / "recording.xml", workers=opts.workers,
+                            limit=limit, extra_env=env,
+                            prefix=("-m", "ci", "observe", "--out", str(depmap), "--", opts.python, "-m"))
+        else:
+            run = run_suite(opts.python, tree, base.universe, opts.workdir / "recording.xml", workers=opts.workers,
+                            limit=limit, extra_env={**env, "CI_DEPMAP": str(depmap)},
+                            plugin_args=("-p", "ci.pytest_plugin", "--tier", "cpu"))
         if not depmap.is_file():
             raise TreeError(f"the recording run wrote no map ({run.broken or f'exit {run.exit}'}): {run.tail[-300:]!r}")
-        base.walls["recording (CI_DEPMAP)"] = run.wall
+        base.walls["recording (ci observe)" if opts.observe else "recording (CI_DEPMAP)"] = run.wall
     if not (opts.resume and executed.is_file()):
         _say("bench mutation: coverage run for executed lines")
         base.walls["coverage run (coverage.py)"] = coverage_lines(
@@ -296,7 +313,7 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
                  "static graph": lambda m: static_selection(tree_view, m.path),
                  "path prefix": lambda m: path_prefix_selection(universe, m.path),
                  _ORACLE: lambda m: set(results[m.id].failing) if m.id in results else set()}
-    scores = score(selectors, mutants, results, universe, base.durations)
+    scores = score(selectors, mutants, results, universe, seconds_for_scoring(opts, base))
     print(selector_table(scores, "static graph"))
     graph = next(s for s in scores if s.name == "static graph")
     print()
@@ -311,9 +328,25 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
         print(line)
 
 
+def seconds_for_scoring(opts: Options, base: Baseline) -> dict[str, float]:
+    """Each universe file's seconds for the est-time columns: with ``--observe`` the map's
+    observed ``duration_s``, else (and for a file without one) the baselines' mean; says which."""
+    if not opts.observe:
+        _say("bench mutation: est-time from the baseline runs' JUnit durations")
+        return base.durations
+    path = opts.workdir / "depmap.json"
+    observed = {t: e.duration_s for t, e in parse_depmap(path.read_bytes(), str(path)).tests.items()
+                if t in base.durations and e.duration_s is not None}
+    _say(f"bench mutation: est-time from the observation's duration_s for {len(observed)} of "
+         f"{len(base.durations)} universe files, the baselines' for the rest")
+    return {**base.durations, **observed}
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench mutation", description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", choices=("pytest", "self"), default="pytest")
+    parser.add_argument("--tree", choices=("pytest", "self", "click"), default="pytest")
+    parser.add_argument("--repo", type=Path, default=None, help="--tree click: a clone or mirror of pallets/click")
+    parser.add_argument("--observe", action="store_true", help="record the map with `ci observe` (module docstring)")
     parser.add_argument("--pytest-repo", type=Path, default=PYTEST_MIRROR)
     parser.add_argument("--python", default=None)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -345,19 +378,21 @@ def main(argv: list[str]) -> int:
                 return 2
             workdir = args.workdir.resolve()
             opts = Options(args.python or sys.executable, workdir, args.mutants or 100, args.seed, args.workers,
-                           args.resume, args.max_file_seconds, args.report_only)
+                           args.resume, args.max_file_seconds, args.report_only, args.observe)
             return measure(opts, CI_ROOT, self_spec(workdir, args.resume))
-        if not (args.pytest_repo / "HEAD").is_file() and not (args.pytest_repo / ".git").exists():
-            print(f"bench mutation: --pytest-repo {args.pytest_repo}: no git repository there (a clone or mirror "
-                  f"of pytest-dev/pytest holding {PYTEST_COMMIT[:12]})", file=sys.stderr)
+        spec, repo, flag = ((CLICK, args.repo, "--repo") if args.tree == "click"
+                            else (PYTEST, args.pytest_repo, "--pytest-repo"))
+        if repo is None or not ((repo / "HEAD").is_file() or (repo / ".git").exists()):
+            print(f"bench mutation: {flag} {repo}: no git repository there (a clone or mirror "
+                  f"of {spec.name}'s repository holding {spec.commit[:12]})", file=sys.stderr)
             return 2
         if args.python is None or args.workdir is None:
             print("bench mutation: give --python PY (an interpreter with the tree's test dependencies) and "
                   "--workdir DIR; see the module docstring for the setup", file=sys.stderr)
             return 2
         opts = Options(args.python, args.workdir.resolve(), args.mutants or 100, args.seed, args.workers, args.resume,
-                       args.max_file_seconds, args.report_only)
-        return measure(opts, args.pytest_repo, PYTEST)
+                       args.max_file_seconds, args.report_only, args.observe)
+        return measure(opts, repo, spec)
     except (TreeError, ResultsError) as exc:
         print(f"bench mutation: {exc}", file=sys.stderr)
         return 1

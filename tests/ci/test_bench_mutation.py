@@ -384,3 +384,24 @@ def test_the_bench_dispatcher_passes_a_flag_and_its_value_through() -> None:
         ["mutation"], ["--tree", "pytest", "--mutants", "3", "--resume"])
     assert split_args(["quant", "--quick", "pool"]) == (["quant", "pool"], ["--quick"])  # a name stays a name
     assert split_args(["--mutants=3", "nosuch"]) == (["nosuch"], ["--mutants=3"])  # still refused as unknown
+
+
+def test_observed_durations_score_est_time_and_the_baselines_fill_the_rest(tmp_path: Path) -> None:
+    from bench.mutation import Baseline, Options, seconds_for_scoring
+
+    (tmp_path / "depmap.json").write_text(dump_depmap(DepMap("cpu", "2026-12-06T10:00:00+00:00", {
+        "tests/test_a.py": TestMap(frozenset(), items=1, ran=1, duration_s=0.25, outcome="passed"),
+        "tests/test_b.py": TestMap(frozenset(), items=1, ran=1, outcome="passed"),
+        "tests/test_gone.py": TestMap(frozenset(), items=1, ran=1, duration_s=9.0, outcome="passed")})))
+    base = Baseline(["tests/test_a.py", "tests/test_b.py"], {}, {"tests/test_a.py": 3.0, "tests/test_b.py": 2.0}, {})
+    observed = Options(sys.executable, tmp_path, 1, 1, 0, False, observe=True)
+    assert seconds_for_scoring(observed, base) == {"tests/test_a.py": 0.25, "tests/test_b.py": 2.0}
+    assert seconds_for_scoring(Options(sys.executable, tmp_path, 1, 1, 0, False), base) == base.durations
+
+
+def test_the_click_tree_needs_its_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.mutation import main
+
+    assert main(["--tree", "click", "--python", sys.executable, "--workdir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--repo None: no git repository there" in err and "click" in err

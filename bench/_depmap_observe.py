@@ -1,0 +1,102 @@
+"""What `ci observe` costs an adopter's own command: ``bench depmap --observe``.
+
+``python -m bench depmap --observe [--cwd=DIR] [--python=PY] [--repeat=N] [--logs=DIR] -- COMMAND...``
+runs COMMAND in DIR (a tree with a ``registry.yaml``) plain and under ``PY -m ci observe --out
+FACTS -- COMMAND`` (the path adopters use; PY is this interpreter by default and needs ``ci``
+importable), alternating plain, observed, plain, observed, ... for ``N`` pairs (2 by default), in
+this one process, so a change in the machine's load hits both alike. Each run's cost is the CPU
+time (user + system) of the process tree it waited for (`bench._depmap_overhead.run_argv`); the
+1-minute load average is read at each run's end.
+
+Contract: `compare_observed` returns one `Run` per run in the order run; `verdict` is MET when the
+best observed CPU time is within `GOAL` of the best plain one, and UNJUDGED when the runs did not
+all end with the same exit status and the same test counts (recording must not change outcomes;
+a suite with known failures is judged as long as they are the same failures in number).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench._depmap_overhead import run_argv
+
+GOAL = 0.10
+# pytest's last line ("== 3 failed, 10 passed, 2 skipped in 1.2s ==") and unittest's ("Ran 5 tests")
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected|warnings?)\b")
+_RAN = re.compile(r"^Ran (\d+) tests?\b", re.MULTILINE)
+_WROTE = re.compile(r"ci observe: wrote .*\((\d+) test file\(s\), (\d+) not complete\)")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the command: wall and CPU seconds, exit status, test counts, load at its end;
+    ``entries``: for an observed run, "N test file(s), M not complete" from `ci observe`."""
+
+    observed: bool
+    wall: float
+    cpu: float
+    code: int
+    counts: str
+    load: float
+    entries: str = ""
+
+
+def outcome_counts(output: str) -> str:
+    """The outcome counts of the last test summary in ``output`` ("10 passed, 3 failed"; warnings
+    left out, they vary with what measures the run), or "" when there is none."""
+    for line in reversed(output.splitlines()):
+        found = [(int(n), word) for n, word in _COUNT.findall(line) if not word.startswith("warning")]
+        if found and (" in " in line or line.startswith("=")):
+            return ", ".join(f"{n} {word}" for n, word in found)
+    ran = _RAN.findall(output)
+    return f"{ran[-1]} ran" if ran else ""
+
+
+def compare_observed(cwd: Path, command: list[str], python: str, repeat: int, logs: Path | None = None) -> list[Run]:
+    """See the module docstring; ``logs``: a folder for each run's output (``plain.<i>.log``,
+    ``observed.<i>.log``), else a temporary one."""
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="bench-observe-") as tmp:
+        folder = logs if logs is not None else Path(tmp)
+        for i in range(repeat):
+            for observed in (False, True):
+                log = folder / f"{'observed' if observed else 'plain'}.{i}.log"
+                argv = ([python, "-m", "ci", "observe", "--out", str(Path(tmp) / f"facts.{i}.json"), "--", *command]
+                        if observed else command)
+                wall, cpu, code = run_argv(argv, cwd, log)
+                text = log.read_text(encoding="utf-8", errors="replace")
+                wrote = _WROTE.findall(text)
+                entries = f"{wrote[-1][0]} test file(s), {wrote[-1][1]} not complete" if wrote else ""
+                runs.append(Run(observed, wall, cpu, code, outcome_counts(text), os.getloadavg()[0], entries))
+    return runs
+
+
+def verdict(runs: list[Run]) -> str:
+    """MET, MISSED or UNJUDGED (see the module docstring)."""
+    if len({(r.code, r.counts) for r in runs}) != 1:
+        return "UNJUDGED (exit status or test counts differ between runs)"
+    plain = min(r.cpu for r in runs if not r.observed)
+    observed = min(r.cpu for r in runs if r.observed)
+    return "MET" if observed <= plain * (1 + GOAL) else "MISSED"
+
+
+def table_rows(runs: list[Run]) -> list[tuple[object, ...]]:
+    """Rows for `bench.table.format_table` (`HEADERS`), one per run in the order run."""
+    return [(i // 2 + 1, "observed" if r.observed else "plain", f"{r.wall:.1f}", f"{r.cpu:.2f}", f"{r.load:.2f}",
+             r.code, r.counts or "-", r.entries or "-") for i, r in enumerate(runs)]
+
+
+HEADERS = ("pair", "mode", "wall s", "CPU s", "load (1 min)", "exit", "tests", "map")
+
+
+def summary(runs: list[Run]) -> str:
+    """Best CPU of each mode, their ratio, each pair's ratio and the verdict, one line."""
+    plain = min(r.cpu for r in runs if not r.observed)
+    observed = min(r.cpu for r in runs if r.observed)
+    pairs = ", ".join(f"{b.cpu / a.cpu:.3f}" for a, b in zip(runs[::2], runs[1::2]))
+    return (f"best CPU s: plain {plain:.2f}, observed {observed:.2f}: x{observed / plain:.3f} "
+            f"({observed / plain - 1:+.1%}); per pair x {pairs}; goal <= +{GOAL:.0%}: {verdict(runs)}")

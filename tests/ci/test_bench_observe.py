@@ -1,0 +1,78 @@
+"""``bench depmap --observe``: a tree's own command plain and under `ci observe`, alternating, in
+real processes on a small project (`tests.ci.depmap_support`), and what it judges from them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import __main__ as bench_main
+from bench._depmap_observe import Run, outcome_counts, verdict
+from tests.ci.depmap_support import clean_env, write_project
+
+REPO = Path(__file__).resolve().parents[2]
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/work.py": "def add(a, b):\n    return a + b\n",
+    "tests/test_a.py": "from pkg.work import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+    "tests/test_b.py": "import pytest\n\n\ndef test_fails():\n    assert False\n\n\n"
+                       "@pytest.mark.skip('no')\ndef test_skipped():\n    pass\n",
+}
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench", "depmap", *args], cwd=REPO, env=clean_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_command_is_run_plain_and_observed_in_turn_with_its_counts_and_map(tmp_path: Path) -> None:
+    write_project(tmp_path / "proj", FILES)
+    logs = tmp_path / "logs"
+    proc = _bench("--observe", f"--cwd={tmp_path / 'proj'}", "--repeat=2", f"--logs={logs}", "--",
+                  sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+    assert proc.returncode in (0, 1), proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(("1 ", "2 "))]
+    assert [re.split(r"\s{2,}", r)[1] for r in rows] == ["plain", "observed", "plain", "observed"], proc.stdout
+    assert all("1 failed, 1 passed, 1 skipped" in r for r in rows), proc.stdout
+    assert all("2 test file(s), 0 not complete" in r for r in rows[1::2]), proc.stdout
+    assert sorted(p.name for p in logs.iterdir()) == ["observed.0.log", "observed.1.log", "plain.0.log", "plain.1.log"]
+    assert "goal <= +10%: M" in proc.stdout, proc.stdout  # judged: the same failure in every run
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--observe"], "no command: give it after `--`"),
+    (["--observe", "--cwd=/nonexistent/x", "--", "true"], "--cwd=/nonexistent/x: not a directory"),
+    (["--observe", "--repeat=0", "--", "true"], "--repeat=0: not a whole number"),
+    (["--observe", "--pairs=2", "--", "true"], "unknown option '--pairs=2'"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    proc = _bench(*args)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_everything_after_double_dash_is_the_benchmarks_as_given() -> None:
+    names, flags = bench_main.split_args(["depmap", "--observe", "--", "python", "-m", "pytest", "--tree", "depmap"])
+    assert names == ["depmap"]
+    assert flags == ["--observe", "--", "python", "-m", "pytest", "--tree", "depmap"]
+
+
+@pytest.mark.parametrize(("output", "counts"), [
+    ("....F\n=== 1 failed, 4 passed, 2 warnings in 1.20s ===\n", "1 failed, 4 passed"),
+    ("5 passed, 1 skipped in 0.3s\n", "5 passed, 1 skipped"),
+    ("test_x (m.T) ... ok\n-----\nRan 3 tests in 0.1s\n\nOK\n", "3 ran"),
+    ("collected 2 items that say 2 passed nowhere near a summary\n", ""),
+])
+def test_the_last_summary_line_gives_the_counts(output: str, counts: str) -> None:
+    assert outcome_counts(output) == counts
+
+
+def test_runs_that_end_differently_are_not_judged() -> None:
+    same = [Run(False, 1, 10.0, 1, "1 failed, 9 passed", 0.5), Run(True, 1, 10.5, 1, "1 failed, 9 passed", 0.5)]
+    assert verdict(same) == "MET"
+    assert verdict([same[0], Run(True, 1, 12.0, 1, "1 failed, 9 passed", 0.5)]) == "MISSED"
+    assert verdict([same[0], Run(True, 1, 10.5, 1, "2 failed, 8 passed", 0.5)]).startswith("UNJUDGED")
