@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ci.observe import startup, worktree
+from ci.observe.child_config import write_child_config
 from ci.observe.files import (CHILD_CORE_ENV, OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV,
                               TEST_ENV, RepoFiles)
 from ci.observe.live import unheard_reasons
@@ -50,8 +51,6 @@ def prepare(parts: Path, root: Path, test_roots: Sequence[str], test_patterns: S
     hook = startup.install()
     if hook is None:
         raise OSError("cannot write the recorder's start-up hook into this interpreter's site-packages")
-    from ci.observe.record import write_child_config  # deferred: it imports pytest
-
     files = RepoFiles(root)
     config = write_child_config(parts, files, options.core)
     worktree.snapshot(parts, root)

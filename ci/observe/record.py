@@ -48,6 +48,7 @@ from ci.observe.facts import PytestFacts
 from ci.observe.files import (OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog,
                               RepoFiles, collect_context, fixture_context)
 from ci.observe import child, startup, worktree
+from ci.observe.child_config import write_child_config
 from ci.observe.forked import ForkedCopy, watch_forks
 from ci.observe.live import guard_kills
 from ci.observe.options import KEEP_PARTS_ENV, RecordOptions, record_options
@@ -55,7 +56,6 @@ from ci.observe.probe_cache import probe_folder
 from ci.observe.startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
 
-_SUBPROCESS_PLUGIN = "ci.observe.coverage_child"
 SETTLE_SECONDS = 0.1  # how soon a probe that fired stops firing in its test file (besides after each test)
 
 
@@ -101,20 +101,6 @@ class _Idle:
     def save(self) -> None: ...
     def erase(self) -> None: ...
     def switch_context(self, context: str) -> None: ...
-
-
-def write_child_config(parts: Path, files: RepoFiles, core: str) -> Path:
-    """The coverage.py config (``COVERAGE_PROCESS_START``) of the subprocesses that the start-up hook
-    of `ci.observe.startup` does not measure: contexts from `TEST_ENV`, data files in ``parts``."""
-    config = parts / "coverage.ini"
-    config.write_text("[run]\n" + "".join(f"{k} = {v}\n" for k, v in {
-        "data_file": parts / "cov", "parallel": "True", "sigterm": "True",
-        # sysmon where the child's interpreter has it (coverage falls back to ctrace, silenced, where not)
-        "core": "ctrace" if core == "ctrace" else "sysmon", "disable_warnings": "no-sysmon",
-        "context": "${" + TEST_ENV + "}", "plugins": _SUBPROCESS_PLUGIN,
-        "include": "\n    " + "\n    ".join(os.path.join(r, "*") for r in files.roots),
-        "omit": "\n    " + "\n    ".join(p + "*" for p in files.excluded)}.items()), encoding="utf-8")
-    return config
 
 
 def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> None:
