@@ -98,7 +98,9 @@ def run_pytest(tmp_path: Path, registry: str, files: dict[str, str], *args: str,
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     junit = tmp_path / "junit.xml"
-    env = {**os.environ, "ATTEMPT_LOG": str(tmp_path / "attempts.log"), "PYTHONPATH": str(ROOT),
+    # not this suite's own xdist worker's variables: the inner pytest decides by them whether it is a worker
+    outer = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT_TEST"))}
+    env = {**outer, "ATTEMPT_LOG": str(tmp_path / "attempts.log"), "PYTHONPATH": str(ROOT),
            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "CI_HARDWARE_OVERRIDE": "none", **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "-p", "pytest_rerunfailures", "-p", "pytest_timeout",

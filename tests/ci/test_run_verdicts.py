@@ -83,6 +83,7 @@ def test_step_summary_leads_with_the_verdict(repo: Path, monkeypatch: pytest.Mon
         "- **infra** `tests/test_mix.py::test_nccl`: infra: nccl on runner h100-07",
         "  <br>`RuntimeError: NCCL error: unhandled system error, NCCL version 2.21.5`",
         "- **flaky** `tests/test_mix.py::test_flaky`: flaky: failed, then passed on retry in this run",
+        "  <br>`AssertionError: first attempt fails`",  # the retried attempt's own error (the plugin keeps it)
     ], tail
     assert "verdict: 2 passed, 2 failed: 1 infra on h100-07" in out
     assert "  flaky           tests/test_mix.py::test_flaky" in out

@@ -128,7 +128,7 @@ def test_dispatch_workflow_checks_out_sha_and_never_splices_inputs_into_scripts(
     for job in data["jobs"].values():
         assert _expressions_in_scripts(job["steps"]) == []
     (run,) = [s for s in steps if "ci run" in s.get("run", "")]
-    assert run["env"] == {"TIER": "${{ inputs.tier }}", "TESTS": "${{ inputs.tests }}"}
+    assert run["env"] == {"TIER": "${{ inputs.tier }}", "TESTS": "${{ inputs.tests }}", "RUNNER_LABELS": "${{ inputs.runner }}"}
     assert '-m ci run --tier "$TIER"' in run["run"] and '"${tests[@]}"' in run["run"]
     assert any(str(s.get("uses", "")).startswith("actions/upload-artifact@") for s in steps)
     assert (ROOT / "ci" / "bootstrap.py").is_file()
