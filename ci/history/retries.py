@@ -48,16 +48,19 @@ def _pairs(store: Store, ids: list[int], tier: str, as_of: int | None = None) ->
     return out
 
 
+def _pooled(pairs: dict[str, tuple[int, int]]) -> RetryRate:
+    """Every node's retry pairs together, with the Jeffreys posterior mean."""
+    retries, failed = sum(p[0] for p in pairs.values()), sum(p[1] for p in pairs.values())
+    return RetryRate(retries, failed, (failed + PRIOR) / (retries + 2 * PRIOR))
+
+
 def retry_rate(store: Store, *, tier: str, file: str, node: str | None = None) -> RetryRate | None:
     """r of ``node`` (or of every node of ``file``) on ``tier``; None when the history holds no
     retry pair for them."""
     wanted = {int(r[0]) for r in store.fetchall("SELECT id FROM nodes WHERE node = ?", (node,))} if node else \
         {int(r[0]) for r in store.fetchall("SELECT id FROM nodes WHERE file = ?", (file,))}
-    pairs = _pairs(store, [i for i in candidate_nodes(store) if i in wanted], tier)
-    retries, failed = sum(p[0] for p in pairs.values()), sum(p[1] for p in pairs.values())
-    if not retries:
-        return None
-    return RetryRate(retries, failed, (failed + PRIOR) / (retries + 2 * PRIOR))
+    pooled = _pooled(_pairs(store, [i for i in candidate_nodes(store) if i in wanted], tier))
+    return pooled if pooled.retries else None
 
 
 class RetryCorrelation:
@@ -69,12 +72,12 @@ class RetryCorrelation:
     def __init__(self, store: Store, tier: str, as_of: int | None = None):
         self.store, self.tier, self.as_of = store, tier, as_of
         self._pairs: dict[str, tuple[int, int]] | None = None
+        self._pooled = 0.0
 
     def rate(self, node: str) -> RetryRate:
         """The node's retries, failed retries and posterior mean r."""
-        if self._pairs is None:
+        if self._pairs is None:  # read and pooled once: the verdicts ask node after node
             self._pairs = _pairs(self.store, candidate_nodes(self.store), self.tier, self.as_of)
-        retries, failed = sum(p[0] for p in self._pairs.values()), sum(p[1] for p in self._pairs.values())
-        pooled = (failed + PRIOR) / (retries + 2 * PRIOR)
+            self._pooled = _pooled(self._pairs).mean
         own, own_failed = self._pairs.get(node, (0, 0))
-        return RetryRate(own, own_failed, (own_failed + POOL_WEIGHT * pooled) / (own + POOL_WEIGHT))
+        return RetryRate(own, own_failed, (own_failed + POOL_WEIGHT * self._pooled) / (own + POOL_WEIGHT))
