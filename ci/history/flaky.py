@@ -192,6 +192,16 @@ _HISTORY = """SELECT n.node, n.file, r.tier, r.repo, r.sha, r.event, r.id, c.att
     ORDER BY c.node_id, r.tier, r.id, c.attempt"""
 
 
+def node_ids(store: Store, nodes: Sequence[str]) -> dict[str, int]:
+    """{test id: node id} of the ``nodes`` the store knows."""
+    ids: dict[str, int] = {}
+    for start in range(0, len(nodes), _CHUNK):
+        chunk = list(nodes[start:start + _CHUNK])
+        ids.update((str(n), int(i)) for i, n in store.fetchall(
+            f"SELECT id, node FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
+    return ids
+
+
 def candidate_nodes(store: Store) -> list[int]:
     """Ids of the nodes with at least one non-broken failure (the partial index ``cases_failed``)."""
     return sorted(int(r[0]) for r in store.fetchall("SELECT DISTINCT node_id FROM cases WHERE kind = 'fail'"))
@@ -206,12 +216,7 @@ def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
     out: list[FlakyScore] = []
     ids = candidate_nodes(store)
     if nodes is not None:
-        wanted: set[int] = set()
-        names = sorted(set(nodes))
-        for start in range(0, len(names), _CHUNK):
-            chunk = names[start:start + _CHUNK]
-            wanted.update(int(r[0]) for r in store.fetchall(
-                f"SELECT id FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
+        wanted = set(node_ids(store, sorted(set(nodes))).values())
         ids = [i for i in ids if i in wanted]
     for key, history in node_histories(store, ids, tier, as_of=as_of, unscored=unscored):
         ev = evidence(history)

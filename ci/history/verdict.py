@@ -42,13 +42,13 @@ from typing import Sequence
 
 from ci.history.classify import signature
 from ci.history.errors import error_line, infra_kind, is_generic
-from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
+from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, Streak, fail_streaks, main_order, position
 from ci.history.model import FlakyScore, Interval
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, runner_health
 from ci.history.store import Store
-from ci.history.verdict_queries import has_main_history, main_runs, node_ids, same_commit
+from ci.history.verdict_queries import has_main_history, main_runs, same_commit
 from ci.results.junit import FAILED, Attempt
 
 BROKEN_ON_MAIN, FLAKY, INFRA, NEW = "broken_on_main", "flaky", "infra", "new"

@@ -33,16 +33,6 @@ def repo_condition(repo: str) -> tuple[str, list[str]]:
     return ("r.repo = ? AND ", [repo]) if repo else ("", [])
 
 
-def node_ids(store: Store, nodes: Sequence[str]) -> dict[str, int]:
-    """{test id: node id} of the ``nodes`` the store knows."""
-    ids: dict[str, int] = {}
-    for start in range(0, len(nodes), _CHUNK):
-        chunk = list(nodes[start:start + _CHUNK])
-        ids.update((str(n), int(i)) for i, n in store.fetchall(
-            f"SELECT id, node FROM nodes WHERE node IN ({', '.join('?' * len(chunk))})", chunk))
-    return ids
-
-
 def main_runs(store: Store, repo: str, tier: str, ids: dict[str, int], as_of: int | None) -> dict[str, list[MainRun]]:
     """Each node's default-branch attempts on ``tier``, in ingest order."""
     names = {i: n for n, i in ids.items()}
