@@ -20,6 +20,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tools.rerun.fake_github import FakeGitHub
 from tools.rerun.fake_openapi import webhook_problems
 from tools.rerun.handler import Outcome
@@ -172,3 +174,12 @@ def test_a_run_that_ended_without_a_report_is_no_result_once(fake: FakeGitHub, m
         assert [outcomes[r.guid].status for r in (replay, reported, succeeded)] == ["unchanged", "unchanged", "ignored"]
         assert len(fake.writes()) == writes and fake.bot_replies(PR)[0].body == body
     assert app.stats.errors == 0 and app.stats.unfinished == 0
+
+
+@pytest.mark.parametrize("part", ["targets", "3/41"])
+def test_the_run_name_the_dispatcher_writes_is_the_one_the_hook_reads(part: str) -> None:
+    from tools.rerun.dispatch import parse_run_name, run_name
+
+    inputs = {"pr": "17", "tier": "gpu_h100", "part": part, "sha": "0123abc" * 5 + "01234", "comment_id": "99"}
+    assert parse_run_name(run_name(inputs)) == inputs
+    assert parse_run_name(run_name(inputs) + " ") is None and parse_run_name("rerun-test PR #x") is None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable, Collection
@@ -90,6 +91,19 @@ def run_name(inputs: dict[str, str]) -> str:
     """The run-name ``rerun-test-dispatch.yml`` gives a run of these inputs (unique per dispatch)."""
     return (f"rerun-test PR #{inputs['pr']} {inputs['tier']} {inputs['part']} ({inputs['sha']}) "
             f"comment {inputs['comment_id']}")
+
+
+_RUN_NAME = re.compile(r"rerun-test PR #(\d+) ([A-Za-z_][A-Za-z0-9_]*) (targets|\d+/\d+) \(([0-9a-f]{7,40})\) "
+                       r"comment (\d+)")
+
+
+def parse_run_name(title: str) -> dict[str, str] | None:
+    """The inputs `run_name` wrote into ``title`` (pr, tier, part, sha, comment_id), or None for a
+    title the bot did not write."""
+    found = _RUN_NAME.fullmatch(title)
+    if found is None:
+        return None
+    return dict(zip(("pr", "tier", "part", "sha", "comment_id"), found.groups()))
 
 
 class Dispatcher:

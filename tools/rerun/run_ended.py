@@ -20,12 +20,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tools.rerun.dispatch import parse_run_name
 from tools.rerun.headline import silent_cell
 from tools.rerun.report import Reporter
 
 EVENT = "workflow_run"
-_TITLE = re.compile(r"rerun-test PR #(\d+) ([A-Za-z_][A-Za-z0-9_]*) (targets|\d+/\d+) \(([0-9a-f]{7,40})\) "
-                    r"comment (\d+)")
 _RUN_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/actions/runs/\d+")
 
 
@@ -60,11 +59,11 @@ class RunEnded:
         conclusion = run.get("conclusion")
         if conclusion == "success":
             return "the run succeeded: its report job wrote its row"
-        title = _TITLE.fullmatch(str(run.get("display_title") or ""))
+        title = parse_run_name(str(run.get("display_title") or ""))
         if title is None:
             return f"the run's title {str(run.get('display_title'))[:120]!r} is not one the bot dispatches"
         url = run.get("html_url")
-        return cls(repo["full_name"], int(title[1]), int(title[5]), title[2], title[3],
+        return cls(repo["full_name"], int(title["pr"]), int(title["comment_id"]), title["tier"], title["part"],
                    conclusion if isinstance(conclusion, str) else "unknown",
                    url if isinstance(url, str) and _RUN_URL.fullmatch(url) else None)
 
