@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
+from dataclasses import replace
 
 from bench._history_gen2 import LABELS, QUICK, Scale, generate
 from bench._verdicts_score import Judged, Score, score_history
@@ -120,6 +121,6 @@ def main(argv: list[str]) -> int:
         return 2
     scale = QUICK if "--quick" in argv else Scale()
     if "--stock-junit" in argv:  # as pytest + pytest-rerunfailures write it, without the registry plugin
-        scale = Scale(scale.commits, scale.prs, attempt_text=False)
+        scale = replace(scale, attempt_text=False)
     print(report("gen2", [score_history(generate(seed, scale)) for seed in seeds]), flush=True)
     return 0
