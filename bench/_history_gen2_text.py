@@ -17,6 +17,8 @@ import random
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
+from ci.results.junit import ATTEMPT_ERROR, ATTEMPT_OUTCOME, ATTEMPT_TEXT
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -141,11 +143,9 @@ def _attempt_properties(failure: Failure) -> str:
     outcome = "error" if failure.element == "error" else "failed"
     # the plugin's error is the exception line, which pytest's text shows after "E"
     error = next((line[1:].strip() for line in failure.detail.splitlines() if line.startswith("E ")), failure.message)
-    return ("<properties>"
-            f'<property name="ci.attempt.outcome" value="{outcome}" />'
-            f"<property name=\"ci.attempt.error\" value={quoteattr(error)} />"
-            f"<property name=\"ci.attempt.text\" value={quoteattr(failure.detail)} />"
-            "</properties>")
+    values = ((ATTEMPT_OUTCOME, outcome), (ATTEMPT_ERROR, error), (ATTEMPT_TEXT, failure.detail))
+    return "<properties>" + "".join(f"<property name={quoteattr(n)} value={quoteattr(v)} />" for n, v in values) \
+        + "</properties>"
 
 
 def junit_xml(cases: list[JUnitCase], hostname: str, timestamp: str, attempt_text: bool = False) -> str:

@@ -159,3 +159,17 @@ def test_bad_flags_are_one_line_and_exit_2(argv: list[str], said: str, capsys: p
     assert verdicts.main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1
+
+
+def test_with_attempt_text_a_retried_attempt_reads_back_its_own_error(tmp_path: Path) -> None:
+    """`Scale.attempt_text`: the properties `ci.pytest_attempts` writes, read by the one JUnit parser."""
+    rng = random.Random(3)
+    first = flake("port", rng, "test_real.py:8: OSError")
+    (tmp_path / "j.xml").write_text(junit_xml([JUnitCase("test_real.py", "test_real", "test_port", 8, (first, None),
+                                                         0.001)], "vm", "2026-12-06T20:48:14+00:00",
+                                              attempt_text=True), encoding="utf-8")
+    (case,) = parse_junit(tmp_path / "j.xml").cases
+    retried, final = case.attempts
+    assert first.element == "error"  # the port is taken when the server starts: a setup error
+    assert (retried.outcome, final.outcome) == ("error", "passed")
+    assert "Address already in use" in retried.message and retried.detail == first.detail
