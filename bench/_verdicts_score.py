@@ -51,9 +51,9 @@ class Score:
     compared: int = 0
 
 
-def _identity(run: Run, tier: str, shard: int, runner: str) -> RunIdentity:
+def _identity(run: Run, tier: str, shard: str, runner: str) -> RunIdentity:
     unscored = run.event == "pull_request"
-    return RunIdentity(REPO, run.sha, run.event, tier, pr=run.pr, runner=runner, shard=f"{shard + 1}/{SHARDS}",
+    return RunIdentity(REPO, run.sha, run.event, tier, pr=run.pr, runner=runner, shard=shard,
                        run_id=run.run_id, attempt=run.attempt,
                        run_url=f"https://github.com/{REPO}/actions/runs/{run.run_id}/attempts/{run.attempt}",
                        author=run.author, base_sha=run.base_sha, scored=not unscored)
@@ -65,7 +65,9 @@ def ingest_run(store: Store, run: Run, folder: Path) -> None:
     for report in sorted(run.reports, key=lambda r: (r.tier, r.shard)):
         path = folder / f"{run.run_id}-{run.attempt}-{report.tier}-{report.shard}.xml"
         path.write_text(report.xml, encoding="utf-8")
-        ingest(store, prepare(path, _identity(run, report.tier, report.shard, report.runner)))
+        # gen2 shards every tier in SHARDS; gen3's reports say how many shards their tier has
+        shards = getattr(report, "shards", SHARDS)
+        ingest(store, prepare(path, _identity(run, report.tier, f"{report.shard + 1}/{shards}", report.runner)))
 
 
 def ask(store: Store, sha: str, base: str, truth: dict[tuple[str, str], Label]) -> tuple[list[Judged], dict]:

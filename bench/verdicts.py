@@ -1,7 +1,8 @@
-"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2]``: how often `ci history
+"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|gen3]``: how often `ci history
 verdicts` names the true cause of a pull request's failing test (issue 47), on the second labelled
 history (`bench._history_gen2`: written from GitHub's and pytest's documented behaviour and real GPU
-flakes, independent of the verdict rules; default seeds 1-5).
+flakes, independent of the verdict rules; default seeds 1-5) or the third (`bench._history_gen3`:
+a vLLM-like suite, written independently of both).
 
 Each history is ingested into a fresh SQLite store through the real ingest path in the order its
 runs finish, each pull request run judged as pr-gpu.yml judges it (`bench._verdicts_score`).
@@ -19,13 +20,27 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
-from bench._history_gen2 import LABELS, QUICK, Scale, generate
+from bench import _history_gen2, _history_gen3
+from bench._history_gen2 import LABELS
 from bench._verdicts_score import Judged, Score, score_history
 from bench.table import format_table
 
-GENERATORS = ("gen2",)
+
+@dataclass(frozen=True)
+class Generator:
+    """A labelled history's ``generate(seed, scale)``, its default scale and its ``--quick`` one
+    (each scale a dataclass with an ``attempt_text`` field, for ``--stock-junit``)."""
+
+    generate: Callable[[int, Any], Any]
+    scale: Any
+    quick: Any
+
+
+GENERATORS = {"gen2": Generator(_history_gen2.generate, _history_gen2.Scale(), _history_gen2.QUICK),
+              "gen3": Generator(_history_gen3.generate, _history_gen3.Scale(), _history_gen3.QUICK)}
 DEFAULT_SEEDS = (1, 2, 3, 4, 5)
 REPLAY_ELSEWHERE = ("the replay is the verdict tests' own story and bench may not import tests: score it with "
                     "tests/ci/verdict_replay_bench.py (docs/bench.md, verdicts)")
@@ -113,14 +128,15 @@ def main(argv: list[str]) -> int:
         if generator in ("replay", "both"):
             raise UsageError(f"--generator {generator}: {REPLAY_ELSEWHERE}")
         if generator not in GENERATORS:
-            raise UsageError(f"--generator {generator!r} is not one of gen2, replay, both")
+            raise UsageError(f"--generator {generator!r} is not one of {', '.join(GENERATORS)}, replay, both")
         given = flag_value(argv, "--seeds")
         seeds = parse_seeds(given) if given is not None else DEFAULT_SEEDS
     except UsageError as exc:
         print(f"python -m bench verdicts: {exc}", file=sys.stderr)
         return 2
-    scale = QUICK if "--quick" in argv else Scale()
+    chosen = GENERATORS[generator]
+    scale = chosen.quick if "--quick" in argv else chosen.scale
     if "--stock-junit" in argv:  # as pytest + pytest-rerunfailures write it, without the registry plugin
         scale = replace(scale, attempt_text=False)
-    print(report("gen2", [score_history(generate(seed, scale)) for seed in seeds]), flush=True)
+    print(report(generator, [score_history(chosen.generate(seed, scale), generator) for seed in seeds]), flush=True)
     return 0
