@@ -23,11 +23,14 @@ FAILED, ERROR = "failed", "error"
 @dataclass(frozen=True)
 class Failure:
     """One failed attempt: ``outcome`` failed (the call) or error (setup), the exception line
-    (type: first message line) and pytest's longrepr text, which ends with that line."""
+    (type: first message line), pytest's longrepr text, and the whole exception (``message``, what
+    pytest writes as the final ``<failure>``'s message; ``""``: the text is the message)."""
 
     outcome: str
     error: str
     text: str
+    message: str = ""
+    crash: bool = False  # an xdist worker died under it: written as xdist and rerunfailures do
 
 
 def _longrepr(test: Test, error: str, frames: str = "") -> str:
@@ -37,7 +40,7 @@ def _longrepr(test: Test, error: str, frames: str = "") -> str:
 
 def failure(test: Test, error: str, *, setup: bool = False, frames: str = "") -> Failure:
     """A failure whose exception reads ``error`` (its first line is the error line)."""
-    return Failure(ERROR if setup else FAILED, error.splitlines()[0], _longrepr(test, error, frames))
+    return Failure(ERROR if setup else FAILED, error.splitlines()[0], _longrepr(test, error, frames), error)
 
 
 def flake(kind: str, test: Test, rng: random.Random, worker: int = 0) -> Failure:
@@ -72,9 +75,9 @@ def flake(kind: str, test: Test, rng: random.Random, worker: int = 0) -> Failure
                        f"{rng.randint(2000, 90000)} has {used:.2f} GiB memory in use. Including non-PyTorch memory, "
                        f"this process has {22.05 - free - used:.2f} GiB memory in use.",
                        frames="vllm/worker/gpu_model_runner.py:2210: in profile_run\n    hidden_states = self._dummy_run(")
-    if kind == XDIST:
+    if kind == XDIST:  # the log says "[gwN] node down: Not properly terminated"; the JUnit only this
         message = f"worker 'gw{worker}' crashed while running '{test.node}'"
-        return Failure(FAILED, message, f"[gw{worker}] node down: Not properly terminated\n{message}")
+        return Failure(ERROR, message, message, message, crash=True)
     if kind == PORT:
         port = rng.choice((29500, 29501, rng.randint(40000, 60000)))
         if rng.random() < 0.5:
@@ -114,12 +117,21 @@ def testcase(test: Test, attempts: list[Failure | None], seconds: list[float], a
     """``test``'s elements for one run: a passed attempt bare; a retried failed attempt as
     pytest-rerunfailures leaves it (an empty element, with the ``ci.attempt.*`` properties when
     ``attempt_text``); the last failed attempt with ``<failure>`` (or ``<error>`` at setup, as
-    pytest words it: ``failed on setup with "..."``) and the properties."""
+    pytest words it: ``failed on setup with "..."``) and the properties. A crashed xdist worker's
+    attempt is what pytest-xdist 3.8 + pytest-rerunfailures 16.7 write (checked with a real
+    ``-n 2 --reruns 1`` run): retried, a bare ``<testcase time="0.000"/>`` with no name at all;
+    last, an ``<error>`` "failed on setup with" the crash line, with no ``line`` and no properties."""
     head = (f'<testcase classname={_attr(test.classname)} name={_attr(test.name)} file={_attr(test.file)} '
             f'line="{test.line}" time="{{:.3f}}"')
     out = []
     for index, (attempt, secs) in enumerate(zip(attempts, seconds)):
         start = head.format(secs)
+        if attempt is not None and attempt.crash:
+            out.append('<testcase time="0.000" />' if index < len(attempts) - 1 else
+                       f'<testcase classname={_attr(test.classname)} name={_attr(test.name)} file={_attr(test.file)} '
+                       f'time="0.000"><error message={_attr(f"failed on setup with {chr(34)}{attempt.message}{chr(34)}")}>'
+                       f'{escape(attempt.text)}</error></testcase>')
+            continue
         if attempt is None:
             out.append(start + " />")
             continue
@@ -131,8 +143,8 @@ def testcase(test: Test, attempts: list[Failure | None], seconds: list[float], a
         if index < len(attempts) - 1:
             out.append(f"{start}>{props}</testcase>" if props else start + " />")
             continue
-        tag, message = ("error", f'failed on setup with "{attempt.error}"') if attempt.outcome == ERROR else \
-            ("failure", attempt.error)
+        whole = attempt.message or attempt.text
+        tag, message = ("error", f'failed on setup with "{whole}"') if attempt.outcome == ERROR else ("failure", whole)
         out.append(f"{start}>{props}<{tag} message={_attr(message)}>{escape(attempt.text)}</{tag}></testcase>")
     return "".join(out)
 

@@ -2,8 +2,8 @@
 
 Six tiers sharded as vLLM's Buildkite steps are (``parallelism``: 3, 2, 2, 4, 1, 1), 103 tests
 named after vLLM's own test files and parametrizations, three runner pools, each tier's retry
-policy (pytest-rerunfailures ``reruns``: 2, 1 or none, as vLLM's ``flaky(reruns=2)`` marks),
-and the flaky tests with their kind and base rate per attempt. Nothing here is random: the
+policy (pytest-rerunfailures ``reruns``: 2, 1 or none, as vLLM's ``flaky(reruns=2)`` marks; the
+two kernel tiers under xdist), and the flaky tests with their kind and base rate per attempt. Nothing here is random: the
 story (`bench._history_gen3`) draws from it.
 """
 
@@ -50,7 +50,7 @@ class Test:
 @dataclass(frozen=True)
 class Tier:
     """A sharded CI step: its pool, retry policy (plugin reruns per failing test; xdist: run with
-    ``-n 4``, where a crashed worker's test is never rerun) and its tests in shard order."""
+    ``-n 4``, where a worker can crash) and its tests in shard order."""
 
     name: str
     shards: int
@@ -88,7 +88,7 @@ _MODELS = ("meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "mi
            "tiiuae/falcon-rw-1b", "ibm-granite/granite-3.0-2b-instruct", "allenai/OLMo-1B-hf")
 
 TIERS = (
-    Tier("kernels-attention", 3, "h100", 2, True, (
+    Tier("kernels-attention", 3, "h100", 0, True, (
         ("tests/kernels/attention/test_flash_attn.py",
          _params("test_varlen_with_paged_kv", *_BLOCKS) + _params("test_flash_attn_with_paged_kv", "fp16", "bf16"), 4.0),
         ("tests/kernels/attention/test_triton_decode_attention.py",
@@ -97,7 +97,7 @@ TIERS = (
         ("tests/kernels/attention/test_prefix_prefill.py",
          _params("test_contexted_kv_attention", "fp16", "bf16", "fp8") + ("test_contexted_kv_attention_alibi",), 9.0),
     )),
-    Tier("kernels-moe", 2, "h100", 2, False, (
+    Tier("kernels-moe", 2, "h100", 2, True, (
         ("tests/kernels/moe/test_moe.py",
          _params("test_fused_moe", "1-128-128-8", "33-2048-128-8", "64-1024-511-16", "222-1024-1024-64",
                  "1-2048-511-64", "33-128-1024-16", "64-2048-128-8", "222-128-511-64")
@@ -164,6 +164,7 @@ FLAKY = (
     FlakyTest("tests/entrypoints/llm/test_generate.py::test_multiple_sampling_params", OOM, 0.03),
     FlakyTest("tests/kernels/attention/test_cascade_flash_attn.py::test_cascade[64]", XDIST, 0.05),
     FlakyTest("tests/kernels/attention/test_prefix_prefill.py::test_contexted_kv_attention_alibi", XDIST, 0.04),
+    FlakyTest("tests/kernels/moe/test_moe.py::test_mixtral_moe[bf16]", XDIST, 0.05),
     FlakyTest("tests/distributed/test_pynccl.py::test_pynccl_multiple_allreduce", PORT, 0.08),
     FlakyTest("tests/distributed/test_comm_ops.py::test_all_gather", PORT, 0.06),
     FlakyTest("tests/kernels/moe/test_cutlass_moe.py::test_run_cutlass_moe_fp8[64-16-True]", NUMERIC, 0.08),

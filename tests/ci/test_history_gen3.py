@@ -1,14 +1,19 @@
 """The third labelled history (`bench._history_gen3`) and `python -m bench verdicts --generator gen3`.
 
 Oracles independent of the generator: its JUnit read by `xml.etree` directly and by
-`ci.results.junit` must agree; flake counts must sit within binomial bounds of the configured
-rates; each label must match what the JUnit shows and what the story planted; a generated run
-ingested through `bench._verdicts_score` must land in the store with its own tier's shard count.
+`ci.results.junit` must agree, and its testcases have the shape a real pytest + pytest-rerunfailures
+run with `ci.pytest_attempts` writes (a subprocess); flake counts must sit within binomial bounds of
+the configured rates; each label must match what the JUnit shows and what the story planted; a
+generated run ingested through `bench._verdicts_score` must land in the store with its own tier's
+shard count.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -19,7 +24,10 @@ import pytest
 from bench import _history_gen2, verdicts
 from bench._history_gen3 import BROKEN_ON_MAIN, FLAKY, LABELS, NEW, QUICK, History, Run, Scale, generate
 from bench._history_gen3_world import FLAKY as FLAKY_TESTS
-from bench._history_gen3_world import NUMERIC, PORT, TIER, TIERS, XDIST
+from bench._history_gen3_text import failure, junit_xml
+from bench._history_gen3_text import testcase as case_xml
+from bench._history_gen3_world import NUMERIC, PORT, TIER, TIERS
+from bench._history_gen3_world import Test as Case
 from bench._verdicts_score import ingest_run
 from ci.history.store import open_store
 from ci.results.junit import ATTEMPT_OUTCOME, parse_junit
@@ -38,12 +46,14 @@ def _etree_cases(xml: str) -> dict[str, list[str]]:
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         outcome = ("error" if "error" in tags else "failed" if "failure" in tags
                    else props.get(ATTEMPT_OUTCOME) or "passed")
-        out.setdefault(f"{case.get('file')}::{case.get('name')}", []).append(outcome)
+        node = f"{case.get('file')}::{case.get('name')}" if case.get("name") else ""  # a crashed worker's rerun
+        out.setdefault(node, []).append(outcome)
     return out
 
 
 def _failed(outcomes: list[str]) -> bool:
-    return any(o in ("failed", "error") for o in outcomes)
+    """A failed attempt, or a rerun at all (an element without its attempt's properties was rerun)."""
+    return len(outcomes) > 1 or any(o in ("failed", "error") for o in outcomes)
 
 
 def test_the_same_seed_is_the_same_history() -> None:
@@ -71,7 +81,8 @@ def test_its_junit_reads_the_same_with_ci_results_junit_and_etree(history: Histo
         for report in run.reports:
             path = tmp_path / "r.xml"
             path.write_text(report.xml, encoding="utf-8")
-            parsed = {f"{c.file}::{c.name}": [a.outcome for a in c.attempts] for c in parse_junit(path).cases}
+            parsed = {f"{c.file}::{c.name}" if c.name else "": [a.outcome for a in c.attempts]
+                      for c in parse_junit(path).cases}
             assert parsed == _etree_cases(report.xml)
             checked += 1
     assert checked > 200
@@ -112,18 +123,68 @@ def test_a_test_broken_on_main_fails_in_every_main_run_of_its_window_and_none_af
                     assert label is None or label.label != BROKEN_ON_MAIN
 
 
-def test_each_tier_reruns_as_its_policy_says_but_never_a_crashed_worker_or_an_import_error(history: History) -> None:
+def test_each_tier_reruns_as_its_policy_says_never_an_import_error_and_a_crash_rerun_is_nameless(
+        history: History) -> None:
     most: dict[str, int] = {}
-    once = 0
+    once, nameless = 0, Counter()
     for run in history.runs:
         causes = {lab.node: lab.cause for lab in run.labels}
         for report in run.reports:
+            nameless[report.tier] += sum(1 for case in ET.fromstring(report.xml).iter("testcase")
+                                         if case.attrib == {"time": "0.000"})
             for node, outcomes in _etree_cases(report.xml).items():
+                if node == "":
+                    continue
                 most[report.tier] = max(most.get(report.tier, 0), len(outcomes))
                 if causes.get(node) in ("flake:xdist", "breakage:transformers bump, fixed late"):
                     assert len(outcomes) == 1, (node, outcomes)
                     once += 1
     assert most == {t.name: 1 + t.reruns for t in TIERS} and once > 5
+    assert set(+nameless) == {t.name for t in TIERS if t.xdist and t.reruns}
+
+
+_REAL = """import pytest
+_n = []
+@pytest.fixture
+def server():
+    _n.append(1)
+    if len(_n) < 2:
+        raise OSError(98, "Address already in use")
+def test_setup(server):
+    pass
+def test_numeric():
+    raise AssertionError("Tensor-likes are not close!\\n\\nMismatched elements: 3 / 4096 (0.1%)")
+"""
+_RECORDER = """from ci.pytest_attempts import AttemptRecorder
+def pytest_configure(config):
+    config.pluginmanager.register(AttemptRecorder(), "attempts")
+"""
+
+
+def _shape(xml: str) -> list[tuple]:
+    """Each testcase element but its times, line and failure texts: what a reader keys on."""
+    out = []
+    for case in ET.fromstring(xml).iter("testcase"):
+        props = tuple((p.get("name"), p.get("value")) for p in case.iter("property")
+                      if p.get("name") != "ci.attempt.text")
+        children = tuple((c.tag, c.get("message")) for c in case if c.tag != "properties")
+        out.append((case.get("classname"), case.get("name"), case.get("file"), props, children,
+                    [c.tag for c in case]))
+    return out
+
+
+def test_its_testcases_have_the_shape_a_real_pytest_rerunfailures_run_writes(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text(_REAL, encoding="utf-8")
+    (tmp_path / "conftest.py").write_text(_RECORDER, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--reruns", "1",
+                    "--junitxml=real.xml", "-o", "junit_family=xunit1", "test_x.py"], cwd=tmp_path, env=env,
+                   capture_output=True, timeout=120)
+    setup, numeric = Case("t", "test_x.py", "test_setup", 0, 7, 0.1), Case("t", "test_x.py", "test_numeric", 0, 9, 0.1)
+    bad = failure(numeric, "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 3 / 4096 (0.1%)")
+    ours = junit_xml([case_xml(setup, [failure(setup, "OSError: [Errno 98] Address already in use", setup=True), None],
+                               [0.1, 0.1], True), case_xml(numeric, [bad, bad], [0.1, 0.1], True)], 1, 0, 0.4, "h", "")
+    assert _shape(ours) == _shape((tmp_path / "real.xml").read_text(encoding="utf-8"))
 
 
 def node_tier(node: str) -> str:
@@ -168,8 +229,8 @@ def test_pull_requests_lag_main_rerun_failed_jobs_and_break_their_own_tests(hist
     for run in seconds:
         one = first[(run.run_id, 1)]
         assert one.sha == run.sha and one.finished < run.started
-        failed = {(x.tier, x.shard) for x in one.reports if _failed([o for outs in _etree_cases(x.xml).values()
-                                                                          for o in outs[-1:]])}
+        failed = {(x.tier, x.shard) for x in one.reports
+                  if any(outs[-1] != "passed" for outs in _etree_cases(x.xml).values())}
         assert {(x.tier, x.shard) for x in run.reports} == failed
 
 
@@ -186,7 +247,8 @@ def _first_attempts(runs: list[Run], nodes: set[str]) -> Counter[tuple[str, bool
 
 
 def test_flakes_fail_at_their_configured_rate_within_binomial_bounds() -> None:
-    steady = {f.node: f.rate for f in FLAKY_TESTS if f.kind in (NUMERIC, XDIST, PORT)}
+    # no trigger changes these rates on a first attempt (a crash's first attempt is nameless: not here)
+    steady = {f.node: f.rate for f in FLAKY_TESTS if f.kind in (NUMERIC, PORT)}
     runs = [r for seed in (1, 2) for r in generate(seed, Scale(commits=60, prs=60)).runs]
     seen = _first_attempts(runs, set(steady))
     for node, rate in steady.items():
