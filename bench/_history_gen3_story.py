@@ -7,7 +7,7 @@ too), each a window of main commits ``[start, end)`` in which its tests fail on 
 - only the fp8 cases of a parametrized kernel test (three of its nine), fixed seven commits later;
 - one test, fixed by a forward fix three commits later (not a revert);
 - a test that also flakes on downloads, now failing with an assertion instead;
-- a dependency bump (transformers) breaking 15 tests across four tiers at once: most fixed four
+- a dependency bump (transformers) breaking 15 tests across three tiers at once: most fixed four
   commits later, two (an ImportError, which the plugin never reruns) five commits after that;
 - a test broken by a pull request that merged although its own runs failed it.
 """
