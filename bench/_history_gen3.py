@@ -140,7 +140,7 @@ class _Simulator:
         hours = self.times[-1]
         self.stuck = windows(self.rng, hours, (0.3, 0.68), (6.0, 12.0))
         self.outages = windows(self.rng, hours, (0.2, 0.6), (2.0, 3.0))
-        self.prs = pull_requests(self.rng, scale.prs, self.times, self.shas, self.broken, scale.self_break)
+        self.prs = pull_requests(self.rng, scale.prs, self.times, self.broken, scale.self_break)
 
     def breakage(self, node: str, base: int, pr: PullRequest | None, push: int) -> tuple[str, str, bool, str] | None:
         """(label, error, once, cause) when ``node`` is broken in this tree, else None."""

@@ -47,6 +47,7 @@ class Breakage:
     once: bool = False
 
     def error(self, node: str) -> str:
+        """What ``node`` fails with while broken."""
         return self.errors[self.nodes.index(node)]
 
 
@@ -67,6 +68,7 @@ class PullRequest:
 
 
 def sha(rng: random.Random) -> str:
+    """A random 40-digit commit id."""
     return f"{rng.getrandbits(160):040x}"
 
 
@@ -124,8 +126,8 @@ def main_tiers(index: int, rng: random.Random, broken: list[Breakage]) -> tuple[
     return tuple(t for t in [*names, ALWAYS] if t in touched or t == ALWAYS)
 
 
-def pull_requests(rng: random.Random, count: int, times: list[float], shas: list[str],
-                  broken: list[Breakage], self_break: float) -> list[PullRequest]:
+def pull_requests(rng: random.Random, count: int, times: list[float], broken: list[Breakage],
+                  self_break: float) -> list[PullRequest]:
     """``count`` pull requests on bases 0-10 commits behind main, 1-3 pushes each; ``self_break``
     of them break a test of their own; one more is the one the last breakage merges."""
     end = times[-1]

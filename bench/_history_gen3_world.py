@@ -44,6 +44,7 @@ class Test:
 
     @property
     def classname(self) -> str:
+        """pytest's xunit1 ``classname`` of a module-level test: the file's dotted module."""
         return self.file[:-3].replace("/", ".")
 
 
@@ -66,6 +67,7 @@ class Tier:
                      in enumerate(flat))
 
     def shard(self, index: int) -> tuple[Test, ...]:
+        """The tests of shard ``index`` (0-based), in the order they run."""
         return tuple(t for t in self.tests if t.shard == index)
 
 
