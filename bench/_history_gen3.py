@@ -194,10 +194,9 @@ class _Simulator:
             tier = TIER[tier_name]
             start = run.started + self.rng.uniform(0.0, 0.5)
             job = self.job(tier, shard, start)
-            cases, fails, errors, total, nameless = [], 0, 0, 0.0, 0
+            cases, fails, errors, total = [], 0, 0, 0.0
             for index, test in enumerate(tier.shard(shard)):
                 got, label = self.attempts(test, index, tier, job, run, pr)
-                nameless += sum(1 for a in got[:-1] if a is not None and a.crash)
                 secs = [(905.0 if a is not None and a.error.startswith("Failed: Timeout") else
                          test.seconds * self.rng.uniform(0.7, 1.4)) for a in got]
                 total += sum(secs)
@@ -207,9 +206,6 @@ class _Simulator:
                 if got[-1] is not None:
                     fails += got[-1].outcome == "failed"
                     errors += got[-1].outcome == "error"
-            if nameless > 1 and not any(lab.node == "" and lab.tier == tier.name for lab in run.labels):
-                # the reader folds a report's nameless crash reruns into one test "" that was rerun
-                run.labels.append(Label("", tier.name, FLAKY, False, "flake:xdist"))
             stamp = f"2026-11-{1 + int(start // 24) % 28:02d}T{int(start % 24):02d}:00:00.000000+00:00"
             run.reports.append(Report(tier.name, shard, tier.shards, job.runner,
                                       junit_xml(cases, fails, errors, total, job.runner, stamp)))

@@ -14,6 +14,10 @@ Contract:
   report, or one written before) reads ``passed``: it was rerun, so it failed (`ci.history`
   counts it so). A ``<failure>``/``<error>`` child, when there is one, is read before them.
 - Collection errors (``classname=""``, ``name="tests.test_x"``) become an ``error`` for that file.
+- A ``<testcase>`` with no ``name``, ``classname`` or ``file`` names no test and is skipped: pytest
+  writes one for a test whose pytest-xdist worker crashed and that pytest-rerunfailures reruns (the
+  crash report has no teardown, so the element is never given its test's name); the crashed attempt
+  cannot be told apart from any other test's, so the rerun test shows its later attempts only.
 - Paths are mapped to the repository: pytest writes them relative to its rootdir, the folder of the
   configuration file it ran with (``test/`` for a ``test/pytest.ini``), not the repository root. A
   path that is neither a known file nor a file under ``root`` is read as the tail of a known file
@@ -139,6 +143,8 @@ def parse_junit(path: str | Path, *, root: str | Path | None = None,
         for case in suite.iter("testcase"):
             classname, name = case.get("classname", ""), case.get("name", "")
             reported = case.get("file")
+            if not (classname or name or reported):
+                continue
             file = resolver.path(reported) if reported else resolver.resolve(classname, name)
             raw = case.get("time")
             # The common case without building an error message; anything unusual goes to `_seconds`.

@@ -46,8 +46,8 @@ def _etree_cases(xml: str) -> dict[str, list[str]]:
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         outcome = ("error" if "error" in tags else "failed" if "failure" in tags
                    else props.get(ATTEMPT_OUTCOME) or "passed")
-        node = f"{case.get('file')}::{case.get('name')}" if case.get("name") else ""  # a crashed worker's rerun
-        out.setdefault(node, []).append(outcome)
+        if case.get("name"):  # a crashed worker's rerun is a nameless element naming no test
+            out.setdefault(f"{case.get('file')}::{case.get('name')}", []).append(outcome)
     return out
 
 
@@ -81,7 +81,7 @@ def test_its_junit_reads_the_same_with_ci_results_junit_and_etree(history: Histo
         for report in run.reports:
             path = tmp_path / "r.xml"
             path.write_text(report.xml, encoding="utf-8")
-            parsed = {f"{c.file}::{c.name}" if c.name else "": [a.outcome for a in c.attempts]
+            parsed = {f"{c.file}::{c.name}": [a.outcome for a in c.attempts]
                       for c in parse_junit(path).cases}
             assert parsed == _etree_cases(report.xml)
             checked += 1
