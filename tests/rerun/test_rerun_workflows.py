@@ -139,6 +139,10 @@ def test_the_report_job_has_least_permissions_and_runs_the_default_branch_code()
     report = data["jobs"]["report"]
     assert report["needs"] == "run" and report["runs-on"] == "ubuntu-latest"
     assert "always()" in report["if"] and "inputs.comment_id != ''" in report["if"]
+    # a culprit search's probe (PR #0, comment_id its search key) has no reply to write into
+    runs_when = report["if"].removeprefix("${{").removesuffix("}}").replace("always()", "true")
+    probe, rerun = {"pr": "0", "comment_id": "1234567"}, {"pr": "42", "comment_id": "101"}
+    assert [evaluate(runs_when, {"inputs": i}) for i in (probe, rerun)] == [False, True]
     assert report["permissions"] == {"contents": "read", "pull-requests": "write"}
     steps = report["steps"]
     (checkout,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]

@@ -38,13 +38,13 @@ from ci.registry import load_registry
 from ci.regular_file import MAX_CONFIG_BYTES, UnreadableFile, read_regular
 from ci.repo_root import REGISTRY_FILENAME
 from tools.rerun.budget import BOT_WRITES_PER_MINUTE, WritePacer, max_runs
-from tools.rerun.dispatch import DISPATCH_WORKFLOW, Dispatcher, DispatchSpec, RunLookup, dispatch_inputs, run_name
+from tools.rerun.dispatch import (DISPATCH_WORKFLOW, SEARCH_PR, Dispatcher, DispatchSpec, RunLookup, dispatch_inputs,
+                                  run_name)
 from tools.rerun.github import GitHubClient, GitHubError
 from tools.rerun.runs_table import TARGETS_PART
 from tools.rerun.secrets_file import SecretError, check_secret, read_secret
 
 PROG = "rerun-test culprit"
-SEARCH_PR = 0  # a search answers no pull request: its run-names say "PR #0"
 PASSED, FAILED = frozenset({"success"}), frozenset({"failure", "timed_out"})
 MAX_REDOS = 10  # dispatches of one attempt that may end without a result (cancelled, skipped...)
 

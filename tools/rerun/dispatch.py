@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 DISPATCH_WORKFLOW = "rerun-test-dispatch.yml"
 MAX_INPUT_CHARS = 65535  # GitHub's limit on a workflow_dispatch's inputs, all together
 LOOKUP_PAGES = 10  # of 100 runs: GitHub lists no more than 1,000 runs of a filtered listing
+SEARCH_PR = 0  # a culprit search's probes answer no pull request: their run-names say "PR #0"
 
 
 @dataclass(frozen=True)
@@ -198,4 +199,4 @@ class Dispatcher:
 
 
 __all__ = ["DISPATCH_WORKFLOW", "DispatchResult", "DispatchSpec", "Dispatcher", "LOOKUP_PAGES", "MAX_INPUT_CHARS",
-           "RunLookup", "dispatch_inputs", "run_name"]
+           "RunLookup", "SEARCH_PR", "dispatch_inputs", "parse_run_name", "run_name"]
