@@ -211,7 +211,7 @@ def test_the_culprit_workflow_takes_the_bots_inputs_and_keeps_its_state_across_a
     assert "ref" not in checkout["with"]  # the default branch: no PR code meets the write token
     restore, save = (next(s for s in job["steps"] if str(s.get("uses", "")).startswith(f"actions/cache/{kind}@"))
                      for kind in ("restore", "save"))
-    assert save["if"] == "always()" and restore["with"]["path"] == save["with"]["path"] == ".ci-cache/culprit"
+    assert save["if"] == "always()" and restore["with"]["path"] == save["with"]["path"] == "culprit-state"
     assert restore["with"]["key"] == save["with"]["key"] and "github.run_attempt" in save["with"]["key"]
     for name in ("tier", "test", "good", "bad"):
         assert f"inputs.{name}" in save["with"]["key"]
@@ -236,7 +236,7 @@ def test_the_culprit_workflows_search_command_parses(monkeypatch) -> None:
     assert (args.runner, args.repo, args.ref, args.tier, args.test, args.good, args.bad, args.budget, args.runners,
             args.pr, args.comment_id) == ("dispatch", "o/r", "main", "gpu_b200", "tests/x.py::t[1]", "a" * 40,
                                           "b" * 40, 30, 2, "", "")
-    assert args.state.startswith(".ci-cache/culprit/") and set(step["env"]) - {"GITHUB_TOKEN", "CI_HISTORY_STORE"} \
+    assert args.state.startswith("culprit-state/") and set(step["env"]) - {"GITHUB_TOKEN", "CI_HISTORY_STORE"} \
         == set(env) - {"GITHUB_REPOSITORY", "GITHUB_REF_NAME"}
 
 
