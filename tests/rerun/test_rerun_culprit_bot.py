@@ -16,7 +16,8 @@ from ci.history.model import RunIdentity
 from ci.history.store import open_store
 from tests.ci.history_support import Case, write_report
 from tools.rerun.cmd_culprit import CULPRIT_WORKFLOW, culprit_run_name, max_budget
-from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.fake_github import FakeGitHub, Scripted
+from tools.rerun.github import GitHubError
 
 from rerun_support import PR, REGISTRY, REPO, TREE_FILES, comment_payload, load_workflow
 
@@ -96,15 +97,24 @@ def test_a_resumed_culprit_finds_its_run_and_sends_nothing_twice(github: FakeGit
     run up by its run-name and only writes the reply."""
     root, shas, _ = window
     body = f"/culprit {FILE} --good {shas[0]} --bad {shas[2]}"
-    with github.off_contract():
-        github.fail("PATCH", r"/issues/comments/\d+$", (500, {}, {"message": "boom"}), (500, {}, {"message": "boom"}),
-                    (500, {}, {"message": "boom"}), (500, {}, {"message": "boom"}))
-        with pytest.raises(Exception):
-            make_handler(root=root).handle(comment_payload(body, comment_id=802))
+    github.fail("PATCH", r"/issues/comments/\d+$", *[Scripted(502, body={"message": "bad gateway"})] * 4)
+    with pytest.raises(GitHubError):
+        make_handler(root=root).handle(comment_payload(body, comment_id=802))
     assert len(github.dispatches) == 1 and "state=claimed" in github.bot_replies(PR)[0].body
     outcome = make_handler(root=root).handle(comment_payload(body, comment_id=802))
     assert outcome.status == "dispatched" and outcome.dispatches[0].state == "found"
     assert len(github.dispatches) == 1 and "searching: 2 candidate" in github.bot_replies(PR)[0].body
+
+
+def test_a_failed_dispatch_is_said_and_left_resumable(github: FakeGitHub, make_handler, window) -> None:
+    root, shas, _ = window
+    github.fail("POST", r"/workflows/culprit\.yml/dispatches$",
+                Scripted(422, body={"message": "Workflow does not have 'workflow_dispatch' trigger"}))
+    outcome = make_handler(root=root).handle(comment_payload(f"/culprit {FILE} --good {shas[0]} --bad {shas[2]}"))
+    assert outcome.status == "partial" and outcome.errors and github.runs == []
+    body = github.bot_replies(PR)[0].body
+    assert "state=incomplete" in body and "could not start the culprit search" in body
+    assert "Workflow does not have" in body
 
 
 @pytest.mark.parametrize("user", ["reader", "contributor"])
