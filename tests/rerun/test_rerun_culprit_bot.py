@@ -195,3 +195,10 @@ def test_no_breakage_in_the_history_is_a_reply(github: FakeGitHub, make_handler,
         comment_payload(f"/culprit {FILE}"))
     assert missing.status == "invalid" and "could not be read" in github.bot_replies(PR)[1].body
     assert github.dispatches == []
+
+
+def test_an_invalid_registry_is_said_and_nothing_dispatched(github: FakeGitHub, make_handler, tmp_path: Path) -> None:
+    (tmp_path / "registry.yaml").write_text("version: 1\ntiers: [\n", encoding="utf-8")
+    outcome = make_handler(root=tmp_path).handle(comment_payload(f"/culprit {FILE} --good 1234567 --bad 89abcde"))
+    assert outcome.status == "failed" and github.dispatches == []
+    assert "`registry.yaml` on the default branch is invalid" in github.bot_replies(PR)[0].body

@@ -73,8 +73,9 @@ class BotConfig:
     (``owner/name``), when set, is the only repository whose events are handled (others are
     ignored: its registry and tree would be the wrong ones). ``shard_budget`` (seconds of
     est_time per shard) is what ``/rerun-tier`` plans with; ``writes_per_minute`` paces the writes of
-    the process's clients; ``history`` is the test history `/culprit` reads its default window from. ``pr_workflows``: the workflows that run
-    for a PR from the base branch, whose runs ``/rerun-failed`` finds by run-name (`pr_runs`)."""
+    the process's clients; ``history`` is the test history `/culprit` reads its default window from.
+    ``pr_workflows``: the workflows that run for a PR from the base branch, whose runs
+    ``/rerun-failed`` finds by run-name (`pr_runs`)."""
 
     repo_root: Path
     workflow_file: str = DISPATCH_WORKFLOW
@@ -302,7 +303,10 @@ class Handler:
             registry = load_registry(self.config.repo_root / REGISTRY_FILENAME)
             request = cmd_culprit.plan(registry, self.config.repo_root, commands[0], history=self.config.history,
                                        repo=event.repo)
-        except (cmd_culprit.CulpritProblem, RegistryError) as exc:
+        except RegistryError as exc:
+            return self._fail(event, outcome, reply, "`registry.yaml` on the default branch is invalid", str(exc),
+                              github=False)
+        except cmd_culprit.CulpritProblem as exc:
             self._react(event, outcome, "confused")
             outcome.status, outcome.reason = "invalid", str(exc)
             self._write(event, outcome, reply, replies.notes_reply(event.comment_id, event.user, notes + [str(exc)]))
@@ -321,8 +325,7 @@ class Handler:
         try:
             found = dispatcher.find([name], self.config.lookup.wait) if resumed else {}
         except GitHubError as exc:  # cannot prove it was not sent: send nothing
-            found, error = {}, f"looking for the earlier run failed: {exc}"
-            state, url = "failed", None
+            state, url, error = "failed", None, f"looking for the earlier run failed: {exc}"
         else:
             state, url, error = ("found", found[name].html_url, None) if name in found else \
                 dispatcher.send_inputs(inputs, name)
