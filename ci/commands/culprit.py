@@ -41,7 +41,7 @@ exit status:
      the same command to resume)
   {EXIT_BAD_INPUT}  bad input: arguments, unknown test or tier, commits not on one first-parent line, or a
      --good that fails / --bad that passes when verified; nothing of the search was run
-  {EXIT_UNWRITABLE}  $GITHUB_STEP_SUMMARY could not be written (the answer is printed)
+  {EXIT_UNWRITABLE}  $GITHUB_STEP_SUMMARY (or a runner's reply) could not be written (the answer is printed)
 """
 
 
@@ -110,21 +110,36 @@ def build_parser(plugins: Sequence[RunnerPlugin] = ()) -> argparse.ArgumentParse
     return parser
 
 
-def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG) -> int:
-    """The command; ``plugins`` add runners (``python -m tools.rerun culprit`` adds ``dispatch``)."""
+# Told how a search ended: (arguments, the answer or None, the problem when there is none, whether
+# rerunning resumes it); returns what could not be written, or None.
+Ending = Callable[[argparse.Namespace, "Answer | None", str, bool], "str | None"]
+
+
+def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG, on_end: Ending | None = None) -> int:
+    """The command; ``plugins`` add runners (``python -m tools.rerun culprit`` adds ``dispatch``).
+    ``on_end`` is told the answer, or the problem that stopped the search once its arguments
+    parsed (the bot's reply); what it could not write makes the exit status 3 after an answer."""
     if "dispatch" not in {p.name for p in plugins} and "dispatch" in _runner_value(argv):
         print(f"{prog}: --runner dispatch is the bot's runner (tools/, which ci does not import): run "
               "`python -m tools.rerun culprit --runner dispatch --repo OWNER/NAME --workflow FILE ...`",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     args = build_parser(plugins).parse_args(argv)
+
+    def end(answer: Answer | None, problem: str = "", resumable: bool = False) -> str | None:
+        unwritten = on_end(args, answer, problem, resumable) if on_end is not None else None
+        if unwritten:
+            print(f"{prog}: the answer was not written: {unwritten}", file=sys.stderr)
+        return unwritten
     try:
         answer = search(args, {p.name: p for p in plugins}, say=lambda line: print(f"{prog}: {line}", flush=True))
     except (WindowError, RegistryError, ValueError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
+        end(None, str(exc))
         return EXIT_BAD_INPUT
     except RunnerError as exc:
         print(f"{prog}: stopped: {exc}", file=sys.stderr)
+        end(None, f"stopped: {exc}", resumable=True)
         return EXIT_UNSURE
     for run in answer.runs:
         if run.link:
@@ -136,6 +151,9 @@ def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG
         append_step_summary(summary_markdown(args.test, args.tier, answer))
     except OSError as exc:
         print(f"{prog}: cannot append to $GITHUB_STEP_SUMMARY: {exc}", file=sys.stderr)
+        end(answer)
+        return EXIT_UNWRITABLE
+    if end(answer):
         return EXIT_UNWRITABLE
     return EXIT_FOUND if answer.found else EXIT_UNSURE
 

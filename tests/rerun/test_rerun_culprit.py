@@ -186,3 +186,79 @@ def test_bad_input_is_one_line_exit_2_and_nothing_dispatched(repo, side, fake, a
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and words.format(**fill) in done.stderr.strip().splitlines()[-1]
     assert len(fake.dispatches) == sent  # only the verification runs, if any
+
+
+SEARCH_RUN = "https://github.com/acme/llm-serving/actions/runs/555"
+
+
+def _reply(fake: FakeGitHub, comment_id: int) -> int:
+    """The bot's "searching" reply to a /culprit comment, as the handler leaves it."""
+    from tools.rerun.github import DEFAULT_BOT_LOGIN
+    from tools.rerun.replies import marker
+
+    from rerun_support import PR
+
+    return fake.add_comment(PR, DEFAULT_BOT_LOGIN, f"{marker(comment_id)}\n@maintainer searching: 9 candidate "
+                                                   f"commit(s) ..., [run]({SEARCH_RUN}).")
+
+
+def _answer(fake: FakeGitHub, reply_id: int) -> str:
+    from rerun_support import PR
+
+    with fake.lock:
+        return next(c.body for c in fake.comments[PR] if c.id == reply_id)
+
+
+def test_the_answer_is_written_into_the_culprit_reply(repo, fake, api_url, runners, tmp_path) -> None:
+    """culprit.yml's command with --pr and --comment-id: the reply becomes the answer (culprit,
+    subject, PR, probability, every run with its link), marker and mention kept."""
+    from tools.rerun.replies import find_marker
+
+    from rerun_support import PR
+
+    root, shas = repo
+    fake.associate(shas[CULPRIT], 17, "make add *faster*")
+    reply_id = _reply(fake, 901)
+    done = subprocess.run(_argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
+                                "--good", shas[0], "--bad", shas[9], "--pr", str(PR), "--comment-id", "901",
+                                "--run-url", SEARCH_RUN),
+                          cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    body = _answer(fake, reply_id)
+    assert find_marker(body, 901).state == "done"
+    head = body.split("\n")[1]
+    assert head.startswith(f"@maintainer culprit of <code>tests/test&#95;calc&#46;py</code> on `cpu`: "
+                           f"`{shas[CULPRIT][:12]}` commit {CULPRIT} — [PR #17](https://github.com/acme/llm-serving/"
+                           "pull/17) (make add &#42;faster&#42;), probability "), head
+    links = re.findall(r"^\| `[0-9a-f]{12}` \| (?:failed|passed) \| \[run\]\((https://github\.com/acme/llm-serving/"
+                       r"actions/runs/\d+)\) \|$", body, re.M)
+    assert len(links) == len(_names(fake)) >= 3 and f"search [run]({SEARCH_RUN})" in body
+
+
+def test_a_search_that_stops_short_says_so_in_the_reply(repo, fake, api_url, runners, tmp_path) -> None:
+    from rerun_support import PR
+
+    root, shas = repo
+    reply_id = _reply(fake, 902)
+    done = subprocess.run(_argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
+                                "--good", shas[0], "--bad", shas[9], "--budget", "2", "--pr", str(PR),
+                                "--comment-id", "902", "--run-url", SEARCH_RUN),
+                          cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^@maintainer stopped: budget spent, most likely `[0-9a-f]{12}` commit \d — no pull request "
+                     r"associated with it \(p 0\.\d{3}\), for ", _answer(fake, reply_id), re.M), _answer(fake, reply_id)
+
+
+def test_bad_input_of_the_search_is_said_in_the_reply(repo, fake, api_url, runners, tmp_path) -> None:
+    """A --good that fails (the two verification runs spent): exit 2, and the reply says why."""
+    from rerun_support import PR
+
+    root, shas = repo
+    reply_id = _reply(fake, 903)
+    done = subprocess.run(_argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
+                                "--good", shas[7], "--bad", shas[9], "--pr", str(PR), "--comment-id", "903"),
+                          cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    body = _answer(fake, reply_id)
+    assert "@maintainer the culprit search stopped without an answer (search run):" in body
+    assert f"--good {shas[7][:12]} fails tests/test_calc.py" in body and "post a corrected `/culprit`" in body

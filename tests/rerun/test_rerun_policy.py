@@ -34,6 +34,11 @@ def _pull(author: str = "alice", head_repo: str | None = REPO) -> PullRequest:
     (Action.RERUN_FAILED, "alice", NONE, _pull(head_repo=None), False, RULE_FORK),
     # neither author nor writer
     (Action.RERUN_TEST, "carol", READ, _pull(), False, RULE_COLLABORATOR),
+    # /culprit: exactly as /rerun-test <target>
+    (Action.CULPRIT, "bob", WRITE, _pull(head_repo="mallory/fork"), True, RULE_COLLABORATOR),
+    (Action.CULPRIT, "alice", READ, _pull(), True, RULE_AUTHOR),
+    (Action.CULPRIT, "alice", READ, _pull(head_repo="alice/fork"), False, RULE_FORK),
+    (Action.CULPRIT, "carol", READ, _pull(), False, RULE_COLLABORATOR),
 ])
 def test_rules(action: Action, user: str, permission: Permission, pull: PullRequest, allowed: bool,
                rule: str) -> None:

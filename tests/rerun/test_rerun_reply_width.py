@@ -287,3 +287,51 @@ def test_the_same_41_shards_unarranged_fail_the_measure(browser: Browser, fake, 
     got = geometry(browser, _tier_reply(fake, make_client, arrange=False, tests=2), tmp_path / "flat.html")
     bottoms = {part: bottom for part, _, bottom in got["rows"]}
     assert got["height"] > 12 * SCREEN_PX and bottoms["22/41"] > 6 * SCREEN_PX, (got["height"], bottoms["22/41"])
+
+
+def _culprit_replies() -> dict[str, str]:
+    """`/culprit`'s replies at their widest: SGLang's longest path with a long class and
+    parameters as the test, a commit subject and PR title of Markdown and HTML, 95 runs (the most a
+    search may spend, `cmd_culprit.max_budget`, plus its two verifications)."""
+    from ci.commands.culprit import Answer
+    from ci.commands.culprit_local import Run
+    from tools.rerun import culprit_reply
+    from tools.rerun.cmd_culprit import CulpritRequest, max_budget
+    from tools.rerun.github import CommitPull
+
+    test = f"{SGLANG_FILES[0]}::{LONG_CLASS}::test_gsm8k[tp8-fp8_e4m3-0]"
+    request = CulpritRequest("gpu_h200_8x", test, "a" * 40, "b" * 40, max_budget(), 1844)
+    searching = culprit_reply.searching(7001, "@maintainer", request, f"{RUN}1")
+    runs = tuple(Run(f"{i:040x}", i % 3 == 0, f"{RUN}{i}") for i in range(1, max_budget() + 3))
+    subject = " ".join(HOSTILE) + " [3/4] NVFP4 KV cache: quantization strategy abstraction and kernel"
+    pulls = [CommitPull(21954, " ".join(HOSTILE) + " " + LONG_CLASS * 2, "https://github.com/sgl-project/sglang/pull/21954",
+                        "closed")]
+    found = Answer("c" * 40, subject, 0.999, runs, len(runs) - 2, "confident", True)
+    short = Answer("c" * 40, subject, 0.871, runs, len(runs) - 2, "budget", False)
+    return {"searching": searching,
+            "found": culprit_reply.answer(searching, found, pulls, test, "gpu_h200_8x", f"{RUN}1"),
+            "stopped": culprit_reply.answer(searching, short, "HTTP 502: " + "x" * 300, test, "gpu_h200_8x", None),
+            "failed": culprit_reply.stopped(searching, "stopped: run " + RUN + "9 ended cancelled " + LONG_CLASS * 3,
+                                            f"{RUN}1", resumable=True)}
+
+
+@pytest.mark.parametrize("kind", ["searching", "found", "stopped", "failed"])
+def test_the_culprit_replies_fit_the_comment(browser: Browser, tmp_path: Path, kind: str) -> None:
+    body = _culprit_replies()[kind]
+    tab = browser.open(page(body, tmp_path / f"{kind}.html"))
+    try:
+        got = tab.eval("""(function(){
+          var b = document.querySelector('.markdown-body'), t = document.querySelector('table');
+          return {body: b.scrollWidth, table: t ? t.scrollWidth : 0, text: b.innerText,
+                  links: Array.from(document.querySelectorAll('a')).map(function(a){ return a.getAttribute('href'); }),
+                  tags: Array.from(document.querySelectorAll('.markdown-body *')).map(function(e){ return e.tagName; })};
+        })()""")
+    finally:
+        tab.close()
+    assert got["body"] <= COMMENT_PX and got["table"] <= COMMENT_PX, (kind, got["body"], got["table"])
+    assert not {"IMG", "EM", "STRONG", "SCRIPT"} & set(got["tags"]), got["tags"]
+    assert all(str(link).startswith("https://github.com/sgl-project/sglang/") for link in got["links"])
+    if kind in ("found", "stopped"):
+        assert all(name in got["text"] for name in HOSTILE)  # the subject shows as text
+        assert ("stopped: budget spent, most likely" in got["text"]) == (kind == "stopped")
+        assert got["text"].count("passed") + got["text"].count("failed") >= 95

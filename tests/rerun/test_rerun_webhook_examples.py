@@ -183,3 +183,22 @@ def test_the_run_name_the_dispatcher_writes_is_the_one_the_hook_reads(part: str)
     inputs = {"pr": "17", "tier": "gpu_h100", "part": part, "sha": "0123abc" * 5 + "01234", "comment_id": "99"}
     assert parse_run_name(run_name(inputs)) == inputs
     assert parse_run_name(run_name(inputs) + " ") is None and parse_run_name("rerun-test PR #x") is None
+
+
+def test_a_culprit_probe_that_failed_touches_no_comment(fake: FakeGitHub, make_client, make_handler) -> None:
+    """A culprit search's probe (`culprit_dispatch`: PR #0) that ended `failure`: the hook leaves it
+    to the search, with no read of a PR #0's comments and no write."""
+    from tools.rerun.dispatch import SEARCH_PR, Dispatcher, DispatchSpec
+
+    from rerun_support import REPO
+
+    example = next(e["payload"] for e in _examples() if e["event"] == "workflow_run"
+                   and e["payload"]["action"] == "completed" and not webhook_problems("workflow_run", e["payload"]))
+    dispatcher = Dispatcher(make_client(), REPO, "rerun-test-dispatch.yml", "main", "https://x")
+    spec = DispatchSpec("gpu_b200", "targets", ("self-hosted",), ("tests/quant/test_pack.py",))
+    [sent] = dispatcher.send_all([spec], SEARCH_PR, "a" * 40, 123456789, look_first=False)
+    assert sent.ok and sent.run_name.startswith("rerun-test PR #0 ")
+    requests = len(fake.requests)
+    outcome = make_handler(report_settle=0).handle(_run_completed(example, fake.runs[-1], REPO, "failure"))
+    assert outcome.status == "ignored" and "culprit search's probe" in outcome.reason
+    assert len(fake.requests) == requests  # not even a read

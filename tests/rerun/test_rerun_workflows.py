@@ -30,6 +30,11 @@ def _steps(data: dict[str, Any], job: str | None = None) -> list[dict[str, Any]]
     return (jobs[job] if job else next(iter(jobs.values())))["steps"]
 
 
+def checkout_depth(data: dict[str, Any], job: str | None = None) -> int:
+    (checkout,) = [s for s in _steps(data, job) if str(s.get("uses", "")).startswith("actions/checkout@")]
+    return int(checkout["with"].get("fetch-depth", 1))
+
+
 def _expressions_in_scripts(steps: list[dict[str, Any]]) -> list[str]:
     return [step["run"] for step in steps if "${{" in step.get("run", "")]
 
@@ -43,24 +48,28 @@ def test_comment_workflow_trigger_permissions_and_checkout() -> None:
         "actions": "write", "issues": "write", "pull-requests": "write", "contents": "read"}
     assert "github.event.issue.pull_request" in job["if"]
     assert "contains(github.event.comment.body, 'rerun')" in job["if"]
+    assert checkout_depth(data) == 0  # /culprit's window: the default branch's whole history
     (checkout,) = [s for s in _steps(data) if str(s.get("uses", "")).startswith("actions/checkout@")]
     assert checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
     assert checkout["with"]["persist-credentials"] is False
     assert "pull_request.head" not in text and "head_ref" not in text
     runs = [s["run"] for s in _steps(data) if "run" in s]
-    assert runs[0] == 'python3 -m pip install "pyyaml>=6.0" "requests>=2.31"'
+    assert runs[0] == 'python3 -m pip install "pyyaml>=6.0" "requests>=2.31" "psycopg[binary]>=3.1"'
+    # the history's URL (a secret) reaches the bot, which runs the default branch's code only
+    assert [s.get("env") for s in _steps(data) if "run" in s][-1] == {
+        "GITHUB_TOKEN": "${{ secrets.GITHUB_TOKEN }}", "CI_HISTORY_STORE": "${{ secrets.CI_HISTORY_URL }}"}
     assert runs[-1] == 'python3 -m tools.rerun handle --event "$GITHUB_EVENT_PATH"'
     assert _expressions_in_scripts(_steps(data)) == []
 
 
 def test_the_comment_prefilter_lets_every_command_and_the_look_alikes_through() -> None:
     """GitHub's `contains` is case-insensitive; the bot answers look-alikes with what to type."""
-    needle = re.search(r"contains\(github\.event\.comment\.body, '([^']+)'\)",
-                       load_workflow("rerun-test.yml")["jobs"]["handle"]["if"])[1]
+    needles = re.findall(r"contains\(github\.event\.comment\.body, '([^']+)'\)",
+                         load_workflow("rerun-test.yml")["jobs"]["handle"]["if"])
     bodies = [f"/{name} x" for name in COMMAND_NAMES] + [
         "\uff0frerun-test x.py", "\u2215rerun-test x.py", "/\u200brerun-test x.py", "/rerun-test\u00a0x.py",
-        "/rerun\u2013test x.py", "/ReRun-Test x.py"]
-    assert all(needle.lower() in body.lower() for body in bodies)
+        "/rerun\u2013test x.py", "/ReRun-Test x.py", "\uff0fculprit x.py", "/Culprit\u00a0x.py"]
+    assert all(any(n.lower() in body.lower() for n in needles) for body in bodies)
 
 
 def test_the_bot_runs_on_pyyaml_and_requests_alone() -> None:
@@ -139,6 +148,10 @@ def test_the_report_job_has_least_permissions_and_runs_the_default_branch_code()
     report = data["jobs"]["report"]
     assert report["needs"] == "run" and report["runs-on"] == "ubuntu-latest"
     assert "always()" in report["if"] and "inputs.comment_id != ''" in report["if"]
+    # a culprit search's probe (PR #0, comment_id its search key) has no reply to write into
+    runs_when = report["if"].removeprefix("${{").removesuffix("}}").replace("always()", "true")
+    probe, rerun = {"pr": "0", "comment_id": "1234567"}, {"pr": "42", "comment_id": "101"}
+    assert [evaluate(runs_when, {"inputs": i}) for i in (probe, rerun)] == [False, True]
     assert report["permissions"] == {"contents": "read", "pull-requests": "write"}
     steps = report["steps"]
     (checkout,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
@@ -175,6 +188,56 @@ def test_ci_run_accepts_what_the_dispatch_workflow_passes() -> None:
         ["--tier", "gpu_b200", "--junit", "reports/junit-rerun.xml", "tests/quant/test_x.py::test_y[bf16]",
          "tests/quant/test_z.py"])
     assert args.tier == "gpu_b200" and args.paths == ["tests/quant/test_x.py::test_y[bf16]", "tests/quant/test_z.py"]
+
+
+def test_the_culprit_workflow_takes_the_bots_inputs_and_keeps_its_state_across_a_rerun() -> None:
+    """culprit.yml: the inputs the bot (and the nightly's auto-culprit) send, exactly; one job on a
+    hosted runner that runs the default branch's code only; the state restored and saved
+    (always) under keys made of the inputs; the run-name the bot looks its run up by."""
+    from tools.rerun.cmd_culprit import CULPRIT_WORKFLOW, CulpritRequest, culprit_run_name
+
+    data = load_workflow(CULPRIT_WORKFLOW)
+    declared = data["on"]["workflow_dispatch"]["inputs"]
+    sent = CulpritRequest("gpu_b200", "tests/x.py::t[1]", "a" * 40, "b" * 40, 30, 9).inputs(42, 101)
+    assert list(declared) == ["tier", "test", "good", "bad", "budget", "runners", "comment_id", "pr"] == list(sent)
+    assert all(spec["type"] == "string" for spec in declared.values())
+    for inputs in (sent, {**sent, "comment_id": "", "pr": ""}):  # from a comment; from the auto-culprit
+        assert render_run_name(data["run-name"], inputs) == culprit_run_name(inputs)
+    (job,) = data["jobs"].values()
+    assert job["runs-on"] == "ubuntu-latest" and data["permissions"] == {}
+    assert job["permissions"] == {"contents": "read", "actions": "write", "pull-requests": "write"}
+    assert checkout_depth(data) == 0 and _expressions_in_scripts(job["steps"]) == []
+    (checkout,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
+    assert "ref" not in checkout["with"]  # the default branch: no PR code meets the write token
+    restore, save = (next(s for s in job["steps"] if str(s.get("uses", "")).startswith(f"actions/cache/{kind}@"))
+                     for kind in ("restore", "save"))
+    assert save["if"] == "always()" and restore["with"]["path"] == save["with"]["path"] == "culprit-state"
+    assert restore["with"]["key"] == save["with"]["key"] and "github.run_attempt" in save["with"]["key"]
+    for name in ("tier", "test", "good", "bad"):
+        assert f"inputs.{name}" in save["with"]["key"]
+        assert all(f"inputs.{name}" in k for k in restore["with"]["restore-keys"].splitlines())
+    names = [s.get("name", s.get("uses")) for s in job["steps"]]
+    assert names.index(restore["name"]) < names.index("Search") < names.index(save["name"])
+
+
+def test_the_culprit_workflows_search_command_parses(monkeypatch) -> None:
+    """`ci culprit` with the dispatch runner accepts exactly what the search step passes, and its
+    --state is inside the cached folder."""
+    from ci.commands.culprit import build_parser as culprit_parser
+    from tools.rerun.culprit_dispatch import DispatchPlugin
+
+    step = next(s for s in load_workflow("culprit.yml")["jobs"]["search"]["steps"] if s.get("name") == "Search")
+    env = {"GITHUB_REPOSITORY": "o/r", "GITHUB_REF_NAME": "main", "TIER": "gpu_b200", "TEST": "tests/x.py::t[1]",
+           "GOOD": "a" * 40, "BAD": "b" * 40, "BUDGET": "30", "RUNNERS": "2", "PR": "", "COMMENT_ID": "",
+           "RUN_URL": "https://github.com/o/r/actions/runs/1"}
+    argv = shlex.split(re.sub(r'"\$(\w+)"', lambda m: shlex.quote(env[m[1]]), step["run"]))
+    assert argv[:4] == ["python3", "-m", "tools.rerun", "culprit"]
+    args = culprit_parser((DispatchPlugin(),)).parse_args(argv[4:])
+    assert (args.runner, args.repo, args.ref, args.tier, args.test, args.good, args.bad, args.budget, args.runners,
+            args.pr, args.comment_id) == ("dispatch", "o/r", "main", "gpu_b200", "tests/x.py::t[1]", "a" * 40,
+                                          "b" * 40, 30, 2, "", "")
+    assert args.state.startswith("culprit-state/") and set(step["env"]) - {"GITHUB_TOKEN", "CI_HISTORY_STORE"} \
+        == set(env) - {"GITHUB_REPOSITORY", "GITHUB_REF_NAME"}
 
 
 # -- no test skips because first-party code is missing ---------------------------------------------

@@ -3,7 +3,9 @@
 Modules, one job each. Grammar: `comment_lines` (which lines are commands, look-alikes),
 `commands` (arguments, ``--help``). Rules: `policy` (who may run what). Commands, one module each
 over the `github.GitHubAPI` protocol: `cmd_rerun_test`, `cmd_rerun_tier`, `cmd_rerun_failed`
-(planning into a `work.Work`), `dispatch` (dispatches with unique run-names, never sent twice).
+(planning into a `work.Work`), `dispatch` (dispatches with unique run-names, never sent twice);
+``/culprit``: `cmd_culprit` (checked, one culprit.yml dispatch), `culprit_reply` (its reply, from
+the claim to the answer), `culprit_dispatch` (the search's runner and the answer's writer).
 Flow: `event` (the payload's fields), `handler` (claim, carry out, edit the reply), `replies` and
 `runs_table` (every comment the bot writes), `report` (JUnit results into the reply), `headline`
 (the reply's first sentence, from its rows), `verdicts` (the verdict column, from the history),

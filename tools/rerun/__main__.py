@@ -73,7 +73,8 @@ def _config(args: argparse.Namespace) -> BotConfig:
     return BotConfig(repo_root=root, workflow_file=args.workflow, dry_run=args.dry_run,
                      repository=_repository(args), bot_login=args.bot_login, shard_budget=args.shard_budget,
                      lookup=lookup, pr_workflows=tuple(args.pr_workflow or PR_WORKFLOWS),
-                     writes_per_minute=args.writes_per_minute)
+                     writes_per_minute=args.writes_per_minute,
+                     history=args.history or os.environ.get("CI_HISTORY_STORE") or None)
 
 
 def _print_outcome(outcome: Outcome, dry_run: bool) -> None:
@@ -265,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--writes-per-minute", type=float, default=BOT_WRITES_PER_MINUTE,
                         help="space the bot's GitHub writes (dispatches, comments, reactions) to this many a minute, "
                              "under GitHub's 80 (default: %(default)s; 0: unpaced, for a fake GitHub)")
+    common.add_argument("--history", metavar="URL_OR_PATH",
+                        help="test history store: /culprit's default --good/--bad is a test's breakage window there "
+                             "(default: $CI_HISTORY_STORE; none: /culprit needs both)")
     common.add_argument("--dry-run", action="store_true", help="read from GitHub, write nothing, print what would happen")
     sub = parser.add_subparsers(dest="command", required=True)
     handle = sub.add_parser("handle", parents=[common], help="handle one issue_comment event file")

@@ -6,6 +6,7 @@ typed `Command`. Commands:
 * ``/rerun-test <target>... [--tier T]`` and ``/rerun-test --owner @team [--tier T]``
 * ``/rerun-failed``
 * ``/rerun-tier <tier>`` (alias ``/rerun-stage <tier>``)
+* ``/culprit <target> [--tier T] [--good SHA] [--bad SHA] [--budget N]`` (one target, one per comment)
 
 each with ``--help``. A *target* is a basename (``test_x.py``), a repo-relative path
 (``tests/quant/test_x.py``) or either followed by a pytest node id (``tests/x.py::TestA::test_b[1-2]``).
@@ -19,7 +20,7 @@ import re
 import string
 from dataclasses import dataclass
 
-from tools.rerun.comment_lines import (RERUN_FAILED, RERUN_STAGE, RERUN_TEST, RERUN_TIER, LookAlike,
+from tools.rerun.comment_lines import (CULPRIT, RERUN_FAILED, RERUN_STAGE, RERUN_TEST, RERUN_TIER, LookAlike,
                                        command_lines)
 from tools.rerun.policy import POLICY_TEXT, Action
 
@@ -28,6 +29,8 @@ COMMAND = "/rerun-test"
 SAFE_TARGET = re.compile(r"[A-Za-z0-9_./:\[\]-]+")
 TIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 OWNER_RE = re.compile(r"@?[A-Za-z0-9][A-Za-z0-9_./-]{0,99}")
+SHA_RE = re.compile(r"[0-9a-fA-F]{7,40}")
+DEFAULT_CULPRIT_BUDGET = 30  # runs, as `ci culprit --budget`
 
 # Upper bounds that keep one comment from becoming an unbounded amount of work. Exceeding them is
 # an error in the reply, never a silent cut.
@@ -74,6 +77,21 @@ _USAGE = {
 
 * One run per shard of `python -m ci plan --tier <tier>` (the plan's sharding and shard budget).
 """,
+    CULPRIT: f"""\
+**`/culprit`** finds the commit of the default branch that broke a test, flake-aware, on its tier's runners.
+
+```
+/culprit <target> [--tier TIER] [--good SHA] [--bad SHA] [--budget RUNS]
+/culprit --help
+```
+
+* `<target>` is one registered test file, or one test of it (`tests/quant/test_x.py::test_roundtrip`).
+* `--tier`: default the file's GPU tier (a file on several must name one).
+* `--good` / `--bad`: a commit where it passes and a later one where it fails, on one first-parent
+  line; default the test history's breakage window (last passed at `--good`, broken since `--bad`).
+* `--budget`: the most runs the search may spend (default {DEFAULT_CULPRIT_BUDGET}). The search runs in
+  `culprit.yml`; this reply says where, and gets the answer.
+""",
 }
 
 
@@ -94,6 +112,9 @@ class Command:
     targets: tuple[str, ...] = ()
     tier: str | None = None
     owner: str | None = None
+    good: str | None = None  # /culprit's window and budget
+    bad: str | None = None
+    budget: int = DEFAULT_CULPRIT_BUDGET
     help: bool = False
     error: str | None = None
     lookalike: LookAlike | None = None
@@ -108,6 +129,8 @@ class Command:
             return Action.RERUN_FAILED
         if self.name == RERUN_TIER:
             return Action.RERUN_TIER
+        if self.name == CULPRIT:
+            return Action.CULPRIT
         return Action.RERUN_OWNER if self.owner is not None else Action.RERUN_TEST
 
 
@@ -145,6 +168,8 @@ def parse_args(name: str, line: int, args: str) -> Command:
         return Command(name, line, text, tier=tokens[0])
     if not tokens:
         return Command(name, line, text, help=True)
+    if name == CULPRIT:
+        return _parse_culprit(line, text, tokens)
     return _parse_rerun_test(line, text, tokens)
 
 
@@ -185,6 +210,43 @@ def _parse_rerun_test(line: int, text: str, tokens: list[str]) -> Command:
     if not targets and owner is None:
         return Command(RERUN_TEST, line, text, tier=tier, error=f"no target given; see `{COMMAND} --help`")
     return Command(RERUN_TEST, line, text, tuple(targets), tier, owner)
+
+
+_CULPRIT_OPTIONS = {"--tier": (TIER_RE, "a tier name", "--tier gpu_b200"),
+                    "--good": (SHA_RE, "a commit SHA (7 to 40 hex digits)", "--good 1a2b3c4"),
+                    "--bad": (SHA_RE, "a commit SHA (7 to 40 hex digits)", "--bad 5d6e7f8"),
+                    "--budget": (re.compile(r"[0-9]{1,4}"), "a whole number of runs", "--budget 20")}
+
+
+def _parse_culprit(line: int, text: str, tokens: list[str]) -> Command:
+    targets: list[str] = []
+    values: dict[str, str] = {}
+    usage = f"see `/{CULPRIT} --help`"
+    i = 0
+    while i < len(tokens):
+        flag = next((f for f in _CULPRIT_OPTIONS if tokens[i] == f or tokens[i].startswith(f + "=")), None)
+        if flag is None:
+            if tokens[i].startswith("-"):
+                return Command(CULPRIT, line, text, error=f"unknown option {quote(tokens[i])}; {usage}")
+            targets.append(tokens[i])
+            i += 1
+            continue
+        value, i = _option(tokens, i, flag)
+        pattern, what, example = _CULPRIT_OPTIONS[flag]
+        if not value:
+            return Command(CULPRIT, line, text, error=f"`{flag}` needs a value, e.g. `{example}`")
+        if not pattern.fullmatch(value):
+            return Command(CULPRIT, line, text, error=f"`{flag}` value {quote(value)} is not {what}")
+        if values.get(flag, value) != value:
+            return Command(CULPRIT, line, text, error=f"`{flag}` is given twice with different values")
+        values[flag] = value
+    if len(targets) != 1:
+        return Command(CULPRIT, line, text, error=f"give exactly one test file (or one test of it); {usage}")
+    budget = int(values.get("--budget", DEFAULT_CULPRIT_BUDGET))
+    if budget < 1:
+        return Command(CULPRIT, line, text, error="`--budget` must be at least 1 run")
+    good, bad = (values[f].lower() if f in values else None for f in ("--good", "--bad"))
+    return Command(CULPRIT, line, text, tuple(targets), values.get("--tier"), good=good, bad=bad, budget=budget)
 
 
 def check_target(target: str) -> None:
@@ -246,5 +308,5 @@ def quote(text: str, limit: int = 80) -> str:
     return f"<code>{escaped}</code>{suffix}"
 
 
-__all__ = ["COMMAND", "Command", "MAX_TARGETS", "SAFE_TARGET", "TIER_RE", "UnsafeTarget", "check_target", "entities",
+__all__ = ["COMMAND", "Command", "DEFAULT_CULPRIT_BUDGET", "MAX_TARGETS", "SAFE_TARGET", "TIER_RE", "UnsafeTarget", "check_target", "entities",
            "help_text", "parse_args", "parse_comment", "quote", "visible"]

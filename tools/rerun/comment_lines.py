@@ -1,7 +1,7 @@
 """Which lines of a comment are bot commands, and which only look like one.
 
 Prow-style rules: a command is a whole line starting with ``/rerun-test``, ``/rerun-failed``,
-``/rerun-tier`` or ``/rerun-stage`` (up to 3 leading spaces, as GitHub renders them the same),
+``/rerun-tier``, ``/rerun-stage`` or ``/culprit`` (up to 3 leading spaces, as GitHub renders them the same),
 several commands per comment are fine, and lines inside fenced code blocks (````` and ``~~~``),
 indented code (a tab or 4+ spaces), HTML comments (``<!-- -->``, which GitHub does not show) or
 quoted with ``>`` are ignored, so that pasting an old comment or a log, or hiding text from
@@ -21,11 +21,12 @@ import unicodedata
 from dataclasses import dataclass
 
 RERUN_TEST, RERUN_FAILED, RERUN_TIER, RERUN_STAGE = "rerun-test", "rerun-failed", "rerun-tier", "rerun-stage"
-COMMAND_NAMES = (RERUN_TEST, RERUN_FAILED, RERUN_TIER, RERUN_STAGE)
+CULPRIT = "culprit"
+COMMAND_NAMES = (RERUN_TEST, RERUN_FAILED, RERUN_TIER, RERUN_STAGE, CULPRIT)
 
 # A command name at the start of a line, then whitespace or the end of the line (`/rerun-tests`
 # is not a command).
-COMMAND_RE = re.compile(r"^ {0,3}/(?P<name>rerun-(?:test|failed|tier|stage))(?:[ \t]+(?P<args>.*?))?[ \t]*$")
+COMMAND_RE = re.compile(r"^ {0,3}/(?P<name>rerun-(?:test|failed|tier|stage)|culprit)(?:[ \t]+(?P<args>.*?))?[ \t]*$")
 # Opening/closing code fence (CommonMark: up to 3 spaces of indent, 3+ backticks or tildes).
 FENCE_RE = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})")
 QUOTE_RE = re.compile(r"^[ \t]{0,3}>")
@@ -110,5 +111,5 @@ def command_lines(body: str) -> list[CommandLine]:
     return out
 
 
-__all__ = ["COMMAND_NAMES", "COMMAND_RE", "CommandLine", "LookAlike", "RERUN_FAILED", "RERUN_STAGE",
+__all__ = ["COMMAND_NAMES", "COMMAND_RE", "CULPRIT", "CommandLine", "LookAlike", "RERUN_FAILED", "RERUN_STAGE",
            "RERUN_TEST", "RERUN_TIER", "command_lines", "normalize"]

@@ -18,6 +18,9 @@ the test; it is journalled, and the resumed search dispatches that attempt anew 
 `MAX_REDOS` times). Dispatches are paced like the bot's writes (`budget.WritePacer`), and a search whose
 ``(--budget + 2) x --attempts`` dispatches exceed the bot's per-comment share of the hourly request
 budget (`budget.max_runs`) is refused before anything is sent.
+
+``--pr N --comment-id ID`` (culprit.yml started by ``/culprit``): the answer, or why the search
+stopped, is also written into the bot's reply to that comment (`write_reply`, `culprit_reply`).
 """
 
 from __future__ import annotations
@@ -38,13 +41,15 @@ from ci.registry import load_registry
 from ci.regular_file import MAX_CONFIG_BYTES, UnreadableFile, read_regular
 from ci.repo_root import REGISTRY_FILENAME
 from tools.rerun.budget import BOT_WRITES_PER_MINUTE, WritePacer, max_runs
-from tools.rerun.dispatch import DISPATCH_WORKFLOW, Dispatcher, DispatchSpec, RunLookup, dispatch_inputs, run_name
-from tools.rerun.github import GitHubClient, GitHubError
+from tools.rerun.dispatch import (DISPATCH_WORKFLOW, SEARCH_PR, Dispatcher, DispatchSpec, RunLookup, dispatch_inputs,
+                                  run_name)
+from tools.rerun import culprit_reply
+from tools.rerun.github import DEFAULT_BOT_LOGIN, CommitPull, GitHubClient, GitHubError
+from tools.rerun.report import ReportError
 from tools.rerun.runs_table import TARGETS_PART
 from tools.rerun.secrets_file import SecretError, check_secret, read_secret
 
 PROG = "rerun-test culprit"
-SEARCH_PR = 0  # a search answers no pull request: its run-names say "PR #0"
 PASSED, FAILED = frozenset({"success"}), frozenset({"failure", "timed_out"})
 MAX_REDOS = 10  # dispatches of one attempt that may end without a result (cancelled, skipped...)
 
@@ -202,6 +207,12 @@ class DispatchPlugin:
                            help="seconds to look for a journalled run by its run-name before resending it")
         group.add_argument("--writes-per-minute", type=float, default=BOT_WRITES_PER_MINUTE,
                            help="pace the dispatches like the bot's writes (default: %(default)s)")
+        group.add_argument("--pr", default="", help="the pull request of the /culprit comment (empty: none)")
+        group.add_argument("--comment-id", default="",
+                           help="the /culprit comment whose bot reply gets the answer (empty: no reply)")
+        group.add_argument("--run-url", default="", help="this search's own run, linked from the reply")
+        group.add_argument("--bot-login", default=DEFAULT_BOT_LOGIN,
+                           help="login of the bot's replies (default: %(default)s)")
 
     def make(self, args: argparse.Namespace, root: Path, state_path: Path) -> DispatchRunner:
         repo = args.repo or os.environ.get("GITHUB_REPOSITORY") or ""
@@ -215,19 +226,14 @@ class DispatchPlugin:
                              "(tools/rerun/budget.py): lower --budget or --attempts")
         if args.writes_per_minute <= 0 or args.poll <= 0:
             raise ValueError("--writes-per-minute and --poll must be > 0")
-        try:
-            token = read_secret(args.token_file, "token") if args.token_file else \
-                check_secret(os.environ.get("GITHUB_TOKEN", ""), "$GITHUB_TOKEN")
-        except SecretError as exc:
-            raise ValueError(f"{exc}: pass --token-file or set $GITHUB_TOKEN") from None
+        _reply_to(args)  # a bad --pr or --comment-id is bad input before anything is dispatched
+        client = _client(args)
         tier = load_registry(root / REGISTRY_FILENAME).tiers[args.tier]
         spec = DispatchSpec(args.tier, TARGETS_PART, tier.runner_labels, (args.test,))
         identity = " ".join([repo, args.workflow, args.tier, args.test, args.good, args.bad, str(args.attempts)])
         path = state_path.with_suffix(".dispatches.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         journal = load_journal(path, identity)
-        api = args.api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com"
-        client = GitHubClient(api, token, pace=WritePacer(args.writes_per_minute).take)
         actions = f"https://github.com/{repo}/actions/workflows/{args.workflow}"
         dispatcher = Dispatcher(client, repo, args.workflow, args.ref, actions,
                                 lookup=RunLookup(wait=args.lookup_wait, interval=min(1.0, args.poll)),
@@ -235,9 +241,59 @@ class DispatchPlugin:
         return DispatchRunner(dispatcher, journal, path, spec, args.attempts, args.runners, poll=args.poll)
 
 
+def _client(args: argparse.Namespace) -> GitHubClient:
+    """The bot's client for ``--api-url`` and ``--token-file`` / ``$GITHUB_TOKEN``; `ValueError` without a token."""
+    try:
+        token = read_secret(args.token_file, "token") if args.token_file else \
+            check_secret(os.environ.get("GITHUB_TOKEN", ""), "$GITHUB_TOKEN")
+    except SecretError as exc:
+        raise ValueError(f"{exc}: pass --token-file or set $GITHUB_TOKEN") from None
+    api = args.api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com"
+    return GitHubClient(api, token, pace=WritePacer(args.writes_per_minute).take)
+
+
+def _reply_to(args: argparse.Namespace) -> tuple[int, int] | None:
+    """(pr, comment id) whose reply gets the answer, None when both are empty; `ValueError` otherwise."""
+    if not args.pr and not args.comment_id:
+        return None
+    if not (args.pr.isdigit() and args.comment_id.isdigit()):
+        raise ValueError(f"--pr {args.pr or '(empty)'} --comment-id {args.comment_id or '(empty)'}: give both as "
+                         "numbers, or neither")
+    return int(args.pr), int(args.comment_id)
+
+
+def write_reply(args: argparse.Namespace, answer: culprit.Answer | None, problem: str, resumable: bool) -> str | None:
+    """`ci culprit`'s ``on_end`` for ``--runner dispatch``: the answer (or why it stopped) into the bot's
+    reply to ``--comment-id`` (`culprit_reply`); what could not be written, or None."""
+    try:
+        where = _reply_to(args) if args.runner == "dispatch" else None
+        if where is None:
+            return None
+        client = _client(args)
+    except ValueError as exc:
+        return str(exc)
+    repo = args.repo or os.environ.get("GITHUB_REPOSITORY") or ""
+    run_url = args.run_url or None
+
+    def render(previous: str) -> str:
+        if answer is None:
+            return culprit_reply.stopped(previous, problem, run_url, resumable=resumable)
+        try:
+            pulls: list[CommitPull] | str = client.pulls_for_commit(repo, answer.sha)
+        except GitHubError as exc:
+            pulls = str(exc)
+        return culprit_reply.answer(previous, answer, pulls, args.test, args.tier, run_url)
+    try:
+        culprit_reply.write_answer(client, repo, args.bot_login, *where, render)
+    except (GitHubError, ReportError) as exc:
+        return f"the reply to comment {where[1]} on #{where[0]}: {exc}"
+    return None
+
+
 def main(argv: list[str]) -> int:
-    """``ci culprit`` with ``--runner dispatch`` available; the same exit statuses."""
-    return culprit.main(argv, plugins=(DispatchPlugin(),), prog=PROG)
+    """``ci culprit`` with ``--runner dispatch`` available; the same exit statuses. With ``--pr`` and
+    ``--comment-id`` the answer also goes into the bot's reply to that comment (`write_reply`)."""
+    return culprit.main(argv, plugins=(DispatchPlugin(),), prog=PROG, on_end=write_reply)
 
 
-__all__ = ["DispatchJournal", "DispatchPlugin", "DispatchRunner", "Sent", "load_journal", "main"]
+__all__ = ["DispatchJournal", "DispatchPlugin", "DispatchRunner", "Sent", "load_journal", "main", "write_reply"]

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 DISPATCH_WORKFLOW = "rerun-test-dispatch.yml"
 MAX_INPUT_CHARS = 65535  # GitHub's limit on a workflow_dispatch's inputs, all together
 LOOKUP_PAGES = 10  # of 100 runs: GitHub lists no more than 1,000 runs of a filtered listing
+SEARCH_PR = 0  # a culprit search's probes answer no pull request: their run-names say "PR #0"
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,13 @@ class Dispatcher:
             return DispatchResult(spec, inputs, name, "failed",
                                   f"the inputs are {size} characters, over GitHub's {MAX_INPUT_CHARS}; "
                                   f"name fewer tests or lower the shard budget")
+        state, url, error = self.send_inputs(inputs, name)
+        return DispatchResult(spec, inputs, name, state, error, url)
+
+    def send_inputs(self, inputs: dict[str, str], name: str) -> tuple[str, str | None, str | None]:
+        """Dispatch the workflow once with ``inputs``, its run named ``name``: (state, run link,
+        error), state ``sent``, ``found`` (an ambiguous failure that the lookup proved sent) or
+        ``failed``. Never raises for a GitHub failure."""
         seen: dict[str, WorkflowRun] = {}
 
         def confirm() -> bool:
@@ -179,9 +187,9 @@ class Dispatcher:
             done = self.client.dispatch_workflow(self.repo, self.workflow_file, self.ref, inputs, confirm=confirm)
         except GitHubError as exc:
             log.error("dispatch %s failed: %s", name, exc)
-            return DispatchResult(spec, inputs, name, "failed", str(exc))
+            return "failed", None, str(exc)
         url = done.html_url or (seen[name].html_url if name in seen else None)
-        return DispatchResult(spec, inputs, name, "sent" if done.sent else "found", run_url=url)
+        return ("sent" if done.sent else "found"), url, None
 
     def _link(self, results: list[DispatchResult]) -> list[DispatchResult]:
         missing = [r.run_name for r in results if r.ok and r.run_url is None]
@@ -198,4 +206,4 @@ class Dispatcher:
 
 
 __all__ = ["DISPATCH_WORKFLOW", "DispatchResult", "DispatchSpec", "Dispatcher", "LOOKUP_PAGES", "MAX_INPUT_CHARS",
-           "RunLookup", "dispatch_inputs", "run_name"]
+           "RunLookup", "SEARCH_PR", "dispatch_inputs", "parse_run_name", "run_name"]

@@ -27,6 +27,11 @@ Every body is fitted under GitHub's 65,536 characters (`fit.fit`: cells shortene
 delivery unfinished. Dry run (``dry_run=True``) still reads but never writes: no reactions, claim,
 dispatches or replies.
 
+A ``/culprit`` comment (alone in its comment) takes its own path after step 4 (`_culprit`): checked
+by `cmd_culprit.plan` (bad input is a reply, nothing dispatched), claimed, ``culprit.yml``
+dispatched once (looked up by its run-name first when resumed), the reply edited to "searching: ...";
+the search's job writes the answer into that reply later (`culprit_reply`).
+
 A ``workflow_run`` delivery (a dispatched run completed) goes to `tools.rerun.run_ended`: its row
 says "no result" unless it holds results.
 """
@@ -40,14 +45,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ci.registry import REGISTRY_FILENAME, Registry, RegistryError, load_registry
-from tools.rerun import cmd_rerun_failed, cmd_rerun_test, cmd_rerun_tier, replies
+from tools.rerun import cmd_culprit, cmd_rerun_failed, cmd_rerun_test, cmd_rerun_tier, culprit_reply, replies
 from tools.rerun.budget import BOT_WRITES_PER_MINUTE, PROGRESS_SECONDS, Coalescer, WritePacer
 from tools.rerun.fit import fit
 from tools.rerun.cmd_rerun_failed import RerunResult
 from tools.rerun.cmd_rerun_tier import DEFAULT_SHARD_BUDGET
-from tools.rerun.comment_lines import RERUN_FAILED, RERUN_TEST, RERUN_TIER
+from tools.rerun.comment_lines import CULPRIT, RERUN_FAILED, RERUN_TEST, RERUN_TIER
 from tools.rerun.commands import Command, parse_comment
-from tools.rerun.dispatch import DISPATCH_WORKFLOW, Dispatcher, DispatchResult, RunLookup
+from tools.rerun.dispatch import DISPATCH_WORKFLOW, Dispatcher, DispatchResult, DispatchSpec, RunLookup
 from tools.rerun.event import CommentEvent
 from tools.rerun.github import DEFAULT_BOT_LOGIN, GitHubAPI, GitHubError, PullRequest
 from tools.rerun.policy import decide
@@ -68,8 +73,9 @@ class BotConfig:
     (``owner/name``), when set, is the only repository whose events are handled (others are
     ignored: its registry and tree would be the wrong ones). ``shard_budget`` (seconds of
     est_time per shard) is what ``/rerun-tier`` plans with; ``writes_per_minute`` paces the writes of
-    the process's clients. ``pr_workflows``: the workflows that run
-    for a PR from the base branch, whose runs ``/rerun-failed`` finds by run-name (`pr_runs`)."""
+    the process's clients; ``history`` is the test history `/culprit` reads its default window from.
+    ``pr_workflows``: the workflows that run for a PR from the base branch, whose runs
+    ``/rerun-failed`` finds by run-name (`pr_runs`)."""
 
     repo_root: Path
     workflow_file: str = DISPATCH_WORKFLOW
@@ -81,6 +87,7 @@ class BotConfig:
     pr_workflows: tuple[str, ...] = PR_WORKFLOWS
     writes_per_minute: float = BOT_WRITES_PER_MINUTE  # of the process's client (`pacer`); 0: unpaced
     report_settle: float = 12.0  # `Reporter`'s settle before its re-read, for the workflow_run hook
+    history: str | None = None  # the test history (URL or path): `/culprit`'s default window
 
     def pacer(self) -> Callable[[], None] | None:
         """The ``pace`` for the process's GitHub clients (one pacer per process), None when unpaced."""
@@ -209,6 +216,8 @@ class Handler:
                 self._write(event, outcome, reply, replies.refusal_reply(event.comment_id, event.user, decision))
                 return outcome
 
+        if any(c.name == CULPRIT for c in runnable):
+            return self._culprit(event, outcome, reply, runnable, notes, default_branch, resumed=prior is not None)
         sha = (prior.sha if prior is not None and prior.sha else None) or pull.head_sha
         try:
             work = self._plan(event, runnable, pull, sha)
@@ -280,6 +289,52 @@ class Handler:
             body = relayout(retitle(self._keep_reported(event, reply.id, body)))
         self._write(event, outcome, reply, body)
         self._react(event, outcome, "rocket" if outcome.status == "dispatched" else "confused")
+        return outcome
+
+    def _culprit(self, event: CommentEvent, outcome: Outcome, reply: "_ReplyRef", commands: list[Command],
+                 notes: list[str], default_branch: str, resumed: bool) -> Outcome:
+        """``/culprit``: check it (`cmd_culprit.plan`), claim, dispatch culprit.yml once (looked up
+        first when resumed), reply "searching: ..."; bad input is a reply and dispatches nothing."""
+        user = replies.user_mention(event.user)
+        try:
+            if len(commands) > 1 or notes:
+                raise cmd_culprit.CulpritProblem("post `/culprit` in a comment of its own: one search per comment, "
+                                                 "and no other command beside it")
+            registry = load_registry(self.config.repo_root / REGISTRY_FILENAME)
+            request = cmd_culprit.plan(registry, self.config.repo_root, commands[0], history=self.config.history,
+                                       repo=event.repo)
+        except RegistryError as exc:
+            return self._fail(event, outcome, reply, "`registry.yaml` on the default branch is invalid", str(exc),
+                              github=False)
+        except cmd_culprit.CulpritProblem as exc:
+            self._react(event, outcome, "confused")
+            outcome.status, outcome.reason = "invalid", str(exc)
+            self._write(event, outcome, reply, replies.notes_reply(event.comment_id, event.user, notes + [str(exc)]))
+            return outcome
+        inputs = request.inputs(event.number, event.comment_id)
+        name = cmd_culprit.culprit_run_name(inputs)
+        spec = DispatchSpec(request.tier, "culprit", (), (request.test,))
+        if self.config.dry_run:
+            outcome.dispatches = [DispatchResult(spec, inputs, name, "dry-run")]
+            self._write(event, outcome, reply, culprit_reply.searching(event.comment_id, user, request, None))
+            return outcome
+        self._write(event, outcome, reply, culprit_reply.claim(event.comment_id, user))
+        actions_url = f"{event.html_url}/actions/workflows/{cmd_culprit.CULPRIT_WORKFLOW}"
+        dispatcher = Dispatcher(self.client, event.repo, cmd_culprit.CULPRIT_WORKFLOW, default_branch, actions_url,
+                                self.config.lookup, sleep=self.sleep, since=event.created_at)
+        try:
+            found = dispatcher.find([name], self.config.lookup.wait) if resumed else {}
+        except GitHubError as exc:  # cannot prove it was not sent: send nothing
+            state, url, error = "failed", None, f"looking for the earlier run failed: {exc}"
+        else:
+            state, url, error = ("found", found[name].html_url, None) if name in found else \
+                dispatcher.send_inputs(inputs, name)
+        outcome.dispatches = [DispatchResult(spec, inputs, name, state, error, url)]
+        if error is not None:
+            outcome.status = "partial"
+            outcome.errors.append(f"dispatch {name}: {error}")
+        self._write(event, outcome, reply, culprit_reply.searching(event.comment_id, user, request, url, error))
+        self._react(event, outcome, "rocket" if error is None else "confused")
         return outcome
 
     def _run_ended(self, payload: dict[str, Any]) -> Outcome:

@@ -4,7 +4,7 @@ Rules, in order (the first that allows a command wins; a refusal names the rule 
 
 1. **collaborator**: write, maintain or admin permission on the repository -> every command.
 2. **PR author, same repository**: the author of a pull request whose head branch is in this
-   repository (not a fork) -> ``/rerun-test <target>`` and ``/rerun-failed``, on their own PR.
+   repository (not a fork) -> ``/rerun-test <target>``, ``/rerun-failed`` and ``/culprit``, on their own PR.
 3. **fork**: on a pull request from a fork only rule 1 applies: the dispatched job runs the PR's
    code on GPU runners.
 
@@ -27,9 +27,11 @@ class Action(str, enum.Enum):
     RERUN_OWNER = "`/rerun-test --owner`"
     RERUN_FAILED = "`/rerun-failed`"
     RERUN_TIER = "`/rerun-tier` / `/rerun-stage`"
+    CULPRIT = "`/culprit`"
 
 
-AUTHOR_ACTIONS = frozenset({Action.RERUN_TEST, Action.RERUN_FAILED})
+# `/culprit` is checked exactly as `/rerun-test <target>`: both run a registered test on its tier.
+AUTHOR_ACTIONS = frozenset({Action.RERUN_TEST, Action.RERUN_FAILED, Action.CULPRIT})
 
 RULE_COLLABORATOR = "rule 1 (collaborator: write, maintain or admin)"
 RULE_AUTHOR = "rule 2 (PR author, same repository)"

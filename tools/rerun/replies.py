@@ -93,8 +93,10 @@ def cap(body: str, limit: int = MAX_BODY_CHARS) -> str:
     return text + note.format(lines=max(left_lines, 1), chars=_size(body) - _size("\n".join(kept)))
 
 
-def _user(login: str) -> str:
+def user_mention(login: str) -> str:
+    """``@login`` for a login GitHub could have issued, else the text quoted."""
     return f"@{login}" if _LOGIN_RE.fullmatch(login) else quote(login)
+
 
 
 def _code(text: str) -> str:
@@ -106,11 +108,11 @@ def help_reply(comment_id: int, user: str, names: Sequence[str], notes: Sequence
     """The ``--help`` text of each command asked about (in order, once each), plus ``notes``."""
     texts = "\n".join(help_text(name) for name in dict.fromkeys(names))
     extra = "".join(f"\n{note}\n" for note in notes)
-    return f"{marker(comment_id)}\n{_user(user)} here is how to use the bot:\n\n{texts}{extra}"
+    return f"{marker(comment_id)}\n{user_mention(user)} here is how to use the bot:\n\n{texts}{extra}"
 
 
 def refusal_reply(comment_id: int, user: str, decision: Decision) -> str:
-    return (f"{marker(comment_id)}\n{_user(user)} thanks for the request! It was refused by "
+    return (f"{marker(comment_id)}\n{user_mention(user)} thanks for the request! It was refused by "
             f"{decision.rule}: {decision.reason}. Nothing was run; a maintainer can post the same "
             f"command for you. `/rerun-test --help` shows the whole policy.")
 
@@ -121,23 +123,23 @@ def failure_reply(comment_id: int, user: str, what: str, error: str, *, resumabl
     then = ("it is retried when the delivery is replayed, or post the command again" if resumable
             else "post the command again once this is fixed")
     shown = visible(error, keep="\n").replace("```", "` ` `")
-    return (f"{marker(comment_id, FAILED if resumable else DONE)}\n{_user(user)} the bot could not finish: "
+    return (f"{marker(comment_id, FAILED if resumable else DONE)}\n{user_mention(user)} the bot could not finish: "
             f"{what}.\n\n```\n{shown}\n```\nNothing was re-run for this comment; {then}.")
 
 
 def notes_reply(comment_id: int, user: str, notes: Sequence[str]) -> str:
     """A comment whose command lines all failed to parse or were look-alikes: nothing ran."""
-    return f"{marker(comment_id)}\n{_user(user)} nothing was run for this comment:\n\n" + "\n\n".join(notes) + "\n"
+    return f"{marker(comment_id)}\n{user_mention(user)} nothing was run for this comment:\n\n" + "\n\n".join(notes) + "\n"
 
 
 def too_many_reply(comment_id: int, user: str, count: int) -> str:
-    return (f"{marker(comment_id)}\n{_user(user)} this comment asks for {count} targets; at most "
+    return (f"{marker(comment_id)}\n{user_mention(user)} this comment asks for {count} targets; at most "
             f"{MAX_TARGETS} are allowed per comment, so nothing was run. Split it over several comments.")
 
 
 def claim_reply(comment_id: int, user: str, sha: str, runs: int) -> str:
     """Posted before anything is dispatched: the comment is taken, the table follows."""
-    return (f"{marker(comment_id, CLAIMED, sha)}\n{_user(user)} dispatching… ({runs} run(s) for commit "
+    return (f"{marker(comment_id, CLAIMED, sha)}\n{user_mention(user)} dispatching… ({runs} run(s) for commit "
             f"`{sha[:12]}`; this reply is updated with the table once they are sent.)")
 
 
@@ -215,7 +217,7 @@ def command_error(command: Command) -> str:
 def result_reply(comment_id: int, user: str, header: str, sections: Sequence[str], runs: str,
                  notes: Sequence[str], state: str = DONE, sha: str | None = None) -> str:
     """The full reply: header line, sections (targets table, summaries), the runs table, notes."""
-    parts = [f"{marker(comment_id, state, sha)}\n{_user(user)} {header}"]
+    parts = [f"{marker(comment_id, state, sha)}\n{user_mention(user)} {header}"]
     parts += [s for s in sections if s]
     if runs:
         parts.append(runs)

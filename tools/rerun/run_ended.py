@@ -5,7 +5,8 @@ GitHub sends it (`@octokit/webhooks-examples`' shape) into the run's place in a 
 comment, tier, part from its ``display_title`` (the dispatch workflow's ``run-name``, ``rerun-test
 PR #N <tier> <part> (<sha>) comment <id>``), its ``conclusion`` and ``html_url``; or a sentence
 saying why the delivery is not one the bot acts on (another action, another workflow, a run that
-succeeded: its ``report`` job wrote the row, a title the bot did not write).
+succeeded: its ``report`` job wrote the row, a title the bot did not write, a culprit search's probe:
+PR #0 `dispatch.SEARCH_PR`, whose search reads the conclusion itself and has no reply row).
 
 `mark_ended(reporter, ended)` writes `headline.silent_cell(conclusion)` with the run's link into
 that row, only while it still waits (``Reporter.report(only_if_waiting=True)``), without the
@@ -20,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tools.rerun.dispatch import parse_run_name
+from tools.rerun.dispatch import SEARCH_PR, parse_run_name
 from tools.rerun.headline import silent_cell
 from tools.rerun.report import Reporter
 
@@ -62,6 +63,8 @@ class RunEnded:
         title = parse_run_name(str(run.get("display_title") or ""))
         if title is None:
             return f"the run's title {str(run.get('display_title'))[:120]!r} is not one the bot dispatches"
+        if int(title["pr"]) == SEARCH_PR:
+            return "the run is a culprit search's probe (PR #0): it answers no comment; the search reads its conclusion"
         url = run.get("html_url")
         return cls(repo["full_name"], int(title["pr"]), int(title["comment_id"]), title["tier"], title["part"],
                    conclusion if isinstance(conclusion, str) else "unknown",
