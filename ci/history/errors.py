@@ -10,7 +10,9 @@ Contract:
   different bare ``assert`` failures of one test still read apart. ``""`` when the attempt has no
   failure text (a retried attempt: pytest's JUnit keeps none).
 - `normalise(text)` is the signature text of a line: run-specific parts replaced (see its doc);
-  `ci.history.classify.fingerprint` hashes it.
+  `ci.history.classify.fingerprint` hashes it. pytest's JUnit wraps an error raised in a fixture
+  (``failed on setup with "TimeoutError: ..."``) where the plugin's attempt record keeps the
+  exception line itself; the signature is the inner line's, so the two read as one failure.
 - `is_generic(line)`: the line, once normalised and
   stripped of its exception type, of assert/comparison words and placeholders, holds no word of
   three letters or more; or it is one of the known wrapper phrases. A generic line never makes a
@@ -77,6 +79,7 @@ _LONG_HEX = re.compile(r"\b[0-9a-fA-F]{12,}\b")
 _NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _LINE_NO = re.compile(r"(\.py|\bline)[: ]\s*\d+")
 _SPACE = re.compile(r"\s+")
+_PHASE = re.compile(r'^failed on (?:setup|teardown) with "(.*)"$', re.S)
 MAX_FINGERPRINT_TEXT = 300
 
 
@@ -85,7 +88,10 @@ def normalise(text: str) -> str:
     """One line with the run-specific parts replaced: ``0x...`` -> ``<addr>``, temporary
     directories and ``tmpXXXXXX`` names -> ``<tmp>``, other absolute paths -> ``<path>``, UUIDs and
     long hex ids -> ``<id>``, line numbers (``x.py:12``, ``line 12``) and other numbers -> ``<n>``;
-    whitespace folded; at most `MAX_FINGERPRINT_TEXT` characters."""
+    whitespace folded; at most `MAX_FINGERPRINT_TEXT` characters. pytest's ``failed on setup with
+    "..."`` wrapper is dropped for the line it quotes."""
+    wrapped = _PHASE.match(text.strip())
+    text = wrapped.group(1) if wrapped else text
     text = _HEX.sub("<addr>", text)
     text = _TMP.sub("<tmp>", text)
     text = _PATH.sub("<path>", text)

@@ -103,6 +103,15 @@ def test_signature_strips_what_changes_between_runs() -> None:
 SUITE = textwrap.dedent("""\
     import subprocess
 
+    import pytest
+
+    @pytest.fixture
+    def server():
+        raise TimeoutError("Server failed to start in 600 s")
+
+    def test_server_setup(server):
+        pass
+
     def test_bare_assert():
         ok = False
         assert ok
@@ -142,3 +151,7 @@ def test_real_pytest_output(tmp_path: Path) -> None:
     assert rows["test_cuda"].error == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert rows["test_wrapped"].error == "KeyError: 'rope_scaling'"
     assert rows["test_wrapped"].message == "KeyError: 'rope_scaling'"  # the signature text follows the error line
+    # pytest wraps a fixture's error; the plugin's record of a retried attempt keeps the line itself
+    setup = rows["test_server_setup"]
+    assert setup.error == 'failed on setup with "TimeoutError: Server failed to start in 600 s"'
+    assert setup.fingerprint == fingerprint(att("TimeoutError: Server failed to start in 600 s"))[0]
