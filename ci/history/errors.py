@@ -21,6 +21,11 @@ Contract:
   ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
   lines) names that runner-level cause, else ``""``. An assertion is never infra, whatever string it
   quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing.
+- `environment_kind(line)`: ``startup``, ``port``, ``connection`` or ``watchdog`` when the line is
+  an error whose usual cause is the test's surroundings rather than the code under test (a server
+  that did not come up in time, a port still held, a refused or reset connection, a collective's
+  watchdog timeout), else ``""``. A prior for the verdicts, never a verdict by itself: a change can
+  make a server hang too.
 """
 
 from __future__ import annotations
@@ -57,6 +62,16 @@ _INFRA = (
     (SIGNAL, re.compile(r"Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|(?:killed|terminated) by signal"
                         r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
                         re.I)),
+)
+# Errors whose usual cause is the machine or its neighbours (load, a leftover process), not the code.
+_ENVIRONMENT = (
+    ("startup", re.compile(r"\b(?:server|engine|router|worker)s?\b[^.]{0,40}\b(?:failed to start|did not start|"
+                           r"not (?:ready|healthy|up) (?:in|after|within))|timed? ?out waiting for (?:the )?"
+                           r"(?:server|engine|health|port)", re.I)),
+    ("port", re.compile(r"Address already in use|\bEADDRINUSE\b", re.I)),
+    ("connection", re.compile(r"Connection (?:refused|reset by peer|aborted)|\bECONN(?:REFUSED|RESET)\b"
+                              r"|RemoteDisconnected|Remote end closed connection", re.I)),
+    ("watchdog", re.compile(r"Watchdog caught collective operation timeout", re.I)),
 )
 _ASSERTION = re.compile(r"\s*(?:(?:[\w]+\.)*(?:AssertionError|AssertError)\b|assert\b|Failed: (?!Timeout))")
 
@@ -157,3 +172,11 @@ def infra_kind(attempt: Attempt) -> str:
             if pattern.search(line):
                 return kind
     return ""
+
+
+def environment_kind(line: str) -> str:
+    """The environmental class of an error line, or ``""`` (see the module docstring); an
+    assertion is the test's own check, whatever it quotes."""
+    if _ASSERTION.match(line):
+        return ""
+    return next((kind for kind, pattern in _ENVIRONMENT if pattern.search(line)), "")

@@ -31,6 +31,7 @@ FILE = "tests/srt/test_x.py"
 NODE = f"{FILE}::test_a"
 BOOM = ("AssertionError: expected 3 tokens, got 4", "E   AssertionError: expected 3 tokens, got 4")
 OTHER = ("AssertionError: logits differ by 0.5", "E   AssertionError: logits differ by 0.5")
+PORT = ("OSError: [Errno 98] Address already in use", "E   OSError: [Errno 98] Address already in use")
 CUDA = ("RuntimeError: CUDA error: an illegal memory access was encountered",
         "E   RuntimeError: CUDA error: an illegal memory access was encountered")
 
@@ -435,3 +436,33 @@ def test_a_flake_seen_only_in_another_pull_requests_rerun_is_flaky(store_locatio
         assert flaky_scores(store) == []  # what quarantines read: scored reports only
         (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(11))], merge_base=sha(11))
     assert v.verdict == FLAKY, v.detail
+
+
+@pytest.mark.parametrize("others_flake, pr_runs, error, expected", [
+    (True, 1, PORT, FLAKY),  # an environmental error this history's tests flake with, in one run
+    (False, 1, PORT, NEW),  # no test here ever flaked with it: no evidence the machines do this
+    (True, 2, PORT, NEW),  # the rerun failed it too: no flake rate of its own to explain that
+    (True, 1, BOOM, NEW),  # not an environmental error
+    (True, 1, ("AssertionError: assert 'Address already in use' not in log",
+               "E   AssertionError: assert 'Address already in use' not in log"), NEW),  # the test's own check
+])
+def test_an_environmental_error_other_tests_flake_with(store_location: str, tmp_path: Path, others_flake: bool,
+                                                       pr_runs: int, error, expected: str) -> None:
+    """test_a never failed on main and has no flaky score; test_b (on another tier) flipped twice on
+    main with a port still in use (failed at one commit, passed before and after). test_a's pull
+    request run failing both attempts with the same class of error is the machines' chance, not the
+    change; failing its rerun too is not."""
+    with open_store(store_location) as store:
+        for i in range(6):
+            run(store, tmp_path, sha(i), [None])
+            flip = others_flake and i in (1, 4)  # failed both attempts, passed before and after: a flake
+            b = Case(FILE, "test_b", "failed", *PORT, reruns=1) if flip else Case(FILE, "test_b")
+            assert ingest(store, prepare(write_report(tmp_path, [b]), RunIdentity(REPO, sha(i), "push", "gpu_b200"))).added
+        head = f"{7:04x}{'d' * 36}"
+        for attempt in range(1, pr_runs + 1):
+            run(store, tmp_path, head, [error, error], "pull_request" if attempt == 1 else "rerun", pr=7,
+                base_sha=sha(5), attempt=attempt)
+        (v,) = judge(store, load_run(store, pr=7).failures, merge_base=sha(5))
+    assert v.verdict == expected, v.detail
+    if expected == FLAKY:
+        assert v.detail == "flaky: an environmental error (port) that tests here flake with"
