@@ -349,17 +349,27 @@ def test_broken_rows_at_the_commit_count_once_with_no_fail_row(store_location: s
     assert v.verdict == FLAKY and v.score is not None and 0.224 < v.score < 0.368, v.detail
 
 
-def test_a_breakage_closed_by_a_revert_is_no_flake_evidence(store_location: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("ran_at", [(5, 6), (5,)])
+def test_a_breakage_closed_by_a_revert_is_no_flake_evidence(store_location: str, tmp_path: Path,
+                                                            ran_at: tuple[int, ...]) -> None:
     """Main broke at 5, the revert at 7 fixed it: a breakage, so no flaky score (it was 30 %), and a
-    pull request that brings the bug back is not told "flaky"."""
+    pull request that brings the bug back is not told "flaky"; one based at 6 is broken on main.
+    Also when test_a ran at 5 only (pushes run the areas they touch): one commit, both attempts."""
     from ci.history.flaky import flaky_scores
 
     with open_store(store_location) as store:
         for i in range(12):
-            run(store, tmp_path, sha(i), [BOOM, BOOM] if i in (5, 6) else [None])
+            if i in ran_at:
+                run(store, tmp_path, sha(i), [BOOM, BOOM])
+            elif i not in (5, 6):
+                run(store, tmp_path, sha(i), [None])
+            else:
+                run(store, tmp_path, sha(i), [None], node="test_other")  # main's commit, test_a not run
         assert flaky_scores(store) == []
         (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(11))], merge_base=sha(11))
+        (at_6,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], pr=8, base=sha(6))], merge_base=sha(6))
     assert v.verdict == NEW and v.score is None, v.detail
+    assert at_6.verdict == BROKEN_ON_MAIN and at_6.since == sha(5) and at_6.fixed_at == sha(7), at_6.detail
 
 
 @pytest.mark.parametrize("failing_commits, expected", [(1, FLAKY), (2, BROKEN_ON_MAIN)])
