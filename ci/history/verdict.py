@@ -13,9 +13,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    its commits), N fails on T since a commit and has not passed since (an open streak with two or
    more failing attempts, or with one whose signature is this failure's and is not a known flaky
    signature of N), or the pull request's merge base lies inside a streak main has since fixed.
-   One failed run at one commit whose errors are all known flake signatures of N is no such streak
-   (the flake firing); at the merge base it counts in rule 4, and is the breakage if the flake
-   cannot explain the failures with it. The detail names the first failing commit, the last pass
+   One failed run at one commit whose errors are all known flake signatures of N, or all of an
+   environmental class some test of the history flakes with (rule 4), is no such streak (a flake
+   firing); at the merge base it counts in rule 4, and is the breakage if the flake cannot explain
+   the failures with it. The detail names the first failing commit, the last pass
    and the candidate commits between.
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
@@ -207,13 +208,13 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
     streaks = fail_streaks(runs, order)
-    streak = _breakage(streaks, order, f, known_flake, flaky_prints, merge_base)
+    streak = _breakage(streaks, order, f, known_flake, flaky_prints, merge_base, flaked)
     if streak is not None:
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
                        candidate_count=streak.candidate_count, **base)
     if (score is not None and known_flake) or environment:
-        tries, at_base = _failed_runs(f, fails_here, streaks, order, flaky_prints, merge_base)
+        tries, at_base = _failed_runs(f, fails_here, streaks, order, flaky_prints, merge_base, flaked)
         r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
         p = score.score if score is not None else 0.0  # no score: only one failed run can be the flake
         chance = flake_chance(p, r, tries)
@@ -242,24 +243,24 @@ def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
 
 
 def _breakage(streaks: list[Streak], order: tuple[str, ...], f: Failure, known_flake: bool,
-              flaky_prints: set[str], merge_base: str) -> Streak | None:
+              flaky_prints: set[str], merge_base: str, flaked: frozenset[str]) -> Streak | None:
     if not streaks:
         return None
     last = streaks[-1]
-    if last.open and _broke(last, flaky_prints) and (
+    if last.open and _broke(last, flaky_prints, flaked) and (
             last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
         return last
     at = position(order, merge_base) if merge_base else None
     if at is not None:
         for streak in streaks:
             if (not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2
-                    and _broke(streak, flaky_prints)):
+                    and _broke(streak, flaky_prints, flaked)):
                 return streak
     return None
 
 
 def _failed_runs(f: Failure, stored: list[int], streaks: list[Streak], order: tuple[str, ...],
-                 flaky_prints: set[str], merge_base: str) -> tuple[list[int], Streak | None]:
+                 flaky_prints: set[str], merge_base: str, flaked: frozenset[str]) -> tuple[list[int], Streak | None]:
     """Failed attempts of each run that failed the test with no pass: the stored runs of its commit,
     one more when the failure counts attempts no stored run holds (a run not yet ingested), and
     main's one failed run of the flake at the merge base (the pull request holds that code), which
@@ -268,7 +269,7 @@ def _failed_runs(f: Failure, stored: list[int], streaks: list[Streak], order: tu
     if f.failures > sum(tries):
         tries.append(f.failures - sum(tries))
     at = position(order, merge_base) if merge_base else None
-    at_base = next((s for s in streaks if at is not None and s.first_index == at and not _broke(s, flaky_prints)),
+    at_base = next((s for s in streaks if at is not None and s.first_index == at and not _broke(s, flaky_prints, flaked)),
                    None)
     return tries + ([at_base.failing_attempts] if at_base else []), at_base
 
@@ -284,11 +285,13 @@ def flake_chance(p: float, r: float, tries: Sequence[int]) -> float:
     return chance
 
 
-def _broke(streak: Streak, flaky_prints: set[str]) -> bool:
+def _broke(streak: Streak, flaky_prints: set[str], flaked: frozenset[str] = frozenset()) -> bool:
     """A streak is the code's unless it is one failed run at one commit whose every error is one
-    of the test's known flake signatures: that is the flake firing once, not a breakage."""
+    of the test's known flake signatures, or of an environmental class the history's tests flake
+    with (``flaked``): that is a flake firing once, not a breakage."""
     single = streak.commits == 1 and streak.runs == 1
-    return not (single and streak.fingerprints and set(streak.fingerprints) <= flaky_prints)
+    environmental = all(environment_kind(text) in flaked for text in streak.messages)
+    return not (single and streak.fingerprints and (set(streak.fingerprints) <= flaky_prints or environmental))
 
 
 def _broken_text(s: Streak, f: Failure) -> str:

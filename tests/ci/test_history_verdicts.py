@@ -476,3 +476,27 @@ def test_an_environmental_error_other_tests_flake_with(store_location: str, tmp_
     assert v.verdict == expected, v.detail
     if expected == FLAKY:
         assert v.detail == "flaky: an environmental error (port) that tests here flake with"
+
+
+@pytest.mark.parametrize("others_flake, fixed, expected", [
+    (True, False, FLAKY),  # main's newest run of test_a failed once with a port in use: not "broken since"
+    (True, True, FLAKY),  # the same, then passed: not "fixed on main, merge the default branch"
+    (False, False, BROKEN_ON_MAIN),  # no test here ever flaked that way: main's failure is main's
+])
+def test_one_failed_main_run_with_an_environmental_error_is_no_breakage(store_location: str, tmp_path: Path,
+                                                                         others_flake: bool, fixed: bool,
+                                                                         expected: str) -> None:
+    """test_a failed both attempts at main's commit 5 with a port in use (6 did not run it); test_b,
+    on another tier, flaked with the same class of error. A pull request based at 6 failing the same
+    way once is that flake, as rule 4 says, not a breakage of main."""
+    with open_store(store_location) as store:
+        for i in range(8 if fixed else 7):
+            if i == 6:
+                run(store, tmp_path, sha(i), [None], node="test_other")
+            else:
+                run(store, tmp_path, sha(i), [PORT, PORT] if i == 5 else [None])
+            flip = others_flake and i in (1, 3)
+            b = Case(FILE, "test_b", "failed", *PORT, reruns=1) if flip else Case(FILE, "test_b")
+            assert ingest(store, prepare(write_report(tmp_path, [b]), RunIdentity(REPO, sha(i), "push", "gpu_b200"))).added
+        (v,) = judge(store, [pr_failure(store, tmp_path, [PORT, PORT], base=sha(6))], merge_base=sha(6))
+    assert v.verdict == expected, v.detail
