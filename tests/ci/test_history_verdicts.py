@@ -31,7 +31,6 @@ FILE = "tests/srt/test_x.py"
 NODE = f"{FILE}::test_a"
 BOOM = ("AssertionError: expected 3 tokens, got 4", "E   AssertionError: expected 3 tokens, got 4")
 OTHER = ("AssertionError: logits differ by 0.5", "E   AssertionError: logits differ by 0.5")
-PORT = ("OSError: [Errno 98] Address already in use", "E   OSError: [Errno 98] Address already in use")
 CUDA = ("RuntimeError: CUDA error: an illegal memory access was encountered",
         "E   RuntimeError: CUDA error: an illegal memory access was encountered")
 
@@ -349,43 +348,6 @@ def test_broken_rows_at_the_commit_count_once_with_no_fail_row(store_location: s
     assert v.verdict == FLAKY and v.score is not None and 0.224 < v.score < 0.368, v.detail
 
 
-@pytest.mark.parametrize("ran_at", [(5, 6), (5,)])
-def test_a_breakage_closed_by_a_revert_is_no_flake_evidence(store_location: str, tmp_path: Path,
-                                                            ran_at: tuple[int, ...]) -> None:
-    """Main broke at 5, the revert at 7 fixed it: a breakage, so no flaky score (it was 30 %), and a
-    pull request that brings the bug back is not told "flaky"; one based at 6 is broken on main.
-    Also when test_a ran at 5 only (pushes run the areas they touch): one commit, both attempts."""
-    from ci.history.flaky import flaky_scores
-
-    with open_store(store_location) as store:
-        for i in range(12):
-            if i in ran_at:
-                run(store, tmp_path, sha(i), [BOOM, BOOM])
-            elif i not in (5, 6):
-                run(store, tmp_path, sha(i), [None])
-            else:
-                run(store, tmp_path, sha(i), [None], node="test_other")  # main's commit, test_a not run
-        assert flaky_scores(store) == []
-        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(11))], merge_base=sha(11))
-        (at_6,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], pr=8, base=sha(6))], merge_base=sha(6))
-    assert v.verdict == NEW and v.score is None, v.detail
-    assert at_6.verdict == BROKEN_ON_MAIN and at_6.since == sha(5) and at_6.fixed_at == sha(7), at_6.detail
-
-
-@pytest.mark.parametrize("failing_commits, expected", [(1, FLAKY), (2, BROKEN_ON_MAIN)])
-def test_one_failed_run_of_a_known_flake_on_main_is_no_open_streak(store_location: str, tmp_path: Path,
-                                                                  failing_commits: int, expected: str) -> None:
-    """test_a flakes with BOOM; main's newest run failed both attempts with BOOM: a flake firing,
-    not "broken on main since" that commit; failures at two commits are a breakage."""
-    with open_store(store_location) as store:
-        flaky_main(store, tmp_path)
-        for i in range(12, 12 + failing_commits):
-            run(store, tmp_path, sha(i), [BOOM, BOOM])
-        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(11 + failing_commits))],
-                     merge_base=sha(11 + failing_commits))
-    assert v.verdict == expected, v.detail
-
-
 @pytest.mark.parametrize("retries_fail, expected", [(True, FLAKY), (False, NEW)])
 def test_rule_4_learns_how_often_a_flakes_retry_fails(store_location: str, tmp_path: Path, retries_fail: bool,
                                                       expected: str) -> None:
@@ -419,18 +381,6 @@ def test_a_verdict_holds_as_of_the_judged_run(store_location: str, tmp_path: Pat
     assert then == later
 
 
-def test_one_failed_run_of_a_known_flake_at_the_base_is_not_fixed_on_main(store_location: str,
-                                                                        tmp_path: Path) -> None:
-    """The base's push failed both attempts with the flake's error, the next passed: not "fixed on
-    main at ...: merge the default branch"."""
-    with open_store(store_location) as store:
-        flaky_main(store, tmp_path)
-        run(store, tmp_path, sha(12), [BOOM, BOOM])
-        run(store, tmp_path, sha(13), [None])
-        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(12))], merge_base=sha(12))
-    assert v.verdict == FLAKY, v.detail
-
-
 def test_a_flake_seen_only_in_another_pull_requests_rerun_is_flaky(store_location: str, tmp_path: Path) -> None:
     """Main always passed; pull request 3's run failed test_a twice with BOOM and its rerun of that
     same commit passed: the same code passed, so BOOM is a flake of test_a (its run stays unscored:
@@ -446,57 +396,3 @@ def test_a_flake_seen_only_in_another_pull_requests_rerun_is_flaky(store_locatio
         assert flaky_scores(store) == []  # what quarantines read: scored reports only
         (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(11))], merge_base=sha(11))
     assert v.verdict == FLAKY, v.detail
-
-
-@pytest.mark.parametrize("others_flake, pr_runs, error, expected", [
-    (True, 1, PORT, FLAKY),  # an environmental error this history's tests flake with, in one run
-    (False, 1, PORT, NEW),  # no test here ever flaked with it: no evidence the machines do this
-    (True, 2, PORT, NEW),  # the rerun failed it too: no flake rate of its own to explain that
-    (True, 1, BOOM, NEW),  # not an environmental error
-    (True, 1, ("AssertionError: assert 'Address already in use' not in log",
-               "E   AssertionError: assert 'Address already in use' not in log"), NEW),  # the test's own check
-])
-def test_an_environmental_error_other_tests_flake_with(store_location: str, tmp_path: Path, others_flake: bool,
-                                                       pr_runs: int, error, expected: str) -> None:
-    """test_a never failed on main and has no flaky score; test_b (on another tier) flipped twice on
-    main with a port still in use (failed at one commit, passed before and after). test_a's pull
-    request run failing both attempts with the same class of error is the machines' chance, not the
-    change; failing its rerun too is not."""
-    with open_store(store_location) as store:
-        for i in range(6):
-            run(store, tmp_path, sha(i), [None])
-            flip = others_flake and i in (1, 4)  # failed both attempts, passed before and after: a flake
-            b = Case(FILE, "test_b", "failed", *PORT, reruns=1) if flip else Case(FILE, "test_b")
-            assert ingest(store, prepare(write_report(tmp_path, [b]), RunIdentity(REPO, sha(i), "push", "gpu_b200"))).added
-        head = f"{7:04x}{'d' * 36}"
-        for attempt in range(1, pr_runs + 1):
-            run(store, tmp_path, head, [error, error], "pull_request" if attempt == 1 else "rerun", pr=7,
-                base_sha=sha(5), attempt=attempt)
-        (v,) = judge(store, load_run(store, pr=7).failures, merge_base=sha(5))
-    assert v.verdict == expected, v.detail
-    if expected == FLAKY:
-        assert v.detail == "flaky: an environmental error (port) that tests here flake with"
-
-
-@pytest.mark.parametrize("others_flake, fixed, expected", [
-    (True, False, FLAKY),  # main's newest run of test_a failed once with a port in use: not "broken since"
-    (True, True, FLAKY),  # the same, then passed: not "fixed on main, merge the default branch"
-    (False, False, BROKEN_ON_MAIN),  # no test here ever flaked that way: main's failure is main's
-])
-def test_one_failed_main_run_with_an_environmental_error_is_no_breakage(store_location: str, tmp_path: Path,
-                                                                         others_flake: bool, fixed: bool,
-                                                                         expected: str) -> None:
-    """test_a failed both attempts at main's commit 5 with a port in use (6 did not run it); test_b,
-    on another tier, flaked with the same class of error. A pull request based at 6 failing the same
-    way once is that flake, as rule 4 says, not a breakage of main."""
-    with open_store(store_location) as store:
-        for i in range(8 if fixed else 7):
-            if i == 6:
-                run(store, tmp_path, sha(i), [None], node="test_other")
-            else:
-                run(store, tmp_path, sha(i), [PORT, PORT] if i == 5 else [None])
-            flip = others_flake and i in (1, 3)
-            b = Case(FILE, "test_b", "failed", *PORT, reruns=1) if flip else Case(FILE, "test_b")
-            assert ingest(store, prepare(write_report(tmp_path, [b]), RunIdentity(REPO, sha(i), "push", "gpu_b200"))).added
-        (v,) = judge(store, [pr_failure(store, tmp_path, [PORT, PORT], base=sha(6))], merge_base=sha(6))
-    assert v.verdict == expected, v.detail
