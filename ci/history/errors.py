@@ -10,7 +10,9 @@ Contract:
   different bare ``assert`` failures of one test still read apart. ``""`` when the attempt has no
   failure text (a retried attempt: pytest's JUnit keeps none).
 - `normalise(text)` is the signature text of a line: run-specific parts replaced (see its doc);
-  `ci.history.classify.fingerprint` hashes it.
+  `ci.history.classify.fingerprint` hashes it. pytest's JUnit wraps an error raised in a fixture
+  (``failed on setup with "TimeoutError: ..."``) where the plugin's attempt record keeps the
+  exception line itself; the signature is the inner line's, so the two read as one failure.
 - `is_generic(line)`: the line, once normalised and
   stripped of its exception type, of assert/comparison words and placeholders, holds no word of
   three letters or more; or it is one of the known wrapper phrases. A generic line never makes a
@@ -19,6 +21,11 @@ Contract:
   ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
   lines) names that runner-level cause, else ``""``. An assertion is never infra, whatever string it
   quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing.
+- `environment_kind(line)`: ``startup``, ``port``, ``connection`` or ``watchdog`` when the line is
+  an error whose usual cause is the test's surroundings rather than the code under test (a server
+  that did not come up in time, a port still held, a refused or reset connection, a collective's
+  watchdog timeout), else ``""``. A prior for the verdicts, never a verdict by itself: a change can
+  make a server hang too.
 """
 
 from __future__ import annotations
@@ -56,6 +63,16 @@ _INFRA = (
                         r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
                         re.I)),
 )
+# Errors whose usual cause is the machine or its neighbours (load, a leftover process), not the code.
+_ENVIRONMENT = (
+    ("startup", re.compile(r"\b(?:server|engine|router|worker)s?\b[^.]{0,40}\b(?:failed to start|did not start|"
+                           r"not (?:ready|healthy|up) (?:in|after|within))|timed? ?out waiting for (?:the )?"
+                           r"(?:server|engine|health|port)", re.I)),
+    ("port", re.compile(r"Address already in use|\bEADDRINUSE\b", re.I)),
+    ("connection", re.compile(r"Connection (?:refused|reset by peer|aborted)|\bECONN(?:REFUSED|RESET)\b"
+                              r"|RemoteDisconnected|Remote end closed connection", re.I)),
+    ("watchdog", re.compile(r"Watchdog caught collective operation timeout", re.I)),
+)
 _ASSERTION = re.compile(r"\s*(?:(?:[\w]+\.)*(?:AssertionError|AssertError)\b|assert\b|Failed: (?!Timeout))")
 
 _TYPE_PREFIX = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failed|Failure)\b:?")
@@ -77,6 +94,7 @@ _LONG_HEX = re.compile(r"\b[0-9a-fA-F]{12,}\b")
 _NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _LINE_NO = re.compile(r"(\.py|\bline)[: ]\s*\d+")
 _SPACE = re.compile(r"\s+")
+_PHASE = re.compile(r'^failed on (?:setup|teardown) with "(.*)"$', re.S)
 MAX_FINGERPRINT_TEXT = 300
 
 
@@ -85,7 +103,10 @@ def normalise(text: str) -> str:
     """One line with the run-specific parts replaced: ``0x...`` -> ``<addr>``, temporary
     directories and ``tmpXXXXXX`` names -> ``<tmp>``, other absolute paths -> ``<path>``, UUIDs and
     long hex ids -> ``<id>``, line numbers (``x.py:12``, ``line 12``) and other numbers -> ``<n>``;
-    whitespace folded; at most `MAX_FINGERPRINT_TEXT` characters."""
+    whitespace folded; at most `MAX_FINGERPRINT_TEXT` characters. pytest's ``failed on setup with
+    "..."`` wrapper is dropped for the line it quotes."""
+    wrapped = _PHASE.match(text.strip())
+    text = wrapped.group(1) if wrapped else text
     text = _HEX.sub("<addr>", text)
     text = _TMP.sub("<tmp>", text)
     text = _PATH.sub("<path>", text)
@@ -151,3 +172,11 @@ def infra_kind(attempt: Attempt) -> str:
             if pattern.search(line):
                 return kind
     return ""
+
+
+def environment_kind(line: str) -> str:
+    """The environmental class of an error line, or ``""`` (see the module docstring); an
+    assertion is the test's own check, whatever it quotes."""
+    if _ASSERTION.match(line):
+        return ""
+    return next((kind for kind, pattern in _ENVIRONMENT if pattern.search(line)), "")

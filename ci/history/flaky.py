@@ -12,7 +12,8 @@ The rule (docs/history.md#the-score says why):
   that is the code breaking (and maybe being fixed), not chance; so is a closed *breakage window*
   (`closed_breakage`: two or more fail commits between passes that each failed every retry, or
   whose failures all read one specific error that the node's other flaky evidence never showed:
-  broken, then fixed or reverted). What is left, a
+  broken, then fixed or reverted; or one such commit whose retry failed too, when no other flake
+  of the node could have printed that error and no other window shows it). What is left, a
   single fail commit or a short streak of a flake's own kind between passes, is a flip, and its
   failures are flaky evidence.
 - Other groups (pull requests, bot reruns) add only their retries, every attempt after the
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
 from ci.history.beta import beta_ppf
-from ci.history.errors import is_generic
+from ci.history.errors import environment_kind, is_generic
 from ci.history.model import (BROKEN, DEFAULT_BRANCH_EVENTS, FAIL, PASS, EvidenceRow, FlakyScore,
                               Interval)
 from ci.history.store import Store
@@ -119,28 +120,37 @@ def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
         if end - i < STREAK_LIMIT and i > 0 and end < len(branch):  # passes on both sides
             windows.append(branch[i:end])
         i = end
+    # an error that ends in a pass again and again is intermittent: a flake's, whatever each window looks like
+    seen = Counter(fp for window in windows for fp in {a.fingerprint for g in window for a in g.fails if a.fingerprint})
+    recurring = {fp for fp, n in seen.items() if n >= 2}
     for window in sorted(windows, key=len):
-        if not closed_breakage(window, {r.fingerprint for r in out.flaky_rows if r.fingerprint}):
+        if not closed_breakage(window, {r.fingerprint for r in out.flaky_rows if r.fingerprint} | recurring,
+                               any(not r.fingerprint for r in out.flaky_rows)):
             for group in window:
                 _count(out, group.attempts)
                 _flaky(out, group.attempts)
     return out
 
 
-def closed_breakage(window: Sequence[_Group], flake_prints: set[str]) -> bool:
+def closed_breakage(window: Sequence[_Group], flake_prints: set[str], textless_flakes: bool = False) -> bool:
     """Whether consecutive fail commits between passes were the code broken and then fixed (a revert,
     a fix): two or more commits that each failed every retry (two or more failed attempts), or
     whose failures all read one specific error that is none of ``flake_prints`` (the signatures of
-    the node's other flaky evidence). One commit alone is a flip (flaky evidence)."""
-    if len(window) < 2:
-        return False
-    if all(len(g.fails) >= 2 for g in window):
+    the node's other flaky evidence). One commit alone is a flip (flaky evidence) unless its retry
+    failed too with such an error, no environmental one (`environment_kind`: a server that did not
+    start, a port in use), and no other flake of the node could have printed it (``textless_flakes``:
+    some of its flaky failures kept no text): a breakage reverted before the test ran again looks
+    like that, and a test with no flake that could have printed it has no flake to explain it."""
+    if len(window) >= 2 and all(len(g.fails) >= 2 for g in window):
         return True
     lines = {(a.fingerprint, a.message) for g in window for a in g.fails if a.fingerprint}
     if len(lines) != 1 or not all(any(a.fingerprint for a in g.fails) for g in window):
         return False
     fingerprint, message = next(iter(lines))
-    return not is_generic(message) and fingerprint not in flake_prints
+    specific = not is_generic(message) and fingerprint not in flake_prints
+    if len(window) >= 2:
+        return specific
+    return specific and len(window[0].fails) >= 2 and not environment_kind(message) and not textless_flakes
 
 
 def _count(out: Evidence, attempts: Sequence[EvidenceRow]) -> None:

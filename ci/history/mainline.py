@@ -39,6 +39,7 @@ class MainRun:
     kind: str
     fingerprint: str = ""
     infra: str = ""
+    message: str = ""  # the failure's signature text (`ci.history.errors.normalise`)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Streak:
     failing_attempts: int
     runs: int  # distinct reports with a failing attempt in the streak
     fingerprints: tuple[str, ...]  # distinct, in first-seen order
+    messages: tuple[str, ...]  # their signature texts, distinct, in first-seen order
     candidates: tuple[str, ...]  # at most MAX_CANDIDATES, oldest first
     candidate_count: int
     first_index: int  # positions in the order used
@@ -145,11 +147,12 @@ def fail_streaks(runs: Sequence[MainRun], order: Sequence[str]) -> list[Streak]:
         span = positions.order[start:first + 1]
         failing = [run for c in commits[i:end] for run in attempts[c]]
         prints = tuple(dict.fromkeys(r.fingerprint for r in failing if r.fingerprint))
+        texts = tuple(dict.fromkeys(r.message for r in failing if r.fingerprint))
         streaks.append(Streak(
             positions.order[first], positions.order[commits[end - 1]],
             positions.order[last_pass] if last_pass is not None else "",
             positions.order[fixed] if fixed is not None else "", end - i, len(failing),
-            len({r.report_id for r in failing}), prints,
+            len({r.report_id for r in failing}), prints, texts,
             tuple(span[-MAX_CANDIDATES:]), first - last_pass if last_pass is not None else first + 1,
             first, fixed if fixed is not None else len(positions.order)))
         i = end

@@ -13,9 +13,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    its commits), N fails on T since a commit and has not passed since (an open streak with two or
    more failing attempts, or with one whose signature is this failure's and is not a known flaky
    signature of N), or the pull request's merge base lies inside a streak main has since fixed.
-   One failed run at one commit whose errors are all known flake signatures of N is no such streak
-   (the flake firing); at the merge base it counts in rule 4, and is the breakage if the flake
-   cannot explain the failures with it. The detail names the first failing commit, the last pass
+   One failed run at one commit whose errors are all known flake signatures of N, or all of an
+   environmental class some test of the history flakes with (rule 4), is no such streak (a flake
+   firing); at the merge base it counts in rule 4, and is the breakage if the flake cannot explain
+   the failures with it. The detail names the first failing commit, the last pass
    and the candidate commits between.
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
@@ -23,7 +24,11 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`ci.history.errors.is_generic`: it would match any failure), and the failed runs (at S, and
    main's one-run flake at the merge base) are not less likely than `CHANCE` under "flaky"
    (`flake_chance`: N's score p and its learned retry correlation r,
-   `ci.history.retries.RetryCorrelation`) than under "broken".
+   `ci.history.retries.RetryCorrelation`) than under "broken". Likewise a failure whose error is
+   of an environmental class (`ci.history.errors.environment_kind`: a server that did not start, a
+   port in use, a refused connection, a watchdog timeout) that some test of the history has failed
+   with as flake evidence, even with no known signature or score of N's own: with no score (p = 0)
+   only one failed run can be that flake, so a rerun that fails it too makes it ``new``.
 5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
@@ -41,7 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ci.history.classify import signature
-from ci.history.errors import error_line, infra_kind, is_generic
+from ci.history.errors import environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, Streak, fail_streaks, main_order, position
 from ci.history.model import FlakyScore, Interval
@@ -151,6 +156,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                                                   as_of=as_of, unscored=True)}
         retries = RetryCorrelation(store, tier, as_of)
         first_run = not has_main_history(store, repo, tier, as_of)
+        flaked = _flaked_kinds(store, as_of) if any(environment_kind(failures[i].error) for i in indexes) else \
+            frozenset()
         orders: dict[str, tuple[str, ...]] = {}
         for i in indexes:
             f = failures[i]
@@ -159,7 +166,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 orders[f.node] = main_order(store, repo, tier, runs, git_order, as_of=as_of)
             order = orders[f.node]
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
-            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries)
+            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -186,7 +193,7 @@ def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
 
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
             same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
-            retries: RetryCorrelation) -> Verdict:
+            retries: RetryCorrelation, flaked: frozenset[str] = frozenset()) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -198,16 +205,19 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
                        **base)
     flaky_prints = {fp for fp, _, _ in score.fingerprints} if score else set()
     known_flake = bool(f.fingerprint) and f.fingerprint in flaky_prints and not is_generic(f.error)
+    environment = "" if known_flake else environment_kind(f.error)
+    environment = environment if environment in flaked else ""
     streaks = fail_streaks(runs, order)
-    streak = _breakage(streaks, order, f, known_flake, flaky_prints, merge_base)
+    streak = _breakage(streaks, order, f, known_flake, flaky_prints, merge_base, flaked)
     if streak is not None:
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
                        candidate_count=streak.candidate_count, **base)
-    if score is not None and known_flake:
-        tries, at_base = _failed_runs(f, fails_here, streaks, order, flaky_prints, merge_base)
+    if (score is not None and known_flake) or environment:
+        tries, at_base = _failed_runs(f, fails_here, streaks, order, flaky_prints, merge_base, flaked)
         r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
-        chance = flake_chance(score.score, r, tries)
+        p = score.score if score is not None else 0.0  # no score: only one failed run can be the flake
+        chance = flake_chance(p, r, tries)
         if chance < CHANCE and at_base is not None:  # the base failed the same way: main's, not the change's
             return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(at_base, f), since=at_base.first_fail,
                            last_pass=at_base.last_pass, fixed_at=at_base.fixed_at, candidates=at_base.candidates,
@@ -215,34 +225,42 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
         if chance < CHANCE:
             return Verdict(f.node, f.tier, f.sha, NEW, f"new: failed {sum(tries)} attempts in {len(tries)} "
                            f"run{'s' if len(tries) != 1 else ''} with no pass; a flake of its rate "
-                           f"({score.score:.0%}, a retry after a flake failing {r:.0%}) would do that "
+                           f"({p:.0%}, a retry after a flake failing {r:.0%}) would do that "
                            f"{chance:.1%} of the time", **base)
-        return Verdict(f.node, f.tier, f.sha, FLAKY, "flaky: the same failure as its earlier flakes" + _score_text(score),
-                       **base)
+        why = ("the same failure as its earlier flakes" if known_flake else
+               f"an environmental error ({environment}) that tests here flake with")
+        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: {why}" + _score_text(score), **base)
     why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
            else "an error this test never failed with as a flake" if score else "not failing on the default branch")
     return Verdict(f.node, f.tier, f.sha, NEW, f"new: probably this change's ({why})", **base)
 
 
+def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
+    """The environmental error classes (`environment_kind`) any test of the history, on any tier,
+    failed with as flake evidence: this CI's machines and harness are seen to produce them by chance."""
+    return frozenset(kind for s in flaky_scores(store, as_of=as_of, unscored=True)
+                     for _, text, _ in s.fingerprints if (kind := environment_kind(text)))
+
+
 def _breakage(streaks: list[Streak], order: tuple[str, ...], f: Failure, known_flake: bool,
-              flaky_prints: set[str], merge_base: str) -> Streak | None:
+              flaky_prints: set[str], merge_base: str, flaked: frozenset[str]) -> Streak | None:
     if not streaks:
         return None
     last = streaks[-1]
-    if last.open and _broke(last, flaky_prints) and (
+    if last.open and _broke(last, flaky_prints, flaked) and (
             last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
         return last
     at = position(order, merge_base) if merge_base else None
     if at is not None:
         for streak in streaks:
             if (not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2
-                    and _broke(streak, flaky_prints)):
+                    and _broke(streak, flaky_prints, flaked)):
                 return streak
     return None
 
 
 def _failed_runs(f: Failure, stored: list[int], streaks: list[Streak], order: tuple[str, ...],
-                 flaky_prints: set[str], merge_base: str) -> tuple[list[int], Streak | None]:
+                 flaky_prints: set[str], merge_base: str, flaked: frozenset[str]) -> tuple[list[int], Streak | None]:
     """Failed attempts of each run that failed the test with no pass: the stored runs of its commit,
     one more when the failure counts attempts no stored run holds (a run not yet ingested), and
     main's one failed run of the flake at the merge base (the pull request holds that code), which
@@ -251,7 +269,7 @@ def _failed_runs(f: Failure, stored: list[int], streaks: list[Streak], order: tu
     if f.failures > sum(tries):
         tries.append(f.failures - sum(tries))
     at = position(order, merge_base) if merge_base else None
-    at_base = next((s for s in streaks if at is not None and s.first_index == at and not _broke(s, flaky_prints)),
+    at_base = next((s for s in streaks if at is not None and s.first_index == at and not _broke(s, flaky_prints, flaked)),
                    None)
     return tries + ([at_base.failing_attempts] if at_base else []), at_base
 
@@ -267,11 +285,13 @@ def flake_chance(p: float, r: float, tries: Sequence[int]) -> float:
     return chance
 
 
-def _broke(streak: Streak, flaky_prints: set[str]) -> bool:
+def _broke(streak: Streak, flaky_prints: set[str], flaked: frozenset[str] = frozenset()) -> bool:
     """A streak is the code's unless it is one failed run at one commit whose every error is one
-    of the test's known flake signatures: that is the flake firing once, not a breakage."""
+    of the test's known flake signatures, or of an environmental class the history's tests flake
+    with (``flaked``): that is a flake firing once, not a breakage."""
     single = streak.commits == 1 and streak.runs == 1
-    return not (single and streak.fingerprints and set(streak.fingerprints) <= flaky_prints)
+    environmental = all(environment_kind(text) in flaked for text in streak.messages)
+    return not (single and streak.fingerprints and (set(streak.fingerprints) <= flaky_prints or environmental))
 
 
 def _broken_text(s: Streak, f: Failure) -> str:

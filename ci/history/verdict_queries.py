@@ -17,7 +17,7 @@ from ci.history.store import Store
 _CHUNK = 500
 
 # CROSS JOIN: walk the reports, look each node up by the primary key (as `ci.history.flaky` does).
-_MAIN = """SELECT c.node_id, r.sha, r.id, c.kind, c.fingerprint, c.infra
+_MAIN = """SELECT c.node_id, r.sha, r.id, c.kind, c.fingerprint, c.infra, c.message
     FROM reports r CROSS JOIN cases c
     WHERE c.report_id = r.id AND r.scored = 1 AND {repo}r.tier = ? AND r.event IN ({events})
     AND c.node_id IN ({marks}) ORDER BY r.id, c.attempt"""
@@ -44,9 +44,10 @@ def main_runs(store: Store, repo: str, tier: str, ids: dict[str, int], as_of: in
         chunk = values[start:start + _CHUNK]
         query = _MAIN.format(repo=where, events=", ".join("?" * len(DEFAULT_BRANCH_EVENTS)),
                              marks=", ".join("?" * len(chunk))).replace(" ORDER BY", until + " ORDER BY")
-        for node_id, sha, rid, kind, fp, infra in store.fetchall(
+        for node_id, sha, rid, kind, fp, infra, message in store.fetchall(
                 query, [*params, tier, *DEFAULT_BRANCH_EVENTS, *chunk, *limit]):
-            out.setdefault(names[int(node_id)], []).append(MainRun(str(sha), int(rid), str(kind), str(fp), str(infra)))
+            out.setdefault(names[int(node_id)], []).append(MainRun(str(sha), int(rid), str(kind), str(fp), str(infra),
+                                                                   str(message or "")))
     return out
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ci.history.classify import fingerprint
-from ci.history.errors import MAX_ERROR_CHARS, error_line, infra_kind, is_generic, normalise
+from ci.history.errors import MAX_ERROR_CHARS, environment_kind, error_line, infra_kind, is_generic, normalise
 from ci.history.ingest import case_rows
 from ci.results.junit import FAILED, Attempt, parse_junit
 
@@ -100,8 +100,32 @@ def test_signature_strips_what_changes_between_runs() -> None:
     assert fingerprint(att("KeyError: 'x'")) == fingerprint(att("KeyError: 'x'", "E   KeyError: 'x'"))
 
 
+@pytest.mark.parametrize("line, kind", [
+    ('failed on setup with "TimeoutError: Server failed to start in 600 s"', "startup"),
+    ("TimeoutError: timed out waiting for the server to become healthy", "startup"),
+    ("OSError: [Errno 98] Address already in use", "port"),
+    ("ConnectionRefusedError: [Errno 111] Connection refused", "connection"),
+    ("ConnectionResetError: [Errno 104] Connection reset by peer", "connection"),
+    ("torch.distributed.DistBackendError: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(", "watchdog"),
+    ("AssertionError: assert 'Address already in use' not in log", ""),  # the test's own check
+    ("AssertionError: max abs diff 0.0546 > 0.02", ""),
+    ("KeyError: 'rope_scaling'", ""),
+])
+def test_environment_kind(line: str, kind: str) -> None:
+    assert environment_kind(line) == kind == environment_kind(normalise(line))
+
+
 SUITE = textwrap.dedent("""\
     import subprocess
+
+    import pytest
+
+    @pytest.fixture
+    def server():
+        raise TimeoutError("Server failed to start in 600 s")
+
+    def test_server_setup(server):
+        pass
 
     def test_bare_assert():
         ok = False
@@ -142,3 +166,7 @@ def test_real_pytest_output(tmp_path: Path) -> None:
     assert rows["test_cuda"].error == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert rows["test_wrapped"].error == "KeyError: 'rope_scaling'"
     assert rows["test_wrapped"].message == "KeyError: 'rope_scaling'"  # the signature text follows the error line
+    # pytest wraps a fixture's error; the plugin's record of a retried attempt keeps the line itself
+    setup = rows["test_server_setup"]
+    assert setup.error == 'failed on setup with "TimeoutError: Server failed to start in 600 s"'
+    assert setup.fingerprint == fingerprint(att("TimeoutError: Server failed to start in 600 s"))[0]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ci.__main__ import main as ci_main
+from ci.history.classify import signature
 from ci.history.flaky import STREAK_LIMIT, evidence, flaky_scores, posterior
 from ci.history.ingest import ingest, prepare
 from ci.history.model import BROKEN, FAIL, PASS, EvidenceRow, RunIdentity
@@ -112,6 +113,41 @@ def _rows(spec: list[tuple[str, str, str]]) -> list[EvidenceRow]:
 ])
 def test_evidence_rule(spec: list[tuple[str, str, str]], trials: int, failures: int, flaky: int) -> None:
     ev = evidence(_rows(spec))
+    assert (ev.trials, ev.failures, ev.flaky_failures) == (trials, failures, flaky)
+
+
+def _texted(spec: list[tuple[str, str]]) -> list[EvidenceRow]:
+    """(sha, attempts) -> push rows in ingest order, one report per entry; an attempt is "p" (passed),
+    "-" (failed, text not kept: a retried attempt of stock JUnit) or the failure's error line."""
+    rows = []
+    for report, (sha, attempts) in enumerate(spec):
+        for attempt, error in enumerate(attempts):
+            kind, (fp, text) = (PASS, ("", "")) if error == "p" else (FAIL, signature("" if error == "-" else error))
+            rows.append(EvidenceRow("n", "cpu", REPO, sha, "push", report, attempt, kind, fp, text, "", ""))
+    return rows
+
+
+TYPE_ERROR = "TypeError: forward() got an unexpected keyword argument 'forward_batch'"
+PORT_IN_USE = "OSError: [Errno 98] Address already in use"
+
+
+@pytest.mark.parametrize("spec, trials, failures, flaky", [
+    # one commit failed its retry too with a specific error the test never flaked with: broken, reverted
+    ([("a", ["p"]), ("b", [TYPE_ERROR, TYPE_ERROR]), ("c", ["p"])], 2, 0, 0),
+    # no retry: a flip
+    ([("a", ["p"]), ("b", [TYPE_ERROR]), ("c", ["p"])], 3, 1, 1),
+    # an environmental error (a port still held): a flip
+    ([("a", ["p"]), ("b", [PORT_IN_USE, PORT_IN_USE]), ("c", ["p"])], 4, 2, 2),
+    # a generic error: a flip
+    ([("a", ["p"]), ("b", ["AssertionError", "AssertionError"]), ("c", ["p"])], 4, 2, 2),
+    # the same error again and again between passes: intermittent, so flips
+    ([("a", ["p"]), ("b", [TYPE_ERROR] * 2), ("c", ["p"]), ("d", [TYPE_ERROR] * 2), ("e", ["p"])], 7, 4, 4),
+    # another flake of the test kept no text (it could have printed this): a flip
+    ([("a", ["p"]), ("b", ["-", "p"]), ("c", ["p"]), ("d", [TYPE_ERROR] * 2), ("e", ["p"])], 7, 3, 3),
+])
+def test_one_commit_that_failed_every_retry(spec: list[tuple[str, list[str]]], trials: int, failures: int,
+                                            flaky: int) -> None:
+    ev = evidence(_texted(spec))
     assert (ev.trials, ev.failures, ev.flaky_failures) == (trials, failures, flaky)
 
 

@@ -348,33 +348,6 @@ def test_broken_rows_at_the_commit_count_once_with_no_fail_row(store_location: s
     assert v.verdict == FLAKY and v.score is not None and 0.224 < v.score < 0.368, v.detail
 
 
-def test_a_breakage_closed_by_a_revert_is_no_flake_evidence(store_location: str, tmp_path: Path) -> None:
-    """Main broke at 5, the revert at 7 fixed it: a breakage, so no flaky score (it was 30 %), and a
-    pull request that brings the bug back is not told "flaky"."""
-    from ci.history.flaky import flaky_scores
-
-    with open_store(store_location) as store:
-        for i in range(12):
-            run(store, tmp_path, sha(i), [BOOM, BOOM] if i in (5, 6) else [None])
-        assert flaky_scores(store) == []
-        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(11))], merge_base=sha(11))
-    assert v.verdict == NEW and v.score is None, v.detail
-
-
-@pytest.mark.parametrize("failing_commits, expected", [(1, FLAKY), (2, BROKEN_ON_MAIN)])
-def test_one_failed_run_of_a_known_flake_on_main_is_no_open_streak(store_location: str, tmp_path: Path,
-                                                                  failing_commits: int, expected: str) -> None:
-    """test_a flakes with BOOM; main's newest run failed both attempts with BOOM: a flake firing,
-    not "broken on main since" that commit; failures at two commits are a breakage."""
-    with open_store(store_location) as store:
-        flaky_main(store, tmp_path)
-        for i in range(12, 12 + failing_commits):
-            run(store, tmp_path, sha(i), [BOOM, BOOM])
-        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(11 + failing_commits))],
-                     merge_base=sha(11 + failing_commits))
-    assert v.verdict == expected, v.detail
-
-
 @pytest.mark.parametrize("retries_fail, expected", [(True, FLAKY), (False, NEW)])
 def test_rule_4_learns_how_often_a_flakes_retry_fails(store_location: str, tmp_path: Path, retries_fail: bool,
                                                       expected: str) -> None:
@@ -406,18 +379,6 @@ def test_a_verdict_holds_as_of_the_judged_run(store_location: str, tmp_path: Pat
         (later,) = judge(store, results.failures, merge_base=results.base_sha, as_of=load_run(store, pr=7).report_id)
     assert then.verdict == later.verdict == BROKEN_ON_MAIN and then.since == later.since == sha(3), later.detail
     assert then == later
-
-
-def test_one_failed_run_of_a_known_flake_at_the_base_is_not_fixed_on_main(store_location: str,
-                                                                        tmp_path: Path) -> None:
-    """The base's push failed both attempts with the flake's error, the next passed: not "fixed on
-    main at ...: merge the default branch"."""
-    with open_store(store_location) as store:
-        flaky_main(store, tmp_path)
-        run(store, tmp_path, sha(12), [BOOM, BOOM])
-        run(store, tmp_path, sha(13), [None])
-        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(12))], merge_base=sha(12))
-    assert v.verdict == FLAKY, v.detail
 
 
 def test_a_flake_seen_only_in_another_pull_requests_rerun_is_flaky(store_location: str, tmp_path: Path) -> None:

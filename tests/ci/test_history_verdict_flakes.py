@@ -1,0 +1,122 @@
+"""Verdicts (`ci.history.verdict`) where a flake and a breakage meet, on hand-made histories whose
+answer is known, on SQLite and a real PostgreSQL: one failed main run of a known flake, a breakage
+reverted before the test ran again, and errors whose usual cause is the machine (a port in use)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
+from ci.history.run_results import load_run
+from ci.history.store import open_store
+from ci.history.verdict import BROKEN_ON_MAIN, FLAKY, NEW, judge
+from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
+from tests.ci.test_history_verdicts import BOOM, FILE, REPO, flaky_main, pr_failure, run, sha
+
+PORT = ("OSError: [Errno 98] Address already in use", "E   OSError: [Errno 98] Address already in use")
+
+
+@pytest.mark.parametrize("ran_at", [(5, 6), (5,)])
+def test_a_breakage_closed_by_a_revert_is_no_flake_evidence(store_location: str, tmp_path: Path,
+                                                            ran_at: tuple[int, ...]) -> None:
+    """Main broke at 5, the revert at 7 fixed it: a breakage, so no flaky score (it was 30 %), and a
+    pull request that brings the bug back is not told "flaky"; one based at 6 is broken on main.
+    Also when test_a ran at 5 only (pushes run the areas they touch): one commit, both attempts."""
+    from ci.history.flaky import flaky_scores
+
+    with open_store(store_location) as store:
+        for i in range(12):
+            if i in ran_at:
+                run(store, tmp_path, sha(i), [BOOM, BOOM])
+            elif i not in (5, 6):
+                run(store, tmp_path, sha(i), [None])
+            else:
+                run(store, tmp_path, sha(i), [None], node="test_other")  # main's commit, test_a not run
+        assert flaky_scores(store) == []
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(11))], merge_base=sha(11))
+        (at_6,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], pr=8, base=sha(6))], merge_base=sha(6))
+    assert v.verdict == NEW and v.score is None, v.detail
+    assert at_6.verdict == BROKEN_ON_MAIN and at_6.since == sha(5) and at_6.fixed_at == sha(7), at_6.detail
+
+
+@pytest.mark.parametrize("failing_commits, expected", [(1, FLAKY), (2, BROKEN_ON_MAIN)])
+def test_one_failed_run_of_a_known_flake_on_main_is_no_open_streak(store_location: str, tmp_path: Path,
+                                                                  failing_commits: int, expected: str) -> None:
+    """test_a flakes with BOOM; main's newest run failed both attempts with BOOM: a flake firing,
+    not "broken on main since" that commit; failures at two commits are a breakage."""
+    with open_store(store_location) as store:
+        flaky_main(store, tmp_path)
+        for i in range(12, 12 + failing_commits):
+            run(store, tmp_path, sha(i), [BOOM, BOOM])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(11 + failing_commits))],
+                     merge_base=sha(11 + failing_commits))
+    assert v.verdict == expected, v.detail
+
+
+def test_one_failed_run_of_a_known_flake_at_the_base_is_not_fixed_on_main(store_location: str,
+                                                                        tmp_path: Path) -> None:
+    """The base's push failed both attempts with the flake's error, the next passed: not "fixed on
+    main at ...: merge the default branch"."""
+    with open_store(store_location) as store:
+        flaky_main(store, tmp_path)
+        run(store, tmp_path, sha(12), [BOOM, BOOM])
+        run(store, tmp_path, sha(13), [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(12))], merge_base=sha(12))
+    assert v.verdict == FLAKY, v.detail
+
+
+@pytest.mark.parametrize("others_flake, pr_runs, error, expected", [
+    (True, 1, PORT, FLAKY),  # an environmental error this history's tests flake with, in one run
+    (False, 1, PORT, NEW),  # no test here ever flaked with it: no evidence the machines do this
+    (True, 2, PORT, NEW),  # the rerun failed it too: no flake rate of its own to explain that
+    (True, 1, BOOM, NEW),  # not an environmental error
+    (True, 1, ("AssertionError: assert 'Address already in use' not in log",
+               "E   AssertionError: assert 'Address already in use' not in log"), NEW),  # the test's own check
+])
+def test_an_environmental_error_other_tests_flake_with(store_location: str, tmp_path: Path, others_flake: bool,
+                                                       pr_runs: int, error, expected: str) -> None:
+    """test_a never failed on main and has no flaky score; test_b (on another tier) flipped twice on
+    main with a port still in use (failed at one commit, passed before and after). test_a's pull
+    request run failing both attempts with the same class of error is the machines' chance, not the
+    change; failing its rerun too is not."""
+    with open_store(store_location) as store:
+        for i in range(6):
+            run(store, tmp_path, sha(i), [None])
+            flip = others_flake and i in (1, 4)  # failed both attempts, passed before and after: a flake
+            b = Case(FILE, "test_b", "failed", *PORT, reruns=1) if flip else Case(FILE, "test_b")
+            assert ingest(store, prepare(write_report(tmp_path, [b]), RunIdentity(REPO, sha(i), "push", "gpu_b200"))).added
+        head = f"{7:04x}{'d' * 36}"
+        for attempt in range(1, pr_runs + 1):
+            run(store, tmp_path, head, [error, error], "pull_request" if attempt == 1 else "rerun", pr=7,
+                base_sha=sha(5), attempt=attempt)
+        (v,) = judge(store, load_run(store, pr=7).failures, merge_base=sha(5))
+    assert v.verdict == expected, v.detail
+    if expected == FLAKY:
+        assert v.detail == "flaky: an environmental error (port) that tests here flake with"
+
+
+@pytest.mark.parametrize("others_flake, fixed, expected", [
+    (True, False, FLAKY),  # main's newest run of test_a failed once with a port in use: not "broken since"
+    (True, True, FLAKY),  # the same, then passed: not "fixed on main, merge the default branch"
+    (False, False, BROKEN_ON_MAIN),  # no test here ever flaked that way: main's failure is main's
+])
+def test_one_failed_main_run_with_an_environmental_error_is_no_breakage(store_location: str, tmp_path: Path,
+                                                                         others_flake: bool, fixed: bool,
+                                                                         expected: str) -> None:
+    """test_a failed both attempts at main's commit 5 with a port in use (6 did not run it); test_b,
+    on another tier, flaked with the same class of error. A pull request based at 6 failing the same
+    way once is that flake, as rule 4 says, not a breakage of main."""
+    with open_store(store_location) as store:
+        for i in range(8 if fixed else 7):
+            if i == 6:
+                run(store, tmp_path, sha(i), [None], node="test_other")
+            else:
+                run(store, tmp_path, sha(i), [PORT, PORT] if i == 5 else [None])
+            flip = others_flake and i in (1, 3)
+            b = Case(FILE, "test_b", "failed", *PORT, reruns=1) if flip else Case(FILE, "test_b")
+            assert ingest(store, prepare(write_report(tmp_path, [b]), RunIdentity(REPO, sha(i), "push", "gpu_b200"))).added
+        (v,) = judge(store, [pr_failure(store, tmp_path, [PORT, PORT], base=sha(6))], merge_base=sha(6))
+    assert v.verdict == expected, v.detail
