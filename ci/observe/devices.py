@@ -5,7 +5,11 @@
 ``torch.cuda._lazy_init`` (every CUDA use in Python or C++ goes through it), the Triton
 ``JITFunction.run`` and ``InterpretedFunction.run`` (a kernel launch, compiled or under
 ``TRITON_INTERPRET=1``: on a GPU runner that launch compiles for the GPU, so it counts as
-``triton``), and ``torch.distributed.init_process_group`` with an NCCL backend. torch and triton
+``triton``), ``Autotuner.run`` (an autotuned launch: it benchmarks on the device before any
+``JITFunction.run``), and ``torch.distributed.init_process_group`` with an NCCL backend.
+``torch.cuda.is_available`` and ``device_count`` called from the observed repository's own code
+(not torch's) and answering no are noted as a ``query`` event: `ci.observe.facts` counts it only
+for a file that then failed. torch and triton
 are never imported here; a process that imports neither pays one dict lookup per import.
 
 A call that raises still counts, with its message: on a CPU machine "Torch not compiled with
@@ -34,13 +38,15 @@ MAX_EVIDENCE = 160  # characters of one evidence string
 _seen: set[tuple[str, str]] = set()
 
 
-def note(device: str, evidence: str) -> None:
-    """Record that the running test file touched (or tried) ``device``; see the module docstring."""
+def note(device: str, evidence: str, query: bool = False) -> None:
+    """Record that the running test file touched (or tried) ``device``, or asked for it and heard
+    no (``query``); see the module docstring."""
     parts, test = os.environ.get(PARTS_ENV), os.environ.get(TEST_ENV)
     if not parts or not test or (test, evidence) in _seen:
         return
     _seen.add((test, evidence))
-    line = json.dumps({"test": test, "device": device, "evidence": evidence[:MAX_EVIDENCE]}) + "\n"
+    event = {"test": test, "device": device, "evidence": evidence[:MAX_EVIDENCE]}
+    line = json.dumps({**event, "query": True} if query else event) + "\n"
     try:
         fd = os.open(os.path.join(parts, f"devices.{os.getpid()}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -80,6 +86,10 @@ def _watched(device: str, what: Callable[[tuple, dict], str | None], original: C
 def _kernel(kind: str) -> Callable[[tuple, dict], str]:
     def what(args: tuple, kwargs: dict) -> str:
         fn = getattr(args[0], "fn", None)
+        for _ in range(4):  # an Autotuner's or Heuristics' fn is the JITFunction, whose fn is Python's
+            if fn is None or hasattr(fn, "__code__"):
+                break
+            fn = getattr(fn, "fn", None)
         code = getattr(fn, "__code__", None)
         where = getattr(code, "co_filename", "?")
         root = os.environ.get(ROOT_ENV, "")
@@ -94,8 +104,38 @@ def _nccl(args: tuple, kwargs: dict) -> str | None:
     return "init_process_group(backend=nccl)" if backend is not None and "nccl" in str(backend).lower() else None
 
 
+def _own_caller() -> str | None:
+    """``path:line`` of the caller of the wrapped query when it is in the observed repository."""
+    root = os.environ.get(ROOT_ENV, "").rstrip("/")
+    caller = sys._getframe(2)  # 0 this, 1 the wrapper, 2 who asked
+    frame_file, line = caller.f_code.co_filename, caller.f_lineno
+    if not root or not frame_file.startswith(root + "/") or "/site-packages/" in frame_file:
+        return None
+    return f"{frame_file[len(root) + 1:]}:{line}"
+
+
+def _query(name: str, original: Callable) -> Callable:
+    """``original`` (a yes/no or count query) that notes a ``query`` event when it answers no to
+    the repository's own code."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            where = None if result else _own_caller()
+            if where is not None:
+                note("cuda", f"torch.cuda.{name}() -> {result!r} at {where}", query=True)
+        except Exception:
+            pass
+        return result
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
 def _patch_cuda(module: Any) -> None:
     module._lazy_init = _watched("cuda", lambda a, k: "torch.cuda.init", module._lazy_init)
+    for name in ("is_available", "device_count"):
+        setattr(module, name, _query(name, getattr(module, name)))
 
 
 def _patch_method(cls_name: str, kind: str) -> Callable[[Any], None]:
@@ -113,6 +153,7 @@ _PATCHES: dict[str, Callable[[Any], None]] = {
     "torch.cuda": _patch_cuda,
     "triton.runtime.jit": _patch_method("JITFunction", "launch"),
     "triton.runtime.interpreter": _patch_method("InterpretedFunction", "interpret"),
+    "triton.runtime.autotuner": _patch_method("Autotuner", "autotune"),
     "torch.distributed.distributed_c10d": _patch_c10d,
 }
 

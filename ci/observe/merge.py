@@ -131,6 +131,8 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
     facts = combine(facts_parts, read_devices(parts))
     for test in unsaved - items.keys() - {""}:
         items[test] = 0  # known only by a mark, which keeps it from being complete
+    for test in facts.keys() - items.keys() - {""}:
+        items[test] = 0  # no item collected (its collection failed): its facts still count
     tests = {}
     for test, n in items.items():
         own = {rel: frozenset(found) for rel, found in lines.get(test, {}).items()}

@@ -278,7 +278,10 @@ class DepmapRecorder:
             return (yield)
         self._switch(collect_context(rel), rel)
         try:
-            return (yield)
+            report = yield
+            if report.failed:  # a collection error: its file's outcome, and a device guard's evidence
+                self.facts.add(rel, "collect", "failed", 0.0, report.longrepr)
+            return report
         finally:
             self._switch("")
 
