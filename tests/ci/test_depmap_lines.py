@@ -39,7 +39,7 @@ OPS = textwrap.dedent("""\
 FILES = {
     "pkg/__init__.py": "",
     "pkg/ops.py": OPS,
-    "pkg/built.py": "def build():\n    return {'k': 1}\n\n\nTABLE = build()\n",
+    "pkg/built.py": "def build(kind='k'):\n    if kind != 'k':\n        return {kind: 0}\n    return {'k': 1}\n\n\nTABLE = build()\n",
     "tests/test_double.py": "from pkg import ops\n\n\ndef test_double():\n    assert ops.double(2) == 4\n",
     "tests/test_clamp.py": "from pkg import ops\n\n\ndef test_clamp():\n    assert ops.clamp(5) == 3\n",
     "tests/test_table.py": "from pkg import built\n\n\ndef test_table():\n    assert built.TABLE == {'k': 1}\n",
@@ -69,9 +69,12 @@ def _plan(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, str],
      {"tests/test_double.py", "tests/test_clamp.py"}, "changed at module level"),
     (("pkg/built.py", "return {'k': 1}", "return {'k': 2}"), {"tests/test_table.py", "tests/test_zother.py"},
      "built.py, whose build() ran outside a test"),
+    # build() ran at import, but not this branch: the import ran the same, and no test ran it
+    (("pkg/built.py", "return {kind: 0}", "return {kind: 1}"), set(), None),
     # no test runs clamp()'s last line (test_clamp returns at LIMIT): selection by statement leaves it out
     (("pkg/ops.py", "    return x\n", "    return x + 0\n"), set(), None),
-], ids=["double-body", "clamp-body", "module-constant", "module-call", "new-function", "import-time-function", "unrun-statement"])
+], ids=["double-body", "clamp-body", "module-constant", "module-call", "new-function", "import-time-function",
+                                      "import-time-function-unrun-branch", "unrun-statement"])
 def test_a_change_selects_the_tests_its_scope_reaches(recorded: Path, capsys, edit, expected, why) -> None:
     path, old, new = edit
     text = (recorded / path).read_text()
