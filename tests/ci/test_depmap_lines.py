@@ -27,7 +27,7 @@ OPS = textwrap.dedent("""\
     LIMIT = 3
 
 
-    def double(x):
+    def double(x, by=2):
         return x * 2
 
 
@@ -69,12 +69,14 @@ def _plan(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, str],
      {"tests/test_double.py", "tests/test_clamp.py"}, "changed at module level"),
     (("pkg/built.py", "return {'k': 1}", "return {'k': 2}"), {"tests/test_table.py", "tests/test_zother.py"},
      "built.py, whose build() ran outside a test"),
+    # a new default value is read by a call alone, which runs the body: the tests that ran it
+    (("pkg/ops.py", "by=2", "by=3"), {"tests/test_double.py"}, "executed pkg/ops.py:5 in double()"),
     # build() ran at import, but not this branch: the import ran the same, and no test ran it
     (("pkg/built.py", "return {kind: 0}", "return {kind: 1}"), set(), None),
     # no test runs clamp()'s last line (test_clamp returns at LIMIT): selection by statement leaves it out
     (("pkg/ops.py", "    return x\n", "    return x + 0\n"), set(), None),
 ], ids=["double-body", "clamp-body", "module-constant", "module-call", "new-function", "import-time-function",
-                                      "import-time-function-unrun-branch", "unrun-statement"])
+        "default-value", "import-time-function-unrun-branch", "unrun-statement"])
 def test_a_change_selects_the_tests_its_scope_reaches(recorded: Path, capsys, edit, expected, why) -> None:
     path, old, new = edit
     text = (recorded / path).read_text()
