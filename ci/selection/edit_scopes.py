@@ -195,9 +195,9 @@ def _with_names(scopes: tuple[Scope, ...], old: str | bytes, diffs: Sequence[tup
             return scopes
         names |= found
     module = next(scope for scope in scopes if scope.is_module)
-    found_bodies = function_bodies(ast.parse(text)) if functions else []
+    found_bodies = [body for body in function_bodies(ast.parse(text)) if body.name in functions] if functions else []
     bodies = {body.name: body for body in found_bodies}
-    if not functions <= bodies.keys() or len(bodies) < len(found_bodies):  # a name defined twice: which one?
+    if bodies.keys() != functions or len(bodies) < len(found_bodies):  # a name defined twice: which one?
         return scopes
     headers = tuple(Scope(bodies[name].name, bodies[name].first, bodies[name].last, module.line, Statements(whole=True))
                     for name in sorted(functions))
