@@ -99,7 +99,7 @@ def pure_assignment(node: ast.stmt) -> tuple[frozenset[str], frozenset[str], tup
     return frozenset(bound), read, annotations
 
 
-Defaults = dict[str, tuple[str, frozenset[str]]]  # dotted function name -> (dump, names read)
+Defaults = dict[str, list[tuple[str, frozenset[str]]]]  # dotted function name -> (dump, names read) per def
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
 
 
@@ -113,7 +113,7 @@ def _cut_defaults(stmt: ast.FunctionDef | ast.AsyncFunctionDef, name: str, defau
     if any(not (isinstance(d, ast.Name) and d.id in _PLAIN_DECORATORS) for d in stmt.decorator_list):
         return  # a decorator runs at import and may read the defaults
     read = frozenset(n.id for v in values for n in ast.walk(v) if isinstance(n, ast.Name))
-    defaults[name] = (ast.dump(ast.Tuple(elts=values, ctx=ast.Load())), read)
+    defaults.setdefault(name, []).append((ast.dump(ast.Tuple(elts=values, ctx=ast.Load())), read))
     args.defaults = [ast.Constant(None) for _ in args.defaults]
     args.kw_defaults = [None if d is None else ast.Constant(None) for d in args.kw_defaults]
 
@@ -160,10 +160,12 @@ def changed_definitions(old_source: str | bytes, new_source: str | bytes,
         new_dumps = [_skeleton(s, new_kernels, new_defaults) for s in new_tree.body]
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    for name in (old_defaults or {}).keys() & (new_defaults or {}).keys():
-        (old_dump, old_read), (new_dump, new_read) = old_defaults[name], new_defaults[name]  # type: ignore[index]
-        if old_dump != new_dump:
-            if not new_read <= old_read:
+    for name in (old_defaults or {}).keys() | (new_defaults or {}).keys():
+        old_defs, new_defs = (old_defaults or {}).get(name, []), (new_defaults or {}).get(name, [])
+        if old_defs != new_defs:
+            if len(old_defs) != 1 or len(new_defs) != 1:
+                return None  # a name defined twice: which function changed is not told by its name
+            if not new_defs[0][1] <= old_defs[0][1]:
                 return None  # a name the import did not read before may not exist
             functions.add(name)  # type: ignore[union-attr]
     names: set[str] = set()

@@ -78,6 +78,8 @@ KLASS = "import functools\n\n\nclass K:\n    def m(self, y=1, *, z=(1, 2)):\n   
      KLASS.replace("class K:", "class K(metaclass=type):").replace("y=1", "y=2"), None),
     (KLASS, KLASS.replace("y=1", "y=int('2')"), None),  # calls code at import
     (BASE.replace("def g()", "def g(a=1)"), BASE.replace("def g()", "def g(a=2)"), None),  # body on its def line
+    (KLASS + KLASS[KLASS.index("class"):],  # K defined twice: the name does not tell which m changed
+     KLASS + KLASS[KLASS.index("class"):].replace("y=1", "y=2"), None),
 ])
 def test_changed_default_values_name_the_function_when_asked(old: str, new: str, expected: set[str] | None) -> None:
     functions: set[str] = set()
