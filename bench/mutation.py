@@ -1,9 +1,10 @@
 """Recall of change-based test selection, measured with seeded mutations on a real tree:
-``python -m bench mutation --tree pytest|self|click --python PY --workdir DIR [--mutants N] [--seed S] [--resume]
+``python -m bench mutation --tree pytest|self|click|itsdangerous --python PY --workdir DIR [--mutants N] [--seed S] [--resume]
 [--observe]``.
 
 ``--tree click`` is pallets/click at `CLICK_COMMIT` from ``--repo`` (a clone or mirror; its tests
-need only pytest). ``--observe`` records step 2's map with ``ci observe`` around the tree's own
+need only pytest); ``--tree itsdangerous`` likewise is pallets/itsdangerous at `ITSDANGEROUS_COMMIT`
+(its tests need pytest and freezegun). ``--observe`` records step 2's map with ``ci observe`` around the tree's own
 pytest command (the path adopters use) instead of ``CI_DEPMAP``, and scores est-time with each
 file's observed ``duration_s`` (the baselines' seconds only for a file the map has none for; the
 report says how many).
@@ -37,7 +38,7 @@ What one run does, in ``--workdir``:
    plain ``coverage run --parallel-mode -m pytest`` of the universe (coverage.py's own data).
 3. ``--mutants N`` seeded behaviour mutations of the source root's files, at executed statements
    (`bench._mutation_gen`). Each is applied, its ``__pycache__`` entry removed, the universe run
-   (``-n 2``, a limit of 3x the slowest baseline; a timeout or a run without a usable JUnit has no
+   (``-n 2``, a limit of 3x the slowest baseline, at least `MIN_MUTANT_LIMIT` s; a timeout or a run without a usable JUnit has no
    per-file verdict: it is stored with every file, kept out of the failing pairs and listed), and
    the file restored from git. One line per
    mutant goes to ``mutants.jsonl`` (flushed, fsynced); ``--resume`` skips the mutants done and
@@ -88,7 +89,13 @@ PYTEST = TreeSpec("pytest", PYTEST_COMMIT, "src", "testing", ("test_*.py", "*_te
                   {"src/_pytest/_version.py": _PYTEST_VERSION})
 CLICK_COMMIT = "2c8cd3ac958a7eb316d67f2d316c27086c4c0369"  # 2026-08-20
 CLICK = TreeSpec("click", CLICK_COMMIT, "src", "tests", ("test_*.py",))
+ITSDANGEROUS_COMMIT = "672971d66a2ef9f85151e53283113f33d642dabd"  # 2025-06-14
+ITSDANGEROUS = TreeSpec("itsdangerous", ITSDANGEROUS_COMMIT, "src", "tests", ("test_*.py",))
+REPO_TREES = {"click": CLICK, "itsdangerous": ITSDANGEROUS}  # trees read from --repo
 CI_ROOT = Path(__file__).resolve().parents[1]
+# a suite of a few seconds, run on a loaded machine, took over 3x its baseline under mutants that
+# fail most of its tests (itsdangerous: 4 of 14 timed out at 16 s)
+MIN_MUTANT_LIMIT = 60.0
 # This repository: mutate the system under test (fp4kv/); its own tests are the universe, every
 # test of fp4kv kept whatever its seconds.
 SELF_KEEP = ("tests/quant", "tests/mem_cache")
@@ -238,7 +245,7 @@ def mutants_of(tree: Path, spec: TreeSpec, executed: dict[str, frozenset[int]], 
 def run_mutant(opts: Options, tree: Path, mutant: Mutant, base: Baseline, env: dict[str, str]) -> MutantResult:
     """Step 3 for one mutant: apply, run the universe, restore from git (module docstring)."""
     target = tree / mutant.path
-    limit = 3 * max(v for k, v in base.walls.items() if k.startswith("baseline"))
+    limit = max(MIN_MUTANT_LIMIT, 3 * max(v for k, v in base.walls.items() if k.startswith("baseline")))
     try:
         atomic_write_text(target, mutant.source)
         drop_bytecode(target)
@@ -344,8 +351,9 @@ def seconds_for_scoring(opts: Options, base: Baseline) -> dict[str, float]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench mutation", description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", choices=("pytest", "self", "click"), default="pytest")
-    parser.add_argument("--repo", type=Path, default=None, help="--tree click: a clone or mirror of pallets/click")
+    parser.add_argument("--tree", choices=("pytest", "self", *REPO_TREES), default="pytest")
+    parser.add_argument("--repo", type=Path, default=None,
+                        help="--tree click|itsdangerous: a clone or mirror of that pallets repository")
     parser.add_argument("--observe", action="store_true", help="record the map with `ci observe` (module docstring)")
     parser.add_argument("--pytest-repo", type=Path, default=PYTEST_MIRROR)
     parser.add_argument("--python", default=None)
@@ -380,7 +388,7 @@ def main(argv: list[str]) -> int:
             opts = Options(args.python or sys.executable, workdir, args.mutants or 100, args.seed, args.workers,
                            args.resume, args.max_file_seconds, args.report_only, args.observe)
             return measure(opts, CI_ROOT, self_spec(workdir, args.resume))
-        spec, repo, flag = ((CLICK, args.repo, "--repo") if args.tree == "click"
+        spec, repo, flag = ((REPO_TREES[args.tree], args.repo, "--repo") if args.tree in REPO_TREES
                             else (PYTEST, args.pytest_repo, "--pytest-repo"))
         if repo is None or not ((repo / "HEAD").is_file() or (repo / ".git").exists()):
             print(f"bench mutation: {flag} {repo}: no git repository there (a clone or mirror "

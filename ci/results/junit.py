@@ -4,6 +4,9 @@ Contract:
 - Accepts both ``junit_family`` flavours pytest writes: ``xunit1`` (``<testcase file=...>``) and
   ``xunit2`` (no ``file``: the file is recovered from the dotted ``classname``, checked against the
   known registry paths or the files under ``root``).
+- xunit1's ``file`` is where the test function is defined; a test a class inherits from a class
+  of another file was collected from the module its ``classname`` names, which is the file that
+  ran it and that it failed in: that module wins when it is a known file or one under ``root``.
 - pytest-xdist interleaves test cases from workers; order does not matter here.
 - pytest-rerunfailures writes one ``<testcase>`` per attempt with the same id; the *last* one is
   the outcome, the earlier ones count as reruns, and all attempts' times are summed (that is the
@@ -146,6 +149,8 @@ def parse_junit(path: str | Path, *, root: str | Path | None = None,
             if not (classname or name or reported):
                 continue
             file = resolver.path(reported) if reported else resolver.resolve(classname, name)
+            if reported and classname and file != (collected := resolver.resolve(classname, name)) and collected:
+                file = collected  # an inherited test: ``file`` is its base class's, the classname the module run
             raw = case.get("time")
             # The common case without building an error message; anything unusual goes to `_seconds`.
             seconds = float(raw) if raw and is_plain_decimal(raw, exponent=True) else (0.0 if not raw else -1.0)

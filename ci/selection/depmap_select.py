@@ -23,9 +23,11 @@ Contract:
     importer, whatever it executed; unless the change only redefines names (`Scope.names`: a
     constant's pure value, a kernel's body) and their uses are known
     (`ci.selection.definition_uses`): a use is then judged like a changed statement of its body.
-    A function body that also ran outside any test's own work
+    A changed statement that also ran outside any test's own work
     (the map's ``shared`` lines: import-time code, session fixtures, the session itself) counts
-    as module level, since its effect reaches every importer;
+    as module level, since its effect reaches every importer; a body that ran there without
+    reaching a changed statement does not (the whole body does where the statement is no unit:
+    `_ran_outside`);
   - file level otherwise (a version-1 map, a list of paths without lines, a file that drifted):
     a test that executed the file or imports it (the graph) is selected; the map only adds what
     the graph cannot see (an executed file no import names, an opened data file).
@@ -163,6 +165,19 @@ def _statement_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, ch
     return None
 
 
+def _ran_outside(scope: Scope, shared: frozenset[int], by_statement: bool) -> bool:
+    """Whether the run outside any test (``shared``) ran the change of a body, for a test that ran
+    none of it. By statement: a changed statement; a shared run that ran the body without reaching
+    one ran the same before, and left every importer as it was. The whole body counts when a
+    changed line is no statement the map sees, by function body, and when a changed statement
+    lies in a branch that stores state (collecting another test module may have filled it)."""
+    statements = scope.statements
+    assert scope.first is not None and scope.last is not None
+    if not by_statement or statements is None or statements.whole or statements.guarded:
+        return not shared.isdisjoint(range(scope.first, scope.last + 1))
+    return any(not shared.isdisjoint(range(first, last + 1)) for first, last in statements.spans)
+
+
 def _use_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, uses: tuple[Use, ...], change: _Change,
              references: ReferenceIndex | None) -> str | None:
     """For a module-level change that only redefines names: whether the test ran a use of one."""
@@ -187,7 +202,7 @@ def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change
         return _statement_hit(test, stored, path, scope, change)
     if ran:
         return f"executed {path}:{ran[0]} in {scope.name}()"
-    if not stored.shared.get(path, frozenset()).isdisjoint(body):
+    if _ran_outside(scope, stored.shared.get(path, frozenset()), change.by_statement):
         return _module_hit(test, stored, path, change, f"whose {scope.name}() ran outside a test (at import or in "
                                                        "the session)")
     if references is not None and change.walk:

@@ -6,7 +6,8 @@ scopes of the changed lines of its OLD version (the version the maps' line numbe
 - a line inside a function's body (after its ``def`` header and docstring) belongs to the
   innermost such function: a test can only be affected when it ran some line of that body;
 - any other line is module level: a ``def`` header (its default values and decorators run at
-  import), a docstring (read without running the body: ``pytest --fixtures``, ``--help`` texts), a class body outside its methods, a module-level statement, a blank line or comment
+  import; but a change of a plain function's pure default values alone is a change of its whole
+  body: only a call reads them, `diff_scopes`), a docstring (read without running the body: ``pytest --fixtures``, ``--help`` texts), a class body outside its methods, a module-level statement, a blank line or comment
   between definitions (an insertion there may be anything). A module-level change may affect every
   test that loaded the module;
 - a function decorated as a kernel (a decorator whose last name ends in ``jit`` or is one of
@@ -162,7 +163,9 @@ def diff_scopes(touched: Mapping[str, frozenset[int] | None], read_old: Callable
     touched line is left out maps to ``()``: nothing that runs changed. With the file's ``hunks``
     (`ci.selection.diff_hunks.file_diffs`, their new lines included; one set per diff from the
     old text, e.g. to the work tree and to a merge base) a module-level scope carries the names
-    the changes redefine (`Scope.names`) when that is all each of them does."""
+    the changes redefine (`Scope.names`) when that is all each of them does, and each function
+    whose default values alone changed (`ci.selection.module_definitions`) adds its body as a
+    scope whose every line is the unit (``Statements.whole``)."""
     out: dict[str, tuple[Scope, ...] | None] = {}
     for path, lines in touched.items():
         old = read_old(path) if path.endswith(".py") and lines is not None else None
@@ -184,10 +187,18 @@ def diff_scopes(touched: Mapping[str, frozenset[int] | None], read_old: Callable
 def _with_names(scopes: tuple[Scope, ...], old: str | bytes, diffs: Sequence[tuple[Hunk, ...] | None]) -> tuple[Scope, ...]:
     text = old.decode("utf-8", "surrogateescape") if isinstance(old, bytes) else old
     names: set[str] = set()
+    functions: set[str] = set()  # whose default values alone changed: each a changed body, whole
     for hunks in diffs:
         new = apply_hunks(text, hunks) if hunks is not None else None
-        found = changed_definitions(text, new) if new is not None else None
+        found = changed_definitions(text, new, functions) if new is not None else None
         if found is None:
             return scopes
         names |= found
-    return tuple(replace(scope, names=frozenset(names)) if scope.is_module else scope for scope in scopes)
+    module = next(scope for scope in scopes if scope.is_module)
+    found_bodies = [body for body in function_bodies(ast.parse(text)) if body.name in functions] if functions else []
+    bodies = {body.name: body for body in found_bodies}
+    if bodies.keys() != functions or len(bodies) < len(found_bodies):  # a name defined twice: which one?
+        return scopes
+    headers = tuple(Scope(bodies[name].name, bodies[name].first, bodies[name].last, module.line, Statements(whole=True))
+                    for name in sorted(functions))
+    return tuple(replace(scope, names=frozenset(names)) if scope.is_module else scope for scope in scopes) + headers

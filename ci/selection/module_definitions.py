@@ -24,6 +24,12 @@ top-level statement that differs otherwise must be such an assignment, on both s
   removed name breaks its readers at import), with the same annotations (they are the module's
   ``__annotations__``).
 
+A plain function's default values (``def f(x=3)``: no decorator but ``staticmethod`` or
+``classmethod``, in no decorated class or class with a metaclass, and a body of its own), all pure
+values on both sides, reading no new name, are left out of the comparison when the caller asks
+(``functions``): a new default is read only by a call, which runs the body, so such a function is
+a changed body, not a changed name (`ci.selection.edit_scopes`).
+
 A docstring of a function or class is part of what is compared: tools read it without running
 anything. Contract: `changed_definitions(old, new)` returns the names, possibly none (nothing that
 runs at import changed), or None when the change is not of that kind or a side does not parse.
@@ -93,12 +99,32 @@ def pure_assignment(node: ast.stmt) -> tuple[frozenset[str], frozenset[str], tup
     return frozenset(bound), read, annotations
 
 
-def _skeleton(node: ast.stmt, kernels: dict[str, str]) -> str:
-    """``node`` dumped with function bodies left out (docstrings kept); each kernel's body dump
-    goes to ``kernels`` under its dotted name. The bodies are cut out of ``node`` itself: the
-    caller parsed the tree for this comparison alone."""
+Defaults = dict[str, list[tuple[str, frozenset[str]]]]  # dotted function name -> (dump, names read) per def
+_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
 
-    def strip(stmt: ast.stmt, prefix: str) -> None:
+
+def _cut_defaults(stmt: ast.FunctionDef | ast.AsyncFunctionDef, name: str, defaults: Defaults) -> None:
+    """Move a plain function's pure default values out of ``stmt`` into ``defaults`` (see
+    `changed_definitions`); anything else stays in the comparison."""
+    args = stmt.args
+    values = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+    if not values or not all(pure_value(v) for v in values):
+        return
+    if any(not (isinstance(d, ast.Name) and d.id in _PLAIN_DECORATORS) for d in stmt.decorator_list):
+        return  # a decorator runs at import and may read the defaults
+    read = frozenset(n.id for v in values for n in ast.walk(v) if isinstance(n, ast.Name))
+    defaults.setdefault(name, []).append((ast.dump(ast.Tuple(elts=values, ctx=ast.Load())), read))
+    args.defaults = [ast.Constant(None) for _ in args.defaults]
+    args.kw_defaults = [None if d is None else ast.Constant(None) for d in args.kw_defaults]
+
+
+def _skeleton(node: ast.stmt, kernels: dict[str, str], defaults: Defaults | None = None) -> str:
+    """``node`` dumped with function bodies left out (docstrings kept); each kernel's body dump
+    goes to ``kernels`` under its dotted name, and with ``defaults`` each plain function's pure
+    default values there. They are cut out of ``node`` itself: the caller parsed the tree for
+    this comparison alone."""
+
+    def strip(stmt: ast.stmt, prefix: str, plain: bool) -> None:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             body = stmt.body
             doc = body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
@@ -107,25 +133,41 @@ def _skeleton(node: ast.stmt, kernels: dict[str, str]) -> str:
                 kernels[prefix + stmt.name] = ast.dump(ast.Module(body=body[len(doc):], type_ignores=[]))
             elif body and body[0].lineno == stmt.lineno:
                 return  # a body on the def line has no body scope of its own: it stays in the comparison
+            elif defaults is not None and plain and body[len(doc):]:
+                _cut_defaults(stmt, prefix + stmt.name, defaults)
             stmt.body = doc or [ast.Pass()]
         elif isinstance(stmt, ast.ClassDef):
+            # a class decorator or metaclass runs at import over the class, its methods included
+            plain = plain and not stmt.decorator_list and not stmt.keywords
             for inner in stmt.body:
-                strip(inner, prefix + stmt.name + ".")
+                strip(inner, prefix + stmt.name + ".", plain)
 
-    strip(node, "")
+    strip(node, "", True)
     return ast.dump(node)
 
 
-def changed_definitions(old_source: str | bytes, new_source: str | bytes) -> frozenset[str] | None:
-    """See the module docstring."""
+def changed_definitions(old_source: str | bytes, new_source: str | bytes,
+                        functions: set[str] | None = None) -> frozenset[str] | None:
+    """See the module docstring. With ``functions``, a plain function whose pure default values
+    alone differ is no reason for None: its dotted name goes into ``functions``."""
+    old_defaults: Defaults | None = {} if functions is not None else None
+    new_defaults: Defaults | None = {} if functions is not None else None
     try:
         old_tree, new_tree = ast.parse(old_source), ast.parse(new_source)
         old_kernels: dict[str, str] = {}
         new_kernels: dict[str, str] = {}
-        old_dumps = [_skeleton(s, old_kernels) for s in old_tree.body]
-        new_dumps = [_skeleton(s, new_kernels) for s in new_tree.body]
+        old_dumps = [_skeleton(s, old_kernels, old_defaults) for s in old_tree.body]
+        new_dumps = [_skeleton(s, new_kernels, new_defaults) for s in new_tree.body]
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    for name in (old_defaults or {}).keys() | (new_defaults or {}).keys():
+        old_defs, new_defs = (old_defaults or {}).get(name, []), (new_defaults or {}).get(name, [])
+        if old_defs != new_defs:
+            if len(old_defs) != 1 or len(new_defs) != 1:
+                return None  # a name defined twice: which function changed is not told by its name
+            if not new_defs[0][1] <= old_defs[0][1]:
+                return None  # a name the import did not read before may not exist
+            functions.add(name)  # type: ignore[union-attr]
     names: set[str] = set()
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, old_dumps, new_dumps, autojunk=False).get_opcodes():
         if tag == "equal":

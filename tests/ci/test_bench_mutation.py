@@ -399,9 +399,28 @@ def test_observed_durations_score_est_time_and_the_baselines_fill_the_rest(tmp_p
     assert seconds_for_scoring(Options(sys.executable, tmp_path, 1, 1, 0, False), base) == base.durations
 
 
-def test_the_click_tree_needs_its_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("tree", ["click", "itsdangerous"])
+def test_a_pallets_tree_needs_its_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str], tree: str) -> None:
     from bench.mutation import main
 
-    assert main(["--tree", "click", "--python", sys.executable, "--workdir", str(tmp_path / "w")]) == 2
+    assert main(["--tree", tree, "--python", sys.executable, "--workdir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--repo None: no git repository there" in err and "click" in err
+    assert err.count("\n") == 1 and "--repo None: no git repository there" in err and tree in err
+
+
+def test_a_mutant_of_a_suite_of_seconds_gets_time_to_finish(tmp_path: Path) -> None:
+    from bench.mutation import Baseline, Options, run_mutant
+
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "m.py").write_text("def f():\n    return 1\n")
+    (tree / "test_m.py").write_text("from pkg.m import f\n\n\ndef test_f():\n    assert f() == 1\n")
+    for argv in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]):
+        subprocess.run(["git", *argv], cwd=tree, check=True)
+    mutant = Mutant("m1", "pkg/m.py", 2, "constant", "", "def f():\n    return 2\n")
+    # baselines of a tenth of a second: 3x that is less than pytest's own start
+    base = Baseline(["test_m.py"], {}, {"test_m.py": 0.01}, {"baseline run 1": 0.1, "baseline run 2": 0.1})
+    opts = Options(sys.executable, tmp_path, 1, 0, 0, False)
+    result = run_mutant(opts, tree, mutant, base, {"PYTHONPATH": str(tree)})
+    assert result.broken == "" and result.failing == ("test_m.py",), result
+    assert (tree / "pkg" / "m.py").read_text() == "def f():\n    return 1\n"

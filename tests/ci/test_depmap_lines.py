@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from ci.__main__ import main as ci_main
-from ci.selection.diff_hunks import comment_only_lines, touched_old_lines
+from bench._mutation_gen import unified_diff
+from ci.selection.diff_hunks import comment_only_lines, file_diffs, touched_old_lines
 from ci.selection.edit_scopes import diff_scopes, scopes_of
 from tests.ci.depmap_support import git as _git, plan_on_branch, record_committed_project, recorded_project
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
@@ -27,7 +28,7 @@ OPS = textwrap.dedent("""\
     LIMIT = 3
 
 
-    def double(x):
+    def double(x, by=2):
         return x * 2
 
 
@@ -39,7 +40,7 @@ OPS = textwrap.dedent("""\
 FILES = {
     "pkg/__init__.py": "",
     "pkg/ops.py": OPS,
-    "pkg/built.py": "def build():\n    return {'k': 1}\n\n\nTABLE = build()\n",
+    "pkg/built.py": "def build(kind='k'):\n    if kind != 'k':\n        return {kind: 0}\n    return {'k': 1}\n\n\nTABLE = build()\n",
     "tests/test_double.py": "from pkg import ops\n\n\ndef test_double():\n    assert ops.double(2) == 4\n",
     "tests/test_clamp.py": "from pkg import ops\n\n\ndef test_clamp():\n    assert ops.clamp(5) == 3\n",
     "tests/test_table.py": "from pkg import built\n\n\ndef test_table():\n    assert built.TABLE == {'k': 1}\n",
@@ -69,9 +70,14 @@ def _plan(root: Path, capsys: pytest.CaptureFixture[str], edits: dict[str, str],
      {"tests/test_double.py", "tests/test_clamp.py"}, "changed at module level"),
     (("pkg/built.py", "return {'k': 1}", "return {'k': 2}"), {"tests/test_table.py", "tests/test_zother.py"},
      "built.py, whose build() ran outside a test"),
+    # a new default value is read by a call alone, which runs the body: the tests that ran it
+    (("pkg/ops.py", "by=2", "by=3"), {"tests/test_double.py"}, "executed pkg/ops.py:5 in double()"),
+    # build() ran at import, but not this branch: the import ran the same, and no test ran it
+    (("pkg/built.py", "return {kind: 0}", "return {kind: 1}"), set(), None),
     # no test runs clamp()'s last line (test_clamp returns at LIMIT): selection by statement leaves it out
     (("pkg/ops.py", "    return x\n", "    return x + 0\n"), set(), None),
-], ids=["double-body", "clamp-body", "module-constant", "module-call", "new-function", "import-time-function", "unrun-statement"])
+], ids=["double-body", "clamp-body", "module-constant", "module-call", "new-function", "import-time-function",
+        "default-value", "import-time-function-unrun-branch", "unrun-statement"])
 def test_a_change_selects_the_tests_its_scope_reaches(recorded: Path, capsys, edit, expected, why) -> None:
     path, old, new = edit
     text = (recorded / path).read_text()
@@ -327,6 +333,27 @@ def test_scopes_of_unparseable_source_is_none_and_scopes_are_deduplicated() -> N
     assert scopes_of(b"x = 1\x00\n", [1]) is None
     assert [s.name for s in scopes_of(SCOPED, [7, 10, 2, 1])] == ["<module>", "f"]
     assert [s.name for s in scopes_of('def f():\n    """only a docstring"""\n', [2])] == ["<module>"]
+
+
+TWICE = ("import sys\n\nif sys.platform == 'win32':\n    def h():\n        return 1\nelse:\n    def h():\n"
+         "        return 2\n\n\ndef f(x=1):\n    return x\n")
+
+
+@pytest.mark.parametrize("base, changed, scope", [
+    # another function defined twice (one per platform, as click's _compat.py does) does not matter
+    (TWICE, TWICE.replace("x=1", "x=2"), ("f", 12, 12, 11)),
+    # f defined twice at the top level: the name does not tell which body reads the default
+    (TWICE + "\n\ndef f(x=5):\n    return x\n", TWICE + "\n\ndef f(x=6):\n    return x\n", None),
+])
+def test_a_changed_default_value_is_its_functions_body(base: str, changed: str, scope: tuple | None) -> None:
+    parts = file_diffs(unified_diff("m.py", base, changed))
+    module, *bodies = diff_scopes(touched_old_lines(parts), lambda path: base,
+                                  hunks={p.path: [p.hunks] for p in parts})["m.py"]
+    if scope is None:
+        assert module.is_module and module.names is None and not bodies
+    else:  # the module level redefines no name; the body is the unit, every line of it
+        assert module.is_module and module.names == frozenset()
+        assert [(b.name, b.first, b.last, b.line, b.statements.whole) for b in bodies] == [(*scope, True)]
 
 
 def test_the_open_log_keeps_regular_files_of_the_repository_only(tmp_path: Path) -> None:

@@ -52,3 +52,25 @@ def test_a_shared_tail_goes_to_the_file_whose_cut_off_folder_holds_the_config(tm
     write(tmp_path, {"x/tests/pytest.ini": "[pytest]\n"})  # both hold one now: no longer settled
     report = parse_junit(_report(tmp_path, file="a/test_x.py", classname="a.test_x"), root=tmp_path, known_files=known)
     assert [c.file for c in report.cases] == ["a/test_x.py"]
+
+
+def test_an_inherited_test_belongs_to_the_module_that_collected_it(tmp_path: Path) -> None:
+    """xunit1 writes the base class's file for an inherited test (pallets/itsdangerous's
+    test_timed.py subclasses test_serializer.py's classes); pytest's node id is the oracle."""
+    import subprocess
+    import sys
+
+    write(tmp_path, {"test_base.py": "class TestBase:\n    value = 1\n\n    def test_value(self):\n"
+                                     "        assert self.value == 1\n",
+                     "test_child.py": "from test_base import TestBase\n\n\nclass TestChild(TestBase):\n    value = 2\n"})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rf", "-o", "junit_family=xunit1",
+                           "--junitxml=r.xml", "test_base.py", "test_child.py"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert "FAILED test_child.py::TestChild::test_value" in proc.stdout, proc.stdout
+    assert 'file="test_base.py"' in (tmp_path / "r.xml").read_text()  # what pytest writes for both cases
+    report = parse_junit(tmp_path / "r.xml", root=tmp_path, known_files=["test_base.py", "test_child.py"])
+    # test_child.py also collects the TestBase it imports: both of its cases are its own
+    assert {(c.classname, c.file, c.outcome) for c in report.cases} == {
+        ("test_base.TestBase", "test_base.py", "passed"), ("test_child.TestBase", "test_child.py", "passed"),
+        ("test_child.TestChild", "test_child.py", "failed")}
+    assert set(report.files) == {"test_base.py", "test_child.py"}
