@@ -98,10 +98,16 @@ class PytestFacts:
     def __init__(self) -> None:
         self.files: dict[str, dict[str, Any]] = {}
 
-    def add(self, test: str, when: str, outcome: str, duration: float, longrepr: Any) -> None:
+    def _entry(self, test: str) -> dict:
+        return self.files.setdefault(test, {"duration_s": 0.0, "outcomes": [], "skip_reasons": [], "guards": []})
+
+    def add_seconds(self, test: str, seconds: float) -> None:
+        """The wall time one of ``test``'s items took (`ci.observe.clock`, never a report's own)."""
+        self._entry(test)["duration_s"] += max(0.0, seconds)
+
+    def add(self, test: str, when: str, outcome: str, longrepr: Any) -> None:
         """One report of ``test``'s item (setup, call or teardown)."""
-        entry = self.files.setdefault(test, {"duration_s": 0.0, "outcomes": [], "skip_reasons": [], "guards": []})
-        entry["duration_s"] += max(0.0, float(duration))
+        entry = self._entry(test)
         kind = report_outcome(when, outcome)
         if kind is not None and kind not in entry["outcomes"]:
             entry["outcomes"].append(kind)

@@ -47,7 +47,7 @@ from ci.atomic_write import atomic_write_text
 from ci.observe.facts import PytestFacts
 from ci.observe.files import (OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog,
                               RepoFiles, collect_context, fixture_context)
-from ci.observe import child, startup, worktree
+from ci.observe import child, clock, startup, worktree
 from ci.observe.child_config import write_child_config
 from ci.observe.forked import ForkedCopy, watch_forks
 from ci.observe.live import guard_kills
@@ -280,7 +280,7 @@ class DepmapRecorder:
         try:
             report = yield
             if report.failed:  # a collection error: its file's outcome, and a device guard's evidence
-                self.facts.add(rel, "collect", "failed", 0.0, report.longrepr)
+                self.facts.add(rel, "collect", "failed", report.longrepr)
             return report
         finally:
             self._switch("")
@@ -308,9 +308,11 @@ class DepmapRecorder:
         rel = self.relative_test(item.path)
         if rel is not None:
             self._switch(rel, rel)
+        started = clock.now()  # not the reports' durations: a test may freeze the clock they read
         result = yield
         if rel is not None:
             self.done[rel] += 1
+            self.facts.add_seconds(rel, clock.now() - started)
         settle = getattr(self.cov, "settle", None)  # slipcover's probes: see `ci.observe.retire`
         if settle is not None:
             settle()
@@ -320,7 +322,7 @@ class DepmapRecorder:
         if report.when == "call" and self.context:
             self.ran[self.context] += 1
         if self.context and self.opened.context:  # in the process that ran it (an xdist controller hears it again)
-            self.facts.add(self.opened.context, report.when, report.outcome, report.duration, report.longrepr)
+            self.facts.add(self.opened.context, report.when, report.outcome, report.longrepr)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -25,8 +25,8 @@ import atexit
 import json
 import os
 import sys
-import time
 
+from ci.observe import clock
 from ci.observe.files import OBSERVE_ENV, PARTS_ENV, ROOT_ENV, TEST_ENV
 from ci.observe.argv_test_file import test_file_of
 
@@ -45,7 +45,7 @@ class _Exit:
     """The status this process leaves with, as far as Python sees it."""
 
     def __init__(self, parts: str, test: str):
-        self.parts, self.test, self.status, self.started, self.done = parts, test, 0, time.monotonic(), False
+        self.parts, self.test, self.status, self.started, self.done = parts, test, 0, clock.now(), False
         self.pid = os.getpid()
 
     def watch(self) -> None:
@@ -73,7 +73,7 @@ class _Exit:
             return
         self.done = True
         outcome = "passed" if self.status == 0 else "failed"
-        facts = {"duration_s": round(time.monotonic() - self.started, 3), "outcomes": [outcome]}
+        facts = {"duration_s": round(clock.now() - self.started, 3), "outcomes": [outcome]}
         _write(self.parts, self.test, {"items": {self.test: 1}, "done": {self.test: 1}, "ran": {self.test: 1},
                                        "facts": {self.test: facts}})
 

@@ -405,3 +405,4 @@ def test_the_observing_process_never_imports_pytest(project: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "ci.observe.observed" in imported and "pytest" not in imported and "_pytest" not in imported
+
