@@ -11,7 +11,8 @@ Contract (table ``culprits``, migration 6; docs/culprit.md#automatic-requests-ci
 - `record_answer` writes a search's `CulpritAnswer` in one transaction onto its request's row (a
   request whose good / bad are prefixes of the answer's full commits is the same window), else a
   row of its own; writing the same answer again changes nothing.
-- `culprit_states` is the newest search of each (tier, test file) of a repository, for the HUD.
+- `culprit_states` is the newest search of each (tier, test file) of a repository, for the HUD;
+  {} on a store older than migration 6 (the HUD never migrates a store).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ci.history.store import Store, now
 from ci.history.verdict import BROKEN_ON_MAIN, Verdict
 from ci.registry import CulpritPolicy
 
+CULPRITS_VERSION = 6  # the migration that adds the table
 _KEY = "repo = ? AND tier = ? AND test = ? AND substr(?, 1, length(good)) = good AND substr(?, 1, length(bad)) = bad"
 
 
@@ -129,6 +131,8 @@ def record_answer(store: Store, a: CulpritAnswer) -> None:
 
 def culprit_states(store: Store, repo: str) -> dict[tuple[str, str], CulpritState]:
     """(tier, test file) -> its newest search in ``repo`` (a search of one test counts for its file)."""
+    if store.schema_version() < CULPRITS_VERSION:
+        return {}
     rows = store.fetchall("SELECT tier, test, good, bad, requested_at, culprit, probability, runs, stop, found, run_url "
                           "FROM culprits WHERE repo = ? ORDER BY id", (repo,))
     out: dict[tuple[str, str], CulpritState] = {}

@@ -200,3 +200,17 @@ def test_gpu_yml_records_before_it_dispatches_each_request_once(tmp_path: Path) 
     assert (tmp_path / "gh.log").read_text().splitlines() == [
         f"workflow|run|culprit.yml|--ref|main|-f|tier=gpu_h100|-f|test={FILE}|-f|good={sha(1)}|-f|bad={sha(4)}|"
         "-f|budget=9|-f|runners=2|-f|comment_id=|-f|pr=|"]
+
+
+def test_a_store_before_migration_6_has_no_searches_and_stays_as_it_is(tmp_path: Path) -> None:
+    """The HUD reads searches and never migrates: a store last written by a ci without the table."""
+    import sqlite3
+
+    location = str(tmp_path / "old.sqlite")
+    main_history(location, tmp_path)
+    with sqlite3.connect(location) as db:
+        db.execute("DROP TABLE culprits")
+        db.execute("DELETE FROM schema_version WHERE version > 5")
+    with open_store(location, create=False) as store:
+        assert culprit_states(store, "acme/llm") == {}
+        assert store.schema_version() == 5
