@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "flaky": "rank flaky tests from the history: score, credible interval, evidence, owner, example runs",
     "report": "the HUD: one static HTML page (and JSON) of the history, flaky tests, durations, plans, a pull request",
     "culprit": "which commit of a window broke a test: a flake-aware search within a budget of runs",
+    "culprit-requests": "record and print the culprit searches a default-branch run's new breakages call for",
     "tiers": "move registered files to a tier (`tiers move`), with the timeout a GPU tier needs",
     "observe": "run an adopter's own test command and write what each test file ran (a runtime map with outcomes)",
     "quarantine": "quarantine flaky tests in registry.yaml from the history, and release cleared ones (dry run by default)",

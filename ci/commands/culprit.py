@@ -41,7 +41,7 @@ exit status:
      the same command to resume)
   {EXIT_BAD_INPUT}  bad input: arguments, unknown test or tier, commits not on one first-parent line, or a
      --good that fails / --bad that passes when verified; nothing of the search was run
-  {EXIT_UNWRITABLE}  $GITHUB_STEP_SUMMARY (or a runner's reply) could not be written (the answer is printed)
+  {EXIT_UNWRITABLE}  $GITHUB_STEP_SUMMARY, a runner's reply or the history store could not be written (the answer is printed)
 """
 
 
@@ -70,6 +70,9 @@ class Answer:
     stop: str
     found: bool
     about: str = ""  # the runner's word on the culprit: its pull request
+    good: str = ""  # the window, as full commits
+    bad: str = ""
+    candidates: int = 0
 
 
 class BadWindow(ValueError):
@@ -148,6 +151,15 @@ def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG
     print(f"{prog}: culprit {answer.sha} ({answer.subject}){pull}, probability {answer.probability:.3f}, "
           f"{answer.window_runs} run(s) in the window, stopped: {answer.stop}")
     try:
+        stored = store_answer(args, answer)
+    except Exception as exc:  # StoreError, or a driver's own: the answer is printed, not stored
+        from ci.history.store import failure_text
+
+        print(f"{prog}: cannot store the answer in the history: {failure_text(exc, args.store)}", file=sys.stderr)
+        return EXIT_UNWRITABLE
+    if stored:
+        print(f"{prog}: {stored}")
+    try:
         append_step_summary(summary_markdown(args.test, args.tier, answer))
     except OSError as exc:
         print(f"{prog}: cannot append to $GITHUB_STEP_SUMMARY: {exc}", file=sys.stderr)
@@ -172,6 +184,36 @@ def summary_markdown(test: str, tier: str, answer: Answer) -> str:
     lines += [f"| {code(r.sha[:12])} | {'failed' if r.failed else 'passed'} | "
               f"{f'[run]({r.link})' if r.link else '—'} |" for r in answer.runs]
     return "\n".join(lines) + "\n"
+
+
+def store_answer(args: argparse.Namespace, answer: Answer, env: Mapping[str, str] | None = None) -> str:
+    """Write ``answer`` to the history when one is configured (--store, else $CI_HISTORY_STORE) and
+    exists (`ci.history.culprits.record_answer`: one transaction, onto its request's row); what was
+    done, in words ("" when no store is configured). The repository is the dispatch runner's
+    ``--repo``, else $GITHUB_REPOSITORY; the run's link comes from GitHub's environment. Store
+    failures raise."""
+    from ci.history.culprits import CulpritAnswer, record_answer
+    from ci.history.location import ENV_VAR, describe
+    from ci.history.store import StoreMissing, open_store
+
+    env = os.environ if env is None else env
+    location = args.store or env.get(ENV_VAR)
+    if not location:
+        return ""
+    run_url = ""
+    if env.get("GITHUB_SERVER_URL") and env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID"):
+        run_url = f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
+    repo = getattr(args, "repo", None) or env.get("GITHUB_REPOSITORY", "")  # the dispatch runner's --repo
+    stored = CulpritAnswer(repo, args.tier, args.test, answer.good, answer.bad, answer.sha, answer.probability,
+                           len(answer.runs), answer.stop, answer.found, args.budget, args.runners, answer.candidates,
+                           run_url, tuple(r.link for r in answer.runs if r.link))
+    try:
+        with open_store(location, create=False) as store:
+            store.migrate()  # the culprits table (a store an older ci wrote has none yet)
+            record_answer(store, stored)
+    except StoreMissing:
+        return f"note: no history at {describe(location)}: the answer is not stored"
+    return f"answer stored in the history ({describe(location)})"
 
 
 def _runner_value(argv: Sequence[str]) -> set[str]:
@@ -242,7 +284,8 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
     result = search_.result()
     sha = candidates[result.culprit]
     return Answer(sha, git(root, "log", "-1", "--format=%s", sha), result.probability, tuple(state.runs),
-                  result.runs, result.stop.value, result.probability >= args.confidence, runner.about(sha))
+                  result.runs, result.stop.value, result.probability >= args.confidence, runner.about(sha),
+                  good, bad, len(candidates))
 
 
 def _runner(args: argparse.Namespace, root: Path, file: str) -> LocalRunner:

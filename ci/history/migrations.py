@@ -32,6 +32,11 @@ Migration 4 (line-level maps, map format version 2): ``depmaps.map_version``, ``
 Migration 5 (a map's facts, format version 3, `ci observe`): ``depmap_tests.duration_s`` (NULL
 when the map has none), ``depmap_tests.outcome`` ('' for none) and ``depmap_tests.skip_reasons``
 (a JSON list of strings, '' for none).
+
+Migration 6 (culprit searches, docs/culprit.md#automatic-requests-ci-culprit-requests): ``culprits``,
+one row per searched window (repo, tier, test, good, bad: unique, so a window is requested once),
+written when the search is requested (``requested_at``; '' for a search started by hand) and
+completed with its answer (``culprit`` '' until then).
 """
 
 from __future__ import annotations
@@ -125,6 +130,29 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE depmap_tests ADD COLUMN duration_s {float}",
         "ALTER TABLE depmap_tests ADD COLUMN outcome TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE depmap_tests ADD COLUMN skip_reasons TEXT NOT NULL DEFAULT ''",
+    ),
+    (
+        """CREATE TABLE culprits (
+            id {id},
+            repo TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            test TEXT NOT NULL,
+            good TEXT NOT NULL,
+            bad TEXT NOT NULL,
+            budget INTEGER NOT NULL,
+            runners INTEGER NOT NULL,
+            candidates INTEGER NOT NULL,
+            requested_at TEXT NOT NULL,
+            culprit TEXT NOT NULL DEFAULT '',
+            probability {float},
+            runs INTEGER NOT NULL DEFAULT 0,
+            stop TEXT NOT NULL DEFAULT '',
+            found INTEGER NOT NULL DEFAULT 0,
+            run_url TEXT NOT NULL DEFAULT '',
+            run_links TEXT NOT NULL DEFAULT '',
+            answered_at TEXT NOT NULL DEFAULT '',
+            UNIQUE (repo, tier, test, good, bad)
+        )""",
     ),
 )
 

@@ -26,7 +26,7 @@ from ci.registry.files import (
 )
 from ci.registry.model import (
     ANCHOR_OR_ALIAS, BACKENDS, DUPLICATE_KEY, INVALID_VALUE, MAX_SECONDS, MISSING_KEY, MISSING_REASON, NON_POSITIVE,
-    NIGHTLY, NOT_UTF8, PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, SCHEMA_VERSION, QuarantineEvidence, QuarantinePolicy,
+    NIGHTLY, NOT_UTF8, PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, SCHEMA_VERSION, CulpritPolicy, QuarantineEvidence, QuarantinePolicy,
     QuarantinedNode, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem,
     Registry, RegistryError, Status, StepTemplate, TestEntry, Tier, default_backend, is_gfx, normalize_path, path_is_under, sm_capability, yaml_scalar,
 )
@@ -36,7 +36,7 @@ from ci.registry.run_all import covers_everything_under, deciding_pattern, run_a
 
 __all__ = [
     "ANCHOR_OR_ALIAS", "BACKENDS", "default_backend", "is_gfx", "covers_everything_under", "deciding_pattern", "run_all_rule", "DUPLICATE_KEY", "FEATURES", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
-    "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
+    "CulpritPolicy", "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
     "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "UNKNOWN_KEY", "UNKNOWN_TIER", "WRONG_TYPE",
     "UNREADABLE_DIR", "YAML_SYNTAX", "entry_is", "registered_file_problem", "unreadable_dir_problem", "Problem", "ProjectConfig", "Registry", "RegistryError", "RepoRootNotFound", "Status",
     "StepTemplate", "TestEntry", "TestTree", "Tier", "decode_registry", "derived_timeout", "display_path", "explicit_repo_root",

@@ -247,7 +247,7 @@ def _valid(message: str | None) -> None:
 def _fast_tier(name: str, fields: Any) -> Tier:
     """`PreciseParser.tier` for one tier it would find no problem in; `_NotSimple` otherwise."""
     fields = _fields(fields, TIER_KEYS, TIER_REQUIRED)
-    if "buildkite" in fields or "env" in fields:
+    if "buildkite" in fields or "env" in fields or "culprit" in fields:
         raise _NotSimple  # nested mappings: `ci.registry.step_parse` reads them
     description, gpu_count, arch = fields["description"], fields["gpu_count"], fields["arch"]
     if (not name.isidentifier() or type(description) is not str or type(gpu_count) is not int or gpu_count < 0

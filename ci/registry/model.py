@@ -97,6 +97,17 @@ class StepTemplate:
 
 
 @dataclass(frozen=True)
+class CulpritPolicy:
+    """A tier's ``culprit:`` opt-in (docs/registry.md): with ``auto``, a new breakage of a test on
+    the default branch with more than one candidate commit requests a culprit search of its window
+    (`ci culprit-requests`), of at most ``budget`` runs, ``runners`` at once."""
+
+    auto: bool = False
+    budget: int = 12
+    runners: int = 1
+
+
+@dataclass(frozen=True)
 class Tier:
     """A class of CI machine. The name is also the pytest marker (``pytest -m gpu_b200``).
 
@@ -117,6 +128,7 @@ class Tier:
     unless given); ``buildkite`` the `StepTemplate` of its steps. ``env`` is set for every run of
     the tier (``ci run``, the matrix job, the Buildkite step), under an entry's own ``env``.
     ``pytest_args`` are added to every pytest ``ci run --tier`` starts for it, before an entry's.
+    ``culprit`` is its `CulpritPolicy` (None: no automatic culprit search).
     """
 
     name: str
@@ -134,6 +146,7 @@ class Tier:
     buildkite: StepTemplate | None = None
     env: Mapping[str, str] = field(default_factory=dict, hash=False)
     pytest_args: tuple[str, ...] = ()
+    culprit: CulpritPolicy | None = None
 
     def __post_init__(self) -> None:
         if not self.backend:
@@ -368,7 +381,7 @@ def sm_capability(arch: str) -> tuple[int, int]:
 
 
 __all__ = [
-    "ANCHOR_OR_ALIAS", "BACKENDS", "default_backend", "is_gfx", "DUPLICATE_KEY", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
+    "ANCHOR_OR_ALIAS", "CulpritPolicy", "BACKENDS", "default_backend", "is_gfx", "DUPLICATE_KEY", "INVALID_VALUE", "MAX_SECONDS", "MISSING_KEY", "MISSING_REASON",
     "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
     "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "STR_TAG", "StepTemplate", "UNKNOWN_KEY", "UNKNOWN_TIER",
     "WRONG_TYPE", "YAML_SYNTAX", "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "double_quoted", "is_sm",

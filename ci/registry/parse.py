@@ -24,7 +24,7 @@ from ci.registry.model import (
 )
 from ci.registry.run_all import normalize_pattern, run_all_problems
 from ci.registry.quarantine_parse import parse_evidence, parse_nodes, parse_policy
-from ci.registry.step_parse import parse_env, parse_pytest_args, parse_template
+from ci.registry.step_parse import parse_culprit, parse_env, parse_pytest_args, parse_template
 from ci.registry.rules import (
     PROJECT_DYNAMIC, PROJECT_FLAG, PROJECT_KEYS, PROJECT_NON_EMPTY, TEST_KEYS, TEST_REQUIRED, TIER_KEYS, TIER_REQUIRED, TOP_KEYS, TOP_REQUIRED,
     arch_problem, backend_problem, buildkite_queue_problem, describe_scalar, device_name_problem, dynamic_import_problem, entry_path_problem, feature_problem, memory_problem,
@@ -298,11 +298,13 @@ class PreciseParser:
         template = parse_template(self, value("buildkite"), what) if "buildkite" in fields else None
         env = parse_env(self, value("env"), what) if "env" in fields else {}
         args = parse_pytest_args(self, value("pytest_args"), what) if "pytest_args" in fields else ()
+        culprit = parse_culprit(self, value("culprit"), what) if "culprit" in fields else None
         if len(self.problems) != before:
             return None
         return Tier(name, description, labels, gpu_count, arch, features, device_name,
                     None if memory is None else float(memory), line=key_node.start_mark.line + 1, schedule=schedule,
-                    backend=backend, buildkite_queue=queue, buildkite=template, env=env, pytest_args=args or ())
+                    backend=backend, buildkite_queue=queue, buildkite=template, env=env, pytest_args=args or (),
+                    culprit=culprit)
 
     def tests(self, node: yaml.Node, tiers: dict[str, Tier]) -> dict[str, TestEntry]:
         entries = self.mapping(node, "tests", None)

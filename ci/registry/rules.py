@@ -28,8 +28,10 @@ PROJECT_FLAG, PROJECT_DYNAMIC = "unique_basenames", "dynamic_imports"
 # Lists that must name at least one item (an empty first_party means: discover the packages).
 PROJECT_NON_EMPTY = {"source_roots", "test_roots", "test_patterns"}
 TIER_KEYS = {"description", "runner_labels", "gpu_count", "arch", "features", "device_name", "min_memory_gib",
-             "schedule", "backend", "buildkite_queue", "buildkite", "env", "pytest_args"}
+             "schedule", "backend", "buildkite_queue", "buildkite", "env", "pytest_args", "culprit"}
 TIER_REQUIRED = {"description", "runner_labels", "gpu_count", "arch"}
+CULPRIT_KEYS = {"auto", "budget", "runners"}
+MAX_CULPRIT_RUNNERS = 64  # `ci culprit --runners`' bound
 TEST_KEYS = {"tiers", "est_time", "owner", "status", "reason", "issue", "timeout", "reruns", "depends_on",
              "may_skip", "evidence", "quarantined_nodes", "env", "pytest_args"}
 # The quarantine's keys (`ci.registry.quarantine_parse` reads them; the fast path leaves an entry
@@ -334,7 +336,7 @@ def describe_scalar(value: Any) -> str:
 
 __all__ = [
     "FEATURES", "MAX_MEMORY_GIB", "MAX_RERUNS", "MIN_TIMEOUT", "number_text_problem", "reruns_problem", "PROJECT_KEYS", "PROJECT_NON_EMPTY", "TEST_KEYS", "TEST_REQUIRED",
-    "TIER_KEYS", "TIER_REQUIRED", "backend_problem", "env_name_problem", "template_key_problem",
+    "CULPRIT_KEYS", "MAX_CULPRIT_RUNNERS", "TIER_KEYS", "TIER_REQUIRED", "backend_problem", "env_name_problem", "template_key_problem",
     "PLAN_STEP_KEYS", "TEMPLATE_OWN_KEYS", "buildkite_queue_problem", "TIMEOUT_FACTOR", "TOP_KEYS", "TOP_REQUIRED", "arch_problem", "derived_timeout",
     "describe_scalar", "device_name_problem", "EVIDENCE_KEYS", "NODE_KEYS", "NODE_REQUIRED", "POLICY_KEYS",
     "QUARANTINE_TEST_KEYS", "node_id_problem", "policy_problem", "feature_problem", "memory_problem", "project_item_problem",

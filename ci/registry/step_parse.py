@@ -1,10 +1,10 @@
-"""A tier's ``env:``, ``pytest_args:`` and ``buildkite:``, an entry's ``env:`` and ``pytest_args:``,
+"""A tier's ``env:``, ``pytest_args:``, ``buildkite:`` and ``culprit:``, an entry's ``env:`` and ``pytest_args:``,
 for the precise parser.
 
 Contract: each function takes the `ci.registry.parse.PreciseParser` doing the parse (its
 ``mapping``, ``scalar``, ``check`` and ``problem``), reports every problem at its node
 (``file:line:col``), and returns the typed value or None when there was one. The fast path leaves
-tiers and entries with ``env`` or ``buildkite`` to the precise parser; it reads ``pytest_args``.
+tiers and entries with ``env``, ``buildkite`` or ``culprit`` to the precise parser; it reads ``pytest_args``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from ci.registry.model import INVALID_VALUE, WRONG_TYPE, StepTemplate
-from ci.registry.rules import env_name_problem, pytest_args_problem, template_key_problem
+from ci.registry.model import INVALID_VALUE, WRONG_TYPE, CulpritPolicy, StepTemplate
+from ci.registry.rules import CULPRIT_KEYS, MAX_CULPRIT_RUNNERS, env_name_problem, pytest_args_problem, template_key_problem
 
 _SCALARS = (str, int, float, bool)
 
@@ -76,6 +76,29 @@ def parse_template(parser: Any, node: yaml.Node, what: str) -> StepTemplate | No
     return StepTemplate(keys, prefix, tuple(interpolate), line=node.start_mark.line + 1)
 
 
+def parse_culprit(parser: Any, node: yaml.Node, what: str) -> CulpritPolicy | None:
+    """A ``culprit:`` mapping: ``auto`` a boolean, ``budget`` runs >= 1, ``runners`` 1 to
+    `MAX_CULPRIT_RUNNERS` (the bounds of ``ci culprit --budget / --runners``); each key optional."""
+    fields = parser.mapping(node, f"{what} culprit", CULPRIT_KEYS)
+    if fields is None:
+        return None
+    before, default = len(parser.problems), CulpritPolicy()
+    auto = parser.scalar(fields["auto"][1], f"{what} culprit auto", (bool,)) if "auto" in fields else default.auto
+    counts = {}
+    for key, top in (("budget", None), ("runners", MAX_CULPRIT_RUNNERS)):
+        if key not in fields:
+            counts[key] = getattr(default, key)
+            continue
+        value = parser.scalar(fields[key][1], f"{what} culprit {key}", (int,))
+        if value is not None and not (1 <= value and (top is None or value <= top)):
+            bound = "a whole number >= 1" if top is None else f"a whole number from 1 to {top}"
+            parser.problem(fields[key][1], INVALID_VALUE, f"{what} culprit {key} must be {bound}, got {value}")
+        counts[key] = value
+    if len(parser.problems) != before:
+        return None
+    return CulpritPolicy(bool(auto), counts["budget"], counts["runners"])
+
+
 def _value(parser: Any, node: yaml.Node, what: str) -> object:
     """A template value as plain data: mappings with string keys, lists, non-null scalars."""
     if isinstance(node, yaml.SequenceNode):
@@ -89,4 +112,4 @@ def _value(parser: Any, node: yaml.Node, what: str) -> object:
     return parser.scalar(node, what, _SCALARS)
 
 
-__all__ = ["parse_env", "parse_pytest_args", "parse_template"]
+__all__ = ["parse_culprit", "parse_env", "parse_pytest_args", "parse_template"]

@@ -83,6 +83,9 @@ def render_tier(tier: Tier) -> list[str]:
     lines += render_env(tier.env)
     if tier.pytest_args:
         lines.append(f"    pytest_args: {flow_list(tier.pytest_args)}")
+    if tier.culprit is not None:
+        c = tier.culprit
+        lines.append(f"    culprit: {{auto: {str(c.auto).lower()}, budget: {c.budget}, runners: {c.runners}}}")
     return lines
 
 

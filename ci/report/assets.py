@@ -54,6 +54,7 @@ text-overflow:ellipsis}
 font:12px/20px ui-monospace,Menlo,Consolas,monospace}
 .i,.inf{background:#000;color:#F0E442}
 .vgrid .err.inf{font-weight:700}
+.vgrid .err .cul{font-weight:700}
 .vgrid .c,.vhead .r{flex:none;width:20px;padding:0;text-align:center}
 .vgrid .c,td.c{width:20px;min-width:20px;padding:0;text-align:center;font-weight:700;border:1px solid #fff}
 .vgrid .c{cursor:pointer}

@@ -32,12 +32,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
+from ci.history.culprits import culprit_states
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
 from ci.history.runners import runner_health
 from ci.history.store import Store
 from ci.registry import Registry, Status, TestEntry
+from ci.report.grid import safe_url
 from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, INFRA, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar,
-                             DurationRow, Failure, FileRow, FlakyRow, PullTest, PullView, Report, Run, RunnerRow, ShardLane,
+                             Culprit, DurationRow, Failure, FileRow, FlakyRow, PullTest, PullView, Report, Run, RunnerRow, ShardLane,
                              TierPlan)
 from ci.report.query import (CommitRuns, FailureLine, FileResult, commit_authors, default_branch_commits, failure_lines,
                              file_results, has_verdicts, newest_repo, pull_request_reports)
@@ -127,6 +129,7 @@ def build_report(store: Store, registry: Registry, plans: Sequence[Plan] = (), *
     shown = tuple(_run(i, commit, authors.get(commit.sha, "")) for i, commit in enumerate(commits))
     rows, durations = _rows(registry, grouped, lines, shown)
     rows = _judged(store, repo, rows, lines, shown)
+    rows = _with_culprits(store, repo, rows)
     return Report(
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo=repo,
         runs=shown, rows=tuple(ordered(rows)),
@@ -169,6 +172,17 @@ def _judged(store: Store, repo: str, rows: list[FileRow], lines: dict[tuple[str,
     for (i, _), detail in zip(asks, judge_cells(store, repo, [ask for _, ask in asks])):
         row = out[i]
         out[i] = replace(row, failures=row.failures[:-1] + (replace(row.failures[-1], verdict=detail),))
+    return out
+
+
+def _with_culprits(store: Store, repo: str, rows: list[FileRow]) -> list[FileRow]:
+    """``rows`` with each failing row's culprit search (`ci.history.culprits.culprit_states`)."""
+    states = culprit_states(store, repo) if any(r.state == FAILING_ROW for r in rows) else {}
+    out = []
+    for row in rows:
+        s = states.get((row.tier, row.file)) if row.state == FAILING_ROW else None
+        out.append(row if s is None else replace(row, culprit=Culprit(s.culprit, s.probability, s.found,
+                                                                       safe_url(s.run_url), s.good, s.bad)))
     return out
 
 

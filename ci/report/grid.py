@@ -6,7 +6,7 @@ Contract:
   it): a matrix row is ``[tier index, owner index, file, cells]`` with one ASCII letter per cell
   (`CLASS`), and a fifth element only for a row that is not OK or merged several attempts
   somewhere (`_extra`: its state, failing-since column, streak and days, each failing cell's
-  text, the attempts per column), so a green page costs what it did; a durations row ``[tier index, owner index, file, samples, p50, p90, est_time,
+  text, the attempts per column, its culprit search), so a green page costs what it did; a durations row ``[tier index, owner index, file, samples, p50, p90, est_time,
   timeout, flags (1 drift, 2 over timeout), levels]``. ``<``, ``>`` and ``&`` are written as JSON
   escapes, so no data can end the block or open markup; the script reads it with ``JSON.parse``.
 - The grids' headers are static HTML (escaped, run links only http(s)); their rows are drawn by
@@ -84,7 +84,8 @@ def _extra(row: FileRow) -> dict[str, object] | None:
     """A matrix row's fifth element (see the module docstring), or None for an OK row of single
     attempts: ``k`` state (f failing, k flaky), ``s`` failing-since column, ``n`` streak, ``d``
     days, ``x`` ``{column: [node, message, failed tests, verdict, infra kind, runner]}``, ``a``
-    attempts per column."""
+    attempts per column, ``c`` its culprit search ``[sha ("" while searching), probability, found,
+    run link, good, bad]``."""
     extra: dict[str, object] = {}
     if row.state in _STATE_CODE:
         extra["k"] = _STATE_CODE[row.state]
@@ -94,6 +95,9 @@ def _extra(row: FileRow) -> dict[str, object] | None:
         extra["x"] = {str(f.run): [f.node, f.message, f.failed, f.verdict, f.infra, f.runner] for f in row.failures}
     if row.attempts:
         extra["a"] = list(row.attempts)
+    if row.culprit is not None:
+        c = row.culprit
+        extra["c"] = [c.sha, c.probability, int(c.found), c.url, c.good, c.bad]
     return extra or None
 
 

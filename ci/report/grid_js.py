@@ -129,11 +129,21 @@ var HUD = (function(){
   }
   function failure(d, c){ return d[4] && d[4].x && d[4].x[c]; }
   function cause(x){ return x[4] ? 'infra ' + x[4] + (x[5] ? ' on ' + x[5] : '') : ''; }
-  function errCell(d){  // a failing row's latest failure, inline
+  function culprit(c){  // [sha, probability, found, run link, good, bad]: its search, first in the error cell
+    var el = document.createElement(c[3] ? 'a' : 'span'), at = c[4].slice(0, 7) + '..' + c[5].slice(0, 7);
+    el.className = 'cul'; if (c[3]) el.href = c[3];
+    el.textContent = c[0] ? 'culprit ' + c[0].slice(0, 7) + ' (' + (100 * c[1]).toFixed(1) + '%' + (c[2] ? '' : ', unsure') + ')'
+                          : 'culprit: searching';
+    el.title = (c[0] ? 'culprit ' + c[0] + ', probability ' + c[1].toFixed(3) + (c[2] ? '' : ' (stopped short)')
+                     : 'culprit search requested, no answer yet') + ' in ' + at + (c[3] ? '; opens the search run' : '');
+    return el;
+  }
+  function errCell(d){  // a failing row's latest failure, inline, after its culprit search
     var x = d[4] && d[4].k === 'f' && d[4].x, keys = x ? Object.keys(x) : [], last = keys.length ? x[keys[keys.length - 1]] : null;
     var el = span('err', '', 'gridcell'); if (!last) return el;
-    el.textContent = (last[4] ? '! ' + cause(last) + ': ' : '') + last[1];
-    el.title = last[0] + '\n' + last[1] + (last[3] ? '\nverdict: ' + last[3] : '');
+    if (d[4].c) { el.appendChild(culprit(d[4].c)); el.appendChild(document.createTextNode(' \u00b7 ')); }
+    el.appendChild(document.createTextNode((last[4] ? '! ' + cause(last) + ': ' : '') + last[1]));
+    el.title = last[0] + '\n' + last[1] + (last[3] ? '\nverdict: ' + last[3] : '') + (d[4].c ? '\n' + el.firstChild.title : '');
     if (last[4]) el.classList.add('inf');
     return el;
   }

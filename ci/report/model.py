@@ -67,6 +67,20 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Culprit:
+    """The culprit search of a row failing now (`ci.history.culprits`, the newest of its tier and
+    file): ``sha`` is "" while it is searching; ``found`` when it reached its confidence; ``url``
+    the search's run (http(s) only, else "")."""
+
+    sha: str
+    probability: float | None
+    found: bool
+    url: str
+    good: str
+    bad: str
+
+
+@dataclass(frozen=True)
 class FileRow:
     """One row of the matrix: a registered (or once-seen) file on one tier. ``cells[i]`` is its
     status in run ``i``; ``times[i]`` the seconds its tests took there (None: no sample)."""
@@ -83,6 +97,7 @@ class FileRow:
     since_days: float = 0.0                  # FAILING: days from the streak's first column to the latest
     failures: tuple[Failure, ...] = ()       # one per failing or flaky cell, by column
     attempts: tuple[int, ...] = ()           # per column, the run attempts merged there (empty: one each)
+    culprit: Culprit | None = None           # FAILING: its culprit search, when one was requested or run
 
 
 @dataclass(frozen=True)

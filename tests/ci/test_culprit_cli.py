@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = """\
 version: 1
@@ -222,3 +224,38 @@ def test_a_test_from_a_later_commit_with_injected_flakes(repo, tmp_path) -> None
     runs = json.loads((tmp_path / "s.json").read_text())["runs"]
     ran = (tmp_path / "log").read_text().split()
     assert 0 < len(ran) < len(runs)  # some attempts were failed unrun (the log counts only real ones)
+
+
+def test_the_answer_is_stored_onto_its_request_once(repo, tmp_path, store_location) -> None:
+    """Issue 51: with a store, the answer lands on the row `ci culprit-requests` recorded for the
+    window (requested with the history's own commit ids), atomically; a rerun (resumed from the
+    state file) writes the same row again, not a second one. SQLite and PostgreSQL."""
+    from ci.history.culprits import CulpritRequest, culprit_states, record_requests
+    from ci.history.store import open_store
+
+    root, shas = repo
+    with open_store(store_location) as store:
+        record_requests(store, [CulpritRequest("acme/calc", "cpu", "tests/test_calc.py", shas[0][:7], shas[9], 6, 1, 9)])
+    github = {"CI_HISTORY_STORE": store_location, "GITHUB_SERVER_URL": "https://github.com",
+              "GITHUB_REPOSITORY": "acme/calc", "GITHUB_RUN_ID": "77"}
+    for _ in range(2):
+        done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01",
+                       "--state", str(tmp_path / "s.json"), tmp=tmp_path, env=github)
+        assert done.returncode == 0 and "answer stored in the history" in done.stdout, done.stdout + done.stderr
+    runs = len(json.loads((tmp_path / "s.json").read_text())["runs"])
+    with open_store(store_location, create=False) as store:
+        [state] = culprit_states(store, "acme/calc").values()
+        rows = store.fetchall("SELECT good, budget, runs, found, stop, requested_at <> '', answered_at <> '' FROM culprits")
+    assert (state.culprit, state.run_url) == (shas[CULPRIT], "https://github.com/acme/calc/actions/runs/77")
+    assert state.probability is not None and state.probability >= 0.99
+    assert rows == [(shas[0][:7], 6, runs, 1, "confident", True, True)]
+
+
+def test_an_unreachable_store_is_one_line_and_exit_3(repo, tmp_path) -> None:
+    root, shas = repo
+    (tmp_path / "store").write_text("not a database\n" * 300)
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01",
+                   "--store", str(tmp_path / "store"), "--state", str(tmp_path / "s.json"), tmp=tmp_path)
+    assert done.returncode == 3 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "cannot store the answer in the history" in line and "Traceback" not in done.stderr

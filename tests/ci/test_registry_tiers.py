@@ -136,3 +136,39 @@ def test_a_registration_lands_only_on_tiers_of_its_backend(tmp_path):
                         "suite 's-cuda' -> tier 'mi300' refused for 1 file(s) (e.g. test_x.py)",
                         "suite 's-mlx' -> tier 'h100' refused for 1 file(s) (e.g. test_x.py)",
                         "suite 's-mlx' -> tier 'mi300' refused for 1 file(s) (e.g. test_x.py)"]
+
+
+# `culprit:` (issue 51): the opt-in of automatic culprit searches, read by the precise parser only.
+CULPRIT = _edit("    arch: sm_90\n", "    arch: sm_90\n    culprit: {auto: true, budget: 20, runners: 2}\n")
+
+
+def test_culprit_opt_in_is_read_with_defaults_and_written_back():
+    from ci.registry import CulpritPolicy
+    from ci.registry.writer import render_tier
+
+    registry, problems = precise.parse_precise(CULPRIT, "r.yaml")
+    assert problems == [] and registry is not None
+    assert fast_parse.parse_fast(CULPRIT, "r.yaml") is None  # the nested mapping is the precise parser's
+    assert registry.tiers["h100"].culprit == CulpritPolicy(auto=True, budget=20, runners=2)
+    assert registry.tiers["cpu"].culprit is None and VALIDATOR.is_valid(yaml.safe_load(CULPRIT))
+    partial = _edit("    arch: sm_90\n", "    arch: sm_90\n    culprit: {auto: true}\n")
+    assert precise.parse_precise(partial, "r.yaml")[0].tiers["h100"].culprit == CulpritPolicy(True, 12, 1)
+    rendered = "\n".join(render_tier(registry.tiers["h100"]))
+    assert "    culprit: {auto: true, budget: 20, runners: 2}" in rendered
+
+
+@pytest.mark.parametrize("value, col, message", [
+    ("{auto: yes please}", 21, "tier 'h100' culprit auto must be bool, got 'yes please'"),
+    ("{auto: true, budget: 0}", 35, "tier 'h100' culprit budget must be a whole number >= 1, got 0"),
+    ("{auto: true, runners: 65}", 36, "tier 'h100' culprit runners must be a whole number from 1 to 64, got 65"),
+    ("{auto: true, budget: 2.5}", 35, "tier 'h100' culprit budget must be int, got '2.5'"),
+    ("{auto: true, runner: 2}", 27, "unknown key 'runner' in tier 'h100' culprit; allowed: auto, budget, runners"),
+    ("true", 14, "tier 'h100' culprit must be a mapping, got 'true'"),
+])
+def test_a_bad_culprit_key_is_one_problem_at_its_line(value, col, message):
+    text = _edit("    arch: sm_90\n", f"    arch: sm_90\n    culprit: {value}\n")
+    registry, problems = precise.parse_precise(text, "r.yaml")
+    [problem] = problems
+    assert registry is None and (problem.line, problem.col) == (line_of(text, f"    culprit: {value}"), col), problem
+    assert problem.message == message
+    assert not VALIDATOR.is_valid(yaml.safe_load(text))

@@ -127,7 +127,7 @@ def test_without_interference_each_writer_writes(repo: Path, writer: str) -> Non
 
 
 # A registry using every tier key the writers must carry over (issue #50's review: the whole-file
-# writer dropped `env:`, `buildkite:`, `buildkite_queue`, `backend` and `quarantine:`).
+# writer dropped `env:`, `buildkite:`, `buildkite_queue`, `backend` and `quarantine:`; issue 51 added `culprit:`).
 RICH = REGISTRY.replace("tiers:\n", """\
 quarantine: {threshold: 0.04, min_runs: 12}
 tiers:
@@ -148,6 +148,7 @@ tiers:
       interpolate: [plugins]
     env: {IMPL: cutedsl, N: "1"}
     pytest_args: [-m, not slow]
+    culprit: {auto: true, budget: 20, runners: 3}
 """).replace("    depends_on: [tests/test_a.py]\n", "    depends_on: [tests/test_a.py]\n    env: {A: \"x y\"}\n    pytest_args: [-k, fast]\n")
 RICH_WRITERS = {**{w: WRITERS[w] for w in ("durations --write", "lint --fix", "tiers move")},
                 "import-suites --output --force": (["import-suites", "--suites", "tests/run_suite.py", "--tier-map",
@@ -156,7 +157,7 @@ RICH_WRITERS = {**{w: WRITERS[w] for w in ("durations --write", "lint --fix", "t
 
 def _kept(registry) -> tuple:
     """What a writer must not lose: the tiers' keys (positions aside) and the quarantine policy."""
-    tiers = {name: (t.backend, t.buildkite_queue, dict(t.env), t.pytest_args, t.buildkite and
+    tiers = {name: (t.backend, t.buildkite_queue, dict(t.env), t.pytest_args, t.culprit, t.buildkite and
                     (t.buildkite.keys, t.buildkite.command_prefix, t.buildkite.interpolate))
              for name, t in registry.tiers.items()}
     return tiers, (registry.quarantine.threshold, registry.quarantine.min_runs)

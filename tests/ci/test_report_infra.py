@@ -19,8 +19,9 @@ from ci.history.runners import runner_health
 from ci.history.store import open_store
 from ci.report.browser import Browser, Tab
 from ci.report.model import RunnerRow
-from tests.ci.report_infra_support import (BAD, COMMITS, GOOD, HOSTILE_ERROR, HOSTILE_FILE, HOSTILE_TEST, LONG_A, LONG_B,
-                                           PREFIX, build_history, write_repo)
+from tests.ci.report_infra_support import (BAD, COMMITS, CUDA, GOOD, HOSTILE_ERROR, HOSTILE_FILE, HOSTILE_TEST, LONG_A,
+                                           LONG_B, PREFIX, REPO, SHAS, build_history, write_repo)
+from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.report_support import built_report, chromium, clean_tab, hud_page, known_store
 
 SIZES = {"1440": (1440, 900), "390": (390, 844)}
@@ -152,3 +153,61 @@ def test_the_page_fits_its_width(tab: Tab, tmp_path: Path) -> None:
     box, filters = tab.eval(f"{_BOX}(document.getElementById('matrix-h'))"), tab.eval(f"{_EXTENT}(document.getElementById('filters'))")
     assert tab.eval("scrollY") > 0 and (box[3] <= filters[1] or box[1] >= filters[3])  # the sticky bar covers it not
     (tmp_path / f"hud-{width}-matrix.png").write_bytes(tab.screenshot())
+
+
+# Issue 51: the culprit search of a row failing now, first in its error cell. LONG_B: found, with
+# the search's run; LONG_A: stopped short, its run link not http(s) (shown without a link);
+# HOSTILE_FILE: requested, no answer yet; tests/test_ok.py (not failing now): nothing shown.
+SEARCH_URL = "https://github.com/acme/infra/actions/runs/5"
+
+
+def _culprit_history(location: str, directory: Path) -> None:
+    from ci.history.culprits import CulpritAnswer, CulpritRequest, record_answer, record_requests
+
+    build_history(location, directory)
+    with open_store(location) as s:
+        record_requests(s, [CulpritRequest(REPO, "gpu_h100", f, SHAS[0], SHAS[7], 12, 2, 7)
+                            for f in (HOSTILE_FILE, LONG_B, "tests/test_ok.py")])
+        record_answer(s, CulpritAnswer(REPO, "gpu_h100", LONG_B, SHAS[0], SHAS[7], SHAS[5], 0.995, 6, "confident", True,
+                                       run_url=SEARCH_URL))
+        record_answer(s, CulpritAnswer(REPO, "gpu_h100", LONG_A, SHAS[1], SHAS[8], SHAS[3], 0.5, 12, "budget", False,
+                                       run_url="javascript:window.__pwned=6"))
+
+
+def test_the_culprit_search_is_on_its_failing_row(store_location: str, tmp_path: Path) -> None:
+    from ci.report.model import Culprit
+
+    report = built_report(*known_store(store_location, tmp_path, write_repo, _culprit_history), shards=None)
+    rows = {r.file: r.culprit for r in report.rows}
+    assert rows == {LONG_B: Culprit(SHAS[5], 0.995, True, SEARCH_URL, SHAS[0], SHAS[7]),
+                    LONG_A: Culprit(SHAS[3], 0.5, False, "", SHAS[1], SHAS[8]),
+                    HOSTILE_FILE: Culprit("", None, False, "", SHAS[0], SHAS[7]), "tests/test_ok.py": None}
+
+
+@pytest.fixture(scope="module")
+def culprit_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hud_page(tmp_path_factory.mktemp("culprit-page"), write_repo, _culprit_history, 1, [])
+
+
+def test_the_culprit_search_shows_first_in_the_error_cell(browser: Browser, culprit_page: Path, tmp_path: Path) -> None:
+    with clean_tab(browser, culprit_page) as tab:  # the hostile link ran nothing
+        width = tab.eval("innerWidth")
+        (tmp_path / f"culprit-{width}.png").write_bytes(tab.screenshot())
+        got = {f: tab.eval(f"(e => [e.textContent, e.firstChild.tagName, e.firstChild.getAttribute('href'),"
+                           f" e.firstChild.title, e.title.split('\\n').pop()])({_row(f)}.querySelector('.err'))")
+               for f in (LONG_B, LONG_A, HOSTILE_FILE)}
+        assert got[LONG_B] == [f"culprit {SHAS[5][:7]} (99.5%) · ! infra cuda on {BAD}: {CUDA}", "A", SEARCH_URL,
+                               f"culprit {SHAS[5]}, probability 0.995 in {SHAS[0][:7]}..{SHAS[7][:7]}; opens the search run",
+                               f"culprit {SHAS[5]}, probability 0.995 in {SHAS[0][:7]}..{SHAS[7][:7]}; opens the search run"]
+        assert got[LONG_A][:3] == [f"culprit {SHAS[3][:7]} (50.0%, unsure) · ! infra cuda on {BAD}: {CUDA}", "SPAN", None]
+        assert got[LONG_A][3] == f"culprit {SHAS[3]}, probability 0.500 (stopped short) in {SHAS[1][:7]}..{SHAS[8][:7]}"
+        assert got[HOSTILE_FILE][:3] == [f"culprit: searching · {HOSTILE_ERROR}", "SPAN", None]
+        assert got[HOSTILE_FILE][3].startswith("culprit search requested, no answer yet")
+        assert tab.eval(f"{_row('tests/test_ok.py')}.querySelector('.err').textContent") == ""
+        assert tab.eval("document.querySelectorAll('a[href^=javascript], img').length") == 0
+        assert tab.eval("document.scrollingElement.scrollWidth") <= width  # the page still fits its width
+        box = tab.eval(f"{_BOX}({_row(LONG_B)}.querySelector('.cul'))")
+        if width >= 1000:  # the culprit is on screen, whole, without scrolling
+            assert 0 <= box[0] and box[2] <= width
+        err = tab.eval(f"{_BOX}({_row(LONG_B)}.querySelector('.err'))")
+        assert err[0] <= box[0] and box[2] <= err[2]  # inside its cell at every width

@@ -166,7 +166,7 @@ def test_called_modules_and_commands_exist(where, module, argv, capsys):
     if module == "ci":
         command = argv[0]
         assert command in COMMANDS, f"{where}: `python -m ci {command}` is not a command"
-        mod = importlib.import_module(f"ci.commands.{command}")
+        mod = importlib.import_module(f"ci.commands.{command.replace('-', '_')}")  # as the dispatcher maps it
         if hasattr(mod, "build_parser"):
             rest = argv[1:]
             if "--" in rest:

@@ -262,3 +262,28 @@ def test_bad_input_of_the_search_is_said_in_the_reply(repo, fake, api_url, runne
     body = _answer(fake, reply_id)
     assert "@maintainer the culprit search stopped without an answer (search run):" in body
     assert f"--good {shas[7][:12]} fails tests/test_calc.py" in body and "post a corrected `/culprit`" in body
+
+
+def test_the_dispatch_runners_answer_is_stored_with_each_runs_link(repo, fake, api_url, runners, tmp_path) -> None:
+    """Issue 51: `ci culprit`'s answer reaches the history through the dispatch runner too, under
+    its --repo, with every dispatched run's link and the search's own run."""
+    from ci.history.culprits import culprit_states
+    from ci.history.store import open_store
+
+    root, shas = repo
+    store = tmp_path / "h.sqlite"
+    open_store(str(store)).close()
+    env = {**_env(tmp_path), "CI_HISTORY_STORE": str(store), "GITHUB_SERVER_URL": "https://github.com",
+           "GITHUB_REPOSITORY": "acme/llm-serving", "GITHUB_RUN_ID": "4242"}
+    done = subprocess.run(_argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
+                                "--good", shas[0], "--bad", shas[9], "--runners", "2"),
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with open_store(str(store), create=False) as s:
+        [state] = culprit_states(s, "acme/llm-serving").values()
+        [(links, runs)] = s.fetchall("SELECT run_links, runs FROM culprits")
+    assert (state.culprit, state.found, state.run_url) == (shas[CULPRIT], True,
+                                                          "https://github.com/acme/llm-serving/actions/runs/4242")
+    links = json.loads(links)
+    assert runs == len(links) == len(_names(fake)) and all(
+        re.fullmatch(r"https://github\.com/acme/llm-serving/actions/runs/\d+", link) for link in links)
