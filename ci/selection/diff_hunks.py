@@ -17,6 +17,10 @@ Contract:
   `comment_only_lines` gives the old lines `touched_old_lines` counts for such hunks.
 - `Hunk.added` holds the hunk's new lines (without the ``+``); `apply_hunks` rebuilds a file's
   new text from its old text and its hunks.
+- `carry_lines` moves a set of old line numbers (a map's executed lines) to the new side: a line
+  outside every hunk shifts by the lines the hunks before it added or removed; a line a hunk
+  replaced becomes all of that hunk's new lines (the code that took its place), a removed one
+  nothing; lines inserted between two carried lines are carried too.
 - Paths are repo-relative as git prints them (``a/`` and ``b/`` prefixes are removed); quoted
   paths are refused with `ValueError` (run git with ``core.quotepath=off``).
 """
@@ -140,6 +144,29 @@ def touched_old_lines(diff: str | Sequence[FileDiff]) -> dict[str, frozenset[int
             continue
         out[part.path] = frozenset().union(*(hunk.old_lines for hunk in part.hunks))
     return out
+
+
+def carry_lines(lines: frozenset[int], hunks: Sequence[Hunk]) -> frozenset[int]:
+    """``lines`` (old numbers) on the new side of ``hunks`` (one file's, in order); see the module docstring."""
+    out: set[int] = set()
+    ordered = sorted(hunks, key=lambda h: h.old_start)
+    for line in lines:
+        shift = 0
+        for hunk in ordered:
+            end = hunk.old_start + hunk.old_count  # first old line after the hunk (insertion: after old_start)
+            if hunk.old_count and hunk.old_start <= line < end:
+                out.update(range(hunk.new_start, hunk.new_start + hunk.new_count))
+                break
+            if (hunk.old_start if hunk.old_count == 0 else end - 1) >= line:
+                out.add(line + shift)
+                break
+            shift += hunk.new_count - hunk.old_count
+        else:
+            out.add(line + shift)
+    for hunk in ordered:
+        if hunk.old_count == 0 and {hunk.old_start, hunk.old_start + 1} <= lines:
+            out.update(range(hunk.new_start, hunk.new_start + hunk.new_count))
+    return frozenset(out)
 
 
 def apply_hunks(old_text: str, hunks: tuple[Hunk, ...]) -> str | None:
