@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run, RunnerError, State, WindowError,
                                       git, load_state, window)
-from ci.commands.culprit_prior import choose_prior
+from ci.commands.culprit_prior import check_map_files, choose_prior
 from ci.commands.history import add_store_arg
 from ci.culprit.model import NoiseModel, Outcome
 from ci.culprit.search import Search
@@ -173,6 +173,7 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
         raise ValueError(f"--confidence {args.confidence}: give a probability between 0 and 1")
     if args.flake_rate is not None and not 0 <= args.flake_rate < 1:
         raise ValueError(f"--flake-rate {args.flake_rate}: give a rate in [0, 1)")
+    check_map_files(args.depmap)
     root = find_repo_root()
     registry = load_registry(root / REGISTRY_FILENAME)
     file = args.test.split("::", 1)[0]

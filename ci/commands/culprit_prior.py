@@ -21,7 +21,8 @@ from ci.commands.culprit_local import WindowError, git, touches_executed
 from ci.culprit.posterior import prior_weights
 from ci.culprit.prior import Touch, TouchWeights, carry, touch_level
 from ci.registry import Registry
-from ci.selection.depmap_format import StoredTestMap
+from ci.regular_file import MAX_REPORT_BYTES, read_regular
+from ci.selection.depmap_format import DepmapError, StoredTestMap, parse_depmap
 from ci.selection.diff_hunks import FileDiff, file_diffs
 
 
@@ -37,6 +38,18 @@ class Prior:
 def _diff(root: Path, old: str, new: str, paths: Sequence[str]) -> list[FileDiff]:
     return file_diffs(git(root, "-c", "core.quotepath=off", "diff", "-U0", "--no-renames", "--no-color",
                           "--no-ext-diff", old, new, "--", *paths))
+
+
+def check_map_files(paths: Sequence[str]) -> None:
+    """ValueError, one line naming the file, for a ``--depmap`` that does not read as a map (bad
+    input: said before any run, where a store's bad map is only a warning)."""
+    for path in paths:
+        try:
+            parse_depmap(read_regular(path, MAX_REPORT_BYTES), path)
+        except OSError as exc:
+            raise ValueError(f"--depmap {path}: cannot read it: {exc.strerror or exc}") from None
+        except DepmapError as exc:
+            raise ValueError(f"--depmap {exc}: give a map `ci observe` or a recording run wrote") from None
 
 
 def observed_touches(root: Path, stored: StoredTestMap, good: str, candidates: Sequence[str],

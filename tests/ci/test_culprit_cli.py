@@ -109,6 +109,9 @@ def test_finds_it_through_a_flaky_test(repo, tmp_path) -> None:
     (("--good", "{2}", "--bad", "{7}", "--test-from", "nope"), "--test-from nope: no tests/test_calc.py at that"),
     (("--good", "{2}", "--bad", "{7}", "--inject-flake", "1.5"), "--inject-flake 1.5: give a rate in [0, 1)"),
     (("--good", "{2}", "--bad", "{7}", "--runner", "dispatch"), "run `python -m tools.rerun culprit --runner dispatch"),
+    (("--good", "{2}", "--bad", "{7}", "--depmap", "/nonexistent/map.json"),
+     "--depmap /nonexistent/map.json: cannot read it: No such file or directory"),
+    (("--good", "{2}", "--bad", "{7}", "--depmap", "registry.yaml"), "--depmap registry.yaml: not a ci-depmap"),
 ])
 def test_bad_input_is_one_line_and_exit_2(repo, tmp_path, args, words) -> None:
     root, shas = repo
