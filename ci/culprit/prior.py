@@ -86,13 +86,20 @@ def touch_level(diff: Sequence[FileDiff], executed: Mapping[str, frozenset[int]]
 
 
 def carry(executed: Mapping[str, frozenset[int]], diff: Sequence[FileDiff]) -> dict[str, frozenset[int]]:
-    """``executed`` on the new side of ``diff``: lines moved through each changed file's hunks; a
-    deleted file's are dropped; a file whose hunks are unknown (binary) keeps its numbers."""
+    """``executed`` on the new side of ``diff``: lines moved through each changed file's hunks
+    (`carry_lines`), with the lines inserted between two of them; a deleted file's are dropped; a
+    file whose hunks are unknown (binary) keeps its numbers."""
     out = dict(executed)
     for part in diff:
         if part.old_path is None or part.old_path not in executed:
             continue
         lines = out.pop(part.old_path)
-        if part.new_path is not None:
-            out[part.new_path] = lines if part.hunks is None else carry_lines(lines, part.hunks)
+        if part.new_path is None:
+            continue
+        if part.hunks is None:
+            out[part.new_path] = lines
+            continue
+        between = [range(h.new_start, h.new_start + h.new_count) for h in part.hunks  # code inserted inside
+                   if h.old_count == 0 and {h.old_start, h.old_start + 1} <= lines]  # what ran: it runs too
+        out[part.new_path] = carry_lines(lines, part.hunks).union(*between)
     return out

@@ -260,7 +260,8 @@ def _git_diff(tmp_path, old: str, new: str) -> str:
 @pytest.mark.parametrize("seed", range(40))
 def test_carried_lines_land_where_git_moved_them(tmp_path, seed) -> None:
     """Oracle: every old line has its own text; after random insertions, deletions and
-    replacements, a line git kept is found by its text, and a replaced one lies in its hunk."""
+    replacements, a line git kept is found by its text, and a replaced or removed one lies in or
+    beside its hunk."""
     from ci.selection.diff_hunks import carry_lines, file_diffs
 
     rng = random.Random(seed)
@@ -286,15 +287,15 @@ def test_carried_lines_land_where_git_moved_them(tmp_path, seed) -> None:
     assert kept <= carried
     replaced = [i for i in picked if fate[i] is None]
     extra = carried - kept
-    for line in extra:  # only the new side of a hunk that replaced a picked line, or an insertion between two
-        assert any(h.new_start <= line < h.new_start + h.new_count for h in hunks)
-        assert not new[line - 1].startswith("line ")
-    if not replaced and not any(h.old_count == 0 for h in hunks):
+    for line in extra:  # only the new side of a hunk that replaced a picked line, or where one was removed
+        assert any(h.new_start <= line < h.new_start + h.new_count or h.new_count == 0 and line in
+                   (h.new_start, h.new_start + 1) for h in hunks)
+    if not replaced:
         assert carried == kept
 
 
 def test_touch_levels_and_their_weights() -> None:
-    from ci.culprit.prior import Touch, TouchWeights, touch_level
+    from ci.culprit.prior import Touch, TouchWeights, carry, touch_level
     from ci.selection.diff_hunks import FileDiff, Hunk
 
     executed = {"pkg/a.py": frozenset({3, 4, 5})}
@@ -311,5 +312,7 @@ def test_touch_levels_and_their_weights() -> None:
     assert touch_level([FileDiff(None, "pkg/c.py", ())], executed, frozenset(), frozenset({"pkg/c.py"})) \
         is Touch.LINES  # added, executed at the map's commit
     assert TouchWeights().weights([Touch.LINES, Touch.FILE, Touch.NONE]) == [1.0, 0.1, 0.02]
+    inserted = [FileDiff("pkg/a.py", "pkg/a.py", (Hunk(3, 0, 4, 2), Hunk(5, 1, 6, 0)))]  # 2 lines after 3; 5 removed
+    assert carry(executed, inserted) == {"pkg/a.py": frozenset({3, 4, 5, 6, 7})}  # 4 -> 6, 5 -> around 6
     with pytest.raises(ValueError, match="not within"):
         TouchWeights(file=0)
