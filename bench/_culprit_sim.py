@@ -26,23 +26,37 @@ ATTEMPTS = 2  # one retry, as the CI runs them
 # and tests): rich 44 %, pytest 34 %. The culprit touches it by construction (a breakage of the
 # test lives in what it executes).
 TOUCH_SHARES = {"rich": 0.44, "pytest": 0.34}
+# From rich's observed map at 42899d8a (`bench._culprit_touch --depmap`, docs/culprit.md): the share
+# of commits that change a line the test executed, and that change only its files or import-time
+# lines (`ci.culprit.prior.Touch.FILE`); the rest change nothing it executed. One draw per commit
+# decides both priors: a commit changing executed lines also touches the import closure.
+OBSERVED_SHARES = (0.20, 0.17)
 
 
 @dataclass(frozen=True)
 class Breakage:
     """A window of ``n`` candidates whose first bad one is ``culprit`` (0-based), for a test
     whose attempts fail with marginal rate ``flake`` when not broken; ``touches[i]``: candidate i
-    changes a file the test executes."""
+    changes a file of the test's import closure; ``levels[i]``: its `Touch` level against the
+    observed map (2 lines, 1 file only, 0 nothing)."""
 
     n: int
     culprit: int
     flake: float
     touches: tuple[bool, ...] = ()
+    levels: tuple[int, ...] = ()
 
     @classmethod
-    def draw(cls, rng: random.Random, n: int, culprit: int, flake: float, share: float) -> "Breakage":
-        """A breakage whose other commits each touch the test's closure with probability ``share``."""
-        return cls(n, culprit, flake, tuple(i == culprit or rng.random() < share for i in range(n)))
+    def draw(cls, rng: random.Random, n: int, culprit: int, flake: float, share: float,
+             observed: tuple[float, float] = OBSERVED_SHARES, culprit_level: int = 2) -> "Breakage":
+        """A breakage whose other commits each touch the test's closure with probability ``share``
+        and its executed lines or files with ``observed``'s; the culprit is at ``culprit_level``
+        (2: it changes executed lines) and in the closure."""
+        draws = [0.0 if i == culprit else rng.random() for i in range(n)]
+        lines, file = observed
+        return cls(n, culprit, flake, tuple(u < max(share, lines) or i == culprit for i, u in enumerate(draws)),
+                   tuple(culprit_level if i == culprit else 2 if u < lines else 1 if u < lines + file else 0
+                         for i, u in enumerate(draws)))
 
     def run(self, rng: random.Random, index: int, attempts: int = ATTEMPTS) -> bool:
         """One run at candidate ``index``: True when it failed (every attempt failed)."""

@@ -8,6 +8,12 @@ then over the last N first-parent commits up to COMMIT (default 1000) the share 
 change a file of the closure (the test file included), and that share within windows of 8, 32 and
 128 consecutive commits (mean and 10th-90th percentile). The closure is taken at COMMIT for the
 whole span: files renamed within it are missed, so the share is a slight undercount.
+
+``--depmap MAP`` (a map recorded at COMMIT, `ci observe`): also the shares from the observed map,
+as ``ci culprit`` reads them (`ci.commands.culprit_prior.observed_touches`: the test file's
+executed lines, with the shared import-time lines of its files, carried through each commit's
+diff): commits that change a line the test executed, and those that change a file it executed
+or opened (lines or not).
 """
 
 from __future__ import annotations
@@ -16,7 +22,11 @@ import ast
 import statistics
 import subprocess
 import sys
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+
+from ci.commands.culprit_prior import observed_touches
+from ci.culprit.prior import Touch
+from ci.selection.depmap_format import StoredTestMap, maps_of_file, parse_depmap
 
 WINDOWS = (8, 32, 128)
 
@@ -73,18 +83,38 @@ def touched(git_dir: str, commit: str, span: int, executed: set[str]) -> list[bo
     return flags[::-1]
 
 
+def observed(git_dir: str, commit: str, span: int, stored: StoredTestMap, tests: set[str]) -> list[Touch]:
+    """Oldest first: each of the last ``span`` first-parent commits up to ``commit``, its touch level
+    against ``stored`` (the map's commit is ``commit``; ``tests`` the map's test files)."""
+    shas = _git(git_dir, "rev-list", "--first-parent", f"-{span + 1}", commit).split()[::-1]
+    return observed_touches(Path(git_dir), stored, shas[0], shas[1:], tests)
+
+
+def _option(argv: list[str], name: str, default: str | None) -> tuple[str | None, list[str]]:
+    if name not in argv:
+        return default, argv
+    i = argv.index(name)
+    return argv[i + 1], argv[:i] + argv[i + 2:]
+
+
 def main(argv: list[str]) -> int:
-    span = 1000
-    if "--span" in argv:
-        i = argv.index("--span")
-        span = int(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
+    span_text, argv = _option(argv, "--span", "1000")
+    map_path, argv = _option(argv, "--depmap", None)
+    span = int(span_text or 1000)
     git_dir, commit, src_root, *tests = argv
+    maps = maps_of_file(parse_depmap(Path(map_path).read_text(), map_path), map_path) if map_path else {}
     for test in tests:
         executed = closure(git_dir, commit, src_root, test)
         flags = touched(git_dir, commit, span, executed)
         parts = [f"{test}: closure {len(executed)} files, {sum(flags)}/{len(flags)} commits touch it "
                  f"({sum(flags) / len(flags):.1%})"]
+        if test in maps:
+            levels = observed(git_dir, commit, span, maps[test], set(maps))
+            own = sum(touched(git_dir, commit, span, set(maps[test].entry.files)))
+            lines, files = levels.count(Touch.LINES), len(levels) - levels.count(Touch.NONE)
+            parts.append(f"map {len(maps[test].entry.files)} files: {lines} change executed lines "
+                         f"({lines / len(levels):.1%}), {own} its files ({own / len(levels):.1%}), {files} its "
+                         f"files or import-time lines ({files / len(levels):.1%})")
         for n in (n for n in WINDOWS if len(flags) > n):  # two windows at least, for the percentiles
             shares = sorted(sum(flags[i:i + n]) / n for i in range(len(flags) - n + 1))
             q = statistics.quantiles(shares, n=10)

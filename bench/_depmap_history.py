@@ -24,9 +24,10 @@ Two more rows change one scope alone, without run-all paths, for every non-test 
 map holds (what R's source parses into): each function body (as if one line of it changed), and
 each file's module level. Counts and est_time are of the recorded test files only.
 
-Contract: `selection_table` returns the table's text (the bench command prints it); `carry_lines`
-and `new_side_lines` are pure; the git readers return None where git cannot answer (a root
-commit, a commit missing from a shallow clone) and the commit is left out of the table.
+Contract: `selection_table` returns the table's text (the bench command prints it);
+`new_side_lines` is pure (`carry_lines` is `ci.selection.diff_hunks`'); the git readers return
+None where git cannot answer (a root commit, a commit missing from a shallow clone) and the
+commit is left out of the table.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from ci.registry import Registry
 from ci.selection.deps import Impact, TestDependencies
 from ci.selection.depmap_format import StoredTestMap, maps_of_file, parse_depmap
 from ci.selection.depmap_select import select_by_maps
-from ci.selection.diff_hunks import FileDiff, Hunk, file_diffs
+from ci.selection.diff_hunks import FileDiff, Hunk, carry_lines, file_diffs, insertion_point
 from ci.selection.edit_scopes import Scope, diff_scopes, scopes_of
 from ci.selection.git_lines import read_at as git_read_at
 from ci.selection.module_definitions import changed_definitions
@@ -56,11 +57,6 @@ Lines = Mapping[str, "frozenset[int] | None"]
 
 # -- pure: lines of a commit, carried to a later commit ---------------------------------------------
 
-def _insertion_point(start: int) -> set[int]:
-    """The lines around a pure insertion or deletion after line ``start`` (line 1 at the top)."""
-    return {n for n in (start, start + 1) if n >= 1}
-
-
 def new_side_lines(part: FileDiff) -> frozenset[int] | None:
     """The new-side lines one file's hunks touch: every added or replacing line, and for a pure
     deletion after new line ``s`` the lines ``s`` and ``s + 1``. None when the file was deleted or
@@ -70,29 +66,8 @@ def new_side_lines(part: FileDiff) -> frozenset[int] | None:
     lines: set[int] = set()
     for hunk in part.hunks:
         lines |= (set(range(hunk.new_start, hunk.new_start + hunk.new_count)) if hunk.new_count
-                  else _insertion_point(hunk.new_start))
+                  else insertion_point(hunk.new_start))
     return frozenset(lines)
-
-
-def carry_lines(lines: Iterable[int], hunks: Sequence[Hunk]) -> frozenset[int]:
-    """``lines`` of a file's old version, carried through ``hunks`` (one file's part of ``git diff
-    -U0 OLD NEW``, in git's order) to the new version's numbers; see the module docstring."""
-    out: set[int] = set()
-    for line in lines:
-        shift = 0
-        for hunk in hunks:
-            if hunk.old_count and hunk.old_start <= line < hunk.old_start + hunk.old_count:
-                out |= (set(range(hunk.new_start, hunk.new_start + hunk.new_count)) if hunk.new_count
-                        else _insertion_point(hunk.new_start))
-                break
-            # the last old line at or before the hunk: an insertion after ``old_start`` moves later lines
-            if (hunk.old_start + hunk.old_count - 1 if hunk.old_count else hunk.old_start) >= line:
-                out.add(line + shift)
-                break
-            shift += hunk.new_count - hunk.old_count
-        else:
-            out.add(line + shift)
-    return frozenset(out)
 
 
 # -- git --------------------------------------------------------------------------------------------

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol, Sequence
 
 from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run, RunnerError, State, WindowError,
-                                      git, load_state, touches_executed, window)
+                                      git, load_state, window)
+from ci.commands.culprit_prior import check_map_files, choose_prior
 from ci.commands.history import add_store_arg
 from ci.culprit.model import NoiseModel, Outcome
-from ci.culprit.posterior import prior_weights
 from ci.culprit.search import Search
 from ci.limits import whole_number
 from ci.results.summary import append_step_summary
@@ -98,7 +98,10 @@ def build_parser(plugins: Sequence[RunnerPlugin] = ()) -> argparse.ArgumentParse
     parser.add_argument("--flake-rate", type=float, metavar="F",
                         help=f"the test's flake rate when the history has none (default {DEFAULT_FLAKE})")
     parser.add_argument("--w-low", type=float, default=0.1,
-                        help="prior weight of a commit touching nothing the test imports (default 0.1)")
+                        help="with no map: prior weight of a commit touching nothing the test imports (default 0.1)")
+    parser.add_argument("--depmap", action="append", default=[], metavar="FILE",
+                        help="a runtime map (repeatable; the store's maps are read too): the prior from the lines "
+                             "the test executed, else its static import closure")
     parser.add_argument("--no-verify", action="store_true", help="do not run --good and --bad first")
     parser.add_argument("--python", metavar="PATH", help="the interpreter that runs pytest (default this one)")
     parser.add_argument("--test-from", metavar="SHA",
@@ -230,6 +233,7 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
         raise ValueError(f"--confidence {args.confidence}: give a probability between 0 and 1")
     if args.flake_rate is not None and not 0 <= args.flake_rate < 1:
         raise ValueError(f"--flake-rate {args.flake_rate}: give a rate in [0, 1)")
+    check_map_files(args.depmap)
     root = find_repo_root()
     registry = load_registry(root / REGISTRY_FILENAME)
     file = args.test.split("::", 1)[0]
@@ -271,8 +275,12 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
                 if failed != want_fail:
                     raise BadWindow(f"{flag} {sha[:12]} {'fails' if failed else 'passes'} {args.test} "
                                     f"(all {args.attempts} attempts): give a {flag[2:]} commit")
-    touches = touches_executed(root, registry, file, candidates)
-    search_ = Search(prior_weights(len(candidates), touches, args.w_low), noise, confidence=args.confidence,
+    prior = choose_prior(root, registry, file, args.tier, good, candidates, map_files=args.depmap, store=args.store,
+                         w_low=args.w_low)
+    for problem in prior.problems:
+        say(f"warning: {problem}")
+    say(prior.said)
+    search_ = Search(list(prior.weights), noise, confidence=args.confidence,
                      budget=args.budget, attempts=args.attempts)
     index = {sha: i for i, sha in enumerate(candidates)}
     for done in state.runs:

@@ -17,6 +17,10 @@ Contract:
   `comment_only_lines` gives the old lines `touched_old_lines` counts for such hunks.
 - `Hunk.added` holds the hunk's new lines (without the ``+``); `apply_hunks` rebuilds a file's
   new text from its old text and its hunks.
+- `carry_lines` moves a set of old line numbers (a map's executed lines) to the new side: a line
+  outside every hunk shifts by the lines the hunks before it added or removed; a line a hunk
+  replaced becomes all of that hunk's new lines (the code that took its place), a removed one its
+  insertion point (`insertion_point`: the new lines around where it was).
 - Paths are repo-relative as git prints them (``a/`` and ``b/`` prefixes are removed); quoted
   paths are refused with `ValueError` (run git with ``core.quotepath=off``).
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Iterable, Sequence
 
 _BINARY = re.compile(r"Binary files (.+) and (.+) differ$")
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -140,6 +144,32 @@ def touched_old_lines(diff: str | Sequence[FileDiff]) -> dict[str, frozenset[int
             continue
         out[part.path] = frozenset().union(*(hunk.old_lines for hunk in part.hunks))
     return out
+
+
+def insertion_point(start: int) -> set[int]:
+    """The lines around a pure insertion or deletion after line ``start`` (line 1 at the top)."""
+    return {n for n in (start, start + 1) if n >= 1}
+
+
+def carry_lines(lines: Iterable[int], hunks: Sequence[Hunk]) -> frozenset[int]:
+    """``lines`` of a file's old version, carried through ``hunks`` (one file's part of ``git diff
+    -U0 OLD NEW``, in git's order) to the new version's numbers; see the module docstring."""
+    out: set[int] = set()
+    for line in lines:
+        shift = 0
+        for hunk in hunks:
+            if hunk.old_count and hunk.old_start <= line < hunk.old_start + hunk.old_count:
+                out |= (set(range(hunk.new_start, hunk.new_start + hunk.new_count)) if hunk.new_count
+                        else insertion_point(hunk.new_start))
+                break
+            # the last old line at or before the hunk: an insertion after ``old_start`` moves later lines
+            if (hunk.old_start + hunk.old_count - 1 if hunk.old_count else hunk.old_start) >= line:
+                out.add(line + shift)
+                break
+            shift += hunk.new_count - hunk.old_count
+        else:
+            out.add(line + shift)
+    return frozenset(out)
 
 
 def apply_hunks(old_text: str, hunks: tuple[Hunk, ...]) -> str | None:

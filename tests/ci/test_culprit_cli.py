@@ -111,6 +111,9 @@ def test_finds_it_through_a_flaky_test(repo, tmp_path) -> None:
     (("--good", "{2}", "--bad", "{7}", "--test-from", "nope"), "--test-from nope: no tests/test_calc.py at that"),
     (("--good", "{2}", "--bad", "{7}", "--inject-flake", "1.5"), "--inject-flake 1.5: give a rate in [0, 1)"),
     (("--good", "{2}", "--bad", "{7}", "--runner", "dispatch"), "run `python -m tools.rerun culprit --runner dispatch"),
+    (("--good", "{2}", "--bad", "{7}", "--depmap", "/nonexistent/map.json"),
+     "--depmap /nonexistent/map.json: cannot read it: No such file or directory"),
+    (("--good", "{2}", "--bad", "{7}", "--depmap", "registry.yaml"), "--depmap registry.yaml: not a ci-depmap"),
 ])
 def test_bad_input_is_one_line_and_exit_2(repo, tmp_path, args, words) -> None:
     root, shas = repo
@@ -259,3 +262,61 @@ def test_an_unreachable_store_is_one_line_and_exit_3(repo, tmp_path) -> None:
     assert done.returncode == 3 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
     [line] = done.stderr.strip().splitlines()
     assert "cannot store the answer in the history" in line and "Traceback" not in done.stderr
+
+
+CALC = ["# calc", "", "", "def add(a, b):", "    return a + b", "", "", "def sub(a, b):", "    return a - b"]
+
+
+def _edit(lines: list[str], i: int) -> list[str]:
+    """Commit i's change of calc.py (1-5; commit 6, the bad one, changes sub again): see the levels below."""
+    if i == 1:
+        return lines[:1] + ["# more", "# notes"] + lines[1:]  # between two comment lines: shifts add and sub
+    if i == 2:
+        return [line.replace("a - b", "-(b - a)") for line in lines]  # sub's body
+    if i == 6:
+        return [line.replace("-(b - a)", "-(b - a) + 0") for line in lines]
+    if i == 4:
+        return [line.replace("a + b", "a - b") for line in lines]  # the culprit: add's body
+    if i == 5:
+        return lines[:2] + ["# a", "# b", "# c"] + lines[2:]  # between blank lines: shifts add again
+    return lines
+
+
+def test_the_prior_comes_from_the_observed_lines(tmp_path) -> None:
+    """A map recorded at the bad commit names add's body (line numbers of that commit: two
+    insertions above it since the culprit); each candidate is judged against its parent's numbers:
+    1 and 5 shift lines (file only), 2 and 6 change sub (file only), 3 a note (nothing), 4 add's
+    body (executed lines). Without carrying the lines, 4 reads as "file only"."""
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    _git(root, "init", "-q", "-b", "main")
+    (root / "registry.yaml").write_text(REGISTRY)
+    (root / "tests" / "test_calc.py").write_text(TEST)
+    lines, shas = CALC, []
+    for i in range(7):
+        lines = _edit(lines, i)
+        (root / "calc.py").write_text("\n".join(lines) + "\n")
+        (root / "commit_id.txt").write_text(f"{i}\n")
+        (root / "notes.txt").write_text(f"{i if i == 3 else 0}\n")
+        _git(root, "add", "-A")
+        _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"commit {i}")
+        shas.append(_git(root, "rev-parse", "HEAD"))
+    body = lines.index("    return a - b") + 1  # add's body at the bad commit
+    defs = [n for n, line in enumerate(lines, 1) if line.startswith("def ")]
+    depmap = {"format": "ci-depmap", "version": 2, "tier": "cpu", "recorded_at": "2026-12-06T10:00:00+00:00",
+              "sha": shas[6], "shared": {"calc.py": ",".join(map(str, defs))},
+              "tests": {"tests/test_calc.py": {"complete": True, "items": 1, "ran": 1,
+                                               "executed": {"calc.py": str(body), "tests/test_calc.py": "6-15"},
+                                               "opened": []}}}
+    (tmp_path / "map.json").write_text(json.dumps(depmap))
+    args = ["--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[6], "--flake-rate", "0.01"]
+    done = culprit(root, *args, "--depmap", str(tmp_path / "map.json"), "--state", str(tmp_path / "s.json"),
+                   tmp=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"culprit {shas[4]}" in done.stdout
+    assert f"prior from the observed map (map {tmp_path / 'map.json'}): 1 candidate(s) change lines the test " \
+           "executed (weight 1), 4 only files it executed (0.1), 1 nothing it executed (0.02)" in done.stdout
+    static = culprit(root, *args, "--state", str(tmp_path / "s2.json"), tmp=tmp_path)
+    assert static.returncode == 0, static.stdout + static.stderr
+    assert "prior from the static import closure (no map of the test): 5 candidate(s) change it (weight 1), " \
+           "1 not (0.1)" in static.stdout

@@ -246,3 +246,73 @@ def test_nothing_to_learn_stops() -> None:
 def test_impossible_noise_is_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
         NoiseModel(**bad)
+
+
+def _git_diff(tmp_path, old: str, new: str) -> str:
+    import subprocess
+
+    (tmp_path / "a").write_text(old)
+    (tmp_path / "b").write_text(new)
+    return subprocess.run(["git", "diff", "--no-index", "-U0", "--no-color", str(tmp_path / "a"), str(tmp_path / "b")],
+                          capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_carried_lines_land_where_git_moved_them(tmp_path, seed) -> None:
+    """Oracle: every old line has its own text; after random insertions, deletions and
+    replacements, a line git kept is found by its text, and a replaced or removed one lies in or
+    beside its hunk."""
+    from ci.selection.diff_hunks import carry_lines, file_diffs
+
+    rng = random.Random(seed)
+    old = [f"line {i}" for i in range(1, 41)]
+    new, fate = [], {}  # fate: old line -> its new line, or None when replaced or deleted
+    for i, text in enumerate(old, 1):
+        roll = rng.random()
+        if roll < 0.1:
+            new.append(f"inserted {i}")
+        if roll < 0.2 and 0.1 <= roll:
+            fate[i] = None  # deleted
+            continue
+        if 0.2 <= roll < 0.3:
+            new.append(f"replaced {i}")
+            fate[i] = None
+            continue
+        new.append(text)
+        fate[i] = len(new)
+    hunks = file_diffs(_git_diff(tmp_path, "\n".join(old) + "\n", "\n".join(new) + "\n"))[0].hunks
+    picked = frozenset(rng.sample(range(1, 41), 15))
+    carried = carry_lines(picked, hunks)
+    kept = {fate[i] for i in picked if fate[i] is not None}
+    assert kept <= carried
+    replaced = [i for i in picked if fate[i] is None]
+    extra = carried - kept
+    for line in extra:  # only the new side of a hunk that replaced a picked line, or where one was removed
+        assert any(h.new_start <= line < h.new_start + h.new_count or h.new_count == 0 and line in
+                   (h.new_start, h.new_start + 1) for h in hunks)
+    if not replaced:
+        assert carried == kept
+
+
+def test_touch_levels_and_their_weights() -> None:
+    from ci.culprit.prior import Touch, TouchWeights, carry, touch_level
+    from ci.selection.diff_hunks import FileDiff, Hunk
+
+    executed = {"pkg/a.py": frozenset({3, 4, 5})}
+    change = lambda path, start, count=1: [FileDiff(path, path, (Hunk(start, count, start, count),))]  # noqa: E731
+    assert touch_level(change("pkg/a.py", 4), executed, frozenset()) is Touch.LINES
+    assert touch_level(change("pkg/a.py", 9), executed, frozenset()) is Touch.FILE
+    assert touch_level(change("pkg/a.py", 1, 0), executed, frozenset()) is Touch.FILE  # inserted between 1 and 2
+    assert touch_level(change("pkg/a.py", 5, 0), executed, frozenset()) is Touch.LINES  # between 5 and 6
+    assert touch_level(change("pkg/b.py", 4), executed, frozenset()) is Touch.NONE
+    assert touch_level(change("pkg/b.py", 4), executed, frozenset(), imported={"pkg/b.py": frozenset({4})}) \
+        is Touch.FILE  # an import-time line of a file the test's own work did not run
+    assert touch_level(change("data/t.json", 1), executed, frozenset({"data/t.json"})) is Touch.LINES
+    assert touch_level([FileDiff("pkg/a.py", None, ())], executed, frozenset()) is Touch.LINES  # deleted
+    assert touch_level([FileDiff(None, "pkg/c.py", ())], executed, frozenset(), frozenset({"pkg/c.py"})) \
+        is Touch.LINES  # added, executed at the map's commit
+    assert TouchWeights().weights([Touch.LINES, Touch.FILE, Touch.NONE]) == [1.0, 0.1, 0.02]
+    inserted = [FileDiff("pkg/a.py", "pkg/a.py", (Hunk(3, 0, 4, 2), Hunk(5, 1, 6, 0)))]  # 2 lines after 3; 5 removed
+    assert carry(executed, inserted) == {"pkg/a.py": frozenset({3, 4, 5, 6, 7})}  # 4 -> 6, 5 -> around 6
+    with pytest.raises(ValueError, match="not within"):
+        TouchWeights(file=0)

@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 from bench._culprit_sim import Breakage
-from bench._culprit_touch import closure, touched
+from bench._culprit_touch import closure, observed, touched
+from ci.selection.depmap_format import StoredTestMap, TestMap
 
 FILES = {
     "src/pkg/__init__.py": "",
@@ -52,6 +53,13 @@ def test_closure_and_touched_commits(tmp_path: Path) -> None:
     assert executed == {"tests/test_a.py", "tests/conftest.py", "src/pkg/__init__.py", "src/pkg/a.py",
                         "src/pkg/b.py", "src/pkg/sub/__init__.py", "src/pkg/sub/d.py"}
     assert touched(git_dir, "HEAD", len(CHANGES), executed) == [t for _, t in CHANGES]
+    # a map at HEAD: line 2 of b.py and of the test, each line 1 before its file's comment was
+    # prepended; the changes that prepended them touch those lines, the rest nothing executed
+    head = _git(repo, "rev-parse", "HEAD")
+    stored = StoredTestMap(TestMap(frozenset({"src/pkg/b.py", "tests/test_a.py"}), ran=1,
+                                   lines={"src/pkg/b.py": frozenset({2}), "tests/test_a.py": frozenset({2})}),
+                           "map", "2026-12-07T00:00:00+00:00", sha=head)
+    assert [int(t) for t in observed(git_dir, "HEAD", len(CHANGES), stored, set())] == [2, 0, 0, 0, 2, 0]
 
 
 def test_the_culprit_always_touches() -> None:
@@ -60,3 +68,16 @@ def test_the_culprit_always_touches() -> None:
     assert all(b.touches[b.culprit] for b in draws)
     others = [t for b in draws for i, t in enumerate(b.touches) if i != b.culprit]
     assert 0.25 < sum(others) / len(others) < 0.35
+
+
+def test_observed_levels_follow_the_measured_shares() -> None:
+    """Each other commit changes executed lines with the first share, only the test's files with
+    the second; a commit changing executed lines is in the closure too; the culprit's level is
+    the one asked."""
+    rng = random.Random(7)
+    draws = [Breakage.draw(rng, 40, rng.randrange(40), 0.0, 0.3, (0.2, 0.1), culprit_level=1) for _ in range(80)]
+    assert all(b.levels[b.culprit] == 1 and b.touches[b.culprit] for b in draws)
+    others = [(lv, t) for b in draws for i, (lv, t) in enumerate(zip(b.levels, b.touches)) if i != b.culprit]
+    assert 0.17 < sum(lv == 2 for lv, _ in others) / len(others) < 0.23
+    assert 0.08 < sum(lv == 1 for lv, _ in others) / len(others) < 0.12
+    assert all(t for lv, t in others if lv == 2)

@@ -1,0 +1,114 @@
+"""``ci culprit``'s prior: from the test file's observed runtime map when there is one (``--depmap``
+files and the history store's maps, read as ``ci plan`` reads them), else from its static import
+closure; `choose_prior` says which, and why a map was not used.
+
+With a map, each candidate's `ci.culprit.prior.Touch` level is read from git: the map's executed
+lines (its own and the shared lines of the files it executed, the import-time code; the shared
+lines of the other files count for ``FILE``) are carried
+from the map's commit to --good through ``git diff``, then through each candidate's own diff in
+turn, so every candidate is judged against line numbers of its parent. Renames are read as a
+deletion and an addition (``--no-renames``): a renamed file's lines are not followed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Collection, Sequence
+
+from ci.commands.culprit_local import WindowError, git, touches_executed
+from ci.culprit.posterior import prior_weights
+from ci.culprit.prior import Touch, TouchWeights, carry, touch_level
+from ci.registry import Registry
+from ci.regular_file import MAX_REPORT_BYTES, read_regular
+from ci.selection.depmap_format import DepmapError, StoredTestMap, parse_depmap
+from ci.selection.diff_hunks import FileDiff, file_diffs
+
+
+@dataclass(frozen=True)
+class Prior:
+    """The prior weights of a window's candidates and the line that says where they came from."""
+
+    weights: tuple[float, ...]
+    said: str
+    problems: tuple[str, ...] = ()
+
+
+def _diff(root: Path, old: str, new: str, paths: Sequence[str]) -> list[FileDiff]:
+    return file_diffs(git(root, "-c", "core.quotepath=off", "diff", "-U0", "--no-renames", "--no-color",
+                          "--no-ext-diff", old, new, "--", *paths))
+
+
+def check_map_files(paths: Sequence[str]) -> None:
+    """ValueError, one line naming the file, for a ``--depmap`` that does not read as a map (bad
+    input: said before any run, where a store's bad map is only a warning)."""
+    for path in paths:
+        try:
+            parse_depmap(read_regular(path, MAX_REPORT_BYTES), path)
+        except OSError as exc:
+            raise ValueError(f"--depmap {path}: cannot read it: {exc.strerror or exc}") from None
+        except DepmapError as exc:
+            raise ValueError(f"--depmap {exc}: give a map `ci observe` or a recording run wrote") from None
+
+
+def observed_touches(root: Path, stored: StoredTestMap, good: str, candidates: Sequence[str],
+                     tests: Collection[str] = ()) -> list[Touch]:
+    """Each candidate's touch level against ``stored`` (an entry with lines and a commit); ``tests``:
+    the map's other test files, whose shared lines are their own collection, not an import of this
+    one. Raises `WindowError` when git cannot diff the map's commit (not in this clone)."""
+    entry = stored.entry
+    lines = entry.lines or {}
+    executed = {f: lines.get(f, frozenset()) | stored.shared.get(f, frozenset()) for f in entry.executed}
+    imported = {f: shared for f, shared in stored.shared.items() if f not in executed and f not in tests}
+    paths = sorted(set(executed) | entry.opened | set(imported))
+    first = _diff(root, str(stored.sha), good, paths)
+    executed, imported = carry(executed, first), carry(imported, first)
+    levels = []
+    parent = good
+    for sha in candidates:
+        diff = _diff(root, parent, sha, paths)
+        levels.append(touch_level(diff, executed, entry.opened, entry.executed, imported))
+        executed, imported = carry(executed, diff), carry(imported, diff)
+        parent = sha
+    return levels
+
+
+def choose_prior(root: Path, registry: Registry, test: str, tier: str, good: str, candidates: list[str], *,
+                 map_files: Sequence[str], store: str | None, w_low: float) -> Prior:
+    """The prior for ``candidates`` (after ``good``): the newest usable map of ``test`` on ``tier``
+    with lines and a commit this clone has, else the static closure (``w_low`` for a commit
+    outside it). ``problems``: map sources that could not be read (warnings, never a stop)."""
+    from ci.history.depmaps import gather_maps  # deferred: a search without maps needs no store
+
+    gathered = gather_maps(tier, map_files, use_store=True, store_location=store, now=datetime.now(timezone.utc),
+                           missing_ok=not map_files)
+    stored = gathered.tests.get(test)
+    why = _unusable(stored)
+    if why is None and stored is not None:
+        try:
+            levels = observed_touches(root, stored, good, candidates, gathered.tests.keys())
+        except WindowError:
+            why = f"the map's commit {str(stored.sha)[:12]} is not in this clone"
+        else:
+            weights = TouchWeights()
+            counts = [levels.count(t) for t in (Touch.LINES, Touch.FILE, Touch.NONE)]
+            return Prior(tuple(weights.weights(levels)),
+                         f"prior from the observed map ({stored.origin}): {counts[0]} candidate(s) change lines the "
+                         f"test executed (weight {weights.lines:g}), {counts[1]} only files it executed "
+                         f"({weights.file:g}), {counts[2]} nothing it executed ({weights.none:g})", gathered.problems)
+    touches = touches_executed(root, registry, test, candidates)
+    return Prior(tuple(prior_weights(len(candidates), touches, w_low)),
+                 f"prior from the static import closure ({why}): {sum(touches)} candidate(s) change it "
+                 f"(weight 1), {len(touches) - sum(touches)} not ({w_low:g})", gathered.problems)
+
+
+def _unusable(stored: StoredTestMap | None) -> str | None:
+    """Why a map entry cannot give the prior; None when it can."""
+    if stored is None:
+        return "no map of the test"
+    if not stored.entry.usable:
+        return f"the map of {stored.origin} is partial or ran no test"
+    if stored.entry.lines is None or stored.sha is None:
+        return f"the map of {stored.origin} has no lines or no commit"
+    return None
