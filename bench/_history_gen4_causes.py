@@ -25,7 +25,7 @@ OWN_BUGS = (
 )
 
 
-def _pick(rng: random.Random, specs: list[TestSpec], file_part: str, name_part: str, taken: set[str]) -> list[str]:
+def _pick(specs: list[TestSpec], file_part: str, name_part: str, taken: set[str]) -> list[str]:
     nodes = [s.node for s in specs if file_part in s.file and name_part in s.name and s.node not in taken]
     taken.update(nodes)
     return nodes
@@ -35,22 +35,22 @@ def flakes(rng: random.Random, specs: list[TestSpec], taken: set[str], fix_pr: i
     """bf16 tolerance (4-10 %), the atomics test (12 %, fixed by ``fix_pr``), CUDA OOM on the
     largest shape (2 %), a Triton cache race (1 %), a bf16 convergence test (15 %)."""
     out: list[Flake] = []
-    bf16 = [n for n in _pick(rng, specs, "test_cross_entropy", "bfloat16", set()) +
-            _pick(rng, specs, "test_kl_div", "bfloat16", set()) if n not in taken]
+    bf16 = [n for n in _pick(specs, "test_cross_entropy", "bfloat16", set()) +
+            _pick(specs, "test_kl_div", "bfloat16", set()) if n not in taken]
     for node in rng.sample(bf16, 3):
         taken.add(node)
         bad = rng.randint(1, 6)
         out.append(Flake(node, rng.choice((0.04, 0.06, 0.1)), CLOSE,
                          close_text(bad, 131072000, rng.uniform(0.016, 0.05), 0.01, rng.randrange(4096))))
-    for node in _pick(rng, specs, "test_embedding", "32000-4096", taken):
+    for node in _pick(specs, "test_embedding", "32000-4096", taken):
         out.append(Flake(node, 0.12, CLOSE, close_text(rng.randint(1, 3), 4096 * 32000, 0.0039, 0.0, 11),
                          fixed_by=fix_pr))
-    for node in _pick(rng, specs, "test_fused_linear_cross_entropy", "2-4-512-128256", taken):
+    for node in _pick(specs, "test_fused_linear_cross_entropy", "2-4-512-128256", taken):
         out.append(Flake(node, 0.02, OOM, "E       " + OOM))
     for node in rng.sample([s.node for s in specs if "rms_norm.py" in s.file and s.node not in taken], 2):
         taken.add(node)
         out.append(Flake(node, 0.01, TRITON_CACHE, "E       " + TRITON_CACHE))
-    for node in _pick(rng, specs, "test_mini_models", "bfloat16-mini_gemma2", taken):
+    for node in _pick(specs, "test_mini_models", "bfloat16-mini_gemma2", taken):
         out.append(Flake(node, 0.15, CLOSE, close_text(2, 32000, 0.03125, 0.01, 3)))
     return out
 
@@ -60,11 +60,11 @@ def breakages(rng: random.Random, specs: list[TestSpec], taken: set[str], commit
     fused add-RMSNorm kernel failing 40 % of attempts from its commit on (fixed 18 later, if
     the history goes that far)."""
     start = max(2, commits // 4 + rng.randint(-2, 2))
-    geglu = tuple(_pick(rng, specs, "test_geglu", "bfloat16", taken) + _pick(rng, specs, "test_geglu", "float16", taken))
+    geglu = tuple(_pick(specs, "test_geglu", "bfloat16", taken) + _pick(specs, "test_geglu", "float16", taken))
     revert = Breakage("geglu", geglu, start, min(commits, start + rng.randint(10, 14)), 1.0, CLOSE,
                       close_text(18342, 262144, 0.71875, 0.01, 5))
     race_at = commits // 2 + rng.randint(0, 3)
-    race_nodes = tuple(_pick(rng, specs, "test_fused_add_rms_norm", "bfloat16", taken))
+    race_nodes = tuple(_pick(specs, "test_fused_add_rms_norm", "bfloat16", taken))
     race = Breakage("race", race_nodes, race_at, race_at + 18 if race_at + 18 < commits else None, 0.4, CLOSE,
                     close_text(97, 524288, 0.125, 0.01, 40))
     return [revert, race]
@@ -72,7 +72,7 @@ def breakages(rng: random.Random, specs: list[TestSpec], taken: set[str], commit
 
 def infra(rng: random.Random, specs: list[TestSpec], taken: set[str], hours: float) -> Infra:
     """The image update on ``gpu-runner-3`` from about a third of the history, 16-24 hours."""
-    nodes = tuple(_pick(rng, specs, "test_qwen2vl_mrope", "", taken) + _pick(rng, specs, "test_rope", "bfloat16", taken))
+    nodes = tuple(_pick(specs, "test_qwen2vl_mrope", "", taken) + _pick(specs, "test_rope", "bfloat16", taken))
     start = hours * rng.uniform(0.3, 0.4)
     return Infra("gpu-runner-3", start, start + rng.uniform(16, 24), nodes)
 

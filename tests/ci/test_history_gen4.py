@@ -86,12 +86,11 @@ def test_its_junit_reads_the_same_with_ci_and_etree(tmp_path: Path) -> None:
 def test_flakes_fail_at_their_rates_within_binomial_bounds(tmp_path: Path) -> None:
     trials: Counter[str] = Counter()
     fails: Counter[str] = Counter()
-    rates = {}
+    rates: dict[str, float] = {}
     for seed in SEEDS:
         h = history(seed)
-        for flake in h.flakes:
-            rates[flake.node.split("::")[1].split("[")[0] + ":" + flake.error[:20] + f"{flake.rate}"] = flake.rate
-        kinds = {f.node: f.node.split("::")[1].split("[")[0] + ":" + f.error[:20] + f"{f.rate}" for f in h.flakes}
+        kinds = {f.node: f"{f.node.split('::')[1].split('[')[0]}: {f.error[:20]} at {f.rate}" for f in h.flakes}
+        rates.update({kinds[f.node]: f.rate for f in h.flakes})
         fixable = {f.node for f in h.flakes if f.fixed_by}
         for run in h.runs:
             for report in run.reports:
