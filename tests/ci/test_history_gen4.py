@@ -1,0 +1,173 @@
+"""The fourth labelled history (`bench._history_gen4`, a Liger-Kernel-like suite behind a merge
+queue): its JUnit is what pytest + pytest-rerunfailures write (a real run in a subprocess is the
+oracle) and reads the same with `ci.results.junit` and `xml.etree`; its flakes fail at their
+rates within binomial bounds; every label matches its test's attempts and the story."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from bench import _history_gen2, _history_gen3, _history_gen4, verdicts
+from bench._history_gen4_text import CaseOutcome, Failure, shard_xml
+from bench._history_gen4_world import LABELS, History, Run, TestSpec
+from ci.results.junit import FAILED, parse_junit
+
+SEEDS = (1, 2, 3, 4, 5)
+
+
+@lru_cache(maxsize=None)
+def history(seed: int) -> History:
+    return _history_gen4.generate(seed)
+
+
+def _cases(xml: str, tmp_path: Path) -> dict[str, tuple[str, ...]]:
+    """node -> attempt outcomes, as `ci.results.junit` reads the report."""
+    path = tmp_path / "r.xml"
+    path.write_text(xml, encoding="utf-8")
+    return {f"{c.file}::{c.name}": tuple(a.outcome for a in c.attempts) for c in parse_junit(path).cases}
+
+
+def _fixed(h: History, run: Run) -> bool:
+    return run.pr == 1000 + _history_gen4.Scale().prs // 2 or h.fix_commit <= run.commit
+
+
+def test_gen4_is_selectable_and_gen2_gen3_are_unchanged() -> None:
+    assert verdicts.GENERATORS["gen4"].generate is _history_gen4.generate
+    assert verdicts.GENERATORS["gen2"].generate is _history_gen2.generate
+    assert verdicts.GENERATORS["gen3"].generate is _history_gen3.generate
+    assert verdicts.GENERATORS["gen2"].scale == _history_gen2.Scale()
+
+
+def test_its_junit_has_real_pytest_rerunfailures_shape(tmp_path: Path) -> None:
+    """A real pytest --reruns 2 run: a test failing every attempt, one failing once then passing."""
+    (tmp_path / "test_k.py").write_text(
+        "_n = []\ndef test_always():\n    assert 1 == 2\n"
+        "def test_once():\n    _n.append(1)\n    assert len(_n) > 1\ndef test_ok():\n    pass\n", encoding="utf-8")
+    real = tmp_path / "real.xml"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "--reruns", "2", f"--junitxml={real}", "-o", "junit_family=xunit1", "test_k.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout[-2000:]
+    bad = Failure("AssertionError: assert 1 == 2", "E       assert 1 == 2")
+    cases = [CaseOutcome(TestSpec("test_k.py", name, 0, 0.001), failures, passed, 0.001) for name, failures, passed in
+             (("test_always", (bad,) * 3, False), ("test_once", (bad,), True), ("test_ok", (), True))]
+    ours = tmp_path / "ours.xml"
+    ours.write_text(shard_xml(cases, "gpu-runner-1", datetime(2026, 10, 5), False), encoding="utf-8")
+    shape = lambda path: [(c.name, c.outcome, c.reruns, [a.outcome for a in c.attempts])  # noqa: E731
+                          for c in parse_junit(path).cases]
+    assert shape(ours) == shape(real)
+    tags = lambda path: [(e.tag, sorted(e.attrib)) for e in ET.parse(path).iter()  # noqa: E731
+                         if e.tag in ("testcase", "failure")]
+    assert tags(ours) == tags(real)
+
+
+def test_its_junit_reads_the_same_with_ci_and_etree(tmp_path: Path) -> None:
+    h = _history_gen4.generate(2, _history_gen4.QUICK)
+    for run in h.runs:
+        for report in run.reports:
+            seen: dict[str, list[bool]] = {}  # per element: has a <failure> (a rerun element is empty)
+            for case in ET.fromstring(report.xml).iter("testcase"):
+                seen.setdefault(f"{case.get('file')}::{case.get('name')}", []).append(case.find("failure") is not None)
+            ours = _cases(report.xml, tmp_path)
+            assert {n: len(v) for n, v in seen.items()} == {n: len(v) for n, v in ours.items()}
+            assert {n for n, v in seen.items() if v[-1]} == {n for n, v in ours.items() if v[-1] == FAILED}
+            assert {n for n, v in seen.items() if len(v) > 1 or v[-1]} == {lb.node for lb in report.labels}
+
+
+def test_flakes_fail_at_their_rates_within_binomial_bounds(tmp_path: Path) -> None:
+    trials: Counter[str] = Counter()
+    fails: Counter[str] = Counter()
+    rates: dict[str, float] = {}
+    for seed in SEEDS:
+        h = history(seed)
+        kinds = {f.node: f"{f.node.split('::')[1].split('[')[0]}: {f.error[:20]} at {f.rate}" for f in h.flakes}
+        rates.update({kinds[f.node]: f.rate for f in h.flakes})
+        fixable = {f.node for f in h.flakes if f.fixed_by}
+        for run in h.runs:
+            for report in run.reports:
+                for node, outcomes in _cases(report.xml, tmp_path).items():
+                    if node not in kinds:
+                        continue
+                    failed = sum(o == FAILED for o in outcomes)
+                    if node in fixable and _fixed(h, run):
+                        assert failed == 0, (seed, run.run_id, node)  # the fix landed: never again
+                        continue
+                    trials[kinds[node]] += len(outcomes)
+                    fails[kinds[node]] += failed
+    assert len(trials) >= 5
+    for kind, n in trials.items():
+        p = rates[kind]
+        assert abs(fails[kind] - n * p) <= 4 * math.sqrt(n * p * (1 - p)) + 1, (kind, fails[kind], n, p)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_labels_match_attempts_and_the_story(seed: int, tmp_path: Path) -> None:
+    h = history(seed)
+    geglu, race = h.breakages
+    assert geglu.end - geglu.start >= 10 and race.rate == 0.4
+    low, high = h.rerun_commits
+    counts: Counter[str] = Counter()
+    for run in h.runs:
+        base = run.commit if not run.queue else h.main_shas.index(run.base_sha)
+        for report in run.reports:
+            cases = _cases(report.xml, tmp_path)
+            if not (low <= run.commit < high):
+                assert all(len(o) == 1 for o in cases.values()), "no reruns outside the config's stretch"
+            for label in report.labels:
+                outcomes = cases[label.node]
+                assert FAILED in outcomes and label.label in LABELS
+                assert label.every_attempt == (outcomes[-1] == FAILED)
+                counts[label.label] += 1
+                if label.label == "infra":
+                    assert report.runner == h.infra.runner and label.node in h.infra.nodes
+                    assert set(outcomes) == {FAILED}
+                elif label.node in geglu.nodes or label.node in race.nodes:
+                    b = geglu if label.node in geglu.nodes else race
+                    assert b.active(run.commit) and label.label == ("broken_on_main" if b.start <= base else "new")
+                    if b is geglu:
+                        assert set(outcomes) == {FAILED}, "a reverted breakage fails every attempt"
+                else:
+                    assert label.label in ("flaky", "new") and (label.label == "new") == (label.why.startswith("the pull"))
+            if run.event == "push" and report.complete:  # main fails geglu exactly in its window
+                failing = {n for n, o in cases.items() if o[-1] == FAILED}
+                in_window = {n for n in geglu.nodes if n in cases}
+                assert (in_window <= failing) if geglu.active(run.commit) else not (in_window & failing)
+    assert counts["flaky"] and counts["broken_on_main"] and counts["new"]
+
+
+def test_the_story_has_its_shape() -> None:
+    """Merge-queue batches, rebased pull requests, hung shards with no or a partial report."""
+    killed = partial = rebased = 0
+    for seed in SEEDS:
+        h = history(seed)
+        pushes = [r.commit for r in h.runs if r.event == "push"]
+        assert len(pushes) < len(h.main_shas) and max(pushes) == len(h.main_shas) - 1  # batches
+        bases: dict[int, set[str]] = {}
+        for run in h.runs:
+            if run.event == "pull_request" and not run.queue:
+                bases.setdefault(run.pr, set()).add(run.base_sha)
+            for shard in run.killed:
+                killed += 1
+                kept = [r for r in run.reports if r.shard == shard]
+                assert not kept or not kept[0].complete
+                partial += bool(kept)
+                assert all(_history_gen4.HANG_NODE.split("::")[0] not in r.xml for r in kept)
+        rebased += sum(len(b) > 1 for b in bases.values())
+    assert killed > partial > 0 and rebased > 10
+
+
+def test_a_quick_bench_run_prints_the_gen4_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert verdicts.main(["--generator", "gen4", "--quick", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "verdicts on the gen4 history, seeds 1" in out
+    for row in (*LABELS, verdicts.EVERY, "overall"):
+        assert any(line.startswith(row + " ") for line in out.splitlines()), (row, out)
