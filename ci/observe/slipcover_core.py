@@ -331,10 +331,15 @@ class SlipcoverLines:
 
         threading.Thread(target=settle_until_stopped, name="ci-depmap-settle", daemon=True).start()
 
-    def switch_context(self, context: str) -> None:
+    rearms = True  # retires recorded lines' probes: `switch_context` takes ``rearm``
+
+    def switch_context(self, context: str, rearm: bool = True) -> None:
+        """Lines run from now on are ``context``'s; ``rearm`` False keeps retired probes retired
+        (the caller knows the new context has their lines: `ci.observe.files.Rearm`)."""
         with self._lock:
             self._collect()
-            self._sites.rearm()
+            if rearm:
+                self._sites.rearm()
             self._context = context
 
     def stop(self) -> None:
