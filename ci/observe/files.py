@@ -66,6 +66,34 @@ def read_context(context: str) -> tuple[str, bool]:
     return context, False
 
 
+def destinations(context: str) -> frozenset[str]:
+    """Where the merge puts a line recorded in ``context``: its test file's entry, the map's
+    shared lines (``_SHARED_MARK``), or both."""
+    test, is_shared = read_context(context)
+    return frozenset(([test] if test else []) + ([_SHARED_MARK] if is_shared else []))
+
+
+class Rearm:
+    """Whether a context switch must make the lines recorded so far fire again (the cores that
+    stop a line once it is recorded: `ci.observe.retire`, `ci.observe.sysmon_core`).
+
+    A stopped line was recorded in a context since the last re-arm; when every place the merge
+    puts such lines (`destinations`) is also a place of the new context, the new context's lines
+    there are complete without hearing it again: collect(X) -> "" and fixture(X) -> X need none.
+    Re-arming makes every later line call back once more, so skipping it saves that work; the
+    map is the same. `needed` is told every switch, in order, starting from context ""."""
+
+    def __init__(self) -> None:
+        self.covered = destinations("")  # where every line stopped since the last re-arm went
+
+    def needed(self, context: str) -> bool:
+        """True when switching to ``context`` must re-arm (and then assumes it did)."""
+        wanted = destinations(context)
+        keep = wanted <= self.covered
+        self.covered = wanted
+        return not keep
+
+
 class RepoFiles:
     """Turns absolute paths into repo-relative ones, or None for paths a map leaves out."""
 

@@ -46,7 +46,7 @@ import pytest
 from ci.atomic_write import atomic_write_text
 from ci.observe.facts import PytestFacts
 from ci.observe.files import (OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog,
-                              RepoFiles, collect_context, fixture_context)
+                              Rearm, RepoFiles, collect_context, fixture_context)
 from ci.observe import child, clock, startup, worktree
 from ci.observe.child_config import write_child_config
 from ci.observe.forked import ForkedCopy, watch_forks
@@ -233,6 +233,7 @@ class DepmapRecorder:
         self.ran: dict[str, int] = defaultdict(int)
         self.facts = PytestFacts()  # each test file's time, outcome and skip reasons (`ci.observe.facts`)
         self.context = ""
+        self.rearm = Rearm()
         self.opened = OpenedLog(self.files, self.parts)
         started = early.cov if early is not None else None
         self.cov = started if started is not None else _start_lines(self.parts, self.files, options, self.owner)
@@ -263,7 +264,10 @@ class DepmapRecorder:
             return
         self.context = context
         self.opened.context = test
-        self.cov.switch_context(context)
+        if getattr(self.cov, "rearms", False):  # a core that stops recorded lines: re-arm only where needed
+            self.cov.switch_context(context, rearm=self.rearm.needed(context))
+        else:
+            self.cov.switch_context(context)
         if test:
             os.environ[TEST_ENV] = test
             if self.options.subprocesses:

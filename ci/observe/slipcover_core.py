@@ -20,6 +20,8 @@ library (`ci.observe.slipcover_engine`: without the rest of its package):
   format `ci.observe.merge` reads, beside the data of subprocesses (still measured by
   coverage.py's start-up hook).
 
+- slipcover writes an edited code object's 3.11 line table with lines only; `ci.observe.positions`
+  puts the original instructions' column positions back (tracebacks mark the failing expression).
 - `exec` is wrapped while recording, so a repository file's code compiled outside the import
   system (``runpy``, Triton's interpreter re-compiling a kernel from its source) gets probes too.
 
@@ -47,6 +49,7 @@ from types import CodeType, FunctionType
 
 from ci.observe import blocks, slipcover_engine
 from ci.observe.files import RepoFiles
+from ci.observe.positions import keep_positions
 from ci.observe.probe_cache import MARK, ProbeCache
 from ci.observe.probe_imports import ProbeImports
 from ci.observe.retire import ProbeSites
@@ -126,9 +129,11 @@ def _probes_class(base: type) -> type:
                     and not any(line for _, _, line in co.co_lines()):
                 self.newly_seen[co.co_filename].add(0)
             if self.cache is not None and isinstance(co, CodeType) and parent is None:
-                new = self.cache.instrument(co, lambda code: super(Probes, self).instrument(code, None))
+                new = self.cache.instrument(co, lambda code: keep_positions(code, super(Probes, self).instrument(code)))
             else:
                 new = super().instrument(co, parent)
+                if isinstance(co, CodeType):  # columns too, not only lines: `ci.observe.positions`
+                    new = keep_positions(co, new)
             if self.sites is not None and isinstance(co, CodeType) and parent is None:
                 self.sites.add(new)
             return new
@@ -331,10 +336,15 @@ class SlipcoverLines:
 
         threading.Thread(target=settle_until_stopped, name="ci-depmap-settle", daemon=True).start()
 
-    def switch_context(self, context: str) -> None:
+    rearms = True  # retires recorded lines' probes: `switch_context` takes ``rearm``
+
+    def switch_context(self, context: str, rearm: bool = True) -> None:
+        """Lines run from now on are ``context``'s; ``rearm`` False keeps retired probes retired
+        (the caller knows the new context has their lines: `ci.observe.files.Rearm`)."""
         with self._lock:
             self._collect()
-            self._sites.rearm()
+            if rearm:
+                self._sites.rearm()
             self._context = context
 
     def stop(self) -> None:

@@ -15,7 +15,7 @@ Contract: `unavailable_reason` is None where this core runs (CPython 3.12+ with 
 that has the sysmon core), else one line saying why; `measure` returns a
 `SysmonCoverage` (a ``coverage.Coverage``, not started) that measures the files ``include`` names, with the
 sysmon warnings about contexts silenced; its `switch_context` starts the new context with every
-line's event enabled again.
+line's event enabled again, unless given ``rearm=False``.
 """
 
 from __future__ import annotations
@@ -55,9 +55,12 @@ def measure(data_file: str, include: list[str], omit: list[str]):
     class SysmonCoverage(coverage.Coverage):
         """coverage.Coverage whose context switch enables every line's event again."""
 
-        def switch_context(self, new_context: str) -> str | None:
+        rearms = True  # disables recorded lines: `switch_context` takes ``rearm``
+
+        def switch_context(self, new_context: str, rearm: bool = True) -> str | None:
             previous = super().switch_context(new_context)
-            sys.monitoring.restart_events()  # lines seen in the old context are new to this one
+            if rearm:  # False: the caller knows the new context has every disabled line (`ci.observe.files.Rearm`)
+                sys.monitoring.restart_events()  # lines seen in the old context are new to this one
             return previous
 
     cov = SysmonCoverage(data_file=data_file, data_suffix=True, config_file=False, include=include, omit=omit)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import __main__ as bench_main
-from bench._depmap_observe import Run, outcome_counts, verdict
+from bench._depmap_observe import Run, outcome_counts, summary, verdict
 from tests.ci.depmap_support import clean_env, write_project
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def test_a_command_is_run_plain_and_observed_in_turn_with_its_counts_and_map(tmp
     assert all("1 failed, 1 passed, 1 skipped" in r for r in rows), proc.stdout
     assert all("2 test file(s), 0 not complete" in r for r in rows[1::2]), proc.stdout
     assert sorted(p.name for p in logs.iterdir()) == ["observed.0.log", "observed.1.log", "plain.0.log", "plain.1.log"]
-    assert "goal <= +10%: M" in proc.stdout, proc.stdout  # judged: the same failure in every run
+    assert "goal median <= +10%: M" in proc.stdout, proc.stdout  # judged: the same failure in every run
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -76,3 +76,19 @@ def test_runs_that_end_differently_are_not_judged() -> None:
     assert verdict(same) == "MET"
     assert verdict([same[0], Run(True, 1, 12.0, 1, "1 failed, 9 passed", 0.5)]) == "MISSED"
     assert verdict([same[0], Run(True, 1, 10.5, 1, "2 failed, 8 passed", 0.5)]).startswith("UNJUDGED")
+
+
+def _pairs(*cpu: tuple[float, float]) -> list[Run]:
+    return [Run(observed, 1, seconds, 0, "9 passed", 0.5) for pair in cpu for observed, seconds in zip((False, True), pair)]
+
+
+def test_the_verdict_is_the_median_of_the_pairs_not_the_best_of_each_mode() -> None:
+    # a plain run that met a quiet moment (8 s) beside an observed one that met a busy one (20 s):
+    # the best of each mode reads 10.5 / 8 = 1.31x, the pairs 1.05x, 1.05x and 2.5x
+    outlier = _pairs((10.0, 10.5), (12.0, 12.6), (8.0, 20.0))
+    assert verdict(outlier) == "MET"
+    # and the other way: 1.2x in two pairs of three; the best of each mode reads 10.5 / 10
+    assert verdict(_pairs((10.0, 12.0), (10.0, 12.0), (14.0, 10.5))) == "MISSED"
+    line = summary(outlier)
+    assert "median of 3 pair(s) x1.050 (+5.0%), spread x1.050 to x2.500" in line, line
+    assert "per pair x 1.050, 1.050, 2.500" in line and line.endswith("goal median <= +10%: MET"), line

@@ -5,7 +5,8 @@ statements over several lines, exceptions caught and finally blocks, generators,
 properties, context managers, closures and lambdas, a coroutine, a thread, a module imported
 by conftest.py before recording starts (its functions already exist), a fixture defined in
 conftest.py, an empty module, one-line functions and a lambda called from another test file than
-the one that imported them, a script run by runpy and source compiled by hand, and a subprocess. pytest records it twice, once per core, keeping
+the one that imported them, a script run by runpy and source compiled by hand, a subprocess, and a
+traceback whose marks come from the code's column positions. pytest records it twice, once per core, keeping
 the raw parts (`CI_DEPMAP_KEEP_PARTS`); coverage.py's tracer is the oracle: every (test file,
 file, line) it saw must be what the slipcover core saw, no more and no less (no line here runs
 after one that raised in its basic block, the one place the probes count more:
@@ -125,6 +126,10 @@ FLOW = textwrap.dedent("""\
     ONE_LINER = lambda x: x + 1  # noqa: E731
     def tiny(x): return x * 3  # noqa: E704
     def tiny_gen(n): yield from range(n)  # noqa: E704
+
+
+    def ratio(table, key):
+        return table[key]["num"] / table[key]["den"]
     """)
 
 FILES = {
@@ -205,6 +210,20 @@ FILES = {
             exec(compile(path.read_text(), str(path), "exec"), None, given)
             assert given["twice"](3) == 6
             assert eval("local + 1") == 2
+        """),
+    # recording must not change what a program reads of its own code: 3.11 marks the failing
+    # expression of a traceback from the code's column positions (rich's renderer reads them too)
+    "tests/test_positions.py": textwrap.dedent("""\
+        import traceback
+        from pkg import flow
+
+
+        def test_a_traceback_marks_the_failing_expression():
+            try:
+                flow.ratio({"k": {"num": 1, "den": 0}}, "k")
+            except ZeroDivisionError as exc:
+                frame = traceback.format_exception(exc)[-2]
+            assert "^" in frame, frame
         """),
     "tests/test_child.py": textwrap.dedent("""\
         import subprocess, sys

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from ci.observe import retire, slipcover_core
-from tests.ci.depmap_support import clean_env
+from ci.observe.files import Rearm, collect_context, fixture_context
+from tests.ci.depmap_support import clean_env, write_project
+from tests.ci.test_depmap_record import _recorded_map
 from tests.ci.test_depmap_blocks import CALLS, ORACLE, SHAPES
 
 pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
@@ -212,3 +214,44 @@ def test_probes_whose_constants_need_extended_arguments_are_found(tmp_path: Path
     assert len(new.co_consts) > constants and len(probes) == 3
     assert sorted(found) == [2, constants + 3, constants + 4]  # the `if` is in the first block
     assert sum(len(s) for s in found.values()) == len(probes)
+
+
+def test_a_switch_rearms_only_where_the_new_context_could_miss_a_line() -> None:
+    # a line stopped in collect(a) is a's and shared: "" (shared only) needs no re-arm, nor a after
+    # fixture(a); "" after a test file's own context does (a's lines are not shared)
+    rearm = Rearm()
+    steps = [(collect_context("t/a.py"), True), ("", False), (collect_context("t/b.py"), True), ("", False),
+             ("t/a.py", True), (fixture_context("t/a.py"), True), ("t/a.py", False), ("t/b.py", True),
+             (fixture_context("t/b.py"), True), ("", False), ("t/b.py", True), ("", True), ("", False)]
+    assert [(context, rearm.needed(context)) for context, _ in steps] == steps
+
+
+SKIPPED_REARMS = {  # lines that run in collect(test_a), then in "" and in a session fixture, then in test_b
+    "pkg/__init__.py": "",
+    "pkg/work.py": "def build(n):\n    total = 0\n    for i in range(n):\n        total += i\n    return total\n",
+    "conftest.py": textwrap.dedent("""\
+        import pytest
+        from pkg import work
+
+        def pytest_collection_finish(session):
+            work.build(3)
+
+        @pytest.fixture(scope="session")
+        def built():
+            return work.build(4)
+        """),
+    "tests/__init__.py": "",
+    "tests/test_a.py": "from pkg import work\n\nTABLE = work.build(2)\n\ndef test_a(built):\n    assert built == 6\n",
+    "tests/test_b.py": "from pkg import work\n\ndef test_b(built):\n    assert work.build(5) == 10\n",
+}
+
+
+def test_skipped_rearms_leave_the_map_the_tracer_records(tmp_path: Path) -> None:
+    maps = {}
+    for core in ("ctrace", "slipcover"):
+        write_project(tmp_path / core, SKIPPED_REARMS)
+        maps[core] = _recorded_map(tmp_path / core, CI_DEPMAP_CORE=core)
+    lines = {core: {test: entry.lines for test, entry in found.tests.items()} for core, found in maps.items()}
+    assert lines["slipcover"] == lines["ctrace"]
+    assert maps["slipcover"].shared == maps["ctrace"].shared
+    assert maps["ctrace"].tests["tests/test_b.py"].lines["pkg/work.py"] == {2, 3, 4, 5}

@@ -24,6 +24,7 @@ import pytest
 from ci.observe import sysmon_core
 from ci.observe.options import record_options
 from tests.ci.depmap_support import clean_env, write_project
+from tests.ci.test_depmap_retire import SKIPPED_REARMS
 
 REPO = Path(__file__).resolve().parents[2]
 PY312 = REPO / ".venv-py312" / "bin" / "python"
@@ -150,3 +151,17 @@ def test_sysmon_by_name_is_refused_where_it_cannot_run() -> None:
     with pytest.raises(ValueError, match=r"^\$CI_DEPMAP_CORE=sysmon, but it cannot run here \(the sysmon core "
                                          r"needs CPython 3.12 or later"):
         record_options({"CI_DEPMAP_CORE": "sysmon"})
+
+
+def test_switches_without_a_restart_leave_the_map_the_tracer_records(tmp_path: Path) -> None:
+    # collect(test_a) -> "" and fixture -> test file skip sys.monitoring.restart_events (`files.Rearm`)
+    found = {}
+    for name, python, core in (("sysmon", PY312, "auto"), ("ctrace", sys.executable, "ctrace")):
+        write_project(tmp_path / name, SKIPPED_REARMS)
+        out = tmp_path / f"{name}.json"
+        proc = _pytest(python, tmp_path / name, CI_DEPMAP=str(out), CI_DEPMAP_CORE=core)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        data = json.loads(out.read_text())
+        found[name] = ({test: entry["executed"] for test, entry in data["tests"].items()}, data["shared"])
+    assert found["sysmon"] == found["ctrace"]
+    assert found["ctrace"][0]["tests/test_b.py"]["pkg/work.py"] == "2-5"
