@@ -117,6 +117,22 @@ def position(order: Sequence[str], sha: str) -> int | None:
     return _Positions(order).find(sha)
 
 
+def place(order: Sequence[str], full_order: Sequence[str], sha: str) -> int | None:
+    """``sha``'s index in ``order`` (one tier's default-branch commits); when ``order`` lacks it,
+    the index of ``order``'s newest commit before it in ``full_order`` (every tier's commits of the
+    branch, oldest first). Pushes run only the tiers they touch, so a commit that did not run the
+    tier has, for that tier, the code of the last commit that did. None when neither order places it."""
+    found = position(order, sha)
+    if found is not None or not full_order:
+        return found
+    at = position(full_order, sha)
+    if at is None:
+        return None
+    ran = _Positions(order)
+    before = [i for c in full_order[:at] if (i := ran.find(c)) is not None]
+    return max(before) if before else None
+
+
 def fail_streaks(runs: Sequence[MainRun], order: Sequence[str]) -> list[Streak]:
     """The test's fail streaks on the default branch, oldest first (see the module docstring)."""
     positions = _Positions(order)

@@ -48,7 +48,7 @@ from typing import Sequence
 from ci.history.classify import signature
 from ci.history.errors import environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
-from ci.history.mainline import MainRun, Streak, fail_streaks, main_order, position
+from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, runner_health
@@ -159,6 +159,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         flaked = _flaked_kinds(store, as_of) if any(environment_kind(failures[i].error) for i in indexes) else \
             frozenset()
         orders: dict[str, tuple[str, ...]] = {}
+        full = ingest_order(store, repo, as_of=as_of) if merge_base and not git_order else ()
         for i in indexes:
             f = failures[i]
             runs = main.get(f.node, [])
@@ -166,7 +167,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 orders[f.node] = main_order(store, repo, tier, runs, git_order, as_of=as_of)
             order = orders[f.node]
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
-            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked)
+            at = place(order, full, merge_base) if merge_base else None
+            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked, at)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -193,7 +195,7 @@ def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
 
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
             same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
-            retries: RetryCorrelation, flaked: frozenset[str] = frozenset()) -> Verdict:
+            retries: RetryCorrelation, flaked: frozenset[str] = frozenset(), base_at: int | None = None) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -208,7 +210,7 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
     streaks = fail_streaks(runs, order)
-    streak = _breakage(streaks, order, f, known_flake, flaky_prints, merge_base, flaked)
+    streak = _breakage(streaks, f, known_flake, flaky_prints, base_at, flaked)
     if streak is not None:
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
@@ -242,15 +244,14 @@ def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
                      for _, text, _ in s.fingerprints if (kind := environment_kind(text)))
 
 
-def _breakage(streaks: list[Streak], order: tuple[str, ...], f: Failure, known_flake: bool,
-              flaky_prints: set[str], merge_base: str, flaked: frozenset[str]) -> Streak | None:
+def _breakage(streaks: list[Streak], f: Failure, known_flake: bool, flaky_prints: set[str],
+              at: int | None, flaked: frozenset[str]) -> Streak | None:
     if not streaks:
         return None
     last = streaks[-1]
     if last.open and _broke(last, flaky_prints, flaked) and (
             last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
         return last
-    at = position(order, merge_base) if merge_base else None
     if at is not None:
         for streak in streaks:
             if (not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2
