@@ -12,6 +12,8 @@ Contract:
   commit before it, the commit that ended it (``fixed_at``, ``""`` while it is open) and its
   candidate commits: every commit of the order after the last pass up to the first fail (the
   change that broke it is among them), at most `MAX_CANDIDATES` kept and all counted.
+- `place(order, full_order, sha)`: where a merge base sits in one tier's order; a commit that did
+  not run the tier (pushes run the tiers they touch) sits at the tier's newest commit before it.
 - With a git order, commits the order does not hold (a branch since rewritten) are left out; if
   none of the test's commits is in it, the ingest order is used instead.
 """

@@ -12,7 +12,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
    its commits), N fails on T since a commit and has not passed since (an open streak with two or
    more failing attempts, or with one whose signature is this failure's and is not a known flaky
-   signature of N), or the pull request's merge base lies inside a streak main has since fixed.
+   signature of N), or the pull request's merge base lies inside a streak main has since fixed (a
+   base that never ran T stands for T's newest commit before it, `ci.history.mainline.place`,
+   unless main's errors in the streak are all environmental).
    One failed run at one commit whose errors are all known flake signatures of N, or all of an
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
    firing); at the merge base it counts in rule 4, and is the breakage if the flake cannot explain
@@ -168,7 +170,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             order = orders[f.node]
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
             at = place(order, full, merge_base) if merge_base else None
-            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked, at)
+            placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
+            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
+                             (at, placed))
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -195,7 +199,8 @@ def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
 
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
             same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
-            retries: RetryCorrelation, flaked: frozenset[str] = frozenset(), base_at: int | None = None) -> Verdict:
+            retries: RetryCorrelation, flaked: frozenset[str] = frozenset(),
+            base_at: tuple[int | None, bool] = (None, False)) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -245,17 +250,22 @@ def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
 
 
 def _breakage(streaks: list[Streak], f: Failure, known_flake: bool, flaky_prints: set[str],
-              at: int | None, flaked: frozenset[str]) -> Streak | None:
+              base_at: tuple[int | None, bool], flaked: frozenset[str]) -> Streak | None:
+    """The open streak F belongs to, or the fixed one the merge base lies in (``base_at``: its
+    index in the order and whether it was placed at the tier's last commit before it, `place`)."""
     if not streaks:
         return None
     last = streaks[-1]
     if last.open and _broke(last, flaky_prints, flaked) and (
             last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
         return last
+    at, placed = base_at
     if at is not None:
         for streak in streaks:
+            # a placed base is an inference: taken only when main's errors are the code's, not the surroundings'
             if (not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2
-                    and _broke(streak, flaky_prints, flaked)):
+                    and _broke(streak, flaky_prints, flaked)
+                    and not (placed and all(environment_kind(text) for text in streak.messages))):
                 return streak
     return None
 

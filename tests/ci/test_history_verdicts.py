@@ -132,23 +132,6 @@ def test_merge_base_inside_a_fixed_streak(store_location: str, tmp_path: Path, b
         assert v.since == sha(3) and v.fixed_at == sha(6) and "fixed on main at 0006aaa" in v.detail
 
 
-@pytest.mark.parametrize("base, expected", [(4, BROKEN_ON_MAIN), (5, BROKEN_ON_MAIN), (7, NEW), (2, NEW)])
-def test_merge_base_that_did_not_run_the_tier(store_location: str, tmp_path: Path, base: int, expected: str) -> None:
-    """Pushes run only the tiers they touch: commits 4, 5 and 7 ran another tier only, so a base
-    there has, for this tier, the code of the last commit that ran it (3: broken; 6: fixed)."""
-    with open_store(store_location) as store:
-        for i in range(8):
-            if i in (4, 5, 7):
-                assert ingest(store, prepare(write_report(tmp_path, [Case(FILE, "test_ok")]),
-                                             RunIdentity(REPO, sha(i), "push", "gpu_l4"))).added
-            else:
-                run(store, tmp_path, sha(i), [BOOM, BOOM] if i == 3 else [None])
-        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(base))], merge_base=sha(base))
-    assert v.verdict == expected, v.detail
-    if expected == BROKEN_ON_MAIN:
-        assert v.since == sha(3) and v.fixed_at == sha(6)
-
-
 def test_git_first_parent_order_over_ingest_order(store_location: str, tmp_path: Path) -> None:
     """Commits ingested out of order, and one the test never ran on: git's order says since when."""
     repo = tmp_path / "git"
