@@ -21,10 +21,11 @@ Contract:
   ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
   lines) names that runner-level cause, else ``""``. An assertion is never infra, whatever string it
   quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing.
-- `environment_kind(line)`: ``startup``, ``port``, ``connection`` or ``watchdog`` when the line is
-  an error whose usual cause is the test's surroundings rather than the code under test (a server
-  that did not come up in time, a port still held, a refused or reset connection, a collective's
-  watchdog timeout), else ``""``. A prior for the verdicts, never a verdict by itself: a change can
+- `environment_kind(line)`: ``startup``, ``port``, ``connection``, ``watchdog``, ``remote`` or
+  ``worker-crash`` when the line is an error whose usual cause is the test's surroundings rather
+  than the code under test (a server that did not come up in time, a port still held, a refused or
+  reset connection, a collective's watchdog timeout, a remote service's HTTP 429 or 502-504, a
+  crashed pytest-xdist worker), else ``""``. A prior for the verdicts, never a verdict by itself: a change can
   make a server hang too.
 """
 
@@ -72,6 +73,12 @@ _ENVIRONMENT = (
     ("connection", re.compile(r"Connection (?:refused|reset by peer|aborted)|\bECONN(?:REFUSED|RESET)\b"
                               r"|RemoteDisconnected|Remote end closed connection", re.I)),
     ("watchdog", re.compile(r"Watchdog caught collective operation timeout", re.I)),
+    # a model hub or other remote service refusing or timing out (HTTP 429, 502-504): not the code's
+    ("remote", re.compile(r"\b(?:429 Client Error|50[234] Server Error)\b|Too Many Requests|Bad Gateway"
+                          r"|Gateway Time-?out|Service Unavailable", re.I)),
+    # pytest-xdist's record of a worker process that died mid-test (the log: "node down")
+    ("worker-crash", re.compile(r"\bworker '?gw\d+'? crashed while running|node down: Not properly terminated",
+                                re.I)),
 )
 _ASSERTION = re.compile(r"\s*(?:(?:[\w]+\.)*(?:AssertionError|AssertError)\b|assert\b|Failed: (?!Timeout))")
 

@@ -12,6 +12,8 @@ Contract:
   commit before it, the commit that ended it (``fixed_at``, ``""`` while it is open) and its
   candidate commits: every commit of the order after the last pass up to the first fail (the
   change that broke it is among them), at most `MAX_CANDIDATES` kept and all counted.
+- `place(order, full_order, sha)`: where a merge base sits in one tier's order; a commit that did
+  not run the tier (pushes run the tiers they touch) sits at the tier's newest commit before it.
 - With a git order, commits the order does not hold (a branch since rewritten) are left out; if
   none of the test's commits is in it, the ingest order is used instead.
 """
@@ -115,6 +117,22 @@ class _Positions:
 def position(order: Sequence[str], sha: str) -> int | None:
     """``sha``'s index in ``order`` (an abbreviation matches one full sha), None if absent or ambiguous."""
     return _Positions(order).find(sha)
+
+
+def place(order: Sequence[str], full_order: Sequence[str], sha: str) -> int | None:
+    """``sha``'s index in ``order`` (one tier's default-branch commits); when ``order`` lacks it,
+    the index of ``order``'s newest commit before it in ``full_order`` (every tier's commits of the
+    branch, oldest first). Pushes run only the tiers they touch, so a commit that did not run the
+    tier has, for that tier, the code of the last commit that did. None when neither order places it."""
+    found = position(order, sha)
+    if found is not None or not full_order:
+        return found
+    at = position(full_order, sha)
+    if at is None:
+        return None
+    ran = _Positions(order)
+    before = [i for c in full_order[:at] if (i := ran.find(c)) is not None]
+    return max(before) if before else None
 
 
 def fail_streaks(runs: Sequence[MainRun], order: Sequence[str]) -> list[Streak]:

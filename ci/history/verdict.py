@@ -12,7 +12,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
    its commits), N fails on T since a commit and has not passed since (an open streak with two or
    more failing attempts, or with one whose signature is this failure's and is not a known flaky
-   signature of N), or the pull request's merge base lies inside a streak main has since fixed.
+   signature of N), or the pull request's merge base lies inside a streak main has since fixed (a
+   base that never ran T stands for T's newest commit before it, `ci.history.mainline.place`,
+   unless main's errors in the streak are all environmental).
    One failed run at one commit whose errors are all known flake signatures of N, or all of an
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
    firing); at the merge base it counts in rule 4, and is the breakage if the flake cannot explain
@@ -48,7 +50,7 @@ from typing import Sequence
 from ci.history.classify import signature
 from ci.history.errors import environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
-from ci.history.mainline import MainRun, Streak, fail_streaks, main_order, position
+from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, runner_health
@@ -159,6 +161,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         flaked = _flaked_kinds(store, as_of) if any(environment_kind(failures[i].error) for i in indexes) else \
             frozenset()
         orders: dict[str, tuple[str, ...]] = {}
+        full = ingest_order(store, repo, as_of=as_of) if merge_base and not git_order else ()
         for i in indexes:
             f = failures[i]
             runs = main.get(f.node, [])
@@ -166,7 +169,10 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 orders[f.node] = main_order(store, repo, tier, runs, git_order, as_of=as_of)
             order = orders[f.node]
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
-            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked)
+            at = place(order, full, merge_base) if merge_base else None
+            placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
+            out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
+                             (at, placed))
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -193,7 +199,8 @@ def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
 
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
             same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
-            retries: RetryCorrelation, flaked: frozenset[str] = frozenset()) -> Verdict:
+            retries: RetryCorrelation, flaked: frozenset[str] = frozenset(),
+            base_at: tuple[int | None, bool] = (None, False)) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -208,7 +215,7 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
     streaks = fail_streaks(runs, order)
-    streak = _breakage(streaks, order, f, known_flake, flaky_prints, merge_base, flaked)
+    streak = _breakage(streaks, f, known_flake, flaky_prints, base_at, flaked)
     if streak is not None:
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
@@ -242,19 +249,23 @@ def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
                      for _, text, _ in s.fingerprints if (kind := environment_kind(text)))
 
 
-def _breakage(streaks: list[Streak], order: tuple[str, ...], f: Failure, known_flake: bool,
-              flaky_prints: set[str], merge_base: str, flaked: frozenset[str]) -> Streak | None:
+def _breakage(streaks: list[Streak], f: Failure, known_flake: bool, flaky_prints: set[str],
+              base_at: tuple[int | None, bool], flaked: frozenset[str]) -> Streak | None:
+    """The open streak F belongs to, or the fixed one the merge base lies in (``base_at``: its
+    index in the order and whether it was placed at the tier's last commit before it, `place`)."""
     if not streaks:
         return None
     last = streaks[-1]
     if last.open and _broke(last, flaky_prints, flaked) and (
             last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
         return last
-    at = position(order, merge_base) if merge_base else None
+    at, placed = base_at
     if at is not None:
         for streak in streaks:
+            # a placed base is an inference: taken only when main's errors are the code's, not the surroundings'
             if (not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2
-                    and _broke(streak, flaky_prints, flaked)):
+                    and _broke(streak, flaky_prints, flaked)
+                    and not (placed and all(environment_kind(text) for text in streak.messages))):
                 return streak
     return None
 

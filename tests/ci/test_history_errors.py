@@ -107,7 +107,12 @@ def test_signature_strips_what_changes_between_runs() -> None:
     ("ConnectionRefusedError: [Errno 111] Connection refused", "connection"),
     ("ConnectionResetError: [Errno 104] Connection reset by peer", "connection"),
     ("torch.distributed.DistBackendError: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(", "watchdog"),
+    ("huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: https://hf.co/api", "remote"),
+    ("requests.exceptions.HTTPError: 504 Server Error: Gateway Time-out for url: https://hf.co/api", "remote"),
+    ("worker 'gw2' crashed while running 'tests/kernels/test_moe.py::test_moe[bf16]'", "worker-crash"),
     ("AssertionError: assert 'Address already in use' not in log", ""),  # the test's own check
+    ("AssertionError: assert response.status_code == 200, '503 Service Unavailable'", ""),
+    ("ValueError: HTTP 404 Client Error: Not Found for url: https://hf.co/api/models/x", ""),  # the code's request
     ("AssertionError: max abs diff 0.0546 > 0.02", ""),
     ("KeyError: 'rope_scaling'", ""),
 ])

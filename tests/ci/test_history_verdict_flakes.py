@@ -1,6 +1,7 @@
 """Verdicts (`ci.history.verdict`) where a flake and a breakage meet, on hand-made histories whose
 answer is known, on SQLite and a real PostgreSQL: one failed main run of a known flake, a breakage
-reverted before the test ran again, and errors whose usual cause is the machine (a port in use)."""
+reverted before the test ran again, and errors whose usual cause is the machine (a port in use);
+and a merge base on a commit that did not run the tier."""
 
 from __future__ import annotations
 
@@ -120,3 +121,29 @@ def test_one_failed_main_run_with_an_environmental_error_is_no_breakage(store_lo
             assert ingest(store, prepare(write_report(tmp_path, [b]), RunIdentity(REPO, sha(i), "push", "gpu_b200"))).added
         (v,) = judge(store, [pr_failure(store, tmp_path, [PORT, PORT], base=sha(6))], merge_base=sha(6))
     assert v.verdict == expected, v.detail
+
+
+WATCHDOG = ("torch.distributed.DistBackendError: [Rank 1] Watchdog caught collective operation timeout",
+            "E   torch.distributed.DistBackendError: [Rank 1] Watchdog caught collective operation timeout")
+
+
+@pytest.mark.parametrize("error, broken, base, expected", [
+    (BOOM, (3,), 4, BROKEN_ON_MAIN), (BOOM, (3,), 5, BROKEN_ON_MAIN), (BOOM, (3,), 7, NEW), (BOOM, (3,), 2, NEW),
+    (WATCHDOG, (2, 3), 4, NEW),  # an environmental error is too weak to place a base that never ran the tier
+    (WATCHDOG, (2, 3), 3, BROKEN_ON_MAIN),  # the base ran the tier and failed there
+])
+def test_merge_base_that_did_not_run_the_tier(store_location: str, tmp_path: Path, error, broken: tuple[int, ...],
+                                              base: int, expected: str) -> None:
+    """Pushes run only the tiers they touch: commits 4, 5 and 7 ran another tier only, so a base
+    there has, for this tier, the code of the last commit that ran it (3: broken; 6: fixed)."""
+    with open_store(store_location) as store:
+        for i in range(8):
+            if i in (4, 5, 7):
+                assert ingest(store, prepare(write_report(tmp_path, [Case(FILE, "test_ok")]),
+                                             RunIdentity(REPO, sha(i), "push", "gpu_l4"))).added
+            else:
+                run(store, tmp_path, sha(i), [error, error] if i in broken else [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [error, error], base=sha(base))], merge_base=sha(base))
+    assert v.verdict == expected, v.detail
+    if expected == BROKEN_ON_MAIN:
+        assert v.since == sha(broken[0]) and v.fixed_at == sha(6)
