@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType, FunctionType
 
-from ci.observe import blocks, slipcover_engine
+from ci.observe import blocks, dynamo_probes, slipcover_engine
 from ci.observe.files import RepoFiles
 from ci.observe.positions import keep_positions
 from ci.observe.probe_cache import MARK, ProbeCache
@@ -256,6 +256,7 @@ class SlipcoverLines:
         else:  # a subprocess that may never run pytest: importing it to wrap it would cost every child
             sys.meta_path.insert(0, _AfterImport(_REWRITE, self._wrap_pytest))
         self._imports.wrap_spec_from_file_location()
+        dynamo_probes.guard(self._sites.signal, lambda name, then: sys.meta_path.insert(0, _AfterImport(name, then)))
         if live_functions:
             self._instrument_loaded()
         builtins.exec = self._exec
