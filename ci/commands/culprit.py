@@ -22,7 +22,7 @@ from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run
                                       git, load_state, window)
 from ci.commands.culprit_prior import check_map_files, choose_prior
 from ci.commands.history import add_store_arg
-from ci.culprit.model import NoiseModel, Outcome
+from ci.culprit.model import DEFAULT_BUDGET, NoiseModel, Outcome
 from ci.culprit.search import Search
 from ci.limits import whole_number
 from ci.results.summary import append_step_summary
@@ -86,7 +86,7 @@ def build_parser(plugins: Sequence[RunnerPlugin] = ()) -> argparse.ArgumentParse
     parser.add_argument("--test", required=True, metavar="FILE[::TEST]", help="a registered test file, or one test of it")
     parser.add_argument("--good", required=True, metavar="SHA", help="a commit where the test passes")
     parser.add_argument("--bad", required=True, metavar="SHA", help="a later commit where it fails")
-    parser.add_argument("--budget", type=whole_number(1), default=30, metavar="RUNS",
+    parser.add_argument("--budget", type=whole_number(1), default=DEFAULT_BUDGET, metavar="RUNS",
                         help="the most runs the search may spend (default 30)")
     parser.add_argument("--confidence", type=float, default=0.99, help="stop at this posterior (default 0.99)")
     parser.add_argument("--runner", choices=("local", *(p.name for p in plugins)), default="local",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 # No outcome may rule a commit out for good: a noise rate of 0 is taken as this, so one
 # surprising result (a flake the history never saw) costs probability, never the answer.
 FLOOR = 1e-6
+DEFAULT_BUDGET = 30  # runs a search may spend unless told (`ci culprit --budget`, the bot's `/culprit`)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
+from ci.observe.devices import MAX_EVIDENCE as MAX_GUARD_TEXT  # characters of one failure's evidence
 from ci.selection.depmap_format import DEVICES
 
 RANK = ("error", "failed", "passed", "skipped")  # the first a file has is its outcome
@@ -38,9 +39,8 @@ MAX_REASONS = 20  # a file that skips each of 500 parametrised cases for its own
 MAX_EVIDENCE = 10
 GPU_SKIP = re.compile(r"\b(cuda|gpus?|nvidia|nccl)\b", re.IGNORECASE)
 # what a device guard's failure says, in its message or its failing line (`guard_failure`)
-GUARD = re.compile(r"\bis_cuda\b|\b\d+ active drivers\b|module 'torch\.cpu' has no attribute|"
-                   r"\b(cuda|gpus?|nvidia|nccl)\b", re.IGNORECASE)
-MAX_GUARD_TEXT = 160  # characters of one failure's evidence, as `ci.observe.devices.MAX_EVIDENCE`
+GUARD = re.compile(r"\bis_cuda\b|\b\d+ active drivers\b|module 'torch\.cpu' has no attribute|" + GPU_SKIP.pattern,
+                   re.IGNORECASE)
 
 
 class Facts(NamedTuple):

@@ -20,6 +20,7 @@ import re
 import string
 from dataclasses import dataclass
 
+from ci.culprit.model import DEFAULT_BUDGET as DEFAULT_CULPRIT_BUDGET
 from tools.rerun.comment_lines import (CULPRIT, RERUN_FAILED, RERUN_STAGE, RERUN_TEST, RERUN_TIER, LookAlike,
                                        command_lines)
 from tools.rerun.policy import POLICY_TEXT, Action
@@ -30,7 +31,6 @@ SAFE_TARGET = re.compile(r"[A-Za-z0-9_./:\[\]-]+")
 TIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 OWNER_RE = re.compile(r"@?[A-Za-z0-9][A-Za-z0-9_./-]{0,99}")
 SHA_RE = re.compile(r"[0-9a-fA-F]{7,40}")
-DEFAULT_CULPRIT_BUDGET = 30  # runs, as `ci culprit --budget`
 
 # Upper bounds that keep one comment from becoming an unbounded amount of work. Exceeding them is
 # an error in the reply, never a silent cut.

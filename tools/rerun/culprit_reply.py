@@ -6,7 +6,7 @@ failed, so a replay looks the run up before it resends). The search, an hour lat
 edits the same reply (found by its marker, `report.Reporter.find_reply`) into `answer` or
 `stopped` through `write_answer`; those keep the reply's marker and @mention. Text that is not the
 bot's (the test, a commit subject, a PR title, an error) renders as text: `commands.quote`,
-`commands.entities` or a code block with `commands.visible`; links are GitHub's own.
+`commands.entities` or a code block (`replies.error_block`); links are GitHub's own.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from tools.rerun.commands import entities, quote, visible
+from tools.rerun.commands import entities, quote
 from tools.rerun.github import CommitPull, GitHubAPI
-from tools.rerun.replies import CLAIMED, DONE, INCOMPLETE, cap, marker
+from tools.rerun.replies import CLAIMED, DONE, INCOMPLETE, cap, error_block, marker
 
 if TYPE_CHECKING:
     from ci.commands.culprit import Answer
@@ -41,9 +41,8 @@ def searching(comment_id: int, user: str, request: "CulpritRequest", run_url: st
     """The reply once culprit.yml is dispatched (or its dispatch failed: ``error``)."""
     what = f"{quote(request.test)} on `{request.tier}`"
     if error is not None:
-        shown = visible(error, keep="\n").replace("```", "` ` `")
         return (f"{marker(comment_id, INCOMPLETE)}\n{user} could not start the culprit search of {what}: "
-                f"dispatching `culprit.yml` failed.\n\n```\n{shown}\n```\nIt is retried when the delivery is "
+                f"dispatching `culprit.yml` failed.\n\n{error_block(error)}\nIt is retried when the delivery is "
                 "replayed, or post the command again.")
     return (f"{marker(comment_id, DONE)}\n{user} searching: {request.candidates} candidate commit(s) between "
             f"`{request.good[:SHORT]}` and `{request.bad[:SHORT]}` for {what}, budget {request.budget} runs, "
@@ -86,11 +85,10 @@ def answer(previous: str, result: "Answer", pulls: Sequence[CommitPull] | str, t
 def stopped(previous: str, problem: str, run_url: str | None, *, resumable: bool) -> str:
     """``previous`` rewritten to say the search stopped before an answer, and why; ``resumable``
     (a runner failure, not bad input): re-running the job resumes it."""
-    shown = visible(problem, keep="\n").replace("```", "` ` `")
     then = ("Re-running the search job resumes it where it stopped." if resumable
             else "Nothing more was run; post a corrected `/culprit`.")
     return cap(f"{_head(previous)}the culprit search stopped without an answer "
-               f"({_link('search run', run_url) if run_url else 'search run'}):\n\n```\n{shown}\n```\n{then}\n")
+               f"({_link('search run', run_url) if run_url else 'search run'}):\n\n{error_block(problem)}\n{then}\n")
 
 
 def write_answer(client: GitHubAPI, repo: str, bot_login: str, pr: int, comment_id: int,

@@ -104,6 +104,12 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
+def error_block(error: str) -> str:
+    """``error`` (not the bot's text) as a fenced code block it cannot close or escape."""
+    shown = visible(error, keep="\n").replace("```", "` ` `")
+    return f"```\n{shown}\n```"
+
+
 def help_reply(comment_id: int, user: str, names: Sequence[str], notes: Sequence[str] = ()) -> str:
     """The ``--help`` text of each command asked about (in order, once each), plus ``notes``."""
     texts = "\n".join(help_text(name) for name in dict.fromkeys(names))
@@ -122,9 +128,8 @@ def failure_reply(comment_id: int, user: str, what: str, error: str, *, resumabl
     the delivery is retried) or an invalid registry (final: the command must be posted again)."""
     then = ("it is retried when the delivery is replayed, or post the command again" if resumable
             else "post the command again once this is fixed")
-    shown = visible(error, keep="\n").replace("```", "` ` `")
     return (f"{marker(comment_id, FAILED if resumable else DONE)}\n{user_mention(user)} the bot could not finish: "
-            f"{what}.\n\n```\n{shown}\n```\nNothing was re-run for this comment; {then}.")
+            f"{what}.\n\n{error_block(error)}\nNothing was re-run for this comment; {then}.")
 
 
 def notes_reply(comment_id: int, user: str, notes: Sequence[str]) -> str:
