@@ -182,6 +182,9 @@ def test_gpu_yml_records_before_it_dispatches_each_request_once(tmp_path: Path) 
     record = step_named(jobs["history"], "Record the culprit searches")
     assert jobs["history"]["outputs"]["culprit_requests"] == "${{ steps.culprit.outputs.requests }}"
     assert record["id"] == "culprit" and record["continue-on-error"] is True
+    # only the default branch's runs request searches; a scheduled run is on it even where its
+    # payload names no repository (so no default_branch to compare with)
+    assert record["if"].startswith("${{ github.event_name == 'schedule' || github.ref == ")
     env = {"REPO": "acme/llm", "SHA": sha(4), "CI_HISTORY_URL": "", "SQLITE_STORE": jobs["history"]["env"]["SQLITE_STORE"]}
     outputs = []
     for attempt in range(2):  # the job, then a re-run of it
