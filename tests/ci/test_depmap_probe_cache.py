@@ -87,6 +87,31 @@ def test_a_rebuilt_code_object_is_slipcovers_edit_with_probes_of_its_own(tmp_pat
     _same(plain, second)
 
 
+@pytest.mark.parametrize("path", ["<hand-made>", *REAL])
+def test_storing_an_edit_plans_each_code_object_once(tmp_path: Path, path: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # the entry's probe lines come from the plan the edit made, not from planning every code
+    # object again; and the entry is the same as when it was planned again
+    source = SOURCE if path == "<hand-made>" else (ROOT / path).read_text()
+    code = compile(source, str(tmp_path / "m.py"), "exec")
+    real, planned = slipcover_core.blocks.plan, []
+    monkeypatch.setattr(slipcover_core.blocks, "plan", lambda co, starts: planned.append(co) or real(co, starts))
+    _lines(tmp_path, tmp_path / "probes")._sci.instrument(code)
+    (entry,) = (tmp_path / "probes").iterdir()
+
+    def nested(co: CodeType) -> list[CodeType]:
+        return [co, *(n for c in co.co_consts if isinstance(c, CodeType) for n in nested(c))]
+
+    assert sorted(map(id, planned)) == sorted(map(id, nested(code)))
+    assert not slipcover_core._PLANNED
+    monkeypatch.setattr(slipcover_core, "_PLANNED", {})  # forgets each plan: the entry plans again
+    monkeypatch.setattr(slipcover_core, "_probe_points", lambda co: real(co, slipcover_core._line_starts(co)).points)
+    again = tmp_path / "again"
+    lines = _lines(tmp_path, again)
+    lines._sci.instrument(code)
+    assert next(again.iterdir()).read_bytes() == entry.read_bytes()
+
+
 def test_rebuilt_code_records_the_lines_slipcovers_own_edit_records(tmp_path: Path) -> None:
     code = compile(SOURCE, str(tmp_path / "m.py"), "exec")
     seen = []
