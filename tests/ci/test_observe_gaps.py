@@ -1,17 +1,21 @@
-"""``python -m ci observe``'s known gaps of issue #46, closed (docs/depmaps.md, "Known gaps"):
-an observed pytest without the recorder, generated code taken for a repository file, and
-children the recorder cannot hear that run no repository code. Real processes on a tiny project
-(`tests.ci.test_observe_command`'s), nothing mocked.
+"""Known gaps of the recorder, issue #46, closed (docs/depmaps.md): an observed pytest without
+the recorder (refused before it runs), generated code taken for a repository file, and what
+``torch.compile`` runs on CPython 3.12, where ``sys.monitoring`` sees no line of a compiled frame
+(a stand-in that calls dynamo's one bytecode reader, recorded under ``.venv-py312``, each plan
+checked against pytest on the changed branch). Real processes on tiny projects, nothing mocked.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.ci.depmap_support import write_project
+from ci.selection.line_ranges import parse_lines
+from tests.ci.depmap_support import clean_env, git, plan_on_branch, write_project
 from tests.ci.test_observe_command import FILES, PY312, _observe
 
 GEN = """\
@@ -90,3 +94,117 @@ def test_generated_code_is_no_repository_file_in_the_process_or_a_child(project:
     assert (gen["complete"], gen["ran"]) == (True, 2)
     assert "pkg/gen.py" in gen["executed"]
     assert sorted(f for f in [*gen["executed"], *facts["shared"]] if "<" in f) == []
+
+
+# -- #46 (4): torch.compile on CPython 3.12: sys.monitoring sees no line of what dynamo compiled ------
+
+READER = """\
+import dis
+
+
+def _cached_cleaned_instructions(code, safe=False):  # dynamo's one reader of a code object's bytecode
+    return list(dis.get_instructions(code))
+"""
+DYNAMO = '''\
+import ast
+import builtins
+import inspect
+import textwrap
+
+from torch._dynamo import bytecode_transformation
+
+
+def _traced(fn, names):
+    bytecode_transformation._cached_cleaned_instructions(fn.__code__)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    tree.body[0].decorator_list = []
+    space = {**fn.__globals__, **names}
+    exec(builtins.compile(tree, "<dynamo>", "exec"), space)
+    return space[fn.__name__]
+
+
+def compile(fn):
+    """torch.compile as CPython 3.12 runs it: dynamo reads the code of the function and of each
+    function of its module that it calls (inlined), and the frame runs a graph of no file, so
+    sys.monitoring sees no line of them."""
+    def run(*args):
+        inlined = {name: _traced(value, {}) for name, value in fn.__globals__.items()
+                   if name in fn.__code__.co_names and inspect.isfunction(value) and value.__module__ == fn.__module__}
+        return _traced(fn, inlined)(*args)
+    return run
+'''
+OPS = """\
+from pkg import dynamo
+
+
+def helper(x):
+    return x * 2
+
+
+@dynamo.compile
+def scaled(x):
+    y = helper(x)
+    return y + 1
+
+
+def raw(x):
+    return x - 1
+
+
+fast_raw = dynamo.compile(raw)
+"""
+COMPILED = {
+    "pkg/__init__.py": "",
+    "pkg/dynamo.py": DYNAMO,
+    "pkg/ops.py": OPS,
+    "torch/__init__.py": "",
+    "torch/_dynamo/__init__.py": "",
+    "torch/_dynamo/bytecode_transformation.py": READER,
+    "tests/test_scaled.py": "from pkg import ops\n\n\ndef test_scaled():\n    assert ops.scaled(3) == 7\n",
+    "tests/test_raw.py": "from pkg import ops\n\n\ndef test_raw():\n    assert ops.fast_raw(3) == 2\n",
+    "tests/test_import.py": "from pkg import ops\n\n\ndef test_import():\n    assert ops.raw\n",
+    "tests/test_child.py": "import subprocess\nimport sys\n\n\ndef test_child():\n    subprocess.run([sys.executable, "
+                           "'-c', 'from pkg import ops; assert ops.fast_raw(3) == 2'], check=True)\n",
+}
+needs_312 = pytest.mark.skipif(not PY312.exists(), reason="no .venv-py312: run python3 ci/bootstrap.py")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """COMPILED committed on main and recorded under CPython 3.12 (sysmon) into ``<root>.json``."""
+    root = tmp_path_factory.mktemp("compiled")
+    write_project(root, COMPILED)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        git(root, *args)
+    proc = subprocess.run([str(PY312), "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-p",
+                           "no:cacheprovider", "-p", "no:randomly", "-q"], cwd=root,
+                          env={**clean_env(), "CI_DEPMAP": str(root.parent / f"{root.name}.json")},
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return root
+
+
+@needs_312
+def test_sysmon_records_every_line_of_what_dynamo_reads(compiled: Path) -> None:
+    tests = json.loads((compiled.parent / f"{compiled.name}.json").read_text())["tests"]
+    assert {5, 10, 11} <= parse_lines(tests["tests/test_scaled.py"]["executed"]["pkg/ops.py"])  # helper, scaled
+    assert 15 in parse_lines(tests["tests/test_raw.py"]["executed"]["pkg/ops.py"])  # raw
+    assert 15 in parse_lines(tests["tests/test_child.py"]["executed"]["pkg/ops.py"])  # in a child (coverage's hook)
+    assert all(entry["complete"] for entry in tests.values())
+
+
+@needs_312
+@pytest.mark.parametrize("old, new, expected", [
+    ("return y + 1", "return y + 2", {"tests/test_scaled.py"}),  # the decorated function's body
+    ("return x * 2", "return x * 3", {"tests/test_scaled.py"}),  # a function it inlines
+    ("return x - 1", "return x - 2", {"tests/test_raw.py", "tests/test_child.py"}),  # compiled by a call
+], ids=["decorated", "inlined", "by-a-call"])
+def test_a_change_inside_a_compiled_function_still_selects_its_test(compiled: Path, capsys, old, new, expected) -> None:
+    runs: list[subprocess.CompletedProcess[str]] = []
+    text = (compiled / "pkg/ops.py").read_text()
+    selected = plan_on_branch(compiled, capsys, {"pkg/ops.py": text.replace(old, new, 1)}, on_branch=lambda: runs.append(
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "tests"],
+                       cwd=compiled, env=clean_env(), capture_output=True, text=True, timeout=120)))
+    failing = {line.split()[1].split("::")[0] for line in runs[0].stdout.splitlines() if line.startswith("FAILED")}
+    assert failing == expected, runs[0].stdout  # the oracle: pytest on the changed branch
+    assert failing <= set(selected), selected
