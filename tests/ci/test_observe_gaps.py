@@ -55,13 +55,14 @@ def test_in_a_child():
     subprocess.run([sys.executable, "-c", "from pkg.gen import load; assert load('_generated_child').VALUE == 3"],
                    check=True)
 """
+ENV_TEST = "import os\n\n\ndef test_env():\n    assert os.environ.get('PYTEST_PLUGINS') is None\n"
 PYTEST = ("python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly")
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
-    write_project(root, {**FILES, "pkg/gen.py": GEN, "tests/test_gen.py": GEN_TEST})
+    write_project(root, {**FILES, "pkg/gen.py": GEN, "tests/test_gen.py": GEN_TEST, "tests/test_env.py": ENV_TEST})
     return root
 
 
@@ -74,6 +75,12 @@ def test_an_observed_pytest_without_the_recorder_is_refused_before_it_runs_a_tes
     assert f"`{' '.join(plugins)}` turns it off" in proc.stderr
     assert "passed" not in proc.stdout and facts["tests"] == {}
     assert "no test file was recorded" in proc.stderr
+
+
+def test_the_guard_leaves_pytest_plugins_as_it_found_them(project: Path) -> None:
+    proc, facts = _observe(sys.executable, project, *PYTEST, "tests/test_env.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the test and its children never see the guard
+    assert facts["tests"]["tests/test_env.py"]["complete"] is True
 
 
 def test_a_command_that_succeeds_without_recording_a_test_file_fails(project: Path) -> None:
