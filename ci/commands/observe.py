@@ -7,10 +7,11 @@
 The first form runs COMMAND with recording switched on through the environment
 (`ci.observe.observed`), writes the map when it ends, whatever its status, names each test file
 without a complete entry on stderr (one line each), and exits with COMMAND's own status (128 + N
-for a signal N). ``--env`` prepares DIR and prints its variables as ``NAME=value`` lines (a
-``docker run --env-file``, or ``set -a; . FILE``) for steps that cannot be wrapped; ``--collect``
-writes the map from DIR afterwards and removes DIR. Exit 2 for bad input, 3 when no map could
-be written. See docs/depmaps.md, "Observing an adopter's own command".
+for a signal N), or 1 when it succeeded but the map holds no test file. ``--env`` prepares DIR
+and prints its variables as ``NAME=value`` lines (a ``docker run --env-file``, or ``set -a; .
+FILE``) for steps that cannot be wrapped; ``--collect`` writes the map from DIR afterwards and
+removes DIR (1 too for a map without a test file). Exit 2 for bad input, 3 when no map could be
+written. See docs/depmaps.md, "Observing an adopter's own command".
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def _write(parts: Path, out: str) -> int:
     for entry in partial:
         print(f"{PROG}: {entry.test or 'the command itself'}: not complete: {entry.reason}", file=sys.stderr)
     print(f"{PROG}: wrote {out} ({len(depmap.tests)} test file(s), {len(partial)} not complete)", file=sys.stderr)
+    if not depmap.tests:  # never a silent success: a map with no test file decides nothing
+        return _fail("no test file was recorded: the command ran none that the registry's test_roots and "
+                     "test_patterns name, or ran them unrecorded (see above)", 1)
     return 0
 
 
@@ -121,7 +125,7 @@ def main(argv: list[str]) -> int:
         if not (Path(args.collect) / META).is_file():
             return _fail(f"--collect {args.collect}: not a directory that `ci observe --env` prepared (no {META})")
         status = _write(Path(args.collect), args.out)
-        if status == 0:
+        if status != 3:  # the map is written
             shutil.rmtree(args.collect, ignore_errors=True)
         return status
     if not command:

@@ -34,7 +34,8 @@ the program's own code. When the environment names a recording (`PARTS_ENV`, `RO
 In the pytest process of a recording itself (`RECORD_ENV` set, no test, no parts directory yet:
 ``python -m pytest`` or a ``pytest`` script) it starts measuring at once instead, in the
 session's context (`_start_session`), and the recorder takes that measurement over
-(`take_session`).
+(`take_session`); in an observed command's, it also loads `ci.observe.pytest_guard` (through
+``PYTEST_PLUGINS``), which ends the run at configure when no recorder is there.
 
 When it cannot run (slipcover missing, a variable absent) it does nothing and coverage.py's hook
 measures the process as before. Every error is the hook's to swallow: a program never fails to
@@ -61,6 +62,7 @@ from ci.observe.probe_cache import probe_folder
 
 FLUSH_SECONDS = 0.1
 _PYTEST_NAMES = frozenset({"pytest", "py.test"})
+_GUARD = "ci.observe.pytest_guard"
 _started: list[bool] = []
 _session: list = []  # a recording pytest process's measurement from its start (`_start_session`)
 _active: list[_ChildLog] = []  # the recording of this process, once started (tests read it)
@@ -144,6 +146,9 @@ def start() -> None:
             os.environ.pop("COVERAGE_PROCESS_START", None)
         if not _started:
             _started.append(True)
+            if os.environ.get(OBSERVE_ENV):  # unrecorded, its whole run would be lost: refused at configure
+                plugins = os.environ.get("PYTEST_PLUGINS", "").strip()
+                os.environ["PYTEST_PLUGINS"] = f"{plugins},{_GUARD}" if plugins else _GUARD
             _start_session()
         return
     try:

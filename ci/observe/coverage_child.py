@@ -4,9 +4,10 @@ The recording pytest process sets ``COVERAGE_PROCESS_START`` to a config that na
 as a coverage.py plugin; coverage's own start-up hook (the ``.pth`` file coverage.py installs)
 starts coverage in every Python subprocess that sees the variable, with ``context`` set to the
 test file from `ci.observe.files.TEST_ENV`, and loads this module, whose `coverage_init`
-adds the "open" audit hook and the live mark (`ci.observe.live`: coverage.py saves only at
-exit, so a subprocess killed before that leaves its mark and its test file's entry is not
-complete; at SIGTERM coverage's own handler saves, puts back the handler it found, and signals
+adds the "open" audit hook, the record of every line TorchDynamo reads
+(`ci.observe.dynamo_probes.record_reads`: a frame it compiled runs none of them) and the live
+mark (`ci.observe.live`: coverage.py saves only at exit, so a subprocess killed before that
+leaves its mark and its test file's entry is not complete; at SIGTERM coverage's own handler saves, puts back the handler it found, and signals
 again: `coverage_init` installs that one, which takes the mark away and dies of the signal, so a
 server stopped by SIGTERM leaves a complete entry).
 
@@ -29,6 +30,7 @@ import threading
 import time
 from typing import Any
 
+from ci.observe.dynamo_probes import after_import, line_recorder, record_reads
 from ci.observe.files import PARTS_ENV, ROOT_ENV, TEST_ENV, OpenedLog, RepoFiles
 from ci.observe.live import acknowledge, flush_requested, guard_kills, mark_live, mark_saved
 from ci.observe.options import record_options
@@ -75,11 +77,15 @@ def coverage_init(reg: Any, options: dict[str, str]) -> None:
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, lambda signum, frame: _saved_then_die(parts))  # before coverage's own
     guard_kills(lambda: os.environ.get(PARTS_ENV))
+    files = RepoFiles(root)  # a frame dynamo compiled runs no line of its code: record all it reads
+    on_read = line_recorder(os.path.join(parts, f"clines.{os.getpid()}.dynamo.jsonl"),
+                            lambda path: files.relative(path) is not None, lambda: test)
+    record_reads(on_read, after_import)
     try:
         if not record_options(resolve_core=False).opened:
             return
     except ValueError:
         pass  # the pytest process refused such options already; measure as by default
-    log = OpenedLog(RepoFiles(root), parts)
+    log = OpenedLog(files, parts)
     log.context = test
     log.start()

@@ -8,7 +8,8 @@ test starts (`ci.observe.coverage_child`). The environment carries the recording
 Contract:
 - `RepoFiles.relative` keeps a path only if it lies inside the repository and not in an
   interpreter's tree (a virtualenv inside the repository, ``site-packages``), ``__pycache__`` or
-  ``.git``, nor in the recorder's own modules; it returns the repo-relative POSIX path or None.
+  ``.git``, nor in the recorder's own modules, and is no generated code object's name (a part
+  that starts with ``<``); it returns the repo-relative POSIX path or None.
 - `OpenedLog` is an audit hook on "open" events for reading: each new (test file, path) pair is
   appended at once as one ``test\\tpath`` line to ``opened.<pid>.log`` in the parts directory, so
   a process killed later (a server stopped with SIGKILL) loses nothing it opened before. Opens
@@ -114,6 +115,10 @@ class RepoFiles:
         return rel
 
     def _relative(self, path: str) -> str | None:
+        # generated code names no file: ``<string>``, torch's ``<_remote_module_non_scriptable>.py``;
+        # relative, such a name would resolve against the working directory, often the root
+        if any(part.startswith("<") for part in path.split(os.sep)):
+            return None
         full = os.path.abspath(path)
         if full.startswith(self.excluded):
             return None

@@ -176,34 +176,6 @@ class _NotingProbe:
 _REWRITE = "_pytest.assertion.rewrite"
 
 
-class _AfterImport:
-    """A meta path finder that calls ``then`` once, right after the module ``name`` is executed,
-    and takes itself out of ``sys.meta_path`` the first time it sees that name."""
-
-    def __init__(self, name: str, then):
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        import importlib.util
-
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run, then = spec.loader.exec_module, self.then
-
-        def exec_module(module):
-            run(module)
-            sys.modules[fullname] = module  # wrap_pytest imports it by name: it must be there already
-            then()
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def _nothing(co: CodeType) -> Iterator[int]:
     return iter(())
 
@@ -267,9 +239,9 @@ class SlipcoverLines:
         if _REWRITE in sys.modules:
             self._wrap_pytest()
         else:  # a subprocess that may never run pytest: importing it to wrap it would cost every child
-            sys.meta_path.insert(0, _AfterImport(_REWRITE, self._wrap_pytest))
+            dynamo_probes.after_import(_REWRITE, self._wrap_pytest)
         self._imports.wrap_spec_from_file_location()
-        dynamo_probes.guard(self._sites.signal, lambda name, then: sys.meta_path.insert(0, _AfterImport(name, then)))
+        dynamo_probes.guard(self._sites.signal, dynamo_probes.after_import)
         if live_functions:
             self._instrument_loaded()
         builtins.exec = self._exec

@@ -15,12 +15,18 @@ Contract: `unavailable_reason` is None where this core runs (CPython 3.12+ with 
 that has the sysmon core), else one line saying why; `measure` returns a
 `SysmonCoverage` (a ``coverage.Coverage``, not started) that measures the files ``include`` names, with the
 sysmon warnings about contexts silenced; its `switch_context` starts the new context with every
-line's event enabled again, unless given ``rearm=False``.
+line's event enabled again, unless given ``rearm=False``. Once started, every line of each
+repository code object that TorchDynamo reads (`ci.observe.dynamo_probes.record_reads`) goes to
+the current context too, through ``clines.<pid>.dynamo.jsonl`` beside the data file (the merge
+reads it as a subprocess's lines): ``sys.monitoring`` sees no line of a frame dynamo compiled.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+
+from ci.observe import dynamo_probes
 
 CORE = "sysmon"
 # coverage.py's warnings that this module answers: contexts under sysmon (restart_events below),
@@ -52,12 +58,23 @@ def measure(data_file: str, include: list[str], omit: list[str]):
     """A `SysmonCoverage` writing parallel data files next to ``data_file``, not started."""
     import coverage  # deferred: only a recording needs it
 
+    roots = tuple(pattern.rstrip("*") for pattern in include)
+    log = os.path.join(os.path.dirname(data_file), f"clines.{os.getpid()}.dynamo.jsonl")
+
     class SysmonCoverage(coverage.Coverage):
         """coverage.Coverage whose context switch enables every line's event again."""
 
         rearms = True  # disables recorded lines: `switch_context` takes ``rearm``
+        context = ""
+
+        def start(self) -> None:
+            super().start()
+            # sys.monitoring sees no line of a frame dynamo compiled: every line dynamo reads counts
+            on_read = dynamo_probes.line_recorder(log, lambda path: path.startswith(roots), lambda: self.context)
+            dynamo_probes.record_reads(on_read, dynamo_probes.after_import)
 
         def switch_context(self, new_context: str, rearm: bool = True) -> str | None:
+            self.context = new_context
             previous = super().switch_context(new_context)
             if rearm:  # False: the caller knows the new context has every disabled line (`ci.observe.files.Rearm`)
                 sys.monitoring.restart_events()  # lines seen in the old context are new to this one

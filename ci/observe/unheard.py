@@ -12,6 +12,14 @@ select nothing. `unheard_reason` says, from what ``subprocess`` is about to star
   environment's, a base interpreter run by its own path): its site-packages have no hook;
 - an environment (``env=``) without the recording's variables (``required``).
 
+A child none of these can hear is still ignored when it cannot run or read repository code
+(`inert_code`): ``-I`` and ``-S`` together (its ``sys.path`` is the standard library alone: no
+site-packages or ``.pth`` file, no ``PYTHONPATH``, not the working directory) running ``-c CODE``
+whose every import is a standard-library module that loads no code by name or path and reads no
+file, and which names nothing that opens, executes or imports by a computed name, nor ``sys.path``
+or the environment (the lists below). Anything else, a worker that receives its work through a
+pipe and unpickles it included, stays unheard: its test's entry is not complete.
+
 Python is known by the program's name (``python``, ``python3``, ``python3.12``) or, for a
 script, by a ``#!`` line that names one (a console script such as ``pytest``, ``/usr/bin/env
 python3``). A ``sh -c`` command is read as words: ``VAR=value`` assignments, ``exec`` and
@@ -23,9 +31,11 @@ variables are not ``PYTHON*`` ones.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
+import sys
 from typing import Mapping, Sequence
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?$")
@@ -96,11 +106,72 @@ def _no_site(options: Sequence[str]) -> bool:
     return False
 
 
+# modules that load code by a name or path, run programs, or read files and code objects
+_LOADING_MODULES = frozenset({
+    "builtins", "code", "codeop", "ctypes", "dbm", "fileinput", "filecmp", "glob", "imp", "importlib", "io",
+    "linecache", "marshal", "mmap", "modulefinder", "multiprocessing", "pathlib", "pickle", "pkgutil", "pty",
+    "pydoc", "runpy", "shelve", "shutil", "site", "sqlite3", "subprocess", "tarfile", "tokenize", "zipfile",
+    "zipimport", "zipapp"})
+# names and attributes that open, execute, import by a computed name or reach sys.path, the environment or
+# arguments (a path built at run time from them could name a repository file)
+_LOADING_NAMES = frozenset({
+    "open", "open_code", "FileIO", "exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr",
+    "vars", "globals", "locals", "input", "breakpoint", "path", "getcwd", "getcwdb", "chdir", "environ",
+    "environb", "getenv", "argv", "orig_argv", "stdin", "fdopen", "read_text", "read_bytes", "system", "popen",
+    "startfile", "load", "loads", "load_module", "exec_module"})
+_LOADING_PREFIXES = ("exec", "spawn", "posix_spawn", "fork", "__")
+
+
+def _stdlib_root(name: str | None) -> bool:
+    top = (name or "").split(".")[0]
+    return top in sys.stdlib_module_names and top not in _LOADING_MODULES
+
+
+def inert_code(options: Sequence[str]) -> bool:
+    """Whether an interpreter's options (see the module docstring) run code that can neither
+    import nor read a repository file: ``-I`` and ``-S`` with ``-c CODE`` of the kind above."""
+    args, flags, code = iter(options), set(), None
+    for arg in args:
+        if arg in _OPTION_WITH_VALUE:
+            next(args, None)
+            continue
+        if arg == "--" or not arg.startswith("-") or arg == "-" or arg.startswith("--"):
+            return False  # a script, standard input, or an option not read here
+        for i, flag in enumerate(arg[1:], 1):
+            if flag == "c":
+                code = arg[i + 1:] or next(args, None)
+                break
+            if flag in "XWm":
+                return False  # an option's value or a module: not read here
+            flags.add(flag)
+        if code is not None:
+            break
+    if code is None or not {"I", "S"} <= flags:
+        return False
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and not all(_stdlib_root(alias.name) for alias in node.names):
+            return False
+        if isinstance(node, ast.ImportFrom) and (node.level or not _stdlib_root(node.module)):
+            return False
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if isinstance(node, ast.alias):
+            name = node.asname or node.name
+        if name is not None and (name in _LOADING_NAMES or name.startswith(_LOADING_PREFIXES)):
+            return False
+    return True
+
+
 def _judge(argv: Sequence[str], env: Mapping[str, str], here_executable: str, required: Sequence[str]) -> str | None:
     found = _interpreter(argv, env)
     if found is None:
         return None
     interpreter, options = found
+    if inert_code(options):  # heard or not, it runs and reads no repository code
+        return None
     shown = shlex.join(argv[:4])
     if _no_site(options):
         return f"{shown}: -S runs no site, so no recording hook"
@@ -173,4 +244,4 @@ def unheard_reason(executable: object, args: object, env: object, here_env: Mapp
     return _judge(argv, child_env, here_executable, required)
 
 
-__all__ = ["unheard_reason"]
+__all__ = ["inert_code", "unheard_reason"]

@@ -36,7 +36,23 @@ def _judge(argv: list[str], env: dict[str, str] | None = None, executable: str |
     ([PY, "script.py", "-S"], None, True),
     ([PY, "-W", "ignore", "-c", "pass"], None, True),
     ([PY, "-S", "-c", "pass"], None, False),
-    ([PY, "-IS", "-c", "pass"], None, False),
+    ([PY, "-IS", "-c", "pass"], None, True),  # standard library only, and nothing that loads or reads (#46)
+    ([PY, "-I", "-S", "-c", "import sys; print(sys.version_info[0])"], {"PATH": "/usr/bin"}, True),
+    ([PY, "-ISc", "import os, platform; print(platform.machine(), os.cpu_count())"], None, True),
+    ([PY, "-IS", "-c", "import sys; sys.path.insert(0, '.'); import pkg.mod"], None, False),
+    ([PY, "-IS", "-c", "import pkg.mod"], None, False),  # not the standard library
+    ([PY, "-IS", "-c", "exec(open('pkg/mod.py').read())"], None, False),
+    ([PY, "-IS", "-c", "import runpy; runpy.run_path('pkg/mod.py')"], None, False),
+    ([PY, "-IS", "-c", "import os, pickle; pickle.loads(os.read(0, 99))"], None, False),  # work from a pipe
+    ([PY, "-IS", "-c", "getattr(__builtins__, 'exe' + 'c')('import pkg')"], None, False),
+    ([PY, "-IS", "-c", "import os; os.execv('/bin/sh', ['sh'])"], None, False),
+    ([PY, "-IS", "-c", "from os import environ"], None, False),
+    ([PY, "-IS", "-c", "import sys; print(sys.argv)", "pkg/mod.py"], None, False),
+    ([PY, "-IS", "-c", "syntax error("], None, False),
+    ([PY, "-IS", "script.py"], None, False),  # a script: the repository's own, perhaps
+    ([PY, "-S", "-c", "import sys"], None, False),  # -S alone: the working directory is on sys.path
+    ([PY, "-I", "-X", "dev", "-S", "-c", "pass"], None, True),
+    ([PY, "-I", "-S", "-m", "json.tool"], None, False),  # a module: only -c code is read
     ([PY, "-X", "dev", "-S", "-c", "pass"], None, False),
     ([PY, "-Xdev", "-S", "script.py"], None, False),
     ([PY, "-c", "pass"], {"PATH": "/usr/bin"}, False),  # a scrubbed environment
@@ -55,6 +71,7 @@ def test_another_interpreter_and_scripts_by_their_shebang(tmp_path: Path) -> Non
     base = sys._base_executable  # the interpreter the virtual environment was made from
     assert base != PY, "this suite runs in a virtual environment"
     assert "another interpreter" in _judge([base, "-c", "pass"])
+    assert _judge([base, "-I", "-S", "-c", "import sys"]) is None  # runs no repository code anywhere
     if os.path.exists(SYSTEM):
         assert "another interpreter" in _judge([SYSTEM, "-c", "pass"])
     own = tmp_path / "own-tool"
@@ -81,6 +98,8 @@ CALLS = {
     "base": "[sys._base_executable, '-c', CHILD]",  # the venv's base interpreter: no hook there
     "shell": "f'env -i {sys.executable} -c \"{CHILD}\"', shell=True",
     "noprog": "['true']",
+    "inert": "[sys.executable, '-I', '-S', '-c', 'import sys; print(sys.version_info[0])']",  # #46: ignored
+    "isolated_nosite": "[sys.executable, '-I', '-S', '-c', CHILD]",  # imports the repository's module
 }
 
 
@@ -109,9 +128,9 @@ def test_an_unheard_child_leaves_its_entry_partial_and_a_heard_one_is_in_the_map
     ran_it = {name: "pkg/mod.py" in tests[f"tests/test_{name}.py"]["executed"] for name in CALLS}
     complete = {name: tests[f"tests/test_{name}.py"]["complete"] for name in CALLS}
     assert complete == {"plain": True, "isolated": True, "nosite": False, "scrubbed": False, "base": False,
-                        "shell": False, "noprog": True}
+                        "shell": False, "noprog": True, "inert": True, "isolated_nosite": False}
     assert ran_it["plain"] and ran_it["isolated"]
-    assert all(ran_it[name] for name in CALLS if complete[name] and name != "noprog")  # never complete without it
+    assert all(ran_it[name] for name in CALLS if complete[name] and name not in ("noprog", "inert"))  # never without it
 
 
 def test_a_judge_that_fails_marks_the_child_unheard_and_never_breaks_the_program(tmp_path: Path,

@@ -400,7 +400,7 @@ def test_the_observing_process_never_imports_pytest(project: Path) -> None:
     out = project.parent / "facts.json"
     env = {**clean_env(), "PYTHONPATH": f"{REPO}{os.pathsep}{project}"}
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ci", "observe", "--out", str(out), "--",
-                           sys.executable, "-c", "pass"], cwd=project, env=env, capture_output=True, text=True,
+                           sys.executable, "tests/test_calc.py"], cwd=project, env=env, capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 0, proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
