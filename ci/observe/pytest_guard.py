@@ -8,8 +8,15 @@ start-up hook (`ci.observe.child`) adds this module to ``PYTEST_PLUGINS`` in an 
 command's own pytest processes only; at configure, after every other plugin's, it ends such a run
 with a usage error naming the cause, before anything is collected.
 
+Where ci is importable but its entry point did not load (ci on ``PYTHONPATH`` only, as a runner
+image may have it, or plugin autoload off), the guard loads it as the entry point would
+(`ci.pytest_entry`), unless ``-p no:ci-registry`` turned it off: the observed command runs as
+given and is recorded.
+
 Contract: importing it takes it out of ``PYTEST_PLUGINS`` again, so no process this one starts
-loads it; `pytest_configure` raises `pytest.UsageError` when no recorder is registered.
+loads it; `pytest_load_initial_conftests` does what the ``ci-registry`` entry point does when that
+entry point is neither loaded nor blocked; `pytest_configure` raises `pytest.UsageError` when no
+recorder is registered.
 """
 
 from __future__ import annotations
@@ -17,6 +24,9 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from ci import pytest_entry
+from ci.pytest_entry import ENTRY_POINT
 
 NAME = __name__
 PLUGINS_ENV = "PYTEST_PLUGINS"
@@ -40,13 +50,20 @@ _restore()
 
 def _cause(config: pytest.Config) -> str:
     manager = config.pluginmanager
-    for name in ("ci-registry", "ci.pytest_plugin"):
+    for name in (ENTRY_POINT, pytest_entry.PLUGIN):
         if manager.is_blocked(name):
             return (f"`-p no:{name}` turns it off: drop that option (command line, PYTEST_ADDOPTS or the "
                     f"ini file's addopts)")
-    if manager.get_plugin("ci.pytest_plugin") is not None:
+    if manager.get_plugin(pytest_entry.PLUGIN) is not None:
         return f"it found no registry.yaml at or above the rootdir {config.rootpath}: run pytest from the tree"
-    return "it was not loaded (plugin autoload off, or ci not installed here): add `-p ci.pytest_plugin`"
+    return "it was not loaded: add `-p ci.pytest_plugin`"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    manager = early_config.pluginmanager
+    if manager.get_plugin(ENTRY_POINT) is None and not manager.is_blocked(ENTRY_POINT):
+        pytest_entry.pytest_load_initial_conftests(early_config, args)
 
 
 @pytest.hookimpl(trylast=True)

@@ -16,7 +16,7 @@ import pytest
 
 from ci.selection.line_ranges import parse_lines
 from tests.ci.depmap_support import clean_env, git, plan_on_branch, write_project
-from tests.ci.test_observe_command import FILES, PY312, _observe
+from tests.ci.test_observe_command import FILES, PY312, _observe, _pkg
 
 GEN = """\
 import importlib.util
@@ -75,6 +75,20 @@ def test_an_observed_pytest_without_the_recorder_is_refused_before_it_runs_a_tes
     assert f"`{' '.join(plugins)}` turns it off" in proc.stderr
     assert "passed" not in proc.stdout and facts["tests"] == {}
     assert "no test file was recorded" in proc.stderr
+
+
+def test_an_observed_pytest_whose_entry_point_did_not_load_is_recorded(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ci on PYTHONPATH only (a runner image) or plugin autoload off: the ``ci-registry`` entry
+    point never loads, and the run was refused; the guard loads it as the entry point would."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    proc, facts = _observe(sys.executable, project, *PYTEST, "tests/test_add.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    entry = facts["tests"]["tests/test_add.py"]
+    assert entry["complete"] is True and _pkg(entry), entry
+    # the user's own `-p no:ci-registry` still wins: refused as before
+    proc, facts = _observe(sys.executable, project, *PYTEST, "-p", "no:ci-registry", "tests/test_add.py")
+    assert proc.returncode == 4 and facts["tests"] == {}, proc.stdout + proc.stderr
 
 
 def test_the_guard_leaves_pytest_plugins_as_it_found_them(project: Path) -> None:
