@@ -21,12 +21,13 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+# the harness's truth labels and its record of one (`bench._verdicts_score` reads them from gen2)
+from bench._history_gen2 import LABELS, Label
 from bench._history_gen5_story import BUILD_SHARE, DAY, HOUR, RUN_SECONDS, Breakage, Story, plan
 from bench._history_gen5_text import Attempt, CaseRun, shard_xml
 from bench._history_gen5_world import (CASES, DISABLED, DISABLED_NODE, HIP_DEVICE, NIGHTLY, PR, PUSH, ROCM, SLOW,
                                        TIERS, Case, Tier, classname, file_at, node_at, shard_files)
 
-LABELS = ("broken_on_main", "new", "infra", "flaky")
 BROKEN_ON_MAIN, NEW, INFRA, FLAKY = LABELS
 EPOCH = datetime(2026, 11, 2, tzinfo=timezone.utc)
 LOAD_CAP = 12  # runs in flight at once that saturate the pools (the load-dependent flake's full rate)
@@ -43,17 +44,6 @@ class Scale:
 
 
 QUICK = Scale(30, 14)
-
-
-@dataclass(frozen=True)
-class Label:
-    """The truth of one test with a failed attempt in one run (``why``: the story's reason)."""
-
-    node: str
-    tier: str
-    label: str
-    every_attempt: bool
-    why: str
 
 
 @dataclass(frozen=True)
