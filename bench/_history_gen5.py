@@ -110,10 +110,10 @@ def _schedule(story: Story, rng: random.Random) -> list[Run]:
     runs: list[Run] = []
     ids = iter(range(9_100_000_000, 10_000_000_000, 7))
 
-    def add(event: str, sha: str, commit: int, start: float, tiers: tuple[str, ...], **extra: object) -> Run:
+    def add(event: str, sha: str, commit: int, start: float, tiers: tuple[str, ...], pr: int | None = None,
+            base: str = "", author: str = "pytorchmergebot", own: tuple[Breakage, ...] = ()) -> Run:
         run = Run(event, sha, commit, _at(start), _at(start + RUN_SECONDS * rng.uniform(0.9, 1.2)), str(next(ids)),
-                  1, extra.pop("pr", None), extra.pop("base", ""), extra.pop("author", "pytorchmergebot"),
-                  tiers=tiers, **extra)  # type: ignore[arg-type]
+                  1, pr, base, author, own=own, tiers=tiers)
         runs.append(run)
         return run
 

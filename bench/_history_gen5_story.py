@@ -59,6 +59,9 @@ class Push:
 
 @dataclass(frozen=True)
 class PullRequest:
+    """A pull request: its merge base with main (PyTorch's CI tests the head, not a merge with
+    main's tip), the tiers its labels ask for, its pushes, and for a ghstack the ones below it."""
+
     number: int
     author: str
     base: int  # the main commit index it branched from (its merge base)
@@ -69,6 +72,9 @@ class PullRequest:
 
 @dataclass
 class Story:
+    """Main's commits (sha and push time, index order), what breaks on them, the outage, the
+    disable bot's window, the file move's commit, and the pull requests."""
+
     seed: int
     shas: list[str]
     times: list[float]

@@ -173,6 +173,7 @@ def node_at(case: Case, renamed: bool) -> str:
 
 
 def file_at(case: Case, renamed: bool) -> str:
+    """The file ``case`` is in before or after the move."""
     return NEW_GRAPHS if renamed and case.file == OLD_GRAPHS else case.file
 
 
@@ -183,6 +184,7 @@ def classname(case: Case, renamed: bool) -> str:
 
 
 def tier_cases(tier: Tier) -> list[Case]:
+    """The tests ``tier`` runs, in the order they are defined."""
     return [c for c in CASES if tier.name in c.tiers]
 
 
