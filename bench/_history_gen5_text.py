@@ -1,7 +1,9 @@
 """The fifth labelled history's JUnit (`bench._history_gen5`): one shard's report as pytest's
-xunit1 writer with pytest-rerunfailures writes it (a rerun attempt an empty ``<testcase>``, with
-`ci.pytest_attempts`' properties when ``attempt_text``), or, for a tier run file by file by a
-runner script with whole-file retries, the attempts' reports merged by the script.
+xunit1 writer with pytest-rerunfailures writes it (a rerun attempt an empty ``<testcase>``; with
+``attempt_text`` every failed attempt, retried or final, also carries `ci.pytest_attempts`'
+properties), or, for a tier run file by file by a runner script with whole-file retries, the
+attempts' reports merged by the script. A real pytest run is the oracle of the format
+(tests/ci/test_history_gen5.py).
 
 Contract: `shard_xml` is a pure function; every testcase carries ``file``, ``classname`` and
 ``name`` so `ci.history.ingest.node_id` reads ``file::Class::name``.
@@ -67,9 +69,8 @@ def _fail(element: ET.Element, case: CaseRun, attempt: Attempt) -> None:
     child.text = traceback(case, attempt.error)
 
 
-def _rerun(element: ET.Element, case: CaseRun, attempt: Attempt, attempt_text: bool) -> None:
-    if not attempt_text:
-        return  # pytest-rerunfailures' "rerun" outcome: pytest's writer leaves the element empty
+def _properties(element: ET.Element, case: CaseRun, attempt: Attempt) -> None:
+    """`ci.pytest_attempts`' three properties, which it gives every failed attempt, retried or final."""
     props = ET.SubElement(element, "properties")
     for name, value in ((ATTEMPT_OUTCOME, "error" if attempt.setup else "failed"),
                         (ATTEMPT_ERROR, attempt.error.splitlines()[0]), (ATTEMPT_TEXT, traceback(case, attempt.error))):
@@ -99,12 +100,13 @@ def shard_xml(cases: list[CaseRun], *, attempt_text: bool, file_retry: bool, hos
             if file_retry and not last and not attempt.failed:
                 continue
             element = _testcase(suite, case, seconds)
+            if attempt.failed and attempt_text:
+                _properties(element, case, attempt)
+            # a rerun attempt (pytest-rerunfailures' "rerun" outcome) is otherwise an empty element
             if attempt.failed and (last or file_retry):
                 _fail(element, case, attempt)
                 if last:
                     counts["errors" if attempt.setup else "failures"] += 1
-            elif attempt.failed:
-                _rerun(element, case, attempt, attempt_text)
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("time", f"{total:.3f}")

@@ -7,6 +7,9 @@ The verdicts' score on it is not asserted here: the lead measures it once, when 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
@@ -18,6 +21,7 @@ import pytest
 from bench import _history_gen2, _history_gen3, _history_gen4, _history_gen5, verdicts
 from bench._history_gen5 import LABELS, QUICK, History, Report, Run, Scale
 from bench._history_gen5_story import DAY
+from bench._history_gen5_text import Attempt, CaseRun, shard_xml
 from bench._history_gen5_world import (CASES, DISABLED_NODE, LOAD_NODE, NEW_GRAPHS, OLD_GRAPHS, PARTIAL_NODES,
                                        REVERT_NODE, ROCM_BUG_NODES, ROCM_DEFAULT, SLOW, SLOW_NODE, SRT, TIERS)
 from ci.history.ingest import node_id
@@ -253,3 +257,67 @@ def test_flakes_of_each_kind_and_the_file_retried_tier() -> None:
             if TIER[report.tier].file_retry:
                 retried += sum(1 for c in cases.values() if len(c.attempts) == 2 and failed(c))
     assert len(texts) == 6 and retried
+
+
+_REAL_TESTS = '''
+import pathlib
+import pytest
+
+def _attempt(name):
+    seen = pathlib.Path(__file__).with_name(name)
+    count = int(seen.read_text()) if seen.exists() else 0
+    seen.write_text(str(count + 1))
+    return count
+
+def test_flaky():
+    if _attempt("flaky.count") < 2:
+        raise RuntimeError("NCCL watchdog timeout")
+
+def test_broken():
+    raise AssertionError("Tensor-likes are not close!")
+
+@pytest.mark.skip(reason="Test is disabled because an issue exists disabling it")
+def test_disabled():
+    pass
+
+def test_fine():
+    pass
+'''
+_RECORDER = "from ci.pytest_attempts import AttemptRecorder\n\n\ndef pytest_configure(config):\n" \
+            "    config.pluginmanager.register(AttemptRecorder(), 'ci-attempts')\n"
+
+
+def _shape(xml: str) -> dict[str, list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]]:
+    """Per test name, each ``<testcase>``'s attribute names, child tags and property names."""
+    out: dict[str, list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]] = defaultdict(list)
+    for case in ET.fromstring(xml).iter("testcase"):
+        out[case.get("name", "")].append((tuple(sorted(case.attrib)), tuple(child.tag for child in case),
+                                          tuple(p.get("name", "") for p in case.iter("property"))))
+    return dict(out)
+
+
+@pytest.mark.parametrize("attempt_text", [True, False], ids=["registry-plugin", "stock"])
+def test_a_shard_is_written_as_real_pytest_with_rerunfailures_writes_it(tmp_path: Path, attempt_text: bool) -> None:
+    (tmp_path / "test_real.py").write_text(_REAL_TESTS, encoding="utf-8")
+    if attempt_text:
+        (tmp_path / "conftest.py").write_text(_RECORDER, encoding="utf-8")
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_rerunfailures", "--reruns", "2", "-q",
+                           "-o", "junit_family=xunit1", "--junitxml", str(tmp_path / "real.xml"), "test_real.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    fail = Attempt(True, "RuntimeError: NCCL watchdog timeout")
+    broken = Attempt(True, "AssertionError: Tensor-likes are not close!")
+    mine = shard_xml([CaseRun("test_real.py", "test_real", "test_flaky", 0.1, (fail, fail, Attempt(False))),
+                      CaseRun("test_real.py", "test_real", "test_broken", 0.1, (broken,) * 3),
+                      CaseRun("test_real.py", "test_real", "test_disabled", 0.0,
+                              skipped="Test is disabled because an issue exists disabling it"),
+                      CaseRun("test_real.py", "test_real", "test_fine", 0.1)],
+                     attempt_text=attempt_text, file_retry=False, hostname="h")
+    real = (tmp_path / "real.xml").read_text(encoding="utf-8")
+    assert _shape(mine) == _shape(real)
+    (tmp_path / "mine.xml").write_text(mine, encoding="utf-8")
+    read = [{node_id(c): ([a.outcome for a in c.attempts], [a.message.split(":")[0] for a in c.attempts])
+             for c in parse_junit(tmp_path / name).cases} for name in ("mine.xml", "real.xml")]
+    assert read[0] == read[1]
