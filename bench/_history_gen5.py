@@ -5,8 +5,8 @@ and PyTorch CI's documented behaviour without reading the rules or the other gen
 Main is pushed to ~25 commits a day; every push runs the CUDA and ROCm default tiers (files
 sharded by the day's test times, so a file moves shard as durations drift) and a SGLang-style
 tier whose unittest files a runner script retries whole; a nightly run tests each day's last
-commit on the slow tier. Pull requests run the CUDA tiers, ROCm with ``ciflow/rocm``, slow with
-``ciflow/slow``; a newer push cancels the run in progress (partial JUnit, or none); a run hit
+commit on the slow tier (nightly only). Pull requests run the CUDA tiers, and ROCm with
+``ciflow/rocm``; a newer push cancels the run in progress (partial JUnit, or none); a run hit
 by the ROCm outage may be re-run (GitHub's "re-run failed jobs": attempt 2, those jobs only).
 The story is `bench._history_gen5_story`, the world `bench._history_gen5_world`.
 
@@ -180,8 +180,9 @@ def _file_runs(story: Story, run: Run, tier: Tier, cases: list[Case], outage: bo
         out.append(CaseRun(file_at(c, renamed), classname(c, renamed), c.name, c.seconds, attempts))
         if any(a.failed for a in attempts):
             cause = fixed[c.node]
+            first = next(a for a in attempts if a.failed)  # a file's retry may fail a test that passed before
             label, why = (cause[0], cause[1]) if cause else (FLAKY, f"flaky at {chance[c.node]:.0%}: "
-                                                                    f"{attempts[0].error.splitlines()[0][:60]}")
+                                                                    f"{first.error.splitlines()[0][:60]}")
             labels.append(Label(node, tier.name, label, attempts[-1].failed, why))
     return out, labels
 

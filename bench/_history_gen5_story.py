@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from bench._history_gen5_world import (CASES, CUDA, DEFAULT, PARTIAL_NODES, REVERT_NODE, ROCM, ROCM_BUG_NODES,
-                                       ROCM_DEFAULT, ROCM_NUMERIC, SLOW, SLOW_NODE, SRT, Case)
+                                       ROCM_DEFAULT, ROCM_NUMERIC, SLOW_NODE, SRT, Case)
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -166,8 +166,6 @@ def _tiers(rng: random.Random) -> tuple[str, ...]:
     tiers = [DEFAULT.name, SRT.name]
     if rng.random() < 0.5:
         tiers.append(ROCM_DEFAULT.name)  # ciflow/rocm
-    if rng.random() < 0.25:
-        tiers.append(SLOW.name)  # ciflow/slow
     return tuple(tiers)
 
 

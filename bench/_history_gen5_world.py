@@ -32,7 +32,7 @@ class Tier:
 DEFAULT = Tier("cuda-sm90-default", CUDA, 4, "linux.aws.h100", (PUSH, PR), 2)
 ROCM_DEFAULT = Tier("rocm-mi300-default", ROCM, 3, "linux.rocm.gpu.mi300.2", (PUSH, PR), 2)
 SRT = Tier("cuda-sm90-srt", CUDA, 1, "linux.aws.h100.4", (PUSH, PR), 1, file_retry=True)
-SLOW = Tier("cuda-sm90-slow", CUDA, 2, "linux.aws.h100", (NIGHTLY, PR), 2)
+SLOW = Tier("cuda-sm90-slow", CUDA, 2, "linux.aws.h100", (NIGHTLY,), 2)
 TIERS = (DEFAULT, ROCM_DEFAULT, SRT, SLOW)
 
 
