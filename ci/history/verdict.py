@@ -6,7 +6,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
 1. ``infra``: the failure's own exception line names a runner-level cause (no CUDA device, a CUDA or
    NCCL error, the OOM killer, a lost runner, an exit by signal: `ci.history.errors.infra_kind`;
    never an assertion that quotes such text). Attributed to the runner, with the runner's record
-   (`ci.history.runners`): a bad machine shows as one.
+   (`ci.history.runners`): a bad machine shows as one. Also ``infra`` (``runner-only``), whatever the
+   error: N fails on F's runner only, in runs of other pull requests or main commits too, while the
+   pool's other runners pass it since (`ci.history.runners.runner_only`: an image or driver update).
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
@@ -53,7 +55,7 @@ from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
 from ci.history.retries import RetryCorrelation
-from ci.history.runners import RunnerHealth, runner_health
+from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
 from ci.history.store import Store
 from ci.history.verdict_queries import has_main_history, main_runs, same_commit
 from ci.results.junit import FAILED, Attempt
@@ -169,6 +171,11 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 orders[f.node] = main_order(store, repo, tier, runs, git_order, as_of=as_of)
             order = orders[f.node]
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
+            only = None if f.infra else runner_only(store, repo, tier, ids.get(f.node), f.runner, f.sha, as_of=as_of)
+            if only is not None:
+                health = health or runner_health(store, as_of=as_of)
+                out[i] = _on_one_runner(f, only, health)
+                continue
             at = place(order, full, merge_base) if merge_base else None
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
@@ -194,6 +201,15 @@ def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
     if record is not None and record.infra_reports:
         detail += f"; {record.describe()}"
     return Verdict(f.node, f.tier, f.sha, INFRA, detail, f.error, f.fingerprint, f.runner, f.infra,
+                   runner_health=record)
+
+
+def _on_one_runner(f: Failure, only: RunnerOnly, health: dict[str, RunnerHealth]) -> Verdict:
+    record = health.get(f.runner)
+    detail = f"infra: {only.describe()}"
+    if record is not None and record.infra_reports:
+        detail += f"; {record.describe()}"
+    return Verdict(f.node, f.tier, f.sha, INFRA, detail, f.error, f.fingerprint, f.runner, "runner-only",
                    runner_health=record)
 
 

@@ -1,0 +1,48 @@
+"""Verdicts (`ci.history.verdict`) read from the shape of the history rather than one failure's
+text, on hand-made histories whose answer is known, on SQLite and a real PostgreSQL: a test that
+fails on one runner only while the pool's other runners pass it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci.history.store import open_store
+from ci.history.verdict import BROKEN_ON_MAIN, INFRA, NEW, judge
+from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+from tests.ci.test_history_verdicts import pr_failure, run, sha
+
+PTX = ("RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.",
+       "E   RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.")
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("image", INFRA),  # other pull requests and main failed it on r3 only, r1 and r2 passed it since
+    ("also_r2", BROKEN_ON_MAIN),  # main failed it on r2 too, at its newest commit: main's, not the machine
+    ("own_pushes", NEW),  # only this pull request's own earlier pushes failed it on r3: its change
+    ("r3_passed", NEW),  # r3 passed it after the others failed: no machine trouble now
+])
+def test_failing_on_one_runner_only_is_that_runner(store_location: str, tmp_path: Path, story: str,
+                                                   expected: str) -> None:
+    """Main passes test_a on r1 and r2; then runs on r3 fail it with an error no rule reads as
+    infra (a runner image whose driver is older than its toolchain) while r1 and r2 keep passing."""
+    with open_store(store_location) as store:
+        for i in range(4):
+            run(store, tmp_path, sha(i), [None], runner=f"r{1 + i % 2}")
+        if story == "own_pushes":
+            for push in (1, 2):
+                run(store, tmp_path, f"{7:04x}{'e' * 35}{push}", [PTX, PTX], "pull_request", "r3", pr=7)
+        else:
+            run(store, tmp_path, sha(4, "b"), [PTX, PTX], "pull_request", "r3", pr=8)
+            run(store, tmp_path, sha(4), [PTX, PTX], runner="r3")
+        run(store, tmp_path, sha(5), [None], runner="r1")
+        run(store, tmp_path, sha(6), [PTX, PTX] if story == "also_r2" else [None], runner="r2")
+        if story == "r3_passed":
+            run(store, tmp_path, sha(7), [None], runner="r3")
+        (v,) = judge(store, [pr_failure(store, tmp_path, [PTX, PTX], runner="r3")])
+    assert v.verdict == expected, v.detail
+    if expected == INFRA:
+        assert v.runner == "r3" and v.infra == "runner-only"
+        assert v.detail.startswith("infra: fails on r3 only: 3 reports there since 0004bbb failed it, "
+                                   "2 on other runners passed"), v.detail
