@@ -32,7 +32,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    of an environmental class (`ci.history.errors.environment_kind`: a server that did not start, a
    port in use, a refused connection, a watchdog timeout) that some test of the history has failed
    with as flake evidence, even with no known signature or score of N's own: with no score (p = 0)
-   only one failed run can be that flake, so a rerun that fails it too makes it ``new``.
+   only one failed run can be that flake, so a rerun that fails it too makes it ``new``. Likewise
+   a signature that recurs in runs of other pull requests and commits while main passes N
+   (`ci.history.recurring`: a CI without retries leaves no failure next to a pass), with its rate
+   there as p; it also counts as a known flake signature of N in rule 3.
 5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
@@ -54,6 +57,7 @@ from ci.history.errors import environment_kind, error_line, infra_kind, is_gener
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
+from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
 from ci.history.store import Store
@@ -178,8 +182,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 continue
             at = place(order, full, merge_base) if merge_base else None
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
+            learned = recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
-                             (at, placed))
+                             (at, placed), learned)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -216,7 +221,7 @@ def _on_one_runner(f: Failure, only: RunnerOnly, health: dict[str, RunnerHealth]
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
             same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
             retries: RetryCorrelation, flaked: frozenset[str] = frozenset(),
-            base_at: tuple[int | None, bool] = (None, False)) -> Verdict:
+            base_at: tuple[int | None, bool] = (None, False), learned: Recurrence | None = None) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -226,7 +231,8 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
         where = "on retry in this run" if f.passed_on_retry else "in another run of the same commit"
         return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: failed, then passed {where}" + _score_text(score),
                        **base)
-    flaky_prints = {fp for fp, _, _ in score.fingerprints} if score else set()
+    flaky_prints = ({fp for fp, _, _ in score.fingerprints} if score else set()) | set(learned.fingerprints if learned
+                                                                                        else ())
     known_flake = bool(f.fingerprint) and f.fingerprint in flaky_prints and not is_generic(f.error)
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
@@ -236,10 +242,11 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
                        candidate_count=streak.candidate_count, **base)
-    if (score is not None and known_flake) or environment:
+    if ((score is not None or learned is not None) and known_flake) or environment:
         tries, at_base = _failed_runs(f, fails_here, streaks, order, flaky_prints, merge_base, flaked)
         r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
-        p = score.score if score is not None else 0.0  # no score: only one failed run can be the flake
+        # no score: everyone's runs' rate, else only one failed run can be the flake
+        p = score.score if score is not None else learned.rate if learned is not None and known_flake else 0.0
         chance = flake_chance(p, r, tries)
         if chance < CHANCE and at_base is not None:  # the base failed the same way: main's, not the change's
             return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(at_base, f), since=at_base.first_fail,
@@ -250,8 +257,9 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
                            f"run{'s' if len(tries) != 1 else ''} with no pass; a flake of its rate "
                            f"({p:.0%}, a retry after a flake failing {r:.0%}) would do that "
                            f"{chance:.1%} of the time", **base)
-        why = ("the same failure as its earlier flakes" if known_flake else
-               f"an environmental error ({environment}) that tests here flake with")
+        own = score is not None and f.fingerprint in {fp for fp, _, _ in score.fingerprints}
+        why = ("the same failure as its earlier flakes" if own else f"an intermittent failure: it {learned.describe()}"
+               if known_flake and learned else f"an environmental error ({environment}) that tests here flake with")
         return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: {why}" + _score_text(score), **base)
     why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
            else "an error this test never failed with as a flake" if score else "not failing on the default branch")

@@ -1,6 +1,7 @@
 """Verdicts (`ci.history.verdict`) read from the shape of the history rather than one failure's
 text, on hand-made histories whose answer is known, on SQLite and a real PostgreSQL: a test that
-fails on one runner only while the pool's other runners pass it."""
+fails on one runner only while the pool's other runners pass it; a flake, in a CI without retries,
+that everyone's runs show now and then."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ci.history.store import open_store
-from ci.history.verdict import BROKEN_ON_MAIN, INFRA, NEW, judge
+from ci.history.verdict import BROKEN_ON_MAIN, FLAKY, INFRA, NEW, judge
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.test_history_verdicts import pr_failure, run, sha
 
@@ -46,3 +47,39 @@ def test_failing_on_one_runner_only_is_that_runner(store_location: str, tmp_path
         assert v.runner == "r3" and v.infra == "runner-only"
         assert v.detail.startswith("infra: fails on r3 only: 3 reports there since 0004bbb failed it, "
                                    "2 on other runners passed"), v.detail
+
+
+TOL = ("AssertionError: Tensor-likes are not close! Mismatched elements: 3 / 4096 (0.1%)",
+       "E   AssertionError: Tensor-likes are not close! Mismatched elements: 3 / 4096 (0.1%)")
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("flake", FLAKY),  # three other pull requests failed it once each, passing around: the test's flake
+    ("two_others", NEW),  # two are not enough to tell a flake from chance agreement
+    ("own_pushes", NEW),  # only this pull request's own pushes failed it so: its change
+    ("main_broke", BROKEN_ON_MAIN),  # main failed it at 5 and has not passed since: main's, not a flake
+])
+def test_a_flake_that_everyones_runs_show_without_retries(store_location: str, tmp_path: Path, story: str,
+                                                         expected: str) -> None:
+    """No retries anywhere, so no run holds a failure next to a pass and test_a has no flaky score;
+    yet other pull requests' runs failed it with one line now and then while main kept passing it.
+    One failed run of it in pull request 7 is that flake, not the change."""
+    with open_store(store_location) as store:
+        for i in range(5):
+            run(store, tmp_path, sha(i), [None])
+        if story == "main_broke":
+            run(store, tmp_path, sha(5), [TOL])
+        others = {"flake": (10, 11, 12), "two_others": (10, 11), "own_pushes": (), "main_broke": (10, 11, 12)}[story]
+        for k, pr in enumerate(others):
+            run(store, tmp_path, f"{pr:04x}{'c' * 36}", [TOL], "pull_request", pr=pr)
+            run(store, tmp_path, f"{pr:04x}{'e' * 36}", [None], "pull_request", pr=pr)
+            if story != "main_broke":
+                run(store, tmp_path, sha(6 + k), [None])
+        if story == "own_pushes":
+            for push in range(3):
+                run(store, tmp_path, f"{7:04x}{'f' * 35}{push}", [TOL], "pull_request", pr=7)
+        (v,) = judge(store, [pr_failure(store, tmp_path, [TOL])])
+    assert v.verdict == expected, v.detail
+    if expected == FLAKY:
+        assert v.detail == ("flaky: an intermittent failure: it failed so in 3 of 14 runs of 3 other pull requests "
+                            "and commits"), v.detail
