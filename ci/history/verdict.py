@@ -48,7 +48,6 @@ headline of a set of results (``3 passed, 1 failed: broken on main since abc1234
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -62,14 +61,12 @@ from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
 from ci.history.store import Store
 from ci.history.verdict_queries import has_main_history, main_runs, same_commit
+from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
+                                      by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
 from ci.results.junit import FAILED, Attempt
 
-BROKEN_ON_MAIN, FLAKY, INFRA, NEW = "broken_on_main", "flaky", "infra", "new"
-VERDICTS = (BROKEN_ON_MAIN, INFRA, FLAKY, NEW)  # the order a headline names them in
 MIN_TRIALS = 5
 CHANCE = 0.05
-SHORT = 7
-NO_HISTORY = "new: no history to compare with"
 
 
 @dataclass(frozen=True)
@@ -114,18 +111,6 @@ class Verdict:
     runner_health: RunnerHealth | None = None
 
 
-@dataclass(frozen=True)
-class Tally:
-    """A set of results in numbers and one headline."""
-
-    passed: int
-    failed: int
-    skipped: int
-    flaky_passed: int  # passed only on a retry: counted in ``passed``
-    counts: tuple[tuple[str, int], ...]  # (verdict, failures), in `VERDICTS` order, zeros left out
-    headline: str
-
-
 def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Attempt], *, repo: str = "",
                           runner: str = "", fingerprint: str = "", error: str = "") -> Failure:
     """A `Failure` from one test's attempts in a run: its last failed attempt with text speaks
@@ -137,10 +122,6 @@ def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Att
     fingerprint = fingerprint or signature(error)[0]
     passed = bool(attempts) and attempts[-1].outcome == "passed"
     return Failure(node, tier, sha, repo, error, fingerprint, infra_kind(spoken), runner, max(1, len(failed)), passed)
-
-
-def short(sha: str) -> str:
-    return sha[:SHORT]
 
 
 def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str = "",
@@ -345,45 +326,3 @@ def _score_text(score: FlakyScore | None) -> str:
         return ""
     iv = score.interval
     return f" (flaky {score.score:.0%} [{iv.low:.0%}, {iv.high:.0%}] over {score.trials} runs on {score.tier})"
-
-
-def tally(verdicts: Sequence[Verdict], passed: int, failed: int, skipped: int = 0) -> Tally:
-    """Counts and the headline: ``3 passed, 1 failed: broken on main since abc1234``; failures
-    judged flaky that passed on retry are counted as passed and named (``1 flaky, passed on retry``)."""
-    retried = [v for v in verdicts if v.verdict == FLAKY and v.detail.startswith("flaky: failed, then passed on retry")]
-    hard = [v for v in verdicts if v not in retried]
-    counts = Counter(v.verdict for v in hard)
-    ordered = tuple((name, counts[name]) for name in VERDICTS if counts[name])
-    parts = [f"{passed} passed"] + ([f"{failed} failed"] if failed or hard else []) + (
-        [f"{skipped} skipped"] if skipped else [])
-    head = ", ".join(parts)
-    named = [_verdict_words(name, n, hard) for name, n in ordered]
-    if len(named) == 1 and ordered[0][1] == 1:
-        head += ": " + named[0].split(" ", 1)[1]  # "1 failed: broken on main since abc1234"
-    elif named:
-        head += ": " + ", ".join(named)
-    if retried:
-        head += f" ({len(retried)} flaky, passed on retry)"
-    return Tally(passed, failed, skipped, len(retried), ordered, head)
-
-
-def _verdict_words(name: str, n: int, verdicts: Sequence[Verdict]) -> str:
-    if name == BROKEN_ON_MAIN:
-        since = sorted({short(v.since) for v in verdicts if v.verdict == name and v.since})
-        return f"{n} broken on main since {', '.join(since)}"
-    if name == NEW:
-        unjudged = sum(v.verdict == NEW and v.detail.startswith(NO_HISTORY) for v in verdicts)
-        words = [f"{n - unjudged} new (probably this change's)"] if n > unjudged else []
-        return ", ".join(words + ([f"{unjudged} not judged (no history to compare with)"] if unjudged else []))
-    if name == INFRA:
-        runners = sorted({v.runner for v in verdicts if v.verdict == name and v.runner})
-        return f"{n} infra" + (f" on {', '.join(runners)}" if runners else "")
-    return f"{n} {name}"
-
-
-_CONCERN = {NEW: 0, BROKEN_ON_MAIN: 1, INFRA: 2, FLAKY: 3}
-
-
-def by_concern(verdicts: Sequence[Verdict]) -> list[Verdict]:
-    """Most likely the reader's own first: new, then broken on main, infra, flaky; by test id within."""
-    return sorted(verdicts, key=lambda v: (_CONCERN.get(v.verdict, 0), v.node, v.tier))
