@@ -21,7 +21,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
    firing); at the merge base it counts in rule 4, and is the breakage if the flake cannot explain
    the failures with it. The detail names the first failing commit, the last pass
-   and the candidate commits between.
+   and the candidate commits between. Also ``broken_on_main`` when N's rate of failing with F's
+   signature on the default branch moved up at a commit C the pull request holds and has not come
+   down since (`ci.history.changepoint`: a race a commit brought in fails 40 % of runs, passing in
+   between, and is checked before rule 2, since a retry that passes proves nothing then).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -51,6 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
 from ci.history.errors import environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
@@ -162,6 +166,10 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = _on_one_runner(f, only, health)
                 continue
             at = place(order, full, merge_base) if merge_base else None
+            moved = None if f.infra else change_point(runs, order, f.fingerprint)
+            if moved is not None and (at is not None and at >= moved.index or not merge_base):
+                out[i] = _intermittent(f, moved, scores.get(f.node))
+                continue
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
             learned = recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
@@ -197,6 +205,16 @@ def _on_one_runner(f: Failure, only: RunnerOnly, health: dict[str, RunnerHealth]
         detail += f"; {record.describe()}"
     return Verdict(f.node, f.tier, f.sha, INFRA, detail, f.error, f.fingerprint, f.runner, "runner-only",
                    runner_health=record)
+
+
+def _intermittent(f: Failure, moved: ChangePoint, score: FlakyScore | None) -> Verdict:
+    n = len(moved.candidates)
+    passed = f", last passed at {short(moved.last_clean)}" if moved.last_clean else ", never ran there before"
+    detail = (f"broken on main since {short(moved.since)} ({n} candidate commit{'s' if n != 1 else ''}: "
+              f"{', '.join(short(c) for c in moved.candidates)}{passed}); it {moved.describe()}")
+    return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, detail, f.error, f.fingerprint, f.runner,
+                   since=moved.since, last_pass=moved.last_clean, candidates=moved.candidates, candidate_count=n,
+                   score=score.score if score else None, interval=score.interval if score else None)
 
 
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,

@@ -1,7 +1,7 @@
 """Verdicts (`ci.history.verdict`) read from the shape of the history rather than one failure's
 text, on hand-made histories whose answer is known, on SQLite and a real PostgreSQL: a test that
 fails on one runner only while the pool's other runners pass it; a flake, in a CI without retries,
-that everyone's runs show now and then."""
+that everyone's runs show now and then; a test that starts failing often at one commit."""
 
 from __future__ import annotations
 
@@ -83,3 +83,32 @@ def test_a_flake_that_everyones_runs_show_without_retries(store_location: str, t
     if expected == FLAKY:
         assert v.detail == ("flaky: an intermittent failure: it failed so in 3 of 14 runs of 3 other pull requests "
                             "and commits"), v.detail
+
+
+RACE = ("AssertionError: residual mismatch at row 17: 0.3125 vs 0.25 (race in the fused add)",
+        "E   AssertionError: residual mismatch at row 17: 0.3125 vs 0.25 (race in the fused add)")
+
+
+@pytest.mark.parametrize("story, base, expected", [
+    ("race", 49, BROKEN_ON_MAIN),  # never failed before 30, 40 % of runs from 30 on: broken since 30
+    ("steady", 49, FLAKY),  # it failed 40 % of runs before 30 too: a flake whose rate did not move
+    ("fixed", 64, FLAKY),  # 15 passes after the last failure: a fix ended it, one failure now is a flake
+    ("race", 29, FLAKY),  # based before 30: the pull request does not hold the breaking commit
+])
+def test_a_test_that_starts_failing_often_at_one_commit(store_location: str, tmp_path: Path, story: str, base: int,
+                                                        expected: str) -> None:
+    """Main runs once per commit, no retries: test_a passes at commits 0-29, then fails with one
+    error in 2 of every 5 commits from 30 (a race the commit brought in), passing in between, so
+    each failure alone is a flip (flaky evidence). A pull request's one failure of it is main's."""
+    with open_store(store_location) as store:
+        last = 65 if story == "fixed" else 50
+        for i in range(last):
+            intermittent = i >= 30 or story == "steady"
+            fails = intermittent and i % 5 in (0, 2) and not (story == "fixed" and i >= 50)
+            run(store, tmp_path, sha(i), [RACE] if fails else [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(base))], merge_base=sha(base))
+    assert v.verdict == expected, v.detail
+    if expected == BROKEN_ON_MAIN:
+        assert (v.since, v.last_pass, v.candidates) == (sha(30), sha(29), (sha(30),))
+        assert v.detail == ("broken on main since 001eaaa (1 candidate commit: 001eaaa, last passed at 001daaa); it "
+                            "fails 8 of 20 attempts from it on, 0 of 30 before: an intermittent breakage")
