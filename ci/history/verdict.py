@@ -38,7 +38,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    only one failed run can be that flake, so a rerun that fails it too makes it ``new``. Likewise
    a signature that recurs in runs of other pull requests and commits while main passes N
    (`ci.history.recurring`: a CI without retries leaves no failure next to a pass), with its rate
-   there as p; it also counts as a known flake signature of N in rule 3.
+   there as p; it also counts as a known flake signature of N in rule 3. So does main's open
+   streak of one run at one commit when a pull request based there (holding that code) passed N.
 5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
@@ -64,7 +65,7 @@ from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
 from ci.history.store import Store
-from ci.history.verdict_queries import has_main_history, main_runs, same_commit
+from ci.history.verdict_queries import has_main_history, held_passes, main_runs, same_commit
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
                                       by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
 from ci.results.junit import FAILED, Attempt
@@ -171,7 +172,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = _intermittent(f, moved, scores.get(f.node))
                 continue
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
-            learned = recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of)
+            learned = recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of) or \
+                _fired_once(store, repo, tier, ids.get(f.node), f, runs, order, as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
                              (at, placed), learned)
             if first_run and out[i].verdict == NEW:
@@ -205,6 +207,18 @@ def _on_one_runner(f: Failure, only: RunnerOnly, health: dict[str, RunnerHealth]
         detail += f"; {record.describe()}"
     return Verdict(f.node, f.tier, f.sha, INFRA, detail, f.error, f.fingerprint, f.runner, "runner-only",
                    runner_health=record)
+
+
+def _fired_once(store: Store, repo: str, tier: str, node_id: int | None, f: Failure, runs: list[MainRun],
+                order: tuple[str, ...], as_of: int | None) -> Recurrence | None:
+    """Main's open streak of one run at one commit, when runs of other pull requests holding that
+    code passed the test: the code does not always fail it, so that run was the test's flake."""
+    streaks = fail_streaks(runs, order)
+    last = streaks[-1] if streaks else None
+    if last is None or not last.open or last.runs != 1 or not last.fingerprints:
+        return None
+    passed = held_passes(store, repo, tier, node_id, order[last.first_index:], f.sha, as_of)
+    return Recurrence(frozenset(last.fingerprints), 1, passed + 1, 1) if passed else None
 
 
 def _intermittent(f: Failure, moved: ChangePoint, score: FlakyScore | None) -> Verdict:

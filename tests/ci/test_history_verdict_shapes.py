@@ -112,3 +112,18 @@ def test_a_test_that_starts_failing_often_at_one_commit(store_location: str, tmp
         assert (v.since, v.last_pass, v.candidates) == (sha(30), sha(29), (sha(30),))
         assert v.detail == ("broken on main since 001eaaa (1 candidate commit: 001eaaa, last passed at 001daaa); it "
                             "fails 8 of 20 attempts from it on, 0 of 30 before: an intermittent breakage")
+
+
+@pytest.mark.parametrize("held_passed, expected", [(True, FLAKY), (False, BROKEN_ON_MAIN)])
+def test_one_failed_main_run_whose_code_passed_elsewhere_is_a_flake(store_location: str, tmp_path: Path,
+                                                                    held_passed: bool, expected: str) -> None:
+    """No retries: main's newest commit 6 failed test_a once with TOL. Pull request 10, based at 6
+    (it holds that code), passed it: commit 6 does not always fail it, so pull request 7's one
+    failure with the same line is the flake, not "broken on main since 6"."""
+    with open_store(store_location) as store:
+        for i in range(7):
+            run(store, tmp_path, sha(i), [TOL] if i == 6 else [None])
+        if held_passed:
+            run(store, tmp_path, f"{10:04x}{'c' * 36}", [None], "pull_request", pr=10, base_sha=sha(6))
+        (v,) = judge(store, [pr_failure(store, tmp_path, [TOL], base=sha(6))], merge_base=sha(6))
+    assert v.verdict == expected, v.detail
