@@ -172,8 +172,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = _intermittent(f, moved, scores.get(f.node))
                 continue
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
-            learned = recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of) or \
-                _fired_once(store, repo, tier, ids.get(f.node), f, runs, order, as_of)
+            learned = _beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of),
+                                        runs, order) or _fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
+                                                                     as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
                              (at, placed), learned)
             if first_run and out[i].verdict == NEW:
@@ -207,6 +208,17 @@ def _on_one_runner(f: Failure, only: RunnerOnly, health: dict[str, RunnerHealth]
         detail += f"; {record.describe()}"
     return Verdict(f.node, f.tier, f.sha, INFRA, detail, f.error, f.fingerprint, f.runner, "runner-only",
                    runner_health=record)
+
+
+def _beside_breakages(learned: Recurrence | None, runs: list[MainRun], order: tuple[str, ...]) -> Recurrence | None:
+    """``learned`` without the signatures main failed with as a breakage (a streak of two or more
+    commits, or of two or more failed attempts): a bug that main had and a pull request brings back
+    recurs across runs too, and is not a flake."""
+    if learned is None:
+        return None
+    broke = {fp for s in fail_streaks(runs, order) if s.commits >= 2 or s.failing_attempts >= 2 for fp in s.fingerprints}
+    kept = learned.fingerprints - broke
+    return replace(learned, fingerprints=kept) if kept else None
 
 
 def _fired_once(store: Store, repo: str, tier: str, node_id: int | None, f: Failure, runs: list[MainRun],

@@ -127,3 +127,18 @@ def test_one_failed_main_run_whose_code_passed_elsewhere_is_a_flake(store_locati
             run(store, tmp_path, f"{10:04x}{'c' * 36}", [None], "pull_request", pr=10, base_sha=sha(6))
         (v,) = judge(store, [pr_failure(store, tmp_path, [TOL], base=sha(6))], merge_base=sha(6))
     assert v.verdict == expected, v.detail
+
+
+def test_a_breakage_main_had_is_not_learned_as_a_flake(store_location: str, tmp_path: Path) -> None:
+    """Main failed test_a with TOL at commits 3 and 4 (a breakage, reverted at 5); pull requests
+    based in that window failed it too, and passed once rebased. The line recurs across runs, but
+    it was main's bug: pull request 7 bringing it back is new, not that "flake"."""
+    with open_store(store_location) as store:
+        for i in range(9):
+            run(store, tmp_path, sha(i), [TOL] if i in (3, 4) else [None])
+            if i in (4, 5, 6):
+                pr = 10 + i
+                run(store, tmp_path, f"{pr:04x}{'c' * 36}", [TOL], "pull_request", pr=pr, base_sha=sha(3))
+                run(store, tmp_path, f"{pr:04x}{'e' * 36}", [None], "pull_request", pr=pr, base_sha=sha(i + 1))
+        (v,) = judge(store, [pr_failure(store, tmp_path, [TOL], base=sha(8))], merge_base=sha(8))
+    assert v.verdict == NEW, v.detail
