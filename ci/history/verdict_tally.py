@@ -8,10 +8,18 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
-if TYPE_CHECKING:
-    from ci.history.verdict import Verdict
+
+class Verdict(Protocol):
+    """What the headline reads of a `ci.history.verdict.Verdict` (no import: that module imports this one)."""
+
+    node: str
+    tier: str
+    verdict: str
+    detail: str
+    runner: str
+    since: str
 
 BROKEN_ON_MAIN, FLAKY, INFRA, NEW = "broken_on_main", "flaky", "infra", "new"
 VERDICTS = (BROKEN_ON_MAIN, INFRA, FLAKY, NEW)  # the order a headline names them in
