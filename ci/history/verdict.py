@@ -6,7 +6,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
 1. ``infra``: the failure's own exception line names a runner-level cause (no CUDA device, a CUDA or
    NCCL error, the OOM killer, a lost runner, an exit by signal: `ci.history.errors.infra_kind`;
    never an assertion that quotes such text). Attributed to the runner, with the runner's record
-   (`ci.history.runners`): a bad machine shows as one.
+   (`ci.history.runners`): a bad machine shows as one. Also ``infra`` (``runner-only``), whatever the
+   error: N fails on F's runner only, in runs of other pull requests or main commits too, while the
+   pool's other runners pass it since (`ci.history.runners.runner_only`: an image or driver update).
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
@@ -19,7 +21,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
    firing); at the merge base it counts in rule 4, and is the breakage if the flake cannot explain
    the failures with it. The detail names the first failing commit, the last pass
-   and the candidate commits between.
+   and the candidate commits between. Also ``broken_on_main`` when N's rate of failing with F's
+   signature on the default branch moved up at a commit C the pull request holds and has not come
+   down since (`ci.history.changepoint`: a race a commit brought in fails 40 % of runs, passing in
+   between, and is checked before rule 2, since a retry that passes proves nothing then).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -30,7 +35,11 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    of an environmental class (`ci.history.errors.environment_kind`: a server that did not start, a
    port in use, a refused connection, a watchdog timeout) that some test of the history has failed
    with as flake evidence, even with no known signature or score of N's own: with no score (p = 0)
-   only one failed run can be that flake, so a rerun that fails it too makes it ``new``.
+   only one failed run can be that flake, so a rerun that fails it too makes it ``new``. Likewise
+   a signature that recurs in runs of other pull requests and commits while main passes N
+   (`ci.history.recurring`: a CI without retries leaves no failure next to a pass), with its rate
+   there as p; it also counts as a known flake signature of N in rule 3. So does main's open
+   streak of one run at one commit when a pull request based there (holding that code) passed N.
 5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
@@ -43,27 +52,26 @@ headline of a set of results (``3 passed, 1 failed: broken on main since abc1234
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
 from ci.history.errors import environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
+from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
-from ci.history.runners import RunnerHealth, runner_health
+from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
 from ci.history.store import Store
-from ci.history.verdict_queries import has_main_history, main_runs, same_commit
+from ci.history.verdict_queries import has_main_history, held_passes, main_runs, same_commit
+from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
+                                      by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
 from ci.results.junit import FAILED, Attempt
 
-BROKEN_ON_MAIN, FLAKY, INFRA, NEW = "broken_on_main", "flaky", "infra", "new"
-VERDICTS = (BROKEN_ON_MAIN, INFRA, FLAKY, NEW)  # the order a headline names them in
 MIN_TRIALS = 5
 CHANCE = 0.05
-SHORT = 7
-NO_HISTORY = "new: no history to compare with"
 
 
 @dataclass(frozen=True)
@@ -108,18 +116,6 @@ class Verdict:
     runner_health: RunnerHealth | None = None
 
 
-@dataclass(frozen=True)
-class Tally:
-    """A set of results in numbers and one headline."""
-
-    passed: int
-    failed: int
-    skipped: int
-    flaky_passed: int  # passed only on a retry: counted in ``passed``
-    counts: tuple[tuple[str, int], ...]  # (verdict, failures), in `VERDICTS` order, zeros left out
-    headline: str
-
-
 def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Attempt], *, repo: str = "",
                           runner: str = "", fingerprint: str = "", error: str = "") -> Failure:
     """A `Failure` from one test's attempts in a run: its last failed attempt with text speaks
@@ -131,10 +127,6 @@ def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Att
     fingerprint = fingerprint or signature(error)[0]
     passed = bool(attempts) and attempts[-1].outcome == "passed"
     return Failure(node, tier, sha, repo, error, fingerprint, infra_kind(spoken), runner, max(1, len(failed)), passed)
-
-
-def short(sha: str) -> str:
-    return sha[:SHORT]
 
 
 def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str = "",
@@ -169,10 +161,22 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 orders[f.node] = main_order(store, repo, tier, runs, git_order, as_of=as_of)
             order = orders[f.node]
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
+            only = None if f.infra else runner_only(store, repo, tier, ids.get(f.node), f.runner, f.sha, as_of=as_of)
+            if only is not None:
+                health = health or runner_health(store, as_of=as_of)
+                out[i] = _on_one_runner(f, only, health)
+                continue
             at = place(order, full, merge_base) if merge_base else None
+            moved = None if f.infra else change_point(runs, order, f.fingerprint)
+            if moved is not None and (at is not None and at >= moved.index or not merge_base):
+                out[i] = _intermittent(f, moved, scores.get(f.node))
+                continue
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
+            learned = _beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of),
+                                        runs, order) or _fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
+                                                                     as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
-                             (at, placed))
+                             (at, placed), learned)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -197,10 +201,52 @@ def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
                    runner_health=record)
 
 
+def _on_one_runner(f: Failure, only: RunnerOnly, health: dict[str, RunnerHealth]) -> Verdict:
+    record = health.get(f.runner)
+    detail = f"infra: {only.describe()}"
+    if record is not None and record.infra_reports:
+        detail += f"; {record.describe()}"
+    return Verdict(f.node, f.tier, f.sha, INFRA, detail, f.error, f.fingerprint, f.runner, "runner-only",
+                   runner_health=record)
+
+
+def _beside_breakages(learned: Recurrence | None, runs: list[MainRun], order: tuple[str, ...]) -> Recurrence | None:
+    """``learned`` without the signatures main failed with as a breakage (a streak of two or more
+    commits, or of two or more failed attempts): a bug that main had and a pull request brings back
+    recurs across runs too, and is not a flake."""
+    if learned is None:
+        return None
+    broke = {fp for s in fail_streaks(runs, order) if s.commits >= 2 or s.failing_attempts >= 2 for fp in s.fingerprints}
+    kept = learned.fingerprints - broke
+    return replace(learned, fingerprints=kept) if kept else None
+
+
+def _fired_once(store: Store, repo: str, tier: str, node_id: int | None, f: Failure, runs: list[MainRun],
+                order: tuple[str, ...], as_of: int | None) -> Recurrence | None:
+    """Main's open streak of one run at one commit, when runs of other pull requests holding that
+    code passed the test: the code does not always fail it, so that run was the test's flake."""
+    streaks = fail_streaks(runs, order)
+    last = streaks[-1] if streaks else None
+    if last is None or not last.open or last.runs != 1 or not last.fingerprints:
+        return None
+    passed = held_passes(store, repo, tier, node_id, order[last.first_index:], f.sha, as_of)
+    return Recurrence(frozenset(last.fingerprints), 1, passed + 1, 1) if passed else None
+
+
+def _intermittent(f: Failure, moved: ChangePoint, score: FlakyScore | None) -> Verdict:
+    n = len(moved.candidates)
+    passed = f", last passed at {short(moved.last_clean)}" if moved.last_clean else ", never ran there before"
+    detail = (f"broken on main since {short(moved.since)} ({n} candidate commit{'s' if n != 1 else ''}: "
+              f"{', '.join(short(c) for c in moved.candidates)}{passed}); it {moved.describe()}")
+    return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, detail, f.error, f.fingerprint, f.runner,
+                   since=moved.since, last_pass=moved.last_clean, candidates=moved.candidates, candidate_count=n,
+                   score=score.score if score else None, interval=score.interval if score else None)
+
+
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
             same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
             retries: RetryCorrelation, flaked: frozenset[str] = frozenset(),
-            base_at: tuple[int | None, bool] = (None, False)) -> Verdict:
+            base_at: tuple[int | None, bool] = (None, False), learned: Recurrence | None = None) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -210,7 +256,8 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
         where = "on retry in this run" if f.passed_on_retry else "in another run of the same commit"
         return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: failed, then passed {where}" + _score_text(score),
                        **base)
-    flaky_prints = {fp for fp, _, _ in score.fingerprints} if score else set()
+    flaky_prints = ({fp for fp, _, _ in score.fingerprints} if score else set()) | set(learned.fingerprints if learned
+                                                                                        else ())
     known_flake = bool(f.fingerprint) and f.fingerprint in flaky_prints and not is_generic(f.error)
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
@@ -220,10 +267,11 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
                        candidate_count=streak.candidate_count, **base)
-    if (score is not None and known_flake) or environment:
+    if ((score is not None or learned is not None) and known_flake) or environment:
         tries, at_base = _failed_runs(f, fails_here, streaks, order, flaky_prints, merge_base, flaked)
         r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
-        p = score.score if score is not None else 0.0  # no score: only one failed run can be the flake
+        # no score: everyone's runs' rate, else only one failed run can be the flake
+        p = score.score if score is not None else learned.rate if learned is not None and known_flake else 0.0
         chance = flake_chance(p, r, tries)
         if chance < CHANCE and at_base is not None:  # the base failed the same way: main's, not the change's
             return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(at_base, f), since=at_base.first_fail,
@@ -234,8 +282,9 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
                            f"run{'s' if len(tries) != 1 else ''} with no pass; a flake of its rate "
                            f"({p:.0%}, a retry after a flake failing {r:.0%}) would do that "
                            f"{chance:.1%} of the time", **base)
-        why = ("the same failure as its earlier flakes" if known_flake else
-               f"an environmental error ({environment}) that tests here flake with")
+        own = score is not None and f.fingerprint in {fp for fp, _, _ in score.fingerprints}
+        why = ("the same failure as its earlier flakes" if own else f"an intermittent failure: it {learned.describe()}"
+               if known_flake and learned else f"an environmental error ({environment}) that tests here flake with")
         return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: {why}" + _score_text(score), **base)
     why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
            else "an error this test never failed with as a flake" if score else "not failing on the default branch")
@@ -321,45 +370,3 @@ def _score_text(score: FlakyScore | None) -> str:
         return ""
     iv = score.interval
     return f" (flaky {score.score:.0%} [{iv.low:.0%}, {iv.high:.0%}] over {score.trials} runs on {score.tier})"
-
-
-def tally(verdicts: Sequence[Verdict], passed: int, failed: int, skipped: int = 0) -> Tally:
-    """Counts and the headline: ``3 passed, 1 failed: broken on main since abc1234``; failures
-    judged flaky that passed on retry are counted as passed and named (``1 flaky, passed on retry``)."""
-    retried = [v for v in verdicts if v.verdict == FLAKY and v.detail.startswith("flaky: failed, then passed on retry")]
-    hard = [v for v in verdicts if v not in retried]
-    counts = Counter(v.verdict for v in hard)
-    ordered = tuple((name, counts[name]) for name in VERDICTS if counts[name])
-    parts = [f"{passed} passed"] + ([f"{failed} failed"] if failed or hard else []) + (
-        [f"{skipped} skipped"] if skipped else [])
-    head = ", ".join(parts)
-    named = [_verdict_words(name, n, hard) for name, n in ordered]
-    if len(named) == 1 and ordered[0][1] == 1:
-        head += ": " + named[0].split(" ", 1)[1]  # "1 failed: broken on main since abc1234"
-    elif named:
-        head += ": " + ", ".join(named)
-    if retried:
-        head += f" ({len(retried)} flaky, passed on retry)"
-    return Tally(passed, failed, skipped, len(retried), ordered, head)
-
-
-def _verdict_words(name: str, n: int, verdicts: Sequence[Verdict]) -> str:
-    if name == BROKEN_ON_MAIN:
-        since = sorted({short(v.since) for v in verdicts if v.verdict == name and v.since})
-        return f"{n} broken on main since {', '.join(since)}"
-    if name == NEW:
-        unjudged = sum(v.verdict == NEW and v.detail.startswith(NO_HISTORY) for v in verdicts)
-        words = [f"{n - unjudged} new (probably this change's)"] if n > unjudged else []
-        return ", ".join(words + ([f"{unjudged} not judged (no history to compare with)"] if unjudged else []))
-    if name == INFRA:
-        runners = sorted({v.runner for v in verdicts if v.verdict == name and v.runner})
-        return f"{n} infra" + (f" on {', '.join(runners)}" if runners else "")
-    return f"{n} {name}"
-
-
-_CONCERN = {NEW: 0, BROKEN_ON_MAIN: 1, INFRA: 2, FLAKY: 3}
-
-
-def by_concern(verdicts: Sequence[Verdict]) -> list[Verdict]:
-    """Most likely the reader's own first: new, then broken on main, infra, flaky; by test id within."""
-    return sorted(verdicts, key=lambda v: (_CONCERN.get(v.verdict, 0), v.node, v.tier))

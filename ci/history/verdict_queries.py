@@ -78,3 +78,19 @@ def same_commit(store: Store, repo: str, tier: str, sha: str, node_id: int | Non
         if kind in ("fail", "broken"):
             failed[int(rid)] = failed.get(int(rid), 0) + int(n)
     return passes, list(failed.values())
+
+
+def held_passes(store: Store, repo: str, tier: str, node_id: int | None, bases: Sequence[str], sha: str,
+                as_of: int | None) -> int:
+    """Reports of other commits than ``sha`` whose merge base is one of ``bases`` (they hold that
+    code) and that passed the node on ``tier``: main's failure there is not what the code always does."""
+    if node_id is None or not bases:
+        return 0
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
+    chosen = list(bases)[-_CHUNK:]
+    rows = store.fetchall(f"SELECT COUNT(DISTINCT r.id) FROM reports r JOIN cases c ON c.report_id = r.id WHERE {where}"
+                          f"r.tier = ? AND c.node_id = ? AND c.kind = '{PASS}' AND r.sha <> ? "
+                          f"AND r.base_sha IN ({', '.join('?' * len(chosen))}){until}",
+                          (*params, tier, node_id, sha.lower(), *chosen, *limit))
+    return int(rows[0][0]) if rows else 0

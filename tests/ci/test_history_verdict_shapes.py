@@ -1,0 +1,144 @@
+"""Verdicts (`ci.history.verdict`) read from the shape of the history rather than one failure's
+text, on hand-made histories whose answer is known, on SQLite and a real PostgreSQL: a test that
+fails on one runner only while the pool's other runners pass it; a flake, in a CI without retries,
+that everyone's runs show now and then; a test that starts failing often at one commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci.history.store import open_store
+from ci.history.verdict import BROKEN_ON_MAIN, FLAKY, INFRA, NEW, judge
+from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+from tests.ci.test_history_verdicts import pr_failure, run, sha
+
+PTX = ("RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.",
+       "E   RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.")
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("image", INFRA),  # other pull requests and main failed it on r3 only, r1 and r2 passed it since
+    ("also_r2", BROKEN_ON_MAIN),  # main failed it on r2 too, at its newest commit: main's, not the machine
+    ("own_pushes", NEW),  # only this pull request's own earlier pushes failed it on r3: its change
+    ("r3_passed", NEW),  # r3 passed it after the others failed: no machine trouble now
+])
+def test_failing_on_one_runner_only_is_that_runner(store_location: str, tmp_path: Path, story: str,
+                                                   expected: str) -> None:
+    """Main passes test_a on r1 and r2; then runs on r3 fail it with an error no rule reads as
+    infra (a runner image whose driver is older than its toolchain) while r1 and r2 keep passing."""
+    with open_store(store_location) as store:
+        for i in range(4):
+            run(store, tmp_path, sha(i), [None], runner=f"r{1 + i % 2}")
+        if story == "own_pushes":
+            for push in (1, 2):
+                run(store, tmp_path, f"{7:04x}{'e' * 35}{push}", [PTX, PTX], "pull_request", "r3", pr=7)
+        else:
+            run(store, tmp_path, sha(4, "b"), [PTX, PTX], "pull_request", "r3", pr=8)
+            run(store, tmp_path, sha(4), [PTX, PTX], runner="r3")
+        run(store, tmp_path, sha(5), [None], runner="r1")
+        run(store, tmp_path, sha(6), [PTX, PTX] if story == "also_r2" else [None], runner="r2")
+        if story == "r3_passed":
+            run(store, tmp_path, sha(7), [None], runner="r3")
+        (v,) = judge(store, [pr_failure(store, tmp_path, [PTX, PTX], runner="r3")])
+    assert v.verdict == expected, v.detail
+    if expected == INFRA:
+        assert v.runner == "r3" and v.infra == "runner-only"
+        assert v.detail.startswith("infra: fails on r3 only: 3 reports there since 0004bbb failed it, "
+                                   "2 on other runners passed"), v.detail
+
+
+TOL = ("AssertionError: Tensor-likes are not close! Mismatched elements: 3 / 4096 (0.1%)",
+       "E   AssertionError: Tensor-likes are not close! Mismatched elements: 3 / 4096 (0.1%)")
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("flake", FLAKY),  # three other pull requests failed it once each, passing around: the test's flake
+    ("two_others", NEW),  # two are not enough to tell a flake from chance agreement
+    ("own_pushes", NEW),  # only this pull request's own pushes failed it so: its change
+    ("main_broke", BROKEN_ON_MAIN),  # main failed it at 5 and has not passed since: main's, not a flake
+])
+def test_a_flake_that_everyones_runs_show_without_retries(store_location: str, tmp_path: Path, story: str,
+                                                         expected: str) -> None:
+    """No retries anywhere, so no run holds a failure next to a pass and test_a has no flaky score;
+    yet other pull requests' runs failed it with one line now and then while main kept passing it.
+    One failed run of it in pull request 7 is that flake, not the change."""
+    with open_store(store_location) as store:
+        for i in range(5):
+            run(store, tmp_path, sha(i), [None])
+        if story == "main_broke":
+            run(store, tmp_path, sha(5), [TOL])
+        others = {"flake": (10, 11, 12), "two_others": (10, 11), "own_pushes": (), "main_broke": (10, 11, 12)}[story]
+        for k, pr in enumerate(others):
+            run(store, tmp_path, f"{pr:04x}{'c' * 36}", [TOL], "pull_request", pr=pr)
+            run(store, tmp_path, f"{pr:04x}{'e' * 36}", [None], "pull_request", pr=pr)
+            if story != "main_broke":
+                run(store, tmp_path, sha(6 + k), [None])
+        if story == "own_pushes":
+            for push in range(3):
+                run(store, tmp_path, f"{7:04x}{'f' * 35}{push}", [TOL], "pull_request", pr=7)
+        (v,) = judge(store, [pr_failure(store, tmp_path, [TOL])])
+    assert v.verdict == expected, v.detail
+    if expected == FLAKY:
+        assert v.detail == ("flaky: an intermittent failure: it failed so in 3 of 14 runs of 3 other pull requests "
+                            "and commits"), v.detail
+
+
+RACE = ("AssertionError: residual mismatch at row 17: 0.3125 vs 0.25 (race in the fused add)",
+        "E   AssertionError: residual mismatch at row 17: 0.3125 vs 0.25 (race in the fused add)")
+
+
+@pytest.mark.parametrize("story, base, expected", [
+    ("race", 49, BROKEN_ON_MAIN),  # never failed before 30, 40 % of runs from 30 on: broken since 30
+    ("steady", 49, FLAKY),  # it failed 40 % of runs before 30 too: a flake whose rate did not move
+    ("fixed", 64, FLAKY),  # 15 passes after the last failure: a fix ended it, one failure now is a flake
+    ("race", 29, FLAKY),  # based before 30: the pull request does not hold the breaking commit
+])
+def test_a_test_that_starts_failing_often_at_one_commit(store_location: str, tmp_path: Path, story: str, base: int,
+                                                        expected: str) -> None:
+    """Main runs once per commit, no retries: test_a passes at commits 0-29, then fails with one
+    error in 2 of every 5 commits from 30 (a race the commit brought in), passing in between, so
+    each failure alone is a flip (flaky evidence). A pull request's one failure of it is main's."""
+    with open_store(store_location) as store:
+        last = 65 if story == "fixed" else 50
+        for i in range(last):
+            intermittent = i >= 30 or story == "steady"
+            fails = intermittent and i % 5 in (0, 2) and not (story == "fixed" and i >= 50)
+            run(store, tmp_path, sha(i), [RACE] if fails else [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(base))], merge_base=sha(base))
+    assert v.verdict == expected, v.detail
+    if expected == BROKEN_ON_MAIN:
+        assert (v.since, v.last_pass, v.candidates) == (sha(30), sha(29), (sha(30),))
+        assert v.detail == ("broken on main since 001eaaa (1 candidate commit: 001eaaa, last passed at 001daaa); it "
+                            "fails 8 of 20 attempts from it on, 0 of 30 before: an intermittent breakage")
+
+
+@pytest.mark.parametrize("held_passed, expected", [(True, FLAKY), (False, BROKEN_ON_MAIN)])
+def test_one_failed_main_run_whose_code_passed_elsewhere_is_a_flake(store_location: str, tmp_path: Path,
+                                                                    held_passed: bool, expected: str) -> None:
+    """No retries: main's newest commit 6 failed test_a once with TOL. Pull request 10, based at 6
+    (it holds that code), passed it: commit 6 does not always fail it, so pull request 7's one
+    failure with the same line is the flake, not "broken on main since 6"."""
+    with open_store(store_location) as store:
+        for i in range(7):
+            run(store, tmp_path, sha(i), [TOL] if i == 6 else [None])
+        if held_passed:
+            run(store, tmp_path, f"{10:04x}{'c' * 36}", [None], "pull_request", pr=10, base_sha=sha(6))
+        (v,) = judge(store, [pr_failure(store, tmp_path, [TOL], base=sha(6))], merge_base=sha(6))
+    assert v.verdict == expected, v.detail
+
+
+def test_a_breakage_main_had_is_not_learned_as_a_flake(store_location: str, tmp_path: Path) -> None:
+    """Main failed test_a with TOL at commits 3 and 4 (a breakage, reverted at 5); pull requests
+    based in that window failed it too, and passed once rebased. The line recurs across runs, but
+    it was main's bug: pull request 7 bringing it back is new, not that "flake"."""
+    with open_store(store_location) as store:
+        for i in range(9):
+            run(store, tmp_path, sha(i), [TOL] if i in (3, 4) else [None])
+            if i in (4, 5, 6):
+                pr = 10 + i
+                run(store, tmp_path, f"{pr:04x}{'c' * 36}", [TOL], "pull_request", pr=pr, base_sha=sha(3))
+                run(store, tmp_path, f"{pr:04x}{'e' * 36}", [None], "pull_request", pr=pr, base_sha=sha(i + 1))
+        (v,) = judge(store, [pr_failure(store, tmp_path, [TOL], base=sha(8))], merge_base=sha(8))
+    assert v.verdict == NEW, v.detail
