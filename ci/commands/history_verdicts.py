@@ -3,10 +3,11 @@ whose it is: ``broken_on_main``, ``flaky``, ``infra`` or ``new`` (`ci.history.ve
 
 The run is read back from the history (`ci.history.run_results.load_run`): a pull request's newest
 commit, or one commit. A merge queue's run (``merge_group``) is judged against main before its
-batch, and a failure main's base does not have is the batch's (`ci.history.merge_queue`). The default branch's commit order comes from git (``--git-ref REF``, the
-default branch in this checkout, e.g. ``origin/main``) when given and known, else from the order
-its commits were ingested. ``--base SHA`` is the pull request's merge base (else the one ingested
-with its reports, if any).
+batch, and a failure main's base does not have is the batch's (`ci.history.merge_queue`). The
+default branch's commit order comes from git (``--git-ref REF``, the default branch in this
+checkout, e.g. ``origin/main``) when given and known, else from the order its commits were
+ingested. ``--base SHA`` is the pull request's merge base (else the one ingested with its reports,
+if any).
 """
 
 from __future__ import annotations
