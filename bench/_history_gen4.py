@@ -5,8 +5,8 @@ One GPU tier in three shards on a pool of three runners, so jobs queue for hours
 out of order; nearly every test parametrized over dtypes and shapes (`_history_gen4_world`). Main
 is fed by a merge queue: pull requests land in batches of 1-4 commits, each batch tested first on
 the queue's temporary ref (the tail pull request's run on ``gh-readonly-queue/main/pr-N-SHA``,
-stored as a ``pull_request`` run based on main before the batch: the store has no merge_group
-event), then pushed (a ``push`` run of the batch's head); one breaking commit is pushed past the
+stored as a ``pull_request`` run based on main before the batch, or with ``Scale.merge_group`` as
+the ``merge_group`` run of the batch's pull requests), then pushed (a ``push`` run of the batch's head); one breaking commit is pushed past the
 queue by an admin. pytest-rerunfailures
 (``--reruns 2``) is in the config for a middle stretch of main's commits only, and a job runs
 with the config of the commit it tests. The planted causes are `_history_gen4_causes`; a hang in
@@ -107,11 +107,16 @@ class _Story:
                 self.fix_commit = head  # the flake-fixing pull request lands in this batch
             if commit != geglu.start:  # the admin push skips the queue
                 fixed = frozenset({self.fix_pr}) if self.fix_commit <= head else frozenset()
-                # the queue's run is the tail pull request's, on the gh-readonly-queue ref: main
-                # before the batch plus the batch; its store event is pull_request (no merge_group)
-                self._run("pull_request", _sha(self.rng), head, hour, Code(head, {}, fixed, max(commit - 1, 0)),
-                          pr=2000 + head, base_sha=self.shas[max(commit - 1, 0)], author=self.rng.choice(AUTHORS),
-                          queue=True)
+                # the queue's run, on the gh-readonly-queue ref: main before the batch plus the
+                # batch; stored as the tail pull request's, or as the batch's merge_group run
+                code, base = Code(head, {}, fixed, max(commit - 1, 0)), self.shas[max(commit - 1, 0)]
+                sha, author = _sha(self.rng), self.rng.choice(AUTHORS)
+                if self.scale.merge_group:
+                    self._run("merge_group", sha, head, hour, code, base_sha=base, author=author, queue=True,
+                              batch=tuple(range(2000 + commit, 2001 + head)))
+                else:
+                    self._run("pull_request", sha, head, hour, code, pr=2000 + head, base_sha=base, author=author,
+                              queue=True)
                 hour += 0.9
             self.landed += [hour] * (head - commit + 1)
             fixed = frozenset({self.fix_pr}) if self.fix_commit <= head else frozenset()

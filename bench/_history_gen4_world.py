@@ -24,11 +24,14 @@ DTYPES = ("float32", "bfloat16", "float16")
 class Scale:
     """How much history: ``commits`` on main, ``prs`` pull requests; ``attempt_text`` writes the
     registry plugin's per-attempt properties (`ci.pytest_attempts`), else stock pytest +
-    pytest-rerunfailures JUnit (a rerun attempt is an empty ``<testcase>``)."""
+    pytest-rerunfailures JUnit (a rerun attempt is an empty ``<testcase>``); ``merge_group`` stores
+    the queue's runs as ``merge_group`` runs with their batch, else (the measured default) as the
+    tail pull request's ``pull_request`` runs. The history is the same either way."""
 
     commits: int = 72
     prs: int = 56
     attempt_text: bool = True
+    merge_group: bool = False
 
 
 QUICK = Scale(commits=24, prs=14)
@@ -143,6 +146,7 @@ class Run:
     reports: list[Report] = field(default_factory=list)
     killed: list[int] = field(default_factory=list)
     queue: bool = False
+    batch: tuple[int, ...] = ()  # a merge_group run's pull requests
 
     @property
     def labels(self) -> list[Label]:

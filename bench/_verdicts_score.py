@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bench._history_gen2 import REPO, SHARDS, History, Label, Run
 from ci.history.ingest import ingest, prepare
-from ci.history.model import RunIdentity
+from ci.history.merge_queue import batch_verdicts
+from ci.history.model import MERGE_GROUP, RunIdentity
 from ci.history.run_results import load_run
 from ci.history.store import Store, open_store
 from ci.history.verdict import judge
@@ -56,7 +57,8 @@ def _identity(run: Run, tier: str, shard: str, runner: str) -> RunIdentity:
     return RunIdentity(REPO, run.sha, run.event, tier, pr=run.pr, runner=runner, shard=shard,
                        run_id=run.run_id, attempt=run.attempt,
                        run_url=f"https://github.com/{REPO}/actions/runs/{run.run_id}/attempts/{run.attempt}",
-                       author=run.author, base_sha=run.base_sha, scored=not unscored)
+                       author=run.author, base_sha=run.base_sha, scored=not unscored,
+                       batch=getattr(run, "batch", ()))
 
 
 def ingest_run(store: Store, run: Run, folder: Path) -> None:
@@ -77,6 +79,8 @@ def ask(store: Store, sha: str, base: str, truth: dict[tuple[str, str], Label]) 
     # as `ci history verdicts` and the HUD's pull request view ask: as of the run's newest report
     verdicts = judge(store, results.failures, merge_base=base or results.base_sha, git_order=None,
                      as_of=results.report_id)
+    if MERGE_GROUP in results.events:  # as `ci history verdicts` words a queue run's
+        verdicts = batch_verdicts(verdicts, results.batch)
     out, answers = [], {}
     for v in verdicts:
         label = truth.get((v.node, v.tier))
@@ -100,7 +104,7 @@ def score_history(history: History, generator: str = "gen2") -> Score:
         with open_store(str(folder / "history.sqlite")) as store:
             for run in history.runs:
                 ingest_run(store, run, folder)
-                if run.event != "pull_request":
+                if run.event not in ("pull_request", MERGE_GROUP):
                     continue
                 truth = truths.setdefault(run.sha, {})
                 truth.update({(label.node, label.tier): label for label in run.labels})

@@ -1,4 +1,4 @@
-"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|gen3|gen4|gen5]``: how often `ci history
+"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|gen3|gen4|gen5] [--merge-group]``: how often `ci history
 verdicts` names the true cause of a pull request's failing test (issue 47), on the second labelled
 history (`bench._history_gen2`: written from GitHub's and pytest's documented behaviour and real GPU
 flakes, independent of the verdict rules; default seeds 1-5) or the third (`bench._history_gen3`:
@@ -15,7 +15,9 @@ attempt apart; the five most common wrong (label -> verdict: detail) answers. Is
 >= 95 % right overall, >= 80 % of flakes that failed every attempt, and no flake called
 ``broken_on_main``. ``--quick``: a 24-commit, 14-PR history. ``--generator replay`` (or ``both``)
 is refused with a pointer: the verdict tests' replay lives under tests/, which bench may not
-import; tests/ci/verdict_replay_bench.py prints the same table for it.
+import; tests/ci/verdict_replay_bench.py prints the same table for it. ``--merge-group`` (gen4 only)
+stores its merge queue's runs as ``merge_group`` runs of their batch, judged as gpu.yml judges them,
+instead of the tail pull request's ``pull_request`` runs (the default, as measured in docs/history.md).
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"--generator {generator}: {REPLAY_ELSEWHERE}")
         if generator not in GENERATORS:
             raise UsageError(f"--generator {generator!r} is not one of {', '.join(GENERATORS)}, replay, both")
+        if "--merge-group" in argv and generator != "gen4":
+            raise UsageError(f"--merge-group: only gen4 has a merge queue, not {generator}")
         given = flag_value(argv, "--seeds")
         seeds = parse_seeds(given) if given is not None else DEFAULT_SEEDS
     except UsageError as exc:
@@ -143,5 +147,7 @@ def main(argv: list[str]) -> int:
     scale = chosen.quick if "--quick" in argv else chosen.scale
     if "--stock-junit" in argv:  # as pytest + pytest-rerunfailures write it, without the registry plugin
         scale = replace(scale, attempt_text=False)
+    if "--merge-group" in argv:
+        scale = replace(scale, merge_group=True)
     print(report(generator, [score_history(chosen.generate(seed, scale), generator) for seed in seeds]), flush=True)
     return 0

@@ -9,7 +9,8 @@
 # request's code wrote it) is never ingested: a warning names it and the JUnit is ingested alone.
 #
 # The run's identity comes from the environment: REPO, SHA, EVENT, RUN_URL and STORE (a
-# PostgreSQL URL or an SQLite path) are required; PR, AUTHOR, BASE_SHA are passed when set, and
+# PostgreSQL URL or an SQLite path) are required; PR, AUTHOR, BASE_SHA, BATCH and HEAD_REF (a
+# merge_group run's pull requests and the queue's ref naming its last) are passed when set, and
 # UNSCORED=1 marks JUnit written by code nobody has reviewed yet (a pull request's): it serves that
 # run's verdicts and never a flakiness score, a quarantine or a runner's record. The run id and
 # attempt are ingest's defaults, GitHub's $GITHUB_RUN_ID and $GITHUB_RUN_ATTEMPT. REPORTS is the
@@ -23,6 +24,8 @@ extra=()
 if [ -n "${PR:-}" ]; then extra+=(--pr "$PR"); fi
 if [ -n "${AUTHOR:-}" ]; then extra+=(--author "$AUTHOR"); fi
 if [ -n "${BASE_SHA:-}" ]; then extra+=(--base-sha "$BASE_SHA"); fi
+if [ -n "${BATCH:-}" ]; then extra+=(--batch "$BATCH"); fi
+if [ -n "${HEAD_REF:-}" ]; then extra+=(--head-ref "$HEAD_REF"); fi
 if [ "${UNSCORED:-}" = 1 ]; then extra+=(--unscored); fi
 failed=0
 for dir in "${REPORTS:-reports}"/junit-*/; do

@@ -21,6 +21,7 @@ from ci.commands import history_verdicts
 from ci.history.depmaps import ingest_depmap, prepare_depmap
 from ci.history.ingest import ingest, prepare_all
 from ci.history.location import DEFAULT_SQLITE, ENV_VAR, describe, resolve_location
+from ci.history.merge_queue import parse_batch, tail_pr
 from ci.history.model import EVENTS, RunIdentity
 from ci.history.store import BadStoreSetting, Store, StoreMissing, failure_text, open_store
 from ci.limits import MAX_INT4, parse_whole, whole_number
@@ -89,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--run-url", default="", help="a link to the run, shown by `ci flaky`")
     ing.add_argument("--author", default="", help="who pushed the commit or opened the pull request")
     ing.add_argument("--base-sha", default="", help="a pull request's merge base with the default branch")
+    ing.add_argument("--batch", default="",
+                     help="a merge_group run's pull requests, e.g. 12,15 (merge_group.head_ref names the last)")
+    ing.add_argument("--head-ref", default="",
+                     help="a merge_group run's ref, refs/heads/gh-readonly-queue/<base>/pr-<N>-<sha>: adds PR N "
+                          "to --batch")
     ing.add_argument("--unscored", action="store_true",
                      help="JUnit written by code not yet reviewed (a pull request's): keep it for the run's "
                           "verdicts, never for flakiness, quarantine or runner health")
@@ -104,6 +110,14 @@ def github_attempt() -> int:
     it is set to anything but a whole number in range."""
     value = os.environ.get(ATTEMPT_ENV, "")
     return parse_whole(value, f"${ATTEMPT_ENV}", 1, MAX_INT4) if value else 1
+
+
+def queue_batch(batch: str, head_ref: str) -> tuple[int, ...]:
+    """``--batch``'s pull requests, then ``--head-ref``'s tail pull request if not among them;
+    ValueError naming the bad value."""
+    numbers = parse_batch(batch)
+    tail = (tail_pr(head_ref),) if head_ref else ()
+    return numbers + tuple(n for n in tail if n not in numbers)
 
 
 def find_registry(registry: str | None) -> tuple[Registry | None, Path | None]:
@@ -128,7 +142,7 @@ def main(argv: list[str]) -> int:
         attempt = args.attempt if args.attempt is not None else github_attempt()
         identity = RunIdentity(args.repo, args.sha, args.event, args.tier, args.pr, args.runner, args.shard,
                                args.run_id, attempt, args.run_url, args.author, args.base_sha,
-                               not args.unscored)
+                               not args.unscored, queue_batch(args.batch, args.head_ref))
         registry, root = find_registry(args.registry)
         maps = [prepare_depmap(p, identity) for p in args.reports if p.endswith(".json")]
         junit = [p for p in args.reports if not p.endswith(".json")]

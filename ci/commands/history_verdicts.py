@@ -2,10 +2,12 @@
 whose it is: ``broken_on_main``, ``flaky``, ``infra`` or ``new`` (`ci.history.verdict`).
 
 The run is read back from the history (`ci.history.run_results.load_run`): a pull request's newest
-commit, or one commit. The default branch's commit order comes from git (``--git-ref REF``, the
-default branch in this checkout, e.g. ``origin/main``) when given and known, else from the order
-its commits were ingested. ``--base SHA`` is the pull request's merge base (else the one ingested
-with its reports, if any).
+commit, or one commit. A merge queue's run (``merge_group``) is judged against main before its
+batch, and a failure main's base does not have is the batch's (`ci.history.merge_queue`). The
+default branch's commit order comes from git (``--git-ref REF``, the default branch in this
+checkout, e.g. ``origin/main``) when given and known, else from the order its commits were
+ingested. ``--base SHA`` is the pull request's merge base (else the one ingested with its reports,
+if any).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 from ci.history.mainline import first_parent_order
-from ci.history.model import is_sha
+from ci.history.merge_queue import batch_text, batch_verdicts
+from ci.history.model import MERGE_GROUP, is_sha
 from ci.history.run_results import RunResults, load_run
 from ci.history.verdict import Verdict, judge, tally
 from ci.limits import whole_number
@@ -66,8 +69,9 @@ def run(args: argparse.Namespace, read_history: Callable[..., tuple[Any, int]]) 
             results = load_run(store, pr=args.pr, sha=args.sha, tier=args.tier, repo=args.repo)
         except LookupError as exc:
             return str(exc)
-        return results, judge(store, results.failures, merge_base=args.base or results.base_sha, git_order=order,
-                              as_of=results.report_id)
+        verdicts = judge(store, results.failures, merge_base=args.base or results.base_sha, git_order=order,
+                         as_of=results.report_id)
+        return results, batch_verdicts(verdicts, results.batch) if MERGE_GROUP in results.events else verdicts
 
     found, status = read_history(args.store, PROG, read)
     if status:
@@ -79,11 +83,14 @@ def run(args: argparse.Namespace, read_history: Callable[..., tuple[Any, int]]) 
     results, verdicts = found
     head = tally(verdicts, results.passed, results.failed, results.skipped).headline
     if args.format == "json":
-        print(json.dumps({"repo": results.repo, "sha": results.sha, "pr": results.pr, "tiers": list(results.tiers),
+        print(json.dumps({"repo": results.repo, "sha": results.sha, "pr": results.pr, "events": list(results.events),
+                          "batch": list(results.batch), "tiers": list(results.tiers),
                           "headline": head, "passed": results.passed, "failed": results.failed,
                           "skipped": results.skipped, "verdicts": [_json(v) for v in verdicts]}, indent=2))
         return EXIT_OK
     who = f"PR #{results.pr} at {results.sha[:7]}" if results.pr else f"{results.sha[:7]}"
+    if MERGE_GROUP in results.events:
+        who = f"merge queue batch ({batch_text(results.batch)}) at {results.sha[:7]} on {results.base_sha[:7]}"
     print(f"{who} ({', '.join(results.tiers)}): {head}")
     for v in verdicts:
         print(f"  {v.verdict:<14}  {v.node} [{v.tier}]")

@@ -83,7 +83,7 @@ def case_rows(case: CaseResult) -> list[CaseRow]:
 
 # Identity fields added after reports were first keyed: left out of the key at their default, so a
 # report ingested before they existed keeps its key (and is not stored twice).
-_LATER_FIELDS = {"author": "", "base_sha": "", "scored": True}
+_LATER_FIELDS = {"author": "", "base_sha": "", "scored": True, "batch": ()}
 
 
 def report_key(content_hash: str, identity: RunIdentity) -> str:
@@ -121,8 +121,8 @@ def prepare_all(paths: Sequence[str | Path], identity: RunIdentity, *, root: str
 
 
 _INSERT_REPORT = """INSERT INTO reports (report_key, content_hash, source, repo, sha, pr, event, tier, runner,
-    shard, run_id, attempt, run_url, cases, attempts, ingested_at, author, base_sha, scored)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    shard, run_id, attempt, run_url, cases, attempts, ingested_at, author, base_sha, scored, batch)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (report_key) DO NOTHING RETURNING id"""
 
 
@@ -134,7 +134,7 @@ def ingest(store: Store, report: PreparedReport) -> IngestResult:
             report.report_key, report.content_hash, Path(report.source).name, ident.repo, ident.sha,
             ident.pr, ident.event, ident.tier, ident.runner, ident.shard, ident.run_id, ident.attempt,
             ident.run_url, report.cases, len(report.rows), now(), ident.author, ident.base_sha.lower(),
-            int(ident.scored)))
+            int(ident.scored), " ".join(str(n) for n in ident.batch)))
         inserted = cur.fetchall()
         cur.close()
         if not inserted:

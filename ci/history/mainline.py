@@ -34,7 +34,8 @@ GIT_TIMEOUT_S = 60
 
 @dataclass(frozen=True)
 class MainRun:
-    """One attempt of a test on the default branch (a push or nightly report), in ingest order."""
+    """One attempt of a test on the default branch (a push or nightly report, or a merge queue
+    run's, which `fail_streaks` places only at a commit the order holds), in ingest order."""
 
     sha: str
     report_id: int

@@ -37,6 +37,9 @@ Migration 6 (culprit searches, docs/culprit.md#automatic-requests-ci-culprit-req
 one row per searched window (repo, tier, test, good, bad: unique, so a window is requested once),
 written when the search is requested (``requested_at``; '' for a search started by hand) and
 completed with its answer (``culprit`` '' until then).
+
+Migration 7 (merge queues, docs/history.md#merge-queues): ``reports.batch``, a merge_group run's
+pull request numbers, space-separated ('' for every other run, and for a batch not known).
 """
 
 from __future__ import annotations
@@ -154,6 +157,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             UNIQUE (repo, tier, test, good, bad)
         )""",
     ),
+    ("ALTER TABLE reports ADD COLUMN batch TEXT NOT NULL DEFAULT ''",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

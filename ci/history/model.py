@@ -13,8 +13,13 @@ from ci.limits import MAX_INT4
 
 # Events a report may come from. push and nightly run the default branch: their order is the
 # branch's history, so a pass -> fail -> pass between them is a flip (see `ci.history.flaky`).
-EVENTS = ("push", "pull_request", "nightly", "rerun")
+# merge_group is a merge queue's run of a batch (main before it plus its pull requests): not the
+# branch's history, since a batch that fails or is dequeued never lands (`ci.history.merge_queue`).
+MERGE_GROUP = "merge_group"
+EVENTS = ("push", "pull_request", "nightly", "rerun", MERGE_GROUP)
 DEFAULT_BRANCH_EVENTS = ("push", "nightly")
+# Runs whose attempts are main's evidence in a verdict, each only at a commit main's order holds.
+MAIN_EVIDENCE_EVENTS = (*DEFAULT_BRANCH_EVENTS, MERGE_GROUP)
 
 # What one attempt of a test was (`ci.history.classify.kind_of`).
 PASS, FAIL, BROKEN, SKIP = "pass", "fail", "broken", "skip"
@@ -32,9 +37,11 @@ def is_sha(text: str) -> bool:
 class RunIdentity:
     """Where a report came from. ``repo``, ``sha``, ``event`` and ``tier`` are required; ``attempt``
     is the CI run's attempt (GitHub's ``run_attempt``), 1 for the first. ``author`` is who pushed
-    or opened the pull request, ``base_sha`` a pull request's merge base; ``scored`` False keeps
-    the report out of flakiness scores, quarantine and runner health (JUnit written by code not
-    yet reviewed: a pull request's), for its own run's verdicts only."""
+    or opened the pull request, ``base_sha`` a pull request's merge base (a merge_group run's: main
+    before the batch, required); ``batch`` a merge_group run's pull requests, () when unknown, and
+    only a merge_group run's (it has no one ``pr``); ``scored`` False keeps the report out of
+    flakiness scores, quarantine and runner health (JUnit written by code not yet reviewed: a pull
+    request's), for its own run's verdicts only."""
 
     repo: str
     sha: str
@@ -49,6 +56,7 @@ class RunIdentity:
     author: str = ""
     base_sha: str = ""
     scored: bool = True
+    batch: tuple[int, ...] = ()
 
     def check(self) -> None:
         """Raise ValueError naming the first field that is missing or impossible."""
@@ -63,12 +71,28 @@ class RunIdentity:
             raise ValueError(f"--pr {self.pr} is not a pull request number (1 to {MAX_INT4})")
         if self.base_sha and not _SHA.match(self.base_sha):
             raise ValueError(f"--base-sha {self.base_sha!r} is not a hexadecimal commit id (7 to 64 digits)")
+        self._check_queue()
         if not 0 < self.attempt <= MAX_INT4:
             raise ValueError(f"--attempt {self.attempt} must be from 1 to {MAX_INT4}")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, str) and (len(value) > _TEXT_LIMIT or "\x00" in value):
                 raise ValueError(f"--{f.name.replace('_', '-')} is longer than {_TEXT_LIMIT} characters or holds NUL")
+
+    def _check_queue(self) -> None:
+        if self.event != MERGE_GROUP:
+            if self.batch:
+                raise ValueError(f"--batch is a merge_group run's pull requests, not a {self.event} run's")
+            return
+        if self.pr is not None:
+            raise ValueError("--pr: a merge_group run tests a batch, not one pull request; name its pull "
+                             "requests with --batch (or --head-ref, the queue's ref)")
+        if not self.base_sha:
+            raise ValueError("--base-sha is required for a merge_group run: main's commit before the batch "
+                             "(merge_group.base_sha)")
+        for number in self.batch:
+            if not 0 < number <= MAX_INT4:
+                raise ValueError(f"--batch {number} is not a pull request number (1 to {MAX_INT4})")
 
     @property
     def default_branch(self) -> bool:

@@ -43,9 +43,11 @@ class RunResults:
     skipped: int
     failures: tuple[Failure, ...]  # the failed tests, and the passed ones that failed first
     report_id: int = 0  # the newest report's id: the history a verdict on this run reads (`judge`'s as_of)
+    events: tuple[str, ...] = ()  # of its reports, sorted (a landed batch's commit: merge_group and push)
+    batch: tuple[int, ...] = ()  # a merge_group run's pull requests, as ingested
 
 
-_REPORTS = "SELECT id, repo, sha, pr, tier, runner, base_sha FROM reports WHERE {where} ORDER BY id"
+_REPORTS = "SELECT id, repo, sha, pr, tier, runner, base_sha, event, batch FROM reports WHERE {where} ORDER BY id"
 _CASES = """SELECT c.report_id, n.node, c.attempt, c.kind, c.fingerprint, c.error, c.infra
     FROM cases c JOIN nodes n ON n.id = c.node_id WHERE c.report_id IN ({marks}) ORDER BY c.report_id, c.attempt"""
 
@@ -119,7 +121,8 @@ def _fold(store: Store, reports: list[tuple]) -> RunResults:
         failures.append(Failure(node, tier, sha, repo, error, fp, infra, str(info[rid][5]), len(bad), PASS in kinds))
     return RunResults(repo, sha, int(pr) if pr is not None else None, base,
                       tuple(sorted({str(r[4]) for r in reports})), tuple(sorted({str(r[5]) for r in reports if r[5]})),
-                      passed, failed, skipped, tuple(failures), max(info))
+                      passed, failed, skipped, tuple(failures), max(info), tuple(sorted({str(r[7]) for r in reports})),
+                      next((tuple(int(n) for n in str(r[8]).split()) for r in reversed(reports) if r[8]), ()))
 
 
 def failures_in_report(cases: Sequence[CaseResult], tier: str, *, sha: str = "", repo: str = "",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ci.history.mainline import MainRun
-from ci.history.model import DEFAULT_BRANCH_EVENTS, PASS
+from ci.history.model import DEFAULT_BRANCH_EVENTS, MAIN_EVIDENCE_EVENTS, PASS
 from ci.history.store import Store
 
 _CHUNK = 500
@@ -34,7 +34,8 @@ def repo_condition(repo: str) -> tuple[str, list[str]]:
 
 
 def main_runs(store: Store, repo: str, tier: str, ids: dict[str, int], as_of: int | None) -> dict[str, list[MainRun]]:
-    """Each node's default-branch attempts on ``tier``, in ingest order."""
+    """Each node's default-branch attempts on ``tier``, in ingest order, and its merge queue runs'
+    (`ci.history.merge_queue`: they count only at a commit the branch's order holds)."""
     names = {i: n for n, i in ids.items()}
     out: dict[str, list[MainRun]] = {}
     values = sorted(names)
@@ -42,10 +43,10 @@ def main_runs(store: Store, repo: str, tier: str, ids: dict[str, int], as_of: in
     until, limit = cut(as_of)
     for start in range(0, len(values), _CHUNK):
         chunk = values[start:start + _CHUNK]
-        query = _MAIN.format(repo=where, events=", ".join("?" * len(DEFAULT_BRANCH_EVENTS)),
+        query = _MAIN.format(repo=where, events=", ".join("?" * len(MAIN_EVIDENCE_EVENTS)),
                              marks=", ".join("?" * len(chunk))).replace(" ORDER BY", until + " ORDER BY")
         for node_id, sha, rid, kind, fp, infra, message in store.fetchall(
-                query, [*params, tier, *DEFAULT_BRANCH_EVENTS, *chunk, *limit]):
+                query, [*params, tier, *MAIN_EVIDENCE_EVENTS, *chunk, *limit]):
             out.setdefault(names[int(node_id)], []).append(MainRun(str(sha), int(rid), str(kind), str(fp), str(infra),
                                                                    str(message or "")))
     return out

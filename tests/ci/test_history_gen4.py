@@ -10,6 +10,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from bench import _history_gen2, _history_gen3, _history_gen4, verdicts
 from bench._history_gen4_text import CaseOutcome, Failure, shard_xml
 from bench._history_gen4_world import LABELS, History, Run, TestSpec
+from bench._verdicts_score import score_history
 from ci.results.junit import FAILED, parse_junit
 
 SEEDS = (1, 2, 3, 4, 5)
@@ -171,3 +173,33 @@ def test_a_quick_bench_run_prints_the_gen4_table(capsys: pytest.CaptureFixture[s
     assert "verdicts on the gen4 history, seeds 1" in out
     for row in (*LABELS, verdicts.EVERY, "overall"):
         assert any(line.startswith(row + " ") for line in out.splitlines()), (row, out)
+
+
+def test_merge_group_stores_the_same_queue_runs_as_their_batchs() -> None:
+    """``Scale.merge_group``: the same history, each queue run stored as the merge_group run of its
+    batch (main before it as base, its pull requests, the tail last) instead of the tail pull
+    request's pull_request run; the default stays as measured."""
+    scale = replace(_history_gen4.QUICK, merge_group=True)
+    plain, queued = _history_gen4.generate(3, _history_gen4.QUICK), _history_gen4.generate(3, scale)
+    assert len(plain.runs) == len(queued.runs) and not any(r.event == "merge_group" for r in plain.runs)
+    pairs = [(a, b) for a, b in zip(plain.runs, queued.runs) if a.queue]
+    assert pairs and all(b.queue == a.queue and b.sha == a.sha and [r.xml for r in b.reports] == [r.xml for r in a.reports] for a, b in pairs)
+    for a, b in pairs:
+        assert (a.event, b.event, b.pr, b.base_sha) == ("pull_request", "merge_group", None, a.base_sha)
+        assert b.batch[-1] == a.pr and list(b.batch) == list(range(b.batch[0], a.pr + 1))
+    assert [(a.event, a.sha, a.pr) for a in plain.runs if not a.queue] == [
+        (b.event, b.sha, b.pr) for b in queued.runs if not b.queue]
+
+
+def test_merge_group_is_gen4s_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert verdicts.main(["--generator", "gen2", "--merge-group", "--quick", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--merge-group: only gen4 has a merge queue, not gen2" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_bench_judges_a_queue_run_as_its_batchs() -> None:
+    """With ``--merge-group`` the bench asks each queue run's verdicts as gpu.yml does: against main
+    before the batch, a failure of its own being the batch's."""
+    score = score_history(_history_gen4.generate(1, replace(_history_gen4.QUICK, merge_group=True)), "gen4")
+    batch = [j for j in score.at_time if j.detail.startswith("new in this batch (PR")]
+    assert batch and all(j.verdict == "new" for j in batch)

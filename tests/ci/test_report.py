@@ -23,6 +23,9 @@ from hypothesis import strategies as st
 from scipy.stats import beta
 
 from ci.__main__ import main as ci_main
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
+from ci.history.store import open_store
 from ci.registry import load_registry
 from ci.report.build import cell
 from ci.report.html import render, run_label
@@ -30,7 +33,8 @@ from ci.report.model import DurationRow, FileRow, FlakyRow, Report, Run
 from ci.report.query import FileResult
 from ci.report.write import write_report
 from ci.selection.plan import plan
-from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+from tests.ci.history_support import Case, pg_server, store_location  # noqa: F401 (fixtures)
+from tests.ci.history_support import write_report as write_junit
 from tests.ci.report_support import (EVIL_FILE, EVIL_NAME, EXPECTED, PR, PR_SHA, REPO, RUNS, build_history, built_report,
                                      known_store, write_repo)
 
@@ -216,6 +220,22 @@ def test_one_result_folds_as_many_do(counts: tuple[int, int, int, int, int], sec
     one = FileResult(1, "f", passed, failed, retried, broken, skipped, sum(counts), seconds)
     empty = FileResult(2, "f", 0, 0, 0, 0, 0, 0, 0.0)
     assert cell([(1, one)]) == cell([(1, one), (1, empty)])
+
+
+def test_a_merge_queue_run_is_no_column_of_main_and_no_pull_request(known: tuple[str, Path], tmp_path: Path) -> None:
+    """A merge_group run tests a batch main may never get: the matrix of main's runs leaves it out,
+    and no view shows it as a pull request (it has no number)."""
+    location, registry = known
+    before = _report(location, registry)
+    ident = RunIdentity(REPO, "ab" * 20, "merge_group", "cpu", run_id="950", run_url="https://ci.example/run/queue",
+                        base_sha=f"{RUNS - 1:07x}abc", batch=(7, 8))
+    (tmp_path / "queue").mkdir()
+    failing = write_junit(tmp_path / "queue", [Case("tests/test_c.py", "test_x", "failed", "AssertionError: q")])
+    with open_store(location) as store:
+        assert ingest(store, prepare(failing, ident)).added
+    after = _report(location, registry)
+    assert (after.runs, after.rows) == (before.runs, before.rows)
+    assert "queue" not in render(after)
 
 
 def test_runs_of_one_commit_are_told_apart_by_run_id() -> None:

@@ -55,15 +55,18 @@ def _artifacts(root: Path) -> None:
     (root / "reports" / "junit-gpu_h200-1-of-1").mkdir()  # a shard that died before its report
 
 
-def _ingest(work: Path, scratch: Path, url: str) -> object:
+def _ingest(work: Path, scratch: Path, url: str, **event: str) -> object:
     """Run the step; its ``python3`` is this virtual environment's (psycopg and all), as the
     step's install gives the runner."""
     venv_python3(scratch)
     step = step_named(NIGHTLY["jobs"]["history"], "Ingest every tier's JUnit")
     assert step["shell"] == "bash"
-    assert step["env"]["EVENT"] == "${{ github.event_name == 'push' && 'push' || 'nightly' }}"
+    assert step["env"]["EVENT"] == ("${{ (github.event_name == 'push' || github.event_name == 'merge_group') "
+                                    "&& github.event_name || 'nightly' }}")
+    assert step["env"]["BASE_SHA"] == "${{ github.event.merge_group.base_sha }}"
+    assert step["env"]["HEAD_REF"] == "${{ github.event.merge_group.head_ref }}"
     env = {"REPO": "acme/gpu", "SHA": "abcdef1234567", "RUN_URL": "https://github.com/acme/gpu/actions/runs/77",
-           "EVENT": "nightly", "AUTHOR": "",
+           "EVENT": "nightly", "AUTHOR": "", "BASE_SHA": "", "HEAD_REF": "", **event,
            "CI_HISTORY_URL": url, "SQLITE_STORE": NIGHTLY["jobs"]["history"]["env"]["SQLITE_STORE"],
            "GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "2"}
     return run_step(step["run"], env, work, scratch, shell=BASH)
@@ -97,6 +100,24 @@ def test_the_ingest_step_stores_every_artifact_with_its_tier_and_shard(store_loc
     # a re-run of the job adds nothing
     again = _ingest(work, tmp_path / "scratch", store_location if postgres else "")
     assert again.returncode == 0 and again.stdout.count("already stored") == 4
+
+
+def test_a_queued_batch_is_ingested_as_merge_group(store_location: str, work: Path, tmp_path: Path) -> None:
+    """gpu.yml runs on a merge queue's checks_requested only; its ingest stores the batch's run with
+    main before it and the pull request its ref names (the SQLite or the PostgreSQL store); the
+    HUD is not built from a queue run."""
+    assert NIGHTLY["on"]["merge_group"] == load_workflow(WORKFLOW_DIR / "pr.yml")["on"]["merge_group"] == {
+        "types": ["checks_requested"]}
+    assert "github.event_name != 'merge_group'" in NIGHTLY["jobs"]["hud"]["if"]
+    postgres = store_location.startswith("postgresql://")
+    ref = "refs/heads/gh-readonly-queue/main/pr-41-" + "ab" * 20
+    result = _ingest(work, tmp_path / "scratch", store_location if postgres else "", EVENT="merge_group",
+                     BASE_SHA="1234567", HEAD_REF=ref)
+    assert result.returncode == 0, result.stderr + result.stdout
+    location = store_location if postgres else str(work / "ci-history" / "history.sqlite")
+    with open_store(location, create=False) as store:
+        rows = store.fetchall("SELECT DISTINCT event, pr, base_sha, batch, scored FROM reports")
+    assert rows == [("merge_group", None, "1234567", "41", 1)]
 
 
 def test_a_bad_report_fails_the_step(work: Path, tmp_path: Path) -> None:

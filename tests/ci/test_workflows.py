@@ -50,7 +50,7 @@ def test_workflow_structure(path):
 
 def test_pr_workflow_runs_lint_and_the_cpu_tier_on_hosted_runners_only():
     wf = load_workflow(WORKFLOW_DIR / "pr.yml")
-    assert triggers(wf) == {"pull_request", "workflow_dispatch"} and "concurrency" in wf
+    assert triggers(wf) == {"pull_request", "merge_group", "workflow_dispatch"} and "concurrency" in wf
     assert list(wf["jobs"]) == ["cpu"] and wf["jobs"]["cpu"]["runs-on"] == "ubuntu-latest"
     scripts = "\n".join(s for _, s in run_scripts(wf))
     for expected in ("python3 ci/bootstrap.py", "-m ci lint --format github", "-m ci run --tier cpu"):
@@ -297,7 +297,10 @@ def test_plan_step_warns_and_falls_back_on_a_durations_file_it_rejects(bad, pr_r
 def _push_plan(repo: Path, tmp_path: Path, before: str) -> tuple[set[str], list[str]]:
     jobs = load_workflow(WORKFLOW_DIR / "gpu.yml")["jobs"]
     (step,) = [s for s in jobs["plan"]["steps"] if s.get("id") == "pushplan"]
-    assert step["if"] == "${{ github.event_name == 'push' }}" and _plan_step("gpu.yml")["if"] == "${{ github.event_name != 'push' }}"
+    # a queued batch (merge_group) is planned the same way, against main before the batch
+    assert step["if"] == "${{ github.event_name == 'push' || github.event_name == 'merge_group' }}"
+    assert _plan_step("gpu.yml")["if"] == "${{ github.event_name != 'push' && github.event_name != 'merge_group' }}"
+    assert step["env"]["BEFORE"] == "${{ github.event.before || github.event.merge_group.base_sha }}"
     output = tmp_path / "github_output"
     output.write_text("", encoding="utf-8")
     result = run_step(step["run"], {"DURATIONS": DURATIONS_FILE, "BEFORE": before, "GITHUB_OUTPUT": str(output)},
@@ -357,6 +360,9 @@ def test_shard_step_passes_the_plans_durations_to_ci_run(use_durations, tmp_path
     assert args.workers == "1"  # the job's GPUs serve one test at a time
     # a push: the files its plan put in this shard (selected from the push's changes), not 2/3 of the tier
     args = ci_run_args(step["run"], {**env, "EVENT": "push"}, tmp_path / "push")
+    assert (args.shard, args.paths) == (None, ["tests/quant/test_a.py", "tests/quant/test_b.py"])
+    # a queued batch likewise: the files the batch changed since main before it
+    args = ci_run_args(step["run"], {**env, "EVENT": "merge_group"}, tmp_path / "queue")
     assert (args.shard, args.paths) == (None, ["tests/quant/test_a.py", "tests/quant/test_b.py"])
     assert args.record_depmap == "reports/depmap-gpu_h100-2-of-3.json" and args.workers == "1"
 

@@ -71,6 +71,12 @@ def test_size_json_ping_and_other_events(server_url: str, app: WebhookApp) -> No
     assert post(server_url, None, raw=b"\xff\xfe").status_code == 400
     assert post(server_url, {"zen": "hi"}, event="ping").status_code == 200
     assert post(server_url, {"action": "opened"}, event="pull_request").json()["message"].startswith("ignored")
+    # a merge queue's batch (GitHub's merge_group schema): the bot answers comments, not queue runs
+    queued = {"action": "checks_requested", "merge_group": {
+        "head_sha": "ab" * 20, "head_ref": "refs/heads/gh-readonly-queue/main/pr-7-" + "ab" * 20,
+        "base_sha": "cd" * 20, "base_ref": "refs/heads/main", "head_commit": {"id": "ab" * 20}},
+        "repository": {"full_name": REPO}}
+    assert post(server_url, queued, event="merge_group").json()["message"] == "ignored event 'merge_group'"
     assert requests.get(server_url + "/healthz", timeout=5).status_code == 200
 
 
