@@ -1,5 +1,5 @@
-"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|gen3|gen4|gen5] [--merge-group]``: how often `ci history
-verdicts` names the true cause of a pull request's failing test (issue 47), on the second labelled
+"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|gen3|gen4|gen5] [--merge-group]``:
+how often `ci history verdicts` names the true cause of a pull request's failing test (issue 47), on the second labelled
 history (`bench._history_gen2`: written from GitHub's and pytest's documented behaviour and real GPU
 flakes, independent of the verdict rules; default seeds 1-5) or the third (`bench._history_gen3`:
 a vLLM-like suite, written independently of both) or the fourth (`bench._history_gen4`: a
