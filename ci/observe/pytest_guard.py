@@ -25,8 +25,9 @@ import os
 
 import pytest
 
-from ci import pytest_entry
-from ci.pytest_entry import ENTRY_POINT
+ENTRY_POINT = "ci-registry"  # ci.pytest_entry's name in pyproject.toml's pytest11 group
+ENTRY = "ci.pytest_entry"
+PLUGIN = "ci.pytest_plugin"
 
 NAME = __name__
 PLUGINS_ENV = "PYTEST_PLUGINS"
@@ -50,11 +51,11 @@ _restore()
 
 def _cause(config: pytest.Config) -> str:
     manager = config.pluginmanager
-    for name in (ENTRY_POINT, pytest_entry.PLUGIN):
+    for name in (ENTRY_POINT, PLUGIN):
         if manager.is_blocked(name):
             return (f"`-p no:{name}` turns it off: drop that option (command line, PYTEST_ADDOPTS or the "
                     f"ini file's addopts)")
-    if manager.get_plugin(pytest_entry.PLUGIN) is not None:
+    if manager.get_plugin(PLUGIN) is not None:
         return f"it found no registry.yaml at or above the rootdir {config.rootpath}: run pytest from the tree"
     return "it was not loaded: add `-p ci.pytest_plugin`"
 
@@ -63,7 +64,12 @@ def _cause(config: pytest.Config) -> str:
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
     manager = early_config.pluginmanager
     if manager.get_plugin(ENTRY_POINT) is None and not manager.is_blocked(ENTRY_POINT):
-        pytest_entry.pytest_load_initial_conftests(early_config, args)
+        # through pytest's plugin loader, as PYTEST_PLUGINS would: a plugin registered during this
+        # hook's call misses the call, so its implementation is called here
+        manager.import_plugin(ENTRY)
+        entry = manager.get_plugin(ENTRY)
+        if entry is not None:  # None when blocked: -p no:ci.pytest_entry
+            entry.pytest_load_initial_conftests(early_config, args)
 
 
 @pytest.hookimpl(trylast=True)
