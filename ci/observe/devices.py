@@ -9,7 +9,8 @@
 ``JITFunction.run``), and ``torch.distributed.init_process_group`` with an NCCL backend.
 ``torch.cuda.is_available`` and ``device_count`` called from the observed repository's own code
 (not torch's) and answering no are noted as a ``query`` event: `ci.observe.facts` counts it only
-for a file that then failed. torch and triton
+for a file that then failed; when the test file chose its tensors' device by that answer
+(`ci.observe.adaptive`) it is an ``adaptive`` event instead, which always counts. torch and triton
 are never imported here; a process that imports neither pays one dict lookup per import.
 
 A call that raises still counts, with its message: on a CPU machine "Torch not compiled with
@@ -30,6 +31,7 @@ import os
 import sys
 from typing import Any, Callable
 
+from ci.observe import adaptive
 from ci.observe.files import PARTS_ENV, ROOT_ENV, TEST_ENV
 from ci.observe.finder_guard import FinderGuard
 
@@ -38,15 +40,16 @@ MAX_EVIDENCE = 160  # characters of one evidence string
 _seen: set[tuple[str, str]] = set()
 
 
-def note(device: str, evidence: str, query: bool = False) -> None:
-    """Record that the running test file touched (or tried) ``device``, or asked for it and heard
-    no (``query``); see the module docstring."""
+def note(device: str, evidence: str, kind: str = "use") -> None:
+    """Record that the running test file touched (or tried) ``device`` (``kind`` ``use``), or asked
+    for it and heard no (``query``), or chose its device by that answer (``adaptive``); see the
+    module docstring."""
     parts, test = os.environ.get(PARTS_ENV), os.environ.get(TEST_ENV)
     if not parts or not test or (test, evidence) in _seen:
         return
     _seen.add((test, evidence))
     event = {"test": test, "device": device, "evidence": evidence[:MAX_EVIDENCE]}
-    line = json.dumps({**event, "query": True} if query else event) + "\n"
+    line = json.dumps(event if kind == "use" else {**event, kind: True}) + "\n"
     try:
         fd = os.open(os.path.join(parts, f"devices.{os.getpid()}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -115,15 +118,19 @@ def _own_caller() -> str | None:
 
 
 def _query(name: str, original: Callable) -> Callable:
-    """``original`` (a yes/no or count query) that notes a ``query`` event when it answers no to
-    the repository's own code."""
+    """``original`` (a yes/no or count query) that, when it answers no to the repository's own
+    code, notes an ``adaptive`` event if the test file chose its device by it
+    (`ci.observe.adaptive`), else a ``query`` event."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
         try:
             where = None if result else _own_caller()
             if where is not None:
-                note("cuda", f"torch.cuda.{name}() -> {result!r} at {where}", query=True)
+                chose = adaptive.choice(sys._getframe(1), os.environ.get(ROOT_ENV, ""),
+                                        os.environ.get(TEST_ENV, ""), f"torch.cuda.{name}() {result!r}")
+                note("cuda", chose or f"torch.cuda.{name}() -> {result!r} at {where}",
+                     kind="adaptive" if chose else "query")
         except Exception:
             pass
         return result
