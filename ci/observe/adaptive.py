@@ -52,7 +52,7 @@ def _choice(caller: FrameType, root: str, test: str, query: str) -> str | None:
         callee, frame = frame.f_code.co_name, frame.f_back
     if frame is None or not _from_module_or_test(frame, path) or not _places(path, frame.f_lineno):
         return None
-    return f"asks {callee}() at {test}:{frame.f_lineno} -> {query} here: its GPU path runs only on a GPU runner"
+    return f"asks {callee}() at {test}:{frame.f_lineno} -> {query} here: its GPU path needs a GPU runner"
 
 
 def _from_module_or_test(frame: FrameType | None, path: str) -> bool:

@@ -56,7 +56,7 @@ FILES = {
 }
 GPU = {"tests/test_autotuned.py", "tests/test_guard.py", "tests/test_collect.py", "tests/test_asks.py",
        "tests/test_asks_passes.py"}
-ADAPTIVE = "here: its GPU path runs only on a GPU runner"
+ADAPTIVE = "here: its GPU path needs a GPU runner"
 
 
 def test_device_guards_autotuned_launches_and_failed_availability_queries_are_devices(
