@@ -2,7 +2,8 @@
 
 `install` puts one meta path finder in front (`AfterImport`); it answers only for the modules in
 `_PATCHES` and, once such a module has run, wraps the one function that means a device is used:
-``torch.cuda._lazy_init`` (every CUDA use in Python or C++ goes through it), the Triton
+``torch.cuda._lazy_init`` (every CUDA use in Python or C++ goes through it; a failure under
+torch's inductor is its own probe, caught, and is not noted), the Triton
 ``JITFunction.run`` and ``InterpretedFunction.run`` (a kernel launch, compiled or under
 ``TRITON_INTERPRET=1``: on a GPU runner that launch compiles for the GPU, so it counts as
 ``triton``), ``Autotuner.run`` (an autotuned launch: it benchmarks on the device before any
@@ -64,8 +65,10 @@ def _failure(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _watched(device: str, what: Callable[[tuple, dict], str | None], original: Callable) -> Callable:
-    """``original`` that first notes ``device`` with ``what(args, kwargs)`` (None: not a device use)."""
+def _watched(device: str, what: Callable[[tuple, dict], str | None], original: Callable,
+             probe: Callable[[], bool] | None = None) -> Callable:
+    """``original`` that first notes ``device`` with ``what(args, kwargs)`` (None: not a device use);
+    a failure is not noted when ``probe()`` says the caller only probed the machine."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -75,7 +78,7 @@ def _watched(device: str, what: Callable[[tuple, dict], str | None], original: C
         try:
             result = original(*args, **kwargs)
         except BaseException as exc:
-            if evidence is not None:
+            if evidence is not None and not (probe is not None and _quiet(probe)):
                 note(device, f"{evidence} failed: {_failure(exc)}")
             raise
         if evidence is not None:
@@ -105,6 +108,24 @@ def _kernel(kind: str) -> Callable[[tuple, dict], str]:
 def _nccl(args: tuple, kwargs: dict) -> str | None:
     backend = kwargs.get("backend", args[0] if args else None)
     return "init_process_group(backend=nccl)" if backend is not None and "nccl" in str(backend).lower() else None
+
+
+def _quiet(probe: Callable[[], bool]) -> bool:
+    try:
+        return probe()
+    except Exception:
+        return False
+
+
+def _compiler_probe() -> bool:
+    """Whether torch's compiler is on the stack: inductor asks ``torch.cuda.current_device()`` for
+    a cache key and catches the failure on a CPU machine, which is no test wanting a GPU."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if "/torch/_inductor/" in frame.f_code.co_filename.replace("\\", "/"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _own_caller() -> str | None:
@@ -140,7 +161,7 @@ def _query(name: str, original: Callable) -> Callable:
 
 
 def _patch_cuda(module: Any) -> None:
-    module._lazy_init = _watched("cuda", lambda a, k: "torch.cuda.init", module._lazy_init)
+    module._lazy_init = _watched("cuda", lambda a, k: "torch.cuda.init", module._lazy_init, _compiler_probe)
     for name in ("is_available", "device_count"):
         setattr(module, name, _query(name, getattr(module, name)))
 

@@ -8,7 +8,8 @@ come from the project's own ``torch.cuda.is_available()`` helper and then fail, 
 ``device=infer_device()`` (device-adaptive, `ci.observe.adaptive`). Each must get ``devices`` and
 `init --observed` must keep it manual; the controls (a plain failure, a torch-only test that asks
 and drops the answer) must not. A second project pins the adaptive rule's edges: a conftest's
-autouse teardown that asks after every test, and a test that only compares the answer, never count.
+autouse teardown that asks after every test, and a test that only compares the answer, never count;
+nor does a CPU ``torch.compile``, whose inductor asks CUDA for a cache key and catches the failure.
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ ADAPTIVE_FILES = {
     "tests/test_compares.py": "import torch\n\nfrom pkg.dev import infer_device\n\n\ndef test_sum():\n"
                               "    if infer_device() == 'cpu':\n        assert torch.ones(2).sum().item() == 2\n",
     "tests/test_plain.py": "import torch\n\n\ndef test_sum():\n    assert torch.ones(2).sum().item() == 2\n",
+    # inductor's cache key asks torch.cuda.current_device() and catches its failure on a CPU torch
+    "tests/test_compiled.py": "import torch\n\n\ndef twice(x):\n    return x * 2 + 1\n\n\ndef test_compiled():\n"
+                              "    assert torch.compile(twice)(torch.ones(2)).sum().item() == 6\n",
 }
 
 
@@ -124,7 +128,8 @@ def test_a_test_that_chooses_its_device_by_asking_is_gpu_and_a_conftest_or_a_com
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tests = facts["tests"]
     assert {path: tests[path].get("outcome") for path in tests if path.startswith("tests/test_")} == dict.fromkeys(
-        ["tests/test_module_device.py", "tests/test_direct.py", "tests/test_compares.py", "tests/test_plain.py"],
+        ["tests/test_module_device.py", "tests/test_direct.py", "tests/test_compares.py", "tests/test_plain.py",
+         "tests/test_compiled.py"],
         "passed")
     evidence = {path: tests[path].get("device_evidence", []) for path in tests if tests[path].get("device_evidence")}
     assert evidence == {
