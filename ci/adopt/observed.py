@@ -4,7 +4,9 @@ A test file **needs a GPU** when its entry has ``devices`` (`ci.observe.devices`
 launched a Triton kernel (the interpreter's launches included: on a GPU runner they compile for
 the GPU), or started NCCL, or it tried to and failed for lack of a GPU, or pytest skipped it
 because CUDA or a GPU was missing, or a device guard failed it, or it failed after its own code
-heard no from ``torch.cuda.is_available()`` (`ci.observe.facts`). Its observed ``duration_s`` gives ``est_time`` by `ci durations
+heard no from ``torch.cuda.is_available()``, or its own module code or test function put that
+answer on a device (device-adaptive, `ci.observe.adaptive`: passed or not, a GPU runner runs its
+GPU path) (`ci.observe.facts`). Its observed ``duration_s`` gives ``est_time`` by `ci durations
 --write`'s rule (``ceil(seconds x 1.1)``, at least 1) and, for a GPU test, ``timeout`` by the
 registry's (``max(120, 4 x est_time)``, `ci.registry.derived_timeout`).
 

@@ -2,14 +2,16 @@
 
 `install` puts one meta path finder in front (`AfterImport`); it answers only for the modules in
 `_PATCHES` and, once such a module has run, wraps the one function that means a device is used:
-``torch.cuda._lazy_init`` (every CUDA use in Python or C++ goes through it), the Triton
+``torch.cuda._lazy_init`` (every CUDA use in Python or C++ goes through it; a failure under
+torch's inductor is its own probe, caught, and is not noted), the Triton
 ``JITFunction.run`` and ``InterpretedFunction.run`` (a kernel launch, compiled or under
 ``TRITON_INTERPRET=1``: on a GPU runner that launch compiles for the GPU, so it counts as
 ``triton``), ``Autotuner.run`` (an autotuned launch: it benchmarks on the device before any
 ``JITFunction.run``), and ``torch.distributed.init_process_group`` with an NCCL backend.
 ``torch.cuda.is_available`` and ``device_count`` called from the observed repository's own code
 (not torch's) and answering no are noted as a ``query`` event: `ci.observe.facts` counts it only
-for a file that then failed. torch and triton
+for a file that then failed; when the test file chose its tensors' device by that answer
+(`ci.observe.adaptive`) it is an ``adaptive`` event instead, which always counts. torch and triton
 are never imported here; a process that imports neither pays one dict lookup per import.
 
 A call that raises still counts, with its message: on a CPU machine "Torch not compiled with
@@ -30,6 +32,7 @@ import os
 import sys
 from typing import Any, Callable
 
+from ci.observe import adaptive
 from ci.observe.files import PARTS_ENV, ROOT_ENV, TEST_ENV
 from ci.observe.finder_guard import FinderGuard
 
@@ -38,15 +41,16 @@ MAX_EVIDENCE = 160  # characters of one evidence string
 _seen: set[tuple[str, str]] = set()
 
 
-def note(device: str, evidence: str, query: bool = False) -> None:
-    """Record that the running test file touched (or tried) ``device``, or asked for it and heard
-    no (``query``); see the module docstring."""
+def note(device: str, evidence: str, kind: str = "use") -> None:
+    """Record that the running test file touched (or tried) ``device`` (``kind`` ``use``), or asked
+    for it and heard no (``query``), or chose its device by that answer (``adaptive``); see the
+    module docstring."""
     parts, test = os.environ.get(PARTS_ENV), os.environ.get(TEST_ENV)
     if not parts or not test or (test, evidence) in _seen:
         return
     _seen.add((test, evidence))
     event = {"test": test, "device": device, "evidence": evidence[:MAX_EVIDENCE]}
-    line = json.dumps({**event, "query": True} if query else event) + "\n"
+    line = json.dumps(event if kind == "use" else {**event, kind: True}) + "\n"
     try:
         fd = os.open(os.path.join(parts, f"devices.{os.getpid()}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -61,8 +65,10 @@ def _failure(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _watched(device: str, what: Callable[[tuple, dict], str | None], original: Callable) -> Callable:
-    """``original`` that first notes ``device`` with ``what(args, kwargs)`` (None: not a device use)."""
+def _watched(device: str, what: Callable[[tuple, dict], str | None], original: Callable,
+             probe: Callable[[], bool] | None = None) -> Callable:
+    """``original`` that first notes ``device`` with ``what(args, kwargs)`` (None: not a device use);
+    a failure is not noted when ``probe()`` says the caller only probed the machine."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -72,7 +78,7 @@ def _watched(device: str, what: Callable[[tuple, dict], str | None], original: C
         try:
             result = original(*args, **kwargs)
         except BaseException as exc:
-            if evidence is not None:
+            if evidence is not None and not (probe is not None and _quiet(probe)):
                 note(device, f"{evidence} failed: {_failure(exc)}")
             raise
         if evidence is not None:
@@ -104,6 +110,24 @@ def _nccl(args: tuple, kwargs: dict) -> str | None:
     return "init_process_group(backend=nccl)" if backend is not None and "nccl" in str(backend).lower() else None
 
 
+def _quiet(probe: Callable[[], bool]) -> bool:
+    try:
+        return probe()
+    except Exception:
+        return False
+
+
+def _compiler_probe() -> bool:
+    """Whether torch's compiler is on the stack: inductor asks ``torch.cuda.current_device()`` for
+    a cache key and catches the failure on a CPU machine, which is no test wanting a GPU."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if "/torch/_inductor/" in frame.f_code.co_filename.replace("\\", "/"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _own_caller() -> str | None:
     """``path:line`` of the caller of the wrapped query when it is in the observed repository."""
     root = os.environ.get(ROOT_ENV, "").rstrip("/")
@@ -115,15 +139,19 @@ def _own_caller() -> str | None:
 
 
 def _query(name: str, original: Callable) -> Callable:
-    """``original`` (a yes/no or count query) that notes a ``query`` event when it answers no to
-    the repository's own code."""
+    """``original`` (a yes/no or count query) that, when it answers no to the repository's own
+    code, notes an ``adaptive`` event if the test file chose its device by it
+    (`ci.observe.adaptive`), else a ``query`` event."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
         try:
             where = None if result else _own_caller()
             if where is not None:
-                note("cuda", f"torch.cuda.{name}() -> {result!r} at {where}", query=True)
+                chose = adaptive.choice(sys._getframe(1), os.environ.get(ROOT_ENV, ""),
+                                        os.environ.get(TEST_ENV, ""), f"torch.cuda.{name}() {result!r}")
+                note("cuda", chose or f"torch.cuda.{name}() -> {result!r} at {where}",
+                     kind="adaptive" if chose else "query")
         except Exception:
             pass
         return result
@@ -133,7 +161,7 @@ def _query(name: str, original: Callable) -> Callable:
 
 
 def _patch_cuda(module: Any) -> None:
-    module._lazy_init = _watched("cuda", lambda a, k: "torch.cuda.init", module._lazy_init)
+    module._lazy_init = _watched("cuda", lambda a, k: "torch.cuda.init", module._lazy_init, _compiler_probe)
     for name in ("is_available", "device_count"):
         setattr(module, name, _query(name, getattr(module, name)))
 

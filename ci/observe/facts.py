@@ -16,7 +16,9 @@ machine that test wanted the GPU. So does a failure (a test's, or the file's col
 device guard raised (`guard_failure`: ``assert x.is_cuda``, Triton's "0 active drivers", a
 ``torch.cpu`` without a device module's function, a message naming CUDA or a GPU), with the
 evidence ``failed: <message> at <line>``; and a ``torch.cuda`` availability query that said no
-(a ``query`` event of `ci.observe.devices`) counts only in a file that then failed or errored.
+(a ``query`` event of `ci.observe.devices`) counts only in a file that then failed or errored,
+and one the test file chose its tensors' device by (an ``adaptive`` event, `ci.observe.adaptive`)
+in any file, passed included: on a GPU runner that file runs its GPU path.
 Both count only for a file without a hook's own event (a launch, ``torch.cuda.init``), which
 says the same more exactly.
 
@@ -119,10 +121,11 @@ class PytestFacts:
             entry["guards"].append(list(guard))
 
 
-def read_devices(parts: Path) -> dict[str, list[tuple[str, str, bool]]]:
-    """Each test file's (device, evidence, query) events from the ``devices.*.jsonl`` parts in
-    ``parts`` (query: an availability query that said no); a line of another shape is skipped."""
-    events: dict[str, list[tuple[str, str, bool]]] = {}
+def read_devices(parts: Path) -> dict[str, list[tuple[str, str, str]]]:
+    """Each test file's (device, evidence, kind) events from the ``devices.*.jsonl`` parts in
+    ``parts`` (kind ``use``, or ``query``: an availability query that said no, or ``adaptive``: the
+    test file chose its device by that answer); a line of another shape is skipped."""
+    events: dict[str, list[tuple[str, str, str]]] = {}
     for part in sorted(parts.glob("devices.*.jsonl")):
         for line in part.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
@@ -131,21 +134,23 @@ def read_devices(parts: Path) -> dict[str, list[tuple[str, str, bool]]]:
             except (ValueError, KeyError, TypeError):
                 continue
             if isinstance(test, str) and device in DEVICES and isinstance(evidence, str):
-                events.setdefault(test, []).append((device, evidence, event.get("query") is True))
+                kind = next((k for k in ("adaptive", "query") if event.get(k) is True), "use")
+                events.setdefault(test, []).append((device, evidence, kind))
     return events
 
 
-def _devices(events: list[tuple[str, str, bool]], reasons: Iterable[str], guards: Iterable[tuple[str, str]],
+def _devices(events: list[tuple[str, str, str]], reasons: Iterable[str], guards: Iterable[tuple[str, str]],
              outcome: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    hooked = [(d, e) for d, e, query in events if not query]
-    asked = [(d, e) for d, e, query in events if query and outcome in ("error", "failed")]
+    hooked = [(d, e) for d, e, kind in events if kind == "use"]
+    asked = [(d, e) for d, e, kind in events
+             if kind == "adaptive" or kind == "query" and outcome in ("error", "failed")]
     found = hooked or asked + list(guards)  # the hooks' own evidence is exact: the rest only without it
     found += [("cuda", f"skip: {r}") for r in reasons if GPU_SKIP.search(r)]
     evidence = list(dict.fromkeys(e for _, e in found))
     return tuple(sorted({d for d, _ in found})), tuple(evidence[:MAX_EVIDENCE])
 
 
-def combine(records: Iterable[Any], devices: dict[str, list[tuple[str, str, bool]]] | None = None) -> dict[str, Facts]:
+def combine(records: Iterable[Any], devices: dict[str, list[tuple[str, str, str]]] | None = None) -> dict[str, Facts]:
     """Every process's ``"facts"`` record merged per test file, with its ``devices`` events
     (`read_devices`; see the module docstring)."""
     duration: dict[str, float] = {}
