@@ -22,7 +22,7 @@ from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run
                                       git, load_state, window)
 from ci.commands.culprit_prior import check_map_files, choose_prior
 from ci.commands.history import add_store_arg
-from ci.culprit.model import DEFAULT_BUDGET, NoiseModel, Outcome
+from ci.culprit.model import DEFAULT_BUDGET, FALSE_PASS_PRIOR, NoiseModel, Outcome, false_pass_rate
 from ci.culprit.search import Search
 from ci.limits import whole_number
 from ci.results.summary import append_step_summary
@@ -319,9 +319,11 @@ def _done(state: State, sha: str) -> bool | None:
 def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
     """The noise model, and where its rates came from. The flake rate: the history's score for the
     file on the tier, else --flake-rate, else the default. The retry rate r: the history's retries
-    after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake)."""
+    after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake). The false-pass
+    rate p: the tier's known breakage windows (`ci.history.false_pass`) under p's Beta prior."""
     node = args.test if "::" in args.test else None
     try:
+        from ci.history.false_pass import false_passes
         from ci.history.flaky import flaky_scores
         from ci.history.retries import retry_rate
         from ci.history.store import open_store
@@ -330,8 +332,9 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
             scores = [s for s in flaky_scores(store, tier=args.tier) if s.file == file
                       and (s.node == args.test or node is None)]
             retry = retry_rate(store, tier=args.tier, file=file, node=node)
+            broken = false_passes(store, tier=args.tier)
     except Exception:  # no history, or one that cannot be read: the rates fall back, and say so
-        scores, retry = [], None
+        scores, retry, broken = [], None, None
     if scores:
         flake, said = max(s.score for s in scores), "flake rate {:.3f} from the test history"
     elif args.flake_rate is not None:
@@ -345,4 +348,10 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
     else:
         r = max(DEFAULT_RETRY, flake)
         said += f"; retry rate {r:.3f} (default max({DEFAULT_RETRY}, f): no retry after a flaky failure in the history)"
-    return NoiseModel(flake, retry_fail=max(r, flake)), said
+    p = false_pass_rate(broken.passes, broken.attempts) if broken else false_pass_rate(0, 0)
+    prior = "Beta({:g}, {:g})".format(*FALSE_PASS_PRIOR)
+    said += (f"; false-pass rate {p:.4f} from {broken.passes} of {broken.attempts} attempts passing in "
+             f"{broken.windows} known breakage window(s) of the tier ({prior} prior)" if broken and broken.windows
+             else f"; false-pass rate {p:.4f} (the mean of p's {prior} prior: no known breakage window of the "
+             "tier in the history)")
+    return NoiseModel(flake, p, max(r, flake)), said

@@ -85,6 +85,8 @@ def test_finds_the_breaking_commit(repo, tmp_path) -> None:
     assert f"culprit {shas[CULPRIT]} (commit {CULPRIT})" in done.stdout
     assert "flake rate 0.010 from --flake-rate; retry rate 0.500 (default max(0.5, f): no retry after a flaky " \
            "failure in the history)" in done.stdout
+    assert "false-pass rate 0.0010 (the mean of p's Beta(0.5, 499.5) prior: no known breakage window of the tier " \
+           "in the history)" in done.stdout
     runs = json.loads((tmp_path / "s.json").read_text())["runs"]
     assert len(runs) <= 2 + 5  # the two verifications, then about log2(9) probes
 
@@ -193,6 +195,26 @@ def test_retry_rate_is_learned_from_the_history(repo, tmp_path) -> None:
                    "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(store)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"retry rate {3.5 / 5:.3f} from 3 of 4 retries after a flaky failure failing" in done.stdout
+
+
+def test_false_pass_rate_is_learned_from_the_tiers_breakages(repo, tmp_path, store_location) -> None:
+    """p from the store's known breakage windows of the tier (`BREAKAGE_PLAN`, another file's: 2
+    of 13 attempts passed), the mean of Beta(0.5 + 2, 499.5 + 11); SQLite and PostgreSQL."""
+    from ci.history.ingest import ingest, prepare
+    from ci.history.model import RunIdentity
+    from ci.history.store import open_store
+    from tests.ci.history_support import BREAKAGE_PLAN, breakage_cases, write_report
+
+    root, shas = repo
+    with open_store(store_location) as opened:
+        for i, step in enumerate(BREAKAGE_PLAN):
+            report = write_report(tmp_path, breakage_cases("tests/test_other.py", step))
+            assert ingest(opened, prepare(report, RunIdentity("t/t", f"{i:07x}abc", "push", "cpu"))).added
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--no-verify",
+                   "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": store_location})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (f"false-pass rate {2.5 / 513:.4f} from 2 of 13 attempts passing in 2 known breakage window(s) of the "
+            "tier (Beta(0.5, 499.5) prior)") in done.stdout
 
 
 def _fix_commit(root: Path) -> str:
