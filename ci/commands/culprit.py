@@ -189,13 +189,26 @@ def summary_markdown(test: str, tier: str, answer: Answer) -> str:
     return "\n".join(lines) + "\n"
 
 
+def search_run_url(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> str:
+    """This search's own run, the one link both the bot's reply and the stored answer give: the
+    dispatch runner's ``--run-url``, else $GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID;
+    "" when neither says."""
+    env = os.environ if env is None else env
+    if getattr(args, "run_url", ""):
+        return str(args.run_url)
+    if env.get("GITHUB_SERVER_URL") and env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID"):
+        return f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
+    return ""
+
+
 def store_answer(args: argparse.Namespace, answer: Answer, env: Mapping[str, str] | None = None) -> str:
     """Write ``answer`` to the history when one is configured (--store, else $CI_HISTORY_STORE) and
     exists (`ci.history.culprits.record_answer`: one transaction, onto its request's row); what was
     done, in words ("" when no store is configured). The repository is the dispatch runner's
-    ``--repo``, else $GITHUB_REPOSITORY; the run's link comes from GitHub's environment. Store
-    failures raise."""
-    from ci.history.culprits import CulpritAnswer, record_answer
+    ``--repo``, else $GITHUB_REPOSITORY, else the one repository the store names for the window
+    (`ci.history.culprits.window_repos`; ValueError when none or several); the run's link is
+    `search_run_url`'s. Store failures raise."""
+    from ci.history.culprits import CulpritAnswer, record_answer, window_repos
     from ci.history.location import ENV_VAR, describe
     from ci.history.store import StoreMissing, open_store
 
@@ -203,17 +216,21 @@ def store_answer(args: argparse.Namespace, answer: Answer, env: Mapping[str, str
     location = args.store or env.get(ENV_VAR)
     if not location:
         return ""
-    run_url = ""
-    if env.get("GITHUB_SERVER_URL") and env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID"):
-        run_url = f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
-    repo = getattr(args, "repo", None) or env.get("GITHUB_REPOSITORY", "")  # the dispatch runner's --repo
-    stored = CulpritAnswer(repo, args.tier, args.test, answer.good, answer.bad, answer.sha, answer.probability,
-                           len(answer.runs), answer.stop, answer.found, args.budget, args.runners, answer.candidates,
-                           run_url, tuple(r.link for r in answer.runs if r.link))
     try:
         with open_store(location, create=False) as store:
             store.migrate()  # the culprits table (a store an older ci wrote has none yet)
-            record_answer(store, stored)
+            repo = getattr(args, "repo", None) or env.get("GITHUB_REPOSITORY", "")  # the dispatch runner's --repo
+            if not repo:
+                found = window_repos(store, answer.good, answer.bad)
+                if len(found) != 1:
+                    raise ValueError(f"no repository to store the answer under: $GITHUB_REPOSITORY is not set and "
+                                     f"the history names {', '.join(found) or 'none'} for {answer.good[:12]}.."
+                                     f"{answer.bad[:12]}: set GITHUB_REPOSITORY=OWNER/NAME")
+                repo = found[0]
+            record_answer(store, CulpritAnswer(
+                repo, args.tier, args.test, answer.good, answer.bad, answer.sha, answer.probability, len(answer.runs),
+                answer.stop, answer.found, args.budget, args.runners, answer.candidates, search_run_url(args, env),
+                tuple(r.link for r in answer.runs if r.link)))
     except StoreMissing:
         return f"note: no history at {describe(location)}: the answer is not stored"
     return f"answer stored in the history ({describe(location)})"

@@ -276,6 +276,38 @@ def test_the_answer_is_stored_onto_its_request_once(repo, tmp_path, store_locati
     assert rows == [(shas[0][:7], 6, runs, 1, "confident", True, True)]
 
 
+def test_a_local_answer_is_stored_under_the_windows_repository(repo, tmp_path, monkeypatch) -> None:
+    """Issue 51: without $GITHUB_REPOSITORY the answer goes under the repository whose reports in
+    the store name the window (of two in the store; never ""); a store that names none is one
+    line and exit 3, the answer printed."""
+    from ci.history.culprits import culprit_states
+    from ci.history.ingest import ingest, prepare
+    from ci.history.model import RunIdentity
+    from ci.history.store import open_store
+    from tests.ci.history_support import Case, write_report
+
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    root, shas = repo
+    empty, store = tmp_path / "empty.sqlite", tmp_path / "h.sqlite"
+    open_store(str(empty)).close()
+    with open_store(str(store)) as opened:
+        case = Case("tests/test_calc.py", "test_add", "failed", "AssertionError: 5", "E   5")
+        assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("acme/calc", shas[9], "push", "cpu"))).added
+        assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("acme/fork", "abc1234", "push", "cpu"))).added
+    args = ("--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01")
+    done = culprit(root, *args, "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(store)})
+    assert done.returncode == 0 and "answer stored in the history" in done.stdout, done.stdout + done.stderr
+    with open_store(str(store), create=False) as opened:
+        assert [s.culprit for s in culprit_states(opened, "acme/calc").values()] == [shas[CULPRIT]]
+        assert culprit_states(opened, "") == {}
+    done = culprit(root, *args, "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(empty)})
+    assert done.returncode == 3 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        f"no repository to store the answer under: $GITHUB_REPOSITORY is not set and the history names none for "
+        f"{shas[0][:12]}..{shas[9][:12]}: set GITHUB_REPOSITORY=OWNER/NAME")
+    assert "Traceback" not in done.stderr
+
+
 def test_an_unreachable_store_is_one_line_and_exit_3(repo, tmp_path) -> None:
     root, shas = repo
     (tmp_path / "store").write_text("not a database\n" * 300)
