@@ -22,7 +22,8 @@ from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run
                                       git, load_state, window)
 from ci.commands.culprit_prior import check_map_files, choose_prior
 from ci.commands.history import add_store_arg
-from ci.culprit.model import DEFAULT_BUDGET, FALSE_PASS_PRIOR, NoiseModel, Outcome, false_pass_rate
+from ci.culprit.model import (DEFAULT_BUDGET, FALSE_PASS_LEVEL, FALSE_PASS_PRIOR, NoiseModel, Outcome,
+                              false_pass_bound)
 from ci.culprit.search import Search
 from ci.limits import whole_number
 from ci.results.summary import append_step_summary
@@ -337,7 +338,7 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
     """The noise model, and where its rates came from. The flake rate: the history's score for the
     file on the tier, else --flake-rate, else the default. The retry rate r: the history's retries
     after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake). The false-pass
-    rate p: the tier's known breakage windows (`ci.history.false_pass`) under p's Beta prior."""
+    rate p: `false_pass_bound` of the tier's known breakage windows (`ci.history.false_pass`)."""
     node = args.test if "::" in args.test else None
     try:
         from ci.history.false_pass import false_passes
@@ -365,10 +366,11 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
     else:
         r = max(DEFAULT_RETRY, flake)
         said += f"; retry rate {r:.3f} (default max({DEFAULT_RETRY}, f): no retry after a flaky failure in the history)"
-    p = false_pass_rate(broken.passes, broken.attempts) if broken else false_pass_rate(0, 0)
+    passes, attempts = (broken.passes, broken.attempts) if broken else (0, 0)
+    p = false_pass_bound(passes, attempts)
     prior = "Beta({:g}, {:g})".format(*FALSE_PASS_PRIOR)
-    said += (f"; false-pass rate {p:.4f} from {broken.passes} of {broken.attempts} attempts passing in "
-             f"{broken.windows} known breakage window(s) of the tier ({prior} prior)" if broken and broken.windows
-             else f"; false-pass rate {p:.4f} (the mean of p's {prior} prior: no known breakage window of the "
-             "tier in the history)")
+    said += (f"; false-pass rate {p:.4f}, the {FALSE_PASS_LEVEL:.0%} quantile of p's posterior from {passes} of "
+             f"{attempts} attempts passing in {broken.windows} known breakage window(s) of the tier ({prior} prior)"
+             if broken and broken.windows else f"; false-pass rate {p:.4f}, the {FALSE_PASS_LEVEL:.0%} quantile of "
+             f"p's {prior} prior (no known breakage window of the tier in the history)")
     return NoiseModel(flake, p, max(r, flake)), said

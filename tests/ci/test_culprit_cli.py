@@ -85,8 +85,8 @@ def test_finds_the_breaking_commit(repo, tmp_path) -> None:
     assert f"culprit {shas[CULPRIT]} (commit {CULPRIT})" in done.stdout
     assert "flake rate 0.010 from --flake-rate; retry rate 0.500 (default max(0.5, f): no retry after a flaky " \
            "failure in the history)" in done.stdout
-    assert "false-pass rate 0.0010 (the mean of p's Beta(0.5, 499.5) prior: no known breakage window of the tier " \
-           "in the history)" in done.stdout
+    assert "false-pass rate 0.0027, the 90% quantile of p's Beta(0.5, 499.5) prior (no known breakage window of " \
+           "the tier in the history)" in done.stdout
     runs = json.loads((tmp_path / "s.json").read_text())["runs"]
     assert len(runs) <= 2 + 5  # the two verifications, then about log2(9) probes
 
@@ -199,7 +199,8 @@ def test_retry_rate_is_learned_from_the_history(repo, tmp_path) -> None:
 
 def test_false_pass_rate_is_learned_from_the_tiers_breakages(repo, tmp_path, store_location) -> None:
     """p from the store's known breakage windows of the tier (`BREAKAGE_PLAN`, another file's: 2
-    of 13 attempts passed), the mean of Beta(0.5 + 2, 499.5 + 11); SQLite and PostgreSQL."""
+    of 13 attempts passed), the 90 % quantile of Beta(0.5 + 2, 499.5 + 11); SQLite and PostgreSQL."""
+    from ci.history.beta import beta_ppf
     from ci.history.ingest import ingest, prepare
     from ci.history.model import RunIdentity
     from ci.history.store import open_store
@@ -213,8 +214,8 @@ def test_false_pass_rate_is_learned_from_the_tiers_breakages(repo, tmp_path, sto
     done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--no-verify",
                    "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": store_location})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (f"false-pass rate {2.5 / 513:.4f} from 2 of 13 attempts passing in 2 known breakage window(s) of the "
-            "tier (Beta(0.5, 499.5) prior)") in done.stdout
+    assert (f"false-pass rate {beta_ppf(0.9, 2.5, 510.5):.4f}, the 90% quantile of p's posterior from 2 of 13 "
+            "attempts passing in 2 known breakage window(s) of the tier (Beta(0.5, 499.5) prior)") in done.stdout
 
 
 def _fix_commit(root: Path) -> str:
