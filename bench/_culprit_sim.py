@@ -21,6 +21,9 @@ BAD_MACHINE_FAIL = 0.75
 BAD_MACHINE_SHARE = 0.6
 BROKEN_PASS = 0.005
 ATTEMPTS = 2  # one retry, as the CI runs them
+# Closed breakages in the tier's history that the bench's p is learned from (a broken test's
+# attempts: `history_false_passes`); a tier with a few hundred runs of its tests has had this many.
+BREAKAGE_WINDOWS = 40
 # The share of commits that change a file in a test's static import closure, measured on real
 # first-parent histories (`bench._culprit_touch`, 1,000 commits; docs/culprit.md has the commits
 # and tests): rich 44 %, pytest 34 %. The culprit touches it by construction (a breakage of the
@@ -89,6 +92,29 @@ def history_rates(rng: random.Random, flake: float, runs: int = 200) -> tuple[fl
             firsts += 1
             both += rng.random() < rate
     return (firsts + 0.5) / (runs + 1), (both + 0.5) / (firsts + 1)
+
+
+def history_false_passes(rng: random.Random, windows: int = BREAKAGE_WINDOWS) -> tuple[int, int]:
+    """What the tier's history says of broken code (`ci.history.false_pass` reads the same from a
+    store): ``windows`` closed breakages of 2-8 runs each, every attempt passing with `BROKEN_PASS`;
+    runs at a window's edges that passed look like the fix and are dropped, as is a window with
+    fewer than two failed runs. (attempts, passes) inside the windows."""
+    attempts = passes = 0
+    for _ in range(windows):
+        runs = []
+        for _ in range(rng.randint(2, 8)):
+            failed = 0
+            while failed < ATTEMPTS and rng.random() >= BROKEN_PASS:
+                failed += 1
+            runs.append(failed)
+        while runs and runs[0] < ATTEMPTS:
+            runs.pop(0)
+        while runs and runs[-1] < ATTEMPTS:
+            runs.pop()
+        if sum(r == ATTEMPTS for r in runs) >= 2:
+            attempts += sum(min(r + 1, ATTEMPTS) for r in runs)
+            passes += sum(r < ATTEMPTS for r in runs)
+    return attempts, passes
 
 
 def _machine_rate(rng: random.Random, flake: float) -> float:

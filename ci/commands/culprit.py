@@ -22,7 +22,8 @@ from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run
                                       git, load_state, window)
 from ci.commands.culprit_prior import check_map_files, choose_prior
 from ci.commands.history import add_store_arg
-from ci.culprit.model import DEFAULT_BUDGET, NoiseModel, Outcome
+from ci.culprit.model import (DEFAULT_BUDGET, FALSE_PASS_LEVEL, FALSE_PASS_PRIOR, NoiseModel, Outcome,
+                              false_pass_bound)
 from ci.culprit.search import Search
 from ci.limits import whole_number
 from ci.results.summary import append_step_summary
@@ -189,13 +190,26 @@ def summary_markdown(test: str, tier: str, answer: Answer) -> str:
     return "\n".join(lines) + "\n"
 
 
+def search_run_url(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> str:
+    """This search's own run, the one link both the bot's reply and the stored answer give: the
+    dispatch runner's ``--run-url``, else $GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID;
+    "" when neither says."""
+    env = os.environ if env is None else env
+    if getattr(args, "run_url", ""):
+        return str(args.run_url)
+    if env.get("GITHUB_SERVER_URL") and env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID"):
+        return f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
+    return ""
+
+
 def store_answer(args: argparse.Namespace, answer: Answer, env: Mapping[str, str] | None = None) -> str:
     """Write ``answer`` to the history when one is configured (--store, else $CI_HISTORY_STORE) and
     exists (`ci.history.culprits.record_answer`: one transaction, onto its request's row); what was
     done, in words ("" when no store is configured). The repository is the dispatch runner's
-    ``--repo``, else $GITHUB_REPOSITORY; the run's link comes from GitHub's environment. Store
-    failures raise."""
-    from ci.history.culprits import CulpritAnswer, record_answer
+    ``--repo``, else $GITHUB_REPOSITORY, else the one repository the store names for the window
+    (`ci.history.culprits.window_repos`; ValueError when none or several); the run's link is
+    `search_run_url`'s. Store failures raise."""
+    from ci.history.culprits import CulpritAnswer, record_answer, window_repos
     from ci.history.location import ENV_VAR, describe
     from ci.history.store import StoreMissing, open_store
 
@@ -203,17 +217,21 @@ def store_answer(args: argparse.Namespace, answer: Answer, env: Mapping[str, str
     location = args.store or env.get(ENV_VAR)
     if not location:
         return ""
-    run_url = ""
-    if env.get("GITHUB_SERVER_URL") and env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID"):
-        run_url = f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
-    repo = getattr(args, "repo", None) or env.get("GITHUB_REPOSITORY", "")  # the dispatch runner's --repo
-    stored = CulpritAnswer(repo, args.tier, args.test, answer.good, answer.bad, answer.sha, answer.probability,
-                           len(answer.runs), answer.stop, answer.found, args.budget, args.runners, answer.candidates,
-                           run_url, tuple(r.link for r in answer.runs if r.link))
     try:
         with open_store(location, create=False) as store:
             store.migrate()  # the culprits table (a store an older ci wrote has none yet)
-            record_answer(store, stored)
+            repo = getattr(args, "repo", None) or env.get("GITHUB_REPOSITORY", "")  # the dispatch runner's --repo
+            if not repo:
+                found = window_repos(store, answer.good, answer.bad)
+                if len(found) != 1:
+                    raise ValueError(f"no repository to store the answer under: $GITHUB_REPOSITORY is not set and "
+                                     f"the history names {', '.join(found) or 'none'} for {answer.good[:12]}.."
+                                     f"{answer.bad[:12]}: set GITHUB_REPOSITORY=OWNER/NAME")
+                repo = found[0]
+            record_answer(store, CulpritAnswer(
+                repo, args.tier, args.test, answer.good, answer.bad, answer.sha, answer.probability, len(answer.runs),
+                answer.stop, answer.found, args.budget, args.runners, answer.candidates, search_run_url(args, env),
+                tuple(r.link for r in answer.runs if r.link)))
     except StoreMissing:
         return f"note: no history at {describe(location)}: the answer is not stored"
     return f"answer stored in the history ({describe(location)})"
@@ -319,9 +337,11 @@ def _done(state: State, sha: str) -> bool | None:
 def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
     """The noise model, and where its rates came from. The flake rate: the history's score for the
     file on the tier, else --flake-rate, else the default. The retry rate r: the history's retries
-    after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake)."""
+    after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake). The false-pass
+    rate p: `false_pass_bound` of the tier's known breakage windows (`ci.history.false_pass`)."""
     node = args.test if "::" in args.test else None
     try:
+        from ci.history.false_pass import false_passes
         from ci.history.flaky import flaky_scores
         from ci.history.retries import retry_rate
         from ci.history.store import open_store
@@ -330,8 +350,9 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
             scores = [s for s in flaky_scores(store, tier=args.tier) if s.file == file
                       and (s.node == args.test or node is None)]
             retry = retry_rate(store, tier=args.tier, file=file, node=node)
+            broken = false_passes(store, tier=args.tier)
     except Exception:  # no history, or one that cannot be read: the rates fall back, and say so
-        scores, retry = [], None
+        scores, retry, broken = [], None, None
     if scores:
         flake, said = max(s.score for s in scores), "flake rate {:.3f} from the test history"
     elif args.flake_rate is not None:
@@ -345,4 +366,11 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
     else:
         r = max(DEFAULT_RETRY, flake)
         said += f"; retry rate {r:.3f} (default max({DEFAULT_RETRY}, f): no retry after a flaky failure in the history)"
-    return NoiseModel(flake, retry_fail=max(r, flake)), said
+    passes, attempts = (broken.passes, broken.attempts) if broken else (0, 0)
+    p = false_pass_bound(passes, attempts)
+    prior = "Beta({:g}, {:g})".format(*FALSE_PASS_PRIOR)
+    said += (f"; false-pass rate {p:.4f}, the {FALSE_PASS_LEVEL:.0%} quantile of p's posterior from {passes} of "
+             f"{attempts} attempts passing in {broken.windows} known breakage window(s) of the tier ({prior} prior)"
+             if broken and broken.windows else f"; false-pass rate {p:.4f}, the {FALSE_PASS_LEVEL:.0%} quantile of "
+             f"p's {prior} prior (no known breakage window of the tier in the history)")
+    return NoiseModel(flake, p, max(r, flake)), said

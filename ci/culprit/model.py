@@ -9,6 +9,33 @@ from dataclasses import dataclass
 # surprising result (a flake the history never saw) costs probability, never the answer.
 FLOOR = 1e-6
 DEFAULT_BUDGET = 30  # runs a search may spend unless told (`ci culprit --budget`, the bot's `/culprit`)
+# p's prior, Beta(a, b): a broken test's attempt passes about once in 1,000 (mean 0.001, the rate
+# the search assumed before it learned p), held with the weight of 500 attempts, so a history's
+# own breakage windows (`ci.history.false_pass`) outweigh it once they hold a few hundred attempts.
+FALSE_PASS_PRIOR = (0.5, 499.5)
+FALSE_PASS_LEVEL = 0.9  # the quantile of p's posterior a search assumes (`false_pass_bound`)
+
+
+def false_pass_rate(passes: int, attempts: int) -> float:
+    """p after ``passes`` of ``attempts`` attempts of broken code passed: the mean of the posterior
+    Beta(a + passes, b + attempts - passes) under `FALSE_PASS_PRIOR` (its mean with no data)."""
+    if not 0 <= passes <= attempts:
+        raise ValueError(f"{passes} passes of {attempts} attempts")
+    a, b = FALSE_PASS_PRIOR
+    return (a + passes) / (a + b + attempts)
+
+
+def false_pass_bound(passes: int, attempts: int) -> float:
+    """The p a search assumes: the `FALSE_PASS_LEVEL` quantile of the same posterior, not its mean.
+    A broken commit's pass is the costly surprise (the answer lands late) and a tier's breakages
+    hold a handful of passes, so a single pass is believed no more than p's plausible top allows;
+    a failure's weight, (1 - p)^k, hardly moves (docs/culprit.md has the bench's measure)."""
+    from ci.history.beta import beta_ppf  # pure math, a layer down
+
+    if not 0 <= passes <= attempts:
+        raise ValueError(f"{passes} passes of {attempts} attempts")
+    a, b = FALSE_PASS_PRIOR
+    return beta_ppf(FALSE_PASS_LEVEL, a + passes, b + attempts - passes)
 
 
 @dataclass(frozen=True)
@@ -19,7 +46,7 @@ class NoiseModel:
     attempt shares the first one's machine and load). A run fails only if all its attempts fail."""
 
     flake: float
-    false_pass: float = 0.001
+    false_pass: float = FALSE_PASS_PRIOR[0] / sum(FALSE_PASS_PRIOR)
     retry_fail: float | None = None
 
     def __post_init__(self) -> None:

@@ -11,8 +11,9 @@ Contract (table ``culprits``, migration 6; docs/culprit.md#automatic-requests-ci
 - `record_answer` writes a search's `CulpritAnswer` in one transaction onto its request's row (a
   request whose good / bad are prefixes of the answer's full commits is the same window), else a
   row of its own; writing the same answer again changes nothing.
-- `culprit_states` is the newest search of each (tier, test file) of a repository, for the HUD;
-  {} on a store older than migration 6 (the HUD never migrates a store).
+- `culprit_searches` is every search of each (tier, test file) of a repository, oldest first, for
+  the HUD (which shows the newest whose window is of the row's current streak); `culprit_states`
+  the newest of each. Both {} on a store older than migration 6 (the HUD never migrates a store).
 """
 
 from __future__ import annotations
@@ -129,20 +130,36 @@ def record_answer(store: Store, a: CulpritAnswer) -> None:
                           (a.repo, a.tier, a.test, a.good, a.bad, a.budget, a.runners, a.candidates, *answer)).close()
 
 
-def culprit_states(store: Store, repo: str) -> dict[tuple[str, str], CulpritState]:
-    """(tier, test file) -> its newest search in ``repo`` (a search of one test counts for its file)."""
+def window_repos(store: Store, good: str, bad: str) -> list[str]:
+    """The repositories whose reports (or recorded searches) name commit ``good`` or ``bad``; when
+    none do, every repository of the store's reports (a history of one repository names it). Sorted."""
+    rows = store.fetchall("SELECT repo FROM reports WHERE sha IN (?, ?) UNION "
+                          "SELECT repo FROM culprits WHERE good = ? AND bad = ?", (good, bad, good, bad))
+    found = {str(r[0]) for r in rows if r[0]} or {str(r[0]) for r in store.fetchall("SELECT DISTINCT repo FROM reports")
+                                                   if r[0]}
+    return sorted(found)
+
+
+def culprit_searches(store: Store, repo: str) -> dict[tuple[str, str], list[CulpritState]]:
+    """(tier, test file) -> its searches in ``repo``, oldest first (a search of one test counts for its file)."""
     if store.schema_version() < CULPRITS_VERSION:
         return {}
     rows = store.fetchall("SELECT tier, test, good, bad, requested_at, culprit, probability, runs, stop, found, run_url "
                           "FROM culprits WHERE repo = ? ORDER BY id", (repo,))
-    out: dict[tuple[str, str], CulpritState] = {}
+    out: dict[tuple[str, str], list[CulpritState]] = {}
     for tier, test, good, bad, requested, culprit, probability, runs, stop, found, url in rows:
         file = str(test).split("::", 1)[0]
-        out[(str(tier), file)] = CulpritState(str(tier), str(test), str(good), str(bad), str(requested), str(culprit),
-                                              None if probability is None else float(probability), int(runs),
-                                              str(stop), bool(found), str(url))
+        out.setdefault((str(tier), file), []).append(CulpritState(
+            str(tier), str(test), str(good), str(bad), str(requested), str(culprit),
+            None if probability is None else float(probability), int(runs), str(stop), bool(found), str(url)))
     return out
 
 
-__all__ = ["CulpritAnswer", "CulpritRequest", "CulpritState", "breakage_requests", "culprit_states",
+def culprit_states(store: Store, repo: str) -> dict[tuple[str, str], CulpritState]:
+    """(tier, test file) -> its newest search in ``repo``."""
+    return {key: searches[-1] for key, searches in culprit_searches(store, repo).items()}
+
+
+__all__ = ["CulpritAnswer", "CulpritRequest", "CulpritState", "breakage_requests", "culprit_searches", "culprit_states",
+           "window_repos",
            "record_answer", "record_requests"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
-from ci.history.culprits import culprit_states
+from ci.history.culprits import CulpritState, culprit_searches
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
 from ci.history.runners import runner_health
 from ci.history.store import Store
@@ -129,7 +129,7 @@ def build_report(store: Store, registry: Registry, plans: Sequence[Plan] = (), *
     shown = tuple(_run(i, commit, authors.get(commit.sha, "")) for i, commit in enumerate(commits))
     rows, durations = _rows(registry, grouped, lines, shown)
     rows = _judged(store, repo, rows, lines, shown)
-    rows = _with_culprits(store, repo, rows)
+    rows = _with_culprits(store, repo, rows, shown)
     return Report(
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo=repo,
         runs=shown, rows=tuple(ordered(rows)),
@@ -175,15 +175,28 @@ def _judged(store: Store, repo: str, rows: list[FileRow], lines: dict[tuple[str,
     return out
 
 
-def _with_culprits(store: Store, repo: str, rows: list[FileRow]) -> list[FileRow]:
-    """``rows`` with each failing row's culprit search (`ci.history.culprits.culprit_states`)."""
-    states = culprit_states(store, repo) if any(r.state == FAILING_ROW for r in rows) else {}
+def _with_culprits(store: Store, repo: str, rows: list[FileRow], runs: Sequence[Run]) -> list[FileRow]:
+    """``rows`` with each failing row's culprit search (`ci.history.culprits.culprit_searches`): the
+    newest whose window is of the row's current streak (`_of_streak`), so the answer to a breakage
+    since fixed never shows on a new one."""
+    searches = culprit_searches(store, repo) if any(r.state == FAILING_ROW for r in rows) else {}
     out = []
     for row in rows:
-        s = states.get((row.tier, row.file)) if row.state == FAILING_ROW else None
+        mine = searches.get((row.tier, row.file), []) if row.state == FAILING_ROW else []
+        s = next((s for s in reversed(mine) if _of_streak(s, row, runs)), None)
         out.append(row if s is None else replace(row, culprit=Culprit(s.culprit, s.probability, s.found,
                                                                        safe_url(s.run_url), s.good, s.bad)))
     return out
+
+
+def _of_streak(search: CulpritState, row: FileRow, runs: Sequence[Run]) -> bool:
+    """Whether ``search``'s window is of ``row``'s current fail streak: its bad commit (the
+    streak's first failure, or a later one) is a column at or after the streak's first. A bad
+    commit the page does not show is older than the page: of the streak only when the streak
+    reaches the page's first column (the page cannot tell more)."""
+    bad = search.bad.lower()
+    column = next((run.index for run in runs if run.sha.startswith(bad) or bad.startswith(run.sha)), None) if bad else None
+    return row.since == 0 if column is None else column >= row.since
 
 
 def failure_of(status: str, column: int, pairs: Sequence[tuple[int, FailureLine]]) -> Failure | None:

@@ -69,7 +69,7 @@ class Failure:
 @dataclass(frozen=True)
 class Culprit:
     """The culprit search of a row failing now (`ci.history.culprits`, the newest of its tier and
-    file): ``sha`` is "" while it is searching; ``found`` when it reached its confidence; ``url``
+    file whose window is of the row's current streak): ``sha`` is "" while it is searching; ``found`` when it reached its confidence; ``url``
     the search's run (http(s) only, else "")."""
 
     sha: str

@@ -15,7 +15,8 @@ from ci.history.culprits import CulpritAnswer, CulpritRequest, breakage_requests
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, Verdict
 from ci.registry import CulpritPolicy
-from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
+from tests.ci.history_support import (BREAKAGE_PLAN, Case, breakage_cases, pg_server, store_location,  # noqa: F401
+                                      write_report)
 
 FILE = "tests/srt/test_x.py"
 OTHER = "tests/srt/test_y.py"
@@ -217,3 +218,20 @@ def test_a_store_before_migration_6_has_no_searches_and_stays_as_it_is(tmp_path:
     with open_store(location, create=False) as store:
         assert culprit_states(store, "acme/llm") == {}
         assert store.schema_version() == 5
+
+
+def test_false_passes_are_counted_inside_known_breakage_windows_only(store_location: str, tmp_path: Path) -> None:
+    """p's data, the store filled through its own ingest: `BREAKAGE_PLAN`'s two closed windows
+    (13 attempts, 2 passes inside); the window's edge, a flip, an open streak, another tier's
+    windows and a pull request's runs do not count."""
+    from ci.history.false_pass import FalsePasses, false_passes
+
+    for i, step in enumerate(BREAKAGE_PLAN):
+        ingest(store_location, tmp_path, i, breakage_cases(FILE, step) + breakage_cases(OTHER, "p"))
+        ingest(store_location, tmp_path, 100 + i, breakage_cases(OTHER, step), "gpu_h200")
+    assert ci_main(["history", "ingest", str(write_report(tmp_path, breakage_cases(FILE, "fpX"))), "--repo", "acme/llm",
+                    "--sha", sha(2), "--event", "pull_request", "--tier", "gpu_h100", "--store", store_location]) == 0
+    with open_store(store_location, create=False) as store:
+        assert false_passes(store, tier="gpu_h100") == FalsePasses(2, 13, 2)
+        assert false_passes(store, tier="gpu_h200") == FalsePasses(2, 13, 2)
+        assert false_passes(store, tier="cpu") == FalsePasses(0, 0, 0)

@@ -166,8 +166,9 @@ def _culprit_history(location: str, directory: Path) -> None:
 
     build_history(location, directory)
     with open_store(location) as s:
-        record_requests(s, [CulpritRequest(REPO, "gpu_h100", f, SHAS[0], SHAS[7], 12, 2, 7)
-                            for f in (HOSTILE_FILE, LONG_B, "tests/test_ok.py")])
+        record_requests(s, [CulpritRequest(REPO, "gpu_h100", LONG_B, SHAS[0], SHAS[7], 12, 2, 7)]
+                        + [CulpritRequest(REPO, "gpu_h100", f, SHAS[7], SHAS[8], 12, 2, 1)
+                           for f in (HOSTILE_FILE, "tests/test_ok.py")])
         record_answer(s, CulpritAnswer(REPO, "gpu_h100", LONG_B, SHAS[0], SHAS[7], SHAS[5], 0.995, 6, "confident", True,
                                        run_url=SEARCH_URL))
         record_answer(s, CulpritAnswer(REPO, "gpu_h100", LONG_A, SHAS[1], SHAS[8], SHAS[3], 0.5, 12, "budget", False,
@@ -181,7 +182,29 @@ def test_the_culprit_search_is_on_its_failing_row(store_location: str, tmp_path:
     rows = {r.file: r.culprit for r in report.rows}
     assert rows == {LONG_B: Culprit(SHAS[5], 0.995, True, SEARCH_URL, SHAS[0], SHAS[7]),
                     LONG_A: Culprit(SHAS[3], 0.5, False, "", SHAS[1], SHAS[8]),
-                    HOSTILE_FILE: Culprit("", None, False, "", SHAS[0], SHAS[7]), "tests/test_ok.py": None}
+                    HOSTILE_FILE: Culprit("", None, False, "", SHAS[7], SHAS[8]), "tests/test_ok.py": None}
+
+
+def _old_breakage_history(location: str, directory: Path) -> None:
+    """Searches of breakages since closed: HOSTILE_FILE's (bad c3; it fails from c8 on) is its only
+    one; LONG_B's (bad c1) was answered after its current streak's request (bad c7, searching)."""
+    from ci.history.culprits import CulpritAnswer, CulpritRequest, record_answer, record_requests
+
+    build_history(location, directory)
+    with open_store(location) as s:
+        record_requests(s, [CulpritRequest(REPO, "gpu_h100", LONG_B, SHAS[6], SHAS[7], 12, 2, 1)])
+        for file, good, bad in ((HOSTILE_FILE, SHAS[2], SHAS[3]), (LONG_B, SHAS[0], SHAS[1])):
+            record_answer(s, CulpritAnswer(REPO, "gpu_h100", file, good, bad, bad, 0.995, 3, "confident", True,
+                                           run_url=SEARCH_URL))
+
+
+def test_a_closed_breakages_search_is_not_shown_on_a_new_one(store_location: str, tmp_path: Path) -> None:
+    from ci.report.model import Culprit
+
+    report = built_report(*known_store(store_location, tmp_path, write_repo, _old_breakage_history), shards=None)
+    rows = {r.file: r.culprit for r in report.rows}
+    assert rows[HOSTILE_FILE] is None
+    assert rows[LONG_B] == Culprit("", None, False, "", SHAS[6], SHAS[7])
 
 
 @pytest.fixture(scope="module")

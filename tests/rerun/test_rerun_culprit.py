@@ -287,3 +287,28 @@ def test_the_dispatch_runners_answer_is_stored_with_each_runs_link(repo, fake, a
     links = json.loads(links)
     assert runs == len(links) == len(_names(fake)) and all(
         re.fullmatch(r"https://github\.com/acme/llm-serving/actions/runs/\d+", link) for link in links)
+
+
+def test_the_reply_and_the_stored_answer_give_one_search_run(repo, fake, api_url, runners, tmp_path) -> None:
+    """Issue 51: --run-url and GitHub's environment name different runs here; the reply and the
+    history both give --run-url's (`ci.commands.culprit.search_run_url`), not one each."""
+    from ci.history.culprits import culprit_states
+    from ci.history.store import open_store
+
+    from rerun_support import PR
+
+    root, shas = repo
+    store = tmp_path / "h.sqlite"
+    open_store(str(store)).close()
+    reply_id = _reply(fake, 904)
+    env = {**_env(tmp_path), "CI_HISTORY_STORE": str(store), "GITHUB_SERVER_URL": "https://github.com",
+           "GITHUB_REPOSITORY": "acme/llm-serving", "GITHUB_RUN_ID": "4242"}
+    done = subprocess.run(_argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
+                                "--good", shas[0], "--bad", shas[9], "--pr", str(PR), "--comment-id", "904",
+                                "--run-url", SEARCH_RUN),
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"search [run]({SEARCH_RUN})" in _answer(fake, reply_id)
+    with open_store(str(store), create=False) as s:
+        [state] = culprit_states(s, "acme/llm-serving").values()
+    assert state.run_url == SEARCH_RUN

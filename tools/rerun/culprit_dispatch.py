@@ -273,7 +273,7 @@ def write_reply(args: argparse.Namespace, answer: culprit.Answer | None, problem
     except ValueError as exc:
         return str(exc)
     repo = args.repo or os.environ.get("GITHUB_REPOSITORY") or ""
-    run_url = args.run_url or None
+    run_url = culprit.search_run_url(args) or None  # the link the stored answer gives too
 
     def render(previous: str) -> str:
         if answer is None:
