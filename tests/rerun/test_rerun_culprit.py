@@ -43,11 +43,13 @@ def side(repo) -> str:
 class Runners:
     """Completes the fake's queued runs ``delay`` seconds after their dispatch: failure when the
     dispatched commit (in the run-name) is the culprit or later. ``most_at_once``: the most runs
-    seen queued together."""
+    seen queued together. ``hold_after``: when set, runs past the first that many stay queued (a
+    kill then finds them unfinished however slow the machine is)."""
 
     def __init__(self, fake: FakeGitHub, shas: list[str], delay: float):
         self.fake, self.bad, self.delay = fake, set(shas[CULPRIT:]), delay
         self.cancel_once: set[str] = set()  # the first run of each of these commits is cancelled
+        self.hold_after: int | None = None
         self.most_at_once, self._stop = 0, threading.Event()
         self._seen: dict[int, float] = {}
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -58,6 +60,8 @@ class Runners:
                 queued = [r for r in self.fake.runs if r.status == "queued"]
                 self.most_at_once = max(self.most_at_once, len(queued))
                 for run in queued:
+                    if self.hold_after is not None and self.fake.runs.index(run) >= self.hold_after:
+                        continue
                     first = self._seen.setdefault(run.id, time.monotonic())
                     if time.monotonic() - first >= self.delay:
                         sha = TITLE_SHA.search(run.display_title).group(1)
@@ -126,11 +130,12 @@ def test_killed_between_dispatch_and_result_dispatches_nothing_twice(repo, fake,
     root, shas = repo
     argv = _argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
                  "--good", shas[0], "--bad", shas[9], "--runners", "2")
+    runners.hold_after = 2  # good's and bad's runs complete; the probes wait until the kill
     child = subprocess.Popen(argv, cwd=root, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while len(_names(fake)) < 3 and time.monotonic() < deadline:  # good and bad, then the first probe(s)
         time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)  # the run just dispatched completes 0.3 s later: no result read yet
+    child.send_signal(signal.SIGKILL)  # the runs just dispatched are held: no result read yet
     child.wait()
     at_kill = _names(fake)
     assert len(at_kill) >= 3
@@ -138,6 +143,7 @@ def test_killed_between_dispatch_and_result_dispatches_nothing_twice(repo, fake,
         assert any(r.status == "queued" for r in fake.runs)  # killed with a run dispatched and unfinished
     journal = json.loads((tmp_path / "s.dispatches.json").read_text())
     assert {d["name"] for d in journal["dispatches"]} >= set(at_kill)  # journalled before it was sent
+    runners.hold_after = None
     done = subprocess.run(argv, cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
     assert "no pull request associated with it" in done.stdout
