@@ -141,9 +141,10 @@ def mutant_failing_tests(python: str, tree: Path, mutants: Sequence[Mutant], res
                 done[row["id"]] = frozenset(row["failing_tests"])
     start = time.monotonic()
     todo = [m for m in mutants if m.id in results and not results[m.id].broken and m.id not in done]
-    for mutant in sorted(todo, key=lambda m: sum(file_seconds.get(f, 0.0) for f in results[m.id].failing)):
+    ordered = sorted(todo, key=lambda m: sum(file_seconds.get(f, 0.0) for f in results[m.id].failing))
+    for i, mutant in enumerate(ordered):
         if budget is not None and time.monotonic() - start > budget:
-            say(f"bench mutation: --by-test-budget {budget:g} s spent: {len(todo) - len(done)} rerun(s) left")
+            say(f"bench mutation: --by-test-budget {budget:g} s spent: {len(ordered) - i} rerun(s) left")
             break
         failing = sorted(results[mutant.id].failing)
         if failing:

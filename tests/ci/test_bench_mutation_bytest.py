@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from bench._mutation_bytest import (
-    ByTestInputs, by_test_selection, by_test_table, junit_tests, read_contexts, score_by_test,
+    ByTestInputs, by_test_selection, by_test_table, junit_tests, mutant_failing_tests, read_contexts, score_by_test,
 )
 from bench._mutation_gen import Mutant, unified_diff
 from bench._mutation_quick import build_quick_tree
 from bench._mutation_run import run_suite
 from bench._mutation_store import MutantResult
-from bench._mutation_tree import make_copy
+from bench._mutation_tree import make_copy, pythonpath
 
 
 def _contexts_data(path: Path, source: Path, lines_by_context: dict[str, set[int]]) -> Path:
@@ -99,3 +99,25 @@ def test_junit_node_ids_are_pytests_own(tmp_path: Path) -> None:
     assert set(report.seconds) == {n for n in listed if "::" in n} | {"test_collect.py"}
     assert report.failing == {"test_ids.py::TestA::test_p[2]", "test_collect.py"}
     assert junit_tests(tmp_path / "absent.xml", tmp_path, files) is None
+
+
+def test_failing_ids_come_from_a_real_rerun_of_the_failing_files_restored_and_resumable(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    spec = build_quick_tree(tmp_path / "repo")
+    tree = make_copy(tmp_path / "repo", spec, tmp_path)
+    old = (tree / "src/shapes/area.py").read_text()
+    new = old.replace("return 3 * size * size", "return 4 * size * size")
+    mutant = Mutant("m1", "src/shapes/area.py", 8, "constant", unified_diff("src/shapes/area.py", old, new), new)
+    other = Mutant("m2", "src/shapes/area.py", 8, "constant", mutant.diff, new)
+    results = {m.id: MutantResult(m.id, m.path, m.line, m.operator, m.diff, ("tests/test_area.py",), 1.0, 1)
+               for m in (mutant, other)}
+    said: list[str] = []
+    env = pythonpath(tree, spec, Path(__file__).resolve().parents[2])
+    first = mutant_failing_tests(sys.executable, tree, [mutant], results, tmp_path, limit=120, env=env,
+                                 say=said.append, file_seconds={})
+    assert first == {"m1": {"tests/test_area.py::test_circle"}}, said
+    assert (tree / "src/shapes/area.py").read_text() == old
+    # resumed: m1 is read back, not rerun; a spent budget starts no rerun and says how many are left
+    again = mutant_failing_tests(sys.executable, tree, [mutant, other], results, tmp_path, limit=120, env=env,
+                                 say=said.append, file_seconds={}, budget=0)
+    assert again == first and said[-1].endswith("1 rerun(s) left")
