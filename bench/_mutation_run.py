@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ci.results.junit import ERROR, FAILED, JUnitError, parse_junit
+from ci.results.junit import ERROR, FAILED, CaseResult, JUnitError, JUnitReport, parse_junit
 
 _NO_VERDICT = {2: "pytest was interrupted (exit 2)", 3: "pytest hit an internal error (exit 3)",
                4: "pytest was misused (exit 4)", 5: "pytest collected no tests (exit 5)"}
@@ -46,18 +46,28 @@ class SuiteRun:
     tail: str = ""
 
 
-def failing_files(junit: Path, root: Path, known: Iterable[str]) -> tuple[frozenset[str], dict[str, float]] | None:
-    """Failing test files and per-file durations of one pytest JUnit report; None when the report
-    is missing or not readable JUnit."""
+def read_report(junit: Path, root: Path, known: Iterable[str]) -> JUnitReport | None:
+    """One pytest JUnit report, parsed; None when it is missing or not readable JUnit."""
     if not junit.is_file():
         return None
     try:
-        report = parse_junit(junit, root=root, known_files=known)
+        return parse_junit(junit, root=root, known_files=known)
     except JUnitError:
         return None
-    failing = {case.file for case in report.cases
-               if case.outcome in (FAILED, ERROR) or any(a.outcome in (FAILED, ERROR) for a in case.attempts)}
-    return frozenset(failing), {f: r.time for f, r in report.files.items()}
+
+
+def case_failed(case: CaseResult) -> bool:
+    """Any attempt of the case failed or errored (teardown and collection errors included)."""
+    return case.outcome in (FAILED, ERROR) or any(a.outcome in (FAILED, ERROR) for a in case.attempts)
+
+
+def failing_files(junit: Path, root: Path, known: Iterable[str]) -> tuple[frozenset[str], dict[str, float]] | None:
+    """Failing test files and per-file durations of one pytest JUnit report; None when the report
+    is missing or not readable JUnit."""
+    report = read_report(junit, root, known)
+    if report is None:
+        return None
+    return frozenset(case.file for case in report.cases if case_failed(case)), {f: r.time for f, r in report.files.items()}
 
 
 def clean_env(extra_env: Mapping[str, str]) -> dict[str, str]:
@@ -110,4 +120,4 @@ def drop_bytecode(path: Path) -> None:
             pyc.unlink(missing_ok=True)
 
 
-__all__ = ["SuiteRun", "clean_env", "drop_bytecode", "failing_files", "run_suite"]
+__all__ = ["SuiteRun", "case_failed", "clean_env", "drop_bytecode", "failing_files", "read_report", "run_suite"]

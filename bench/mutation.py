@@ -1,6 +1,6 @@
 """Recall of change-based test selection, measured with seeded mutations on a real tree:
 ``python -m bench mutation --tree pytest|self|click|itsdangerous --python PY --workdir DIR [--mutants N] [--seed S] [--resume]
-[--observe]``.
+[--observe] [--by-test [--by-test-budget S]]``.
 
 ``--tree click`` is pallets/click at `CLICK_COMMIT` from ``--repo`` (a clone or mirror; its tests
 need only pytest); ``--tree itsdangerous`` likewise is pallets/itsdangerous at `ITSDANGEROUS_COMMIT`
@@ -49,6 +49,9 @@ What one run does, in ``--workdir``:
    (goal >= 99.5 %, a MISSED line when not met); mean fraction of universe files and of est-time
    selected, each as a ratio to the static graph's. Every miss is listed.
 
+``--by-test``: a fifth table, selection by test id instead of file, a measured potential
+(`bench._mutation_bytest`: one contexts run, reruns of each mutant's failing files).
+
 ``--quick``: a tiny tree made in a temp dir (`bench._mutation_quick`), this interpreter, 5 mutants,
 ``-n 0``. Exit 0 when the tables are complete; 2 for bad usage or a missing repository; 1 when
 the tree could not be prepared.
@@ -65,6 +68,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench import _mutation_bytest as bytest
 from bench._mutation_gen import Mutant, generate
 from bench._mutation_quick import build_quick_tree
 from bench._mutation_report import GOAL_RECALL, miss_lines, score, selector_table, unjudged_lines
@@ -132,6 +136,8 @@ class Options:
     max_file_seconds: float | None = None
     report_only: bool = False
     observe: bool = False
+    by_test: bool = False
+    by_test_budget: float | None = None
 
 
 def _say(text: str) -> None:
@@ -283,13 +289,18 @@ def measure(opts: Options, repo: Path, spec: TreeSpec) -> int:
         results[mutant.id] = result
         _say(f"bench mutation: mutant {i}/{len(mutants)} {mutant.id} {mutant.path}:{mutant.line} {mutant.operator}: "
              f"{len(result.failing)} failing file(s), {result.wall:.0f} s{' ' + result.broken if result.broken else ''}")
-    report(opts, tree, spec, base, mutants, results)
+    by_test = (bytest.prepare(opts.python, tree, spec.source_root, base.universe, opts.workdir, env=env, say=_say,
+                              limit=6 * max(base.walls.values()), mutants=mutants, results=results,
+                              budget=opts.by_test_budget)
+               if opts.by_test else None)
+    report(opts, tree, spec, base, mutants, results, by_test)
     return 0
 
 
 def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: list[Mutant],
-           results: dict[str, MutantResult]) -> None:
-    """Print the runs table, the universe's exclusions, the selector table, the goal and every miss."""
+           results: dict[str, MutantResult], by_test: bytest.ByTestInputs | None = None) -> None:
+    """Print the runs table, the universe's exclusions, the selector table, the goal and every miss
+    (and with ``--by-test`` the by-test-id table, `bench._mutation_bytest`)."""
     universe = frozenset(base.universe)
     done = [results[m.id] for m in mutants if m.id in results]
     first = base.walls["baseline run 1"]
@@ -333,6 +344,9 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
     print(f"goal: runtime map recall >= {GOAL_RECALL:.1%}: {verdict}" + (f" ({recall:.2%})" if recall is not None else ""))
     for line in unjudged_lines(scores) + miss_lines(scores):
         print(line)
+    if by_test is not None:
+        print()
+        print(bytest.by_test_table(by_test, mutants, results, selectors["runtime map"], selectors["static graph"]))
 
 
 def seconds_for_scoring(opts: Options, base: Baseline) -> dict[str, float]:
@@ -366,6 +380,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="with --resume: print the tables for the mutants run so far, run no more")
     parser.add_argument("--max-file-seconds", type=float, default=None,
                         help="leave out of the universe the files slower than this in the baselines (named)")
+    parser.add_argument("--by-test", action="store_true",
+                        help="add the by-test-id row: a contexts run and reruns of each mutant's failing files "
+                             "(bench._mutation_bytest; the interpreter needs pytest-cov)")
+    parser.add_argument("--by-test-budget", type=float, default=None,
+                        help="with --by-test: start no rerun after this many seconds (cheapest first; resumable)")
     parser.add_argument("--quick", action="store_true")
     return parser.parse_args(argv)
 
@@ -386,7 +405,8 @@ def main(argv: list[str]) -> int:
                 return 2
             workdir = args.workdir.resolve()
             opts = Options(args.python or sys.executable, workdir, args.mutants or 100, args.seed, args.workers,
-                           args.resume, args.max_file_seconds, args.report_only, args.observe)
+                           args.resume, args.max_file_seconds, args.report_only, args.observe, args.by_test,
+                           args.by_test_budget)
             return measure(opts, CI_ROOT, self_spec(workdir, args.resume))
         spec, repo, flag = ((REPO_TREES[args.tree], args.repo, "--repo") if args.tree in REPO_TREES
                             else (PYTEST, args.pytest_repo, "--pytest-repo"))
@@ -399,7 +419,8 @@ def main(argv: list[str]) -> int:
                   "--workdir DIR; see the module docstring for the setup", file=sys.stderr)
             return 2
         opts = Options(args.python, args.workdir.resolve(), args.mutants or 100, args.seed, args.workers, args.resume,
-                       args.max_file_seconds, args.report_only, args.observe)
+                       args.max_file_seconds, args.report_only, args.observe, args.by_test,
+                       args.by_test_budget)
         return measure(opts, repo, spec)
     except (TreeError, ResultsError) as exc:
         print(f"bench mutation: {exc}", file=sys.stderr)
