@@ -6,7 +6,7 @@ starts is measured as that test's subprocess instead). In each process that runs
 
 - measures executed lines of files inside the repository with the core
   `ci.observe.options` picks (slipcover's bytecode probes, `ci.observe.slipcover_core`,
-  coverage.py's sys.monitoring core on 3.12+, `ci.observe.sysmon_core`, or its C tracer), and switches the measurement's
+  the recorder's own sys.monitoring line recorder on 3.12+, `ci.observe.sysmon_core`, or coverage.py's C tracer), and switches the measurement's
   context to the test file whose test is running, so each executed line is the test file's that
   ran it. Work that
   serves more than one test file gets a shared context (`files.shared_context`) as well:
@@ -141,7 +141,7 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
         if options.core == "sysmon":
             from ci.observe.sysmon_core import measure  # deferred: only this core needs it
 
-            lines = measure(str(parts / "cov"), include, omit)
+            lines = measure(files, parts)
         else:
             lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
                                       include=include, omit=omit)
