@@ -43,7 +43,10 @@ CORE = "sysmon"
 # its fallback to ctrace in a child whose interpreter has no sys.monitoring
 SILENCED = ("no-sysmon-context", "no-sysmon")
 _VERSION = re.compile(r"^version_info\s*=\s*\(\s*(\d+)\s*,\s*(\d+)", re.MULTILINE)
-_TOOL_IDS = (1, 2, 3, 4)  # COVERAGE_ID first; 0 is the debugger's, 5 the optimizer's
+_TOOL_IDS = (1, 2, 3, 4)
+# a code object's (co_filename, co_firstlineno, co_name): its file's lines, and which code
+# objects to re-arm (two that share a key, two lambdas on one line, are re-armed together)
+_Key = tuple[str, int, str]  # COVERAGE_ID first; 0 is the debugger's, 5 the optimizer's
 
 
 def unavailable_reason() -> str | None:
@@ -93,12 +96,13 @@ class SysmonLines:
     def __init__(self, files: RepoFiles, parts: Path):
         self.files, self.parts = files, parts
         self._paths: dict[str, str | None] = {}  # co_filename -> its real path, None: not measured
-        self._codes: dict[int, CodeType] = {}  # every measured code object, kept alive so ids stay its
-        self._code_paths: dict[int, str] = {}
-        # (context, {id(code): lines}) per visit of a context; a late line of another thread
-        # lands in its visit's dict, never lost
-        self._visits: list[tuple[str, dict[int, set[int]]]] = [("", {})]
-        self._stopped: dict[int, CodeType] = {}  # code objects with lines stopped since the last re-arm
+        # the measured code objects by `_Key`: not by id(), which is an audit event ("builtins.id")
+        # that calls every audit hook, the recorder's own among them, once per line
+        self._codes: dict[_Key, list[CodeType]] = {}
+        # (context, {key: lines}) per visit of a context; a late line of another thread lands in
+        # its visit's dict, never lost
+        self._visits: list[tuple[str, dict[_Key, set[int]]]] = [("", {})]
+        self._stopped: set[_Key] = set()  # keys of code objects with lines stopped since the last re-arm
         self._tool: int | None = None
 
     def start(self) -> None:
@@ -114,25 +118,28 @@ class SysmonLines:
         else:
             raise RuntimeError("no sys.monitoring tool id is free for the recorder")
         events, disable, set_local = monitoring.events, monitoring.DISABLE, monitoring.set_local_events
-        paths, codes, code_paths, line_event = self._paths, self._codes, self._code_paths, events.LINE
+        paths, codes, line_event = self._paths, self._codes, events.LINE
 
         def started(code: CodeType, offset: int) -> object:
             name = code.co_filename
             path = paths.get(name, "")
             if path == "":
                 path = paths[name] = self._measured(name)
-            if path is not None and id(code) not in codes:
-                codes[id(code)], code_paths[id(code)] = code, path
-                set_local(tool, code, line_event)
+            if path is not None:
+                same = codes.setdefault((name, code.co_firstlineno, code.co_name), [])
+                if not any(known is code for known in same):
+                    same.append(code)
+                    set_local(tool, code, line_event)
             return disable
 
         visits = self._visits
 
         def line(code: CodeType, number: int) -> object:
             lines = visits[-1][1]
-            found = lines.get(id(code))
+            key = (code.co_filename, code.co_firstlineno, code.co_name)  # `_Key`
+            found = lines.get(key)
             if found is None:
-                lines[id(code)] = {number}
+                lines[key] = {number}
             else:
                 found.add(number)
             return disable
@@ -152,15 +159,15 @@ class SysmonLines:
 
     def switch_context(self, context: str, rearm: bool = True) -> None:
         """Lines run from now on are ``context``'s; ``rearm`` False keeps stopped lines stopped."""
-        stopped, codes = self._stopped, self._codes
-        for key in self._visits[-1][1]:
-            stopped[key] = codes[key]
+        stopped = self._stopped
+        stopped.update(self._visits[-1][1])
         self._visits.append((context, {}))
         if rearm and self._tool is not None:
             set_local, line_event = sys.monitoring.set_local_events, sys.monitoring.events.LINE
-            for code in stopped.values():
-                set_local(self._tool, code, 0)  # off and on: every line of the code object fires again
-                set_local(self._tool, code, line_event)
+            for key in stopped:
+                for code in self._codes[key]:
+                    set_local(self._tool, code, 0)  # off and on: every line of the code object fires again
+                    set_local(self._tool, code, line_event)
             stopped.clear()
 
     def stop(self) -> None:
@@ -170,8 +177,9 @@ class SysmonLines:
             return
         monitoring = sys.monitoring
         monitoring.set_events(tool, 0)
-        for code in self._codes.values():
-            monitoring.set_local_events(tool, code, 0)
+        for same in self._codes.values():
+            for code in same:
+                monitoring.set_local_events(tool, code, 0)
         monitoring.register_callback(tool, monitoring.events.PY_START, None)
         monitoring.register_callback(tool, monitoring.events.LINE, None)
         monitoring.free_tool_id(tool)
@@ -188,11 +196,11 @@ class SysmonLines:
     def contexts(self) -> dict[str, dict[str, set[int]]]:
         """The lines recorded so far: context -> absolute path -> line numbers."""
         found: dict[str, dict[str, set[int]]] = {}
-        paths = self._code_paths
+        paths = self._paths
         for context, lines in list(self._visits):
             mine = found.setdefault(context, {})
             for key, numbers in list(lines.items()):
-                mine.setdefault(paths[key], set()).update(numbers)
+                mine.setdefault(paths[key[0]], set()).update(numbers)  # type: ignore[arg-type]
         return found
 
     def save(self) -> None:
