@@ -33,9 +33,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from coverage import CoverageData
-from coverage.exceptions import CoverageException
-
 from ci.observe.facts import Facts, combine, read_devices
 from ci.observe.files import RepoFiles, read_context
 from ci.observe.live import left_live, unsaved_tests
@@ -64,11 +61,25 @@ def _child_records(part: Path) -> Iterator[tuple[str, dict[str, list[int]]]]:
 _PID = re.compile(r"\.pid(\d+)\.")  # coverage.py's data file suffix: <host>.pid<pid>.<random>
 
 
+class _Torn(Exception):
+    """A coverage.py data file that cannot be read: its process died mid-write (coverage.py's own
+    core writes in place; sqlite3 reports a garbled schema text as UnicodeDecodeError)."""
+
+
 def _coverage_part(part: Path) -> list[tuple[str, dict[int, list[str]]]]:
-    """Each measured file of one coverage.py data file, with the contexts of each line."""
+    """Each measured file of one coverage.py data file, with the contexts of each line; `_Torn`
+    when it cannot be read."""
+    # deferred: importing coverage.py costs about 0.15 s of CPU, and a map whose processes all
+    # wrote JSON parts (the 3.12 sysmon core, slipcover's children) needs none of it
+    from coverage import CoverageData
+    from coverage.exceptions import CoverageException
+
     data = CoverageData(basename=str(part))
-    data.read()
-    return [(measured, data.contexts_by_lineno(measured)) for measured in data.measured_files()]
+    try:
+        data.read()
+        return [(measured, data.contexts_by_lineno(measured)) for measured in data.measured_files()]
+    except (CoverageException, sqlite3.DatabaseError, AssertionError, UnicodeDecodeError) as exc:
+        raise _Torn(part.name) from exc
 
 
 def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None = None,
@@ -106,10 +117,8 @@ def build_map(parts: Path, files: RepoFiles, tier: str | None, sha: str | None =
     for part in sorted(parts.glob("cov.*")):
         try:
             measured_lines = _coverage_part(part)
-        except (CoverageException, sqlite3.DatabaseError, AssertionError, UnicodeDecodeError):
-            # torn: its process died mid-write (coverage.py's own core writes in place; sqlite3
-            # reports a garbled schema text as UnicodeDecodeError); where it left its live
-            # mark, that mark already makes its test file's entry partial
+        except _Torn:
+            # where its process left its live mark, that mark already makes its test file's entry partial
             pid = _PID.search(part.name)
             torn_unmarked = torn_unmarked or pid is None or not left_live(parts, int(pid.group(1)))
             continue

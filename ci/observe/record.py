@@ -6,7 +6,7 @@ starts is measured as that test's subprocess instead). In each process that runs
 
 - measures executed lines of files inside the repository with the core
   `ci.observe.options` picks (slipcover's bytecode probes, `ci.observe.slipcover_core`,
-  coverage.py's sys.monitoring core on 3.12+, `ci.observe.sysmon_core`, or its C tracer), and switches the measurement's
+  the recorder's own sys.monitoring line recorder on 3.12+, `ci.observe.sysmon_core`, or coverage.py's C tracer), and switches the measurement's
   context to the test file whose test is running, so each executed line is the test file's that
   ran it. Work that
   serves more than one test file gets a shared context (`files.shared_context`) as well:
@@ -33,9 +33,11 @@ It also snapshots the tree when the recording starts and compares at its end
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
@@ -65,12 +67,13 @@ def wanted() -> bool:
 
 
 def _check_coverage() -> None:
-    try:
-        import coverage  # deferred: only a recording run needs it
-    except ImportError:
+    # found, not imported: on 3.12+ this process records without coverage.py (`ci.observe.sysmon_core`),
+    # which only its subprocesses need; a coverage that measures this process is imported already
+    if importlib.util.find_spec("coverage") is None:
         raise pytest.UsageError(f"${RECORD_ENV} asks for a dependency map, but coverage.py is not installed "
-                                "(pip install 'coverage>=7.10')") from None
-    if coverage.Coverage.current() is not None:
+                                "(pip install 'coverage>=7.10')")
+    coverage = sys.modules.get("coverage")
+    if coverage is not None and coverage.Coverage.current() is not None:
         raise pytest.UsageError(f"${RECORD_ENV} asks for a dependency map, but coverage is already measuring "
                                 "this pytest (pytest-cov, COVERAGE_PROCESS_START): one tracer at a time")
 
@@ -120,8 +123,6 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
     measurement the start-up hook began in this process (`ci.observe.child.take_session`)
     is taken over, so the lines before the recorder's first hook are the session's too; one of
     another folder is dropped, and coverage.py's tracer measures instead of a second slipcover."""
-    import coverage
-
     if owner:
         _prepare_children(parts, files, options)
     guard_kills(lambda: os.environ.get(PARTS_ENV))  # a test's SIGKILL of a server waits for its last lines
@@ -141,8 +142,10 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
         if options.core == "sysmon":
             from ci.observe.sysmon_core import measure  # deferred: only this core needs it
 
-            lines = measure(str(parts / "cov"), include, omit)
+            lines = measure(files, parts)
         else:
+            import coverage  # deferred: only this core needs it in this process
+
             lines = coverage.Coverage(data_file=str(parts / "cov"), data_suffix=True, config_file=False,
                                       include=include, omit=omit)
             lines.set_option("run:core", "ctrace")

@@ -1,37 +1,55 @@
-"""The ``sysmon`` line core: coverage.py's ``sys.monitoring`` core (CPython 3.12+, PEP 669), with
-a context per test file.
+"""The ``sysmon`` line core: the recorder's own ``sys.monitoring`` line recorder (CPython 3.12+,
+PEP 669), with a context per test file.
 
-coverage.py's sysmon core records a line on its first ``LINE`` event and answers
-``sys.monitoring.DISABLE``, so that line never calls back again; it also refuses coverage's own
-dynamic contexts (``dynamic_context = test_function``) and warns on ``switch_context``. Here every
-test file must see every line it runs, so `SysmonCoverage.switch_context` switches coverage's
-context (which saves the lines so far under the old one) and then calls
-``sys.monitoring.restart_events()``: every disabled event fires once more, in the new context. The
-cost is one callback per line and context, as the slipcover core's re-armed probes
-(`ci.observe.retire`). Unlike a trace function, ``sys.monitoring`` sees every thread, those
-started before the measurement included, and calls back only in code coverage measures.
+Each code object of a repository file gets the ``LINE`` event when it first starts (one global
+``PY_START`` callback per code object, answered with ``DISABLE``); each line calls back once,
+is added to the current context's lines of its code object and answers ``DISABLE``. A context
+switch re-arms only the code objects whose lines were stopped since the last re-arm (their
+``LINE`` event set off and on again, which enables every line of that code object anew), so
+every line fires once more in each test file's context.
 
-Contract: `unavailable_reason` is None where this core runs (CPython 3.12+ with a coverage.py
-that has the sysmon core), else one line saying why; `measure` returns a
-`SysmonCoverage` (a ``coverage.Coverage``, not started) that measures the files ``include`` names, with the
-sysmon warnings about contexts silenced; its `switch_context` starts the new context with every
-line's event enabled again, unless given ``rearm=False``. Once started, every line of each
-repository code object that TorchDynamo reads (`ci.observe.dynamo_probes.record_reads`) goes to
-the current context too, through ``clines.<pid>.dynamo.jsonl`` beside the data file (the merge
-reads it as a subprocess's lines): ``sys.monitoring`` sees no line of a frame dynamo compiled.
+coverage.py's sysmon core, used here before, re-armed with ``sys.monitoring.restart_events()``:
+that enables every disabled event of the whole process, so every function the process ran
+(pytest's, the standard library's) called its ``PY_START`` callback again in each context, every
+code object was instrumented again, and each switch wrote the lines so far into SQLite. On
+rich's suite (3.12) that was 56,000 of 62,000 ``PY_START`` callbacks and 0.38 s of switching.
+
+Lines are the raw ``LINE`` event numbers, as coverage.py's sysmon core records them, of files
+`ci.observe.files.RepoFiles` keeps (names such as ``<string>`` are not files: never measured).
+`save` writes one JSON line per context (``clines.sysmon-<pid>.jsonl``, the format of
+`ci.observe.merge`'s subprocess parts) under a temporary name, renamed when whole.
+
+Contract: `unavailable_reason` is None where this core runs (CPython 3.12+, with a coverage.py
+that has the sysmon core for the subprocesses, `ci.observe.child_config`), else one line saying
+why; `measure` returns a `SysmonLines` (not started) with the recorder's line-core methods:
+``start``, ``stop``, ``save``, ``erase``, ``switch_context`` (``rearm=False`` keeps stopped
+lines stopped: the caller knows the new context has them, `ci.observe.files.Rearm`) and, for
+a forked copy, ``forget_collected``. Once started, every line of each repository code object
+that TorchDynamo reads (`ci.observe.dynamo_probes.record_reads`) goes to the current context too:
+``sys.monitoring`` sees no line of a frame dynamo compiled.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
+from pathlib import Path
+from types import CodeType
 
 from ci.observe import dynamo_probes
+from ci.observe.files import RepoFiles
 
 CORE = "sysmon"
-# coverage.py's warnings that this module answers: contexts under sysmon (restart_events below),
-# and its fallback to ctrace in a child whose interpreter has no sys.monitoring
+# coverage.py's warnings that its sysmon core gives in a subprocess: contexts under sysmon, and
+# its fallback to ctrace in a child whose interpreter has no sys.monitoring
 SILENCED = ("no-sysmon-context", "no-sysmon")
+_VERSION = re.compile(r"^version_info\s*=\s*\(\s*(\d+)\s*,\s*(\d+)", re.MULTILINE)
+_TOOL_IDS = (1, 2, 3, 4)
+# a code object's (co_filename, co_firstlineno, co_name): its file's lines, and which code
+# objects to re-arm (two that share a key, two lambdas on one line, are re-armed together)
+_Key = tuple[str, int, str]  # COVERAGE_ID first; 0 is the debugger's, 5 the optimizer's
 
 
 def unavailable_reason() -> str | None:
@@ -39,14 +57,33 @@ def unavailable_reason() -> str | None:
     if sys.implementation.name != "cpython" or sys.version_info < (3, 12):
         return (f"the sysmon core needs CPython 3.12 or later (sys.monitoring), this is "
                 f"{sys.implementation.name} {sys.version_info[0]}.{sys.version_info[1]}")
-    try:
-        import coverage.sysmon  # noqa: F401  (deferred: only this core needs it)
-        from coverage.config import CoverageConfig
-    except ImportError as exc:
-        return f"coverage.py with a sysmon core is not installed: {exc}"
-    if not hasattr(CoverageConfig(), "core"):
+    version = _coverage_version()
+    if version is None:
+        return "coverage.py is not installed (the subprocesses are measured by its sysmon core)"
+    if version < (7, 10):
         return "the installed coverage.py has no [run] core setting (7.10 or later has)"
     return None
+
+
+def _coverage_version() -> tuple[int, int] | None:
+    """coverage.py's (major, minor), read from its ``version.py`` without importing it (importing
+    coverage costs a process about 0.15 s of CPU on 3.12; the observing process and the pytest
+    process need none of it); None when it is not installed."""
+    from importlib.util import find_spec
+
+    spec = find_spec("coverage")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        text = Path(spec.submodule_search_locations[0], "version.py").read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    found = _VERSION.search(text)
+    if found is None:  # a layout this does not know: ask the package itself
+        import coverage
+
+        return tuple(coverage.version_info[:2])  # type: ignore[return-value]
+    return int(found.group(1)), int(found.group(2))
 
 
 def available() -> bool:
@@ -54,33 +91,145 @@ def available() -> bool:
     return unavailable_reason() is None
 
 
-def measure(data_file: str, include: list[str], omit: list[str]):
-    """A `SysmonCoverage` writing parallel data files next to ``data_file``, not started."""
-    import coverage  # deferred: only a recording needs it
+class SysmonLines:
+    """The lines each context ran, by ``sys.monitoring`` (see the module docstring)."""
 
-    roots = tuple(pattern.rstrip("*") for pattern in include)
-    log = os.path.join(os.path.dirname(data_file), f"clines.{os.getpid()}.dynamo.jsonl")
+    rearms = True  # stops recorded lines: `switch_context` takes ``rearm``
 
-    class SysmonCoverage(coverage.Coverage):
-        """coverage.Coverage whose context switch enables every line's event again."""
+    def __init__(self, files: RepoFiles, parts: Path):
+        self.files, self.parts = files, parts
+        self._paths: dict[str, str | None] = {}  # co_filename -> its real path, None: not measured
+        # the measured code objects by `_Key`: not by id(), which is an audit event ("builtins.id")
+        # that calls every audit hook, the recorder's own among them, once per line
+        self._codes: dict[_Key, list[CodeType]] = {}
+        # (context, {key: lines}) per visit of a context; a late line of another thread lands in
+        # its visit's dict, never lost
+        self._visits: list[tuple[str, dict[_Key, set[int]]]] = [("", {})]
+        self._stopped: set[_Key] = set()  # keys of code objects with lines stopped since the last re-arm
+        self._tool: int | None = None
 
-        rearms = True  # disables recorded lines: `switch_context` takes ``rearm``
-        context = ""
+    def start(self) -> None:
+        """Measure from now on, in this process's every thread."""
+        monitoring = sys.monitoring
+        for tool in _TOOL_IDS:
+            try:
+                monitoring.use_tool_id(tool, "ci depmap")
+            except ValueError:
+                continue
+            self._tool = tool
+            break
+        else:
+            raise RuntimeError("no sys.monitoring tool id is free for the recorder")
+        events, disable, set_local = monitoring.events, monitoring.DISABLE, monitoring.set_local_events
+        paths, codes, line_event = self._paths, self._codes, events.LINE
 
-        def start(self) -> None:
-            super().start()
-            # sys.monitoring sees no line of a frame dynamo compiled: every line dynamo reads counts
-            on_read = dynamo_probes.line_recorder(log, lambda path: path.startswith(roots), lambda: self.context)
-            dynamo_probes.record_reads(on_read, dynamo_probes.after_import)
+        def started(code: CodeType, offset: int) -> object:
+            name = code.co_filename
+            path = paths.get(name, "")
+            if path == "":
+                path = paths[name] = self._measured(name)
+            if path is not None:
+                same = codes.setdefault((name, code.co_firstlineno, code.co_name), [])
+                if not any(known is code for known in same):
+                    same.append(code)
+                    set_local(tool, code, line_event)
+            return disable
 
-        def switch_context(self, new_context: str, rearm: bool = True) -> str | None:
-            self.context = new_context
-            previous = super().switch_context(new_context)
-            if rearm:  # False: the caller knows the new context has every disabled line (`ci.observe.files.Rearm`)
-                sys.monitoring.restart_events()  # lines seen in the old context are new to this one
-            return previous
+        visits = self._visits
 
-    cov = SysmonCoverage(data_file=data_file, data_suffix=True, config_file=False, include=include, omit=omit)
-    cov.set_option("run:core", CORE)
-    cov.set_option("run:disable_warnings", list(SILENCED))
-    return cov
+        def line(code: CodeType, number: int) -> object:
+            lines = visits[-1][1]
+            key = (code.co_filename, code.co_firstlineno, code.co_name)  # `_Key`
+            found = lines.get(key)
+            if found is None:
+                lines[key] = {number}
+            else:
+                found.add(number)
+            return disable
+
+        tool = self._tool
+        monitoring.register_callback(tool, events.PY_START, started)
+        monitoring.register_callback(tool, line_event, line)
+        monitoring.set_events(tool, events.PY_START)
+        dynamo_probes.record_reads(self._read_by_dynamo, dynamo_probes.after_import)
+
+    def _read_by_dynamo(self, code: CodeType) -> None:
+        """Every line of ``code`` (dynamo read it to compile it, so its frames run none of them as
+        Python) to the current context, where its file is measured."""
+        name = code.co_filename
+        path = self._paths.get(name, "")
+        if path == "":
+            path = self._paths[name] = self._measured(name)
+        if path is not None:
+            lines = self._visits[-1][1].setdefault((name, code.co_firstlineno, code.co_name), set())
+            lines.update(line for _, _, line in code.co_lines() if line)
+
+    def _measured(self, name: str) -> str | None:
+        """The real path of a code object's file when it is measured (coverage.py's canonical name:
+        the cwd of the moment it first runs, links resolved), else None."""
+        if name.startswith("<"):  # <string>, <frozen ...>: not a file
+            return None
+        path = os.path.realpath(name)
+        return path if self.files.relative(path) is not None else None
+
+    def switch_context(self, context: str, rearm: bool = True) -> None:
+        """Lines run from now on are ``context``'s; ``rearm`` False keeps stopped lines stopped."""
+        stopped = self._stopped
+        stopped.update(self._visits[-1][1])
+        self._visits.append((context, {}))
+        if rearm and self._tool is not None:
+            set_local, line_event = sys.monitoring.set_local_events, sys.monitoring.events.LINE
+            for key in stopped:
+                for code in self._codes[key]:
+                    set_local(self._tool, code, 0)  # off and on: every line of the code object fires again
+                    set_local(self._tool, code, line_event)
+            stopped.clear()
+
+    def stop(self) -> None:
+        """Stop measuring; the lines stay until `save`."""
+        tool, self._tool = self._tool, None
+        if tool is None:
+            return
+        monitoring = sys.monitoring
+        monitoring.set_events(tool, 0)
+        for same in self._codes.values():
+            for code in same:
+                monitoring.set_local_events(tool, code, 0)
+        monitoring.register_callback(tool, monitoring.events.PY_START, None)
+        monitoring.register_callback(tool, monitoring.events.LINE, None)
+        monitoring.free_tool_id(tool)
+
+    def forget_collected(self) -> None:
+        """In a forked copy: drop the lines recorded so far (its parent saves them)."""
+        context = self._visits[-1][0]
+        self._visits[:] = [(context, {})]
+
+    def erase(self) -> None:
+        """Forget every line recorded so far."""
+        self.forget_collected()
+
+    def contexts(self) -> dict[str, dict[str, set[int]]]:
+        """The lines recorded so far: context -> absolute path -> line numbers."""
+        found: dict[str, dict[str, set[int]]] = {}
+        paths = self._paths
+        for context, lines in list(self._visits):
+            mine = found.setdefault(context, {})
+            for key, numbers in list(lines.items()):
+                mine.setdefault(paths[key[0]], set()).update(numbers)  # type: ignore[arg-type]
+        return found
+
+    def save(self) -> None:
+        """Write the lines (see the module docstring); nothing when none ran."""
+        records = [json.dumps({context: {path: sorted(lines) for path, lines in files.items()}})
+                   for context, files in self.contexts().items() if files]
+        if not records:
+            return
+        final = self.parts / f"clines.sysmon-{os.getpid()}.jsonl"
+        partial = final.with_name(".partial-" + final.name)
+        partial.write_text("\n".join(records) + "\n", encoding="utf-8")
+        os.replace(partial, final)
+
+
+def measure(files: RepoFiles, parts: Path) -> SysmonLines:
+    """A `SysmonLines` saving into the parts directory ``parts``, not started."""
+    return SysmonLines(files, parts)

@@ -17,6 +17,8 @@ from ci.selection.depmap_format import parse_depmap
 from tests.ci.depmap_support import clean_env, write_project
 
 NEEDS_SLIPCOVER = pytest.mark.skipif(not slipcover_core.available(), reason="the slipcover core does not run here")
+PY312 = Path(__file__).resolve().parents[2] / ".venv-py312" / "bin" / "python"
+NEEDS_PY312 = pytest.mark.skipif(not PY312.exists(), reason="no .venv-py312: run python3 ci/bootstrap.py")
 
 WORK = "def both(x):\n    return 2 * x\n\n\ndef only_child():\n    return 1\n"  # line 6: the child's alone
 FILES = {
@@ -97,11 +99,12 @@ FILES = {
 }
 
 
-def _pytest(root: Path, core: str | None) -> subprocess.CompletedProcess[str]:
+def _pytest(root: Path, core: str | None, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
     env = clean_env()
     if core is not None:
         env.update(CI_DEPMAP="out/depmap.json", CI_DEPMAP_CORE=core)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", "-n", "0",
+    xdist = ["-n", "0"] if python == sys.executable else []  # .venv-py312 has no pytest-xdist
+    return subprocess.run([python, "-m", "pytest", "-p", "ci.pytest_plugin", "--tier", "cpu", *xdist,
                            "-p", "no:cacheprovider", "-rA"], cwd=root, env=env, capture_output=True, text=True,
                           timeout=180)
 
@@ -112,10 +115,12 @@ def _outcomes(out: str) -> list[str]:
     return sorted(line for line in summary.splitlines() if line.startswith(("PASSED", "FAILED", "ERROR")))
 
 
-@pytest.mark.parametrize("core", [pytest.param("slipcover", marks=NEEDS_SLIPCOVER), "ctrace"])
+@pytest.mark.parametrize("core", [pytest.param("slipcover", marks=NEEDS_SLIPCOVER), "ctrace",
+                                  pytest.param("sysmon", marks=NEEDS_PY312)])
 def test_a_forked_copy_records_its_lines_and_never_acts_as_the_recording(tmp_path: Path, core: str) -> None:
     write_project(tmp_path, FILES)
-    plain, recorded = _pytest(tmp_path, None), _pytest(tmp_path, core)
+    python = str(PY312) if core == "sysmon" else sys.executable  # the recorder's own sys.monitoring core
+    plain, recorded = _pytest(tmp_path, None, python), _pytest(tmp_path, core, python)
     assert recorded.returncode == plain.returncode == 0, recorded.stdout + recorded.stderr
     assert _outcomes(recorded.stdout) == _outcomes(plain.stdout) and len(_outcomes(plain.stdout)) == 7
     assert "Traceback" not in recorded.stdout + recorded.stderr  # the parent's save failed in the copy's wake
@@ -126,7 +131,7 @@ def test_a_forked_copy_records_its_lines_and_never_acts_as_the_recording(tmp_pat
         entry = tests[f"tests/{name}.py"]
         assert entry.complete and entry.lines is not None, name
         assert 6 in entry.lines["pkg/work.py"], name  # only the forked copy ran it
-    if core == "slipcover":  # coverage.py's core saves a fork's lines only at its exit (and the pool's)
+    if core != "ctrace":  # coverage.py's core saves a fork's lines only at its exit (and the pool's)
         assert tests["tests/test_pool.py"].complete and 2 in tests["tests/test_pool.py"].lines["pkg/work.py"]  # run by the workers alone
     terminated = tests["tests/test_pool_terminated.py"]  # complete or not by the race, never torn or lost
     assert not terminated.complete or 2 in terminated.lines["pkg/work.py"]

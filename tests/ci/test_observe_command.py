@@ -406,3 +406,18 @@ def test_the_observing_process_never_imports_pytest(project: Path) -> None:
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "ci.observe.observed" in imported and "pytest" not in imported and "_pytest" not in imported
 
+
+@pytest.mark.skipif(not PY312.exists(), reason="no .venv-py312: run python3 ci/bootstrap.py")
+def test_the_observing_process_on_312_imports_neither_coverage_nor_slipcovers_core(project: Path) -> None:
+    # importing coverage.py was about 0.15 s of CPU of an observation on 3.12, slipcover's core
+    # 45 ms more; a map without coverage.py's parts (the 3.12 pytest process writes JSON) needs neither
+    out = project.parent / "facts.json"
+    env = {**clean_env(), "PYTHONPATH": f"{REPO}{os.pathsep}{project}"}
+    proc = subprocess.run([str(PY312), "-X", "importtime", "-m", "ci", "observe", "--out", str(out), "--",
+                           "true"], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "ci.observe.merge" in imported and "ci.observe.options" in imported
+    assert not {"coverage", "ci.observe.slipcover_core"} & imported
+

@@ -1,4 +1,4 @@
-"""The ``sysmon`` core (coverage.py's ``sys.monitoring`` core) on a real CPython 3.12.
+"""The ``sysmon`` core (the recorder's own ``sys.monitoring`` line recorder) on a real CPython 3.12.
 
 A tiny project is recorded under ``.venv-py312`` (`ci.bootstrap` provisions it) with
 ``CI_DEPMAP_CORE=auto``, which picks sysmon there, and under this suite's 3.11 with coverage.py's C
@@ -165,3 +165,44 @@ def test_switches_without_a_restart_leave_the_map_the_tracer_records(tmp_path: P
         found[name] = ({test: entry["executed"] for test, entry in data["tests"].items()}, data["shared"])
     assert found["sysmon"] == found["ctrace"]
     assert found["ctrace"][0]["tests/test_b.py"]["pkg/work.py"] == "2-5"
+
+
+OWN_TOOL = """\
+import sys
+
+SEEN = []
+M = sys.monitoring
+
+
+def counted():
+    return 1
+
+
+def _started(code, offset):
+    if code is counted.__code__:
+        SEEN.append(code.co_name)
+    return M.DISABLE  # the program's own tool hears each function start once
+
+
+M.use_tool_id(M.PROFILER_ID, "the program's own")
+M.register_callback(M.PROFILER_ID, M.events.PY_START, _started)
+M.set_events(M.PROFILER_ID, M.events.PY_START)
+"""
+OWN_TOOL_TEST = "from pkg.tool import SEEN, counted\n\n\ndef test_{name}():\n    counted()\n    assert SEEN == ['counted']\n"
+
+
+def test_a_context_switch_leaves_the_programs_own_monitoring_tool_alone_and_coverage_unimported(tmp_path: Path) -> None:
+    # coverage.py's core re-armed by sys.monitoring.restart_events(), which enables every tool's
+    # disabled events: the program's own tool heard `counted` start again in test_b's context
+    files = {"pkg/__init__.py": "", "pkg/tool.py": OWN_TOOL, "conftest.py": "import pkg.tool  # noqa: F401\n",
+             "tests/test_a.py": OWN_TOOL_TEST.format(name="a"), "tests/test_b.py": OWN_TOOL_TEST.format(name="b"),
+             # and the pytest process records without importing coverage.py (about 0.15 s of CPU on 3.12)
+             "tests/test_c.py": "import sys\n\n\ndef test_c():\n    assert 'coverage' not in sys.modules\n"}
+    outcomes = {}
+    for name, env in (("plain", {}), ("recorded", {"CI_DEPMAP": str(tmp_path / "map.json")})):
+        write_project(tmp_path / name, files)
+        proc = _pytest(PY312, tmp_path / name, **env)
+        outcomes[name] = (proc.returncode, proc.stdout.strip().splitlines()[-1].split(" in ")[0])
+    assert outcomes == {"plain": (0, "3 passed"), "recorded": (0, "3 passed")}
+    tests = json.loads((tmp_path / "map.json").read_text())["tests"]
+    assert tests["tests/test_b.py"]["executed"]["pkg/tool.py"] == "8"  # counted's body, in test_b's context too
