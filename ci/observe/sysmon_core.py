@@ -180,7 +180,7 @@ class SysmonLines:
         if rearm and self._tool is not None:
             set_local, line_event = sys.monitoring.set_local_events, sys.monitoring.events.LINE
             for key in stopped:
-                for code in self._codes[key]:
+                for code in self._codes.get(key, ()):  # none: only dynamo read it (`_read_by_dynamo`)
                     set_local(self._tool, code, 0)  # off and on: every line of the code object fires again
                     set_local(self._tool, code, line_event)
             stopped.clear()
