@@ -17,10 +17,14 @@ Contract:
   stripped of its exception type, of assert/comparison words and placeholders, holds no word of
   three letters or more; or it is one of the known wrapper phrases. A generic line never makes a
   failure flaky by its signature alone (`ci.history.verdict`): it matches everything.
-- `infra_kind(attempt)`: ``no-gpu``, ``cuda``, ``nccl``, ``oom-kill``, ``disk-full``, ``lost-runner`` or
+- `infra_kind(attempt)`: ``no-gpu``, ``cuda`` (ROCm's HIP device errors too), ``nccl``, ``oom-kill``, ``disk-full``, ``lost-runner`` or
   ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
   lines) names that runner-level cause, else ``""``. An assertion is never infra, whatever string it
-  quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing.
+  quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing. Nor is a device
+  error that a kernel's own bug raises on any machine (`KERNEL_FAULT`: an illegal memory access, a
+  misaligned address, a device-side assert, a bad launch configuration): the code's, like a segfault
+  in a test that reads out of bounds; a machine that raises them for code that passes elsewhere is
+  still found by `ci.history.runners.runner_only`.
 - `environment_kind(line)`: ``startup``, ``port``, ``connection``, ``watchdog``, ``remote`` or
   ``worker-crash`` when the line is an error whose usual cause is the test's surroundings rather
   than the code under test (a server that did not come up in time, a port still held, a refused or
@@ -44,7 +48,7 @@ INFRA_KINDS = (NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL, DISK_FULL)
 MISSING_GPU = re.compile(
     r"no CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|NVIDIA driver on your system is too old"
     r"|CUDA driver version is insufficient|Torch not compiled with CUDA enabled|cudaErrorNoDevice"
-    r"|RuntimeError: No HIP GPUs are available", re.I)
+    r"|RuntimeError: No HIP GPUs are available|hipErrorNoDevice|no ROCm-capable device", re.I)
 # Order matters: the first that matches names the cause (an NCCL error that wraps a CUDA one is NCCL's).
 _INFRA = (
     (NO_GPU, MISSING_GPU),
@@ -53,7 +57,8 @@ _INFRA = (
     # so it is the test's failure, flaky or not, unless an NCCL error names a fault
     (NCCL, re.compile(r"\bNCCL (?:error|communicator was aborted|WARN)|\bnccl(?:System|Internal|UnhandledCuda|Invalid"
                       r"Usage|Remote)Error\b", re.I)),
-    (CUDA, re.compile(r"\bCUDA error\b|\bcudaError\w*|CUDA driver error|uncorrectable ECC error|\bXid\b"
+    # ROCm's HIP runtime words its device faults as CUDA's (``HIP error: ...``, ``hipError...``)
+    (CUDA, re.compile(r"\b(?:CUDA|HIP) error\b|\b(?:cuda|hip)Error\w*|CUDA driver error|uncorrectable ECC error|\bXid\b"
                       r"|CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|NOT_INITIALIZED)", re.I)),
     (OOM_KILL, re.compile(r"\bOut of memory: Killed process|\boom[-_ ]kill|exit(?:ed)? (?:with )?(?:status|code) "
                           r"(?:-9|137)\b|killed by signal 9\b|\bSIGKILL\b|^Killed$", re.I | re.M)),
@@ -64,6 +69,10 @@ _INFRA = (
                         r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
                         re.I)),
 )
+# Device errors a kernel of the code under test raises itself, on any machine (cudaErrorIllegalAddress,
+# cudaErrorMisalignedAddress, cudaErrorAssert, cudaErrorInvalidConfiguration, cudaErrorLaunchOutOfResources)
+KERNEL_FAULT = re.compile(r"illegal memory access|misaligned address|device-side assert(?:ion)? triggered"
+                          r"|invalid configuration argument|too many resources requested for launch", re.I)
 # Errors whose usual cause is the machine or its neighbours (load, a leftover process), not the code.
 _ENVIRONMENT = (
     ("startup", re.compile(r"\b(?:server|engine|router|worker)s?\b[^.]{0,40}\b(?:failed to start|did not start|"
@@ -177,7 +186,7 @@ def infra_kind(attempt: Attempt) -> str:
             continue
         for kind, pattern in _INFRA:
             if pattern.search(line):
-                return kind
+                return "" if kind == CUDA and KERNEL_FAULT.search(line) else kind
     return ""
 
 

@@ -32,7 +32,7 @@ HOSTILE_FILE = "tests/test_hostile.py"
 HOSTILE_TEST = "<img src=x onerror=alert(1)>"
 HOSTILE_ERROR = ('AssertionError: <img src=x onerror="window.__pwned=5"> **bold** [x](javascript:1) '
                  + "expected the paged KV cache to hold every token " * 3 + "THE END")
-CUDA = "RuntimeError: CUDA error: an illegal memory access was encountered"
+CUDA = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
 NCCL = "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"
 BAD, GOOD = "h100-03", "h100-01"
 FILES = [LONG_A, LONG_B, HOSTILE_FILE, "tests/test_ok.py"]

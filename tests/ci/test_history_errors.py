@@ -64,7 +64,16 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
 
 @pytest.mark.parametrize("message, detail, kind", [
     ("RuntimeError: No CUDA GPUs are available", "", "no-gpu"),
-    ("RuntimeError: CUDA error: an illegal memory access was encountered", "", "cuda"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "", "cuda"),
+    # a kernel's own out-of-bounds access or device assert fails on every machine: the code's, not infra
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "", ""),
+    ("", "E   RuntimeError: CUDA error: device-side assert triggered\nE   CUDA kernel errors might be asynchronously "
+         "reported at some other API call", ""),
+    # ROCm's runtime: a pool without its devices, and a device fault, as PyTorch on ROCm words them
+    ("RuntimeError: HIP error: hipErrorNoDevice: no ROCm-capable device is detected", "", "no-gpu"),
+    ('failed on setup with "RuntimeError: HIP error: hipErrorNoDevice: no ROCm-capable device is detected"', "",
+     "no-gpu"),
+    ("RuntimeError: HIP error: hipErrorLaunchFailure: unspecified launch failure", "", "cuda"),
     ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970", "", "nccl"),
     # a collective that timed out is the test's (a hang, a slow peer), not by itself the machine's
     ("torch.distributed.DistBackendError: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, "
@@ -147,6 +156,9 @@ SUITE = textwrap.dedent("""\
         assert "NCCL error" not in log
 
     def test_cuda():
+        raise RuntimeError("CUDA error: uncorrectable ECC error encountered")
+
+    def test_kernel_bug():
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     def test_wrapped():
@@ -168,7 +180,8 @@ def test_real_pytest_output(tmp_path: Path) -> None:
     assert rows["test_message"].error == "AssertionError: accuracy 0.5 below 0.75"
     assert rows["test_quotes_nccl"].infra == "" and "NCCL error" in rows["test_quotes_nccl"].error
     assert rows["test_cuda"].infra == "cuda"
-    assert rows["test_cuda"].error == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert rows["test_kernel_bug"].infra == ""
+    assert rows["test_cuda"].error == "RuntimeError: CUDA error: uncorrectable ECC error encountered"
     assert rows["test_wrapped"].error == "KeyError: 'rope_scaling'"
     assert rows["test_wrapped"].message == "KeyError: 'rope_scaling'"  # the signature text follows the error line
     # pytest wraps a fixture's error; the plugin's record of a retried attempt keeps the line itself

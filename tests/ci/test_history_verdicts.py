@@ -31,8 +31,12 @@ FILE = "tests/srt/test_x.py"
 NODE = f"{FILE}::test_a"
 BOOM = ("AssertionError: expected 3 tokens, got 4", "E   AssertionError: expected 3 tokens, got 4")
 OTHER = ("AssertionError: logits differ by 0.5", "E   AssertionError: logits differ by 0.5")
-CUDA = ("RuntimeError: CUDA error: an illegal memory access was encountered",
-        "E   RuntimeError: CUDA error: an illegal memory access was encountered")
+CUDA = ("RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "E   RuntimeError: CUDA error: uncorrectable ECC error encountered")
+KERNEL_BUG = ("RuntimeError: CUDA error: an illegal memory access was encountered",
+              "E   RuntimeError: CUDA error: an illegal memory access was encountered")
+HIP_GONE = ('failed on setup with "RuntimeError: HIP error: hipErrorNoDevice: no ROCm-capable device is detected"',
+            "E   RuntimeError: HIP error: hipErrorNoDevice: no ROCm-capable device is detected")
 
 
 def check_replay(replay: Replay) -> None:
@@ -211,11 +215,17 @@ def test_infra_names_the_runner_and_a_bad_machine(store_location: str, tmp_path:
         (v,) = judge(store, [f])
         quoted = ("AssertionError: assert 'CUDA error' not in log", "E   AssertionError: assert 'CUDA error' not in log")
         (q,) = judge(store, [pr_failure(store, tmp_path, [quoted], pr=8)])
+        # a pull request's kernel reading out of bounds fails on any machine, even on the bad one: its own
+        (k,) = judge(store, [pr_failure(store, tmp_path, [KERNEL_BUG, KERNEL_BUG], pr=9, runner="bad-1")])
+        # a ROCm pool without its devices (an outage) is the machine's, whatever test meets it
+        (h,) = judge(store, [pr_failure(store, tmp_path, [HIP_GONE], pr=10, runner="good-1")])
     assert (health["bad-1"].reports, health["bad-1"].infra_reports, health["bad-1"].bad) == (5, 3, True)
     assert (health["good-1"].reports, health["good-1"].infra_reports, health["good-1"].bad) == (2, 1, False)
     assert v.verdict == INFRA and v.runner == "bad-1" and v.infra == "cuda"
     assert v.detail == "infra: cuda on runner bad-1; bad-1 has infra failures in 3 of 5 reports (cuda 3): a bad machine?"
     assert q.verdict == NEW
+    assert (k.verdict, k.infra) == (NEW, "")
+    assert (h.verdict, h.infra) == (INFRA, "no-gpu")
 
 
 def test_tally_headlines() -> None:

@@ -96,7 +96,7 @@ def test_infra_is_marked_by_class_colour_and_glyph_and_the_runners_at_fault_name
     infra = ["c i", "!", "rgb(0, 0, 0)", f"infra (infra cuda on {BAD})"]
     assert cells[0] == cells[8] == infra and cells[1][:2] == ["c p", "✓"] and fail != infra[2]
     err = tab.eval(f"(e => [e.className, e.textContent])({_row(LONG_A)}.querySelector('.err'))")
-    assert err == ["err inf", f"! infra cuda on {BAD}: RuntimeError: CUDA error: an illegal memory access was encountered"]
+    assert err == ["err inf", f"! infra cuda on {BAD}: RuntimeError: CUDA error: uncorrectable ECC error encountered"]
     runners = tab.eval("[...document.querySelectorAll('#runners tbody tr')].map(r => [r.className,"
                        " ...[...r.cells].map(c => c.textContent)])")
     assert runners == [["bad", BAD, "! at fault", "10", "18", "10", "cuda 10", BAD_TEXT],
