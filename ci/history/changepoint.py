@@ -1,7 +1,7 @@
 """An intermittent breakage: the commit from which a test fails with one error far more often than before.
 
-Contract: `change_point(runs, order, fingerprint)` walks the test's default-branch attempts in
-commit order (`ci.history.mainline`'s; infra failures, skips and commits not in the order left
+Contract: `change_point(runs, order, fingerprint)` walks the test's attempts (the default
+branch's, and pull request runs' at their merge base, as the verdicts give them) in commit order (`ci.history.mainline`'s; infra failures, skips and commits not in the order left
 out) and tries each commit C that failed it with ``fingerprint``, oldest first. C is a change
 point when, with k0 of n0 attempts before C and k1 of n1 from C on failing with that signature:
 
@@ -10,6 +10,9 @@ point when, with k0 of n0 attempts before C and k1 of n1 from C on failing with 
 - a binomial test rejects "the rate did not change": k1 or more failures in n1 attempts at the
   highest rate the past allows (the `LEVEL` upper bound of its Jeffreys posterior) has a chance
   under `ALPHA`;
+- the past is too quiet for one rate over the whole walk: k0 or fewer failures in n0 attempts at
+  the pooled rate (k0 + k1) / (n0 + n1) has a chance under `ALPHA` (C is picked after looking, and
+  any flake's attempts before its first failure are clean);
 - the change is still there: the passes since the last failure are no longer a run than the rate
   from C to that failure makes likely (chance at least `ALPHA`), else a fix ended it.
 
@@ -77,6 +80,8 @@ def change_point(runs: Sequence[MainRun], order: Sequence[str], fingerprint: str
         if n0 < MIN_BEFORE or k1 < MIN_AFTER or len({pos for pos, hit in after if hit}) < 2:
             continue
         if binomial_tail(k1, n1, beta_ppf(LEVEL, k0 + 0.5, n0 - k0 + 0.5)) >= ALPHA:
+            continue
+        if 1.0 - binomial_tail(k0 + 1, n0, (k0 + k1) / (n0 + n1)) >= ALPHA:  # a flake's quiet start, picked after
             continue
         last_hit = max(i for i, (_, hit) in enumerate(after) if hit)
         clean = len(after) - 1 - last_hit

@@ -24,7 +24,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    and the candidate commits between. Also ``broken_on_main`` when N's rate of failing with F's
    signature on the default branch moved up at a commit C the pull request holds and has not come
    down since (`ci.history.changepoint`: a race a commit brought in fails 40 % of runs, passing in
-   between, and is checked before rule 2, since a retry that passes proves nothing then).
+   between, and is checked before rule 2, since a retry that passes proves nothing then); other
+   pull requests' runs count there too, each first attempt at its merge base (`_at_bases`).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -65,7 +66,7 @@ from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
 from ci.history.store import Store
-from ci.history.verdict_queries import has_main_history, held_passes, main_runs, same_commit
+from ci.history.verdict_queries import based_runs, has_main_history, held_passes, main_runs, same_commit
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
                                       by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
 from ci.results.junit import FAILED, Attempt
@@ -153,7 +154,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         flaked = _flaked_kinds(store, as_of) if any(environment_kind(failures[i].error) for i in indexes) else \
             frozenset()
         orders: dict[str, tuple[str, ...]] = {}
-        full = ingest_order(store, repo, as_of=as_of) if merge_base and not git_order else ()
+        full = ingest_order(store, repo, as_of=as_of) if not git_order else ()
         for i in indexes:
             f = failures[i]
             runs = main.get(f.node, [])
@@ -167,7 +168,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = _on_one_runner(f, only, health)
                 continue
             at = place(order, full, merge_base) if merge_base else None
-            moved = None if f.infra else change_point(runs, order, f.fingerprint)
+            moved = None if f.infra else change_point(
+                runs + _at_bases(based_runs(store, repo, tier, ids.get(f.node), f.sha, as_of), order, full),
+                order, f.fingerprint)
             if moved is not None and (at is not None and at >= moved.index or not merge_base):
                 out[i] = _intermittent(f, moved, scores.get(f.node))
                 continue
@@ -180,6 +183,21 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
+
+
+def _at_bases(based: list[MainRun], order: tuple[str, ...], full: Sequence[str]) -> list[MainRun]:
+    """Pull request runs as attempts of the tier's commit their merge base holds (`place`), so a
+    rate that rose at a commit shows in every run based after it, not only in main's one run per
+    commit; runs whose base the order cannot place are left out."""
+    placed: dict[str, int | None] = {}
+    out = []
+    for run in based:
+        if run.sha not in placed:
+            placed[run.sha] = place(order, full, run.sha)
+        at = placed[run.sha]
+        if at is not None:
+            out.append(replace(run, sha=order[at]))
+    return out
 
 
 def _without_history(f: Failure) -> Verdict:

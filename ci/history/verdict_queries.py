@@ -95,3 +95,22 @@ def held_passes(store: Store, repo: str, tier: str, node_id: int | None, bases: 
                           f"AND r.base_sha IN ({', '.join('?' * len(chosen))}){until}",
                           (*params, tier, node_id, sha.lower(), *chosen, *limit))
     return int(rows[0][0]) if rows else 0
+
+
+def based_runs(store: Store, repo: str, tier: str, node_id: int | None, sha: str, as_of: int | None) -> list[MainRun]:
+    """The node's first attempt on ``tier`` in each pull request report of other commits than
+    ``sha`` that has a merge base, as a `MainRun` at that base (``sha`` is the base): the code
+    such a run tests is main's at its base plus its change. Oldest report first."""
+    if node_id is None:
+        return []
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
+    rows = store.fetchall("SELECT r.base_sha, r.id, c.kind, c.fingerprint, c.infra, c.message, c.attempt "
+                          f"FROM reports r JOIN cases c ON c.report_id = r.id WHERE {where}r.tier = ? "
+                          "AND r.event = 'pull_request' AND r.base_sha <> '' AND r.sha <> ? AND c.node_id = ?"
+                          f"{until} ORDER BY r.id, c.attempt", (*params, tier, sha.lower(), node_id, *limit))
+    first: dict[int, MainRun] = {}
+    for base, rid, kind, fp, infra, message, _ in rows:
+        first.setdefault(int(rid), MainRun(str(base), int(rid), str(kind), str(fp or ""), str(infra or ""),
+                                           str(message or "")))
+    return list(first.values())

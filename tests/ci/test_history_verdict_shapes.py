@@ -142,3 +142,26 @@ def test_a_breakage_main_had_is_not_learned_as_a_flake(store_location: str, tmp_
                 run(store, tmp_path, f"{pr:04x}{'e' * 36}", [None], "pull_request", pr=pr, base_sha=sha(i + 1))
         (v,) = judge(store, [pr_failure(store, tmp_path, [TOL], base=sha(8))], merge_base=sha(8))
     assert v.verdict == NEW, v.detail
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("race", BROKEN_ON_MAIN),  # from 40 on, 2 in 5 runs fail it, most of them other pull requests'
+    ("quiet_flake", FLAKY),  # 1 in 5 from 40 on, after a clean start: a flake's first failure picked as C
+])
+def test_a_rise_seen_in_pull_requests_based_after_it_is_main_s(store_location: str, tmp_path: Path, story: str,
+                                                               expected: str) -> None:
+    """No retries. Main runs once per commit; pull request 100 + i runs once, based at commit i.
+    Main failed test_a only at 40 and 46, each a flip between passes and too few for a change point
+    alone; the pull requests based from 40 on fail it too. Pull request 7, based at the newest
+    commit, fails it once: with the race (40 % from 40 on) that is main's; with a flake, a flake."""
+    last = 50 if story == "race" else 70
+    with open_store(store_location) as store:
+        for i in range(last):
+            run(store, tmp_path, sha(i), [RACE] if i in (40, 46) else [None])
+            fails = i >= 40 and (i % 5 in (0, 2) if story == "race" else i % 10 in (3, 7) and i < 60)
+            run(store, tmp_path, f"{100 + i:04x}{'c' * 36}", [RACE] if fails else [None], "pull_request",
+                pr=100 + i, base_sha=sha(i))
+        (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(last - 1))], merge_base=sha(last - 1))
+    assert v.verdict == expected, v.detail
+    if expected == BROKEN_ON_MAIN:
+        assert (v.since, v.last_pass) == (sha(40), sha(39)), v.detail
