@@ -1,4 +1,4 @@
-"""``python -m bench culprit [--quick] [--seed N] [--breakages N] [--misses] [--off-lines-percent P]``:
+"""``python -m bench culprit [--quick] [--seed N] [--breakages N] [--misses] [--where] [--off-lines-percent P]``:
 culprit finding on simulated breakages, every method side by side in one run.
 
 Windows of 2-128 candidate commits (log-uniform), the culprit uniform among them, the test's
@@ -19,6 +19,7 @@ Accuracy with 1 and with 4 runners, mean runs (every run is one CI run of two at
 rounds with 1 and with 4 runners, per band; the ratio column is mean runs over deflaked
 bisection's in the same band. The goal (issue 51): >= 99 % right where the flake rate is <= 20 %
 with <= 0.5x deflaked bisection's runs; the verdict line says whether this run met it (`GOAL`).
+``--where``: where the judged method's runs go (1 runner), per band: `Where`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from dataclasses import dataclass, field
 
 from bench._culprit_sim import ATTEMPTS, TOUCH_SHARES, Breakage, bisect, history_false_passes, history_rates, multisect
 from bench.table import format_table, ratio
-from ci.culprit.model import NoiseModel, Probe, false_pass_bound, false_pass_rate
-from ci.culprit.posterior import prior_weights
+from ci.culprit.model import CulpritResult, NoiseModel, Probe, false_pass_bound, false_pass_rate
+from ci.culprit.posterior import Posterior, prior_weights
 from ci.culprit.prior import Touch, TouchWeights
 from ci.culprit.search import Search, run_search
 
@@ -64,8 +65,55 @@ class Tally:
         self.count += 1
 
 
+@dataclass
+class Where:
+    """Where the judged method's runs went (1 runner): before the posterior's top first reached
+    `EARLY_MARK`, and after; runs at a commit already run, at the answer, its parent or elsewhere;
+    the stop reasons and the top's probability at the stop. Neither method verifies --good/--bad in
+    the bench (`ci culprit` spends 2 runs on it unless --no-verify), so neither count has them."""
+
+    searches: int = 0
+    runs: int = 0
+    before_mark: int = 0
+    again_answer: int = 0
+    again_parent: int = 0
+    again_other: int = 0
+    top_at_stop: float = 0.0
+    stops: dict[str, int] = field(default_factory=dict)
+
+    def add(self, weights: list[float], noise: NoiseModel, result: CulpritResult) -> None:
+        posterior, seen = Posterior(weights, noise), set()
+        reached = None
+        for k, outcome in enumerate(result.outcomes, 1):
+            posterior.update(outcome)
+            if reached is None and max(posterior.probabilities()) >= EARLY_MARK:
+                reached = k
+            if outcome.index in seen:
+                offset = outcome.index - result.culprit
+                self.again_answer += offset == 0
+                self.again_parent += offset == -1
+                self.again_other += offset not in (0, -1)
+            seen.add(outcome.index)
+        self.searches += 1
+        self.runs += result.runs
+        self.before_mark += result.runs if reached is None else reached
+        self.top_at_stop += result.probability
+        self.stops[result.stop.value] = self.stops.get(result.stop.value, 0) + 1
+
+    def row(self, label: str) -> list[str]:
+        n = self.searches
+        return [label, f"{self.runs / n:.2f}", f"{self.before_mark / n:.2f}", f"{(self.runs - self.before_mark) / n:.2f}",
+                f"{self.again_answer / n:.2f}", f"{self.again_parent / n:.2f}", f"{self.again_other / n:.2f}",
+                f"{self.top_at_stop / n:.4f}", ", ".join(f"{k} {v}" for k, v in sorted(self.stops.items()))]
+
+
+EARLY_MARK = 0.9
+WHERE_HEADERS = ["band", "runs", f"before top >= {EARLY_MARK}", "after", "again: answer", "again: its parent",
+                 "again: other", "top at stop", "stops"]
+
+
 def _ours(rng: random.Random, b: Breakage, noises: tuple[NoiseModel, NoiseModel], runners: int,
-          method: str) -> tuple[int, int, int, str]:
+          method: str, where: Where | None = None) -> tuple[int, int, int, str]:
     noise = noises[method != GOAL]
     if "observed" in method:
         weights = TouchWeights().weights([Touch(level) for level in b.levels])
@@ -77,12 +125,16 @@ def _ours(rng: random.Random, b: Breakage, noises: tuple[NoiseModel, NoiseModel]
     def probe(batch: list[Probe]) -> list[bool | int]:
         return [b.failures(rng, p.index, p.attempts) if detail else b.run(rng, p.index, p.attempts) for p in batch]
     result, rounds = run_search(search, probe, runners)
+    if where is not None:
+        where.add(list(weights), noise, result)
     return result.culprit, result.runs, rounds, result.stop.value
 
 
-def simulate(breakages: int, seed: int, off_lines: float = 0.0) -> dict[tuple[str, str], Tally]:
+def simulate(breakages: int, seed: int, off_lines: float = 0.0,
+             where: dict[str, Where] | None = None) -> dict[tuple[str, str], Tally]:
     """Every method's tally per band label, over ``breakages`` per band; ``off_lines``: the share of
-    culprits that change only the test's files, none of its executed lines (`Touch.FILE`)."""
+    culprits that change only the test's files, none of its executed lines (`Touch.FILE`); ``where``
+    (band label -> `Where`, filled in) when given: where the judged method's runs went."""
     rng = random.Random(seed)
     tallies: dict[tuple[str, str], Tally] = {}
     shares = list(TOUCH_SHARES.values())
@@ -99,7 +151,8 @@ def simulate(breakages: int, seed: int, off_lines: float = 0.0) -> dict[tuple[st
             for method in METHODS:
                 tally = tallies.setdefault((label, method), Tally())
                 if method.startswith("ci.culprit"):
-                    answer, runs, rounds1, stop = _ours(rng, b, noises, 1, method)
+                    spent = where.setdefault(label, Where()) if where is not None and method == GOAL else None
+                    answer, runs, rounds1, stop = _ours(rng, b, noises, 1, method, spent)
                     answer4, _, rounds4, _ = _ours(rng, b, noises, 4, method)
                     if answer != b.culprit:
                         tally.misses.append(f"{'early' if answer < b.culprit else 'late'} by {abs(answer - b.culprit)}"
@@ -121,7 +174,8 @@ def main(argv: list[str]) -> int:
     seed = _flag(argv, "--seed", 51)
     per_band = _flag(argv, "--breakages", 12 if quick else 200)
     off_lines = _flag(argv, "--off-lines-percent", 0) / 100
-    tallies = simulate(per_band, seed, off_lines)
+    where: dict[str, Where] | None = {} if "--where" in argv else None
+    tallies = simulate(per_band, seed, off_lines, where)
     rows = []
     met = True
     for low, high in BANDS:
@@ -143,6 +197,9 @@ def main(argv: list[str]) -> int:
         for (label, method), t in tallies.items():
             for miss in t.misses:
                 print(f"miss: {label} {method}: {miss}")
+    if where is not None:
+        print(format_table(WHERE_HEADERS, [w.row(label) for label, w in where.items()],
+                           f"where {GOAL}'s runs go (1 runner), seed {seed}"))
     print(f"goal ({GOAL}): >= 99 % right and <= 0.5x deflaked bisection's runs in every band up to 20 %: "
           f"{'met' if met else 'MISSED'}")
     return 0

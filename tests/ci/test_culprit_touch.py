@@ -1,6 +1,6 @@
 """`bench._culprit_touch` (the share of commits touching a test's import closure, which `bench
 culprit`'s touched prior simulates) on a small real git repository made here, and the
-simulator's draw of touching commits."""
+simulator's draw of touching commits, and `bench culprit --where`'s tally of where runs go."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 
 from bench._culprit_sim import Breakage
 from bench._culprit_touch import closure, observed, touched
+from bench.culprit import Where
+from ci.culprit.model import CulpritResult, NoiseModel, Outcome, StopReason
 from ci.selection.depmap_format import StoredTestMap, TestMap
 
 FILES = {
@@ -81,3 +83,15 @@ def test_observed_levels_follow_the_measured_shares() -> None:
     assert 0.17 < sum(lv == 2 for lv, _ in others) / len(others) < 0.23
     assert 0.08 < sum(lv == 1 for lv, _ in others) / len(others) < 0.12
     assert all(t for lv, t in others if lv == 2)
+
+
+def test_culprit_where_splits_runs_at_the_mark_and_counts_reruns_by_place() -> None:
+    """bench culprit --where: a fail at c_2 leaves c_1/c_2 at 1/2 each; the pass at c_1 (near noiseless)
+    puts c_2 over the mark at run 2; the two runs after re-run the answer and its parent."""
+    runs = (Outcome(1, True), Outcome(0, False), Outcome(1, True), Outcome(0, False), Outcome(3, True))
+    where = Where()
+    where.add([1.0] * 4, NoiseModel(0.0, 0.0), CulpritResult(1, 0.999, runs, StopReason.CONFIDENT))
+    assert (where.runs, where.before_mark) == (5, 2)
+    assert (where.again_answer, where.again_parent, where.again_other) == (1, 1, 0)
+    assert where.stops == {"confident": 1}
+    assert where.row("x")[1:4] == ["5.00", "2.00", "3.00"]
