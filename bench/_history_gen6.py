@@ -30,8 +30,8 @@ from datetime import datetime, timedelta
 
 from bench._history_gen2 import LABELS, Run
 from bench._history_gen6_story import Break, Bug, Setting, run_jobs
-from bench._history_gen6_world import (QUICK, START, History, Scale, Test, Window, base_tests, hours, model_file,
-                                       sha)
+from bench._history_gen6_world import (QUICK, RUNNERS, START, History, Scale, Test, Window, base_tests, hours,
+                                       model_file, sha)
 
 __all__ = ["LABELS", "QUICK", "History", "Scale", "generate"]
 
@@ -70,7 +70,8 @@ def _windows(span: timedelta, rng: random.Random) -> list[Window]:
     at = [START + span * rng.uniform(a, b) for a, b in ((0.15, 0.3), (0.4, 0.5), (0.6, 0.7), (0.05, 0.15))]
     return [Window("hf_outage", at[0], at[0] + hours(rng, 3, 6), nodes=weights),
             Window("image_bump", at[1], at[1] + hours(rng, 24, 40), tier="l4", nodes=FP8),
-            Window("disk_full", at[2], at[2] + hours(rng, 10, 20), tier="l4", runner=f"l4-{rng.randrange(6) + 1}"),
+            Window("disk_full", at[2], at[2] + hours(rng, 18, 36), tier="l4",
+                   runner=f"l4-{rng.randrange(RUNNERS['l4']) + 1}"),
             Window("flaky_jump", at[3], at[3] + timedelta(days=7), nodes=(ABORT,))]
 
 
@@ -135,7 +136,7 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
         base = max(i for i in range(n) if times[i] <= opened)
         tests = _tests_at(base)
         if rng.random() < 0.3:  # a new test file of its own shifts how files fall into jobs
-            tests = tests + [Test(f"tests/kernels/test_pr{number}.py", "TestNew", "test_feature", ("h100", "l4", "cpu"))]
+            tests = tests + [Test(f"tests/kernels/test_pr{number}.py", "TestNew", "test_feature", ("h100", "l4"))]
         bugs = () if fixes else _pr_bugs(number, tests, rng)
         author = rng.choice(AUTHORS)
         heads = [(sha(seed, f"pr-{number}-1"), bugs, opened)]

@@ -109,7 +109,8 @@ def _case(case: Case, attempt_text: bool) -> str:
         elif not last:
             out.append(tag + (_props(fail) if attempt_text else "") + "</testcase>")
         else:
-            out.append(f"{tag}<{fail.element} message={quoteattr(fail.message)}>{escape(fail.detail)}"
+            props = _props(fail) if attempt_text else ""
+            out.append(f"{tag}{props}<{fail.element} message={quoteattr(fail.message)}>{escape(fail.detail)}"
                        f"</{fail.element}></testcase>")
     return "".join(out)
 

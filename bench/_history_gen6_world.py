@@ -17,7 +17,7 @@ from bench._history_gen2 import Label
 START = datetime(2026, 9, 1, 6, 0, tzinfo=timezone.utc)
 # Buildkite queues as tiers, with how many parallel jobs split each one's test files.
 SHARDS = {"h100": 3, "l4": 2, "cpu": 1}
-RUNNERS = {"h100": 4, "l4": 6, "cpu": 3}
+RUNNERS = {"h100": 4, "l4": 3, "cpu": 3}
 RERUNS = 2  # pytest-rerunfailures --reruns 2: at most three attempts per run
 # The story's causes, each with the truth label every failure it makes gets.
 CAUSE_LABEL = {"hf_outage": "infra", "image_bump": "infra", "disk_full": "infra", "pin_bump": "broken_on_main",
