@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from bench import _history_gen2, _history_gen3, _history_gen4, _history_gen5, _history_gen6, verdicts
+from bench._history_gen2 import REPO
 from bench._history_gen6 import ABORT, DECODE, FP8, LABELS, PIN_NODES, PREEMPT, QUICK, History, Scale, generate
 from bench._history_gen6_text import Case, report_xml, text_for
 from bench._history_gen6_world import ORDER_POLLUTER, ORDER_VICTIM, RERUNS, base_tests
 from bench._history_gen6_world import Test as Spec
-from ci.history.ingest import node_id
+from ci.history.ingest import node_id, prepare
+from ci.history.model import RunIdentity
 from ci.results.junit import ERROR, FAILED, SKIPPED, CaseResult, parse_junit
 from tests.ci.rerun_oracle_support import COUNTER, real_junit, shape
 
@@ -100,6 +102,23 @@ def check_labels(seed: int, scale: Scale) -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_failed_test_has_one_label_consistent_with_its_attempts(seed: int) -> None:
     check_labels(seed, QUICK)
+
+
+@pytest.mark.parametrize("seed", (1, 2))
+def test_stock_junit_reads_the_same_outcomes_and_ingest_accepts_every_report(seed: int, tmp_path: Path) -> None:
+    """``--stock-junit``: no ``ci.attempt.*`` properties, so a rerun reads passed (rerun); labels still hold."""
+    stock = Scale(QUICK.commits, QUICK.prs, attempt_text=False)
+    check_labels(seed, stock)
+    for (run, report, cases), (_, _, plain) in zip(parsed(seed, QUICK), parsed(seed, stock)):
+        assert list(cases) == list(plain)
+        for node, case in cases.items():
+            assert [a.outcome for a in case.attempts][-1] == [a.outcome for a in plain[node].attempts][-1]
+            assert all(not a.message for a in plain[node].attempts[:-1])
+        path = tmp_path / "r.xml"
+        path.write_text(report.xml, encoding="utf-8")
+        shard = f"{report.shard + 1}/{report.shards}"
+        prepare(path, RunIdentity(REPO, run.sha, run.event, report.tier, pr=run.pr, shard=shard,
+                                  runner=report.runner, base_sha=run.base_sha, attempt=run.attempt))
 
 
 def test_the_full_scale_history_is_consistent_and_labels_every_cause() -> None:
