@@ -1,11 +1,13 @@
-"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|gen3|gen4|gen5] [--merge-group]``:
+"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|gen3|gen4|gen5|gen6] [--merge-group]``:
 how often `ci history verdicts` names the true cause of a pull request's failing test (issue 47), on the second labelled
 history (`bench._history_gen2`: written from GitHub's and pytest's documented behaviour and real GPU
 flakes, independent of the verdict rules; default seeds 1-5) or the third (`bench._history_gen3`:
 a vLLM-like suite, written independently of both) or the fourth (`bench._history_gen4`: a
 Liger-Kernel-like suite on one GPU tier behind a merge queue, written independently of all three) or
 the fifth (`bench._history_gen5`: a PyTorch-CI-like project on CUDA and ROCm pools, held out from
-the rules' tuning: scored once, by the lead, when the rules are final).
+the rules' tuning: scored once, by the lead, when the rules are final) or the sixth
+(`bench._history_gen6`: a vLLM-on-Buildkite-like project with causes none of the others model, held
+out the same way).
 
 Each history is ingested into a fresh SQLite store through the real ingest path in the order its
 runs finish, each pull request run judged as pr-gpu.yml judges it (`bench._verdicts_score`).
@@ -28,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from bench import _history_gen2, _history_gen3, _history_gen4, _history_gen5
+from bench import _history_gen2, _history_gen3, _history_gen4, _history_gen5, _history_gen6
 from bench._history_gen2 import LABELS
 from bench._verdicts_score import Judged, Score, score_history
 from bench.table import format_table
@@ -47,7 +49,8 @@ class Generator:
 GENERATORS = {"gen2": Generator(_history_gen2.generate, _history_gen2.Scale(), _history_gen2.QUICK),
               "gen3": Generator(_history_gen3.generate, _history_gen3.Scale(), _history_gen3.QUICK),
               "gen4": Generator(_history_gen4.generate, _history_gen4.Scale(), _history_gen4.QUICK),
-              "gen5": Generator(_history_gen5.generate, _history_gen5.Scale(), _history_gen5.QUICK)}
+              "gen5": Generator(_history_gen5.generate, _history_gen5.Scale(), _history_gen5.QUICK),
+              "gen6": Generator(_history_gen6.generate, _history_gen6.Scale(), _history_gen6.QUICK)}
 DEFAULT_SEEDS = (1, 2, 3, 4, 5)
 REPLAY_ELSEWHERE = ("the replay is the verdict tests' own story and bench may not import tests: score it with "
                     "tests/ci/verdict_replay_bench.py (docs/bench.md, verdicts)")

@@ -7,9 +7,6 @@ The verdicts' score on it is not asserted here: the lead measures it once, when 
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
@@ -26,6 +23,7 @@ from bench._history_gen5_world import (CASES, DISABLED_NODE, LOAD_NODE, NEW_GRAP
                                        REVERT_NODE, ROCM_BUG_NODES, ROCM_DEFAULT, SLOW, SLOW_NODE, SRT, TIERS)
 from ci.history.ingest import node_id
 from ci.results.junit import ERROR, FAILED, SKIPPED, CaseResult, parse_junit
+from tests.ci.rerun_oracle_support import COUNTER, real_junit, shape
 
 SEEDS = (1, 2, 3, 4, 5)
 MID = Scale(80, 32)  # half the default history: every story beat, half the time to read
@@ -66,9 +64,9 @@ def test_gen5_is_selectable_and_the_other_generators_are_unchanged() -> None:
 def test_the_bench_runs_gen5_and_names_it_in_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert verdicts.main(["--generator", "gen5", "--quick", "--seeds", "1"]) == 0
     assert "verdicts on the gen5 history, seeds 1" in capsys.readouterr().out  # the score is not read here
-    assert verdicts.main(["--generator", "gen6"]) == 2
+    assert verdicts.main(["--generator", "gen7"]) == 2
     err = capsys.readouterr().err
-    assert "gen4, gen5, replay, both" in err and len(err.strip().splitlines()) == 1
+    assert "gen4, gen5, gen6, replay, both" in err and len(err.strip().splitlines()) == 1
 
 
 def _etree_attempts(xml: str) -> dict[tuple[str, str, str], list[str]]:
@@ -263,16 +261,7 @@ def test_flakes_of_each_kind_and_the_file_retried_tier() -> None:
     assert len(texts) == 6 and retried and late
 
 
-_REAL_TESTS = '''
-import pathlib
-import pytest
-
-def _attempt(name):
-    seen = pathlib.Path(__file__).with_name(name)
-    count = int(seen.read_text()) if seen.exists() else 0
-    seen.write_text(str(count + 1))
-    return count
-
+_REAL_TESTS = COUNTER + '''
 def test_flaky():
     if _attempt("flaky.count") < 2:
         raise RuntimeError("NCCL watchdog timeout")
@@ -287,30 +276,11 @@ def test_disabled():
 def test_fine():
     pass
 '''
-_RECORDER = "from ci.pytest_attempts import AttemptRecorder\n\n\ndef pytest_configure(config):\n" \
-            "    config.pluginmanager.register(AttemptRecorder(), 'ci-attempts')\n"
-
-
-def _shape(xml: str) -> dict[str, list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]]:
-    """Per test name, each ``<testcase>``'s attribute names, child tags and property names."""
-    out: dict[str, list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]] = defaultdict(list)
-    for case in ET.fromstring(xml).iter("testcase"):
-        out[case.get("name", "")].append((tuple(sorted(case.attrib)), tuple(child.tag for child in case),
-                                          tuple(p.get("name", "") for p in case.iter("property"))))
-    return dict(out)
 
 
 @pytest.mark.parametrize("attempt_text", [True, False], ids=["registry-plugin", "stock"])
 def test_a_shard_is_written_as_real_pytest_with_rerunfailures_writes_it(tmp_path: Path, attempt_text: bool) -> None:
-    (tmp_path / "test_real.py").write_text(_REAL_TESTS, encoding="utf-8")
-    if attempt_text:
-        (tmp_path / "conftest.py").write_text(_RECORDER, encoding="utf-8")
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_rerunfailures", "--reruns", "2", "-q",
-                           "-o", "junit_family=xunit1", "--junitxml", str(tmp_path / "real.xml"), "test_real.py"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1, done.stdout + done.stderr
+    real = real_junit(tmp_path, _REAL_TESTS, attempt_text)
     fail = Attempt(True, "RuntimeError: NCCL watchdog timeout")
     broken = Attempt(True, "AssertionError: Tensor-likes are not close!")
     mine = shard_xml([CaseRun("test_real.py", "test_real", "test_flaky", 0.1, (fail, fail, Attempt(False))),
@@ -319,8 +289,7 @@ def test_a_shard_is_written_as_real_pytest_with_rerunfailures_writes_it(tmp_path
                               skipped="Test is disabled because an issue exists disabling it"),
                       CaseRun("test_real.py", "test_real", "test_fine", 0.1)],
                      attempt_text=attempt_text, file_retry=False, hostname="h")
-    real = (tmp_path / "real.xml").read_text(encoding="utf-8")
-    assert _shape(mine) == _shape(real)
+    assert shape(mine) == shape(real)
     (tmp_path / "mine.xml").write_text(mine, encoding="utf-8")
     read = [{node_id(c): ([a.outcome for a in c.attempts], [a.message.split(":")[0] for a in c.attempts])
              for c in parse_junit(tmp_path / name).cases} for name in ("mine.xml", "real.xml")]
