@@ -402,7 +402,7 @@ def test_the_observing_process_never_imports_pytest(project: Path) -> None:
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ci", "observe", "--out", str(out), "--",
                            sys.executable, "tests/test_calc.py"], cwd=project, env=env, capture_output=True, text=True,
                           timeout=240)
-    assert proc.returncode == 1 and "no test file was recorded" in proc.stderr, proc.stderr  # `true` runs none
+    assert proc.returncode == 0, proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "ci.observe.observed" in imported and "pytest" not in imported and "_pytest" not in imported
 
