@@ -202,7 +202,7 @@ def _scan(text: str) -> _Block:
 
 
 def _strings(value: Any, *, non_empty: bool) -> tuple[str, ...]:
-    """A valid `PreciseParser.string_list` value -> its tuple; `_NotSimple` for anything it would report."""
+    """A valid `NodeReader.string_list` value -> its tuple; `_NotSimple` for anything it would report."""
     if (type(value) is not tuple and type(value) is not list) or (non_empty and not value) \
             or len(set(value)) != len(value):
         raise _NotSimple
@@ -221,7 +221,7 @@ def _pytest_args(value: Any) -> tuple[str, ...]:
 
 
 def _fields(value: Any, allowed: set[str], required: set[str]) -> _Block:
-    """A mapping `PreciseParser.mapping` would find no problem in (duplicates never get this far)."""
+    """A mapping `NodeReader.mapping` would find no problem in (duplicates never get this far)."""
     if type(value) is not _Block or not required <= value.keys() <= allowed:
         raise _NotSimple
     return value
@@ -232,7 +232,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _seconds(value: Any) -> float:
-    """A valid `PreciseParser.seconds` value, as float."""
+    """A valid `NodeReader.seconds` value, as float."""
     if not _is_number(value) or seconds_problem(value) is not None:
         raise _NotSimple
     return float(value)
@@ -245,7 +245,7 @@ def _valid(message: str | None) -> None:
 
 
 def _fast_tier(name: str, fields: Any) -> Tier:
-    """`PreciseParser.tier` for one tier it would find no problem in; `_NotSimple` otherwise."""
+    """`ci.registry.tier_parse.parse_tier` for one tier it would find no problem in; `_NotSimple` otherwise."""
     fields = _fields(fields, TIER_KEYS, TIER_REQUIRED)
     if "buildkite" in fields or "env" in fields or "culprit" in fields:
         raise _NotSimple  # nested mappings: `ci.registry.step_parse` reads them
@@ -343,7 +343,7 @@ class _FastTests:
         return paths
 
     def entry(self, path: str, fields: Any) -> TestEntry:
-        """`PreciseParser.test` for an entry it would find no problem in; `_NotSimple` otherwise."""
+        """`ci.registry.entry_parse.parse_entry` for an entry it would find no problem in; `_NotSimple` otherwise."""
         fields = _fields(fields, TEST_KEYS, TEST_REQUIRED)
         if "evidence" in fields or "quarantined_nodes" in fields or "env" in fields:
             raise _NotSimple  # nested quarantine records: `ci.registry.quarantine_parse` reads them
