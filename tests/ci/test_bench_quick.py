@@ -9,7 +9,8 @@ a bug of the code, so exit 1 passes only with that goal's verdict line saying ``
 table printed (a crash prints no verdict). ``bench report`` needs headless Chromium, as
 test_report_browser.py does: without it this fails. ``bench adoption`` needs a git repository with
 SGLang's history: without ``--repo`` it must say so and exit 0 (so ``python -m bench`` runs the
-others), and `test_adoption_on_a_tiny_sglang_shaped_repository` runs it on one made here.
+others), and test_bench_adoption.py runs it on one made there. The rerun bot benchmark's own
+checks (its checkout, its dispatch count) are test_bench_rerun_bot.py's.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import available
-from bench.rerun_bot import COMMENT, REGISTRY, dispatch_problem, write_checkout
-from ci.registry import load_registry
-from sglang_like import SGLANG_LIKE, write
-from tools.rerun.resolve import Kind, resolve_target
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 600  # quick runs take 1-10 s alone; generous for a loaded CI machine
@@ -212,7 +209,7 @@ def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=TIMEOUT_S)
 
 
-def _is_ratio(cell: str) -> bool:
+def is_ratio(cell: str) -> bool:
     return re.fullmatch(r"[0-9]+(\.[0-9]+)?x?", cell) is not None and float(cell.rstrip("x")) > 0
 
 
@@ -244,197 +241,11 @@ def test_quick_run_prints_its_tables(name: str) -> None:
         # bench depmap's history table needs git history: a copy of the tracked files (the
         # selection safety test's) has none, so its rows are all empty there, never wrong
         no_history = name == "depmap" and wanted.labels == ("all",) and not (ROOT / ".git").exists()
-        assert (ratios or no_history) and all(_is_ratio(c) for c in ratios), (wanted.ratio, ratios)
+        assert (ratios or no_history) and all(is_ratio(c) for c in ratios), (wanted.ratio, ratios)
     for (i, label, column), cell in spec.cells.items():
         assert tables[i].row(label)[column] == cell, (label, column, why)
     for line in spec.lines:
         assert re.search(f"^{line}$", out, re.M), (line, why)
-
-
-def test_rerun_bot_checkout_holds_the_registered_file_its_comments_name(tmp_path: Path) -> None:
-    """The cause of issue 28's "0 of 400 dispatched": the bot resolves a target only to a registered
-    file present in its checkout, and the bench's checkout held the registry alone."""
-    target = COMMENT.split()[-1]
-    written = write_checkout(tmp_path)
-    registry = load_registry(tmp_path / "registry.yaml")
-    assert (tmp_path / "registry.yaml").read_text() == REGISTRY
-    assert written == sorted(registry.tests) == ["tests/quant/test_kvfp4_quant_dequant.py"]
-    assert all((tmp_path / path).is_file() for path in written)
-    assert resolve_target(registry, tmp_path, target).kind is Kind.RESOLVED
-    (tmp_path / next(iter(registry.tests))).unlink()
-    assert resolve_target(registry, tmp_path, target).kind is Kind.UNKNOWN
-
-
-def test_rerun_bot_dispatch_check_counts_each_comment() -> None:
-    """The bench fails unless each expected comment was dispatched once, and none other."""
-    state = {"dispatches": [{"inputs": {"comment_id": "1"}}, {"inputs": {"comment_id": "2"}},
-                            {"inputs": {"comment_id": "2"}}],
-             "replies": [{"body": "<!-- rerun-test:comment=3 state=done -->\n@x nothing was started\nnot found"}]}
-    assert dispatch_problem({"dispatches": state["dispatches"][:1], "replies": []}, {1}) is None
-    assert dispatch_problem(state, {1}) == (
-        "1 of 1 comments dispatched exactly once, 0 more than once, 0 never, 1 dispatched though never sent "
-        "(the bot's reply to one of those: 'none')")
-    assert dispatch_problem(state, {1, 2, 3}) == (
-        "1 of 3 comments dispatched exactly once, 1 more than once, 1 never, 0 dispatched though never sent "
-        "(the bot's reply to one of those: '@x nothing was started not found')")
-
-
-# -- bench adoption on a repository shaped like SGLang's ------------------------------------------
-
-# SGLang's python/sglang/test/ci/ci_register.py, reduced to what bench/_sglang_suites.py uses: the
-# register calls (no-ops when a test runs) and collect_tests, which reads them back with ast.
-CI_REGISTER = '''\
-import ast
-import enum
-from dataclasses import dataclass
-
-
-class HWBackend(enum.Enum):
-    CPU = "cpu"
-    CUDA = "cuda"
-
-
-@dataclass
-class CIRegistry:
-    filename: str
-    backend: HWBackend
-    effective_suite: str
-    est_time: float
-    nightly: bool = False
-    disabled: str | None = None
-
-
-def register_cpu_ci(**kwargs):
-    pass
-
-
-def register_cuda_ci(**kwargs):
-    pass
-
-
-def collect_tests(files, sanity_check=True):
-    found = []
-    for filename in files:
-        with open(filename) as f:
-            module = ast.parse(f.read())
-        for node in module.body:
-            call = node.value if isinstance(node, ast.Expr) else None
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id.startswith("register_"):
-                kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-                suite = kw.get("suite") or f"{kw['stage']}-test-{kw['runner_config']}"
-                backend = HWBackend[call.func.id[len("register_"):-len("_ci")].upper()]
-                found.append(CIRegistry(filename, backend, suite, kw["est_time"], kw.get("nightly", False),
-                                        kw.get("disabled")))
-    return found
-'''
-# SGLang's test/run_suite.py, reduced: its suite lists, and run_a_suite globbing test/registered only.
-RUN_SUITE = '''\
-import glob
-import os
-
-from sglang.test.ci.ci_register import HWBackend, collect_tests
-from sglang.test.ci.ci_utils import run_unittest_files
-
-HW_MAPPING = {"cpu": HWBackend.CPU, "cuda": HWBackend.CUDA}
-PER_COMMIT_SUITES = {
-    HWBackend.CPU: ["base-a-test-cpu"],
-    # extra-a: label-gated PR opt-in suites in pr-test-extra.yml
-    HWBackend.CUDA: ["stage-b-test-1-gpu-small", "stage-b-test-1-gpu-large", "extra-a-test-1-gpu-small"],
-}
-
-
-def run_a_suite(args):
-    script_dir = os.path.dirname(os.path.abspath(__file__))
-    files = glob.glob(os.path.join(script_dir, "registered", "**", "*.py"), recursive=True)
-    tests = [t for t in collect_tests(files) if t.backend == HW_MAPPING[args.hw] and t.effective_suite == args.suite
-             and not t.nightly and t.disabled is None]
-    return run_unittest_files(tests)
-'''
-PR_TEST_EXTRA = '''\
-on: {pull_request: {}}
-jobs:
-  extra-a-test-1-gpu-small:
-    if: contains(github.event.pull_request.labels.*.name, 'run-ci-extra')
-    runs-on: gpu
-    steps: [{run: python3 run_suite.py --hw cuda --suite extra-a-test-1-gpu-small}]
-'''
-PR_TEST = '''\
-on: {pull_request: {}}
-jobs:
-  small: {runs-on: gpu, steps: [{run: python3 run_suite.py --hw cuda --suite stage-b-test-1-gpu-small}]}
-'''
-
-
-def _registered(backend: str, arguments: str) -> str:
-    return (f"from sglang.test.ci.ci_register import register_{backend}_ci\n\nregister_{backend}_ci({arguments})\n\n\n"
-            "def test_ok():\n    assert True\n")
-
-
-SUITES = {
-    "python/sglang/test/ci/__init__.py": "",
-    "python/sglang/test/ci/ci_register.py": CI_REGISTER,
-    "python/sglang/test/ci/ci_utils.py": "def run_unittest_files(tests, **kwargs):\n    return 0\n",
-    "test/run_suite.py": RUN_SUITE,
-    "test/registered/core/test_small.py": _registered("cuda", 'est_time=30, suite="stage-b-test-1-gpu-small"'),
-    "test/registered/core/test_large.py": _registered("cuda", 'est_time=60, stage="stage-b", runner_config="1-gpu-large"'),
-    "test/registered/core/test_off.py": _registered("cuda", 'est_time=9, suite="stage-b-test-1-gpu-small", disabled="hangs"'),
-    "test/registered/cpu/test_cpu.py": _registered("cpu", 'est_time=5, suite="base-a-test-cpu"'),
-    "test/registered/core/test_extra.py": _registered("cuda", 'est_time=40, suite="extra-a-test-1-gpu-small"'),
-    # parked: it registers itself, and SGLang's runner never reads test/manual
-    "test/manual/test_parked.py": _registered("cuda", 'est_time=20, suite="stage-b-test-1-gpu-small"'),
-    ".github/workflows/pr-test.yml": PR_TEST,
-    ".github/workflows/pr-test-extra.yml": PR_TEST_EXTRA,
-    # the seed bug: a stale import of a name the package no longer has
-    "test/registered/core/test_seed.py": "from sglang.srt.utils import KVFP4QuantizeUtil\n\n\n"
-                                         "def test_seed():\n    assert KVFP4QuantizeUtil\n",
-}
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.com",
-                           "-c", "commit.gpgsign=false", *args], capture_output=True, text=True, check=True).stdout
-
-
-def test_adoption_on_a_tiny_sglang_shaped_repository(tmp_path: Path) -> None:
-    repo = tmp_path / "sglang"
-    write(repo, {**SGLANG_LIKE, **SUITES})
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "a tree shaped like SGLang's")
-    result = run_bench("adoption", "--quick", f"--repo={repo}", "--commits=HEAD")
-    why = f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr[-4000:]}"
-    assert result.returncode == 0, why
-    lint, suites, runs = read_tables(result.stdout)
-    assert lint.header == ("commit", "sha", "test files", "problems", "L003", "L009 (info)", "other", "I001", "I002",
-                           "KVFP4QuantizeUtil hits", "init s", "lint s", "ast.parse s", "lint / parse")
-    row = lint.row("HEAD")
-    # test/registered: 7 files, test/manual: 2; sgl-kernel/tests is outside every pytest configuration
-    assert (row["sha"], row["test files"], row["problems"], row["I001"], row["KVFP4QuantizeUtil hits"]) == (
-        _git(repo, "rev-parse", "--short", "HEAD").strip(), "9", "1", "1", "1"), why
-    assert _is_ratio(row["lint / parse"]), why
-    assert suites.header == ("tier", "suites", "SGLang runs", "ours", "only SGLang", "only ours")
-    # per tier: suites mapped, SGLang's files, ours, only SGLang's, only ours (test_off is disabled:
-    # SGLang skips it, and the import makes it manual)
-    assert {r[0]: r[1:] for r in suites.rows if r[1] != "0"} == {
-        "cpu": ("1", "1", "1", "0", "0"), "gpu_1_small": ("1", "1", "1", "0", "0"),
-        "gpu_1_large": ("1", "1", "1", "0", "0")}, why
-    # GPU seconds of a PR by hand: test_small 30 x 1 GPU + test_large 60 x 1 = 90 (SGLang's default run);
-    # the label-gated test_extra adds 40, the parked test_parked 20
-    assert runs.header == ("import", "entries", "active", "parked active", "label-gated active", "GPU s per PR",
-                           "vs SGLang")
-    assert [r[1:] for r in runs.rows] == [
-        ("9", "3", "0 of 1", "0 of 1", "90", "1.00x"),
-        ("9", "4", "0 of 1", "1 of 1", "130", "1.44x"),
-        ("9", "5", "1 of 1", "1 of 1", "150", "1.67x"),
-        ("", "", "", "", "90", "1.00x")], why
-    closing = result.stdout.split("its closing summary:\n", 1)[1]
-    assert closing.startswith("summary: registrations read from test/registered/**/*.py (test/run_suite.py:"), why
-    assert "  extra-a-test-1-gpu-small     1 file(s)  label-gated: label run-ci-extra (pr-test-extra.yml); " \
-           "--include-label-gated\n" in closing, why
-    assert "\n  test/registered/core/test_seed.py:1:1: I001 'sglang.srt.utils' has no name 'KVFP4QuantizeUtil'\n" \
-        in result.stdout, why
-    assert _git(repo, "worktree", "list").count("\n") == 1  # its temporary worktree is gone
-    assert _git(repo, "status", "--porcelain") == ""
 
 
 @pytest.mark.parametrize(("value", "text"), [
@@ -446,5 +257,5 @@ def test_a_positive_ratio_never_prints_as_zero(value: float, text: str) -> None:
     column check above (every cell a positive number) failed on a correct run."""
     from bench.table import ratio
     assert ratio(value) == text
-    assert value == 0 or _is_ratio(ratio(value))
+    assert value == 0 or is_ratio(ratio(value))
 
