@@ -1,8 +1,8 @@
 """``python -m ci history verdicts (--pr N | --sha SHA) [--tier T]``: each failing test of a run, and
 whose it is: ``broken_on_main``, ``flaky``, ``infra`` or ``new`` (`ci.history.verdict`).
 
-The run is read back from the history (`ci.history.run_results.load_run`): a pull request's newest
-commit, or one commit. A merge queue's run (``merge_group``) is judged against main before its
+The run is read back from the history (`ci.history.run_results`): a pull request's newest commit,
+or the newest merge queue batch it was queued in when that ran later, or one commit. A merge queue's run (``merge_group``) is judged against main before its
 batch, and a failure main's base does not have is the batch's (`ci.history.merge_queue`). The
 default branch's commit order comes from git (``--git-ref REF``, the default branch in this
 checkout, e.g. ``origin/main``) when given and known, else from the order its commits were
@@ -21,7 +21,7 @@ from typing import Any, Callable
 from ci.history.mainline import first_parent_order
 from ci.history.merge_queue import batch_text, batch_verdicts
 from ci.history.model import MERGE_GROUP, is_sha
-from ci.history.run_results import RunResults, load_run
+from ci.history.run_results import RunResults, load_pr_run, load_run
 from ci.history.verdict import Verdict, judge, tally
 from ci.limits import whole_number
 
@@ -37,7 +37,8 @@ def add_parser(sub: Any, add_store_arg: Any) -> None:
                             epilog="exit status: 0 printed (whatever the verdicts); 2 bad input, or no such run in "
                                    "the history; 3 the store cannot be read")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--pr", type=whole_number(1), help="a pull request: its newest commit's runs")
+    which.add_argument("--pr", type=whole_number(1),
+                       help="a pull request: its newest commit's runs, or its merge queue batch's when newer")
     which.add_argument("--sha", help="a commit (7 to 64 hex digits)")
     parser.add_argument("--tier", help="only this tier")
     parser.add_argument("--repo", help="only this repository (owner/name)")
@@ -66,7 +67,8 @@ def run(args: argparse.Namespace, read_history: Callable[..., tuple[Any, int]]) 
 
     def read(store: Any) -> tuple[RunResults, list[Verdict]] | str:
         try:
-            results = load_run(store, pr=args.pr, sha=args.sha, tier=args.tier, repo=args.repo)
+            results = load_pr_run(store, args.pr, tier=args.tier, repo=args.repo) if args.pr is not None else \
+                load_run(store, sha=args.sha, tier=args.tier, repo=args.repo)
         except LookupError as exc:
             return str(exc)
         verdicts = judge(store, results.failures, merge_base=args.base or results.base_sha, git_order=order,

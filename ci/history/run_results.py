@@ -11,6 +11,12 @@ bad machine on its rerun is still a breakage. ``report_id`` is the newest report
 `ci.history.verdict.judge` takes as ``as_of``. `LookupError` when no report matches, naming what
 was asked.
 
+`load_pr_run(store, pr)` is ``ci history verdicts --pr``'s: the run of the newest merge queue batch
+that holds the pull request (``reports.batch``; the reports of the batch's merge commit, as
+``load_run(sha=...)`` reads them) when it was ingested after the pull request's own newest report
+or the pull request has none, else `load_run(store, pr=pr)`. A batch is looked for in the pull
+request's repository when it has reports, narrowed by ``tier`` and ``repo`` as `load_run` is.
+
 `failures_in_report(cases, tier)` folds one JUnit report's cases (a run not yet in the history,
 as `ci run` has it) the same way, with the same error line, signature and infra cause ingest
 would store.
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ci.history.ingest import case_rows, node_id
-from ci.history.model import BROKEN, FAIL, PASS, SKIP
+from ci.history.model import BROKEN, FAIL, MERGE_GROUP, PASS, SKIP
 from ci.history.store import Store
 from ci.history.verdict import Failure
 from ci.results.junit import CaseResult
@@ -48,6 +54,8 @@ class RunResults:
 
 
 _REPORTS = "SELECT id, repo, sha, pr, tier, runner, base_sha, event, batch FROM reports WHERE {where} ORDER BY id"
+# batch is space-separated: pad it so that " 15 " matches #15 alone, never #150 or #115
+_QUEUED = "SELECT sha, id FROM reports WHERE event = ? AND (' ' || batch || ' ') LIKE ?{where} ORDER BY id DESC LIMIT 1"
 _CASES = """SELECT c.report_id, n.node, c.attempt, c.kind, c.fingerprint, c.error, c.infra
     FROM cases c JOIN nodes n ON n.id = c.node_id WHERE c.report_id IN ({marks}) ORDER BY c.report_id, c.attempt"""
 
@@ -73,6 +81,18 @@ def load_run(store: Store, *, pr: int | None = None, sha: str | None = None, tie
         if not rows:
             raise LookupError(f"no report of commit {sha}{_said(tier, repo)} in the history")
     return _fold(store, rows)
+
+
+def load_pr_run(store: Store, pr: int, *, tier: str | None = None, repo: str | None = None) -> RunResults:
+    """The pull request's newest commit's run, or its newest merge queue batch's (see the module docstring)."""
+    extra, params = _narrow(tier, repo)
+    own = store.fetchall(_REPORTS.format(where="pr = ?" + extra), [pr, *params])
+    if own and not repo:
+        extra, params = _narrow(tier, str(own[-1][1]))
+    queued = store.fetchall(_QUEUED.format(where=extra), [MERGE_GROUP, f"% {pr} %", *params])
+    if not queued or (own and int(own[-1][0]) > int(queued[0][1])):
+        return load_run(store, pr=pr, tier=tier, repo=repo)
+    return _fold(store, store.fetchall(_REPORTS.format(where="sha = ?" + extra), [str(queued[0][0]), *params]))
 
 
 def _narrow(tier: str | None, repo: str | None) -> tuple[str, list[str]]:

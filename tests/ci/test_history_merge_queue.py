@@ -82,6 +82,35 @@ def test_a_landed_batchs_run_is_mains_evidence_and_a_dequeued_ones_is_not(
     assert f"new             {FILE}::test_d" in out
 
 
+def test_verdicts_of_a_pull_request_find_the_batch_it_was_queued_in(
+        store_location: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """#15 fails test_a on its commit, then is queued with #12 (HEAD); ``--pr 15`` and ``--pr 12``
+    (no run of its own) show the batch's run, ``--pr 5`` and ``--pr 1`` (digits of 15 and 12) none,
+    and a commit #15 pushes after leaving the queue is its run again."""
+    a_error = "AssertionError: bf16 tolerance 0.02"
+    assert ingest(store_location, tmp_path, [Case(FILE, "test_a")], "0000002", "push") == 0
+    assert ingest(store_location, tmp_path, [fail("test_a", a_error)], "00000f1", "pull_request", "--pr", "15",
+                  "--base-sha", "0000002") == 0
+    assert verdicts(store_location, capsys, "--pr", "15").startswith("PR #15 at 00000f1 (gpu): ")
+    assert ingest(store_location, tmp_path, [fail("test_a", a_error)], HEAD, "merge_group", "--base-sha", "0000002",
+                  "--batch", "12", "--head-ref", QUEUE_REF) == 0
+    batch_line = ("merge queue batch (PRs #12, #15) at c0ffee0 on 0000002 (gpu): 0 passed, 1 failed: "
+                  "new (probably this change's)")
+    for pr in ("15", "12"):
+        out = verdicts(store_location, capsys, "--pr", pr).splitlines()
+        assert out[0] == batch_line and out[2].strip().startswith("new in this batch (PRs #12, #15)"), out
+        data = json.loads(verdicts(store_location, capsys, "--pr", pr, "--format", "json"))
+        assert (data["sha"], data["events"], data["batch"]) == (HEAD, ["merge_group"], [12, 15])
+    for pr in ("5", "1"):
+        assert ci_main(["history", "verdicts", "--pr", pr, "--store", store_location]) == 2
+        assert capsys.readouterr().err.strip() == (f"python -m ci history verdicts: no report of pull request #{pr} "
+                                                   "in the history")
+    assert ingest(store_location, tmp_path, [Case(FILE, "test_a")], "00000f2", "pull_request", "--pr", "15",
+                  "--base-sha", "0000002") == 0
+    assert verdicts(store_location, capsys, "--pr", "15").startswith("PR #15 at 00000f2 (gpu): 1 passed")
+    assert verdicts(store_location, capsys, "--pr", "12").splitlines()[0] == batch_line
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--event", "merge_group"], "--base-sha is required for a merge_group run"),
     (["--event", "merge_group", "--base-sha", "0000001", "--pr", "3"], "a merge_group run tests a batch"),
