@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from bench._history_gen2_text import BREAK_LINES, INFRA_KINDS, Failure, JUnitCase, breakage, flake, infra, junit_xml
+from bench._verdicts_records import LABELS, Label, Report, Run  # noqa: F401 (LABELS: read from here too)
 
 REPO = "sgl-project/sglang"
 TIERS: dict[str, tuple[str, ...]] = {
@@ -54,7 +55,6 @@ LOAD_FACTOR = 3.0
 RETRY_FAIL = {"startup": 0.45, "port": 0.6, "nccl": 0.4, "numeric": 0.25, "close": 0.25}
 BAD_RUNNER_RATE, GOOD_RUNNER_RATE = 0.45, 0.01
 START = datetime(2026, 11, 2, 8, 0, tzinfo=timezone.utc)
-LABELS = ("broken_on_main", "new", "infra", "flaky")
 
 
 @dataclass(frozen=True)
@@ -101,49 +101,6 @@ class Breakage:
 
     def covers(self, commit: int) -> bool:
         return self.start <= commit and (self.end is None or commit < self.end)
-
-
-@dataclass(frozen=True)
-class Label:
-    """The truth of one test with a failed attempt in one run: ``label`` one of `LABELS`,
-    ``every_attempt`` whether the final attempt failed too, ``why`` the generator's reason."""
-
-    node: str
-    tier: str
-    label: str
-    every_attempt: bool
-    why: str
-
-
-@dataclass
-class Report:
-    tier: str
-    shard: int
-    runner: str
-    xml: str
-    labels: list[Label]
-
-
-@dataclass
-class Run:
-    """One CI run attempt as GitHub runs it; ``commit`` is the default branch commit it tests
-    (a pull request's base), ``pr_breaks`` the pull request's own broken nodes."""
-
-    event: str
-    sha: str
-    commit: int
-    started: datetime
-    finished: datetime
-    run_id: str
-    attempt: int = 1
-    pr: int | None = None
-    base_sha: str = ""
-    author: str = ""
-    reports: list[Report] = field(default_factory=list)
-
-    @property
-    def labels(self) -> list[Label]:
-        return [label for report in self.reports for label in report.labels]
 
 
 @dataclass
@@ -248,8 +205,8 @@ class _Story:
                 cases.append(JUnitCase(t.file, t.file[:-3].replace("/", ".") + "." + t.cls, t.name, t.line,
                                        tuple(attempts), round(rng.uniform(20, 300), 3)))
             stamp = (run.started + timedelta(minutes=5 + 20 * shard)).isoformat(timespec="microseconds")
-            run.reports.append(Report(tier, shard, runner, junit_xml(cases, runner, stamp, self.scale.attempt_text),
-                                      labels))
+            run.reports.append(Report(tier, shard, SHARDS, runner,
+                                      junit_xml(cases, runner, stamp, self.scale.attempt_text), labels))
 
     def _flake_attempts(self, t: TestSpec, loaded: bool, where: str) -> list[Failure | None]:
         rng = self.rng

@@ -30,8 +30,8 @@ from bench._history_gen3_story import Breakage, PullRequest, breakages, main_tie
 from bench._history_gen3_text import Failure, failure, flake, junit_xml, stuck_gpu, testcase
 from bench._history_gen3_world import (BAD_GPU_RUNNER, DOWNLOAD, FLAKE, OOM, POOL_LOAD, POOLS, PORT, SLOW_RUNNER,
                                        TIER, TIERS, TIMEOUT, XDIST, Test, Tier)
+from bench._verdicts_records import LABELS, Label, Report
 
-LABELS = ("broken_on_main", "new", "infra", "flaky")
 BROKEN_ON_MAIN, NEW, INFRA, FLAKY = LABELS
 HOURS_PER_COMMIT = 1.5
 # How likely a flake of this kind is again on the rerun in the same job: the port is still taken,
@@ -57,33 +57,11 @@ class Scale:
 QUICK = Scale(commits=24, prs=14, nightly_every=8)
 
 
-@dataclass(frozen=True)
-class Label:
-    """The true cause of one final failure: ``every_attempt`` when no attempt passed; ``cause``
-    says which planted event it was (``breakage:NAME``, ``own-bug``, ``stuck-gpu``, ``flake:KIND``)."""
-
-    node: str
-    tier: str
-    label: str
-    every_attempt: bool
-    cause: str
-
-
-@dataclass(frozen=True)
-class Report:
-    """One job's JUnit: a tier's shard (0-based, of ``shards``) on ``runner``."""
-
-    tier: str
-    shard: int
-    shards: int
-    runner: str
-    xml: str
-
-
 @dataclass
 class Run:
     """One attempt of one workflow run. ``main_index``: the main commit a push or nightly ran;
-    ``base_index``: a pull request run's merge base."""
+    ``base_index``: a pull request run's merge base. ``labels``: each final failure's truth, its
+    ``why`` the planted event (``breakage:NAME``, ``own-bug``, ``stuck-gpu``, ``flake:KIND``)."""
 
     run_id: str
     attempt: int

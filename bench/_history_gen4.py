@@ -88,7 +88,8 @@ class _Story:
     def _run(self, event: str, sha: str, commit: int, hour: float, code: Code, **extra) -> Run:
         self.run_count += 1
         at = EPOCH + timedelta(hours=hour)
-        run = Run(event, sha, commit, at, at, str(19_000_000_000 + 7 * self.run_count), self.reruns(commit), **extra)
+        run = Run(event, sha, commit, at, at, str(19_000_000_000 + 7 * self.run_count), reruns=self.reruns(commit),
+                  **extra)
         hang_shard = next(s.shard for s in self.specs if s.node == HANG_NODE)
         self.jobs += [_Job(run, shard, code, hour, shard == hang_shard and self.rng.random() < HANG_RATE)
                       for shard in range(SHARDS)]
@@ -185,7 +186,7 @@ class _Story:
                 kept = [c for c in cases if c.spec.file != hang_file]
                 cases, labels = kept, [lb for lb in labels if lb.node.split("::")[0] != hang_file]
             xml = shard_xml(cases, runner, EPOCH + timedelta(hours=start), self.scale.attempt_text)
-            run.reports.append(Report(TIER, job.shard, runner, xml, labels, SHARDS, not hung))
+            run.reports.append(Report(TIER, job.shard, SHARDS, runner, xml, labels, not hung))
         return sorted(runs.values(), key=lambda r: (r.finished, r.run_id))
 
 

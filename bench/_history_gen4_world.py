@@ -10,13 +10,14 @@ and a ``name`` carrying the parametrization (``test_correctness[bfloat16-4-4096]
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from itertools import product
+
+from bench import _verdicts_records as records
+from bench._verdicts_records import LABELS, Label  # noqa: F401 (the generator and its tests read them here)
 
 TIER = "gpu"
 SHARDS = 3
 RUNNERS = ("gpu-runner-1", "gpu-runner-2", "gpu-runner-3")
-LABELS = ("broken_on_main", "new", "infra", "flaky")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -101,56 +102,23 @@ class Infra:
 
 
 @dataclass(frozen=True)
-class Label:
-    """The truth of one test with a failed attempt in one run: ``label`` one of `LABELS`,
-    ``every_attempt`` whether its final attempt failed too, ``why`` the planted cause."""
+class Report(records.Report):
+    """One shard's JUnit (`bench._verdicts_records.Report`); ``complete`` False when the shard was
+    killed and only earlier files' results survived."""
 
-    node: str
-    tier: str
-    label: str
-    every_attempt: bool
-    why: str
-
-
-@dataclass(frozen=True)
-class Report:
-    """One shard's JUnit as the job uploaded it (``xml``), with the labels of its failed tests;
-    ``complete`` False when the shard was killed and only earlier files' results survived."""
-
-    tier: str
-    shard: int
-    runner: str
-    xml: str
-    labels: list[Label]
-    shards: int = SHARDS
     complete: bool = True
 
 
 @dataclass
-class Run:
-    """One workflow run attempt: ``commit`` the main commit its code holds, ``event`` ``push``
-    (main) or ``pull_request``; ``queue`` a merge-queue run (the tail pull request's, on the
-    queue's temporary ref, ``base_sha`` main before the batch); ``killed`` the shards that hung."""
+class Run(records.Run):
+    """One workflow run attempt (`bench._verdicts_records.Run`): ``event`` ``push`` (main) or
+    ``pull_request``; ``queue`` a merge-queue run (the tail pull request's, on the queue's
+    temporary ref, ``base_sha`` main before the batch, ``batch`` its pull requests); ``killed``
+    the shards that hung; ``reruns`` how often its config reruns a failed test."""
 
-    event: str
-    sha: str
-    commit: int
-    started: datetime
-    finished: datetime
-    run_id: str
-    reruns: int
-    attempt: int = 1
-    pr: int | None = None
-    base_sha: str = ""
-    author: str = ""
-    reports: list[Report] = field(default_factory=list)
+    reruns: int = field(kw_only=True)
     killed: list[int] = field(default_factory=list)
     queue: bool = False
-    batch: tuple[int, ...] = ()  # a merge_group run's pull requests
-
-    @property
-    def labels(self) -> list[Label]:
-        return [label for report in self.reports for label in report.labels]
 
 
 @dataclass

@@ -21,12 +21,12 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-# the harness's truth labels and its record of one (`bench._verdicts_score` reads them from gen2)
-from bench._history_gen2 import LABELS, Label
+from bench import _verdicts_records as records
 from bench._history_gen5_story import BUILD_SHARE, DAY, HOUR, RUN_SECONDS, Breakage, Story, plan
 from bench._history_gen5_text import Attempt, CaseRun, shard_xml
 from bench._history_gen5_world import (CASES, DISABLED, DISABLED_NODE, HIP_DEVICE, NIGHTLY, PR, PUSH, ROCM, SLOW,
                                        TIERS, Case, Tier, classname, file_at, node_at, shard_files)
+from bench._verdicts_records import LABELS, Label
 
 BROKEN_ON_MAIN, NEW, INFRA, FLAKY = LABELS
 EPOCH = datetime(2026, 11, 2, tzinfo=timezone.utc)
@@ -47,44 +47,24 @@ QUICK = Scale(30, 14)
 
 
 @dataclass(frozen=True)
-class Report:
-    """One shard job's JUnit; ``partial`` when the run was cancelled while the shard ran."""
+class Report(records.Report):
+    """One shard job's JUnit (`bench._verdicts_records.Report`); ``partial`` when the run was
+    cancelled while the shard ran."""
 
-    tier: str
-    shard: int
-    shards: int
-    runner: str
-    xml: str
-    labels: list[Label]
     partial: bool = False
 
 
 @dataclass
-class Run:
-    """One CI run attempt; ``commit`` is the main commit whose code it has (a pull request's
-    merge base), ``load`` how busy the pools were when it started (0..1); ``missing`` the
-    (tier, shard) jobs that wrote no JUnit (failed at setup, or cancelled before tests)."""
+class Run(records.Run):
+    """One CI run attempt (`bench._verdicts_records.Run`); ``load`` how busy the pools were when it
+    started (0..1); ``missing`` the (tier, shard) jobs that wrote no JUnit (failed at setup, or
+    cancelled before tests)."""
 
-    event: str
-    sha: str
-    commit: int
-    started: datetime
-    finished: datetime
-    run_id: str
-    attempt: int
-    pr: int | None
-    base_sha: str
-    author: str
     load: float = 0.0
     cancelled: bool = False
-    reports: list[Report] = field(default_factory=list)
     missing: list[tuple[str, int]] = field(default_factory=list)
     own: tuple[Breakage, ...] = ()
     tiers: tuple[str, ...] = ()
-
-    @property
-    def labels(self) -> list[Label]:
-        return [label for report in self.reports for label in report.labels]
 
 
 @dataclass
@@ -230,7 +210,7 @@ def _reruns(story: Story, runs: list[Run], scale: Scale, rng: random.Random) -> 
             continue
         start = _seconds(run.finished) + rng.uniform(0.5, 5.0) * HOUR
         again = Run(PR, run.sha, run.commit, _at(start), _at(start + RUN_SECONDS * rng.uniform(0.5, 0.8)),
-                    run.run_id, 2, run.pr, run.base_sha, run.author, run.load, own=run.own, tiers=run.tiers)
+                    run.run_id, 2, run.pr, run.base_sha, run.author, load=run.load, own=run.own, tiers=run.tiers)
         _realize(story, again, scale, rng, failed)
         out.append(again)
     return out

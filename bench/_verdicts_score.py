@@ -12,7 +12,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._history_gen2 import REPO, SHARDS, History, Label, Run
+from bench._history_gen2 import REPO
+from bench._verdicts_records import History, Label, Run
 from ci.history.ingest import ingest, prepare
 from ci.history.merge_queue import batch_verdicts
 from ci.history.model import MERGE_GROUP, RunIdentity
@@ -67,9 +68,7 @@ def ingest_run(store: Store, run: Run, folder: Path) -> None:
     for report in sorted(run.reports, key=lambda r: (r.tier, r.shard)):
         path = folder / f"{run.run_id}-{run.attempt}-{report.tier}-{report.shard}.xml"
         path.write_text(report.xml, encoding="utf-8")
-        # gen2 shards every tier in SHARDS; gen3's reports say how many shards their tier has
-        shards = getattr(report, "shards", SHARDS)
-        ingest(store, prepare(path, _identity(run, report.tier, f"{report.shard + 1}/{shards}", report.runner)))
+        ingest(store, prepare(path, _identity(run, report.tier, f"{report.shard + 1}/{report.shards}", report.runner)))
 
 
 def ask(store: Store, sha: str, base: str, truth: dict[tuple[str, str], Label]) -> tuple[list[Judged], dict]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from bench import _history_gen2, _history_gen3, _history_gen4, _history_gen5, _history_gen6
-from bench._history_gen2 import LABELS
+from bench._verdicts_records import LABELS
 from bench._verdicts_score import Judged, Score, score_history
 from bench.table import format_table
 

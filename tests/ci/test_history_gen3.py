@@ -103,7 +103,7 @@ def test_every_test_that_failed_an_attempt_has_one_label_that_matches_it(history
             assert label.every_attempt == all(o != "passed" for o in outcomes), (run.run_id, key, outcomes)
             if label.label != FLAKY:  # a breakage or a stuck GPU fails every attempt
                 assert label.every_attempt
-            causes[label.cause.partition(":")[0]] += 1
+            causes[label.why.partition(":")[0]] += 1
     assert set(causes) == {"breakage", "own-bug", "stuck-gpu", "flake"}
 
 
@@ -128,7 +128,7 @@ def test_each_tier_reruns_as_its_policy_says_never_an_import_error_and_a_crash_r
     most: dict[str, int] = {}
     once, nameless = 0, Counter()
     for run in history.runs:
-        causes = {lab.node: lab.cause for lab in run.labels}
+        causes = {lab.node: lab.why for lab in run.labels}
         for report in run.reports:
             nameless[report.tier] += sum(1 for case in ET.fromstring(report.xml).iter("testcase")
                                          if case.attrib == {"time": "0.000"})
@@ -222,7 +222,7 @@ def test_pull_requests_lag_main_rerun_failed_jobs_and_break_their_own_tests(hist
         assert history.commits[run.base_index] == run.base_sha
         lags[max(i for i, t in pushed.items() if t <= run.started) - run.base_index] += 1
     assert min(lags) >= 0 and max(lags) <= 10 and len(lags) >= 6, lags
-    assert any(lab.label == NEW and lab.cause == "own-bug" for r in prs for lab in r.labels)
+    assert any(lab.label == NEW and lab.why == "own-bug" for r in prs for lab in r.labels)
     first = {(r.run_id, r.attempt): r for r in history.runs}
     seconds = [r for r in history.runs if r.attempt == 2]
     assert seconds
@@ -238,7 +238,7 @@ def _first_attempts(runs: list[Run], nodes: set[str]) -> Counter[tuple[str, bool
     """(node, failed) of each run's first attempt of ``nodes``, where nothing but a flake was there."""
     seen: Counter[tuple[str, bool]] = Counter()
     for run in runs:
-        other = {lab.node for lab in run.labels if not lab.cause.startswith("flake:")}
+        other = {lab.node for lab in run.labels if not lab.why.startswith("flake:")}
         for report in run.reports:
             for node, outcomes in _etree_cases(report.xml).items():
                 if node in nodes and node not in other:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import _history_gen2, _history_gen3, _history_gen4, verdicts
+from bench import _history_gen2, _history_gen3, _history_gen4, _verdicts_records as records, verdicts
 from bench._history_gen4_text import CaseOutcome, Failure, shard_xml
 from bench._history_gen4_world import LABELS, History, Run, TestSpec
 from bench._verdicts_score import score_history
@@ -203,3 +203,14 @@ def test_the_bench_judges_a_queue_run_as_its_batchs() -> None:
     score = score_history(_history_gen4.generate(1, replace(_history_gen4.QUICK, merge_group=True)), "gen4")
     batch = [j for j in score.at_time if j.detail.startswith("new in this batch (PR")]
     assert batch and all(j.verdict == "new" for j in batch)
+
+
+@pytest.mark.parametrize("name", ["gen2", "gen3", "gen4", "gen5"])
+def test_every_generator_fills_the_harness_records(name: str) -> None:
+    """The harness owns the records it ingests (`bench._verdicts_records`): every label and report
+    a generator writes is one of them, and every run too but gen3's (its own shape, labels on it)."""
+    generator = verdicts.GENERATORS[name]
+    runs = generator.generate(1, generator.quick).runs
+    assert runs and all(isinstance(r, records.Report) for run in runs for r in run.reports)
+    assert all(type(label) is records.Label for run in runs for label in run.labels)
+    assert name == "gen3" or all(isinstance(run, records.Run) for run in runs)
