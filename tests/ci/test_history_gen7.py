@@ -11,6 +11,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from datetime import timedelta
 from functools import lru_cache
 
 import pytest
@@ -181,3 +182,22 @@ def test_same_seed_same_history():
     a, b = gen7.generate(5, gen7.QUICK), gen7.generate(5, gen7.QUICK)
     assert [r.reports for r in a.runs] == [r.reports for r in b.runs]
     assert [r.reports for r in a.runs] != [r.reports for r in gen7.generate(6, gen7.QUICK).runs]
+
+
+def test_infra_labels_are_the_bad_runners_and_the_outage():
+    world = gen7.Builder(load(), gen7.Scale(), 1).world  # the same seed draws the same world
+    tier, low, high = world.outage
+    seen = set()
+    for run in history(1).runs:
+        for report in run.reports:
+            whys = {label.why for label in report.labels if label.label == "infra"}
+            if not whys:
+                continue
+            assert len(report.labels) == report.xml.count("<testcase") // gen7.ATTEMPTS  # every test failed
+            assert all(label.label == "infra" for label in report.labels)
+            for why in whys:
+                seen.add(why)
+                start, end = world.bad[report.runner] if why == "bad_runner" else (low, high)
+                assert why == "bad_runner" or report.tier == tier
+                assert start - timedelta(minutes=20) <= run.started < end
+    assert seen == {"bad_runner", "outage"}
