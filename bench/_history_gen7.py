@@ -206,8 +206,8 @@ class Builder:
                 cases, labels, failures, errors, total = [], [], 0, 0, 0.0
                 for test in (t for t in self.tests if t.tier == tier and files.index(t.file) % shards == shard):
                     tries, label = self.attempts(test, self.cause(test, base, own, runner, tier, begin, catch), base)
-                    cases.append(case_xml(test.file, test.file[:-3].replace("/", ".") + (f".{test.cls}" if test.cls else ""),
-                                          test.name, test.line, tries, self.scale.attempt_text))
+                    classname = test.file[:-3].replace("/", ".") + (f".{test.cls}" if test.cls else "")
+                    cases.append(case_xml(test.file, classname, test.name, test.line, tries, self.scale.attempt_text))
                     total += sum(a.seconds for a in tries)
                     if label:
                         labels.append(Label(test.node, tier, label, tries[-1].cause is not None, tries[0].cause or ""))

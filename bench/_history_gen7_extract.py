@@ -7,7 +7,8 @@ commits, oldest first (sha, committer time, author, subject, touched files), and
 CUDA test files of the span's first commit under ``test/registered/`` (suite from their
 ``register_cuda_ci(...)`` call, test methods with lines, the SGLang modules they import two
 levels deep), read with ``git show`` and `ast`. Only a test's own file and imported modules are
-kept per commit, each as an index into ``paths``, so the file stays small; `bench._history_gen7_story` turns it into windows.
+kept per commit, each as an index into ``paths``, so the file stays small;
+`bench._history_gen7_story` turns it into windows.
 """
 
 from __future__ import annotations
