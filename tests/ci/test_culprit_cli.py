@@ -103,9 +103,10 @@ def test_finds_it_through_a_flaky_test(repo, tmp_path) -> None:
 
 
 def test_each_runs_failed_attempts_are_recorded_and_weighed(repo, tmp_path) -> None:
-    """A run stops at its first passing attempt; the state file records how many failed, and the
-    search weighs them (`Search(detail=True)`): the answer's probability is the core's replay of the
-    recorded counts. The oracle: the test's own log of each attempt's commit and its seeded draws."""
+    """A run stops at its first passing attempt; the state file records how many failed (the
+    oracle: the test's own log of each attempt's commit and its seeded draws), and the answer's
+    probability is the core's replay of those counts (on these draws it is the same without them:
+    the next test is the one that tells them apart)."""
     from ci.culprit.model import NoiseModel, Outcome, false_pass_bound
     from ci.culprit.search import Search
 
