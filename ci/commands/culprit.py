@@ -277,8 +277,9 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
             chunk = shas[start:start + slots]
             results = runner.run_batch([(len(state.runs) + k, sha) for k, sha in enumerate(chunk)])
             for sha, result in zip(chunk, results):
-                state.add(state_path, sha, result.failed, result.link)  # written before the search acts on it
-                say(f"{sha[:12]} {'failed' if result.failed else 'passed'}"
+                state.add(state_path, sha, result.failed, result.link, result.failures)  # before it is used
+                counted = f" ({result.failures} of {args.attempts} attempts failed)" if result.failures else ""
+                say(f"{sha[:12]} {'failed' if result.failed else 'passed'}{counted}"
                     + (f" ({result.link})" if result.link else ""))
                 failed.append(result.failed)
         return failed
@@ -299,14 +300,18 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
         say(f"warning: {problem}")
     say(prior.said)
     search_ = Search(list(prior.weights), noise, confidence=args.confidence,
-                     budget=args.budget, attempts=args.attempts)
+                     budget=args.budget, attempts=args.attempts, detail=True)  # both runners count failed attempts
     index = {sha: i for i, sha in enumerate(candidates)}
-    for done in state.runs:
-        if done.sha in index:
-            search_.record(Outcome(index[done.sha], done.failed, args.attempts))
+
+    def record(runs: Sequence[Run]) -> None:
+        for done in runs:
+            if done.sha in index:
+                search_.record(Outcome(index[done.sha], done.failed, args.attempts, done.failures))
+    record(state.runs)
     while batch := search_.next_batch(slots):
-        for probe, failed in zip(batch, run([candidates[p.index] for p in batch])):
-            search_.record(Outcome(probe.index, failed, args.attempts))
+        start = len(state.runs)
+        run([candidates[p.index] for p in batch])
+        record(state.runs[start:])
     result = search_.result()
     sha = candidates[result.culprit]
     return Answer(sha, git(root, "log", "-1", "--format=%s", sha), result.probability, tuple(state.runs),

@@ -77,10 +77,10 @@ class LocalRunner:
     def __post_init__(self) -> None:
         self._rng.seed(self.seed)
 
-    def run(self, root: Path, sha: str, target: str, attempts: int, tree: Path) -> bool:
+    def run(self, root: Path, sha: str, target: str, attempts: int, tree: Path) -> int:
         """Run ``target`` (FILE or FILE::TEST) with pytest at ``sha`` in a git worktree at ``tree``,
-        up to ``attempts`` times until one passes; True when every attempt failed. The worktree is
-        removed after, and first when a killed run left it behind."""
+        up to ``attempts`` times until one passes; the number of attempts that failed (``attempts``:
+        the run failed). The worktree is removed after, and first when a killed run left it behind."""
         _remove_tree(root, tree)
         git(root, "worktree", "add", "--detach", "--quiet", str(tree), sha)
         try:
@@ -88,15 +88,15 @@ class LocalRunner:
                 file = target.split("::", 1)[0]
                 (tree / file).parent.mkdir(parents=True, exist_ok=True)
                 (tree / file).write_text(git(root, "show", f"{self.test_from}:{file}") + "\n")
-            for _ in range(attempts):
+            for failed in range(attempts):
                 if self._rng.random() < self.inject_flake:
                     continue
                 done = subprocess.run([self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", target],
                                       cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
                 if done.returncode == 0:
-                    return False
-            return True
+                    return failed
+            return attempts
         finally:
             _remove_tree(root, tree)
 
@@ -109,11 +109,13 @@ def _remove_tree(root: Path, tree: Path) -> None:
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a runner says of one run: whether every attempt failed, and where to see it (a run's
-    URL; None for a local run)."""
+    """What a runner says of one run: whether every attempt failed, where to see it (a run's URL;
+    None for a local run), and how many attempts failed (the run stops at its first pass; None
+    when the runner cannot say): the search weighs a pass after a failure as the weaker evidence."""
 
     failed: bool
     link: str | None = None
+    failures: int | None = None
 
 
 class BatchRunner(Protocol):
@@ -142,7 +144,8 @@ class LocalBatch:
     slots: int = 1
 
     def run_batch(self, runs: Sequence[tuple[int, str]]) -> list[RunResult]:
-        return [RunResult(self.runner.run(self.root, sha, self.target, self.attempts, self.tree)) for _, sha in runs]
+        counts = [self.runner.run(self.root, sha, self.target, self.attempts, self.tree) for _, sha in runs]
+        return [RunResult(count == self.attempts, None, count) for count in counts]
 
     def about(self, sha: str) -> str:
         return ""
@@ -150,11 +153,13 @@ class LocalBatch:
 
 @dataclass(frozen=True)
 class Run:
-    """One finished run: the commit, whether every attempt failed, and its link (if any)."""
+    """One finished run: the commit, whether every attempt failed, its link (if any) and how many
+    attempts failed (None: not known, as in a state file an older ``ci`` wrote)."""
 
     sha: str
     failed: bool
     link: str | None = None
+    failures: int | None = None
 
 
 @dataclass
@@ -172,8 +177,8 @@ class State:
         return (self.good, self.bad, self.target, self.tier, self.attempts) == \
                (other.good, other.bad, other.target, other.tier, other.attempts)
 
-    def add(self, path: Path, sha: str, failed: bool, link: str | None = None) -> None:
-        self.runs.append(Run(sha, failed, link))
+    def add(self, path: Path, sha: str, failed: bool, link: str | None = None, failures: int | None = None) -> None:
+        self.runs.append(Run(sha, failed, link, failures))
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(asdict(self), indent=1) + "\n")
 
@@ -192,4 +197,6 @@ def load_state(path: Path, fresh: State) -> State:
         found = State(**{**data, "runs": [Run(**r) for r in data["runs"]]})
     except (ValueError, TypeError, KeyError):
         return fresh
-    return found if found.matches(fresh) else fresh
+    counts_fit = all(r.failures is None or (isinstance(r.failures, int) and 0 <= r.failures <= found.attempts
+                                            and r.failed == (r.failures == found.attempts)) for r in found.runs)
+    return found if counts_fit and found.matches(fresh) else fresh

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -99,6 +100,62 @@ def test_finds_it_through_a_flaky_test(repo, tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"culprit {shas[CULPRIT]}" in done.stdout
     assert "failed" in done.stdout
+
+
+def test_each_runs_failed_attempts_are_recorded_and_weighed(repo, tmp_path) -> None:
+    """A run stops at its first passing attempt; the state file records how many failed (the
+    oracle: the test's own log of each attempt's commit and its seeded draws), and the answer's
+    probability is the core's replay of those counts (on these draws it is the same without them:
+    the next test is the one that tells them apart)."""
+    from ci.culprit.model import NoiseModel, Outcome, false_pass_bound
+    from ci.culprit.search import Search
+
+    root, shas = repo
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.3",
+                   "--attempts", "3", "--w-low", "1", "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CULPRIT_FLAKE": "0.3"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = json.loads((tmp_path / "s.json").read_text())["runs"]
+    ran = [int(line) for line in (tmp_path / "log").read_text().split()]
+    count = 0
+    for run in runs:
+        failures = 0
+        while count < len(ran) and failures < 3:
+            assert ran[count] == shas.index(run["sha"])
+            passed = random.Random(count).random() >= 0.3 and ran[count] < CULPRIT
+            count += 1
+            if passed:
+                break
+            failures += 1
+        assert (run["failures"], run["failed"]) == (failures, failures == 3)
+    passed_late = [r["failures"] for r in runs if 0 < r["failures"] < 3]
+    assert count == len(ran) and passed_late  # a pass after failed attempts was recorded
+    search = Search([1.0] * 9, NoiseModel(0.3, false_pass_bound(0, 0), 0.5), attempts=3, detail=True)
+    for run in runs[1:]:  # --good is no candidate; --bad's verification is one
+        search.record(Outcome(shas.index(run["sha"]) - 1, run["failed"], 3, run["failures"]))
+    assert f"probability {search.best()[1]:.3f}" in done.stdout
+    assert f"passed ({passed_late[0]} of 3 attempts failed)" in done.stdout
+
+
+def test_a_resumed_search_weighs_the_recorded_attempt_counts(repo, tmp_path) -> None:
+    """A pass after two failed attempts is weak evidence of working code (28:1 here, against 115:1
+    for a pass not counted): resumed from a state file that holds the counts, with no run left in the
+    budget, the answer's probability is the core's over exactly those counts (0.836, not 0.943)."""
+    from ci.culprit.model import NoiseModel, Outcome, false_pass_bound
+    from ci.culprit.search import Search
+
+    root, shas = repo
+    said = [(0, 0), (9, 3), (5, 2), (6, 3), (6, 3)]  # (commit, failed attempts of 3); --good, --bad first
+    (tmp_path / "s.json").write_text(json.dumps({
+        "good": shas[0], "bad": shas[9], "target": "tests/test_calc.py", "tier": "cpu", "attempts": 3,
+        "runs": [{"sha": shas[c], "failed": j == 3, "link": None, "failures": j} for c, j in said]}))
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.3",
+                   "--attempts", "3", "--w-low", "1", "--budget", "4", "--state", str(tmp_path / "s.json"), tmp=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    search = Search([1.0] * 9, NoiseModel(0.3, false_pass_bound(0, 0), 0.5), attempts=3, detail=True)
+    for c, j in said[1:]:
+        search.record(Outcome(c - 1, j == 3, 3, j))
+    assert f"culprit {shas[CULPRIT]} (commit {CULPRIT}), probability {search.best()[1]:.3f}," in done.stdout
+    assert not (tmp_path / "log").exists()  # nothing was run again
 
 
 @pytest.mark.parametrize("args, words", [

@@ -123,7 +123,8 @@ class DispatchRunner:
                 sent = self.journal.entry(name)
                 assert sent is not None and sent.conclusion is not None
                 if sent.conclusion in PASSED or attempt == self.attempts:
-                    results[run] = RunResult(sent.conclusion not in PASSED, sent.url)
+                    failed = sent.conclusion not in PASSED
+                    results[run] = RunResult(failed, sent.url, attempt if failed else attempt - 1)
                 else:
                     still.append((run, sha))
             active = still
