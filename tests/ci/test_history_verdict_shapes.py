@@ -165,3 +165,16 @@ def test_a_rise_seen_in_pull_requests_based_after_it_is_main_s(store_location: s
     assert v.verdict == expected, v.detail
     if expected == BROKEN_ON_MAIN:
         assert (v.since, v.last_pass) == (sha(40), sha(39)), v.detail
+
+
+def test_a_change_point_is_corrected_for_every_commit_it_tries(store_location: str, tmp_path: Path) -> None:
+    """No retries. test_a passes at commits 0-9 and fails 9 of the 14 runs from 10 on, passing in
+    between: a flake failing a third of its runs whose first failure came late. Ten clean runs at
+    that rate have a chance just under 1 % (0.9 %), so commit 10 alone would pass for a change
+    point; but the walk tried each of its 7 eligible failing commits, and over all of them that is
+    no rise (Bonferroni, 1 % / 7)."""
+    with open_store(store_location) as store:
+        for i in range(24):
+            run(store, tmp_path, sha(i), [RACE] if i in (10, 11, 13, 14, 16, 18, 19, 21, 23) else [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(23))], merge_base=sha(23))
+    assert v.verdict == FLAKY, v.detail
