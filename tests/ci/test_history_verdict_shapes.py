@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
+from ci.history.run_results import load_run
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, FLAKY, INFRA, NEW, judge
-from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-from tests.ci.test_history_verdicts import pr_failure, run, sha
+from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
+from tests.ci.test_history_verdicts import FILE, REPO, TIER, pr_failure, run, sha
 
 PTX = ("RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.",
        "E   RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.")
@@ -178,3 +181,41 @@ def test_a_change_point_is_corrected_for_every_commit_it_tries(store_location: s
             run(store, tmp_path, sha(i), [RACE] if i in (10, 11, 13, 14, 16, 18, 19, 21, 23) else [None])
         (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(23))], merge_base=sha(23))
     assert v.verdict == FLAKY, v.detail
+
+
+POLLUTER = "tests/srt/test_cache.py"
+
+
+def job(store, directory: Path, commit: str, polluted: bool, event: str = "push", **extra) -> None:
+    """One job (report) running test_a's file, and the polluter's file before it when ``polluted``:
+    test_a then fails every attempt (three) with RACE, else passes."""
+    cases = [Case(POLLUTER, "test_fill")] if polluted else []
+    cases.append(Case(FILE, "test_a", "failed", *RACE, reruns=2) if polluted else Case(FILE, "test_a"))
+    extra.setdefault("scored", event in ("push", "nightly"))
+    assert ingest(store, prepare(write_report(directory, cases), RunIdentity(REPO, commit, event, TIER, **extra))).added
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("order", FLAKY),  # the polluter shares test_a's job at 5-9, 15-19, 25-29: test_a fails then, passes else
+    ("order_not_here", BROKEN_ON_MAIN),  # the same, but the judged job did not run the polluter: not that
+    ("added", BROKEN_ON_MAIN),  # the polluter's file joins at 15 and stays: one commit's breakage, not order
+])
+def test_a_test_failing_only_where_another_file_ran_in_its_job_is_order_dependent(
+        store_location: str, tmp_path: Path, story: str, expected: str) -> None:
+    """Main runs once per commit; test files are dealt to jobs anew as files are added, so the
+    polluter's file shares test_a's job at some commits only. test_a fails every attempt exactly
+    there (a cache the polluter fills), passes everywhere else: the failures follow the layout, not
+    a commit. Pull request 7, based at 29, fails test_a in a job that ran the polluter too."""
+    with open_store(store_location) as store:
+        for i in range(30):
+            job(store, tmp_path, sha(i), i >= 15 if story == "added" else i % 10 >= 5)
+        if story == "order_not_here":  # a job without the polluter that failed test_a all the same
+            run(store, tmp_path, f"{7:04x}{'d' * 36}", [RACE, RACE, RACE], "pull_request", pr=7, base_sha=sha(29))
+        else:
+            job(store, tmp_path, f"{7:04x}{'d' * 36}", True, "pull_request", pr=7, base_sha=sha(29))
+        failures = [f for f in load_run(store, pr=7).failures if f.node.endswith("test_a")]
+        verdicts = judge(store, failures, merge_base=sha(29))
+    assert {v.verdict for v in verdicts} == {expected}, [v.detail for v in verdicts]
+    if story == "order":
+        assert verdicts[0].detail == (f"flaky: it fails only in jobs that also ran {POLLUTER} (15 with it failed, "
+                                      "15 without it passed): order-dependent")
