@@ -16,7 +16,10 @@ point when, with k0 of n0 attempts before C and k1 of n1 from C on failing with 
   the pooled rate (k0 + k1) / (n0 + n1) has a chance under `ALPHA` / m too (C is picked after
   looking, and any flake's attempts before its first failure are clean);
 - the change is still there: the passes since the last failure are no longer a run than the rate
-  from C to that failure makes likely (chance at least `ALPHA`), else a fix ended it.
+  from C to that failure makes likely (chance at least `ALPHA`), else a fix ended it; nor is there
+  a commit E after C from which the test fails no more often than the past allows and far less
+  often than from C to E (`_back_to_past`): a fix, a revert or a loaded week's end, then the
+  flake's ordinary failures, which must not keep the rise standing.
 
 The first such C is returned: a race or an order dependence that a commit brought in fails 40 %
 of runs from then on, passing in between, which a flake rate learned over the whole history
@@ -80,13 +83,14 @@ def change_point(runs: Sequence[MainRun], order: Sequence[str], fingerprint: str
         after = [(pos, hit) for pos, _, hit in seq if pos >= c]
         k0, n0 = sum(before), len(before)
         k1, n1 = sum(hit for _, hit in after), len(after)
-        if binomial_tail(k1, n1, beta_ppf(LEVEL, k0 + 0.5, n0 - k0 + 0.5)) >= alpha:
+        past = beta_ppf(LEVEL, k0 + 0.5, n0 - k0 + 0.5)
+        if binomial_tail(k1, n1, past) >= alpha:
             continue
         if 1.0 - binomial_tail(k0 + 1, n0, (k0 + k1) / (n0 + n1)) >= alpha:  # a flake's quiet start, picked after
             continue
         last_hit = max(i for i, (_, hit) in enumerate(after) if hit)
         clean = len(after) - 1 - last_hit
-        if (1.0 - k1 / (last_hit + 1)) ** clean < ALPHA:  # a fix ended it (the rate while it lasted)
+        if (1.0 - k1 / (last_hit + 1)) ** clean < ALPHA or _back_to_past(after, past):  # it ended
             continue
         ran_before = [pos for pos, _, _ in seq if pos < c]
         prev = max(ran_before) if ran_before else -1
@@ -94,6 +98,24 @@ def change_point(runs: Sequence[MainRun], order: Sequence[str], fingerprint: str
         return ChangePoint(order[c], c, order[prev] if prev >= 0 else "", span[-MAX_CANDIDATES:], (k0, n0), (k1, n1))
     return None
 
+
+
+def _back_to_past(after: Sequence[tuple[int, bool]], past: float) -> bool:
+    """Whether, from some commit E after C on, the attempts fail no more often than the past allows
+    (k2 or more of n2 at the past's upper bound ``past`` has a chance of at least `ALPHA`) and far
+    less often than from C up to E (k2 or fewer at that rate: under `ALPHA` over the commits E
+    tried): the rise ended, and the past's own flakes since do not make it still there."""
+    commits = sorted({pos for pos, _ in after})[1:]
+    for e in commits:
+        k_mid = sum(hit for pos, hit in after if pos < e)
+        n_mid = sum(1 for pos, _ in after if pos < e)
+        k2 = sum(hit for pos, hit in after if pos >= e)
+        n2 = len(after) - n_mid
+        if k_mid < MIN_AFTER or k2 == 0 or binomial_tail(k2, n2, past) < ALPHA:
+            continue
+        if 1.0 - binomial_tail(k2 + 1, n2, k_mid / n_mid) < ALPHA / len(commits):
+            return True
+    return False
 
 
 def _eligible(seq: Sequence[tuple[int, int, bool]], c: int) -> bool:

@@ -219,3 +219,21 @@ def test_a_test_failing_only_where_another_file_ran_in_its_job_is_order_dependen
     if story == "order":
         assert verdicts[0].detail == (f"flaky: it fails only in jobs that also ran {POLLUTER} (15 with it failed, "
                                       "15 without it passed): order-dependent")
+
+
+@pytest.mark.parametrize("later, expected", [
+    ((86, 96), FLAKY),  # after the week, two failures at the past's rate: it ended all the same
+    ((76, 78, 81, 84, 86, 90, 93, 96), BROKEN_ON_MAIN),  # still a third of the runs: not over
+])
+def test_a_rise_that_fell_back_to_its_past_rate_is_over(store_location: str, tmp_path: Path, later: tuple[int, ...],
+                                                        expected: str) -> None:
+    """No retries. test_a passes at commits 0-59, fails 9 of the 14 runs from 60 (a loaded week),
+    then at ``later`` commits only up to 99. A pull request based at 99 fails it once. A fix (or the
+    load going away) shows as a clean run after the last failure; a flake's ordinary failure after
+    that must not keep "broken on main since 60" standing."""
+    fails = {60, 61, 63, 65, 66, 68, 70, 71, 73, *later}
+    with open_store(store_location) as store:
+        for i in range(100):
+            run(store, tmp_path, sha(i), [RACE] if i in fails else [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(99))], merge_base=sha(99))
+    assert v.verdict == expected, v.detail
