@@ -9,12 +9,17 @@ point when, with k0 of n0 attempts before C and k1 of n1 from C on failing with 
   failures at two or more commits);
 - a binomial test rejects "the rate did not change": k1 or more failures in n1 attempts at the
   highest rate the past allows (the `LEVEL` upper bound of its Jeffreys posterior) has a chance
-  under `ALPHA`;
+  under `ALPHA` / m, m the failing commits of the walk that meet the two minimums above (each is a
+  hypothesis tried: Bonferroni keeps the walk's false-alarm rate under `ALPHA`, where testing every
+  commit at `ALPHA` would find a rise in a steady flake's long history);
 - the past is too quiet for one rate over the whole walk: k0 or fewer failures in n0 attempts at
-  the pooled rate (k0 + k1) / (n0 + n1) has a chance under `ALPHA` (C is picked after looking, and
-  any flake's attempts before its first failure are clean);
+  the pooled rate (k0 + k1) / (n0 + n1) has a chance under `ALPHA` / m too (C is picked after
+  looking, and any flake's attempts before its first failure are clean);
 - the change is still there: the passes since the last failure are no longer a run than the rate
-  from C to that failure makes likely (chance at least `ALPHA`), else a fix ended it.
+  from C to that failure makes likely (chance at least `ALPHA`), else a fix ended it; nor is there
+  a commit E after C from which the test fails no more often than the past allows and far less
+  often than from C to E (`_back_to_past`): a fix, a revert or a loaded week's end, then the
+  flake's ordinary failures, which must not keep the rise standing.
 
 The first such C is returned: a race or an order dependence that a commit brought in fails 40 %
 of runs from then on, passing in between, which a flake rate learned over the whole history
@@ -71,21 +76,21 @@ def change_point(runs: Sequence[MainRun], order: Sequence[str], fingerprint: str
     where = {sha: i for i, sha in enumerate(order)}
     seq = sorted((where[r.sha], r.report_id, r.kind == FAIL and r.fingerprint == fingerprint) for r in runs
                  if not r.infra and r.kind in (PASS, FAIL, BROKEN) and r.sha in where)
-    failing = sorted({pos for pos, _, hit in seq if hit})
-    for c in failing:
+    tried = [c for c in sorted({pos for pos, _, hit in seq if hit}) if _eligible(seq, c)]
+    alpha = ALPHA / max(1, len(tried))  # Bonferroni: every failing commit of the walk is a hypothesis tried
+    for c in tried:
         before = [hit for pos, _, hit in seq if pos < c]
         after = [(pos, hit) for pos, _, hit in seq if pos >= c]
         k0, n0 = sum(before), len(before)
         k1, n1 = sum(hit for _, hit in after), len(after)
-        if n0 < MIN_BEFORE or k1 < MIN_AFTER or len({pos for pos, hit in after if hit}) < 2:
+        past = beta_ppf(LEVEL, k0 + 0.5, n0 - k0 + 0.5)
+        if binomial_tail(k1, n1, past) >= alpha:
             continue
-        if binomial_tail(k1, n1, beta_ppf(LEVEL, k0 + 0.5, n0 - k0 + 0.5)) >= ALPHA:
-            continue
-        if 1.0 - binomial_tail(k0 + 1, n0, (k0 + k1) / (n0 + n1)) >= ALPHA:  # a flake's quiet start, picked after
+        if 1.0 - binomial_tail(k0 + 1, n0, (k0 + k1) / (n0 + n1)) >= alpha:  # a flake's quiet start, picked after
             continue
         last_hit = max(i for i, (_, hit) in enumerate(after) if hit)
         clean = len(after) - 1 - last_hit
-        if (1.0 - k1 / (last_hit + 1)) ** clean < ALPHA:  # a fix ended it (the rate while it lasted)
+        if (1.0 - k1 / (last_hit + 1)) ** clean < ALPHA or _back_to_past(after, past):  # it ended
             continue
         ran_before = [pos for pos, _, _ in seq if pos < c]
         prev = max(ran_before) if ran_before else -1
@@ -93,3 +98,28 @@ def change_point(runs: Sequence[MainRun], order: Sequence[str], fingerprint: str
         return ChangePoint(order[c], c, order[prev] if prev >= 0 else "", span[-MAX_CANDIDATES:], (k0, n0), (k1, n1))
     return None
 
+
+
+def _back_to_past(after: Sequence[tuple[int, bool]], past: float) -> bool:
+    """Whether, from some commit E after C on, the attempts fail no more often than the past allows
+    (k2 or more of n2 at the past's upper bound ``past`` has a chance of at least `ALPHA`) and far
+    less often than from C up to E (k2 or fewer at that rate: under `ALPHA` over the commits E
+    tried): the rise ended, and the past's own flakes since do not make it still there."""
+    commits = sorted({pos for pos, _ in after})[1:]
+    for e in commits:
+        k_mid = sum(hit for pos, hit in after if pos < e)
+        n_mid = sum(1 for pos, _ in after if pos < e)
+        k2 = sum(hit for pos, hit in after if pos >= e)
+        n2 = len(after) - n_mid
+        if k_mid < MIN_AFTER or k2 == 0 or binomial_tail(k2, n2, past) < ALPHA:
+            continue
+        if 1.0 - binomial_tail(k2 + 1, n2, k_mid / n_mid) < ALPHA / len(commits):
+            return True
+    return False
+
+
+def _eligible(seq: Sequence[tuple[int, int, bool]], c: int) -> bool:
+    """Whether commit index ``c`` has a past to compare with and a repeat after it (the tests' minimum)."""
+    n0 = sum(1 for pos, _, _ in seq if pos < c)
+    hits = [pos for pos, _, hit in seq if pos >= c and hit]
+    return n0 >= MIN_BEFORE and len(hits) >= MIN_AFTER and len(set(hits)) >= 2

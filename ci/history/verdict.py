@@ -26,6 +26,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    down since (`ci.history.changepoint`: a race a commit brought in fails 40 % of runs, passing in
    between, and is checked before rule 2, since a retry that passes proves nothing then); other
    pull requests' runs count there too, each first attempt at its merge base (`_at_bases`).
+   Before that, ``flaky`` when N fails only in the jobs that also ran a certain other test file and
+   F's job ran it (`ci.history.neighbours`: order dependence, which follows the shards' layout).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -62,6 +64,7 @@ from ci.history.errors import environment_kind, error_line, infra_kind, is_gener
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
+from ci.history.neighbours import judged_order_dependence
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
@@ -168,9 +171,15 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = _on_one_runner(f, only, health)
                 continue
             at = place(order, full, merge_base) if merge_base else None
-            moved = None if f.infra else change_point(
-                runs + _at_bases(based_runs(store, repo, tier, ids.get(f.node), f.sha, as_of), order, full),
-                order, f.fingerprint)
+            walk = [] if f.infra else runs + _at_bases(based_runs(store, repo, tier, ids.get(f.node), f.sha, as_of),
+                                                       order, full)
+            polluted = None if f.infra or f.passed_on_retry else judged_order_dependence(
+                store, repo, tier, f.node, ids.get(f.node), f.sha, f.fingerprint, walk, order, as_of)
+            if polluted is not None:
+                out[i] = Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: it {polluted.describe()}", f.error,
+                                 f.fingerprint, f.runner)
+                continue
+            moved = None if f.infra else change_point(walk, order, f.fingerprint)
             if moved is not None and (at is not None and at >= moved.index or not merge_base):
                 out[i] = _intermittent(f, moved, scores.get(f.node))
                 continue

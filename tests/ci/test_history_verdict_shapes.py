@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
+from ci.history.run_results import load_run
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, FLAKY, INFRA, NEW, judge
-from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-from tests.ci.test_history_verdicts import pr_failure, run, sha
+from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
+from tests.ci.test_history_verdicts import FILE, REPO, TIER, pr_failure, run, sha
 
 PTX = ("RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.",
        "E   RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.")
@@ -99,9 +102,11 @@ def test_a_test_that_starts_failing_often_at_one_commit(store_location: str, tmp
                                                         expected: str) -> None:
     """Main runs once per commit, no retries: test_a passes at commits 0-29, then fails with one
     error in 2 of every 5 commits from 30 (a race the commit brought in), passing in between, so
-    each failure alone is a flip (flaky evidence). A pull request's one failure of it is main's."""
+    each failure alone is a flip (flaky evidence). A pull request's one failure of it is main's.
+    The race runs 40 commits: 8 failures in 20 after 30 clean runs (0.5 % at the pooled rate) are
+    no rise once the walk's 6 tried commits are counted (Bonferroni)."""
     with open_store(store_location) as store:
-        last = 65 if story == "fixed" else 50
+        last = 65 if story == "fixed" else 70
         for i in range(last):
             intermittent = i >= 30 or story == "steady"
             fails = intermittent and i % 5 in (0, 2) and not (story == "fixed" and i >= 50)
@@ -111,7 +116,7 @@ def test_a_test_that_starts_failing_often_at_one_commit(store_location: str, tmp
     if expected == BROKEN_ON_MAIN:
         assert (v.since, v.last_pass, v.candidates) == (sha(30), sha(29), (sha(30),))
         assert v.detail == ("broken on main since 001eaaa (1 candidate commit: 001eaaa, last passed at 001daaa); it "
-                            "fails 8 of 20 attempts from it on, 0 of 30 before: an intermittent breakage")
+                            "fails 16 of 40 attempts from it on, 0 of 30 before: an intermittent breakage")
 
 
 @pytest.mark.parametrize("held_passed, expected", [(True, FLAKY), (False, BROKEN_ON_MAIN)])
@@ -154,7 +159,7 @@ def test_a_rise_seen_in_pull_requests_based_after_it_is_main_s(store_location: s
     Main failed test_a only at 40 and 46, each a flip between passes and too few for a change point
     alone; the pull requests based from 40 on fail it too. Pull request 7, based at the newest
     commit, fails it once: with the race (40 % from 40 on) that is main's; with a flake, a flake."""
-    last = 50 if story == "race" else 70
+    last = 70
     with open_store(store_location) as store:
         for i in range(last):
             run(store, tmp_path, sha(i), [RACE] if i in (40, 46) else [None])
@@ -165,3 +170,72 @@ def test_a_rise_seen_in_pull_requests_based_after_it_is_main_s(store_location: s
     assert v.verdict == expected, v.detail
     if expected == BROKEN_ON_MAIN:
         assert (v.since, v.last_pass) == (sha(40), sha(39)), v.detail
+
+
+def test_a_change_point_is_corrected_for_every_commit_it_tries(store_location: str, tmp_path: Path) -> None:
+    """No retries. test_a passes at commits 0-9 and fails 9 of the 14 runs from 10 on, passing in
+    between: a flake failing a third of its runs whose first failure came late. Ten clean runs at
+    that rate have a chance just under 1 % (0.9 %), so commit 10 alone would pass for a change
+    point; but the walk tried each of its 7 eligible failing commits, and over all of them that is
+    no rise (Bonferroni, 1 % / 7)."""
+    with open_store(store_location) as store:
+        for i in range(24):
+            run(store, tmp_path, sha(i), [RACE] if i in (10, 11, 13, 14, 16, 18, 19, 21, 23) else [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(23))], merge_base=sha(23))
+    assert v.verdict == FLAKY, v.detail
+
+
+POLLUTER = "tests/srt/test_cache.py"
+
+
+def job(store, directory: Path, commit: str, polluted: bool, event: str = "push", **extra) -> None:
+    """One job (report) running test_a's file, and the polluter's file before it when ``polluted``:
+    test_a then fails every attempt (three) with RACE, else passes."""
+    cases = [Case(POLLUTER, "test_fill")] if polluted else []
+    cases.append(Case(FILE, "test_a", "failed", *RACE, reruns=2) if polluted else Case(FILE, "test_a"))
+    extra.setdefault("scored", event in ("push", "nightly"))
+    assert ingest(store, prepare(write_report(directory, cases), RunIdentity(REPO, commit, event, TIER, **extra))).added
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("order", FLAKY),  # the polluter shares test_a's job at 5-9, 15-19, 25-29: test_a fails then, passes else
+    ("order_not_here", BROKEN_ON_MAIN),  # the same, but the judged job did not run the polluter: not that
+    ("added", BROKEN_ON_MAIN),  # the polluter's file joins at 15 and stays: one commit's breakage, not order
+])
+def test_a_test_failing_only_where_another_file_ran_in_its_job_is_order_dependent(
+        store_location: str, tmp_path: Path, story: str, expected: str) -> None:
+    """Main runs once per commit; test files are dealt to jobs anew as files are added, so the
+    polluter's file shares test_a's job at some commits only. test_a fails every attempt exactly
+    there (a cache the polluter fills), passes everywhere else: the failures follow the layout, not
+    a commit. Pull request 7, based at 29, fails test_a in a job that ran the polluter too."""
+    with open_store(store_location) as store:
+        for i in range(30):
+            job(store, tmp_path, sha(i), i >= 15 if story == "added" else i % 10 >= 5)
+        if story == "order_not_here":  # a job without the polluter that failed test_a all the same
+            run(store, tmp_path, f"{7:04x}{'d' * 36}", [RACE, RACE, RACE], "pull_request", pr=7, base_sha=sha(29))
+        else:
+            job(store, tmp_path, f"{7:04x}{'d' * 36}", True, "pull_request", pr=7, base_sha=sha(29))
+        failures = [f for f in load_run(store, pr=7).failures if f.node.endswith("test_a")]
+        verdicts = judge(store, failures, merge_base=sha(29))
+    assert {v.verdict for v in verdicts} == {expected}, [v.detail for v in verdicts]
+    if story == "order":
+        assert verdicts[0].detail == (f"flaky: it fails only in jobs that also ran {POLLUTER} (15 with it failed, "
+                                      "15 without it passed): order-dependent")
+
+
+@pytest.mark.parametrize("later, expected", [
+    ((86, 96), FLAKY),  # after the week, two failures at the past's rate: it ended all the same
+    ((76, 78, 81, 84, 86, 90, 93, 96), BROKEN_ON_MAIN),  # still a third of the runs: not over
+])
+def test_a_rise_that_fell_back_to_its_past_rate_is_over(store_location: str, tmp_path: Path, later: tuple[int, ...],
+                                                        expected: str) -> None:
+    """No retries. test_a passes at commits 0-59, fails 9 of the 14 runs from 60 (a loaded week),
+    then at ``later`` commits only up to 99. A pull request based at 99 fails it once. A fix (or the
+    load going away) shows as a clean run after the last failure; a flake's ordinary failure after
+    that must not keep "broken on main since 60" standing."""
+    fails = {60, 61, 63, 65, 66, 68, 70, 71, 73, *later}
+    with open_store(store_location) as store:
+        for i in range(100):
+            run(store, tmp_path, sha(i), [RACE] if i in fails else [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(99))], merge_base=sha(99))
+    assert v.verdict == expected, v.detail
