@@ -121,14 +121,11 @@ class SysmonLines:
         else:
             raise RuntimeError("no sys.monitoring tool id is free for the recorder")
         events, disable, set_local = monitoring.events, monitoring.DISABLE, monitoring.set_local_events
-        paths, codes, line_event = self._paths, self._codes, events.LINE
+        path_of, codes, line_event = self._path_of, self._codes, events.LINE
 
         def started(code: CodeType, offset: int) -> object:
             name = code.co_filename
-            path = paths.get(name, "")
-            if path == "":
-                path = paths[name] = self._measured(name)
-            if path is not None:
+            if path_of(name) is not None:
                 same = codes.setdefault((name, code.co_firstlineno, code.co_name), [])
                 if not any(known is code for known in same):
                     same.append(code)
@@ -157,20 +154,24 @@ class SysmonLines:
         """Every line of ``code`` (dynamo read it to compile it, so its frames run none of them as
         Python) to the current context, where its file is measured."""
         name = code.co_filename
-        path = self._paths.get(name, "")
-        if path == "":
-            path = self._paths[name] = self._measured(name)
-        if path is not None:
+        if self._path_of(name) is not None:
             lines = self._visits[-1][1].setdefault((name, code.co_firstlineno, code.co_name), set())
             lines.update(line for _, _, line in code.co_lines() if line)
 
-    def _measured(self, name: str) -> str | None:
-        """The real path of a code object's file when it is measured (coverage.py's canonical name:
-        the cwd of the moment it first runs, links resolved), else None."""
-        if name.startswith("<"):  # <string>, <frozen ...>: not a file
-            return None
-        path = os.path.realpath(name)
-        return path if self.files.relative(path) is not None else None
+    def _path_of(self, name: str) -> str | None:
+        """The real path of the file a code object's ``co_filename`` names when it is measured
+        (coverage.py's canonical name: the cwd of the moment it is first asked, links resolved),
+        else None; worked out once per name."""
+        paths = self._paths
+        if name in paths:
+            return paths[name]
+        path: str | None = None
+        if not name.startswith("<"):  # <string>, <frozen ...>: not a file
+            path = os.path.realpath(name)
+            if self.files.relative(path) is None:
+                path = None
+        paths[name] = path
+        return path
 
     def switch_context(self, context: str, rearm: bool = True) -> None:
         """Lines run from now on are ``context``'s; ``rearm`` False keeps stopped lines stopped."""
