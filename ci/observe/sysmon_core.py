@@ -6,7 +6,8 @@ Each code object of a repository file gets the ``LINE`` event when it first star
 is added to the current context's lines of its code object and answers ``DISABLE``. A context
 switch re-arms only the code objects whose lines were stopped since the last re-arm (their
 ``LINE`` event set off and on again, which enables every line of that code object anew), so
-every line fires once more in each test file's context.
+every line fires once more in each test file's context. A code object whose lines lie far from
+its first one gets ``INSTRUCTION`` instead of ``LINE`` where that costs less (`_far_lines`).
 
 coverage.py's sysmon core, used here before, re-armed with ``sys.monitoring.restart_events()``:
 that enables every disabled event of the whole process, so every function the process ran
@@ -32,6 +33,7 @@ that TorchDynamo reads (`ci.observe.dynamo_probes.record_reads`) goes to the cur
 from __future__ import annotations
 
 import json
+import opcode
 import os
 import re
 import sys
@@ -46,10 +48,15 @@ CORE = "sysmon"
 # its fallback to ctrace in a child whose interpreter has no sys.monitoring
 SILENCED = ("no-sysmon-context", "no-sysmon")
 _VERSION = re.compile(r"^version_info\s*=\s*\(\s*(\d+)\s*,\s*(\d+)", re.MULTILINE)
-_TOOL_IDS = (1, 2, 3, 4)
+_TOOL_IDS = (1, 2, 3, 4)  # COVERAGE_ID first; 0 is the debugger's, 5 the optimizer's
+_FAR = 127  # CPython keeps a line as a delta from co_firstlineno in (-127, 127]; beyond, it scans
+# a Python callback costs about as much as this many steps of that scan (3.12, rich's modules)
+_SCANS_PER_CALLBACK = 16
+_NO_LINE_EVENT = frozenset(opcode.opmap[name] for name in ("RESUME", "END_FOR", "END_SEND", "END_ASYNC_FOR")
+                           if name in opcode.opmap)  # 3.11 has no END_FOR: this core never runs there
 # a code object's (co_filename, co_firstlineno, co_name): its file's lines, and which code
 # objects to re-arm (two that share a key, two lambdas on one line, are re-armed together)
-_Key = tuple[str, int, str]  # COVERAGE_ID first; 0 is the debugger's, 5 the optimizer's
+_Key = tuple[str, int, str]
 
 
 def unavailable_reason() -> str | None:
@@ -86,6 +93,32 @@ def _coverage_version() -> tuple[int, int] | None:
     return int(found.group(1)), int(found.group(2))
 
 
+def _far_lines(code: CodeType) -> dict[int, int] | None:
+    """``code``'s instruction offset -> line, for the instructions whose line starts a ``LINE``
+    event, when a line lies outside CPython's one-byte delta from ``co_firstlineno``; else None.
+
+    CPython 3.12 and 3.13 keep each instruction's line as that delta and, for a line beyond it,
+    find the line by scanning the code object's line table from its start at every ``LINE``
+    event, twice (the line and the previous instruction's): quadratic in a long module body.
+    rich's ``_emoji_codes`` (3,600 lines of one dict) took 0.44 s to import under ``LINE``
+    against 0.04 s plain, about 40 % of what recording added to rich's suite. ``INSTRUCTION``
+    events carry the offset instead (0.04 s there), one per instruction where ``LINE`` has one
+    per line: mapped only where the scans would cost more than the extra callbacks.
+    RESUME, END_FOR, END_SEND and END_ASYNC_FOR never start a ``LINE`` event: left out.
+    """
+    first, code_bytes = code.co_firstlineno, code.co_code
+    spans = [(start, end, line) for start, end, line in code.co_lines() if line is not None]
+    scanned, previous = 0, None  # line-table entries scanned for, were every line to run once
+    for index, (_, _, line) in enumerate(spans):
+        if line != previous and not -_FAR < line - first <= _FAR:
+            scanned += 2 * index
+        previous = line
+    if scanned <= _SCANS_PER_CALLBACK * len(code_bytes) // 2:
+        return None
+    return {offset: line for start, end, line in spans for offset in range(start, end, 2)
+            if code_bytes[offset] not in _NO_LINE_EVENT}
+
+
 def available() -> bool:
     """True when this core can run here (`unavailable_reason` is None)."""
     return unavailable_reason() is None
@@ -106,6 +139,8 @@ class SysmonLines:
         # its visit's dict, never lost
         self._visits: list[tuple[str, dict[_Key, set[int]]]] = [("", {})]
         self._stopped: set[_Key] = set()  # keys of code objects with lines stopped since the last re-arm
+        # code objects measured by INSTRUCTION, with their offset -> line (`_far_lines`)
+        self._far: dict[_Key, list[tuple[CodeType, dict[int, int]]]] = {}
         self._tool: int | None = None
 
     def start(self) -> None:
@@ -121,18 +156,19 @@ class SysmonLines:
         else:
             raise RuntimeError("no sys.monitoring tool id is free for the recorder")
         events, disable, set_local = monitoring.events, monitoring.DISABLE, monitoring.set_local_events
-        paths, codes, line_event = self._paths, self._codes, events.LINE
+        path_of, codes, far = self._path_of, self._codes, self._far
 
         def started(code: CodeType, offset: int) -> object:
             name = code.co_filename
-            path = paths.get(name, "")
-            if path == "":
-                path = paths[name] = self._measured(name)
-            if path is not None:
-                same = codes.setdefault((name, code.co_firstlineno, code.co_name), [])
+            if path_of(name) is not None:
+                key = (name, code.co_firstlineno, code.co_name)
+                same = codes.setdefault(key, [])
                 if not any(known is code for known in same):
                     same.append(code)
-                    set_local(tool, code, line_event)
+                    line_at = _far_lines(code)
+                    if line_at is not None:
+                        far.setdefault(key, []).append((code, line_at))
+                    set_local(tool, code, self._event(key, code))
             return disable
 
         visits = self._visits
@@ -147,30 +183,51 @@ class SysmonLines:
                 found.add(number)
             return disable
 
+        def instruction(code: CodeType, offset: int) -> object:
+            key = (code.co_filename, code.co_firstlineno, code.co_name)  # `_Key`
+            for known, line_at in far[key]:
+                if known is code:
+                    number = line_at.get(offset)
+                    if number is not None:
+                        visits[-1][1].setdefault(key, set()).add(number)
+                    break
+            return disable
+
         tool = self._tool
         monitoring.register_callback(tool, events.PY_START, started)
-        monitoring.register_callback(tool, line_event, line)
+        monitoring.register_callback(tool, events.LINE, line)
+        monitoring.register_callback(tool, events.INSTRUCTION, instruction)
         monitoring.set_events(tool, events.PY_START)
         dynamo_probes.record_reads(self._read_by_dynamo, dynamo_probes.after_import)
+
+    def _event(self, key: _Key, code: CodeType) -> int:
+        """The local event that measures ``code``: INSTRUCTION where `_far_lines` maps it, else LINE."""
+        events = sys.monitoring.events
+        far = any(known is code for known, _ in self._far.get(key, ()))
+        return events.INSTRUCTION if far else events.LINE
 
     def _read_by_dynamo(self, code: CodeType) -> None:
         """Every line of ``code`` (dynamo read it to compile it, so its frames run none of them as
         Python) to the current context, where its file is measured."""
         name = code.co_filename
-        path = self._paths.get(name, "")
-        if path == "":
-            path = self._paths[name] = self._measured(name)
-        if path is not None:
+        if self._path_of(name) is not None:
             lines = self._visits[-1][1].setdefault((name, code.co_firstlineno, code.co_name), set())
             lines.update(line for _, _, line in code.co_lines() if line)
 
-    def _measured(self, name: str) -> str | None:
-        """The real path of a code object's file when it is measured (coverage.py's canonical name:
-        the cwd of the moment it first runs, links resolved), else None."""
-        if name.startswith("<"):  # <string>, <frozen ...>: not a file
-            return None
-        path = os.path.realpath(name)
-        return path if self.files.relative(path) is not None else None
+    def _path_of(self, name: str) -> str | None:
+        """The real path of the file a code object's ``co_filename`` names when it is measured
+        (coverage.py's canonical name: the cwd of the moment it is first asked, links resolved),
+        else None; worked out once per name."""
+        paths = self._paths
+        if name in paths:
+            return paths[name]
+        path: str | None = None
+        if not name.startswith("<"):  # <string>, <frozen ...>: not a file
+            path = os.path.realpath(name)
+            if self.files.relative(path) is None:
+                path = None
+        paths[name] = path
+        return path
 
     def switch_context(self, context: str, rearm: bool = True) -> None:
         """Lines run from now on are ``context``'s; ``rearm`` False keeps stopped lines stopped."""
@@ -178,11 +235,11 @@ class SysmonLines:
         stopped.update(self._visits[-1][1])
         self._visits.append((context, {}))
         if rearm and self._tool is not None:
-            set_local, line_event = sys.monitoring.set_local_events, sys.monitoring.events.LINE
+            set_local = sys.monitoring.set_local_events
             for key in stopped:
                 for code in self._codes.get(key, ()):  # none: only dynamo read it (`_read_by_dynamo`)
                     set_local(self._tool, code, 0)  # off and on: every line of the code object fires again
-                    set_local(self._tool, code, line_event)
+                    set_local(self._tool, code, self._event(key, code))
             stopped.clear()
 
     def stop(self) -> None:
@@ -197,6 +254,7 @@ class SysmonLines:
                 monitoring.set_local_events(tool, code, 0)
         monitoring.register_callback(tool, monitoring.events.PY_START, None)
         monitoring.register_callback(tool, monitoring.events.LINE, None)
+        monitoring.register_callback(tool, monitoring.events.INSTRUCTION, None)
         monitoring.free_tool_id(tool)
 
     def forget_collected(self) -> None:

@@ -153,16 +153,22 @@ def test_sysmon_by_name_is_refused_where_it_cannot_run() -> None:
         record_options({"CI_DEPMAP_CORE": "sysmon"})
 
 
-def test_switches_without_a_restart_leave_the_map_the_tracer_records(tmp_path: Path) -> None:
-    # collect(test_a) -> "" and fixture -> test file skip sys.monitoring.restart_events (`files.Rearm`)
+def _maps_by_core(tmp_path: Path, files: dict[str, str]) -> dict[str, tuple[dict, dict]]:
+    """``files`` recorded by sysmon (3.12) and by the C tracer (3.11): (executed by test, shared) each."""
     found = {}
     for name, python, core in (("sysmon", PY312, "auto"), ("ctrace", sys.executable, "ctrace")):
-        write_project(tmp_path / name, SKIPPED_REARMS)
+        write_project(tmp_path / name, files)
         out = tmp_path / f"{name}.json"
         proc = _pytest(python, tmp_path / name, CI_DEPMAP=str(out), CI_DEPMAP_CORE=core)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         data = json.loads(out.read_text())
         found[name] = ({test: entry["executed"] for test, entry in data["tests"].items()}, data["shared"])
+    return found
+
+
+def test_switches_without_a_restart_leave_the_map_the_tracer_records(tmp_path: Path) -> None:
+    # collect(test_a) -> "" and fixture -> test file skip sys.monitoring.restart_events (`files.Rearm`)
+    found = _maps_by_core(tmp_path, SKIPPED_REARMS)
     assert found["sysmon"] == found["ctrace"]
     assert found["ctrace"][0]["tests/test_b.py"]["pkg/work.py"] == "2-5"
 
@@ -206,3 +212,71 @@ def test_a_context_switch_leaves_the_programs_own_monitoring_tool_alone_and_cove
     assert outcomes == {"plain": (0, "3 passed"), "recorded": (0, "3 passed")}
     tests = json.loads((tmp_path / "map.json").read_text())["tests"]
     assert tests["tests/test_b.py"]["executed"]["pkg/tool.py"] == "8"  # counted's body, in test_b's context too
+
+
+# a module body and a function whose lines lie beyond CPython's one-byte delta from their first
+# line: measured by INSTRUCTION events (`sysmon_core._far_lines`), branches and loops at the far end
+FAR = ("TABLE = {\n" + "".join(f"    {i}: {i * i},\n" for i in range(400)) + "}\n" + """\
+try:
+    import not_a_module_anywhere  # noqa: F401
+except ImportError:
+    MISSING = True
+else:
+    MISSING = False
+ODD = [v for v in TABLE.values() if v % 2]
+n = 0
+while n < 3: n += 1
+if not MISSING:
+    FLAG = 1
+
+
+def far(x):
+""" + "    x += 1\n" * 300 + """\
+    if x > 1000:
+        return -1
+    with open(__file__) as f:
+        f.read(1)
+    return [i for i in range(x) if i % 7 == 0][-1]
+""")
+FAR_FILES = {"pkg/__init__.py": "", "pkg/far.py": FAR,
+             "tests/test_a.py": "from pkg.far import far\n\n\ndef test_a():\n    assert far(1) == 294\n",
+             "tests/test_b.py": "from pkg.far import far\n\n\ndef test_b():\n    assert far(2000) == -1\n"}
+
+
+def test_code_far_from_its_first_line_records_the_lines_the_tracer_records(tmp_path: Path) -> None:
+    found = _maps_by_core(tmp_path, FAR_FILES)
+    assert found["sysmon"] == found["ctrace"]
+    # far's body in both contexts, each its own branch
+    assert found["ctrace"][0]["tests/test_b.py"]["pkg/far.py"] == "417-718"
+    assert found["ctrace"][0]["tests/test_a.py"]["pkg/far.py"] == "1-401,403-406,409-412,416-717,719-721"
+
+
+FAR_COST = """\
+import sys, time
+from pathlib import Path
+from ci.observe.files import RepoFiles
+from ci.observe.sysmon_core import SysmonLines
+
+root = Path(sys.argv[1])
+source = root / "big.py"
+source.write_text("TABLE = {\\n" + "".join(f"    {i}: {i},\\n" for i in range(8000)) + "}\\n")
+code = compile(source.read_text(), str(source), "exec")
+lines = SysmonLines(RepoFiles(root), root)
+lines.start()
+started = time.thread_time()
+exec(code, {})
+spent = time.thread_time() - started
+lines.stop()
+print(spent, lines.contexts()[""][str(source.resolve())] == set(range(1, 8002)))
+"""
+
+
+def test_a_long_module_body_costs_no_line_table_scan_per_line(tmp_path: Path) -> None:
+    # CPython 3.12 finds a far line by scanning the line table from its start at each LINE event:
+    # 8,000 lines under LINE took about 4 s of CPU here (quadratic), under INSTRUCTION 0.05 s
+    proc = subprocess.run([str(PY312), "-c", FAR_COST, str(tmp_path)], cwd=REPO, env=clean_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    spent, same = proc.stdout.split()
+    assert same == "True"  # every line of the dict but its closing brace (no instruction there)
+    assert float(spent) < 0.5, spent
