@@ -108,8 +108,8 @@ class ProbeStore:
     def save(self, filename: str, code: CodeType, data: bytes) -> None:
         """See the module docstring."""
         path = entry_path(filename)
-        if path is None or code.co_name != "<module>":
-            return
+        if path is None or code.co_name != "<module>" or not os.path.isfile(filename):
+            return  # code compiled under a name that is no file makes no folder
         folder = path.parent
         try:
             folder.mkdir(parents=True, exist_ok=True)  # as the import system makes __pycache__

@@ -69,6 +69,13 @@ def test_without_keep_nothing_outlives_the_recording(tmp_path: Path) -> None:
     assert not (path.parent / "__pycache__").exists()
 
 
+def test_code_named_after_no_file_makes_no_folder(tmp_path: Path) -> None:
+    # exec of code compiled under a repository name that is no file (a generated module)
+    code = compile(SOURCE, str(tmp_path / "gen" / "made.py"), "exec")
+    _instrument(tmp_path, code, "r1")
+    assert not (tmp_path / "gen").exists()
+
+
 def _damage(entry: Path, code, edited, how: str) -> None:
     data = entry.read_bytes()
     if how == "truncated":
