@@ -180,7 +180,7 @@ def _start() -> None:
     _leave_unrewritten("slipcover")
     options = record_options(resolve_core=False)
     files = RepoFiles(root)
-    lines = slipcover_core.SlipcoverLines(files, None, probe_folder(parts))
+    lines = slipcover_core.SlipcoverLines(files, None, probe_folder(parts), keep=True)
     lines.switch_context(test)
     # before any probe or audit hook: compiling reads the recorder's sources, which no test uses
     cache_once(parts, __name__.split(".")[0])

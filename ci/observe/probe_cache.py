@@ -21,11 +21,12 @@ through a temporary file and ``os.replace``, so a reader never sees half of one,
 digest of their content: one that a crash tore or a disk mangled fails it and is ignored.
 
 Where the entries live (`probe_folder`): in the recording's own parts directory, which its owner
-makes afresh (``tempfile.mkdtemp``, mode 0700) and removes at the end, and nowhere else. An entry
-is code that the next process runs in place of the module's own, so a cache that outlives the
-recording would let whoever can write it decide what a later recording executes: a folder restored
-from a CI cache that pull-request code can save into, a shared ``.ci-cache``, a folder named by the
-environment. A byte flipped there (``BINARY_OP`` subtract -> add, its digest recomputed) made a
+makes afresh (``tempfile.mkdtemp``, mode 0700) and removes at the end; and, given a
+`ci.observe.probe_store.ProbeStore`, a module's entry also beside its bytecode, trusted as a
+``.pyc`` there is (that module's docstring), and nowhere else. An entry is code that the next
+process runs in place of the module's own, so a cache that outlives the recording elsewhere would
+let whoever can write it decide what a later recording executes: a folder restored from a CI cache
+that pull-request code can save into, a shared ``.ci-cache``, a folder named by the environment. A byte flipped there (``BINARY_OP`` subtract -> add, its digest recomputed) made a
 recording pass on source that says ``return a - b`` and write a complete map; and ``marshal.loads``
 of crafted data is not safe either. Inside one recording every writer is a process of that very
 recording, running the code under test anyway. The digest below guards against a torn write, not
@@ -44,11 +45,14 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, Callable
 
+from ci.observe.probe_store import ProbeStore
 from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 
 PROBES_DIR = "probes"  # the folder in a recording's parts directory
 MARK = "__slipcover__"  # the constant slipcover adds last to each code object it instruments
-_FORMAT = 3  # 2: the lines each probe stands for (`ci.observe.blocks`) are stored too; 3: a digest
+# the layout of an entry (`ci.observe.probe_store` keys by it too); 2: the lines each probe stands
+# for (`ci.observe.blocks`) are stored too; 3: a digest
+PROBE_FORMAT = _FORMAT = 3
 
 # (co_code, co_linetable, co_exceptiontable, co_stacksize, probe lines, ((const index, entry), ...),
 #  ((probe line, (the other lines of its block, ...)), ...))
@@ -136,6 +140,12 @@ def _load(path: Path) -> object | None:
     digest, data = raw[:16], raw[16:]
     if len(digest) < 16 or _digest(data) != digest:
         return None
+    return _unmarshal(data)
+
+
+def _unmarshal(data: bytes | None) -> object | None:
+    if data is None:
+        return None
     try:
         return marshal.loads(data)
     except (EOFError, ValueError, TypeError):
@@ -150,13 +160,16 @@ class ProbeCache:
     object stands for."""
 
     def __init__(self, folder: Path, plan: Plan, signal: object, new_probe: Callable[[str, int], object],
-                 note: Callable[[str, dict[int, frozenset[int]]], None]):
+                 note: Callable[[str, dict[int, frozenset[int]]], None], store: ProbeStore | None = None):
         self.folder, self.plan, self.signal, self.new_probe, self.note = folder, plan, signal, new_probe, note
+        self.store = store
 
     def instrument(self, code: CodeType, edit: Callable[[CodeType], CodeType]) -> CodeType:
         key = _key(code)
         path = self.folder / f"{key}.code"
         entry = _load(path)
+        if entry is None and self.store is not None:
+            entry = _unmarshal(self.store.load(code.co_filename, code))
         if entry is not None and _fits(code, entry):
             try:
                 rebuilt = _rebuild(code, entry, self.signal, self.new_probe, self.note)
@@ -167,10 +180,12 @@ class ProbeCache:
         edited = edit(code)
         fresh = _entry(code, edited, self.plan)
         if fresh is not None:
-            self._store(path, fresh)
+            data = self._store(path, fresh)
+            if self.store is not None and data is not None:
+                self.store.save(code.co_filename, code, data)
         return edited
 
-    def _store(self, path: Path, entry: Entry) -> None:
+    def _store(self, path: Path, entry: Entry) -> bytes | None:
         # no fsync: an entry a crash tore fails its digest and is ignored like any bad one, and
         # the edit runs again
         tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}")
@@ -186,7 +201,8 @@ class ProbeCache:
                 os.unlink(tmp)
                 raise
         except (OSError, ValueError):
-            pass  # no entry: the next process edits the code itself
+            return None  # no entry: the next process edits the code itself
+        return data
 
 
-__all__ = ["MARK", "PROBES_DIR", "ProbeCache", "probe_folder"]
+__all__ = ["MARK", "PROBE_FORMAT", "PROBES_DIR", "ProbeCache", "probe_folder"]

@@ -131,12 +131,12 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
         return _Idle()
     probes = probe_folder(parts)
     if session is not None:  # measuring since this process started (`child.take_session`)
-        session.adopt(parts / "cov", probes)
+        session.adopt(parts / "cov", probes, keep=True)
         return session
     if options.core == "slipcover" and not probed:
         from ci.observe.slipcover_core import SlipcoverLines  # deferred: only this core needs it
 
-        lines = SlipcoverLines(files, parts / "cov", probes)
+        lines = SlipcoverLines(files, parts / "cov", probes, keep=True)
     else:
         include, omit = [os.path.join(r, "*") for r in files.roots], [p + "*" for p in files.excluded]
         if options.core == "sysmon":

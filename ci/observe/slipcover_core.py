@@ -50,7 +50,8 @@ from types import CodeType, FunctionType
 from ci.observe import blocks, dynamo_probes, slipcover_engine
 from ci.observe.files import RepoFiles
 from ci.observe.positions import keep_positions
-from ci.observe.probe_cache import MARK, ProbeCache
+from ci.observe.probe_cache import MARK, PROBE_FORMAT, ProbeCache
+from ci.observe.probe_store import ProbeStore
 from ci.observe.probe_imports import ProbeImports
 from ci.observe.retire import ProbeSites
 
@@ -194,9 +195,11 @@ class _Matcher:
 class SlipcoverLines:
     """The subset of `coverage.Coverage` the recorder uses: start, switch_context, stop, save."""
 
-    def __init__(self, files: RepoFiles, data_file: Path | None, probe_cache: Path | None = None):
+    def __init__(self, files: RepoFiles, data_file: Path | None, probe_cache: Path | None = None,
+                 keep: bool = False):
         """``probe_cache``: a folder where the processes of one recording share their bytecode
-        edits (`ci.observe.probe_cache`); None: every process edits its own."""
+        edits (`ci.observe.probe_cache`); None: every process edits its own. ``keep``: modules'
+        edits are also kept for later recordings beside their bytecode (`ci.observe.probe_store`)."""
         slipcover = slipcover_engine.engine()
         slipcover.findlinestarts = _probe_points  # the one place slipcover's instrument reads line starts
         # the lines and branches a file has, for slipcover's report of missed lines: a map needs
@@ -211,7 +214,7 @@ class SlipcoverLines:
         self._lock = threading.RLock()  # a context's lines are moved and its probes retired as one step
         self._settler: threading.Event | None = None
         if probe_cache is not None:
-            self._use_cache(probe_cache)
+            self._use_cache(probe_cache, keep)
         self.files = files
         self._matcher = _Matcher(files)
         self._imports = ProbeImports(self._sci.instrument, self._matcher.matches, self._sci.register_module)
@@ -219,17 +222,19 @@ class SlipcoverLines:
         self._context = ""
         self.lines: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
 
-    def _use_cache(self, probe_cache: Path) -> None:
+    def _use_cache(self, probe_cache: Path, keep: bool) -> None:
         sci, probe = self._sci, slipcover_engine.engine().probe
+        store = ProbeStore(b"%d %s" % (PROBE_FORMAT, slipcover_engine.version().encode())) if keep else None
         sci.cache = ProbeCache(probe_cache, _plan_lines, probe.signal,
-                               lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE), blocks.note)
+                               lambda filename, line: probe.new(sci, filename, line, _NEVER_REMOVE), blocks.note,
+                               store)
 
-    def adopt(self, data_file: Path, probe_cache: Path | None) -> None:
+    def adopt(self, data_file: Path, probe_cache: Path | None, keep: bool = False) -> None:
         """Make a measurement started without a recording (`ci.observe.child`'s session
         start) this recording's: where `save` writes, and the shared bytecode edits."""
         self._data_file = data_file
         if probe_cache is not None:
-            self._use_cache(probe_cache)
+            self._use_cache(probe_cache, keep)
 
     def start(self, live_functions: bool = True) -> None:
         """Put probes into what runs from now on; ``live_functions``: also into every live
