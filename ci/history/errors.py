@@ -19,9 +19,11 @@ Contract:
   failure flaky by its signature alone (`ci.history.verdict`): it matches everything.
 - `infra_kind(attempt)`: ``no-gpu``, ``cuda`` (ROCm's HIP device errors too), ``nccl``, ``oom-kill``, ``disk-full``, ``lost-runner`` or
   ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
-  lines) names that runner-level cause; ``outage`` when it names a remote service that failed or
-  could not be reached (`service`: a hub's 5xx, a timeout to a registry; the service's, in a
-  window of time, not any commit's), else ``""``. An assertion is never infra, whatever string it
+  lines) names that runner-level cause, else ``""``.
+- `service(line)`: the remote service (host) a line says failed or could not be reached (a hub's
+  5xx, a registry timing out), or ``""``. One such failure is a hiccup (`environment_kind`'s
+  ``remote``, which tests flake with); many tests failing so at once is an outage
+  (`ci.history.outages`). An assertion is never infra, whatever string it
   quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing. Nor is a device
   error that a kernel's own bug raises on any machine (`KERNEL_FAULT`: an illegal memory access, a
   misaligned address, a device-side assert, a bad launch configuration): the code's, like a segfault
@@ -44,8 +46,8 @@ from ci.results.junit import Attempt
 
 MAX_ERROR_CHARS = 300
 NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL = "no-gpu", "cuda", "nccl", "oom-kill", "lost-runner", "signal"
-DISK_FULL, OUTAGE = "disk-full", "outage"
-INFRA_KINDS = (NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL, DISK_FULL, OUTAGE)
+DISK_FULL = "disk-full"
+INFRA_KINDS = (NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL, DISK_FULL)
 
 MISSING_GPU = re.compile(
     r"no CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|NVIDIA driver on your system is too old"
@@ -203,7 +205,7 @@ def infra_kind(attempt: Attempt) -> str:
         for kind, pattern in _INFRA:
             if pattern.search(line):
                 return "" if kind == CUDA and KERNEL_FAULT.search(line) else kind
-    return OUTAGE if any(service(line) for line in lines if not _ASSERTION.match(line)) else ""
+    return ""
 
 
 def service(line: str) -> str:

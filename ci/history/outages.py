@@ -1,27 +1,30 @@
-"""A remote service's outage as the history shows it: which tests and runs it failed, over what time.
+"""A remote service's outage: many tests failing at once because a hub or registry is down.
 
-Contract: `outage(store, service)` reads the failures ingest marked ``outage``
-(`ci.history.errors.infra_kind`: a hub's HTTP 5xx, a registry timing out) whose error names
-``service`` (`ci.history.errors.service`), newest first up to ``as_of``, and keeps the newest spell:
-failures no more than `SPELL_GAP` apart. An outage is a window of time, not a commit: it fails
-every test that needs the service, in main's runs and every pull request's alike, until the
-service is back. None when the history holds no such failure.
+Contract: `outage(store, error)` takes a failure's error line that names a remote service
+(`ci.history.errors.service`: a hub's HTTP 5xx or 429, a refused or timed-out connection to a
+registry, huggingface_hub's unreachable hub) and reads the failures of the newest `WINDOW`
+reports up to ``as_of`` whose error names the same service. One such failure is a hiccup (a
+flake's business, `ci.history.errors.environment_kind`'s ``remote``); at least `MIN_TESTS`
+tests in runs of at least `MIN_SOURCES` pull requests or main commits is an outage: a window of
+time that fails every test needing the service, in main's runs and everyone's, whatever the
+commit. Returns the `Outage`, or None when the error names no service or the spell is narrower.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
-from ci.history.errors import OUTAGE, service as service_of
+from ci.history.errors import HUB, service
 from ci.history.store import Store
-from ci.history.verdict_queries import cut
 
-SPELL_GAP = timedelta(hours=6)
-_LOOKBACK = 5000  # outage failures read, newest first
+OUTAGE = "outage"
+WINDOW = 40  # reports read back from the judged one (a few runs): an outage fails them all at once
+MIN_TESTS = 4
+MIN_SOURCES = 1
 
-_ROWS = """SELECT r.id, r.ingested_at, r.pr, r.sha, c.node_id, c.error FROM cases c JOIN reports r ON r.id = c.report_id
-    WHERE c.infra = ?{until} ORDER BY r.id DESC LIMIT {limit}"""
+_ROWS = """SELECT r.id, r.ingested_at, r.pr, r.sha, c.node_id, c.error FROM reports r JOIN cases c ON c.report_id = r.id
+    WHERE r.id > ? AND r.id <= ? AND c.kind IN ('fail', 'broken') AND (c.error LIKE ?{more})"""
+_HUB_WORDS = ("%LocalEntryNotFound%", "%local cache%")  # hub errors that name no host
 
 
 @dataclass(frozen=True)
@@ -37,43 +40,25 @@ class Outage:
     last: str
 
     def describe(self) -> str:
-        """``huggingface.co failed 12 tests in 9 runs of 5 pull requests and main commits from ... to ...``"""
-        return (f"{self.service} failed {self.tests} test{'s' if self.tests != 1 else ''} in {self.runs} "
-                f"run{'s' if self.runs != 1 else ''} of {self.sources} pull requests and main commits "
-                f"from {self.first[:16]} to {self.last[:16]}")
+        """``huggingface.co failed or could not be reached: an outage, not a commit (it failed 12 tests ...)``"""
+        return (f"{self.service} failed or could not be reached: an outage, not a commit (it failed {self.tests} "
+                f"tests in {self.runs} runs of {self.sources} pull requests and main commits from {self.first[:16]} "
+                f"to {self.last[:16]})")
 
 
-def _when(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
+def outage(store: Store, error: str, *, as_of: int | None = None) -> Outage | None:
+    """The outage of the service ``error`` names, if the recent history shows one (see the module docstring)."""
+    name = service(error)
+    if not name:
         return None
-
-
-def outage(store: Store, service: str, *, as_of: int | None = None) -> Outage | None:
-    """The newest spell of ``service``'s outage in the history (see the module docstring)."""
-    until, limit = cut(as_of)
-    rows = store.fetchall(_ROWS.format(until=until, limit=_LOOKBACK), (OUTAGE, *limit))
-    spell, newer = [], None
-    for rid, at, pr, sha, node_id, error in rows:  # newest first
-        if service_of(str(error or "")) != service:
-            continue
-        when = _when(at)
-        if newer is not None and when is not None and newer - when > SPELL_GAP:
-            break
-        newer = when or newer
-        spell.append((int(rid), str(at), pr, str(sha), int(node_id)))
-    if not spell:
-        return None
+    newest = as_of if as_of is not None else int((store.fetchall("SELECT MAX(id) FROM reports")[0][0]) or 0)
+    words = _HUB_WORDS if name == HUB else ()
+    rows = store.fetchall(_ROWS.format(more=" OR c.error LIKE ?" * len(words)), (newest - WINDOW, newest, f"%{name}%",
+                                                                                 *words))
+    spell = sorted((int(rid), str(at), pr, str(sha), int(node)) for rid, at, pr, sha, node, text in rows
+                   if service(str(text or "")) == name)
     sources = {("pr", int(pr)) if pr is not None else ("sha", sha) for _, _, pr, sha, _ in spell}
-    return Outage(service, len({n for *_, n in spell}), len({rid for rid, *_ in spell}), len(sources),
-                  spell[-1][1], spell[0][1])
-
-
-def outage_text(store: Store, error: str, *, as_of: int | None = None) -> str:
-    """A verdict's detail for a failure marked ``outage``: the service its ``error`` names and,
-    when the history shows it, the outage's spell."""
-    name = service_of(error)
-    spell = outage(store, name, as_of=as_of) if name else None
-    where = f"{name} failed or could not be reached" if name else "a remote service failed or could not be reached"
-    return f"infra: {where}, an outage, not a commit" + (f" ({spell.describe()})" if spell else "")
+    tests = len({node for *_, node in spell})
+    if tests < MIN_TESTS or len(sources) < MIN_SOURCES:
+        return None
+    return Outage(name, tests, len({rid for rid, *_ in spell}), len(sources), spell[0][1], spell[-1][1])

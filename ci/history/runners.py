@@ -2,8 +2,7 @@
 
 Contract: `runner_health(store)` counts, per runner name, the scored reports (a pull request's own
 JUnit could forge failures on any runner, so it never counts) and those with at least one infra
-failure (``cases.infra``, read through its partial index; a remote service's ``outage`` is not the
-runner's and never counts). A runner is *bad* when at least
+failure (``cases.infra``, read through its partial index). A runner is *bad* when at least
 `BAD_MIN_REPORTS` of its reports hold infra failures and they are at least `BAD_SHARE` of its
 reports: one CUDA error is bad luck, a third of a machine's runs is a bad machine.
 
@@ -52,7 +51,7 @@ class RunnerHealth:
 
 
 _INFRA = """SELECT r.runner, c.infra, COUNT(DISTINCT r.id), COUNT(*) FROM cases c JOIN reports r ON r.id = c.report_id
-    WHERE c.infra NOT IN ('', 'outage') AND r.scored = 1{until} GROUP BY r.runner, c.infra"""
+    WHERE c.infra <> '' AND r.scored = 1{until} GROUP BY r.runner, c.infra"""
 
 
 def runner_health(store: Store, *, as_of: int | None = None) -> dict[str, RunnerHealth]:
@@ -68,7 +67,7 @@ def runner_health(store: Store, *, as_of: int | None = None) -> dict[str, Runner
         failures[str(runner)] = failures.get(str(runner), 0) + int(count)
     per_report = {str(r): int(n) for r, n in store.fetchall(
         "SELECT r.runner, COUNT(DISTINCT r.id) FROM cases c JOIN reports r ON r.id = c.report_id "
-        f"WHERE c.infra NOT IN ('', 'outage') AND r.scored = 1{until} GROUP BY r.runner", limit)}
+        f"WHERE c.infra <> '' AND r.scored = 1{until} GROUP BY r.runner", limit)}
     out = {}
     for runner, reports in totals.items():
         found = kinds.get(runner, {})

@@ -9,7 +9,7 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`ci.history.runners`): a bad machine shows as one. Also ``infra`` (``runner-only``), whatever the
    error: N fails on F's runner only, in runs of other pull requests or main commits too, while the
    pool's other runners pass it since (`ci.history.runners.runner_only`: an image or driver update).
-   An ``outage`` names the service (`ci.history.outages`); a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
+   So is a remote service's `ci.history.outages.outage`; a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
@@ -59,11 +59,11 @@ from typing import Sequence
 
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
-from ci.history.errors import OUTAGE, SIGNAL, environment_kind, error_line, infra_kind, is_generic
+from ci.history.errors import SIGNAL, environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
-from ci.history.outages import outage_text
+from ci.history.outages import OUTAGE, outage
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
@@ -160,8 +160,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         full = ingest_order(store, repo, as_of=as_of) if not git_order else ()
         for i in indexes:
             f = failures[i]
-            if f.infra == OUTAGE:
-                out[i] = replace(_infra(f, {}), detail=outage_text(store, f.error, as_of=as_of))
+            if not f.infra and (spell := outage(store, f.error, as_of=as_of)) is not None:
+                out[i] = replace(_infra(replace(f, infra=OUTAGE), {}), detail=f"infra: {spell.describe()}")
                 continue
             if f.infra == SIGNAL and sum(g.infra == SIGNAL for g in failures) < MANY_CRASHES and not crashed_elsewhere(
                     store, repo, tier, ids.get(f.node), f.sha, merge_base, as_of):

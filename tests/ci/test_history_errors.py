@@ -95,20 +95,6 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("AssertionError: server did not answer", "E   RuntimeError: NCCL error in: x\n\nE   AssertionError: server did not answer", ""),
     ("Failed: Timeout >300.0s", "E   Failed: Timeout >300.0s", ""),
     ("AssertionError: accuracy low", "", ""),
-    # a remote service down or out of reach: a hub's 5xx, huggingface_hub offline, a package index timing out
-    ("OSError: We couldn't connect to 'https://huggingface.co' to load this file", "", "outage"),
-    ("", "E   requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://huggingface.co/api",
-     "outage"),
-    ("huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub",
-     "", "outage"),
-    ("ERROR: Could not install packages due to an OSError: HTTPSConnectionPool(host='download.pytorch.org', "
-     "port=443): Read timed out.", "", "outage"),
-    # a local server refusing is the test's surroundings, a 404 the code's own request: not an outage
-    ("requests.exceptions.ConnectionError: HTTPConnectionPool(host='localhost', port=8000): Max retries exceeded "
-     "(Connection refused)", "", ""),
-    ("huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error: Not Found for url: https://huggingface.co/x",
-     "", ""),
-    ("AssertionError: assert '503 Server Error for url: https://huggingface.co' not in log", "", ""),
 ])
 def test_infra_kind(message: str, detail: str, kind: str) -> None:
     assert infra_kind(att(message, detail)) == kind
@@ -125,6 +111,17 @@ def test_infra_kind(message: str, detail: str, kind: str) -> None:
     ("ConnectionRefusedError: [Errno 111] Connection refused", ""),  # no host: a local server, `environment_kind`
     ("TimeoutError: timed out waiting for http://127.0.0.1:8000/health", ""),
     ("ValueError: bad url https://huggingface.co/x", ""),  # a host, but no failure to reach it
+    ("OSError: We couldn't connect to 'https://huggingface.co' to load this file", "huggingface.co"),
+    ("requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://huggingface.co/api",
+     "huggingface.co"),
+    ("ERROR: Could not install packages due to an OSError: HTTPSConnectionPool(host='download.pytorch.org', "
+     "port=443): Read timed out.", "download.pytorch.org"),
+    # a local server refusing is the test's surroundings, a 404 the code's own request, an assertion the test's
+    ("requests.exceptions.ConnectionError: HTTPConnectionPool(host='localhost', port=8000): Max retries exceeded "
+     "(Connection refused)", ""),
+    ("huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error: Not Found for url: https://huggingface.co/x",
+     ""),
+    ("AssertionError: assert '503 Server Error for url: https://huggingface.co' not in log", ""),
 ])
 def test_service_names_the_remote_host_that_failed(line: str, host: str) -> None:
     assert service(line) == host
