@@ -19,7 +19,11 @@ Contract:
   failure flaky by its signature alone (`ci.history.verdict`): it matches everything.
 - `infra_kind(attempt)`: ``no-gpu``, ``cuda`` (ROCm's HIP device errors too), ``nccl``, ``oom-kill``, ``disk-full``, ``lost-runner`` or
   ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
-  lines) names that runner-level cause, else ``""``. An assertion is never infra, whatever string it
+  lines) names that runner-level cause, else ``""``.
+- `service(line)`: the remote service (host) a line says failed or could not be reached (a hub's
+  5xx, a registry timing out), or ``""``. One such failure is a hiccup (`environment_kind`'s
+  ``remote``, which tests flake with); many tests failing so at once is an outage
+  (`ci.history.outages`). An assertion is never infra, whatever string it
   quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing. Nor is a device
   error that a kernel's own bug raises on any machine (`KERNEL_FAULT`: an illegal memory access, a
   misaligned address, a device-side assert, a bad launch configuration): the code's, like a segfault
@@ -69,6 +73,20 @@ _INFRA = (
                         r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
                         re.I)),
 )
+# A remote service (a model hub, a package index) that failed or could not be reached: a host named
+# with an HTTP 429/5xx or a connection, timeout or name-resolution failure. A local server (localhost,
+# 127.x) refusing is the test's surroundings (`environment_kind`), and a 404 the code's own request.
+_HOST = re.compile(r"(?:https?://|host=['\"])(?!(?:localhost|127\.[\d.]+|0\.0\.0\.0|\[::1\])\b)"
+                   r"([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
+_UNREACHABLE = re.compile(r"\b(?:429 Client Error|5\d\d Server Error)\b|Too Many Requests|Service Unavailable"
+                          r"|Bad Gateway|Gateway Time-?out|Max retries exceeded|timed out|Connect(?:ion)?Timeout"
+                          r"|Connection (?:refused|reset|aborted)|RemoteDisconnected|Remote end closed"
+                          r"|name resolution|Name or service not known|getaddrinfo failed|Could not resolve host"
+                          r"|Could not fetch URL|couldn't connect to|SSLError|ProxyError", re.I)
+# huggingface_hub's words for a hub it could not reach (no URL on the line): the hub is the service
+_HUB_DOWN = re.compile(r"LocalEntryNotFoundError|We couldn't connect to '?https?://huggingface\.co"
+                       r"|cannot find the requested files in the local cache", re.I)
+HUB = "huggingface.co"
 # Device errors a kernel of the code under test raises itself, on any machine (cudaErrorIllegalAddress,
 # cudaErrorMisalignedAddress, cudaErrorAssert, cudaErrorInvalidConfiguration, cudaErrorLaunchOutOfResources)
 KERNEL_FAULT = re.compile(r"illegal memory access|misaligned address|device-side assert(?:ion)? triggered"
@@ -188,6 +206,19 @@ def infra_kind(attempt: Attempt) -> str:
             if pattern.search(line):
                 return "" if kind == CUDA and KERNEL_FAULT.search(line) else kind
     return ""
+
+
+def service(line: str) -> str:
+    """The remote service (its host) a line says failed or could not be reached, or ``""``: an
+    HTTP 429/5xx, a refused, reset or timed-out connection or a failed name lookup naming a host
+    other than this machine, or huggingface_hub's words for an unreachable hub (``huggingface.co``).
+    An assertion quoting such text is the test's own check (``""``)."""
+    if _ASSERTION.match(line):
+        return ""
+    if _HUB_DOWN.search(line):
+        return HUB
+    host = _HOST.search(line)
+    return host.group(1).lower() if host and _UNREACHABLE.search(line) else ""
 
 
 def environment_kind(line: str) -> str:

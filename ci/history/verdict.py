@@ -9,6 +9,7 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`ci.history.runners`): a bad machine shows as one. Also ``infra`` (``runner-only``), whatever the
    error: N fails on F's runner only, in runs of other pull requests or main commits too, while the
    pool's other runners pass it since (`ci.history.runners.runner_only`: an image or driver update).
+   So is a remote service's `ci.history.outages.outage`; a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
@@ -60,22 +61,24 @@ from typing import Sequence
 
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
-from ci.history.errors import environment_kind, error_line, infra_kind, is_generic
+from ci.history.errors import SIGNAL, environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
 from ci.history.neighbours import judged_order_dependence
+from ci.history.outages import OUTAGE, outage
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
 from ci.history.store import Store
-from ci.history.verdict_queries import based_runs, has_main_history, held_passes, main_runs, same_commit
+from ci.history.verdict_queries import based_runs, crashed_elsewhere, has_main_history, held_passes, main_runs, same_commit
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
                                       by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
 from ci.results.junit import FAILED, Attempt
 
 MIN_TRIALS = 5
 CHANCE = 0.05
+MANY_CRASHES = 3  # tests of one run killed by a signal at once: the machine, not one change's bug
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,12 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         full = ingest_order(store, repo, as_of=as_of) if not git_order else ()
         for i in indexes:
             f = failures[i]
+            if not f.infra and (spell := outage(store, f.error, as_of=as_of)) is not None:
+                out[i] = replace(_infra(replace(f, infra=OUTAGE), {}), detail=f"infra: {spell.describe()}")
+                continue
+            if f.infra == SIGNAL and sum(g.infra == SIGNAL for g in failures) < MANY_CRASHES and not crashed_elsewhere(
+                    store, repo, tier, ids.get(f.node), f.sha, merge_base, as_of):
+                f = replace(f, infra="")  # a crash no one else's run shows: judged as any failure
             runs = main.get(f.node, [])
             if f.node not in orders:
                 orders[f.node] = main_order(store, repo, tier, runs, git_order, as_of=as_of)

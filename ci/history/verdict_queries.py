@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ci.history.errors import SIGNAL
 from ci.history.mainline import MainRun
 from ci.history.model import DEFAULT_BRANCH_EVENTS, MAIN_EVIDENCE_EVENTS, PASS
 from ci.history.store import Store
@@ -114,3 +115,23 @@ def based_runs(store: Store, repo: str, tier: str, node_id: int | None, sha: str
         first.setdefault(int(rid), MainRun(str(base), int(rid), str(kind), str(fp or ""), str(infra or ""),
                                            str(message or "")))
     return list(first.values())
+
+
+def crashed_elsewhere(store: Store, repo: str, tier: str, node_id: int | None, sha: str, base: str,
+                      as_of: int | None) -> bool:
+    """Whether runs at the same code as ``sha``'s base saw the node on ``tier`` killed by a signal
+    (``cases.infra`` ``signal``): main's at ``base`` (any main run without one) or another pull
+    request's based there (``sha``'s own pull request's other heads are its own). Another pull
+    request's crash at another base is its own change's."""
+    if node_id is None:
+        return False
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
+    at = "(r.pr IS NULL AND r.sha = ? OR r.pr IS NOT NULL AND r.base_sha = ?)" if base else "r.pr IS NULL"
+    rows = store.fetchall(f"SELECT 1 FROM reports r JOIN cases c ON c.report_id = r.id WHERE {where}r.tier = ? "
+                          f"AND c.node_id = ? AND c.infra = '{SIGNAL}' AND r.sha <> ? AND {at} AND (r.pr IS NULL "
+                          "OR r.pr NOT IN (SELECT o.pr FROM reports o WHERE o.sha = ? AND o.pr IS NOT NULL))"
+                          f"{until} LIMIT 1",
+                          (*params, tier, node_id, sha.lower(), *([base.lower()] * 2 if base else []), sha.lower(),
+                           *limit))
+    return bool(rows)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ci.history.classify import fingerprint
-from ci.history.errors import MAX_ERROR_CHARS, environment_kind, error_line, infra_kind, is_generic, normalise
+from ci.history.errors import (MAX_ERROR_CHARS, environment_kind, error_line, infra_kind, is_generic, normalise,
+                               service)
 from ci.history.ingest import case_rows
 from ci.results.junit import FAILED, Attempt, parse_junit
 
@@ -97,6 +98,33 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
 ])
 def test_infra_kind(message: str, detail: str, kind: str) -> None:
     assert infra_kind(att(message, detail)) == kind
+
+
+@pytest.mark.parametrize("line, host", [
+    ("requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
+     "exceeded with url: /api/models (Caused by NewConnectionError('Connection refused'))", "huggingface.co"),
+    ("huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: https://HF.co/api", "hf.co"),
+    ("WARNING: Retrying after connection broken by 'NewConnectionError: Temporary failure in name resolution': "
+     "https://pypi.org/simple/torch/", "pypi.org"),
+    ("huggingface_hub.errors.LocalEntryNotFoundError: cannot find the requested files in the local cache",
+     "huggingface.co"),
+    ("ConnectionRefusedError: [Errno 111] Connection refused", ""),  # no host: a local server, `environment_kind`
+    ("TimeoutError: timed out waiting for http://127.0.0.1:8000/health", ""),
+    ("ValueError: bad url https://huggingface.co/x", ""),  # a host, but no failure to reach it
+    ("OSError: We couldn't connect to 'https://huggingface.co' to load this file", "huggingface.co"),
+    ("requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://huggingface.co/api",
+     "huggingface.co"),
+    ("ERROR: Could not install packages due to an OSError: HTTPSConnectionPool(host='download.pytorch.org', "
+     "port=443): Read timed out.", "download.pytorch.org"),
+    # a local server refusing is the test's surroundings, a 404 the code's own request, an assertion the test's
+    ("requests.exceptions.ConnectionError: HTTPConnectionPool(host='localhost', port=8000): Max retries exceeded "
+     "(Connection refused)", ""),
+    ("huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error: Not Found for url: https://huggingface.co/x",
+     ""),
+    ("AssertionError: assert '503 Server Error for url: https://huggingface.co' not in log", ""),
+])
+def test_service_names_the_remote_host_that_failed(line: str, host: str) -> None:
+    assert service(line) == host
 
 
 def test_signature_strips_what_changes_between_runs() -> None:

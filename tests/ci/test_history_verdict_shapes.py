@@ -1,10 +1,12 @@
 """Verdicts (`ci.history.verdict`) read from the shape of the history rather than one failure's
 text, on hand-made histories whose answer is known, on SQLite and a real PostgreSQL: a test that
 fails on one runner only while the pool's other runners pass it; a flake, in a CI without retries,
-that everyone's runs show now and then; a test that starts failing often at one commit."""
+that everyone's runs show now and then; a test that starts failing often at one commit; a remote
+service's outage that fails many tests in everyone's runs; a crash only one change's runs show."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -239,3 +241,71 @@ def test_a_rise_that_fell_back_to_its_past_rate_is_over(store_location: str, tmp
             run(store, tmp_path, sha(i), [RACE] if i in fails else [None])
         (v,) = judge(store, [pr_failure(store, tmp_path, [RACE], base=sha(99))], merge_base=sha(99))
     assert v.verdict == expected, v.detail
+
+
+HUB_DOWN = ("OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the "
+            "cached files.", "E   requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: "
+            "https://huggingface.co/api/models/org/model/revision/main")
+NOT_FOUND = ("huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error: Not Found for url: "
+             "https://huggingface.co/api/models/org/modle", "E   RepositoryNotFoundError: 404 Client Error")
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("outage", INFRA),  # four tests in runs of main and two pull requests: the service, not commit 4
+    ("lone", NEW),  # only this run's one test: no outage (rules 2-5 judge it; nothing here flakes so)
+    ("over", NEW),  # the outage ended 41 reports ago: a window of time, not a mark the service keeps
+    ("not_found", NEW),  # a 404 for a misspelt repository names no failed service: the code's own request
+])
+def test_a_hub_outage_is_infra_naming_the_service_never_main_s(store_location: str, tmp_path: Path, story: str,
+                                                                 expected: str) -> None:
+    """Main passes test_a at 0-3; then the model hub answers 503 for hours: main's commits 4 and 5
+    and another pull request fail test_a to test_d, every attempt, on any runner. Pull
+    request 7 failing the same way meets the outage (a window of time, not commit 4)."""
+    with open_store(store_location) as store:
+        for i in range(4):
+            run(store, tmp_path, sha(i), [None], runner=f"r{1 + i % 2}")
+        if story in ("outage", "over"):
+            run(store, tmp_path, sha(4), [HUB_DOWN, HUB_DOWN], runner="r1")
+            run(store, tmp_path, f"{9:04x}{'e' * 36}", [HUB_DOWN], "pull_request", "r2", pr=9, base_sha=sha(4))
+            for node in ("test_b", "test_c", "test_d", "test_a"):
+                run(store, tmp_path, sha(5), [HUB_DOWN, HUB_DOWN], runner="r2", node=node)
+        for i in range(6, 47 if story == "over" else 6):
+            run(store, tmp_path, sha(i), [None])
+        attempts = [NOT_FOUND] * 2 if story == "not_found" else [HUB_DOWN] * 2
+        (v,) = judge(store, [pr_failure(store, tmp_path, attempts, base=sha(3))], merge_base=sha(3))
+    assert v.verdict == expected, v.detail
+    if expected == INFRA:
+        assert v.infra == "outage"
+        assert v.detail.startswith("infra: huggingface.co failed or could not be reached: an outage, not a commit "
+                                   "(it failed 4 tests in 7 runs of 4 pull requests and main commits from 20"), v.detail
+
+
+SEGV = ("Fatal Python error: Segmentation fault",
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f3a (most recent call first):")
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("own", NEW),  # main and other pull requests pass it at the same base: the change's own crash
+    ("other_base", NEW),  # another pull request crashed it from another base: that change's own
+    ("same_base", INFRA),  # another pull request on the same base crashed it too: not this change
+    ("main_too", INFRA),  # main's own run at the base crashed it
+    ("many", INFRA),  # three tests of the run killed at once: the machine
+])
+def test_a_crash_only_this_change_shows_is_its_own(store_location: str, tmp_path: Path, story: str,
+                                                   expected: str) -> None:
+    """Main passes test_a at 0-3 on r1 and r2. Pull request 7, based at 3, dies with a segfault in
+    test_a (the job writes no JUnit after it). A signal is the machine's only when it follows the
+    runner, hits many tests at once, or runs of the same code show it too."""
+    with open_store(store_location) as store:
+        for i in range(4):
+            run(store, tmp_path, sha(i), [None], runner=f"r{1 + i % 2}")
+        run(store, tmp_path, f"{8:04x}{'e' * 36}", [None], "pull_request", "r1", pr=8, base_sha=sha(3))
+        if story in ("other_base", "same_base"):
+            run(store, tmp_path, f"{9:04x}{'e' * 36}", [SEGV], "pull_request", "r2", pr=9,
+                base_sha=sha(3 if story == "same_base" else 1))
+        if story == "main_too":
+            run(store, tmp_path, sha(3), [SEGV], "nightly", runner="r2")
+        f = pr_failure(store, tmp_path, [SEGV], base=sha(3), runner="r2")
+        crashed = [replace(f, node=f"{f.node[:-1]}{c}") for c in "bcd"] if story == "many" else []
+        (v, *_) = judge(store, [f, *crashed], merge_base=sha(3))
+    assert (v.verdict, v.infra) == (expected, "signal" if expected == INFRA else ""), v.detail
