@@ -184,13 +184,13 @@ def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
     lines = _line_map(source, f"tests[{test!r}].executed", entry["executed"])
     facts = _facts(source, test, entry) if version >= 3 else (None, None, ())
     devices = _devices(source, test, entry) if version >= 3 else ((), ())
-    by_test = _by_test(source, test, entry["by_test"]) if version == 4 and "by_test" in entry else None
+    by_test = by_test_from_json(source, test, entry["by_test"]) if version == 4 and "by_test" in entry else None
     return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines, duration_s=facts[0],
                    outcome=facts[1], skip_reasons=facts[2], devices=devices[0], device_evidence=devices[1],
                    by_test=by_test)
 
 
-def _by_test(source: str, test: str, value: Any) -> ByTest:
+def by_test_from_json(source: str, test: str, value: Any) -> ByTest:
     """A version-4 entry's ``by_test``: {"complete": bool, "file": lines, "sets": [lines], "ids": {id: index}}."""
     where = f"tests[{test!r}].by_test"
     if not isinstance(value, dict) or not isinstance(value.get("complete"), bool):

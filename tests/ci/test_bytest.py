@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 from ci.selection.depmap_format import ByTest, DepMap, DepmapError, TestMap, dump_depmap, parse_depmap
+from ci.__main__ import main as ci_main
+from ci.history.depmaps import latest_maps
+from ci.history.store import open_store
 from tests.ci.depmap_support import clean_env, git, write_project
+from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+from tests.ci.test_depmap_plan import IDENTITY
 
 REPO = Path(__file__).resolve().parents[2]
 CALC = """\
@@ -204,6 +209,19 @@ def test_an_ids_file_that_cannot_be_read_is_one_usage_error(observed: Path, tmp_
     ran = subprocess.run([*PYTEST, "-p", "ci.pytest_ids", "--ci-ids", str(tmp_path / "none.txt"), "tests"],
                          cwd=observed, env=clean_env(), capture_output=True, text=True, timeout=120)
     assert ran.returncode == 4 and "--ci-ids" in ran.stderr and "Traceback" not in ran.stderr, ran.stderr
+
+
+def test_history_ingest_stores_the_ids_lines_and_reads_them_back(observed: Path, store_location: str) -> None:
+    git(observed, "checkout", "-q", "main")
+    path = observed.parent / "map.json"
+    sha = git(observed, "rev-parse", "HEAD").strip()
+    assert ci_main(["history", "ingest", str(path), *IDENTITY, "--sha", sha, "--run-id", "9",
+                    "--store", store_location]) == 0
+    with open_store(store_location, create=False) as store:
+        got = latest_maps(store, "cpu").tests
+        assert store.fetchall("SELECT map_version FROM depmaps") == [(4,)]
+    assert got["tests/test_calc.py"].entry.by_test == parse_depmap(path.read_text(), "m").tests[
+        "tests/test_calc.py"].by_test
 
 
 def test_version_4_round_trips_and_a_bad_by_test_is_refused() -> None:
