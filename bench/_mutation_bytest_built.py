@@ -92,6 +92,7 @@ def measure(python: str, tree: Path, workdir: Path, map_path: Path, universe: li
         if budget is not None and time.monotonic() - start > budget:
             print(f"budget spent: {len(results) - len(done)} mutant(s) left", flush=True)
             return
+        subprocess.run(["git", "checkout", "-q", "--", result.path], cwd=tree, check=True)  # after a killed run
         subprocess.run(["git", "apply", "--unidiff-zero", "-"], input=result.diff.encode(), cwd=tree, check=True)
         target = tree / result.path
         try:

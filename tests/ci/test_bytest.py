@@ -2,7 +2,7 @@
 records a tiny committed project's pytest run in a real subprocess, `ci plan` narrows each
 selected file on a branch, and the command it emits runs in a real pytest: a changed line one test
 ran selects that id; a module-level change, a module-scoped fixture's line, and a line a session
-fixture ran select the whole file; parametrised ids with brackets, spaces and unicode run through
+fixture ran select the whole file (and so does a module fixture's teardown); parametrised ids with brackets, spaces and unicode run through
 the ids file; a listed id that no longer exists runs its file whole."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fi
 from tests.ci.test_depmap_plan import IDENTITY
 
 REPO = Path(__file__).resolve().parents[2]
+PY312 = REPO / ".venv-py312" / "bin" / "python"
 CALC = """\
 RATE = 2
 
@@ -47,16 +48,21 @@ def label(x):
 
 def session_value():
     return 7
+
+
+def teardown_value():
+    return 0
 """
 TEST_CALC = """\
 import pytest
 
-from pkg.calc import double, label, setup_value, triple
+from pkg.calc import double, label, setup_value, teardown_value, triple
 
 
 @pytest.fixture(scope="module")
 def base():
-    return setup_value()
+    yield setup_value()
+    teardown_value()
 
 
 def test_double():
@@ -146,6 +152,21 @@ def test_the_observed_map_is_version_4_with_each_ids_lines(observed: Path) -> No
     assert len(by_test.ids) == 5
 
 
+@pytest.mark.skipif(not PY312.exists(), reason=".venv-py312 is missing: run python3 ci/bootstrap.py")
+def test_under_python_312_the_sysmon_core_and_the_ids_recorder_give_the_same_ids_lines(observed: Path,
+                                                                                    tmp_path: Path) -> None:
+    git(observed, "checkout", "-q", "main")
+    out = tmp_path / "map312.json"
+    env = {**clean_env(), "PATH": f"{PY312.parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([str(PY312), "-m", "ci", "observe", "--by-test", "--tier", "cpu", "--out", str(out), "--",
+                           str(PY312), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          cwd=observed, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = parse_depmap(out.read_text(), "map312.json").tests["tests/test_calc.py"].by_test
+    want = parse_depmap((observed.parent / "map.json").read_text(), "map.json").tests["tests/test_calc.py"].by_test
+    assert got is not None and want is not None and (got.ids, got.file, got.complete) == (want.ids, want.file, True)
+
+
 def test_a_line_one_test_ran_selects_only_that_id_and_the_command_runs_it(observed: Path) -> None:
     selected, ids = _plan(observed, {"pkg/calc.py": CALC.replace("return x * 3", "return x + x + x")})
     calc = selected["tests/test_calc.py"]
@@ -168,6 +189,7 @@ def calc_command(root: Path, selected: dict[str, dict]) -> str:
 @pytest.mark.parametrize("edit, why", [
     (("RATE = 2", "RATE = 1 + 1"), "module level"),
     (("return 40", "return 20 + 20"), "outside a single id"),
+    (("return 0", "return 1 - 1"), "outside a single id"),  # the module fixture's teardown, after the last id
 ])
 def test_a_module_level_or_fixture_scoped_change_selects_the_whole_file(observed: Path, edit: tuple[str, str],
                                                                          why: str) -> None:
