@@ -90,7 +90,7 @@ def measure(python: str, tree: Path, workdir: Path, map_path: Path, universe: li
         if result.broken or result.id in done:
             continue
         if budget is not None and time.monotonic() - start > budget:
-            print(f"budget spent: {len(results) - len(done)} mutant(s) left", flush=True)
+            print(f"budget spent: {len(results) - i} of {len(results)} mutant(s) not started", flush=True)
             return
         subprocess.run(["git", "checkout", "-q", "--", result.path], cwd=tree, check=True)  # after a killed run
         subprocess.run(["git", "apply", "--unidiff-zero", "-"], input=result.diff.encode(), cwd=tree, check=True)
