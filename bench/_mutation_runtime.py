@@ -21,7 +21,7 @@ from pathlib import Path
 from bench._mutation_gen import Mutant
 from bench._mutation_select import SelectionTree, static_selection
 from ci.selection.depmap_format import DepMap, StoredTestMap, maps_of_file, parse_depmap, utc_time
-from ci.selection.depmap_select import select_by_maps
+from ci.selection.depmap_select import MapSelection, select_by_maps
 from ci.selection.diff_hunks import file_diffs, touched_old_lines
 from ci.selection.edit_scopes import diff_scopes
 from ci.selection.git_lines import read_at
@@ -50,6 +50,16 @@ def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, wa
     """See the module docstring; ``walk=False``: without `ci.selection.reach`; ``by_statement=False``:
     by function body; ``uses=False``: a module-level change always counts for every importer
     (`ci.selection.definition_uses` off); all three for comparison."""
+    chosen = runtime_maps(depmap_path, tree, mutant, walk, by_statement, uses)
+    selected = {t for t, verdict in chosen.decided.items() if verdict.why}
+    if chosen.fallback:
+        selected |= set(chosen.fallback) & static_selection(tree, mutant.path)
+    return selected & tree.universe
+
+
+def runtime_maps(depmap_path: Path, tree: SelectionTree, mutant: Mutant, walk: bool = True,
+                 by_statement: bool = True, uses: bool = True) -> MapSelection:
+    """The map verdicts `runtime_selection` reads (each selected file's node ids with a version-4 map)."""
     depmap, maps, now = _maps(str(depmap_path), depmap_path.stat().st_mtime_ns)
     parts = file_diffs(mutant.diff)
     touched = touched_old_lines(parts)
@@ -60,10 +70,7 @@ def runtime_selection(depmap_path: Path, tree: SelectionTree, mutant: Mutant, wa
                             module_reach=lambda path: tree.deps.impact([path]).reasons,
                             references_for=lambda sha, paths: _references(str(tree.root), paths),
                             imports_of=tree.deps.imports_of, by_statement=by_statement, walk=walk, uses=uses)
-    selected = {t for t, verdict in chosen.decided.items() if verdict.why}
-    if chosen.fallback:
-        selected |= set(chosen.fallback) & static_selection(tree, mutant.path)
-    return selected & tree.universe
+    return chosen
 
 
-__all__ = ["runtime_selection"]
+__all__ = ["runtime_maps", "runtime_selection"]

@@ -1,6 +1,6 @@
 """Run an adopter's own command unchanged and write what each test file ran (a ci-depmap v3 map).
 
-    python -m ci observe --out FACTS.json [--tier T] -- COMMAND [ARG...]
+    python -m ci observe --out FACTS.json [--tier T] [--by-test] -- COMMAND [ARG...]
     python -m ci observe --env DIR [--tier T]          # then: env $(cat ...) COMMAND, in any step
     python -m ci observe --collect DIR --out FACTS.json
 
@@ -10,8 +10,10 @@ without a complete entry on stderr (one line each), and exits with COMMAND's own
 for a signal N), or 1 when it succeeded but the map holds no test file. ``--env`` prepares DIR
 and prints its variables as ``NAME=value`` lines (a ``docker run --env-file``, or ``set -a; .
 FILE``) for steps that cannot be wrapped; ``--collect`` writes the map from DIR afterwards and
-removes DIR (1 too for a map without a test file). Exit 2 for bad input, 3 when no map could be
-written. See docs/depmaps.md, "Observing an adopter's own command".
+removes DIR (1 too for a map without a test file). ``--by-test`` (opt-in, a nightly's: about
+twice the per-file recorder's cost) also records the lines of each pytest node id
+(`ci.observe.bytest`), a version-4 map that `ci plan` narrows files to ids by. Exit 2 for bad
+input, 3 when no map could be written. See docs/depmaps.md, "Observing an adopter's own command".
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="the map file to write (FACTS.json)")
     parser.add_argument("--tier", help="the tier name the map is for (default: none)")
+    parser.add_argument("--by-test", action="store_true",
+                        help="also record the lines each pytest node id ran (a version-4 map; about twice the cost)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--env", metavar="DIR", help="prepare DIR and print its NAME=value variables")
     mode.add_argument("--collect", metavar="DIR", help="write the map of a command run with --env DIR's variables")
@@ -48,7 +52,7 @@ def _fail(message: str, status: int = 2) -> int:
     return status
 
 
-def _prepared(parts: Path, tier: str | None) -> dict[str, str]:
+def _prepared(parts: Path, tier: str | None, by_test: bool = False) -> dict[str, str]:
     """Prepare ``parts`` for the tree's registry; ValueError (bad input) or OSError with the reason."""
     try:
         root = find_repo_root()
@@ -60,7 +64,8 @@ def _prepared(parts: Path, tier: str | None) -> dict[str, str]:
         raise ValueError(f"{root / REGISTRY_FILENAME}: {exc.problems[0]} (run `python -m ci lint`)") from None
     if tier is not None and tier not in registry.tiers:
         raise ValueError(f"--tier {tier!r}: unknown tier; known tiers: {', '.join(registry.tiers)}")
-    return prepare(parts, root, registry.project.test_roots, registry.project.test_patterns, tier)
+    return prepare(parts, root, registry.project.test_roots, registry.project.test_patterns, tier, by_test,
+                   os.environ.get("PYTEST_PLUGINS", ""))
 
 
 def _write(parts: Path, out: str) -> int:
@@ -79,11 +84,11 @@ def _write(parts: Path, out: str) -> int:
     return 0
 
 
-def _run(command: list[str], out: str, tier: str | None) -> int:
+def _run(command: list[str], out: str, tier: str | None, by_test: bool) -> int:
     parts = Path(tempfile.mkdtemp(prefix="ci-observe-"))
     try:
         try:
-            env = observed_env(dict(os.environ), _prepared(parts, tier))
+            env = observed_env(dict(os.environ), _prepared(parts, tier, by_test))
         except (OSError, ValueError) as exc:
             return _fail(str(exc), 3 if isinstance(exc, OSError) else 2)
         try:
@@ -112,7 +117,7 @@ def main(argv: list[str]) -> int:
             return _fail(f"--env {parts}: must be a new or empty directory")
         try:
             parts.mkdir(parents=True, exist_ok=True)
-            variables = _prepared(parts.resolve(), args.tier)
+            variables = _prepared(parts.resolve(), args.tier, args.by_test)
         except (OSError, ValueError) as exc:
             return _fail(str(exc), 3 if isinstance(exc, OSError) else 2)
         print("".join(f"{name}={value}\n" for name, value in sorted(variables.items())), end="")
@@ -130,4 +135,4 @@ def main(argv: list[str]) -> int:
         return status
     if not command:
         return _fail("no command: python -m ci observe --out FACTS.json -- COMMAND [ARG...]")
-    return _run(command, args.out, args.tier)
+    return _run(command, args.out, args.tier, args.by_test)

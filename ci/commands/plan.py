@@ -22,6 +22,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from ci.atomic_write import atomic_write_text
 from ci.limits import whole_number
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.selection.changes import ChangesError, git_changed_files, read_changed_files
@@ -29,7 +30,8 @@ from ci.selection.deps import Impact, TestDependencies, registered_non_files
 from ci.selection.depmap_select import DEFAULT_MAX_AGE_DAYS, MapSelection, select_by_maps
 from ci.selection.buildkite import BuildkiteError, to_buildkite
 from ci.results.summary import append_step_summary
-from ci.selection.plan import Plan, PlanError, decided_summary, plan, to_github_matrix, to_json, to_text
+from ci.selection.plan import (Plan, PlanError, decided_summary, ids_file_text, plan, to_github_matrix, to_json,
+                               to_text)
 from ci.registry import PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, Registry, RegistryError, find_repo_root, load_registry
 from ci.selection.shard import MAX_SHARDS, ShardBudgetError
 
@@ -207,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_depmap_args(parser)
     parser.add_argument("--format", choices=("text", "json", "github-matrix", "buildkite"), default="text",
                         help="buildkite: a pipeline for `buildkite-agent pipeline upload` (one step per tier)")
+    parser.add_argument("--ids-out", metavar="FILE",
+                        help="write the node ids (and whole files) to run, one per line, for `-p ci.pytest_ids "
+                             "--ci-ids FILE` (files a map with per-id lines narrowed; see docs/depmaps.md)")
     parser.add_argument("--github-output", action="store_true",
                         help="also append matrix=<json> and has_tests=<bool> to $GITHUB_OUTPUT")
     return parser
@@ -235,7 +240,16 @@ def main(argv: list[str]) -> int:
             return 2
         print(text, end="")
     else:
-        print({"text": to_text, "json": to_json, "github-matrix": to_github_matrix}[args.format](plans))
+        if args.format == "github-matrix":
+            print(to_github_matrix(plans))
+        else:
+            print((to_text if args.format == "text" else to_json)(plans, args.ids_out))
+    if args.ids_out:
+        try:
+            atomic_write_text(Path(args.ids_out), ids_file_text(plans))
+        except OSError as exc:
+            print(f"python -m ci plan: cannot write --ids-out {args.ids_out}: {exc.strerror or exc}", file=sys.stderr)
+            return 3
     if not _summarize(plans):
         return 3
     if args.github_output:

@@ -11,7 +11,8 @@ Contract:
   data is kept (``lines`` per test, the map's ``shared`` lines and commit); a map recorded at
   another commit than the run identity's ``--sha`` is refused, and so is one whose ``recorded_at``
   is in the future (`depmap_format.in_future`). A version-3 map's facts per test file
-  (``duration_s``, ``outcome``, ``skip_reasons``) are kept and read back by `latest_maps`.
+  (``duration_s``, ``outcome``, ``skip_reasons``) are kept and read back by `latest_maps`, and so
+  is a version-4 entry's ``by_test`` (lines per node id).
 - `latest_maps` gives, for each test file of ``tier`` (of ``repo`` when given), the entry of the
   most recently recorded map that holds it complete (`TestMap.usable`; when no map holds it so,
   the newest entry, which then says why it cannot decide), with where it came from
@@ -35,8 +36,9 @@ from typing import Mapping, Sequence
 from ci.history.model import RunIdentity
 from ci.history.store import Store, StoreMissing, failure_text, now, open_store
 from ci.regular_file import MAX_REPORT_BYTES, UnreadableFile, read_regular
-from ci.selection.depmap_format import (OUTCOMES, DepMap, DepmapError, StoredTestMap, TestMap, in_future,
-                                        is_relative_path, maps_of_file, parse_depmap, utc_time)
+from ci.selection.depmap_format import (OUTCOMES, DepMap, DepmapError, StoredTestMap, TestMap, by_test_from_json,
+                                        by_test_json, in_future, is_relative_path, maps_of_file, parse_depmap,
+                                        utc_time)
 from ci.selection.line_ranges import format_lines, parse_lines
 
 
@@ -127,6 +129,8 @@ def ingest_depmap(store: Store, prepared: PreparedDepmap) -> bool:
             t.lines is not None for t in depmap.tests.values()) else 1
         if any(t.duration_s is not None or t.outcome or t.skip_reasons for t in depmap.tests.values()):
             version = 3
+        if any(t.by_test is not None for t in depmap.tests.values()):
+            version = 4
         cur = store.execute(_INSERT, (prepared.key, Path(prepared.source).name, ident.repo, ident.sha, ident.event,
                                       ident.tier, ident.shard, ident.run_id, ident.run_url, stored_time(depmap.recorded_at),
                                       now(), version, depmap.sha or "",
@@ -138,10 +142,11 @@ def ingest_depmap(store: Store, prepared: PreparedDepmap) -> bool:
         map_id = int(inserted[0][0])
         store.executemany(
             "INSERT INTO depmap_tests (map_id, test_file, complete, items, ran, executed, opened, lines, duration_s, "
-            "outcome, skip_reasons) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "outcome, skip_reasons, by_test) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(map_id, test, int(t.complete), t.items, t.ran, "\n".join(sorted(t.executed)), "\n".join(sorted(t.opened)),
               _lines_json(t.lines), t.duration_s, t.outcome or "", json.dumps(list(t.skip_reasons)) if t.skip_reasons
-              else "") for test, t in sorted(depmap.tests.items())])
+              else "", json.dumps(by_test_json(t.by_test), sort_keys=True) if t.by_test is not None else "")
+             for test, t in sorted(depmap.tests.items())])
     return True
 
 
@@ -165,7 +170,7 @@ def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetim
     only maps recorded then or later (older ones could not decide anyway; the store then reads
     the last days' maps, not every map ever stored); ``now``: maps recorded after it are left out."""
     query = ("SELECT t.test_file, t.complete, t.items, t.ran, t.executed, t.opened, t.lines, m.id, m.sha, m.run_id, "
-             "m.recorded_at, m.map_sha, m.shared, t.duration_s, t.outcome, t.skip_reasons FROM"
+             "m.recorded_at, m.map_sha, m.shared, t.duration_s, t.outcome, t.skip_reasons, t.by_test FROM"
              " depmap_tests t JOIN depmaps m ON m.id = t.map_id WHERE m.tier = ?")
     params: list[object] = [tier]
     if repo is not None:
@@ -179,7 +184,7 @@ def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetim
     shared_of: dict[int, dict[str, frozenset[int]] | None] = {}
     future: set[int] = set()
     for (test, complete, items, ran, executed, opened, lines_text, map_id, sha, run_id, recorded_at, map_sha,
-         shared_text, duration, outcome, reasons_text) in store.fetchall(query + " ORDER BY m.recorded_at, m.id",
+         shared_text, duration, outcome, reasons_text, by_test_text) in store.fetchall(query + " ORDER BY m.recorded_at, m.id",
                                                                            params):
         if now is not None and in_future(recorded_at, now):
             if map_id not in future:
@@ -193,6 +198,7 @@ def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetim
                 raise ValueError(test)
             lines = _read_lines(lines_text, "lines")
             facts = _read_facts(duration, outcome, reasons_text)
+            by_test = by_test_from_json("stored", test, json.loads(by_test_text)) if by_test_text else None
             if map_id not in shared_of:
                 shared_of[map_id] = _read_lines(shared_text, "shared")
         except (ValueError, RecursionError):
@@ -202,7 +208,7 @@ def latest_maps(store: Store, tier: str, repo: str | None = None, since: datetim
             continue
         entry = TestMap(frozenset(p for p in executed.split("\n") if p), frozenset(p for p in opened.split("\n") if p),
                         bool(complete), int(items), int(ran), lines=lines, duration_s=facts[0], outcome=facts[1],
-                        skip_reasons=facts[2])
+                        skip_reasons=facts[2], by_test=by_test)
         stored = StoredTestMap(entry, f"run {run_id or map_id} at {sha[:12]}", recorded_at, shared_of[map_id] or {},
                                map_sha or None)
         if _newer_wins(found.get(test), stored):

@@ -40,6 +40,9 @@ completed with its answer (``culprit`` '' until then).
 
 Migration 7 (merge queues, docs/history.md#merge-queues): ``reports.batch``, a merge_group run's
 pull request numbers, space-separated ('' for every other run, and for a batch not known).
+
+Migration 8 (lines per node id, map format version 4, `ci observe --by-test`):
+``depmap_tests.by_test`` (the entry's ``by_test`` object as the map writes it, '' for none).
 """
 
 from __future__ import annotations
@@ -158,6 +161,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
     ),
     ("ALTER TABLE reports ADD COLUMN batch TEXT NOT NULL DEFAULT ''",),
+    ("ALTER TABLE depmap_tests ADD COLUMN by_test TEXT NOT NULL DEFAULT ''",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,7 +9,12 @@ session's start and end, the import of test modules at collection, session- and 
 fixtures), and the commit the map was recorded at (line numbers are that commit's). Version 3
 adds optional facts per test file (`ci observe`): ``duration_s``, ``outcome`` (one of `OUTCOMES`)
 ``skip_reasons``, ``devices`` (a sorted list from `DEVICES`) and ``device_evidence`` (strings);
-a map is written as version 3 only when an entry has one of them.
+a map is written as version 3 only when an entry has one of them. Version 4 adds an optional
+``by_test`` per entry (`ByTest`, `ci observe --by-test`): the repository lines each pytest node id's
+setup, call and teardown ran, each distinct line set once (``sets``, ``ids`` -> index), the lines
+the file ran in no single id's own work (``file``: fixtures of a wider scope, the last teardown of
+a module or class), and whether every collected id finished (``complete``); a map is written as
+version 4 only when an entry has one. A reader of v1-v3 refuses it ("unknown version 4").
 
 The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and no
 ``shared`` or ``sha``; it is still read, and selects by file)::
@@ -50,8 +55,8 @@ from typing import Any, Mapping
 from ci.selection.line_ranges import format_lines, parse_lines
 
 FORMAT = "ci-depmap"
-VERSION = 3
-VERSIONS = (1, 2, 3)
+VERSION = 4
+VERSIONS = (1, 2, 3, 4)
 OUTCOMES = ("passed", "failed", "skipped", "error")
 DEVICES = ("cuda", "nccl", "triton")  # version 3 `devices` names (`ci.observe.devices`)
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -63,6 +68,17 @@ class DepmapError(ValueError):
 
 
 Lines = Mapping[str, frozenset[int]]
+
+
+@dataclass(frozen=True)
+class ByTest:
+    """A test file's per node id lines (version 4): ``ids`` node id -> repo file -> lines run in
+    its setup, call and teardown; ``file``: lines of the file's run no single id owns;
+    ``complete``: every collected id of the file finished in the recorded run."""
+
+    ids: Mapping[str, Lines]
+    file: Lines = field(default_factory=dict)
+    complete: bool = True
 
 
 @dataclass(frozen=True, eq=True)
@@ -83,6 +99,7 @@ class TestMap:
     skip_reasons: tuple[str, ...] = ()  # version 3: why pytest skipped its tests
     devices: tuple[str, ...] = ()  # version 3: devices touched or wanted, sorted (`DEVICES`)
     device_evidence: tuple[str, ...] = ()  # version 3: what showed them ("torch.cuda.init", ...)
+    by_test: ByTest | None = field(default=None, hash=False)  # version 4: lines per node id
 
     @property
     def files(self) -> frozenset[str]:
@@ -109,7 +126,7 @@ class DepMap:
 
 
 def _bad(source: str, what: str) -> DepmapError:
-    return DepmapError(f"{source}: not a {FORMAT} v1-v3 map: {what}")
+    return DepmapError(f"{source}: not a {FORMAT} v1-v4 map: {what}")
 
 
 def _paths(source: str, where: str, value: Any) -> frozenset[str]:
@@ -165,10 +182,41 @@ def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
         executed = _paths(source, f"tests[{test!r}].executed", entry["executed"])
         return TestMap(executed, opened, entry["complete"], *counts)
     lines = _line_map(source, f"tests[{test!r}].executed", entry["executed"])
-    facts = _facts(source, test, entry) if version == 3 else (None, None, ())
-    devices = _devices(source, test, entry) if version == 3 else ((), ())
+    facts = _facts(source, test, entry) if version >= 3 else (None, None, ())
+    devices = _devices(source, test, entry) if version >= 3 else ((), ())
+    by_test = by_test_from_json(source, test, entry["by_test"]) if version == 4 and "by_test" in entry else None
     return TestMap(frozenset(lines), opened, entry["complete"], *counts, lines=lines, duration_s=facts[0],
-                   outcome=facts[1], skip_reasons=facts[2], devices=devices[0], device_evidence=devices[1])
+                   outcome=facts[1], skip_reasons=facts[2], devices=devices[0], device_evidence=devices[1],
+                   by_test=by_test)
+
+
+def by_test_from_json(source: str, test: str, value: Any) -> ByTest:
+    """A version-4 entry's ``by_test``: {"complete": bool, "file": lines, "sets": [lines], "ids": {id: index}}."""
+    where = f"tests[{test!r}].by_test"
+    if not isinstance(value, dict) or not isinstance(value.get("complete"), bool):
+        raise _bad(source, f"{where} must be an object with \"complete\": true or false")
+    sets, ids = value.get("sets"), value.get("ids")
+    if not isinstance(sets, list) or not isinstance(ids, dict):
+        raise _bad(source, f"{where} must hold \"sets\" (a list) and \"ids\" (node id -> index into sets)")
+    lines = [_line_map(source, f"{where}.sets[{i}]", one) for i, one in enumerate(sets)]
+    out: dict[str, Lines] = {}
+    for node, index in ids.items():
+        if not node or "\x00" in node or isinstance(index, bool) or not isinstance(index, int) \
+                or not 0 <= index < len(lines):
+            raise _bad(source, f"{where}.ids[{node!r}] must name a set 0..{len(lines) - 1}, got {index!r}")
+        out[node] = lines[index]
+    return ByTest(out, _line_map(source, f"{where}.file", value.get("file", {})), value["complete"])
+
+
+def by_test_json(by_test: ByTest) -> dict[str, Any]:
+    """``by_test`` as written in a version-4 entry (each distinct line set once)."""
+    sets: dict[str, int] = {}
+    ids: dict[str, int] = {}
+    for node, lines in sorted(by_test.ids.items()):
+        key = json.dumps({p: format_lines(v) for p, v in sorted(lines.items()) if v}, sort_keys=True)
+        ids[node] = sets.setdefault(key, len(sets))
+    return {"complete": by_test.complete, "file": {p: format_lines(v) for p, v in sorted(by_test.file.items()) if v},
+            "sets": [json.loads(key) for key in sets], "ids": ids}
 
 
 def _devices(source: str, test: str, entry: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -196,7 +244,7 @@ def _facts(source: str, test: str, entry: dict) -> tuple[float | None, str | Non
 
 
 def parse_depmap(text: str | bytes, source: str) -> DepMap:
-    """Read a version-1, -2 or -3 map from ``text``; `DepmapError` naming ``source`` on any problem."""
+    """Read a version-1 to -4 map from ``text``; `DepmapError` naming ``source`` on any problem."""
     try:
         data = json.loads(text)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
@@ -254,19 +302,23 @@ def _v2_entry(t: TestMap, version: int) -> dict[str, Any]:
     lines = t.lines or {}
     out = {"complete": t.complete, "items": t.items, "ran": t.ran, "opened": sorted(t.opened),
            "executed": {p: format_lines(lines.get(p, ())) for p in sorted(t.executed)}}
-    if version == 3:
+    if version >= 3:
         facts = {"duration_s": t.duration_s, "outcome": t.outcome, "skip_reasons": list(t.skip_reasons),
                  "devices": list(t.devices), "device_evidence": list(t.device_evidence)}
         out.update((k, v) for k, v in facts.items() if v not in (None, []))
+    if version == 4 and t.by_test is not None:
+        out["by_test"] = by_test_json(t.by_test)
     return out
 
 
 def dump_depmap(depmap: DepMap) -> str:
-    """The JSON text of ``depmap`` (keys and paths sorted); version 1 when no entry has lines, 3
-    when an entry has facts (duration, outcome, skip reasons), else 2."""
+    """The JSON text of ``depmap`` (keys and paths sorted); version 1 when no entry has lines, 4
+    when an entry has `ByTest` lines, 3 when an entry has facts (duration, outcome, skip reasons), else 2."""
     facts = any(_has_facts(t) for t in depmap.tests.values())
-    if facts or any(t.lines is not None for t in depmap.tests.values()) or depmap.shared or depmap.sha or depmap.dirty:
-        version = 3 if facts else 2
+    by_test = any(t.by_test is not None for t in depmap.tests.values())
+    if facts or by_test or any(t.lines is not None for t in depmap.tests.values()) or depmap.shared or depmap.sha \
+            or depmap.dirty:
+        version = 4 if by_test else 3 if facts else 2
         tests = {path: _v2_entry(t, version) for path, t in sorted(depmap.tests.items())}
         data = {"format": FORMAT, "version": version, "tier": depmap.tier, "recorded_at": depmap.recorded_at,
                 "sha": depmap.sha, "shared": {p: format_lines(v) for p, v in sorted(depmap.shared.items())},

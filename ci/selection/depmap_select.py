@@ -43,9 +43,11 @@ Contract:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping, Sequence
 
+from ci.selection.bytest_select import Narrowed, narrow
 from ci.selection.definition_uses import DefinitionUses, Use
 from ci.selection.depmap_format import StoredTestMap, in_future
 from ci.selection.edit_scopes import Scope
@@ -65,6 +67,7 @@ class MapVerdict:
     why: str | None
     origin: str
     touched: tuple[str, ...] = ()
+    narrowed: Narrowed | None = None  # a selected file's node ids (`ci.selection.bytest_select`); None: no per-id data
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,12 @@ class MapSelection:
         if verdict is not None:
             return f"not affected by the change: the map of {verdict.origin} holds none of the changed files"
         return f"not affected by the change ({self.fallback.get(test, 'no map')}: static graph)"
+
+    def narrowed(self, test: str) -> Narrowed | None:
+        """The node ids of a selected ``test`` its map's per-id lines narrow it to, or why it runs whole;
+        None where its map has no per-id lines."""
+        verdict = self.decided.get(test)
+        return verdict.narrowed if verdict is not None and verdict.why is not None else None
 
 
 def _age_days(recorded_at: str, now: datetime) -> float | None:
@@ -183,14 +192,15 @@ def _use_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, uses: tu
     """For a module-level change that only redefines names: whether the test ran a use of one."""
     for use in uses:
         at = Scope(use.body.name, use.body.first, use.body.last, use.line, use.statements)
-        why = _scope_hit(test, stored, use.path, at, change, references, None)
+        why = scope_hit(test, stored, use.path, at, change, references, None)
         if why is not None:
             return f"{why}, which reads {use.name}, redefined by the change at {path}:{scope.line}"
     return None
 
 
-def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change,
-               references: ReferenceIndex | None, definitions: DefinitionUses | None) -> str | None:
+def scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change,
+              references: ReferenceIndex | None, definitions: DefinitionUses | None) -> str | None:
+    """Why one changed ``scope`` of ``path`` reaches ``test`` by its map (None: it does not)."""
     if scope.is_module:
         uses = definitions.of(path, scope.names) if definitions is not None and scope.names is not None else None
         if uses is not None:
@@ -212,24 +222,25 @@ def _scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change
 
 
 def _hits(test: str, stored: StoredTestMap, change: _Change, scopes: Mapping[str, tuple[Scope, ...] | None] | None,
-          references: ReferenceIndex | None, definitions: DefinitionUses | None) -> list[str]:
+          references: ReferenceIndex | None, definitions: DefinitionUses | None) -> list[tuple[str, str]]:
+    """(changed file, why) for each changed file that reaches ``test``."""
     entry = stored.entry
-    hits: list[str] = []
+    hits: list[tuple[str, str]] = []
     for path in change.changed:
         if path in entry.opened:  # read as data (a config, a kernel source, a lint over the tree): by file
-            hits.append(f"opened {path}")
+            hits.append((path, f"opened {path}"))
             continue
         file_scopes = scopes.get(path) if scopes is not None else None
         if entry.lines is None or file_scopes is None:
             if path in entry.executed:
-                hits.append(f"executed {path}")
+                hits.append((path, f"executed {path}"))
             elif (reason := change.reach(path, test)) is not None:
-                hits.append(reason)
+                hits.append((path, reason))
             continue
-        whys = (_scope_hit(test, stored, path, scope, change, references, definitions) for scope in file_scopes)
+        whys = (scope_hit(test, stored, path, scope, change, references, definitions) for scope in file_scopes)
         first = next((why for why in whys if why is not None), None)  # one reason a file is enough
         if first is not None:
-            hits.append(first)
+            hits.append((path, first))
     return hits
 
 
@@ -306,15 +317,18 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
         stale = _hits(test, stored, drift, drift.scopes, index, uses_of) if scopes and stored.entry.lines else []
         if stale:  # here it may run what its map never saw: the map's lines cannot decide
             out.fallback[test] = (f"the map of {stored.origin} is stale: since its commit the tree changed what "
-                                  f"it ran ({stale[0]})")
+                                  f"it ran ({stale[0][1]})")
             continue
         hits = _hits(test, stored, change, scopes, index, uses_of)
-        why = None
+        why, narrowed = None, None
         if hits:
             more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
-            why = f"{hits[0]} in {stored.origin}{more}"
+            why = f"{hits[0][1]} in {stored.origin}{more}"
+            if stored.entry.by_test is not None:
+                narrowed = narrow(stored, [path for path, _ in hits], scopes, partial(
+                    scope_hit, test, stored, change=change, references=index, definitions=uses_of))
         touched = tuple(p for p in change.changed if p in stored.entry.executed or p in stored.entry.opened)
-        out.decided[test] = MapVerdict(why, stored.origin, touched if why is None else ())
+        out.decided[test] = MapVerdict(why, stored.origin, touched if why is None else (), narrowed)
         if newest is None or stored.recorded_at > newest[1]:
             newest = (stored.origin, stored.recorded_at)
     return replace(out, newest=newest)

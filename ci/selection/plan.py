@@ -61,6 +61,8 @@ class PlannedTest:
     time_source: str  # "est_time" or "durations"
     why: str          # "all active tests", "changed: fp4kv/quant/x.py", "imports fp4kv/quant/e2m1.py via ..."
     decided_by: str = "rule"  # one of `DECIDED_BY`
+    node_ids: tuple[str, ...] | None = None  # only these ids of the file run (None: the whole file)
+    ids_why: str = ""  # why ``node_ids``, or why the whole file though its map has per-id lines ("": none)
 
 
 @dataclass(frozen=True)
@@ -160,10 +162,12 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
             reason = maps.not_run_reason(entry.path) if maps is not None else "not affected by the change"
             not_run.append(NotRun(entry.path, reason, command, by))
             continue
+        narrowed = maps.narrowed(entry.path) if maps is not None and by == "observation" else None
+        ids = (narrowed.ids, narrowed.why) if narrowed is not None else (None, "")
         if entry.path in durations:
-            selected.append(PlannedTest(entry.path, float(durations[entry.path]), "durations", why, by))
+            selected.append(PlannedTest(entry.path, float(durations[entry.path]), "durations", why, by, *ids))
         else:
-            selected.append(PlannedTest(entry.path, entry.est_time, "est_time", why, by))
+            selected.append(PlannedTest(entry.path, entry.est_time, "est_time", why, by, *ids))
 
     times = {t.path: t.time for t in selected}
     if shard_budget is not None:
@@ -231,8 +235,18 @@ def _is_test_support(changed: str, test_path: str, project: ProjectConfig) -> bo
 # Renderings (strings; the CLI prints them)
 # ---------------------------------------------------------------------------------------------
 
-def to_json(plans: Sequence[Plan]) -> str:
-    """Every field of every plan, as JSON (stable key order)."""
+def ids_command(p: Plan, ids_file: str) -> str | None:
+    """The command that runs ``p``'s selection with its files narrowed to node ids (`ci.pytest_ids`
+    reads ``ids_file``, `ids_file_text`); None when no file of it is narrowed."""
+    if not any(t.node_ids is not None for t in p.selected):
+        return None
+    files = " ".join(shlex.quote(t.path) for t in p.selected)
+    return (f"python -m ci run --tier {shlex.quote(p.tier.name)} {files} -- -p ci.pytest_ids "
+            f"--ci-ids {shlex.quote(ids_file)}")
+
+
+def to_json(plans: Sequence[Plan], ids_file: str | None = None) -> str:
+    """Every field of every plan, as JSON (stable key order); ``ids_command`` with ``ids_file``."""
     out = []
     for p in plans:
         # asdict() deep-copies field by field: ~10x slower than this on 10,000 entries
@@ -247,6 +261,7 @@ def to_json(plans: Sequence[Plan]) -> str:
         data["has_tests"] = p.has_tests
         data["total_time"] = p.total_time
         data["decided"] = decided_summary(p)
+        data["ids_command"] = ids_command(p, ids_file) if ids_file else None
         out.append(data)
     return json.dumps({"plans": out}, indent=2, sort_keys=True)
 
@@ -266,7 +281,8 @@ def to_github_matrix(plans: Sequence[Plan]) -> str:
     return json.dumps({"include": matrix_entries(plans)}, separators=(",", ":"))
 
 
-def to_text(plans: Sequence[Plan]) -> str:
+def to_text(plans: Sequence[Plan], ids_file: str | None = None) -> str:
+    """The plans for a person; with ``ids_file``, the command that runs a plan's narrowed ids."""
     lines: list[str] = []
     for p in plans:
         n = len(p.shards)
@@ -282,10 +298,16 @@ def to_text(plans: Sequence[Plan]) -> str:
         if decided is not None:
             lines.append(f"  decided: {decided}")
         why = {t.path: t.why for t in p.selected}
+        ids = {t.path: t for t in p.selected if t.ids_why}
         by = {t.path: f"{t.decided_by:<12}  " if decided else "" for t in (*p.selected, *p.not_run)}
         for s in p.shards:
             lines.append(f"  shard {s.index}/{s.count}  {s.est_time:7.0f}s  {len(s.tests)} test(s)")
-            lines += [f"      {t}" if p.changed_files is None else f"      {by[t]}{t}  ({why[t]})" for t in s.tests]
+            for t in s.tests:
+                lines.append(f"      {t}" if p.changed_files is None else f"      {by[t]}{t}  ({why[t]})")
+                lines += [f"          {line}" for line in _ids_lines(ids[t])] if t in ids else []
+        command = ids_command(p, ids_file) if ids_file else None
+        if command is not None:
+            lines.append(f"  run by test id: {command}")
         if p.not_run:
             lines.append("  not run:")
             for nr in p.not_run:
@@ -297,6 +319,24 @@ def to_text(plans: Sequence[Plan]) -> str:
         lines.append(f"warning: {path} changed but is covered by no test "
                      "(no test imports it, no depends_on or run_all_paths entry names it)")
     return "\n".join(lines)
+
+
+def _ids_lines(test: PlannedTest, shown: int = 20) -> list[str]:
+    """How a file runs: by which ids (at most ``shown`` listed) or whole, and why."""
+    if test.node_ids is None:
+        return [f"by test id: {test.ids_why}"]
+    more = [f"  ... and {len(test.node_ids) - shown} more"] if len(test.node_ids) > shown else []
+    return [f"by test id: {test.ids_why}", *(f"  {node}" for node in test.node_ids[:shown]), *more]
+
+
+def ids_file_text(plans: Sequence[Plan]) -> str:
+    """What `ci.pytest_ids` reads (``--ci-ids FILE``): one line per node id of a file narrowed to
+    ids, one per file that runs whole (every selected file of every plan is named)."""
+    out: list[str] = []
+    for p in plans:
+        for t in p.selected:
+            out += list(t.node_ids) if t.node_ids is not None else [t.path]
+    return "".join(f"{line}\n" for line in out)
 
 
 def explicit_target_problem(registry: Registry, root: str, target: str) -> str | None:

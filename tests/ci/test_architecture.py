@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ci.observe", ("ci/observe/",)),
     ("ci.adopt", ("ci/adopt/",)),
     ("ci top", ("ci/lint.py", "ci/lint_gate.py", "ci/lint_baseline.py", "ci/lint_base.py",
-                "ci/quarantine_nodes.py", "ci/pytest_plugin.py", "ci/pytest_attempts.py", "ci/pytest_entry.py",
+                "ci/quarantine_nodes.py", "ci/pytest_plugin.py", "ci/pytest_attempts.py", "ci/pytest_entry.py", "ci/pytest_ids.py",
                 "ci/bootstrap.py")),
     ("ci.commands", ("ci/commands/",)),
     ("ci entry point", ("ci/__main__.py",)),

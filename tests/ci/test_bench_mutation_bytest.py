@@ -121,3 +121,24 @@ def test_failing_ids_come_from_a_real_rerun_of_the_failing_files_restored_and_re
     again = mutant_failing_tests(sys.executable, tree, [mutant, other], results, tmp_path, limit=120, env=env,
                                  say=said.append, file_seconds={}, budget=0)
     assert again == first and said[-1].endswith("1 rerun(s) left")
+
+
+def test_the_built_rows_recall_counts_failing_ids_the_selected_run_saw_fail_and_wall_clock_is_its_ratio(
+        tmp_path: Path) -> None:
+    import json
+
+    from bench._mutation_bytest_built import _ids_file, table
+    from ci.selection.bytest_select import Narrowed
+    from ci.selection.depmap_select import MapSelection, MapVerdict
+
+    rows = [{"id": "a", "static_failing": ["t/x.py::f", "t/y.py::g"], "selected_failing": ["t/x.py::f"],
+             "selected_wall": 2.0, "static_wall": 10.0},
+            {"id": "b", "static_failing": ["t/x.py::h"], "selected_failing": ["t/x.py::h", "t/x.py::flaky"],
+             "selected_wall": 6.0, "static_wall": 10.0}]
+    (tmp_path / "bytest_built.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = table(tmp_path)
+    assert text.splitlines()[-1].split()[-6:] == ["2", "2/3", "2/3", "0.40", "0.40", "0.40"], text
+    chosen = MapSelection({"t/x.py": MapVerdict("executed", "m", (), Narrowed(("t/x.py::f",), "1 of 3")),
+                           "t/y.py": MapVerdict("executed", "m", (), Narrowed(None, "whole file: module level"))})
+    assert _ids_file(chosen, {"t/x.py", "t/y.py", "t/z.py"}, tmp_path / "ids.txt") == (1, 1)
+    assert (tmp_path / "ids.txt").read_text() == "t/x.py::f\nt/y.py\nt/z.py\n"

@@ -47,7 +47,7 @@ def test_a_queue_run_is_stored_with_its_batch_and_judged_against_main_before_it(
     assert ingest(store_location, tmp_path, queue, HEAD, "merge_group", "--base-sha", "0000002", "--batch", "#12",
                   "--head-ref", QUEUE_REF) == 0
     with open_store(store_location, create=False) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 7
+        assert store.schema_version() == SCHEMA_VERSION == 8
         assert store.fetchall("SELECT pr, event, base_sha, batch, scored FROM reports WHERE sha = ?", [HEAD]) == [
             (None, "merge_group", "0000002", "12 15", 1)]
     out = verdicts(store_location, capsys, "--sha", HEAD[:9]).splitlines()
@@ -149,5 +149,5 @@ def test_migration_7_over_a_version_6_store(store_location: str, monkeypatch: py
                           "shard, run_id, attempt, run_url, cases, attempts, ingested_at) VALUES ('k', 'h', 's', "
                           "'acme/kernels', '0000001', NULL, 'push', 'gpu', '', '', '', 1, '', 1, 1, 'then')").close()
     with open_store(store_location) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 7
+        assert store.schema_version() == SCHEMA_VERSION == 8
         assert store.fetchall("SELECT event, batch FROM reports") == [("push", "")]

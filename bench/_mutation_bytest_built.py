@@ -1,0 +1,168 @@
+"""The built by-test-id selection measured on a mutation workdir: `ci observe --by-test`, `ci plan`'s
+narrowing (`ci.selection.bytest_select`) and `ci.pytest_ids`, timed as wall-clock.
+
+    python -m bench._mutation_bytest_built --workdir W --python PY [--budget S] [--report-only]
+
+W is a ``bench mutation --observe`` workdir (its ``tree``, ``baseline.json`` and ``mutants.jsonl``).
+Steps: (1) the universe is recorded once with ``ci observe --by-test`` into ``W/bytest-map.json``
+(kept; the wall seconds of a plain run, ``ci observe`` and ``ci observe --by-test`` are printed);
+(2) for each mutant with a verdict, applied to the tree (``git apply --unidiff-zero``), the
+selection `bench._mutation_runtime.runtime_maps` gives with that map: a file narrowed to ids runs
+those ids, any other selected file (whole by the narrowing's reason, or the static graph's
+fallback) runs whole; the selected command (``-p ci.pytest_ids --ci-ids``) and the static graph's
+files (every universe file the graph selects) run back to back, in alternating order, each timed
+from start-up to exit; one JSON line per mutant in ``W/bytest_built.jsonl`` (resumable);
+a run past `LIMIT` or without a report leaves its mutant without a verdict (``broken``), out of the table;
+(3) the table: recall of the failing ids (the static run's failing ids that the selected run also
+ran and saw fail) and of failing files, and the selected run's wall-clock over the static run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from statistics import fmean, median
+
+from bench._mutation_bytest import junit_tests
+from bench._mutation_gen import Mutant
+from bench._mutation_run import clean_env, drop_bytecode, run_suite
+from bench._mutation_runtime import runtime_maps
+from bench._mutation_select import SelectionTree, static_selection
+from bench._mutation_store import load_results
+from bench.table import format_table
+from ci.registry import load_registry
+
+CI_ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 240.0  # seconds per run: 3x the universe's wall at load 8; a mutant past it has no verdict
+
+
+def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.monotonic()
+    subprocess.run(argv, cwd=cwd, env=clean_env(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=LIMIT)
+    return time.monotonic() - start
+
+
+def record(python: str, tree: Path, universe: list[str], workdir: Path, env: dict[str, str]) -> Path:
+    """Step 1; the map's path (kept when present)."""
+    out = workdir / "bytest-map.json"
+    if out.is_file():
+        return out
+    pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:slipcover", "-q", "-n", "0", *universe]
+    plain = _timed(pytest, tree, env)
+    per_file = _timed([python, "-m", "ci", "observe", "--out", str(workdir / "perfile-map.json"), "--", *pytest],
+                      tree, env)
+    by_test = _timed([python, "-m", "ci", "observe", "--by-test", "--out", str(out), "--", *pytest], tree, env)
+    print(f"record: plain pytest {plain:.1f} s, ci observe {per_file:.1f} s ({per_file / plain:.2f}x), "
+          f"ci observe --by-test {by_test:.1f} s ({by_test / plain:.2f}x)", flush=True)
+    if not out.is_file():
+        raise SystemExit(f"{out}: ci observe --by-test wrote no map")
+    return out
+
+
+def _ids_file(chosen, files: set[str], path: Path) -> tuple[int, int]:
+    """Write the ids file; (files narrowed to ids, ids listed)."""
+    lines, narrowed = [], 0
+    for test in sorted(files):
+        ids = chosen.narrowed(test)
+        if ids is not None and ids.ids is not None:
+            narrowed += 1
+            lines += ids.ids
+        else:
+            lines.append(test)
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return narrowed, sum("::" in line for line in lines)
+
+
+def measure(python: str, tree: Path, workdir: Path, map_path: Path, universe: list[str], env: dict[str, str],
+            budget: float | None) -> None:
+    """Step 2 (see the module docstring)."""
+    results, _ = load_results(workdir / "mutants.jsonl")
+    out = workdir / "bytest_built.jsonl"
+    done = {json.loads(line)["id"] for line in out.read_text().splitlines()} if out.is_file() else set()
+    view = SelectionTree(tree, load_registry(tree / "registry.yaml"), frozenset(universe))
+    start = time.monotonic()
+    for i, result in enumerate(sorted(results.values(), key=lambda r: r.id)):
+        if result.broken or result.id in done:
+            continue
+        if budget is not None and time.monotonic() - start > budget:
+            print(f"budget spent: {len(results) - i} of {len(results)} mutant(s) not started", flush=True)
+            return
+        subprocess.run(["git", "checkout", "-q", "--", result.path], cwd=tree, check=True)  # after a killed run
+        subprocess.run(["git", "apply", "--unidiff-zero", "-"], input=result.diff.encode(), cwd=tree, check=True)
+        target = tree / result.path
+        try:
+            drop_bytecode(target)
+            mutant = Mutant(result.id, result.path, result.line, result.operator, result.diff, target.read_text())
+            chosen = runtime_maps(map_path, view, mutant)
+            static = sorted(static_selection(view, result.path))
+            files = {t for t, v in chosen.decided.items() if v.why} | (set(chosen.fallback) & set(static))
+            files &= set(universe)
+            narrowed, listed = _ids_file(chosen, files, workdir / "bytest_ids.txt")
+            runs, broken = {}, ""
+            for kind in (("selected", "static") if i % 2 else ("static", "selected")):
+                chosen_files = sorted(files) if kind == "selected" else static
+                extra = ("-p", "ci.pytest_ids", "--ci-ids", str(workdir / "bytest_ids.txt")) if kind == "selected" else ()
+                junit = workdir / f"bytest_{kind}.xml"
+                run = run_suite(python, tree, chosen_files, junit, workers=0, limit=LIMIT, extra_env=env,
+                                plugin_args=extra) if chosen_files else None
+                read = junit_tests(junit, tree, chosen_files) if run is not None else None
+                runs[kind] = (run.wall if run is not None else 0.0, sorted(read.failing) if read else [],
+                              len(read.seconds) if read else 0)
+                broken = broken or (f"{kind}: {run.broken}" if run is not None and run.broken else "")
+        finally:
+            subprocess.run(["git", "checkout", "-q", "--", result.path], cwd=tree, check=True)
+            drop_bytecode(target)
+        row = {"id": result.id, "files": len(files), "narrowed": narrowed, "listed_ids": listed,
+               "selected_wall": runs["selected"][0], "static_wall": runs["static"][0],
+               "selected_ran": runs["selected"][2], "static_ran": runs["static"][2],
+               "selected_failing": runs["selected"][1], "static_failing": runs["static"][1], "broken": broken}
+        with out.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+        print(f"{result.id}: {len(files)} file(s), {narrowed} narrowed, ran {runs['selected'][2]} of "
+              f"{runs['static'][2]} ids, {runs['selected'][0]:.1f} s vs {runs['static'][0]:.1f} s", flush=True)
+
+
+def table(workdir: Path) -> str:
+    """Step 3 (see the module docstring)."""
+    every = [json.loads(line) for line in (workdir / "bytest_built.jsonl").read_text().splitlines()]
+    rows = [r for r in every if not r.get("broken")]  # a run that timed out or crashed: no verdict
+    failing = sum(len(r["static_failing"]) for r in rows)
+    caught = sum(len(set(r["static_failing"]) & set(r["selected_failing"])) for r in rows)
+    files = sum(len({n.split("::")[0] for n in r["static_failing"]}) for r in rows)
+    files_caught = sum(len({n.split("::")[0] for n in set(r["static_failing"]) & set(r["selected_failing"])})
+                       for r in rows)
+    ratio = [r["selected_wall"] / r["static_wall"] for r in rows if r["static_wall"]]
+    total = sum(r["selected_wall"] for r in rows) / max(sum(r["static_wall"] for r in rows), 1e-9)
+    return format_table(["selector", "mutants", "recall (failing ids)", "recall (failing files)",
+                         "wall-clock x static (mean of ratios)", "median", "sum over sum"],
+                        [["by test id (built: observe --by-test, plan, pytest_ids)",
+                          f"{len(rows)}" + (f" ({len(every) - len(rows)} without a verdict)" if len(every) > len(rows) else ""),
+                          f"{caught}/{failing}", f"{files_caught}/{files}", f"{fmean(ratio):.2f}",
+                          f"{median(ratio):.2f}", f"{total:.2f}"]])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench._mutation_bytest_built", description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", required=True, type=Path)
+    parser.add_argument("--python", required=True)
+    parser.add_argument("--source-root", default="src", help="the tree's import root (default src)")
+    parser.add_argument("--budget", type=float, default=None, help="start no mutant after this many seconds")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+    tree = args.workdir / "tree"
+    universe = json.loads((args.workdir / "baseline.json").read_text())["universe"]
+    env = {"PYTHONPATH": f"{(tree / args.source_root).resolve()}:{CI_ROOT}"}  # as `_mutation_tree.pythonpath`
+    if not args.report_only:
+        measure(args.python, tree, args.workdir, record(args.python, tree, universe, args.workdir, env), universe,
+                env, args.budget)
+    print(table(args.workdir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

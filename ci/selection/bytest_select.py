@@ -1,0 +1,96 @@
+"""Narrow a test file its runtime map selected to the node ids that ran the change (map version 4).
+
+`ci.selection.depmap_select` asks `narrow` for each test file a map selected whose entry has
+`ByTest` lines. The file's per-file verdict stays what decides recall; `narrow` only says which of
+its ids that verdict needs, and runs the whole file whenever anything beyond one id's own work
+could explain the selection.
+
+Contract: `narrow` returns `Narrowed` with ``ids`` (sorted node ids, never empty) when every
+changed file that reached the test did so through function bodies whose changed lines (the
+changed statements, or the whole body where a changed line is no statement the map sees) the file
+ran inside single ids, and ``ids`` None with the reason otherwise:
+- the per-id data is partial (an id of the file did not finish, or the entry is partial);
+- a changed file the test opened (data), or one without line scopes for the map's commit;
+- a module-level change (import time: every id of an importing file shares it);
+- a changed statement in a branch that stores state (an earlier id may have filled a cache that
+  a later one reads);
+- a body the test reached without running a changed line of it (the walk of `ci.selection.reach`,
+  a use of a redefined name, code run outside any test);
+- a changed line the file ran outside a single id (the map's ``shared`` lines, or ``ByTest.file``:
+  a fixture of a wider scope, a module's or class's last teardown);
+- no id ran a changed line (the per-file recorder saw one the per-id one did not).
+Pure: no file system, no git.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from ci.selection.depmap_format import StoredTestMap
+from ci.selection.edit_scopes import Scope
+
+Judge = Callable[[str, Scope], "str | None"]  # (changed file, scope) -> why it reaches the test, or None
+
+
+@dataclass(frozen=True)
+class Narrowed:
+    """The ids to run (None: the whole file) and why."""
+
+    ids: tuple[str, ...] | None
+    why: str
+
+
+def _whole(why: str) -> Narrowed:
+    return Narrowed(None, f"whole file: {why}")
+
+
+def _changed_lines(scope: Scope) -> range | frozenset[int]:
+    statements = scope.statements
+    if statements is not None and not statements.whole:
+        return frozenset(n for first, last in statements.spans for n in range(first, last + 1))
+    assert scope.first is not None and scope.last is not None
+    return range(scope.first, scope.last + 1)
+
+
+def narrow(stored: StoredTestMap, hit_paths: Iterable[str],
+           scopes: Mapping[str, tuple[Scope, ...] | None] | None, judge: Judge) -> Narrowed:
+    """See the module docstring. ``hit_paths``: the changed files by which the per-file verdict
+    selected the test; ``judge``: the per-file rule for one scope (`depmap_select.scope_hit`)."""
+    entry, by_test = stored.entry, stored.entry.by_test
+    if by_test is None:
+        return _whole("its map has no lines per test id (record with `ci observe --by-test`)")
+    if not by_test.complete or not entry.complete:
+        return _whole("the per-id lines are partial (not every id of the file finished when recorded)")
+    ran_by_file = entry.lines or {}
+    wanted: dict[str, set[int]] = {}
+    for path in hit_paths:
+        if path in entry.opened:
+            return _whole(f"it opened {path} (data: no line of it says which id needs it)")
+        file_scopes = scopes.get(path) if scopes is not None else None
+        if file_scopes is None or entry.lines is None:
+            return _whole(f"the changed lines of {path} are not known for the map's commit")
+        for scope in file_scopes:
+            if judge(path, scope) is None:
+                continue  # this part of the change reaches the test in no way
+            where = f"{path}:{scope.line}"
+            if scope.is_module:
+                return _whole(f"{where} changed at module level (import time is every id's)")
+            if scope.statements is not None and scope.statements.guarded:
+                return _whole(f"{where} lies in a branch that stores state (an earlier id may fill it for a later)")
+            lines = _changed_lines(scope)
+            ran = set(lines).intersection(ran_by_file.get(path, ()))
+            if not ran:
+                return _whole(f"it reaches {where} in {scope.name}() without running it")
+            if not ran.isdisjoint(stored.shared.get(path, ())):
+                return _whole(f"{where} in {scope.name}() ran outside a test (at import or in the session)")
+            if not ran.isdisjoint(by_test.file.get(path, ())):
+                return _whole(f"{where} in {scope.name}() ran outside a single id (a fixture of a wider scope, or "
+                              "the last teardown of a module or class)")
+            wanted.setdefault(path, set()).update(lines)
+    ids = tuple(sorted(node for node, files in by_test.ids.items()
+                       if any(not files.get(path, frozenset()).isdisjoint(lines) for path, lines in wanted.items())))
+    if not ids:
+        return _whole("no single id ran the changed lines")
+    shown = ", ".join(f"{p}:{min(v)}" for p, v in sorted(wanted.items()))
+    return Narrowed(ids, f"{len(ids)} of {len(by_test.ids)} ids ran {shown}")
