@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from bench._history_gen2 import LABELS, Run
+from bench._verdicts_records import LABELS, Run
 from bench._history_gen6_story import Break, Bug, Setting, run_jobs
 from bench._history_gen6_world import (QUICK, RUNNERS, START, History, Scale, Test, Window, base_tests, hours,
                                        model_file, sha)

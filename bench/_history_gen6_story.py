@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bench._history_gen2 import Label
+from bench._verdicts_records import Label
 from bench._history_gen6_text import Case, Fail, report_xml, text_for
 from bench._history_gen6_world import (CAUSE_LABEL, ORDER_POLLUTER, ORDER_VICTIM, RERUNS, RUNNERS, SHARDS,
                                        Report, Test, Window, shard_files)

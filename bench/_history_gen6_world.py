@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from bench._history_gen2 import Label
+from bench._verdicts_records import Label, Report  # noqa: F401 (Report: the story's jobs)
 
 START = datetime(2026, 9, 1, 6, 0, tzinfo=timezone.utc)
 # Buildkite queues as tiers, with how many parallel jobs split each one's test files.
@@ -60,18 +60,6 @@ class Test:
     @property
     def classname(self) -> str:
         return f"{self.file[:-3].replace('/', '.')}.{self.cls}"
-
-
-@dataclass(frozen=True)
-class Report:
-    """One Buildkite job's JUnit (``shard`` from 0 of ``shards``) and the truth of its failing tests."""
-
-    tier: str
-    shard: int
-    shards: int
-    runner: str
-    xml: str
-    labels: list[Label] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
