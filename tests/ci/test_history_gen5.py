@@ -64,9 +64,9 @@ def test_gen5_is_selectable_and_the_other_generators_are_unchanged() -> None:
 def test_the_bench_runs_gen5_and_names_it_in_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert verdicts.main(["--generator", "gen5", "--quick", "--seeds", "1"]) == 0
     assert "verdicts on the gen5 history, seeds 1" in capsys.readouterr().out  # the score is not read here
-    assert verdicts.main(["--generator", "gen7"]) == 2
+    assert verdicts.main(["--generator", "gen-unknown"]) == 2
     err = capsys.readouterr().err
-    assert "gen4, gen5, gen6, replay, both" in err and len(err.strip().splitlines()) == 1
+    assert "gen4, gen5, gen6, gen7, replay, both" in err and len(err.strip().splitlines()) == 1
 
 
 def _etree_attempts(xml: str) -> dict[tuple[str, str, str], list[str]]:
