@@ -119,7 +119,7 @@ def test_migration_2_over_a_version_1_store(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     with open_store(str(path)) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 7
+        assert store.schema_version() == SCHEMA_VERSION == 8
         assert store.fetchall("SELECT author, base_sha, scored FROM reports") == [("", "", 1)]
         assert store.fetchall("SELECT fingerprint, message, error, infra FROM cases") == [("fp", "AssertionError: x", "", "")]
 
