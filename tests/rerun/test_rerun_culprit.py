@@ -44,12 +44,15 @@ class Runners:
     """Completes the fake's queued runs ``delay`` seconds after their dispatch: failure when the
     dispatched commit (in the run-name) is the culprit or later. ``most_at_once``: the most runs
     seen queued together. ``hold_after``: when set, runs past the first that many stay queued (a
-    kill then finds them unfinished however slow the machine is)."""
+    kill then finds them unfinished however slow the machine is). ``together``: when set, no run
+    completes before that many were dispatched (a batch sent together is then seen queued
+    together however slow the machine is; one sent run by run would never finish)."""
 
     def __init__(self, fake: FakeGitHub, shas: list[str], delay: float):
         self.fake, self.bad, self.delay = fake, set(shas[CULPRIT:]), delay
         self.cancel_once: set[str] = set()  # the first run of each of these commits is cancelled
         self.hold_after: int | None = None
+        self.together: int | None = None
         self.most_at_once, self._stop = 0, threading.Event()
         self._seen: dict[int, float] = {}
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -59,6 +62,8 @@ class Runners:
             with self.fake.lock:
                 queued = [r for r in self.fake.runs if r.status == "queued"]
                 self.most_at_once = max(self.most_at_once, len(queued))
+                if self.together is not None and len(self.fake.runs) < self.together:
+                    continue
                 for run in queued:
                     if self.hold_after is not None and self.fake.runs.index(run) >= self.hold_after:
                         continue
@@ -103,6 +108,7 @@ def _names(fake: FakeGitHub) -> list[str]:
 def test_finds_the_culprit_through_dispatches_several_at_once(repo, fake, api_url, runners, tmp_path) -> None:
     root, shas = repo
     fake.associate(shas[CULPRIT], 17, "make add faster")
+    runners.together = 2  # good's and bad's runs: within the 0.3 s delay only on an idle machine
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     done = subprocess.run(_argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py",
