@@ -214,6 +214,15 @@ def flock_holders(directory: Path) -> set[int]:
             if f[1:2] == ["FLOCK"] and f[5].rsplit(":", 1)[-1] == inode}
 
 
+def opened(pid: int, path: str) -> bool:
+    """Whether process ``pid`` has ``path`` open (its /proc/PID/fd links)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.path.realpath(fd) == os.path.realpath(path) for fd in fds.iterdir())
+    except OSError:  # it exited, or a descriptor closed while listed
+        return False
+
+
 KNOWN = KnownHistory.FILE
 
 
@@ -234,7 +243,8 @@ def quarantine_stuck_reading_the_history(root: Path) -> Iterator[subprocess.Pope
     try:
         quarantine = start(root, ["quarantine", "--apply", "--store", store])
         wait_until(lambda: quarantine.pid in flock_holders(root), "quarantine holds the registry lock")
-        time.sleep(0.5)  # it has read the registry: the history is next
+        # It reads the registry, then opens the store: with the store open, the registry was read.
+        wait_until(lambda: opened(quarantine.pid, store), "quarantine opened the history store")
         yield quarantine
     finally:
         hold.execute("ROLLBACK")
