@@ -118,10 +118,11 @@ def pytest(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
 def test_under_xdist_each_is_killed_at_its_budget_and_reported_as_a_timeout(tmp_path):
     make_repo(tmp_path)
     # the swallowing file first: its second test is then still to run when the first is killed
-    proc, elapsed = pytest(tmp_path, "-p", "xdist", "-n", "1", "--junitxml=junit.xml", "tests/test_swallow.py",
+    proc, _ = pytest(tmp_path, "-p", "xdist", "-n", "1", "--junitxml=junit.xml", "tests/test_swallow.py",
                            "tests/test_c_loop.py")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert elapsed < 25, proc.stdout  # 30 s and 15 s without the kill; ~2 s each with it, plus restarts
+    # Killed, not run out: only the kill writes the messages below (a bound on the wall-clock time
+    # was no proof: 8 s idle, 46 s with the workers descheduled 60 % of the time, 45 s unkilled).
     cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
     for name, file in (("test_swallows_the_timeout", "test_swallow.py"), ("test_c_loop", "test_c_loop.py")):
         failure = cases[name].find("failure")
@@ -136,9 +137,8 @@ def test_under_xdist_each_is_killed_at_its_budget_and_reported_as_a_timeout(tmp_
 
 def test_without_xdist_the_pytest_process_is_killed_at_the_budget(tmp_path):
     make_repo(tmp_path)
-    proc, elapsed = pytest(tmp_path, "tests/test_swallow.py")
-    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
-    assert elapsed < 15
+    proc, _ = pytest(tmp_path, "tests/test_swallow.py")
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr  # run out, it would pass (exit 0)
     assert ("+++ Timeout: tests/test_swallow.py::test_swallows_the_timeout ran past its file's timeout of 1 s "
             "(registry.yaml)") in proc.stderr
 
