@@ -46,48 +46,27 @@ Files outside the test roots are left alone.
 from __future__ import annotations
 
 import fnmatch
-import math
 import os
 import re
 import shutil
 import tempfile
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from ci.history.classify import RERUN_EXCEPT, quarantined_reason
-from ci.running.hardware import LazyHardware
 from ci.observe import record
 from ci.pytest_attempts import AttemptRecorder
-from ci.running import proctree
-from ci.running.watchdog import KILL_GRACE, Watchdog, read_record
+# The whole-file timeout's hooks: pytest finds a plugin's hooks by name, these among them.
+from ci.pytest_budget import (  # noqa: F401
+    pytest_configure_node, pytest_handlecrashitem, pytest_runtest_call, pytest_runtest_protocol, pytest_runtest_setup,
+)
+from ci.pytest_state import STATE, PluginState, relative_test_path
 from ci.registry import (
-    REGISTRY_FILENAME, Registry, RegistryError, RepoRootNotFound, Status, TestEntry, find_repo_root, link_problem,
-    load_registry, path_is_under,
+    REGISTRY_FILENAME, RegistryError, RepoRootNotFound, Status, TestEntry, find_repo_root, link_problem, load_registry,
 )
 
 
-@dataclass
-class _State:
-    registry: Registry
-    root: Path
-    tier: str | None
-    include_inactive: bool
-    named_files: set[Path]
-    run_quarantined: bool
-    is_test_name: Callable[[str], object]
-    hardware: LazyHardware = field(default_factory=LazyHardware)
-    spent: dict[Path, float] = field(default_factory=dict)  # seconds each budgeted file has used here
-    paths: dict[Path, str | None] = field(default_factory=dict)  # memo of `_relative_test_path`
-    records: Path | None = None  # where a killed test's timeout is recorded (shared with xdist workers)
-    owns_records: bool = False
-    watchdog: Watchdog = field(default_factory=Watchdog)
-
-
-_STATE = pytest.StashKey[_State]()
 # `--run-quarantined` for a pytest that `python -m ci run` starts (the nightly job sets it).
 RUN_QUARANTINED_ENV = "CI_RUN_QUARANTINED"
 
@@ -140,7 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if pattern not in collected:
             config.addinivalue_line("python_files", pattern)
     patterns = "|".join(fnmatch.translate(p) for p in registry.project.test_patterns)
-    config.stash[_STATE] = _State(
+    config.stash[STATE] = PluginState(
         registry=registry,
         root=root,
         tier=tier,
@@ -151,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run_quarantined=config.getoption("run_quarantined") or os.environ.get(RUN_QUARANTINED_ENV) == "1",
         is_test_name=re.compile(patterns).match,
     )
-    state = config.stash[_STATE]
+    state = config.stash[STATE]
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:  # an xdist worker: the controller made the directory
         state.records = Path(workerinput["ci_timeout_records"]) if workerinput.get("ci_timeout_records") else None
@@ -160,39 +139,18 @@ def pytest_configure(config: pytest.Config) -> None:
         if any(e.timeout is not None for e in registry.tests.values()):
             state.records, state.owns_records = Path(tempfile.mkdtemp(prefix="ci-timeouts-")), True
     if record.wanted():  # $CI_DEPMAP: record what each test file executes (docs/selection.md)
-        recorder = record.DepmapRecorder(config, root, tier, lambda p: _relative_test_path(state, p))
+        recorder = record.DepmapRecorder(config, root, tier, lambda p: relative_test_path(state, p))
         config.pluginmanager.register(recorder, "ci-depmap")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     record.drop_early()
-    state = config.stash.get(_STATE, None)
+    state = config.stash.get(STATE, None)
     if state is None:
         return
     state.watchdog.close()
     if state.owns_records and state.records is not None:
         shutil.rmtree(state.records, ignore_errors=True)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node) -> None:  # pytest-xdist, on the controller: one per worker
-    state = node.config.stash.get(_STATE, None)
-    if state is not None and state.records is not None:
-        node.workerinput["ci_timeout_records"] = str(state.records)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> None:  # pytest-xdist
-    """A worker killed by a `Watchdog` crashed on purpose: report the timeout it recorded."""
-    config = getattr(sched, "config", None)
-    state = config.stash.get(_STATE, None) if config is not None else None
-    if state is None:
-        return
-    rel = _relative_test_path(state, config.rootpath / crashitem.split("::", 1)[0])
-    record = read_record(state.records, rel) if rel is not None else None
-    if record is not None and record[0] == crashitem:
-        report.longrepr = record[1]
-        report.when = "call"  # a timeout is the test's failure (JUnit <failure>), not a crash in setup
 
 
 def _named_files(config: pytest.Config) -> set[Path]:
@@ -206,25 +164,6 @@ def _named_files(config: pytest.Config) -> set[Path]:
     return out
 
 
-def _relative_test_path(state: _State, path: Path) -> str | None:
-    """The repo-relative POSIX path if ``path`` is a test file of the project (under a test root,
-    name matching a test pattern), else None. Symlinks are not resolved: a link is judged where
-    it lies."""
-    if path in state.paths:
-        return state.paths[path]
-    rel: str | None = None
-    for root in (state.root, state.root.resolve()):
-        try:
-            candidate = Path(os.path.abspath(path)).relative_to(root).as_posix()
-        except ValueError:
-            continue
-        if state.is_test_name(path.name) and any(path_is_under(candidate, r) for r in state.registry.project.test_roots):
-            rel = candidate
-        break
-    state.paths[path] = rel
-    return rel
-
-
 class RefusedTestFile(pytest.File):
     """Stands in for a test module that must not run; collecting it is an error with ``reason``."""
 
@@ -234,7 +173,7 @@ class RefusedTestFile(pytest.File):
         raise self.CollectError(self.reason)
 
 
-def _unregistered(state: _State, rel: str) -> str:
+def _unregistered(state: PluginState, rel: str) -> str:
     from ci.registry.writer import suggested_entry  # deferred: only the error path needs it
 
     roots = ", ".join(f"{r}/" for r in state.registry.project.test_roots)
@@ -244,10 +183,10 @@ def _unregistered(state: _State, rel: str) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    state = parent.config.stash.get(_STATE, None)
+    state = parent.config.stash.get(STATE, None)
     if state is None:
         return None
-    rel = _relative_test_path(state, module_path)
+    rel = relative_test_path(state, module_path)
     if rel is None:
         return None
     reason = None
@@ -267,7 +206,7 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
 # tryfirst: tier markers must be on the items before pytest's own -m/-k deselection runs.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    state = config.stash.get(_STATE, None)
+    state = config.stash.get(STATE, None)
     if state is None:
         return
     entries: dict[Path, TestEntry | None] = {}
@@ -275,7 +214,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     deselected: list[pytest.Item] = []
     for item in items:
         if item.path not in entries:
-            rel = _relative_test_path(state, item.path)
+            rel = relative_test_path(state, item.path)
             entries[item.path] = state.registry.entry(rel) if rel is not None else None
         entry = entries[item.path]
         if entry is None:
@@ -296,7 +235,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"pytest-timeout is not loaded: install it (pip install pytest-timeout) or load it (-p pytest_timeout)")
 
 
-def _apply(state: _State, item: pytest.Item, entry: TestEntry) -> None:
+def _apply(state: PluginState, item: pytest.Item, entry: TestEntry) -> None:
     for tier in entry.tiers:
         item.add_marker(tier)
     if entry.reruns and item.get_closest_marker("flaky") is None:
@@ -327,7 +266,7 @@ def _apply(state: _State, item: pytest.Item, entry: TestEntry) -> None:
 _QUARANTINED = pytest.StashKey[str]()
 
 
-def _quarantine_reason(state: _State, item: pytest.Item, entry: TestEntry) -> str | None:
+def _quarantine_reason(state: PluginState, item: pytest.Item, entry: TestEntry) -> str | None:
     """The registry's reason ``item`` runs non-blocking, or None: a node quarantined on its own,
     or any test of a quarantined file under ``--run-quarantined``."""
     node = entry.quarantined_node(f"{entry.path}::{item.nodeid.split('::', 1)[1]}") if "::" in item.nodeid else None
@@ -347,103 +286,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if reason is not None and getattr(report, "wasxfail", None) is not None and call.excinfo is not None:
         report.wasxfail = quarantined_reason(reason, f"{call.excinfo.typename}: {call.excinfo.value}")
     return report
-
-
-# --- the whole-file timeout ------------------------------------------------------------------------
-
-_EXHAUSTED = pytest.StashKey[str]()
-_DEADLINE = pytest.StashKey[float]()  # time.monotonic() at which the test's pytest-timeout fires
-
-
-def _entry_of(item: pytest.Item) -> tuple[_State, TestEntry] | None:
-    state = item.config.stash.get(_STATE, None)
-    if state is None:
-        return None
-    rel = _relative_test_path(state, item.path)
-    entry = state.registry.entry(rel) if rel is not None else None
-    return None if entry is None or entry.timeout is None else (state, entry)
-
-
-# tryfirst wrapper: runs outside pytest-timeout's own wrapper, which reads the marker set here.
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    found = _entry_of(item)
-    if found is None:
-        return (yield)
-    state, entry = found
-    spent = state.spent.get(item.path, 0.0)
-    remaining = entry.timeout - spent
-    killed = read_record(state.records, entry.path)
-    armed = False
-    if killed is not None:  # an earlier worker was killed at this file's budget
-        item.stash[_EXHAUSTED] = (f"{entry.path}: the file's timeout of {entry.timeout:g} s (registry.yaml) is "
-                                  f"used up ({killed[0]} was killed at it); not running this test")
-    elif remaining < 0.001:  # each test's limit is whole ms below what is left, so this is "all spent"
-        item.stash[_EXHAUSTED] = (f"{entry.path}: the file's timeout of {entry.timeout:g} s (registry.yaml) is "
-                                  f"used up ({spent:.1f} s spent by its earlier tests here); not running this test")
-    else:
-        own = item.get_closest_marker("timeout")
-        own_seconds = (own.args[0] if own.args else own.kwargs.get("timeout")) if own is not None else None
-        left = max(0.001, math.floor(remaining * 1000) / 1000)  # whole ms, never more than is left
-        seconds = left if not own_seconds or own_seconds <= 0 else min(float(own_seconds), left)
-        kwargs = {k: v for k, v in (own.kwargs.items() if own is not None else ()) if k != "timeout"}
-        item.add_marker(pytest.mark.timeout(seconds, **kwargs), append=False)
-        armed = _arm(state, item, entry, left + KILL_GRACE)
-        item.stash[_DEADLINE] = time.monotonic() + seconds
-    start = time.monotonic()
-    try:
-        return (yield)
-    finally:
-        if armed:
-            state.watchdog.disarm()
-        state.spent[item.path] = spent + (time.monotonic() - start)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    """A call that ran into its limit takes down the processes it started and left running (the
-    watchdog made this process their subreaper), never those here before it, such as a session
-    fixture's server: else they outlive it, and under xdist hold the worker's pipes open."""
-    deadline = item.stash.get(_DEADLINE, None)
-    if deadline is None:
-        return (yield)
-    before = proctree.children(os.getpid())
-    timed_out = False
-    try:
-        return (yield)
-    except pytest.fail.Exception as exc:
-        # pytest-timeout's own verdict: its timer may have started before _DEADLINE was taken
-        timed_out = str(exc).startswith("Timeout")
-        raise
-    finally:
-        if timed_out or time.monotonic() >= deadline:
-            proctree.kill_tree(proctree.children(os.getpid()) - before, spare=before)
-
-
-def _arm(state: _State, item: pytest.Item, entry: TestEntry, seconds: float) -> bool:
-    """Arm the kill of this process ``seconds`` from now (`ci.running.watchdog`); False (and a
-    warning) when its helper cannot start: pytest-timeout's signal still applies."""
-    if not state.watchdog.started():
-        capman = item.config.pluginmanager.getplugin("capturemanager")
-        try:
-            if capman is not None:  # the helper inherits stderr: the real one, not this test's capture
-                with capman.global_and_fixture_disabled():
-                    state.watchdog.start()
-            else:
-                state.watchdog.start()
-        except OSError as exc:
-            item.warn(pytest.PytestWarning(f"cannot start the timeout watchdog ({exc}): a test that ignores "
-                                           f"pytest-timeout's signal will not be killed"))
-            return False
-    state.watchdog.arm(seconds, entry.path, item.nodeid,
-                       f"Timeout: {item.nodeid} ran past its file's timeout of {entry.timeout:g} s (registry.yaml) "
-                       f"and did not stop at pytest-timeout's signal (it caught it, or is stuck in C code): "
-                       f"killed with its pytest process", state.records)
-    return True
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    message = item.stash.get(_EXHAUSTED, None)
-    if message is not None:
-        pytest.fail(message, pytrace=False)
