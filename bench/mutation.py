@@ -65,21 +65,19 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from bench import _mutation_bytest as bytest
+from bench._mutation_baseline import PREFILTERED, Baseline, Options, baseline, say
 from bench._mutation_gen import Mutant, generate
 from bench._mutation_quick import build_quick_tree
 from bench._mutation_report import GOAL_RECALL, miss_lines, score, selector_table, unjudged_lines
-from bench._mutation_run import SuiteRun, drop_bytecode, run_suite
+from bench._mutation_run import drop_bytecode, run_suite
 from bench._mutation_runtime import runtime_selection
 from bench._mutation_select import SelectionTree, path_prefix_selection, static_selection
 from bench._mutation_store import MutantResult, ResultsError, append_result, load_results
-from bench._mutation_tree import (
-    TreeError, TreeSpec, collect_candidates, coverage_lines, has_own_registry, make_copy, pythonpath, read_executed,
-    registry_seconds, write_registry,
-)
+from bench._mutation_tree import TreeError, TreeSpec, coverage_lines, make_copy, pythonpath, read_executed
 from bench.table import format_table, ratio
 from ci.atomic_write import atomic_write_text
 from ci.registry import load_registry
@@ -115,99 +113,7 @@ def self_spec(workdir: Path, resume: bool) -> TreeSpec:
     return TreeSpec("self", proc.stdout.strip(), "fp4kv", "tests", import_root=".", keep=SELF_KEEP)
 
 
-@dataclass(frozen=True)
-class Baseline:
-    """Step 1's outcome, kept in ``<workdir>/baseline.json`` for ``--resume``."""
-
-    universe: list[str]
-    excluded: dict[str, str]
-    durations: dict[str, float]
-    walls: dict[str, float]
-
-
-@dataclass(frozen=True)
-class Options:
-    python: str
-    workdir: Path
-    mutants: int
-    seed: int
-    workers: int
-    resume: bool
-    max_file_seconds: float | None = None
-    report_only: bool = False
-    observe: bool = False
-    by_test: bool = False
-    by_test_budget: float | None = None
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def baseline(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str]) -> Baseline:
-    """Step 1 (module docstring): the universe and its seconds, from two runs at the base commit."""
-    state = opts.workdir / "baseline.json"
-    if opts.resume and state.is_file():
-        kept = _within_budget(Baseline(**json.loads(state.read_text())), opts.max_file_seconds, spec)
-        _ensure_registry(tree, spec, kept.universe, kept.durations)  # the copy may be new
-        atomic_write_text(state, json.dumps(asdict(kept), indent=1))
-        return kept
-    candidates, excluded = _prefilter(collect_candidates(opts.python, tree, env), tree, spec, opts.max_file_seconds)
-    runs: list[SuiteRun] = []
-    for i in (1, 2):
-        _say(f"bench mutation: baseline run {i} of {len(candidates)} test files")
-        run = run_suite(opts.python, tree, candidates, opts.workdir / f"baseline{i}.xml", workers=opts.workers,
-                        limit=3600, extra_env=env)
-        if run.failing is None:
-            raise TreeError(f"baseline run {i} gave no verdict: {run.broken}: {run.tail[-300:]!r}")
-        runs.append(run)
-    failed = {f: "failed in baseline run " + " and ".join(str(i + 1) for i, r in enumerate(runs) if f in r.failing)
-              for f in sorted(runs[0].failing | runs[1].failing)}  # type: ignore[operator]
-    universe = [f for f in candidates if f not in failed]
-    durations = {f: (runs[0].durations.get(f, 0.0) + runs[1].durations.get(f, 0.0)) / 2 for f in universe}
-    result = _within_budget(Baseline(universe, {**excluded, **failed}, durations,
-                                     {"baseline run 1": runs[0].wall, "baseline run 2": runs[1].wall}),
-                            opts.max_file_seconds, spec)
-    _ensure_registry(tree, spec, universe, durations)
-    atomic_write_text(state, json.dumps(asdict(result), indent=1))
-    return result
-
-
-def _ensure_registry(tree: Path, spec: TreeSpec, universe: list[str], durations: dict[str, float]) -> None:
-    """The generated registry, for a tree without one of its own. A tree that tracks its own
-    (this repository) keeps it: its tests read it, and a generated one in its place failed
-    ``tests/ci/test_registry.py`` under every mutant, for the registry and not the mutant."""
-    if not has_own_registry(tree):
-        write_registry(tree, spec, universe, durations)
-
-
-_PREFILTERED = "est_time "  # how an exclusion by the tree's own registry starts
 _ORACLE = "failing files themselves (the oracle)"
-
-
-def _prefilter(candidates: list[str], tree: Path, spec: TreeSpec,
-               limit: float | None) -> tuple[list[str], dict[str, str]]:
-    """``--max-file-seconds`` before any run, for a tree with its own registry: the candidates
-    whose est_time there exceeds ``limit`` are left out, named (the baselines would otherwise run
-    them twice only to drop them); ``spec.keep`` files stay."""
-    seconds = registry_seconds(tree) if limit is not None else {}
-    slow = {f: f"{_PREFILTERED}{seconds[f]:g} s in the tree's registry.yaml, over --max-file-seconds {limit:g}"
-            for f in candidates if seconds.get(f, 0.0) > (limit or 0.0) and not spec.kept(f)}
-    return [f for f in candidates if f not in slow], slow
-
-
-def _within_budget(base: Baseline, limit: float | None, spec: TreeSpec) -> Baseline:
-    """``--max-file-seconds``: leave out of the universe, named, every file whose mean baseline
-    seconds exceed ``limit`` (each mutant runs the whole universe; this bounds its cost), except
-    the tree's ``keep`` files."""
-    if limit is None:
-        return base
-    slow = {f: f"{base.durations[f]:.1f} s in the baselines, over --max-file-seconds {limit:g}"
-            for f in base.universe if base.durations.get(f, 0.0) > limit and not spec.kept(f)}
-    if not slow:
-        return base
-    universe = [f for f in base.universe if f not in slow]
-    return Baseline(universe, {**base.excluded, **slow}, {f: base.durations[f] for f in universe}, base.walls)
 
 
 def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, str],
@@ -216,7 +122,7 @@ def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, s
     depmap, executed = opts.workdir / "depmap.json", opts.workdir / "executed.json"
     limit = 6 * max(base.walls.values())
     if not (opts.resume and depmap.is_file()):
-        _say("bench mutation: recording the runtime map "
+        say("bench mutation: recording the runtime map "
              + ("(ci observe)" if opts.observe else "(CI_DEPMAP, -p ci.pytest_plugin --tier cpu)"))
         # the start-up hook in the tree's interpreter, as `ci run --record-depmap` installs it: the
         # pytest process is measured from its first line (ci.observe.child)
@@ -234,7 +140,7 @@ def record_and_cover(opts: Options, tree: Path, spec: TreeSpec, env: dict[str, s
             raise TreeError(f"the recording run wrote no map ({run.broken or f'exit {run.exit}'}): {run.tail[-300:]!r}")
         base.walls["recording (ci observe)" if opts.observe else "recording (CI_DEPMAP)"] = run.wall
     if not (opts.resume and executed.is_file()):
-        _say("bench mutation: coverage run for executed lines")
+        say("bench mutation: coverage run for executed lines")
         base.walls["coverage run (coverage.py)"] = coverage_lines(
             opts.python, tree, spec, base.universe, opts.workdir, workers=opts.workers, limit=limit, env=env)[1]
     atomic_write_text(opts.workdir / "baseline.json", json.dumps(asdict(base), indent=1))
@@ -280,16 +186,16 @@ def measure(opts: Options, repo: Path, spec: TreeSpec) -> int:
     mutants = mutants_of(tree, spec, executed, opts)
     results, warnings = load_results(results_path)
     for warning in warnings:
-        _say(f"bench mutation: warning: {warning}")
+        say(f"bench mutation: warning: {warning}")
     for i, mutant in enumerate(mutants, 1):
         if mutant.id in results or opts.report_only:
             continue
         result = run_mutant(opts, tree, mutant, base, env)
         append_result(results_path, result)
         results[mutant.id] = result
-        _say(f"bench mutation: mutant {i}/{len(mutants)} {mutant.id} {mutant.path}:{mutant.line} {mutant.operator}: "
+        say(f"bench mutation: mutant {i}/{len(mutants)} {mutant.id} {mutant.path}:{mutant.line} {mutant.operator}: "
              f"{len(result.failing)} failing file(s), {result.wall:.0f} s{' ' + result.broken if result.broken else ''}")
-    by_test = (bytest.prepare(opts.python, tree, spec.source_root, base.universe, opts.workdir, env=env, say=_say,
+    by_test = (bytest.prepare(opts.python, tree, spec.source_root, base.universe, opts.workdir, env=env, say=say,
                               limit=6 * max(base.walls.values()), mutants=mutants, results=results,
                               budget=opts.by_test_budget)
                if opts.by_test else None)
@@ -304,7 +210,7 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
     universe = frozenset(base.universe)
     done = [results[m.id] for m in mutants if m.id in results]
     first = base.walls["baseline run 1"]
-    candidates = len(universe) + sum(1 for why in base.excluded.values() if not why.startswith(_PREFILTERED))
+    candidates = len(universe) + sum(1 for why in base.excluded.values() if not why.startswith(PREFILTERED))
     rows = [(name, candidates if name.startswith("baseline") else len(universe), "", f"{wall:.1f}", ratio(wall / first))
             for name, wall in base.walls.items()]
     if done:
@@ -353,12 +259,12 @@ def seconds_for_scoring(opts: Options, base: Baseline) -> dict[str, float]:
     """Each universe file's seconds for the est-time columns: with ``--observe`` the map's
     observed ``duration_s``, else (and for a file without one) the baselines' mean; says which."""
     if not opts.observe:
-        _say("bench mutation: est-time from the baseline runs' JUnit durations")
+        say("bench mutation: est-time from the baseline runs' JUnit durations")
         return base.durations
     path = opts.workdir / "depmap.json"
     observed = {t: e.duration_s for t, e in parse_depmap(path.read_bytes(), str(path)).tests.items()
                 if t in base.durations and e.duration_s is not None}
-    _say(f"bench mutation: est-time from the observation's duration_s for {len(observed)} of "
+    say(f"bench mutation: est-time from the observation's duration_s for {len(observed)} of "
          f"{len(base.durations)} universe files, the baselines' for the rest")
     return {**base.durations, **observed}
 

@@ -272,7 +272,7 @@ def test_a_tree_importing_from_its_root_keeps_its_tests_of_the_mutated_code_what
         tmp_path: Path) -> None:
     """--tree self's shape: mutate ``src/`` code imported from the root; the tree's own registry
     prunes slow files before the baselines, except the ``keep`` ones, and so do the baselines."""
-    from bench.mutation import Baseline, _prefilter, _within_budget
+    from bench._mutation_baseline import Baseline, _prefilter, _within_budget
     from bench._mutation_tree import TreeSpec, pythonpath, registry_seconds
 
     (tmp_path / "repo").mkdir()
@@ -305,7 +305,7 @@ def test_a_tree_importing_from_its_root_keeps_its_tests_of_the_mutated_code_what
 
 
 def test_a_tree_that_tracks_its_own_registry_keeps_it(tmp_path: Path) -> None:
-    from bench.mutation import _ensure_registry
+    from bench._mutation_baseline import _ensure_registry
     from bench._mutation_tree import has_own_registry
 
     (tmp_path / "repo").mkdir()
