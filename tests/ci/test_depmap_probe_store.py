@@ -213,3 +213,24 @@ def test_a_second_recording_rebuilds_from_the_store_and_records_the_same_map(tmp
         maps.append({test: {k: v for k, v in e.items() if k != "duration_s"} for test, e in entries.items()})
     assert stamps[0] == stamps[1]
     assert maps[0] == maps[1] and maps[0]["tests/test_calc.py"]["executed"]["pkg/calc.py"] == "1-3"
+
+
+def test_a_recorded_subprocess_keeps_its_modules_edits_for_the_next_recording(tmp_path: Path) -> None:
+    # A test's subprocess is measured from its start-up hook (`ci.observe.child`), never by a
+    # recorder that adopts it: the hook's own keep is what stores its modules' edits
+    from tests.ci.depmap_child_support import child_argv, child_env, project, recorded_lines
+
+    root, _ = project(tmp_path)
+    entry = entry_path(str(root / "pkg" / "work.py"))
+    lines, stamps = [], []
+    for i in range(2):
+        parts = tmp_path / f"parts{i}"  # a recording of its own, with an empty parts folder
+        parts.mkdir()
+        proc = subprocess.run(child_argv("from pkg.work import work; work(2)"), cwd=root, capture_output=True,
+                              text=True, env=child_env(root, parts, CI_DEPMAP_CHILD_CORE="slipcover"), timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert entry is not None and entry.is_file(), "the child kept no edit of pkg/work.py"
+        stamps.append(entry.stat().st_mtime_ns)  # written by the first child, only read by the second
+        lines.append(recorded_lines(parts))
+    assert stamps[0] == stamps[1]
+    assert lines[0] == lines[1] and lines[0]["tests/test_x.py"]["work.py"] == [1, 2, 3, 4, 5, 8]
