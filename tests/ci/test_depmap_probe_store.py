@@ -4,6 +4,7 @@ FIFOs and processes; the oracle for an entry's use is slipcover's own edit, fiel
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -234,3 +235,25 @@ def test_a_recorded_subprocess_keeps_its_modules_edits_for_the_next_recording(tm
         lines.append(recorded_lines(parts))
     assert stamps[0] == stamps[1]
     assert lines[0] == lines[1] and lines[0]["tests/test_x.py"]["work.py"] == [1, 2, 3, 4, 5, 8]
+
+
+def test_a_pytest_run_from_a_script_keeps_its_modules_edits_for_the_next_recording(tmp_path: Path) -> None:
+    # `pytest.main` called by a script is no pytest command line to the start-up hook, so no
+    # measurement is under way when the plugin's recorder starts: it starts its own, with keep
+    from tests.ci.depmap_support import write_project
+
+    root = tmp_path / "proj"
+    write_project(root, {"pkg/__init__.py": "", "pkg/calc.py": CALC, "tests/test_calc.py": CALC_TEST})
+    entry = entry_path(str(root / "pkg" / "calc.py"))
+    script = "import sys, pytest\nsys.exit(pytest.main(['-p', 'ci.pytest_plugin', '--tier', 'cpu', '-q']))"
+    maps, stamps = [], []
+    for i in range(2):
+        env = {**clean_env(), "CI_DEPMAP": str(tmp_path / f"map{i}.json"), "CI_DEPMAP_CORE": "slipcover"}
+        proc = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=180)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert entry is not None and entry.is_file(), "the recording kept no edit of pkg/calc.py"
+        stamps.append(entry.stat().st_mtime_ns)  # written by the first, only read by the second
+        maps.append(json.loads((tmp_path / f"map{i}.json").read_text())["tests"]["tests/test_calc.py"]["executed"])
+    assert stamps[0] == stamps[1]
+    assert maps[0] == maps[1] and maps[0]["pkg/calc.py"] == "1-3"
