@@ -51,6 +51,7 @@ class Runners:
     def __init__(self, fake: FakeGitHub, shas: list[str], delay: float):
         self.fake, self.bad, self.delay = fake, set(shas[CULPRIT:]), delay
         self.cancel_once: set[str] = set()  # the first run of each of these commits is cancelled
+        self.fail_once: set[str] = set()  # the first run of each of these commits fails (a flake)
         self.hold_after: int | None = None
         self.together: int | None = None
         self.most_at_once, self._stop = 0, threading.Event()
@@ -74,6 +75,9 @@ class Runners:
                         if sha in self.cancel_once:
                             self.cancel_once.discard(sha)
                             run.conclusion = "cancelled"
+                        if sha in self.fail_once:
+                            self.fail_once.discard(sha)
+                            run.conclusion = "failure"
 
     def __enter__(self) -> "Runners":
         self._thread.start()
@@ -178,6 +182,24 @@ def test_a_cancelled_run_stops_the_search_and_is_dispatched_anew_on_resume(repo,
     assert done.returncode == 0 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
     names = _names(fake)
     assert sorted(names) == sorted(set(names)) and sum(f"({shas[9]})" in n for n in names) == 2
+
+
+def test_each_run_records_how_many_of_its_attempts_failed(repo, fake, api_url, runners, tmp_path) -> None:
+    """--attempts 2: good's first dispatch flakes and its second passes (1 failed), bad's both fail
+    (2 failed). The counts are the search's evidence (a pass after a failure is the weaker one):
+    said per run, and kept in the state for a resume."""
+    root, shas = repo
+    runners.fail_once.add(shas[0])
+    state = tmp_path / "s.json"
+    done = subprocess.run(_argv(api_url, state, "--tier", "cpu", "--test", "tests/test_calc.py", "--good", shas[0],
+                                "--bad", shas[9], "--attempts", "2"),
+                          cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert re.search(rf"{shas[0][:12]} passed \(1 of 2 attempts failed\)", done.stdout), done.stdout + done.stderr
+    assert re.search(rf"{shas[9][:12]} failed \(2 of 2 attempts failed\)", done.stdout), done.stdout + done.stderr
+    runs = {r["sha"]: (r["failed"], r["failures"]) for r in json.loads(state.read_text())["runs"]}
+    assert runs.pop(shas[0]) == (False, 1) and runs.pop(shas[9]) == (True, 2)
+    assert runs and all(failures == (2 if failed else 0) for failed, failures in runs.values()), runs  # the probes
+    assert sum(f"({shas[0]})" in n for n in _names(fake)) == 2 and sum(f"({shas[9]})" in n for n in _names(fake)) == 2
 
 
 @pytest.mark.parametrize("args, words, sent", [
