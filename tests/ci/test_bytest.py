@@ -167,6 +167,26 @@ def test_under_python_312_the_sysmon_core_and_the_ids_recorder_give_the_same_ids
     assert got is not None and want is not None and (got.ids, got.file, got.complete) == (want.ids, want.file, True)
 
 
+def test_a_recorder_that_cannot_start_leaves_no_ids_and_the_run_as_it_was(tmp_path: Path) -> None:
+    """coverage.py fails at its start where $COVERAGE_DEBUG_FILE names a file in a missing folder
+    (it opens it there): the observed pytest still passes, and the map has the files without
+    per-id lines (`ci plan` then runs them whole), never an internal error of the observed run."""
+    root = tmp_path / "project"
+    write_project(root, FILES)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    env = {**clean_env(), "COVERAGE_DEBUG": "sys", "COVERAGE_DEBUG_FILE": str(tmp_path / "missing" / "debug.txt")}
+    proc = subprocess.run([sys.executable, "-m", "ci", "observe", "--by-test", "--tier", "cpu", "--out",
+                           str(tmp_path / "map.json"), "--", *PYTEST, "--rootdir", "tests", "tests"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0 and "7 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr
+    tests = json.loads((tmp_path / "map.json").read_text())["tests"]
+    assert sorted(tests) == ["tests/test_calc.py", "tests/test_other.py"]
+    assert not any("by_test" in entry for entry in tests.values()), tests
+
+
 def test_a_line_one_test_ran_selects_only_that_id_and_the_command_runs_it(observed: Path) -> None:
     selected, ids = _plan(observed, {"pkg/calc.py": CALC.replace("return x * 3", "return x + x + x")})
     calc = selected["tests/test_calc.py"]
