@@ -266,21 +266,6 @@ def to_json(plans: Sequence[Plan], ids_file: str | None = None) -> str:
     return json.dumps({"plans": out}, indent=2, sort_keys=True)
 
 
-def matrix_entries(plans: Sequence[Plan]) -> list[dict[str, object]]:
-    """One ``strategy.matrix`` include entry per non-empty shard (empty shards need no runner)."""
-    return [
-        {"tier": p.tier.name, "shard": s.index, "shards": s.count, "runner": list(p.tier.runner_labels),
-         "tests": " ".join(s.tests), "est_time": round(s.est_time, 1)}
-        for p in plans for s in p.shards if s.tests
-    ]
-
-
-def to_github_matrix(plans: Sequence[Plan]) -> str:
-    """``{"include": [...]}`` for ``fromJSON``. ``{"include": []}`` when nothing is selected: a
-    workflow must guard the matrix job with the ``has_tests`` output (GitHub rejects an empty matrix)."""
-    return json.dumps({"include": matrix_entries(plans)}, separators=(",", ":"))
-
-
 def to_text(plans: Sequence[Plan], ids_file: str | None = None) -> str:
     """The plans for a person; with ``ids_file``, the command that runs a plan's narrowed ids."""
     lines: list[str] = []
