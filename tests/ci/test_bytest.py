@@ -155,6 +155,7 @@ def test_the_observed_map_is_version_4_with_each_ids_lines(observed: Path) -> No
     assert 9 not in by_test.ids["tests/test_calc.py::test_double"]["pkg/calc.py"]
     assert 13 in by_test.file["pkg/calc.py"]  # the module-scoped fixture's line: the file's, no id's
     assert len(by_test.ids) == 5
+    assert by_test.seconds.keys() == by_test.ids.keys() and all(s >= 0 for s in by_test.seconds.values())
 
 
 @pytest.mark.skipif(not PY312.exists(), reason=".venv-py312 is missing: run python3 ci/bootstrap.py")
@@ -254,12 +255,15 @@ def test_history_ingest_stores_the_ids_lines_and_reads_them_back(observed: Path,
 def test_version_4_round_trips_and_a_bad_by_test_is_refused() -> None:
     entry = TestMap(frozenset({"pkg/a.py"}), complete=True, items=2, ran=2, lines={"pkg/a.py": frozenset({1, 2})},
                     by_test=ByTest({"t.py::a": {"pkg/a.py": frozenset({2})}, "t.py::b[ü]": {"pkg/a.py": frozenset({2})}},
-                                   {"pkg/a.py": frozenset({1})}))
+                                   {"pkg/a.py": frozenset({1})}, seconds={"t.py::a": 0.5, "t.py::b[ü]": 2.0}))
     depmap = DepMap("cpu", "2026-12-07T00:00:00+00:00", {"tests/t.py": entry}, sha="1" * 40)
     text = dump_depmap(depmap)
     data = json.loads(text)
     assert data["version"] == 4 and data["tests"]["tests/t.py"]["by_test"]["sets"] == [{"pkg/a.py": "2"}]
     assert parse_depmap(text, "m.json") == depmap
+    data["tests"]["tests/t.py"]["by_test"]["seconds"]["t.py::a"] = -1
+    with pytest.raises(DepmapError, match=r"by_test.seconds\['t.py::a'\] must be seconds >= 0 .*got -1"):
+        parse_depmap(json.dumps(data), "m.json")
     data["tests"]["tests/t.py"]["by_test"]["ids"]["t.py::a"] = 3
     with pytest.raises(DepmapError, match=r"m.json: .*by_test.ids\['t.py::a'\] must name a set 0..0, got 3"):
         parse_depmap(json.dumps(data), "m.json")
@@ -298,6 +302,14 @@ def test_each_matrix_entry_carries_its_shards_ids_and_the_pr_step_runs_exactly_t
     assert ran.returncode == 0, ran.stdout + ran.stderr
     junit = (observed / "reports" / f"junit-cpu-{entry['shard']}.xml").read_text()
     assert junit.count("<testcase ") == 1 and 'name="test_double"' in junit, junit
+
+
+def test_a_narrowed_file_is_timed_by_its_ids_recorded_seconds(observed: Path) -> None:
+    selected, _ = _plan(observed, DOUBLE_EDIT)
+    by_test = parse_depmap((observed.parent / "map.json").read_text(), "m").tests["tests/test_calc.py"].by_test
+    calc = selected["tests/test_calc.py"]
+    assert by_test is not None and calc["node_ids"] == ["tests/test_calc.py::test_double"], calc
+    assert (calc["time"], calc["time_source"]) == (by_test.seconds["tests/test_calc.py::test_double"], "node ids")
 
 
 def test_each_pinned_buildkite_step_carries_its_shards_ids_in_its_env(observed: Path) -> None:
