@@ -1,10 +1,11 @@
 """Recall of change-based test selection, measured with seeded mutations on a real tree:
-``python -m bench mutation --tree pytest|self|click|itsdangerous --python PY --workdir DIR [--mutants N] [--seed S] [--resume]
+``python -m bench mutation --tree pytest|self|click|itsdangerous|rich --python PY --workdir DIR [--mutants N] [--seed S] [--resume]
 [--observe] [--by-test [--by-test-budget S]]``.
 
 ``--tree click`` is pallets/click at `CLICK_COMMIT` from ``--repo`` (a clone or mirror; its tests
 need only pytest); ``--tree itsdangerous`` likewise is pallets/itsdangerous at `ITSDANGEROUS_COMMIT`
-(its tests need pytest and freezegun). ``--observe`` records step 2's map with ``ci observe`` around the tree's own
+(its tests need pytest and freezegun); ``--tree rich`` is Textualize/rich at `RICH_COMMIT` (its
+package at the top level; tests need pytest, pygments, markdown-it-py and attrs). ``--observe`` records step 2's map with ``ci observe`` around the tree's own
 pytest command (the path adopters use) instead of ``CI_DEPMAP``, and scores est-time with each
 file's observed ``duration_s`` (the baselines' seconds only for a file the map has none for; the
 report says how many).
@@ -93,7 +94,9 @@ CLICK_COMMIT = "2c8cd3ac958a7eb316d67f2d316c27086c4c0369"  # 2026-08-20
 CLICK = TreeSpec("click", CLICK_COMMIT, "src", "tests", ("test_*.py",))
 ITSDANGEROUS_COMMIT = "672971d66a2ef9f85151e53283113f33d642dabd"  # 2025-06-14
 ITSDANGEROUS = TreeSpec("itsdangerous", ITSDANGEROUS_COMMIT, "src", "tests", ("test_*.py",))
-REPO_TREES = {"click": CLICK, "itsdangerous": ITSDANGEROUS}  # trees read from --repo
+RICH_COMMIT = "42899d8a0a96b121a514516f4be9db44ff7aeaf3"  # 2026-02-19, the commit of rich's other measurements
+RICH = TreeSpec("rich", RICH_COMMIT, "rich", "tests", ("test_*.py",), import_root=".")
+REPO_TREES = {"click": CLICK, "itsdangerous": ITSDANGEROUS, "rich": RICH}  # trees read from --repo
 CI_ROOT = Path(__file__).resolve().parents[1]
 # a suite of a few seconds, run on a loaded machine, took over 3x its baseline under mutants that
 # fail most of its tests (itsdangerous: 4 of 14 timed out at 16 s)
@@ -273,7 +276,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench mutation", description=__doc__.splitlines()[0])
     parser.add_argument("--tree", choices=("pytest", "self", *REPO_TREES), default="pytest")
     parser.add_argument("--repo", type=Path, default=None,
-                        help="--tree click|itsdangerous: a clone or mirror of that pallets repository")
+                        help="--tree click|itsdangerous|rich: a clone or mirror of that repository")
     parser.add_argument("--observe", action="store_true", help="record the map with `ci observe` (module docstring)")
     parser.add_argument("--pytest-repo", type=Path, default=PYTEST_MIRROR)
     parser.add_argument("--python", default=None)

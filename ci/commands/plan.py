@@ -30,8 +30,8 @@ from ci.selection.deps import Impact, TestDependencies, registered_non_files
 from ci.selection.depmap_select import DEFAULT_MAX_AGE_DAYS, MapSelection, select_by_maps
 from ci.selection.buildkite import BuildkiteError, to_buildkite
 from ci.results.summary import append_step_summary
-from ci.selection.plan import (Plan, PlanError, decided_summary, ids_file_text, plan, to_github_matrix, to_json,
-                               to_text)
+from ci.selection.plan import Plan, PlanError, decided_summary, ids_file_text, plan, to_json, to_text
+from ci.selection.shard_ids import carried_ids, to_github_matrix
 from ci.registry import PER_COMMIT, REGISTRY_FILENAME, SCHEDULES, Registry, RegistryError, find_repo_root, load_registry
 from ci.selection.shard import MAX_SHARDS, ShardBudgetError
 
@@ -230,18 +230,21 @@ def main(argv: list[str]) -> int:
     except (RegistryError, ChangesError, PlanError, ShardBudgetError, UsageError, ValueError) as exc:
         print(f"python -m ci plan: {exc}", file=sys.stderr)
         return 2
+    carried = carried_ids(plans) if args.format in ("buildkite", "github-matrix") or args.github_output else None
+    for note in carried.notes if carried is not None else ():
+        print(f"python -m ci plan: warning: {note}", file=sys.stderr)
     if args.format == "buildkite":
         try:
             text = to_buildkite(plans, registry, selection_args(args),
-                                read_changed_files(args.changed_files) if args.changed_files else None)
-            # a plan that runtime maps decided: each job runs its shard's files, never plans again
+                                read_changed_files(args.changed_files) if args.changed_files else None, carried)
+            # a plan that runtime maps decided: each job runs its shard's files (or ids), never plans again
         except (BuildkiteError, ChangesError) as exc:
             print(f"python -m ci plan: {exc}", file=sys.stderr)
             return 2
         print(text, end="")
     else:
         if args.format == "github-matrix":
-            print(to_github_matrix(plans))
+            print(to_github_matrix(plans, carried))
         else:
             print((to_text if args.format == "text" else to_json)(plans, args.ids_out))
     if args.ids_out:
@@ -259,5 +262,5 @@ def main(argv: list[str]) -> int:
             return 2
         has_tests = any(p.has_tests for p in plans)
         with open(target, "a", encoding="utf-8") as fh:
-            fh.write(f"matrix={to_github_matrix(plans)}\nhas_tests={'true' if has_tests else 'false'}\n")
+            fh.write(f"matrix={to_github_matrix(plans, carried)}\nhas_tests={'true' if has_tests else 'false'}\n")
     return 0

@@ -17,7 +17,7 @@ coverage's dynamic context (`coverage.Coverage.switch_context`):
 At the session's end each process writes ``bytest.<pid>.json``: per test file, per node id (its
 file part repo-relative, `repo_id`) the
 lines (repo-relative, `ci.observe.files.RepoFiles`), the file's own lines, the ids collected and
-the ids whose teardown finished. `ci.observe.bytest_parts.read_parts` merges them into `ByTest` per
+the ids whose teardown finished, and each id's seconds (its reports' durations). `ci.observe.bytest_parts.read_parts` merges them into `ByTest` per
 test file; a file is
 ``complete`` when every id any process collected finished in some process.
 
@@ -60,6 +60,7 @@ class ByTestRecorder:
         self.collected: dict[str, list[str]] = defaultdict(list)
         self.file_of: dict[str, str] = {}  # node id -> repo-relative test file (the map's key)
         self.finished: set[str] = set()
+        self.seconds: dict[str, float] = defaultdict(float)  # node id -> setup + call + teardown
         self.current = ""
         self.cov.start()
 
@@ -109,6 +110,9 @@ class ByTestRecorder:
             self.finished.add(item.nodeid)
             self._switch("")
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid] += report.duration
+
     def pytest_sessionfinish(self) -> None:
         self.cov.stop()
         data = self.cov.get_data()
@@ -132,7 +136,8 @@ class ByTestRecorder:
             out[test] = {"collected": self.collected.get(test, []),
                          "finished": sorted(repo_id(test, n) for n in self.finished if self.file_of.get(n) == test),
                          "ids": {n: {p: sorted(v) for p, v in files.items()} for n, files in ids[test].items()},
-                         "file": {p: sorted(v) for p, v in own[test].items()}}
+                         "file": {p: sorted(v) for p, v in own[test].items()},
+                         "seconds": {repo_id(test, n): s for n, s in self.seconds.items() if self.file_of.get(n) == test}}
         (self.parts / f"bytest.{os.getpid()}.json").write_text(json.dumps(out), encoding="utf-8")
 
 

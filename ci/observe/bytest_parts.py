@@ -2,7 +2,7 @@
 cannot record, and the merge of its parts (`ci.observe.bytest` writes them; see there).
 
 Contract: `read_parts` skips a part it cannot read; a file is ``complete`` when every id any
-process collected finished in some process.
+process collected finished in some process; an id's seconds are the most any process reported.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def read_parts(parts: Path) -> dict[str, ByTest]:
     own: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     collected: dict[str, set[str]] = defaultdict(set)
     finished: dict[str, set[str]] = defaultdict(set)
+    seconds: dict[str, dict[str, float]] = defaultdict(dict)
     for part in sorted(parts.glob("bytest.*.json")):
         try:
             data = json.loads(part.read_text(encoding="utf-8"))
@@ -42,11 +43,14 @@ def read_parts(parts: Path) -> dict[str, ByTest]:
                         ids[test][node][path].update(lines)
                 for path, lines in entry["file"].items():
                     own[test][path].update(lines)
+                for node, spent in entry.get("seconds", {}).items():
+                    seconds[test][node] = max(float(spent), seconds[test].get(node, 0.0))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     out = {}
     for test in collected:
         nodes = {n: {p: frozenset(v) for p, v in ids[test].get(n, {}).items()} for n in collected[test]}
         out[test] = ByTest(nodes, {p: frozenset(v) for p, v in own[test].items()},
-                           complete=collected[test] <= finished[test])
+                           complete=collected[test] <= finished[test],
+                           seconds={n: s for n, s in seconds[test].items() if n in nodes})
     return out

@@ -16,7 +16,10 @@ Per tier with selected tests, one step:
 A plan that runtime dependency maps helped decide (``Plan.maps_used``) is pinned instead: the
 selection was made at plan time from maps the job's agent does not have, so one step per non-empty
 shard (``key`` ``tier-<name>``, or ``tier-<name>-shard-<i>`` for several) runs that shard's files
-by name (``ci run --tier T FILE...``), and no map path or selection argument is baked in.
+by name (``ci run --tier T FILE...``), and no map path or selection argument is baked in. A shard
+with files the maps narrowed to node ids carries its ids text (`ci.selection.shard_ids`) in the
+step's ``env`` as `IDS_ENV`; the command writes it to a temporary file for ``-p ci.pytest_ids
+--ci-ids``, so the step runs exactly those ids.
 
 A tier's quarantined files get their own step, ``soft_fail: true`` (its failure never fails the
 build), ``key`` ``tier-<name>-quarantined``, running them with ``CI_RUN_QUARANTINED=1`` as the
@@ -44,6 +47,7 @@ import yaml
 
 from ci.registry import Registry, Status, StepTemplate, Tier, derived_timeout
 from ci.selection.plan import Plan
+from ci.selection.shard_ids import IDS_ENV, CarriedIds, carried_ids
 
 # Minutes a job spends before and after its tests: checkout, `ci/bootstrap.py`, the report.
 SETUP_MINUTES = 15
@@ -54,6 +58,7 @@ MAX_CHANGED_FILES_BYTES = 64 * 1024  # under Linux's 128 KiB for one environment
 _CHANGED_FILES_PREFIX = ('changed=$$(mktemp) && printf \'%s\\n\' "$$' + CHANGED_FILES_ENV
                          + '" > "$$changed" && ')
 _CHANGED_FILES_ARG = ' --changed-files "$$changed"'
+_IDS_PREFIX = 'ids=$$(mktemp) && printf \'%s\' "$$' + IDS_ENV + '" > "$$ids" && '
 
 
 _ODD_BACKSLASH_DOLLAR = re.compile(r"(?<!\\)(?:\\\\)*\\\$")
@@ -154,12 +159,16 @@ def _tier_step(plan: Plan, registry: Registry, selection: str, changed: Sequence
     return _templated(step, tier, {} if changed is None else _changed_files_env(changed))
 
 
-def _pinned_steps(plan: Plan, registry: Registry) -> list[dict[str, object]]:
-    """One step per non-empty shard of a map-decided plan, running its files by name."""
+def _pinned_steps(plan: Plan, registry: Registry, carried: CarriedIds) -> list[dict[str, object]]:
+    """One step per non-empty shard of a map-decided plan, running its files by name (and, when
+    some were narrowed, its node ids through the ids file)."""
     tier, count = plan.tier, len(plan.shards)
     steps = []
     for shard in (s for s in plan.shards if s.tests):
         command = " ".join(["python -m ci run --tier", _literal(tier.name), *(_literal(f) for f in shard.tests)])
+        ids = carried.of(plan, shard)
+        if ids:
+            command = (_IDS_PREFIX + command + ' -- -p ci.pytest_ids --ci-ids "$$ids"')
         of = f", shard {shard.index}/{count}" if count > 1 else ""
         step: dict[str, object] = {
             "label": f"{tier.name}: {len(shard.tests)} test file(s){of}",
@@ -168,7 +177,7 @@ def _pinned_steps(plan: Plan, registry: Registry) -> list[dict[str, object]]:
             "agents": {"queue": tier.queue},
             "timeout_in_minutes": _minutes(sum(_file_seconds(registry, t) for t in shard.tests)),
         }
-        steps.append(_templated(step, tier, {}))
+        steps.append(_templated(step, tier, {IDS_ENV: upload_literal(ids, "a node id")} if ids else {}))
     return steps
 
 
@@ -190,17 +199,19 @@ def _quarantined_step(plan: Plan, registry: Registry) -> dict[str, object] | Non
 
 
 def pipeline(plans: Sequence[Plan], registry: Registry, selection_args: Sequence[str] = (),
-             changed: Sequence[str] | None = None) -> dict[str, object]:
+             changed: Sequence[str] | None = None, carried: CarriedIds | None = None) -> dict[str, object]:
     """The pipeline for ``plans`` (see the module docstring). ``selection_args`` are the
     ``ci plan`` arguments every ``ci run`` must repeat to select what the plan selected
     (``--base REF``, ``--durations F``); ``changed`` the paths of a ``--changed-files`` list,
-    which each step carries in its ``env``. Raises `BuildkiteError` for a value that cannot pass
+    which each step carries in its ``env``; ``carried`` the shards' ids texts (default: `carried_ids`
+    of ``plans``). Raises `BuildkiteError` for a value that cannot pass
     Buildkite's upload unchanged, or a list over `MAX_CHANGED_FILES_BYTES`."""
     selection = "".join(" " + _literal(a) for a in selection_args)
+    carried = carried if carried is not None else carried_ids(plans)
     steps: list[Mapping[str, object]] = []
     for plan in plans:
         if plan.has_tests and plan.maps_used:
-            steps += _pinned_steps(plan, registry)
+            steps += _pinned_steps(plan, registry, carried)
         elif plan.has_tests:
             steps.append(_tier_step(plan, registry, selection, changed))
         quarantined = _quarantined_step(plan, registry)
@@ -210,9 +221,10 @@ def pipeline(plans: Sequence[Plan], registry: Registry, selection_args: Sequence
 
 
 def to_buildkite(plans: Sequence[Plan], registry: Registry, selection_args: Sequence[str] = (),
-                 changed: Sequence[str] | None = None) -> str:
+                 changed: Sequence[str] | None = None, carried: CarriedIds | None = None) -> str:
     """`pipeline` as YAML for ``buildkite-agent pipeline upload``."""
-    return yaml.safe_dump(pipeline(plans, registry, selection_args, changed), sort_keys=False, width=1 << 16)
+    return yaml.safe_dump(pipeline(plans, registry, selection_args, changed, carried), sort_keys=False,
+                          width=1 << 16)
 
 
 __all__ = ["BuildkiteError", "CHANGED_FILES_ENV", "MAX_CHANGED_FILES_BYTES", "SETUP_MINUTES", "pipeline",

@@ -35,10 +35,12 @@ Judge = Callable[[str, Scope], "str | None"]  # (changed file, scope) -> why it 
 
 @dataclass(frozen=True)
 class Narrowed:
-    """The ids to run (None: the whole file) and why."""
+    """The ids to run (None: the whole file) and why; ``seconds``: their recorded seconds summed
+    (None unless every one of them has some)."""
 
     ids: tuple[str, ...] | None
     why: str
+    seconds: float | None = None
 
 
 def _whole(why: str) -> Narrowed:
@@ -93,4 +95,5 @@ def narrow(stored: StoredTestMap, hit_paths: Iterable[str],
     if not ids:
         return _whole("no single id ran the changed lines")
     shown = ", ".join(f"{p}:{min(v)}" for p, v in sorted(wanted.items()))
-    return Narrowed(ids, f"{len(ids)} of {len(by_test.ids)} ids ran {shown}")
+    seconds = sum(by_test.seconds[n] for n in ids) if all(n in by_test.seconds for n in ids) else None
+    return Narrowed(ids, f"{len(ids)} of {len(by_test.ids)} ids ran {shown}", seconds)

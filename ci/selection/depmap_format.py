@@ -13,7 +13,8 @@ a map is written as version 3 only when an entry has one of them. Version 4 adds
 ``by_test`` per entry (`ByTest`, `ci observe --by-test`): the repository lines each pytest node id's
 setup, call and teardown ran, each distinct line set once (``sets``, ``ids`` -> index), the lines
 the file ran in no single id's own work (``file``: fixtures of a wider scope, the last teardown of
-a module or class), and whether every collected id finished (``complete``); a map is written as
+a module or class), whether every collected id finished (``complete``) and, optionally, each id's
+seconds (``seconds``, id -> setup + call + teardown); a map is written as
 version 4 only when an entry has one. A reader of v1-v3 refuses it ("unknown version 4").
 
 The file is JSON, version 2 (version 1 has ``executed`` as a list of paths and no
@@ -74,11 +75,13 @@ Lines = Mapping[str, frozenset[int]]
 class ByTest:
     """A test file's per node id lines (version 4): ``ids`` node id -> repo file -> lines run in
     its setup, call and teardown; ``file``: lines of the file's run no single id owns;
-    ``complete``: every collected id of the file finished in the recorded run."""
+    ``complete``: every collected id of the file finished in the recorded run; ``seconds``: node
+    id -> its setup, call and teardown seconds as pytest reported them (optional, per id)."""
 
     ids: Mapping[str, Lines]
     file: Lines = field(default_factory=dict)
     complete: bool = True
+    seconds: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=True)
@@ -191,7 +194,8 @@ def _entry(source: str, test: str, entry: Any, version: int) -> TestMap:
 
 
 def by_test_from_json(source: str, test: str, value: Any) -> ByTest:
-    """A version-4 entry's ``by_test``: {"complete": bool, "file": lines, "sets": [lines], "ids": {id: index}}."""
+    """A version-4 entry's ``by_test``: {"complete": bool, "file": lines, "sets": [lines], "ids": {id: index},
+    optionally "seconds": {id: seconds}}."""
     where = f"tests[{test!r}].by_test"
     if not isinstance(value, dict) or not isinstance(value.get("complete"), bool):
         raise _bad(source, f"{where} must be an object with \"complete\": true or false")
@@ -205,7 +209,15 @@ def by_test_from_json(source: str, test: str, value: Any) -> ByTest:
                 or not 0 <= index < len(lines):
             raise _bad(source, f"{where}.ids[{node!r}] must name a set 0..{len(lines) - 1}, got {index!r}")
         out[node] = lines[index]
-    return ByTest(out, _line_map(source, f"{where}.file", value.get("file", {})), value["complete"])
+    seconds = value.get("seconds", {})
+    if not isinstance(seconds, dict):
+        raise _bad(source, f"{where}.seconds must be an object (node id -> seconds), got {seconds!r}")
+    for node, spent in seconds.items():
+        if node not in out or isinstance(spent, bool) or not isinstance(spent, (int, float)) \
+                or not 0 <= spent < float("inf"):
+            raise _bad(source, f"{where}.seconds[{node!r}] must be seconds >= 0 of an id in \"ids\", got {spent!r}")
+    return ByTest(out, _line_map(source, f"{where}.file", value.get("file", {})), value["complete"],
+                  {n: float(s) for n, s in seconds.items()})
 
 
 def by_test_json(by_test: ByTest) -> dict[str, Any]:
@@ -215,8 +227,9 @@ def by_test_json(by_test: ByTest) -> dict[str, Any]:
     for node, lines in sorted(by_test.ids.items()):
         key = json.dumps({p: format_lines(v) for p, v in sorted(lines.items()) if v}, sort_keys=True)
         ids[node] = sets.setdefault(key, len(sets))
-    return {"complete": by_test.complete, "file": {p: format_lines(v) for p, v in sorted(by_test.file.items()) if v},
-            "sets": [json.loads(key) for key in sets], "ids": ids}
+    out = {"complete": by_test.complete, "file": {p: format_lines(v) for p, v in sorted(by_test.file.items()) if v},
+           "sets": [json.loads(key) for key in sets], "ids": ids}
+    return {**out, "seconds": dict(sorted(by_test.seconds.items()))} if by_test.seconds else out
 
 
 def _devices(source: str, test: str, entry: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:

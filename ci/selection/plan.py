@@ -18,7 +18,8 @@ Contract:
   (``decided_by``: `DECIDED_BY`); `decided_summary` counts them per plan.
   ``changed_files=None`` means "no change filter" (run everything active); an empty list
   selects nothing. ``uncovered`` lists changed paths that select no registered test at all.
-- Times used for sharding: ``durations[path]`` when given (seconds, e.g. measured p90), else the
+- Times used for sharding: for a file narrowed to node ids whose map recorded each id's seconds,
+  their sum; else ``durations[path]`` when given (seconds, e.g. measured p90), else the
   registry's ``est_time``.
 - Shards: ``shards=N`` or ``shard_budget=S`` (smallest N whose LPT makespan <= S; a single test
   longer than S raises `ShardBudgetError`), default 1.
@@ -58,7 +59,7 @@ class PlannedTest:
 
     path: str
     time: float
-    time_source: str  # "est_time" or "durations"
+    time_source: str  # "est_time", "durations" or "node ids" (the narrowed ids' recorded seconds)
     why: str          # "all active tests", "changed: fp4kv/quant/x.py", "imports fp4kv/quant/e2m1.py via ..."
     decided_by: str = "rule"  # one of `DECIDED_BY`
     node_ids: tuple[str, ...] | None = None  # only these ids of the file run (None: the whole file)
@@ -164,7 +165,9 @@ def plan(registry: Registry, tier: str, changed_files: Sequence[str] | None = No
             continue
         narrowed = maps.narrowed(entry.path) if maps is not None and by == "observation" else None
         ids = (narrowed.ids, narrowed.why) if narrowed is not None else (None, "")
-        if entry.path in durations:
+        if narrowed is not None and narrowed.ids is not None and narrowed.seconds is not None:
+            selected.append(PlannedTest(entry.path, narrowed.seconds, "node ids", why, by, *ids))
+        elif entry.path in durations:
             selected.append(PlannedTest(entry.path, float(durations[entry.path]), "durations", why, by, *ids))
         else:
             selected.append(PlannedTest(entry.path, entry.est_time, "est_time", why, by, *ids))
@@ -264,21 +267,6 @@ def to_json(plans: Sequence[Plan], ids_file: str | None = None) -> str:
         data["ids_command"] = ids_command(p, ids_file) if ids_file else None
         out.append(data)
     return json.dumps({"plans": out}, indent=2, sort_keys=True)
-
-
-def matrix_entries(plans: Sequence[Plan]) -> list[dict[str, object]]:
-    """One ``strategy.matrix`` include entry per non-empty shard (empty shards need no runner)."""
-    return [
-        {"tier": p.tier.name, "shard": s.index, "shards": s.count, "runner": list(p.tier.runner_labels),
-         "tests": " ".join(s.tests), "est_time": round(s.est_time, 1)}
-        for p in plans for s in p.shards if s.tests
-    ]
-
-
-def to_github_matrix(plans: Sequence[Plan]) -> str:
-    """``{"include": [...]}`` for ``fromJSON``. ``{"include": []}`` when nothing is selected: a
-    workflow must guard the matrix job with the ``has_tests`` output (GitHub rejects an empty matrix)."""
-    return json.dumps({"include": matrix_entries(plans)}, separators=(",", ":"))
 
 
 def to_text(plans: Sequence[Plan], ids_file: str | None = None) -> str:

@@ -399,8 +399,8 @@ def test_observed_durations_score_est_time_and_the_baselines_fill_the_rest(tmp_p
     assert seconds_for_scoring(Options(sys.executable, tmp_path, 1, 1, 0, False), base) == base.durations
 
 
-@pytest.mark.parametrize("tree", ["click", "itsdangerous"])
-def test_a_pallets_tree_needs_its_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str], tree: str) -> None:
+@pytest.mark.parametrize("tree", ["click", "itsdangerous", "rich"])
+def test_a_tree_read_from_repo_needs_its_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str], tree: str) -> None:
     from bench.mutation import main
 
     assert main(["--tree", tree, "--python", sys.executable, "--workdir", str(tmp_path / "w")]) == 2

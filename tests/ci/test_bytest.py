@@ -12,14 +12,19 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
+from ci.registry import load_registry
 from ci.selection.depmap_format import ByTest, DepMap, DepmapError, TestMap, dump_depmap, parse_depmap
 from ci.__main__ import main as ci_main
 from ci.history.depmaps import latest_maps
 from ci.history.store import open_store
+from ci.selection.plan import plan
+from ci.selection.shard_ids import IDS_ENV, MAX_SHARD_IDS_BYTES, carried_ids
 from tests.ci.depmap_support import clean_env, git, write_project
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.test_depmap_plan import IDENTITY
@@ -150,6 +155,7 @@ def test_the_observed_map_is_version_4_with_each_ids_lines(observed: Path) -> No
     assert 9 not in by_test.ids["tests/test_calc.py::test_double"]["pkg/calc.py"]
     assert 13 in by_test.file["pkg/calc.py"]  # the module-scoped fixture's line: the file's, no id's
     assert len(by_test.ids) == 5
+    assert by_test.seconds.keys() == by_test.ids.keys() and all(s >= 0 for s in by_test.seconds.values())
 
 
 @pytest.mark.skipif(not PY312.exists(), reason=".venv-py312 is missing: run python3 ci/bootstrap.py")
@@ -269,12 +275,85 @@ def test_history_ingest_stores_the_ids_lines_and_reads_them_back(observed: Path,
 def test_version_4_round_trips_and_a_bad_by_test_is_refused() -> None:
     entry = TestMap(frozenset({"pkg/a.py"}), complete=True, items=2, ran=2, lines={"pkg/a.py": frozenset({1, 2})},
                     by_test=ByTest({"t.py::a": {"pkg/a.py": frozenset({2})}, "t.py::b[ü]": {"pkg/a.py": frozenset({2})}},
-                                   {"pkg/a.py": frozenset({1})}))
+                                   {"pkg/a.py": frozenset({1})}, seconds={"t.py::a": 0.5, "t.py::b[ü]": 2.0}))
     depmap = DepMap("cpu", "2026-12-07T00:00:00+00:00", {"tests/t.py": entry}, sha="1" * 40)
     text = dump_depmap(depmap)
     data = json.loads(text)
     assert data["version"] == 4 and data["tests"]["tests/t.py"]["by_test"]["sets"] == [{"pkg/a.py": "2"}]
     assert parse_depmap(text, "m.json") == depmap
+    data["tests"]["tests/t.py"]["by_test"]["seconds"]["t.py::a"] = -1
+    with pytest.raises(DepmapError, match=r"by_test.seconds\['t.py::a'\] must be seconds >= 0 .*got -1"):
+        parse_depmap(json.dumps(data), "m.json")
     data["tests"]["tests/t.py"]["by_test"]["ids"]["t.py::a"] = 3
     with pytest.raises(DepmapError, match=r"m.json: .*by_test.ids\['t.py::a'\] must name a set 0..0, got 3"):
         parse_depmap(json.dumps(data), "m.json")
+
+
+DOUBLE_EDIT = {"pkg/calc.py": CALC.replace("return x * RATE", "return RATE * x")}  # test_double, test_other_double
+NARROWED = {"tests/test_calc.py": "tests/test_calc.py::test_double\n",
+            "tests/test_other.py": "tests/test_other.py::test_other_double\n"}
+
+
+def _plan_as(root: Path, fmt: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "ci", "plan", "--tier", "cpu", "--base", "main", "--shards", "2",
+                           "--format", fmt, "--no-depmaps-from-store", "--depmap", str(root.parent / "map.json")],
+                          cwd=root, env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_each_matrix_entry_carries_its_shards_ids_and_the_pr_step_runs_exactly_them(observed: Path,
+                                                                                  tmp_path: Path) -> None:
+    """The github-matrix plan, parsed; then pr-gpu.yml's own "Run shard" step, unchanged, runs one
+    entry in the project (a real `ci run` and pytest): its JUnit holds exactly the entry's ids."""
+    from tests.ci.workflow_support import WORKFLOW_DIR, load_workflow, run_step, step_named
+
+    _plan(observed, DOUBLE_EDIT)
+    entries = json.loads(_plan_as(observed, "github-matrix"))["include"]
+    assert sorted((e["tests"], e["ids"]) for e in entries) == sorted(NARROWED.items()), entries
+    step = step_named(load_workflow(WORKFLOW_DIR / "pr-gpu.yml")["jobs"]["gpu"], "Run shard")
+    python = observed / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(REPO))} exec {shlex.quote(sys.executable)} \"$@\"\n")
+    python.chmod(0o755)
+    entry = next(e for e in entries if e["tests"] == "tests/test_calc.py")
+    env = {"TIER": "cpu", "SHARD": str(entry["shard"]), "TESTS": entry["tests"], "IDS": entry["ids"]}
+    ran = run_step(step["run"], env, observed, tmp_path, shell="bash --noprofile --norc -eo pipefail {0}")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    junit = (observed / "reports" / f"junit-cpu-{entry['shard']}.xml").read_text()
+    assert junit.count("<testcase ") == 1 and 'name="test_double"' in junit, junit
+
+
+def test_a_narrowed_file_is_timed_by_its_ids_recorded_seconds(observed: Path) -> None:
+    selected, _ = _plan(observed, DOUBLE_EDIT)
+    by_test = parse_depmap((observed.parent / "map.json").read_text(), "m").tests["tests/test_calc.py"].by_test
+    calc = selected["tests/test_calc.py"]
+    assert by_test is not None and calc["node_ids"] == ["tests/test_calc.py::test_double"], calc
+    assert (calc["time"], calc["time_source"]) == (by_test.seconds["tests/test_calc.py::test_double"], "node ids")
+
+
+def test_each_pinned_buildkite_step_carries_its_shards_ids_in_its_env(observed: Path) -> None:
+    _plan(observed, DOUBLE_EDIT)
+    steps = yaml.safe_load(_plan_as(observed, "buildkite"))["steps"]
+    paths = [next(p for p in NARROWED if p in s["command"]) for s in steps]
+    assert sorted(paths) == sorted(NARROWED), steps
+    for s, path in zip(steps, paths):
+        assert s["env"] == {IDS_ENV: NARROWED[path]}, s
+        assert s["command"].startswith("ids=$$(mktemp) && ") and s["command"].endswith(
+            f'--tier cpu {path} -- -p ci.pytest_ids --ci-ids "$$ids"'), s["command"]
+
+
+def test_a_shard_whose_ids_are_too_large_to_carry_runs_its_files_whole(observed: Path) -> None:
+    """`carried_ids` keeps a job's value within an environment string: past the limit, whole files."""
+    git(observed, "checkout", "-q", "main")
+    registry = load_registry(observed / "registry.yaml")
+    base = plan(registry, "cpu", shards=2)
+    many = tuple(f"tests/test_calc.py::test_{i:06d}" for i in range(MAX_SHARD_IDS_BYTES // 24))
+    big = replace(base, selected=tuple(replace(t, node_ids=many) if t.path == "tests/test_calc.py" else t
+                                       for t in base.selected))
+    carried = carried_ids([big])
+    calc = next(s for s in big.shards if "tests/test_calc.py" in s.tests)
+    assert carried.of(big, calc) == "" and len(carried.notes) == 1, carried.notes
+    assert f"shard {calc.index}/2" in carried.notes[0] and "runs its files whole" in carried.notes[0]
+    small = replace(big, selected=tuple(replace(t, node_ids=many[:3]) if t.node_ids else t for t in big.selected))
+    assert carried_ids([small]).of(small, calc) == "".join(f"{n}\n" for n in many[:3])

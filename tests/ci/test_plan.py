@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ci.commands import plan as plan_cmd
-from ci.selection.plan import PlanError, matrix_entries, plan, to_github_matrix, to_json, to_text
+from ci.selection.plan import PlanError, plan, to_json, to_text
+from ci.selection.shard_ids import matrix_entries, to_github_matrix
 from ci.registry import parse_registry
 from ci.selection.shard import ShardBudgetError
 
@@ -197,7 +198,7 @@ def test_github_matrix_shape(registry):
     assert [(e["tier"], e["shard"], e["shards"]) for e in entries] == [
         ("cpu", 1, 2), ("cpu", 2, 2), ("gpu_h100", 1, 3), ("gpu_h100", 2, 3)]
     for e in entries:
-        assert set(e) == {"tier", "shard", "shards", "runner", "tests", "est_time"}
+        assert set(e) == {"tier", "shard", "shards", "runner", "tests", "est_time", "ids"} and e["ids"] == ""
         assert isinstance(e["runner"], list) and all(isinstance(x, str) for x in e["runner"])
         assert isinstance(e["est_time"], float)
     assert entries[1]["tests"] == "tests/mem/test_pool.py tests/mem/test_other.py"

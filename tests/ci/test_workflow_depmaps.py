@@ -251,7 +251,8 @@ def test_a_corrupt_store_is_a_warning_and_the_static_graph_selects(pr_repo: Path
 def test_a_pr_shard_runs_exactly_the_files_the_plan_put_in_it(tmp_path: Path) -> None:
     """`ci run --shard` would plan again without the maps; the shard runs the matrix's files."""
     run = step_named(PR_GPU["jobs"]["gpu"], "Run shard")
-    assert run["env"] == {"TIER": "${{ matrix.tier }}", "SHARD": "${{ matrix.shard }}", "TESTS": "${{ matrix.tests }}"}
+    assert run["env"] == {"TIER": "${{ matrix.tier }}", "SHARD": "${{ matrix.shard }}", "TESTS": "${{ matrix.tests }}",
+                          "IDS": "${{ matrix.ids }}"}
     files = [HEAVY, "tests/quant/test_triton_kernels.py"]
     args = ci_run_args(run["run"], {"TIER": "gpu_h100", "SHARD": "2", "TESTS": " ".join(files)}, tmp_path)
     assert (args.tier, args.shard, args.base, args.paths) == ("gpu_h100", None, None, files)
