@@ -21,7 +21,8 @@ each attempt failing with p 0.03, 0.08 or 0.15, in the way its step suggests (hu
 5xx/429 in model steps, the OpenAI server not up in time or its port held in entrypoint steps,
 NCCL in multi-GPU steps, CUDA OOM in kernel steps: `bench._history_gen8_text.FLAKE_KINDS`), and
 every test of a model-loading step meets a hub 5xx with p `hub_p` (0.002) per attempt; a test
-file's real ``mark.flaky(reruns=N)`` reruns a failed test in the job (pytest-rerunfailures).
+file's real ``mark.flaky(reruns=N)`` reruns a failed test in the job (pytest-rerunfailures), and
+such a test is flaky at p 0.08 (its steps are always kept).
 `bad_push` (15 %) of the PRs had an earlier push that failed 1-2 of their own tests (``new``). One
 agent of the 1-GPU L4 pool has a bad GPU for an eighth of the span (each test on it fails with p
 0.5, ``infra``); the 4-GPU pool loses its model cache mount for 3 hours (every test there fails,
@@ -194,11 +195,12 @@ class Builder:
         code = self.main_code(base.index, fixed_by=commit.index)
         own = {t: ("new", w.error, f"this PR breaks it (window to commit {w.end})")
                for w in self.world.windows if w.start == commit.index for t in w.tests}
+        code = Code({**own, **code.broken})  # a test main already breaks is main's, whatever the PR does
         pr = commit.pr or 900000 + commit.index
         if self.rng.random() < self.scale.bad_push:
             self.bad_push(commit, steps, code, base, min(start, commit.time) - self.rng.uniform(3600, 8 * 3600), pr)
-        self.build_run("pull_request", fake_sha("pr", commit.sha), commit, start, steps,
-                       Code({**code.broken, **own}), pr, base.sha, commit.author)
+        self.build_run("pull_request", fake_sha("pr", commit.sha), commit, start, steps, code, pr, base.sha,
+                       commit.author)
 
     def bad_push(self, commit: Commit, steps: list[Step], code: Code, base: Commit, start: float, pr: int) -> None:
         tests = [(s.key, t.node) for s in steps for t in s.tests if t.file in commit.touched
