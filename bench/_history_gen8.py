@@ -39,7 +39,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from bench._history_gen8_story import Commit, Skeleton, Step, load, selected_steps
+from bench._history_gen8_story import Commit, Skeleton, Step, Test, load, selected_steps
 from bench._history_gen8_text import INFRA_KINDS, Attempt, flake_text, junit
 from bench._history_gen8_world import World, draw
 from bench._verdicts_records import Label, Report, Run
@@ -112,7 +112,7 @@ class Builder:
                 broken.update({test: ("broken_on_main", w.error, why) for test in w.tests})
         return Code(broken)
 
-    def attempts(self, step: Step, test, code: Code, agent: str, when: int) -> tuple[list[Attempt], str, str]:
+    def attempts(self, step: Step, test: Test, code: Code, agent: str, when: int) -> tuple[list[Attempt], str, str]:
         """A test's attempts in one job, the label of its failures ("" when none failed) and why."""
         key = (step.key, test.node)
         seconds = float(self.seconds[key])
