@@ -53,8 +53,8 @@ class Scale:
     """How much of the skeleton a history keeps (``commits`` 0: all) and the simulated rates."""
 
     commits: int = 0
-    steps: int = 30
-    tests_per_step: int = 5
+    steps: int = 24
+    tests_per_step: int = 4
     flaky_share: float = 0.12
     hub_p: float = 0.002
     bad_push: float = 0.15
@@ -154,34 +154,39 @@ class Builder:
         seconds = 120 + sum(a.seconds for _, attempts in cases for a in attempts)
         return Report(step.key, shard, shards, agent, junit(step.key, cases, self.scale.attempt_text), labels), seconds
 
+    def jobs(self, jobs: list[tuple[Step, int]], code: Code, start: float) -> tuple[list[Report], float]:
+        """The reports of ``jobs`` (step, parallel job) started at ``start``, and the longest one's time."""
+        reports, took = [], 0.0
+        for step, shard in jobs:
+            report, seconds = self.job(step, shard, code, int(start))
+            reports.append(report)
+            took = max(took, seconds)
+        return reports, took
+
     def build_run(self, event: str, sha: str, commit: Commit, start: float, steps: list[Step], code: Code,
                   pr: int | None = None, base: str = "", author: str = "") -> None:
         """One Buildkite build: every job of ``steps``, its agent-lost retries, and a manual retry."""
         self.build += 1
-        run_id = str(self.build)
-        reports, lost, took = [], [], 0.0
-        for step in steps:
-            for shard in range(max(1, min(step.parallelism, len(step.tests)))):
-                report, seconds = self.job(step, shard, code, int(start))
-                took = max(took, seconds)
-                (lost if self.rng.random() < self.scale.agent_lost else reports).append(report)
+        run_id, attempt = str(self.build), 1
+        every = [(step, shard) for step in steps for shard in range(max(1, min(step.parallelism, len(step.tests))))]
+        lost = [job for job in every if self.rng.random() < self.scale.agent_lost]
+        reports, took = self.jobs([job for job in every if job not in lost], code, start)
         end = start + took + 60
         self.runs.append(Run(event, sha, commit.index, stamp(start), stamp(end), run_id, 1, pr, base, author, reports))
-        if lost:  # the automatic retry: a new job of the same step, the only one that uploads JUnit
-            again = start + took + self.rng.uniform(600, 1800)
-            self.runs.append(Run(event, sha, commit.index, stamp(start), stamp(again), run_id, 2, pr, base, author, lost))
-        failed = sorted({r.tier for r in reports if r.labels})
-        chance = self.scale.manual_retry if event == "pull_request" else self.scale.main_retry
-        if failed and self.rng.random() < chance:
-            later = end + self.rng.uniform(900, 5400)
-            redo = [s for s in steps if s.key in failed and not s.soft_fail]
-            retry = []
-            for step in redo:
-                for shard in range(max(1, min(step.parallelism, len(step.tests)))):
-                    retry.append(self.job(step, shard, code, int(later))[0])
-            if retry:
-                self.runs.append(Run(event, sha, commit.index, stamp(later), stamp(later + took), run_id, 3 if lost else 2,
-                                     pr, base, author, retry))
+        if lost:  # the automatic retry (exit -1): a new job of the same step, on another agent, the only one with JUnit
+            again = start + self.rng.uniform(600, 1800)
+            retried, more = self.jobs(lost, code, again)
+            attempt += 1
+            self.runs.append(Run(event, sha, commit.index, stamp(again), stamp(again + more + 60), run_id, attempt, pr,
+                                 base, author, retried))
+            reports, end = reports + retried, max(end, again + more + 60)
+        red = {(r.tier, r.shard) for r in reports if any(lb.every_attempt for lb in r.labels)}
+        redo = [(step, shard) for step, shard in every if (step.key, shard) in red and not step.soft_fail]
+        if redo and self.rng.random() < (self.scale.manual_retry if event == "pull_request" else self.scale.main_retry):
+            later = end + self.rng.uniform(900, 5400)  # someone retries the failed jobs
+            retried, more = self.jobs(redo, code, later)
+            self.runs.append(Run(event, sha, commit.index, stamp(later), stamp(later + more + 60), run_id, attempt + 1,
+                                 pr, base, author, retried))
 
     def pull_request(self, commit: Commit) -> None:
         """The PR that became ``commit``: its last push's build (and maybe an earlier, broken push's)."""

@@ -136,16 +136,26 @@ def test_every_real_window_breaks_main_from_its_breaker_until_its_fix() -> None:
 
 
 def test_retries_are_new_jobs_of_the_same_steps() -> None:
-    """Buildkite's retries: attempt 2+ of a build holds only steps of attempt 1 (a lost job's, or
-    the failed ones a person retried), under the same build number and commit."""
-    h = history(1)
-    first = {run.run_id: run for run in h.runs if run.attempt == 1}
-    retried = [run for run in h.runs if run.attempt > 1]
-    assert retried and all(run.finished >= first[run.run_id].finished for run in retried)
-    for run in retried:
-        assert run.sha == first[run.run_id].sha and run.event == first[run.run_id].event
-    assert any(run.attempt == 2 and not first[run.run_id].reports or run.attempt == 3 for run in retried) or \
-        any({r.tier for r in run.reports} - {r.tier for r in first[run.run_id].reports} for run in retried)
+    """Buildkite's retries keep the build number and commit: a lost job comes back once as a new
+    job of its step (attempt 2, none of attempt 1's jobs), a person retries only red jobs."""
+    builds: dict[str, list[records.Run]] = {}
+    for run in history(1).runs:
+        builds.setdefault(run.run_id, []).append(run)
+    kinds: Counter[str] = Counter()
+    for runs in builds.values():
+        runs.sort(key=lambda r: r.attempt)
+        assert [r.attempt for r in runs] == list(range(1, len(runs) + 1))
+        assert len({(r.sha, r.event, r.commit, r.pr) for r in runs}) == 1
+        seen: dict[tuple[str, int], bool] = {}
+        for run in runs:
+            jobs = {(r.tier, r.shard): any(lb.every_attempt for lb in r.labels) for r in run.reports}
+            if run.attempt > 1 and not set(jobs) & set(seen):
+                kinds["lost"] += 1
+            elif run.attempt > 1:
+                assert all(seen[job] for job in jobs), run.run_id  # only red jobs are retried by hand
+                kinds["manual"] += 1
+            seen.update(jobs)
+    assert kinds["lost"] and kinds["manual"]
 
 
 def _attempts(xml: str) -> dict[str, tuple[int, bool]]:
