@@ -28,8 +28,11 @@ agent of the 1-GPU L4 pool has a bad GPU for an eighth of the span (each test on
 0.5, ``infra``); the 4-GPU pool loses its model cache mount for 3 hours (every test there fails,
 ``infra``). A job loses its agent with p `agent_lost` (1 %): Buildkite's automatic retry
 (``exit_status: -1``, as image_build.yaml declares) runs it again as a new job of the same step,
-attempt 2, which alone writes JUnit. After a red build the author (PR, `manual_retry` 35 %) or the
-build cop (main, `main_retry` 20 %) retries the failed jobs: attempt 2 of those steps.
+attempt 2 on another agent 10-30 min later, which alone writes JUnit. After a red build the author
+(PR, `manual_retry` 35 %) or the build cop (main, `main_retry` 20 %) retries its red jobs (soft_fail
+steps' left alone): the next attempt, those jobs only. A run's jobs share its start time (the bad
+agent and the outage are judged at it); `Scale` keeps 24 of the 83 steps, 4 tests each, so that a
+seed's verdict bench stays near a minute of CPU.
 """
 
 from __future__ import annotations
