@@ -30,9 +30,10 @@ agent of the 1-GPU L4 pool has a bad GPU for an eighth of the span (each test on
 (``exit_status: -1``, as image_build.yaml declares) runs it again as a new job of the same step,
 attempt 2 on another agent 10-30 min later, which alone writes JUnit. After a red build the author
 (PR, `manual_retry` 35 %) or the build cop (main, `main_retry` 20 %) retries its red jobs (soft_fail
-steps' left alone): the next attempt, those jobs only. A run's jobs share its start time (the bad
-agent and the outage are judged at it); `Scale` keeps 24 of the 83 steps, 4 tests each, so that a
-seed's verdict bench stays near a minute of CPU.
+steps' left alone): the next attempt, those jobs only. A build's jobs start `IMAGE_BUILD` (25 min)
+after it, a retry's at once, all at one time (the bad agent and the outage are judged at it), and
+take 5-15 min of set-up (container, model download and load) plus their tests' 5-120 s each; `Scale`
+keeps 24 of the 83 steps, 4 tests each, so that a seed's verdict bench stays near a minute of CPU.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from bench._history_gen8_text import INFRA_KINDS, Attempt, flake_text, junit
 from bench._history_gen8_world import World, draw
 from bench._verdicts_records import Label, Report, Run
 
+# Every test step ``depends_on: image-build``: a build's jobs start once its image is built (seconds).
+IMAGE_BUILD = 1500
 HUB_AREAS = ("models_basic", "models_language", "models_multimodal", "models_distributed", "basic_correctness",
              "lm_eval", "quantization", "entrypoints", "spec_decode", "lora", "samplers")
 
@@ -104,7 +107,8 @@ class Builder:
         self.rng = random.Random(seed)
         self.build = 40000
         self.runs: list[Run] = []
-        self.seconds = {(s.key, t.node): 5 + (int(fake_sha(t.node)[:4], 16) % 115) for s in self.world.steps for t in s.tests}
+        self.seconds = {(s.key, t.node): 5 + (int(fake_sha(t.node)[:4], 16) % 115)
+                        for s in self.world.steps for t in s.tests}
 
     def main_code(self, index: int, fixed_by: int | None = None) -> Code:
         """Main's breakages at commit ``index`` (those the PR ``fixed_by`` fixes left out)."""
@@ -154,7 +158,8 @@ class Builder:
             cases.append((test.node, attempts))
             if label:
                 labels.append(Label(test.node, step.key, label, attempts[-1].failed, why))
-        seconds = 120 + sum(a.seconds for _, attempts in cases for a in attempts)
+        # the container's start and the model's download and load come before the tests
+        seconds = self.rng.uniform(300, 900) + sum(a.seconds for _, attempts in cases for a in attempts)
         return Report(step.key, shard, shards, agent, junit(step.key, cases, self.scale.attempt_text), labels), seconds
 
     def jobs(self, jobs: list[tuple[Step, int]], code: Code, start: float) -> tuple[list[Report], float]:
@@ -173,11 +178,11 @@ class Builder:
         run_id, attempt = str(self.build), 1
         every = [(step, shard) for step in steps for shard in range(max(1, min(step.parallelism, len(step.tests))))]
         lost = [job for job in every if self.rng.random() < self.scale.agent_lost]
-        reports, took = self.jobs([job for job in every if job not in lost], code, start)
-        end = start + took + 60
+        reports, took = self.jobs([job for job in every if job not in lost], code, start + IMAGE_BUILD)
+        end = start + IMAGE_BUILD + took + 60
         self.runs.append(Run(event, sha, commit.index, stamp(start), stamp(end), run_id, 1, pr, base, author, reports))
         if lost:  # the automatic retry (exit -1): a new job of the same step, on another agent, the only one with JUnit
-            again = start + self.rng.uniform(600, 1800)
+            again = start + IMAGE_BUILD + self.rng.uniform(600, 1800)
             retried, more = self.jobs(lost, code, again)
             attempt += 1
             self.runs.append(Run(event, sha, commit.index, stamp(again), stamp(again + more + 60), run_id, attempt, pr,

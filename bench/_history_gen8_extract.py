@@ -99,8 +99,8 @@ def test_files(git_dir: str, sha: str, step: dict[str, Any], tree: set[str]) -> 
             if path in tree and path.endswith(".py"):
                 candidates = [path]
             else:
-                candidates = sorted(t for t in tree if t.startswith(path + "/") and t.rsplit("/", 1)[-1].startswith("test_")
-                                    and t.endswith(".py"))
+                candidates = sorted(t for t in tree if t.startswith(path + "/") and t.endswith(".py")
+                                    and t.rsplit("/", 1)[-1].startswith("test_"))
             found += [c for c in candidates if c not in found][:2]
     return found
 

@@ -121,8 +121,8 @@ def load(path: Path = DATA) -> Skeleton:
 
 
 def runs_all(skeleton: Skeleton, touched: tuple[str, ...]) -> bool:
-    return any(any(t.startswith(p) for p in skeleton.run_all) and not any(t.startswith(x) for x in skeleton.run_all_exclude)
-               for t in touched)
+    return any(any(t.startswith(p) for p in skeleton.run_all)
+               and not any(t.startswith(x) for x in skeleton.run_all_exclude) for t in touched)
 
 
 def selected_steps(skeleton: Skeleton, steps: tuple[Step, ...], touched: tuple[str, ...]) -> list[Step]:

@@ -33,7 +33,9 @@ def first_difference(want: Any, got: Any, where: str = "") -> str | None:
             found = first_difference(a, b, f"{where}[{i}]")
             if found:
                 return found
-        return None if len(want) == len(got) else f"{where}: {len(want)} items in the data file, {len(got)} from the clone"
+        if len(want) == len(got):
+            return None
+        return f"{where}: {len(want)} items in the data file, {len(got)} from the clone"
     return None if want == got else f"{where}: data file {str(want)[:80]!r}, clone {str(got)[:80]!r}"
 
 

@@ -66,13 +66,15 @@ def flake_kind(step: Step, rng: random.Random) -> str:
 
 def _keep(skeleton: Skeleton, count: int, per_step: int, rng: random.Random) -> tuple[tuple[Step, ...], list[Window]]:
     every = windows(skeleton)
-    needed = {key for w in every for key, _ in w.tests} | {s.key for s in skeleton.steps if any(t.reruns for t in s.tests)}
+    needed = {key for w in every for key, _ in w.tests}
+    needed |= {s.key for s in skeleton.steps if any(t.reruns for t in s.tests)}
     others = [s for s in skeleton.steps if s.key not in needed]
     extra = set(s.key for s in rng.sample(others, max(0, min(len(others), count - len(needed)))))
     kept = []
     for step in skeleton.steps:
         if step.key in needed or step.key in extra:
-            pinned = {node for w in every for key, node in w.tests if key == step.key} | {t.node for t in step.tests if t.reruns}
+            pinned = {node for w in every for key, node in w.tests if key == step.key}
+            pinned |= {t.node for t in step.tests if t.reruns}
             tests = [t for t in step.tests if t.node in pinned]
             tests += [t for t in step.tests if t.node not in pinned][:max(0, per_step - len(tests))]
             kept.append(replace(step, tests=tuple(tests)))
@@ -93,7 +95,8 @@ def draw(skeleton: Skeleton, commits: int, steps: int, per_step: int, flaky_shar
                 flakes[(step.key, test.node)] = Flake(rng.choice(FLAKE_P), flake_kind(step, rng))
     agents = {}
     for step in kept:
-        agents.setdefault(step.pool, tuple(f"{step.pool}-{k + 1:02d}" for k in range(AGENTS.get(step.pool, OTHER_AGENTS))))
+        count = AGENTS.get(step.pool, OTHER_AGENTS)
+        agents.setdefault(step.pool, tuple(f"{step.pool}-{k + 1:02d}" for k in range(count)))
     times = [c.time for c in skeleton.commits[:commits]]
     stretches = []
     if len(times) > 8:
