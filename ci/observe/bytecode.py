@@ -17,6 +17,12 @@ however the size stays (unless the interpreter runs with ``--check-hash-based-py
 cannot be written, a full disk or a source that does not compile is skipped without a word: the
 next child compiles in memory, as before.
 
+``ci observe``'s own process does the same with `cache_checked` at its end, every time: its
+modules (the command, the registry's parser for the test roots) compiled from source cost it
+0.18 s of CPU against 0.13 s (``ci observe -- true`` in rich, 3.11). A recording pytest process
+gains nothing from it: pytest's assertion rewriting loads every module of the package that
+registers its plugin entry point, compiling each again where no bytecode is written.
+
 Contract: `cache_once` returns the sources it wrote a ``.pyc`` for, and does nothing (returns
 ``[]``) when the mark file exists already; it never raises.
 """
