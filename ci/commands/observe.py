@@ -13,7 +13,9 @@ FILE``) for steps that cannot be wrapped; ``--collect`` writes the map from DIR 
 removes DIR (1 too for a map without a test file). ``--by-test`` (opt-in, a nightly's: about
 twice the per-file recorder's cost) also records the lines of each pytest node id
 (`ci.observe.bytest`), a version-4 map that `ci plan` narrows files to ids by. Exit 2 for bad
-input, 3 when no map could be written. See docs/depmaps.md, "Observing an adopter's own command".
+input, 3 when no map could be written. The first form leaves its own modules as checked-hash
+bytecode (`ci.observe.bytecode`), so the next run compiles none of them where nothing writes
+bytecode. See docs/depmaps.md, "Observing an adopter's own command".
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
+from ci.observe.bytecode import cache_checked, loaded_sources
 from ci.observe.observed import META, collect, observed_env, prepare
 from ci.registry import RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, find_repo_root
@@ -96,6 +99,7 @@ def _run(command: list[str], out: str, tier: str | None, by_test: bool) -> int:
         except OSError as exc:  # not found, not executable
             return _fail(f"cannot run {command[0]!r}: {exc.strerror or exc}")
         written = _write(parts, out)
+        cache_checked(loaded_sources(__name__.split(".")[0]))  # the next `ci observe` compiles none of its modules
         status = 128 - status if status < 0 else status
         return status if status or not written else written
     finally:

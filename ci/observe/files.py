@@ -23,10 +23,13 @@ Contract:
   whether a relative name was relative to a ``dir_fd`` (``shutil.rmtree`` opens every directory
   it deletes that way), and directories are not dependencies.
   Audit hooks cannot be removed: `OpenedLog.stop` makes the hook a no-op.
+- `write_lines` writes a process's lines at its end as one JSON line per context, the
+  ``clines.*.jsonl`` part `ci.observe.merge` reads without coverage.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -45,6 +48,19 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", "site-packages", "dist-packages", ".ci-cache"})
 _SHARED_MARK = "\x1f"  # starts a shared context's name; no repo-relative path starts with it
 _KINDS = ("collect", "fixture")
+
+
+def write_lines(final: Path, contexts: dict[str, dict[str, set[int]]]) -> None:
+    """Write ``{context: {absolute path: sorted lines}}``, one JSON line per context with lines, to
+    ``final`` (a ``clines.*.jsonl`` name); under a temporary name renamed when whole, so the merge
+    never reads a torn part (a pool worker's SIGTERM mid-write). Nothing when no line ran."""
+    records = [json.dumps({context: {path: sorted(lines) for path, lines in files.items() if lines}})
+               for context, files in contexts.items() if any(files.values())]
+    if not records:
+        return
+    partial = final.with_name(".partial-" + final.name)
+    partial.write_text("\n".join(records) + "\n", encoding="utf-8")
+    os.replace(partial, final)
 
 
 def collect_context(test: str) -> str:

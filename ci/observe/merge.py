@@ -1,7 +1,8 @@
 """Build the map from the parts every recording process left in the parts directory.
 
-Parts: coverage data files ``cov.*`` (one per process; contexts are test files), the JSON lines
-``clines.*.jsonl`` of subprocesses measured by slipcover (`ci.observe.child`), open logs
+Parts: coverage data files ``cov.*`` (one per process the ``ctrace`` core or coverage.py's hook
+measured; contexts are test files), the JSON lines ``clines.*.jsonl`` (one per process the
+slipcover or sysmon core measured, a pytest process's or a subprocess's, `ci.observe.child`), open logs
 ``opened.*.log`` (`ci.observe.files.OpenedLog`), and one ``items.*.json`` per process
 that ran tests: ``{"items": {test: n}, "done": {test: n}, "ran": {test: n}}`` (collected,
 finished, and with their body run). Under pytest-xdist every worker collects every test and runs

@@ -59,6 +59,7 @@ from ci.observe.startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
 
 SETTLE_SECONDS = 0.1  # how soon a probe that fired stops firing in its test file (besides after each test)
+SLIPCOVER_PART = "clines.slipcover"  # the slipcover core's lines: `SlipcoverLines.save` adds ".<pid>.<random>.jsonl"
 
 
 def wanted() -> bool:
@@ -131,12 +132,12 @@ def _start_lines(parts: Path, files: RepoFiles, options: RecordOptions, owner: b
         return _Idle()
     probes = probe_folder(parts)
     if session is not None:  # measuring since this process started (`child.take_session`)
-        session.adopt(parts / "cov", probes, keep=True)
+        session.adopt(parts / SLIPCOVER_PART, probes, keep=True)
         return session
     if options.core == "slipcover" and not probed:
         from ci.observe.slipcover_core import SlipcoverLines  # deferred: only this core needs it
 
-        lines = SlipcoverLines(files, parts / "cov", probes, keep=True)
+        lines = SlipcoverLines(files, parts / SLIPCOVER_PART, probes, keep=True)
     else:
         include, omit = [os.path.join(r, "*") for r in files.roots], [p + "*" for p in files.excluded]
         if options.core == "sysmon":

@@ -32,7 +32,6 @@ that TorchDynamo reads (`ci.observe.dynamo_probes.record_reads`) goes to the cur
 
 from __future__ import annotations
 
-import json
 import opcode
 import os
 import re
@@ -41,7 +40,7 @@ from pathlib import Path
 from types import CodeType
 
 from ci.observe import dynamo_probes
-from ci.observe.files import RepoFiles
+from ci.observe.files import RepoFiles, write_lines
 
 CORE = "sysmon"
 # coverage.py's warnings that its sysmon core gives in a subprocess: contexts under sysmon, and
@@ -278,14 +277,7 @@ class SysmonLines:
 
     def save(self) -> None:
         """Write the lines (see the module docstring); nothing when none ran."""
-        records = [json.dumps({context: {path: sorted(lines) for path, lines in files.items()}})
-                   for context, files in self.contexts().items() if files]
-        if not records:
-            return
-        final = self.parts / f"clines.sysmon-{os.getpid()}.jsonl"
-        partial = final.with_name(".partial-" + final.name)
-        partial.write_text("\n".join(records) + "\n", encoding="utf-8")
-        os.replace(partial, final)
+        write_lines(self.parts / f"clines.sysmon-{os.getpid()}.jsonl", self.contexts())
 
 
 def measure(files: RepoFiles, parts: Path) -> SysmonLines:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ci.observe import slipcover_core
+from ci.observe.files import RepoFiles
 from ci.selection.depmap_format import parse_depmap
 from tests.ci.depmap_support import clean_env, write_project
 
@@ -223,29 +224,38 @@ def test_a_test_file_split_over_workers_is_complete_when_their_finished_counts_a
 @NEEDS_SLIPCOVER
 def test_slipcovers_save_appears_under_its_final_name_only_when_whole(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from coverage import CoverageData
+    # the pytest process's lines are a JSON ``clines`` part, which the merge reads without
+    # coverage.py (a coverage.py data file before: its import, SQLite writes and reads cost CPU)
+    import json
+    import os
+    import re
 
-    from ci.observe.files import RepoFiles
+    from ci.observe.merge import build_map
 
+    write_project(tmp_path, FILES)
+    parts = tmp_path / "parts"
+    parts.mkdir()
     during: list[list[str]] = []
-    write = CoverageData.write
+    replace = os.replace
 
-    def watched(self) -> None:  # what the merge could see while the file is being written
-        write(self)
-        during.append(sorted(p.name for p in tmp_path.iterdir()))
+    def watched(src: str, dst: str) -> None:  # what the merge could see while the part is being written
+        during.append(sorted(p.name for p in parts.iterdir()))
+        replace(src, dst)
 
-    monkeypatch.setattr(CoverageData, "write", watched)
-    lines = slipcover_core.SlipcoverLines(RepoFiles(str(tmp_path)), tmp_path / "cov")
-    lines.lines["tests/test_x.py"][str(tmp_path / "m.py")].update({1, 2})
+    monkeypatch.setattr(os, "replace", watched)
+    files = RepoFiles(str(tmp_path))
+    lines = slipcover_core.SlipcoverLines(files, parts / "clines.slipcover")
+    lines.lines["tests/test_exit.py"][str(tmp_path / "pkg" / "work.py")].update({1, 2})
+    lines.lines["tests/test_pool.py"][str(tmp_path / "pkg" / "__init__.py")].add(0)  # an empty module ran
     lines.save()
-    assert during and not any(name.startswith("cov.") for name in during[0])
-    slipcover_core.SlipcoverLines(RepoFiles(str(tmp_path)), tmp_path / "cov").save()  # nothing measured
+    slipcover_core.SlipcoverLines(files, parts / "clines.slipcover").save()  # nothing measured: no part
+    monkeypatch.undo()
 
-    names = sorted(p.name for p in tmp_path.iterdir())
-    assert len(names) == 2 and all(n.startswith("cov.") and ".pid" in n for n in names)  # no temporary left
-    read = []
-    for name in names:
-        data = CoverageData(basename=str(tmp_path / name))
-        data.read()
-        read.append({f: data.lines(f) for f in data.measured_files()})
-    assert {str(tmp_path / "m.py"): [1, 2]} in read and {} in read
+    names = sorted(p.name for p in parts.iterdir())
+    assert during == [[n.replace("clines.", ".partial-clines.", 1) for n in names]]
+    assert len(names) == 1 and re.fullmatch(rf"clines\.slipcover\.{os.getpid()}\.[0-9a-f]{{8}}\.jsonl", names[0])
+    for pid, test in enumerate(("tests/test_exit.py", "tests/test_pool.py"), start=100):
+        (parts / f"items.{pid}.json").write_text(json.dumps({"items": {test: 1}, "done": {test: 1}, "ran": {}}))
+    tests = build_map(parts, files, "cpu").tests
+    assert tests["tests/test_exit.py"].lines == {"pkg/work.py": {1, 2}} and tests["tests/test_exit.py"].complete
+    assert tests["tests/test_pool.py"].lines == {"pkg/__init__.py": set()}  # executed, no line: as coverage.py's part
