@@ -29,6 +29,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    pull requests' runs count there too, each first attempt at its merge base (`_at_bases`).
    Before that, ``flaky`` when N fails only in the jobs that also ran a certain other test file and
    F's job ran it (`ci.history.neighbours`: order dependence, which follows the shards' layout).
+   Last, a failure that rules 3-5 call ``new`` is ``broken_on_main`` when other authors' pull
+   requests based at or after a commit C failed N with F, none there passed it, and runs based
+   before C did (`ci.history.pr_base_evidence`: a branch that runs N on a schedule has not yet),
+   unless ``changed`` shows the judged change touched what N runs.
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -57,7 +61,7 @@ headline of a set of results (``3 passed, 1 failed: broken on main since abc1234
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Collection, Sequence
 
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
@@ -67,6 +71,7 @@ from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order,
 from ci.history.model import FlakyScore, Interval
 from ci.history.neighbours import judged_order_dependence
 from ci.history.outages import OUTAGE, outage
+from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
@@ -139,10 +144,11 @@ def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Att
 
 def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str = "",
           git_order: Sequence[str] | None = None, level: float = DEFAULT_LEVEL,
-          as_of: int | None = None) -> list[Verdict]:
+          as_of: int | None = None, changed: Collection[str] = ()) -> list[Verdict]:
     """A `Verdict` for each failure, in the given order (see the module docstring). Without a
     store only rules 1, 2 and 5 can hold. ``as_of``: the id of the judged run's newest report; only
-    reports up to it are read, so the verdict does not change as later history arrives (None: all)."""
+    reports up to it are read, so the verdict does not change as later history arrives (None: all).
+    ``changed``: the paths the judged change touched, when known (`ci.history.pr_base_evidence`)."""
     if store is None:
         return [_without_history(f) for f in failures]
     health = runner_health(store, as_of=as_of) if any(f.infra for f in failures) else {}
@@ -162,6 +168,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             frozenset()
         orders: dict[str, tuple[str, ...]] = {}
         full = ingest_order(store, repo, as_of=as_of) if not git_order else ()
+        bases = PrBases(store, repo, git_order, as_of)
         for i in indexes:
             f = failures[i]
             if not f.infra and (spell := outage(store, f.error, as_of=as_of)) is not None:
@@ -199,6 +206,11 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                                                                      as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
                              (at, placed), learned)
+            if out[i].verdict == NEW and merge_base and (found := bases.broken_since(
+                    tier, f.node, ids.get(f.node), f.sha, merge_base, f.fingerprint, runs, changed)) is not None:
+                out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=found.describe(), since=found.since,
+                                 last_pass=found.last_pass, candidates=found.candidates,
+                                 candidate_count=found.candidate_count)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
