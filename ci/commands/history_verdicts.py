@@ -7,7 +7,9 @@ batch, and a failure main's base does not have is the batch's (`ci.history.merge
 default branch's commit order comes from git (``--git-ref REF``, the default branch in this
 checkout, e.g. ``origin/main``) when given and known, else from the order its commits were
 ingested. ``--base SHA`` is the pull request's merge base (else the one ingested with its reports,
-if any).
+if any). ``--changed-files FILE`` lists the paths the change touched (one a line, as `ci plan`
+reads it): a failure of a test whose code it touched is never read as main's from other pull
+requests' runs (`ci.history.pr_base_evidence`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ci.history.model import MERGE_GROUP, is_sha
 from ci.history.run_results import RunResults, load_pr_run, load_run
 from ci.history.verdict import Verdict, judge, tally
 from ci.limits import whole_number
+from ci.selection.changes import ChangesError, read_changed_files
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_STORE = 0, 2, 3
 PROG = "python -m ci history verdicts"
@@ -45,6 +48,7 @@ def add_parser(sub: Any, add_store_arg: Any) -> None:
     parser.add_argument("--base", default="", help="the pull request's merge base (default: as ingested)")
     parser.add_argument("--git-ref", metavar="REF",
                         help="order the default branch's commits by REF's first-parent history in this checkout")
+    parser.add_argument("--changed-files", metavar="FILE", help="the paths the change touched, one a line")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     add_store_arg(parser)
 
@@ -60,6 +64,11 @@ def run(args: argparse.Namespace, read_history: Callable[..., tuple[Any, int]]) 
     if args.git_ref is not None and (not args.git_ref or args.git_ref.startswith("-")):
         print(f"{PROG}: --git-ref {args.git_ref!r} is not a git ref", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        changed = read_changed_files(args.changed_files) if args.changed_files else []
+    except ChangesError as exc:
+        print(f"{PROG}: --changed-files: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     order = first_parent_order(".", args.git_ref) if args.git_ref else None
     if args.git_ref and order is None:
         print(f"{PROG}: note: git knows no {args.git_ref!r} here; ordering the default branch by ingest order",
@@ -72,7 +81,7 @@ def run(args: argparse.Namespace, read_history: Callable[..., tuple[Any, int]]) 
         except LookupError as exc:
             return str(exc)
         verdicts = judge(store, results.failures, merge_base=args.base or results.base_sha, git_order=order,
-                         as_of=results.report_id)
+                         as_of=results.report_id, changed=changed)
         return results, batch_verdicts(verdicts, results.batch) if MERGE_GROUP in results.events else verdicts
 
     found, status = read_history(args.store, PROG, read)

@@ -29,6 +29,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    pull requests' runs count there too, each first attempt at its merge base (`_at_bases`).
    Before that, ``flaky`` when N fails only in the jobs that also ran a certain other test file and
    F's job ran it (`ci.history.neighbours`: order dependence, which follows the shards' layout).
+   Last, a failure that rules 3-5 call ``new`` is ``broken_on_main`` when other authors' pull
+   requests based at or after a commit C failed N with F, none there passed it, and runs based
+   before C did (`ci.history.pr_base_evidence`: a branch that runs N on a schedule has not yet),
+   unless ``changed`` shows the judged change touched what N runs.
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -57,21 +61,23 @@ headline of a set of results (``3 passed, 1 failed: broken on main since abc1234
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Collection, Sequence
 
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
 from ci.history.errors import SIGNAL, environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
-from ci.history.mainline import MainRun, Streak, fail_streaks, ingest_order, main_order, place, position
+from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
 from ci.history.neighbours import judged_order_dependence
 from ci.history.outages import OUTAGE, outage
+from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
 from ci.history.store import Store
 from ci.history.verdict_queries import based_runs, crashed_elsewhere, has_main_history, held_passes, main_runs, same_commit
+from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance  # noqa: F401
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
                                       by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
 from ci.results.junit import FAILED, Attempt
@@ -138,10 +144,11 @@ def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Att
 
 def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str = "",
           git_order: Sequence[str] | None = None, level: float = DEFAULT_LEVEL,
-          as_of: int | None = None) -> list[Verdict]:
+          as_of: int | None = None, changed: Collection[str] = ()) -> list[Verdict]:
     """A `Verdict` for each failure, in the given order (see the module docstring). Without a
     store only rules 1, 2 and 5 can hold. ``as_of``: the id of the judged run's newest report; only
-    reports up to it are read, so the verdict does not change as later history arrives (None: all)."""
+    reports up to it are read, so the verdict does not change as later history arrives (None: all).
+    ``changed``: the paths the judged change touched, when known (`ci.history.pr_base_evidence`)."""
     if store is None:
         return [_without_history(f) for f in failures]
     health = runner_health(store, as_of=as_of) if any(f.infra for f in failures) else {}
@@ -161,6 +168,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             frozenset()
         orders: dict[str, tuple[str, ...]] = {}
         full = ingest_order(store, repo, as_of=as_of) if not git_order else ()
+        bases = PrBases(store, repo, git_order, as_of)
         for i in indexes:
             f = failures[i]
             if not f.infra and (spell := outage(store, f.error, as_of=as_of)) is not None:
@@ -198,6 +206,11 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                                                                      as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
                              (at, placed), learned)
+            if out[i].verdict == NEW and merge_base and (found := bases.broken_since(
+                    tier, f.node, ids.get(f.node), f.sha, merge_base, f.fingerprint, runs, changed)) is not None:
+                out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=found.describe(), since=found.since,
+                                 last_pass=found.last_pass, candidates=found.candidates,
+                                 candidate_count=found.candidate_count)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -298,19 +311,19 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
     streaks = fail_streaks(runs, order)
-    streak = _breakage(streaks, f, known_flake, flaky_prints, base_at, flaked)
+    streak = breakage(streaks, f.fingerprint, known_flake, flaky_prints, base_at, flaked)
     if streak is not None:
-        return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(streak, f), since=streak.first_fail,
+        return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, broken_text(streak, f.fingerprint), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
                        candidate_count=streak.candidate_count, **base)
     if ((score is not None or learned is not None) and known_flake) or environment:
-        tries, at_base = _failed_runs(f, fails_here, streaks, order, flaky_prints, merge_base, flaked)
+        tries, at_base = failed_runs(f.failures, fails_here, streaks, order, flaky_prints, merge_base, flaked)
         r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
         # no score: everyone's runs' rate, else only one failed run can be the flake
         p = score.score if score is not None else learned.rate if learned is not None and known_flake else 0.0
         chance = flake_chance(p, r, tries)
         if chance < CHANCE and at_base is not None:  # the base failed the same way: main's, not the change's
-            return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, _broken_text(at_base, f), since=at_base.first_fail,
+            return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, broken_text(at_base, f.fingerprint), since=at_base.first_fail,
                            last_pass=at_base.last_pass, fixed_at=at_base.fixed_at, candidates=at_base.candidates,
                            candidate_count=at_base.candidate_count, **base)
         if chance < CHANCE:
@@ -332,73 +345,6 @@ def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
     failed with as flake evidence: this CI's machines and harness are seen to produce them by chance."""
     return frozenset(kind for s in flaky_scores(store, as_of=as_of, unscored=True)
                      for _, text, _ in s.fingerprints if (kind := environment_kind(text)))
-
-
-def _breakage(streaks: list[Streak], f: Failure, known_flake: bool, flaky_prints: set[str],
-              base_at: tuple[int | None, bool], flaked: frozenset[str]) -> Streak | None:
-    """The open streak F belongs to, or the fixed one the merge base lies in (``base_at``: its
-    index in the order and whether it was placed at the tier's last commit before it, `place`)."""
-    if not streaks:
-        return None
-    last = streaks[-1]
-    if last.open and _broke(last, flaky_prints, flaked) and (
-            last.failing_attempts >= 2 or (f.fingerprint in last.fingerprints and not known_flake)):
-        return last
-    at, placed = base_at
-    if at is not None:
-        for streak in streaks:
-            # a placed base is an inference: taken only when main's errors are the code's, not the surroundings'
-            if (not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2
-                    and _broke(streak, flaky_prints, flaked)
-                    and not (placed and all(environment_kind(text) for text in streak.messages))):
-                return streak
-    return None
-
-
-def _failed_runs(f: Failure, stored: list[int], streaks: list[Streak], order: tuple[str, ...],
-                 flaky_prints: set[str], merge_base: str, flaked: frozenset[str]) -> tuple[list[int], Streak | None]:
-    """Failed attempts of each run that failed the test with no pass: the stored runs of its commit,
-    one more when the failure counts attempts no stored run holds (a run not yet ingested), and
-    main's one failed run of the flake at the merge base (the pull request holds that code), which
-    is returned too."""
-    tries = list(stored)
-    if f.failures > sum(tries):
-        tries.append(f.failures - sum(tries))
-    at = position(order, merge_base) if merge_base else None
-    at_base = next((s for s in streaks if at is not None and s.first_index == at and not _broke(s, flaky_prints, flaked)),
-                   None)
-    return tries + ([at_base.failing_attempts] if at_base else []), at_base
-
-
-def flake_chance(p: float, r: float, tries: Sequence[int]) -> float:
-    """P(runs failing ``tries`` attempts each, no pass | a flake of rate ``p`` whose retry after a
-    failure fails with probability ``r``), given the first failure, which is why it is judged: the
-    first run's retries r each, every further run p for its first attempt and r for each retry.
-    Broken code would fail them all: this is the likelihood ratio of flaky to broken."""
-    chance = 1.0
-    for i, attempts in enumerate(tries):
-        chance *= (p if i else 1.0) * r ** max(0, attempts - 1)
-    return chance
-
-
-def _broke(streak: Streak, flaky_prints: set[str], flaked: frozenset[str] = frozenset()) -> bool:
-    """A streak is the code's unless it is one failed run at one commit whose every error is one
-    of the test's known flake signatures, or of an environmental class the history's tests flake
-    with (``flaked``): that is a flake firing once, not a breakage."""
-    single = streak.commits == 1 and streak.runs == 1
-    environmental = all(environment_kind(text) in flaked for text in streak.messages)
-    return not (single and streak.fingerprints and (set(streak.fingerprints) <= flaky_prints or environmental))
-
-
-def _broken_text(s: Streak, f: Failure) -> str:
-    shown = ", ".join(short(c) for c in s.candidates)
-    more = f" and {s.candidate_count - len(s.candidates)} more" if s.candidate_count > len(s.candidates) else ""
-    cands = f"{s.candidate_count} candidate commit{'s' if s.candidate_count != 1 else ''}: {shown}{more}"
-    since = f"broken on main since {short(s.first_fail)}"
-    passed = f", last passed at {short(s.last_pass)}" if s.last_pass else ", never passed there"
-    fixed = f"; fixed on main at {short(s.fixed_at)}: merge the default branch" if s.fixed_at else ""
-    same = "" if not f.fingerprint or f.fingerprint in s.fingerprints else "; main fails with a different error"
-    return f"{since} ({cands}{passed}){fixed}{same}"
 
 
 def _score_text(score: FlakyScore | None) -> str:

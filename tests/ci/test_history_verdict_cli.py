@@ -69,6 +69,8 @@ def test_verdicts_text_and_json(store_location: str, tmp_path: Path, capsys: pyt
     (["--sha", "00000ff", "--tier", "cpu"], "no report of commit 00000ff on tier cpu in the history"),
     (["--pr", "12", "--base", "xyz1234"], "--base 'xyz1234' is not a hexadecimal commit id"),
     (["--pr", "12", "--git-ref=--output=x"], "--git-ref '--output=x' is not a git ref"),
+    (["--pr", "12", "--changed-files", "no/such/changed.txt"],
+     "--changed-files: cannot read changed-files list no/such/changed.txt"),
 ])
 def test_verdicts_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     store = str(tmp_path / "h.sqlite")
@@ -134,3 +136,26 @@ def test_verdicts_asked_later_hold_as_of_the_run(tmp_path: Path, capsys: pytest.
     capsys.readouterr()
     assert ci_main(["history", "verdicts", "--pr", "12", "--store", store]) == 0
     assert "1 broken on main since 0000002," in capsys.readouterr().out.splitlines()[0]
+
+
+def test_changed_files_keep_a_change_that_touched_the_test_its_own(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Main ran test_a once, at 0000000 (a schedule); pull requests of three other authors based at
+    0000003-0000005 failed it with BOOM, two based before passed. Pull request 30 fails it so too:
+    main's, read from those bases, unless its own change touched the test's file."""
+    store = str(tmp_path / "h.sqlite")
+    assert ingest_cli(store, write_report(tmp_path, [Case(FILE, "test_a")]), "0000000", "nightly") == 0
+    for base in range(1, 6):
+        case = BOOM if base >= 3 else Case(FILE, "test_a")
+        assert ingest_cli(store, write_report(tmp_path, [case]), f"{base:05x}ee", "pull_request", "--pr", str(20 + base),
+                          "--author", f"dev{base}", "--base-sha", f"{base:07x}", "--unscored") == 0
+    assert ingest_cli(store, write_report(tmp_path, [BOOM]), "00000dd", "pull_request", "--pr", "30", "--author", "me",
+                      "--base-sha", "0000005", "--unscored") == 0
+    changed = tmp_path / "changed.txt"
+    changed.write_text(f"{FILE}\n", encoding="utf-8")
+    capsys.readouterr()
+    assert ci_main(["history", "verdicts", "--pr", "30", "--store", store]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("1 failed: broken on main since 0000003")
+    assert ci_main(["history", "verdicts", "--pr", "30", "--changed-files", str(changed), "--store", store]) == 0
+    headline = capsys.readouterr().out.splitlines()[0]
+    assert "new" in headline and "broken" not in headline, headline
