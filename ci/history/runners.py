@@ -26,7 +26,8 @@ others' at ``p < ALPHA``. A bad node fails many tests, or one test far more ofte
 does; one test's race fails it on every runner alike, so no runner stands out, and its failure is
 the test's. Before that, a judged run whose tests on the runner failed so at least `AT_ONCE` times
 and at least half of them is out of line by itself: a bad node fails the whole job, where a flaky
-file's race fails a few of its tests.
+file's race fails a few of its tests. `runner_blame` falls back on `pool_wide`: a test failing so
+on every runner, every time, is the pool's (an image or driver change), not a flake.
 """
 
 from __future__ import annotations
@@ -254,7 +255,35 @@ def fisher_greater(failed: int, runs: int, pool_failed: int, pool_runs: int) -> 
 
 def runner_blame(store: Store, repo: str, tier: str, runner: str, sha: str, node_id: int | None, *,
                  as_of: int | None = None) -> str | None:
-    """Why an infra-looking failure of ``node_id`` on ``runner`` is the runner's, or None when it
-    follows the test: `out_of_line`'s record, in words."""
+    """Why an infra-looking failure of ``node_id`` on ``runner`` is the machine's, or None when it
+    follows the test: `out_of_line`'s record in words, else `pool_wide`'s."""
     found = out_of_line(store, repo, tier, runner, sha, node_id, as_of=as_of)
-    return found.describe() if found is not None else None
+    if found is not None:
+        return found.describe()
+    return pool_wide(store, repo, tier, sha, node_id, as_of=as_of)
+
+
+def pool_wide(store: Store, repo: str, tier: str, sha: str, node_id: int | None, *,
+              as_of: int | None = None) -> str | None:
+    """Why ``node_id`` fails on the whole pool, or None: its newest runs of other sources in the
+    window, back to its last pass, all failed with infra-looking errors (at least `ONLY_MIN_FAILED`,
+    from `MIN_SOURCES` pull requests or main commits, on 2 or more runners). A flake passes between
+    its failures; a pool whose image or driver changed under a test fails it everywhere, every time."""
+    if node_id is None:
+        return None
+    where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
+    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
+    rows = store.fetchall(_WINDOW_RUNS.format(repo=where, until=until, window=WINDOW), (*params, tier, *limit))
+    own_prs = {int(pr) for _, _, s, pr, _, _ in rows if s == sha.lower() and pr is not None}
+    streak = []
+    for rid, name, s, pr, node, bad in sorted(rows, key=lambda row: -int(row[0])):
+        if int(node) != node_id or s == sha.lower() or (pr is not None and int(pr) in own_prs):
+            continue
+        if not int(bad):
+            break
+        streak.append((name, ("pr", int(pr)) if pr is not None else ("sha", str(s))))
+    names, sources = {n for n, _ in streak}, {src for _, src in streak}
+    if len(streak) < ONLY_MIN_FAILED or len(sources) < MIN_SOURCES or len(names) < 2:
+        return None
+    return (f"the pool's {len(names)} runners failed it with infra errors in all its {len(streak)} recent runs of "
+            f"other pull requests and main commits, none passing (an image or driver change?)")

@@ -128,6 +128,24 @@ def test_a_bad_runner_failing_one_test_far_above_the_pool_rate_is_named(store_lo
     assert "out of line with the pool: 5 of its 5 recent " in v.detail
 
 
+def test_a_test_failing_so_on_every_runner_of_the_pool_every_time_is_the_pools(store_location: str,
+                                                                              tmp_path: Path) -> None:
+    """An image or driver change under the pool (`ci.history.runners.pool_wide`): test_d's runs of
+    main and other pull requests on three runners all failed with a CUDA error since its last pass.
+    No runner stands out, but no flake fails every time either: infra, the pool's."""
+    cublas = "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmul( ... )`"
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path)
+        job(store, tmp_path, sha(n), "h100-01", {"test_d": cublas})
+        job(store, tmp_path, f"{31:04x}{'d' * 36}", "h100-02", {"test_d": cublas}, event="pull_request", pr=31)
+        job(store, tmp_path, sha(n + 1), "h100-04", {"test_d": cublas})
+        (f,) = pr_failures(store, tmp_path, 32, "h100-05", {"test_d": cublas})
+        (v,) = judge(store, [f])
+    assert (v.verdict, v.infra) == (INFRA, "cuda")
+    assert v.detail.startswith("infra: cuda on runner h100-05, the pool's 3 runners failed it with infra errors in "
+                               "all its 3 recent runs of other pull requests and main commits, none passing")
+
+
 def _node_id(store, node: str) -> int:
     from ci.history.flaky import node_ids
 
