@@ -184,8 +184,8 @@ class OutOfLine:
         if self.at_once:
             return f"{self.failed} of the {self.runs} tests of this run there failed with infra errors at once"
         tests = f" ({self.tests} test{'s' if self.tests != 1 else ''})" if self.unit == TEST_RUNS else ""
-        return (f"out of line with the pool: {self.failed} of its {self.runs} recent {self.unit} failed with infra errors"
-                f"{tests}, against {self.pool_failed} of {self.pool_runs} on the pool's {self.others} other "
+        return (f"out of line with the pool: {self.failed} of its {self.runs} recent {self.unit} failed with infra "
+                f"errors{tests}, against {self.pool_failed} of {self.pool_runs} on the pool's {self.others} other "
                 f"runner{'s' if self.others != 1 else ''} (Fisher p = {self.p:.1g})")
 
 

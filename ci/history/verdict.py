@@ -7,10 +7,12 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    NCCL error, the OOM killer, a lost runner, an exit by signal: `ci.history.errors.infra_kind`;
    never an assertion that quotes such text) and the runner is to blame
    (`ci.history.runners.runner_blame`: most of the run's tests failing so there at once, its rate
-   out of line with the pool's, or N failing so on the whole pool every time); else the error follows the test and rules 2-5 judge F. Named with the
-   runner's record. Also ``infra`` (``runner-only``), whatever the error: N fails on F's runner
-   only, in runs of other pull requests or main commits too, while the pool's other runners pass it since (`ci.history.runners.runner_only`: an image or driver update).
-   So is a remote service's `ci.history.outages.outage`; a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
+   out of line with the pool's, or N failing so on the whole pool every time); else the error
+   follows the test and rules 2-5 judge F. Named with the runner's record. Also ``infra``
+   (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
+   requests or main commits too, while the pool's other runners pass it since
+   (`ci.history.runners.runner_only`: an image or driver update). So is a remote service's
+   `ci.history.outages.outage`; a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
