@@ -12,11 +12,28 @@ runs of at least `ONLY_MIN_SOURCES` other pull requests or main commits than the
 while since the first of them it passed on other runners at least `ONLY_MIN_PASSES` times and
 failed on none. Code fails on every machine; one machine failing what the others pass is that
 machine (an image or driver update), whatever its error says.
+
+`out_of_line(store, ...)` asks whether an infrastructural-looking failure (`cases.infra`) is the
+runner's: over the newest `WINDOW` reports of the tier (every event: main runs twice a day in some
+CIs, so pull requests' runs are most of the evidence), each test run on the runner counts once,
+failed with an infra-looking error or not, against the same count on the pool's other runners;
+and so each job (report), and each run of the judged test alone (`UNITS`: a node failing every
+test, one test per job, or one test). The runner is out of line when, in any, at least
+`MIN_FAILED` of its units failed so, in runs of at least `MIN_SOURCES` pull requests or main
+commits (the judged run counts as one: one pull request's JUnit never blames a machine alone), and
+a one-sided Fisher exact test, its p multiplied by the three questions, puts its rate above the
+others' at ``p < ALPHA``. A bad node fails many tests, or one test far more often than the pool
+does; one test's race fails it on every runner alike, so no runner stands out, and its failure is
+the test's. Before that, a judged run whose tests on the runner failed so at least `AT_ONCE` times
+and at least half of them is out of line by itself: a bad node fails the whole job, where a flaky
+file's race fails a few of its tests. `runner_blame` falls back on `pool_wide`: a test failing so
+on every runner, every time, is the pool's (an image or driver change), not a flake.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import comb
 
 from ci.history.store import Store
 
@@ -26,6 +43,17 @@ ONLY_MIN_FAILED = 3
 ONLY_MIN_SOURCES = 2
 ONLY_MIN_PASSES = 2
 _ONLY_LOOKBACK = 400  # reports of the test read, newest first: a runner's trouble is recent
+WINDOW = 40  # reports of the tier read back from the judged one: a bad machine is a spell, not a history
+MIN_FAILED = 2
+MIN_SOURCES = 2
+# Asked only of a failure whose text already names a machine-level cause, over a small window: at
+# 0.01 a bad node that fails one test in half its jobs is named after a handful of them, and about
+# one infra-looking flake in a hundred may be blamed on a runner by chance (gen7 seed 1: 0.001
+# and 0.01 differed in one answer of 2,082).
+ALPHA = 0.01
+TEST_RUNS, JOBS, RUNS_OF_TEST = "test runs", "jobs", "runs of this test"
+UNITS = (TEST_RUNS, JOBS, RUNS_OF_TEST)  # a node failing every test, one test per job, or one test
+AT_ONCE = 3  # and at least half the tests of the judged run on the runner: a bad node fails its whole job
 
 
 @dataclass(frozen=True)
@@ -130,3 +158,132 @@ def runner_only(store: Store, repo: str, tier: str, node_id: int | None, runner:
     if any(f and not p for p, f in elsewhere) or sum(1 for p, _ in elsewhere if p) < ONLY_MIN_PASSES:
         return None
     return RunnerOnly(runner, first[1], failed, len(sources), sum(1 for p, _ in elsewhere if p))
+
+
+@dataclass(frozen=True)
+class OutOfLine:
+    """``runner``'s units in the window (``unit``, one of `UNITS`): ``failed`` of ``runs`` failed with
+    an infra-looking error (``tests`` distinct tests, in runs of ``sources`` pull requests and main
+    commits), against ``pool_failed`` of ``pool_runs`` on ``others`` other runners; ``p`` the
+    one-sided Fisher test's, times the number of units asked. ``at_once``: the judged run alone."""
+
+    runner: str
+    unit: str
+    failed: int
+    runs: int
+    tests: int
+    sources: int
+    pool_failed: int
+    pool_runs: int
+    others: int
+    p: float
+    at_once: bool = False
+
+    def describe(self) -> str:
+        """``out of line with the pool: 9 of its 12 recent test runs failed with infra errors (4 tests), ...``"""
+        if self.at_once:
+            return f"{self.failed} of the {self.runs} tests of this run there failed with infra errors at once"
+        tests = f" ({self.tests} test{'s' if self.tests != 1 else ''})" if self.unit == TEST_RUNS else ""
+        return (f"out of line with the pool: {self.failed} of its {self.runs} recent {self.unit} failed with infra "
+                f"errors{tests}, against {self.pool_failed} of {self.pool_runs} on the pool's {self.others} other "
+                f"runner{'s' if self.others != 1 else ''} (Fisher p = {self.p:.1g})")
+
+
+_WINDOW_RUNS = """SELECT r.id, r.runner, r.sha, r.pr, c.node_id, MAX(CASE WHEN c.infra <> '' THEN 1 ELSE 0 END)
+    FROM reports r JOIN cases c ON c.report_id = r.id
+    WHERE c.kind <> 'skip' AND r.id IN (SELECT r.id FROM reports r WHERE {repo}r.tier = ?{until}
+    ORDER BY r.id DESC LIMIT {window}) GROUP BY r.id, r.runner, r.sha, r.pr, c.node_id"""
+
+
+def out_of_line(store: Store, repo: str, tier: str, runner: str, sha: str, node_id: int | None = None, *,
+                as_of: int | None = None) -> OutOfLine | None:
+    """The `OutOfLine` record of ``runner`` on ``tier`` if its infra-looking failures stand out from
+    the pool's (see the module docstring), judged for a failure of ``node_id`` in a run at ``sha``:
+    by each of `UNITS`, each p multiplied by their number;
+    None when no runner is named, no other runner is in the window, or nothing is out of line."""
+    if not runner:
+        return None
+    where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
+    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
+    rows = store.fetchall(_WINDOW_RUNS.format(repo=where, until=until, window=WINDOW), (*params, tier, *limit))
+    own_prs = {int(pr) for _, _, s, pr, _, _ in rows if s == sha.lower() and pr is not None}
+    source = {rid: "own" if s == sha.lower() or (pr is not None and int(pr) in own_prs) else
+              (("pr", int(pr)) if pr is not None else ("sha", str(s))) for rid, _, s, pr, _, _ in rows}
+    others = len({name for _, name, *_ in rows if name != runner})
+    own = [int(bad) for rid, name, *_, bad in rows if name == runner and source[rid] == "own"]
+    if sum(own) >= AT_ONCE and 2 * sum(own) >= len(own):  # most of this run's tests there: the machine
+        return OutOfLine(runner, TEST_RUNS, sum(own), len(own), sum(own), 1, 0, 0, others, 0.0, at_once=True)
+    found = []
+    for unit in UNITS:
+        mine, pool = _units(rows, unit, runner, node_id)
+        failed = [(rid, node) for rid, node, bad in mine if bad]
+        sources = {source[rid] for rid, _ in failed}
+        if not pool or len(failed) < MIN_FAILED or len(sources) < MIN_SOURCES:
+            continue
+        p = min(1.0, len(UNITS) * fisher_greater(len(failed), len(mine), sum(pool), len(pool)))
+        if p < ALPHA:
+            found.append(OutOfLine(runner, unit, len(failed), len(mine), len({node for _, node in failed}),
+                                   len(sources), sum(pool), len(pool), others, p))
+    return min(found, key=lambda o: o.p, default=None)
+
+
+def _units(rows: list[tuple], unit: str, runner: str, node_id: int | None) -> tuple[list[tuple[int, int, int]],
+                                                                                 list[int]]:
+    """(the runner's (report id, node id, failed) units, the other runners' failed flags) of the
+    window's (report, runner, sha, pr, node, failed) rows, counted by ``unit`` (`UNITS`)."""
+    if unit == TEST_RUNS or unit == RUNS_OF_TEST:
+        kept = [(int(rid), name, int(node), int(bad)) for rid, name, _, _, node, bad in rows
+                if unit == TEST_RUNS or (node_id is not None and int(node) == node_id)]
+    else:  # a job fails when any of its tests failed so; named by its first failed test
+        jobs: dict[int, tuple[str, int, int]] = {}
+        for rid, name, _, _, node, bad in rows:
+            held = jobs.get(int(rid))
+            if held is None or (int(bad) and not held[2]):
+                jobs[int(rid)] = (name, int(node), int(bad))
+        kept = [(rid, name, node, bad) for rid, (name, node, bad) in jobs.items()]
+    return ([(rid, node, bad) for rid, name, node, bad in kept if name == runner],
+            [bad for _, name, _, bad in kept if name != runner])
+
+
+def fisher_greater(failed: int, runs: int, pool_failed: int, pool_runs: int) -> float:
+    """One-sided Fisher exact p: the chance, were every run alike, that ``runs`` runs drawn from
+    all ``runs + pool_runs`` hold ``failed`` or more of the ``failed + pool_failed`` failures."""
+    total, bad = runs + pool_runs, failed + pool_failed
+    tail = sum(comb(bad, k) * comb(total - bad, runs - k) for k in range(failed, min(bad, runs) + 1))
+    return tail / comb(total, runs)
+
+
+def runner_blame(store: Store, repo: str, tier: str, runner: str, sha: str, node_id: int | None, *,
+                 as_of: int | None = None) -> str | None:
+    """Why an infra-looking failure of ``node_id`` on ``runner`` is the machine's, or None when it
+    follows the test: `out_of_line`'s record in words, else `pool_wide`'s."""
+    found = out_of_line(store, repo, tier, runner, sha, node_id, as_of=as_of)
+    if found is not None:
+        return found.describe()
+    return pool_wide(store, repo, tier, sha, node_id, as_of=as_of)
+
+
+def pool_wide(store: Store, repo: str, tier: str, sha: str, node_id: int | None, *,
+              as_of: int | None = None) -> str | None:
+    """Why ``node_id`` fails on the whole pool, or None: its newest runs of other sources in the
+    window, back to its last pass, all failed with infra-looking errors (at least `ONLY_MIN_FAILED`,
+    from `MIN_SOURCES` pull requests or main commits, on 2 or more runners). A flake passes between
+    its failures; a pool whose image or driver changed under a test fails it everywhere, every time."""
+    if node_id is None:
+        return None
+    where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
+    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
+    rows = store.fetchall(_WINDOW_RUNS.format(repo=where, until=until, window=WINDOW), (*params, tier, *limit))
+    own_prs = {int(pr) for _, _, s, pr, _, _ in rows if s == sha.lower() and pr is not None}
+    streak = []
+    for rid, name, s, pr, node, bad in sorted(rows, key=lambda row: -int(row[0])):
+        if int(node) != node_id or s == sha.lower() or (pr is not None and int(pr) in own_prs):
+            continue
+        if not int(bad):
+            break
+        streak.append((name, ("pr", int(pr)) if pr is not None else ("sha", str(s))))
+    names, sources = {n for n, _ in streak}, {src for _, src in streak}
+    if len(streak) < ONLY_MIN_FAILED or len(sources) < MIN_SOURCES or len(names) < 2:
+        return None
+    return (f"the pool's {len(names)} runners failed it with infra errors in all its {len(streak)} recent runs of "
+            f"other pull requests and main commits, none passing (an image or driver change?)")

@@ -5,11 +5,14 @@ test N on tier T at commit S, the first of these that holds is its verdict:
 
 1. ``infra``: the failure's own exception line names a runner-level cause (no CUDA device, a CUDA or
    NCCL error, the OOM killer, a lost runner, an exit by signal: `ci.history.errors.infra_kind`;
-   never an assertion that quotes such text). Attributed to the runner, with the runner's record
-   (`ci.history.runners`): a bad machine shows as one. Also ``infra`` (``runner-only``), whatever the
-   error: N fails on F's runner only, in runs of other pull requests or main commits too, while the
-   pool's other runners pass it since (`ci.history.runners.runner_only`: an image or driver update).
-   So is a remote service's `ci.history.outages.outage`; a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
+   never an assertion that quotes such text) and the runner is to blame
+   (`ci.history.runners.runner_blame`: most of the run's tests failing so there at once, its rate
+   out of line with the pool's, or N failing so on the whole pool every time); else the error
+   follows the test and rules 2-5 judge F. Named with the runner's record. Also ``infra``
+   (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
+   requests or main commits too, while the pool's other runners pass it since
+   (`ci.history.runners.runner_only`: an image or driver update). So is a remote service's
+   `ci.history.outages.outage`; a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
@@ -65,7 +68,7 @@ from typing import Collection, Sequence
 
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
-from ci.history.errors import SIGNAL, environment_kind, error_line, infra_kind, is_generic
+from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
@@ -74,7 +77,7 @@ from ci.history.outages import OUTAGE, outage
 from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
-from ci.history.runners import RunnerHealth, RunnerOnly, runner_health, runner_only
+from ci.history.runners import RunnerHealth, RunnerOnly, runner_blame, runner_health, runner_only
 from ci.history.store import Store
 from ci.history.verdict_queries import based_runs, crashed_elsewhere, has_main_history, held_passes, main_runs, same_commit
 from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance  # noqa: F401
@@ -171,6 +174,13 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         bases = PrBases(store, repo, git_order, as_of)
         for i in indexes:
             f = failures[i]
+            why = runner_blame(store, repo, tier, f.runner, f.sha, ids.get(f.node),
+                               as_of=as_of) if f.infra not in ("", SIGNAL, LOST_RUNNER) else ""
+            if why is None:
+                f = replace(f, infra="")  # an infra-looking error that follows the test, not the machine
+            elif why:
+                out[i] = _infra(f, health, why)
+                continue
             if not f.infra and (spell := outage(store, f.error, as_of=as_of)) is not None:
                 out[i] = replace(_infra(replace(f, infra=OUTAGE), {}), detail=f"infra: {spell.describe()}")
                 continue
@@ -240,9 +250,9 @@ def _without_history(f: Failure) -> Verdict:
     return Verdict(f.node, f.tier, f.sha, NEW, NO_HISTORY, f.error, f.fingerprint, f.runner)
 
 
-def _infra(f: Failure, health: dict[str, RunnerHealth]) -> Verdict:
+def _infra(f: Failure, health: dict[str, RunnerHealth], why: str = "") -> Verdict:
     record = health.get(f.runner)
-    where = f" on runner {f.runner}" if f.runner else " (runner unknown)"
+    where = (f" on runner {f.runner}" if f.runner else " (runner unknown)") + (f", {why}" if why else "")
     detail = f"infra: {f.infra}{where}"
     if record is not None and record.infra_reports:
         detail += f"; {record.describe()}"

@@ -6,7 +6,9 @@ of the default branch, each with three reports on tier gpu_h100, shards 0 and 1 
 - shard 1, `LONG_B`: a CUDA error at c1, c3, c5, c7 and c8; passes between. `LONG_A` and `LONG_B`
   share their first 60 characters. Also `HOSTILE_FILE`, whose test is named `HOSTILE_TEST`: it
   fails at c8 only, with `HOSTILE_ERROR` (markup, Markdown, a long line): a real failure.
-- shard 2, ``tests/test_ok.py``: passes, except an NCCL error (infra) at c3.
+- shard 2, ``tests/test_ok.py``: passes, except an NCCL error (infra) at c3; and `OK_MORE` more
+  tests of that file that pass, so ``h100-03``'s 10 failed test runs of 27 stand out from
+  ``h100-01``'s 1 of 81 (`ci.history.runners.out_of_line`).
 
 So ``h100-03`` has infra failures in 10 of its 18 reports (a bad machine by `ci.history.runners`'
 rule) and ``h100-01`` in 1 of 9 (not); failing now: `LONG_A` and `LONG_B` (infra) and
@@ -36,6 +38,7 @@ CUDA = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
 NCCL = "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"
 BAD, GOOD = "h100-03", "h100-01"
 FILES = [LONG_A, LONG_B, HOSTILE_FILE, "tests/test_ok.py"]
+OK_MORE = 8  # more passing tests on h100-01: enough test runs for h100-03 to be out of line with it
 
 REGISTRY = "version: 1\ntiers:\n" + (
     "  gpu_h100: {description: h100, runner_labels: [gpu-h100], gpu_count: 1, arch: sm_90}\n"
@@ -57,7 +60,8 @@ def _shards(commit: int) -> list[tuple[str, str, list[Case]]]:
     return [("0", BAD, [_case(LONG_A, CUDA if commit % 2 == 0 else "")]),
             ("1", BAD, [_case(LONG_B, CUDA if commit % 2 or commit == 8 else ""),
                         _case(HOSTILE_FILE, HOSTILE_ERROR if commit == 8 else "", HOSTILE_TEST)]),
-            ("2", GOOD, [_case("tests/test_ok.py", NCCL if commit == 3 else "")])]
+            ("2", GOOD, [_case("tests/test_ok.py", NCCL if commit == 3 else "")]
+             + [_case("tests/test_ok.py", "", f"test_{i}") for i in range(OK_MORE)])]
 
 
 def build_history(store_location: str, directory: Path) -> None:

@@ -46,7 +46,9 @@ def test_infra_failures_are_their_own_status_and_stay_failing(store: tuple[str, 
                                                                                          ("failing", 7, 2)]
     latest = rows[LONG_A].failures[-1]
     assert (latest.infra, latest.runner) == ("cuda", BAD)
-    assert latest.verdict == f"infra: cuda on runner {BAD}; {BAD_TEXT}"  # the verdict names the runner now
+    assert latest.verdict == (f"infra: cuda on runner {BAD}, out of line with the pool: 10 of its 27 recent test runs "
+                              f"failed with infra errors (2 tests), against 1 of 81 on the pool's 1 other runner "
+                              f"(Fisher p = 6e-06); {BAD_TEXT}")  # the verdict names the runner, and why
     assert (rows[HOSTILE_FILE].failures[-1].infra, rows[HOSTILE_FILE].failures[-1].message) == ("", HOSTILE_ERROR)
 
 
