@@ -263,6 +263,28 @@ def runner_blame(store: Store, repo: str, tier: str, runner: str, sha: str, node
     return pool_wide(store, repo, tier, sha, node_id, as_of=as_of)
 
 
+_TEST_INFRA = """SELECT r.runner, r.sha, r.pr, c.infra FROM reports r JOIN cases c ON c.report_id = r.id
+    WHERE {repo}r.tier = ? AND c.node_id = ?{until} ORDER BY r.id DESC LIMIT {limit}"""
+
+
+def failed_so_elsewhere(store: Store, repo: str, tier: str, node_id: int | None, kind: str, runner: str, sha: str, *,
+                        as_of: int | None = None) -> int:
+    """How many of the test's newest `_ONLY_LOOKBACK` runs on other runners than ``runner``, from
+    other pull requests or main commits than ``sha``'s, failed with the infra-looking ``kind``.
+    None of them, and no runner out of line: the error follows neither the machine nor the test
+    (a fabric or network hiccup on a random test), and stays infra; one or more: it follows the
+    test (its own race), and is judged as the test's failure."""
+    if node_id is None:
+        return 0
+    where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
+    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
+    rows = store.fetchall(_TEST_INFRA.format(repo=where, until=until, limit=_ONLY_LOOKBACK),
+                          (*params, tier, node_id, *limit))
+    own_prs = {int(pr) for _, s, pr, _ in rows if s == sha.lower() and pr is not None}
+    return sum(1 for name, s, pr, infra in rows if infra == kind and name != runner and s != sha.lower()
+               and (pr is None or int(pr) not in own_prs))
+
+
 def pool_wide(store: Store, repo: str, tier: str, sha: str, node_id: int | None, *,
               as_of: int | None = None) -> str | None:
     """Why ``node_id`` fails on the whole pool, or None: its newest runs of other sources in the

@@ -7,8 +7,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    NCCL error, the OOM killer, a lost runner, an exit by signal: `ci.history.errors.infra_kind`;
    never an assertion that quotes such text) and the runner is to blame
    (`ci.history.runners.runner_blame`: most of the run's tests failing so there at once, its rate
-   out of line with the pool's, or N failing so on the whole pool every time); else the error
-   follows the test and rules 2-5 judge F. Named with the runner's record. Also ``infra``
+   out of line with the pool's, or N failing so on the whole pool every time); also ``infra``
+   (`HICCUP`) when no runner is to blame and N never failed so on another runner in other runs
+   (`ci.history.runners.failed_so_elsewhere`): the error follows neither; else it follows the
+   test and rules 2-5 judge F. Named with the runner's record. Also ``infra``
    (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
    requests or main commits too, while the pool's other runners pass it since
    (`ci.history.runners.runner_only`: an image or driver update). So is a remote service's
@@ -77,7 +79,8 @@ from ci.history.outages import OUTAGE, outage
 from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
-from ci.history.runners import RunnerHealth, RunnerOnly, runner_blame, runner_health, runner_only
+from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, runner_blame, runner_health,
+                                 runner_only)
 from ci.history.store import Store
 from ci.history.verdict_queries import based_runs, crashed_elsewhere, has_main_history, held_passes, main_runs, same_commit
 from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance  # noqa: F401
@@ -88,6 +91,8 @@ from ci.results.junit import FAILED, Attempt
 MIN_TRIALS = 5
 CHANCE = 0.05
 MANY_CRASHES = 3  # tests of one run killed by a signal at once: the machine, not one change's bug
+HICCUP = ("not the runner's (in line with the pool) nor the test's (it never failed so on another runner): "
+          "a hiccup; rerun it")
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,10 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             f = failures[i]
             why = runner_blame(store, repo, tier, f.runner, f.sha, ids.get(f.node),
                                as_of=as_of) if f.infra not in ("", SIGNAL, LOST_RUNNER) else ""
+            if why is None and not failed_so_elsewhere(store, repo, tier, ids.get(f.node), f.infra, f.runner, f.sha,
+                                                       as_of=as_of):
+                out[i] = _infra(f, health, HICCUP)
+                continue
             if why is None:
                 f = replace(f, infra="")  # an infra-looking error that follows the test, not the machine
             elif why:

@@ -18,8 +18,7 @@ where something failed. Tests:
 - ``test_server_launch``: on gpu_b200, a rare flake (p = 0.04) that reads ``Server process exited
   with code 1`` and from `GENERIC_BREAK_AT` a breakage with that same generic line;
 - infra: runner ``h100-03`` puts a CUDA, NCCL or OOM-kill failure (both attempts) on a random
-  test in half its runs; the other runners in 2 % of theirs, labelled as the test's (``flaky``, or
-  the real failure it hides): no runner is out of line there (`ci.history.runners.out_of_line`);
+  test in half its runs; the other runners in 2 % of theirs;
 - pull requests break a random stable test a third of the time (``logits differ``), sometimes
   ``test_log_filter`` with an assertion that quotes ``NCCL error`` (never infra).
 
@@ -120,9 +119,7 @@ class Replay:
         if rng.random() < (0.5 if runner == BAD_RUNNER else 0.02):
             victim = rng.choice(sorted(out))
             msg = rng.choice(INFRA_MESSAGES)
-            # a good runner's rare hiccup is no runner's (none is out of line): the test's, as a flake
-            cause = INFRA if runner == BAD_RUNNER else (out[victim].cause or FLAKY)
-            out[victim] = Outcome([msg, msg], cause)
+            out[victim] = Outcome([msg, msg], INFRA)
         return out
 
     def cases(self, outcomes: dict[str, Outcome]) -> list[Case]:
