@@ -285,3 +285,17 @@ def test_a_long_module_body_is_measured_by_instruction_not_line(tmp_path: Path) 
     by_instruction, same = proc.stdout.split()
     assert by_instruction == "True"  # the far module by INSTRUCTION, the two-line one by LINE
     assert same == "True"  # every line of the dict but its closing brace (no instruction there)
+
+
+def test_an_observed_pytest_process_never_imports_slipcovers_core(tmp_path: Path) -> None:
+    # the start-up hook asked slipcover's core whether it runs before resolving the core: a dozen
+    # modules imported for nothing in every observed 3.12+ pytest process
+    files = {"pkg/__init__.py": "", "pkg/work.py": WORK,
+             "tests/test_a.py": "import sys\n\n\ndef test_a():\n    assert 'ci.observe.child' in sys.modules  # the hook ran\n"
+                                "    assert 'ci.observe.slipcover_core' not in sys.modules\n"}
+    write_project(tmp_path / "project", files)
+    proc = subprocess.run([str(PY312), "-m", "ci", "observe", "--out", str(tmp_path / "facts.json"), "--", str(PY312),
+                           "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "tests/test_a.py"],
+                          cwd=tmp_path / "project", env=clean_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert list(json.loads((tmp_path / "facts.json").read_text())["tests"]) == ["tests/test_a.py"]
