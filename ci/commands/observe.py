@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
+from ci.observe.bytecode import cache_checked, loaded_sources
 from ci.observe.observed import META, collect, observed_env, prepare
 from ci.registry import RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, find_repo_root
@@ -96,6 +97,8 @@ def _run(command: list[str], out: str, tier: str | None, by_test: bool) -> int:
         except OSError as exc:  # not found, not executable
             return _fail(f"cannot run {command[0]!r}: {exc.strerror or exc}")
         written = _write(parts, out)
+        # the next observation loads this process's modules where nothing writes bytecode
+        cache_checked(loaded_sources(__name__.split(".")[0]))
         status = 128 - status if status < 0 else status
         return status if status or not written else written
     finally:
