@@ -119,6 +119,17 @@ def _far_lines(code: CodeType) -> dict[int, int] | None:
             if code_bytes[offset] not in _NO_LINE_EVENT}
 
 
+def _numbers(mask: int) -> list[int]:
+    """The line numbers of a bit mask (bit n: line n), by ``str.find`` over its binary digits:
+    one Python step per line, not per digit (a mask's top bit is its code object's last line)."""
+    digits, found = bin(mask)[:1:-1], []  # lowest bit first
+    at = digits.find("1")
+    while at >= 0:
+        found.append(at)
+        at = digits.find("1", at + 1)
+    return found
+
+
 def available() -> bool:
     """True when this core can run here (`unavailable_reason` is None)."""
     return unavailable_reason() is None
@@ -274,9 +285,7 @@ class SysmonLines:
         for context, lines in list(self._visits):
             mine = found.setdefault(context, {})
             for key, mask in list(lines.items()):
-                bits = bin(mask)[:1:-1]  # bit n, line n: lowest first
-                mine.setdefault(paths[key[0]], set()).update(  # type: ignore[arg-type]
-                    n for n, bit in enumerate(bits) if bit == "1")
+                mine.setdefault(paths[key[0]], set()).update(_numbers(mask))  # type: ignore[arg-type]
         return found
 
     def save(self) -> None:
