@@ -220,20 +220,20 @@ def _start_session() -> None:
     the measurement when the recording starts, `take_session`): a plugin that a ``-p`` option
     loads before the recorder's registers, and runs its ``pytest_addoption``, before any hook
     of the recorder can start measuring. The repository is the working directory, where a
-    recording runs; the context is the session's ("")."""
-    from ci.observe import slipcover_core
-
-    if not slipcover_core.available():
-        return
+    recording runs; the context is the session's (""). The core is resolved first: on 3.12+
+    it is the sysmon core, and slipcover's (a dozen modules) is never imported."""
     try:
-        options = record_options()
+        options = record_options()  # on 3.12+ resolved to sysmon before slipcover's core is asked
     except ValueError:
         return  # the recorder refuses it with the reason
-    if options.lines and options.core == "slipcover":
-        lines = slipcover_core.SlipcoverLines(RepoFiles(os.environ.get(ROOT_ENV) or os.getcwd()), None)
-        lines.start(live_functions=False)
-        _session.append(lines)
-        _leave_unrewritten("slipcover")
+    if not options.lines or options.core != "slipcover":
+        return
+    from ci.observe import slipcover_core
+
+    lines = slipcover_core.SlipcoverLines(RepoFiles(os.environ.get(ROOT_ENV) or os.getcwd()), None)
+    lines.start(live_functions=False)
+    _session.append(lines)
+    _leave_unrewritten("slipcover")
 
 
 def _leave_unrewritten(name: str) -> None:

@@ -50,6 +50,7 @@ from ci.observe.facts import PytestFacts
 from ci.observe.files import (OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog,
                               Rearm, RepoFiles, collect_context, fixture_context)
 from ci.observe import child, clock, startup, worktree
+from ci.observe.bytecode import cache_checked, loaded_sources
 from ci.observe.child_config import write_child_config
 from ci.observe.forked import ForkedCopy, watch_forks
 from ci.observe.live import guard_kills
@@ -58,6 +59,7 @@ from ci.observe.probe_cache import probe_folder
 from ci.observe.startup import CHILD_CORE_ENV
 from ci.selection.depmap_format import dump_depmap
 
+_PACKAGE = __name__.split(".")[0]  # the recorder's own package (`ci`)
 SETTLE_SECONDS = 0.1  # how soon a probe that fired stops firing in its test file (besides after each test)
 SLIPCOVER_PART = "clines.slipcover"  # the slipcover core's lines: `SlipcoverLines.save` adds ".<pid>.<random>.jsonl"
 
@@ -248,6 +250,7 @@ class DepmapRecorder:
             self.opened.start()
         self.copy: ForkedCopy | None = None  # this process is a fork of the recording's: `forked`
         self.finished = False
+        self.own_sources = set(loaded_sources(_PACKAGE))  # the recorder's modules, before any test's
         watch_forks(self)
         if os.environ.get(OBSERVE_ENV):  # `ci observe`: this pytest's xdist workers record themselves
             os.environ[OBSERVED_PYTEST_ENV] = "1"
@@ -344,11 +347,16 @@ class DepmapRecorder:
         self._switch("")
         self.opened.stop()
         self.cov.stop()
+        finishing = set(loaded_sources(_PACKAGE))
         self.cov.save()
         parts = {"items": self.items, "done": self.done, "ran": self.ran, "facts": self.facts.files}
         (self.parts / f"items.{os.getpid()}.json").write_text(json.dumps(parts), encoding="utf-8")
         if self.owner:
             self._write_map(session.config.pluginmanager.get_plugin("terminalreporter"))
+        # after the map: where nothing writes bytecode (PYTHONDONTWRITEBYTECODE, a checkout on
+        # PYTHONPATH), the next recording loads the recorder's modules instead of compiling them;
+        # a test's own imports of the package are left alone (`ci.observe.bytecode`)
+        cache_checked(sorted(self.own_sources | (set(loaded_sources(_PACKAGE)) - finishing)))
 
     def _write_map(self, reporter) -> None:
         from ci.observe.merge import build_map  # deferred: only the owner merges

@@ -118,6 +118,17 @@ def _far_lines(code: CodeType) -> dict[int, int] | None:
             if code_bytes[offset] not in _NO_LINE_EVENT}
 
 
+def _numbers(mask: int) -> list[int]:
+    """The line numbers of a bit mask (bit n: line n), by ``str.find`` over its binary digits:
+    one Python step per line, not per digit (a mask's top bit is its code object's last line)."""
+    digits, found = bin(mask)[:1:-1], []  # lowest bit first
+    at = digits.find("1")
+    while at >= 0:
+        found.append(at)
+        at = digits.find("1", at + 1)
+    return found
+
+
 def available() -> bool:
     """True when this core can run here (`unavailable_reason` is None)."""
     return unavailable_reason() is None
@@ -134,9 +145,11 @@ class SysmonLines:
         # the measured code objects by `_Key`: not by id(), which is an audit event ("builtins.id")
         # that calls every audit hook, the recorder's own among them, once per line
         self._codes: dict[_Key, list[CodeType]] = {}
-        # (context, {key: lines}) per visit of a context; a late line of another thread lands in
-        # its visit's dict, never lost
-        self._visits: list[tuple[str, dict[_Key, set[int]]]] = [("", {})]
+        # (context, {key: lines}) per visit of a context, the lines as a bit mask (bit n: line n):
+        # an int, unlike a set, is no container, so the garbage collector stops walking a visit's
+        # dict once its keys are untracked (a set per code object and visit cost rich's full
+        # collections 28 %); a late line of another thread lands in its visit's dict, never lost
+        self._visits: list[tuple[str, dict[_Key, int]]] = [("", {})]
         self._stopped: set[_Key] = set()  # keys of code objects with lines stopped since the last re-arm
         # code objects measured by INSTRUCTION, with their offset -> line (`_far_lines`)
         self._far: dict[_Key, list[tuple[CodeType, dict[int, int]]]] = {}
@@ -175,11 +188,7 @@ class SysmonLines:
         def line(code: CodeType, number: int) -> object:
             lines = visits[-1][1]
             key = (code.co_filename, code.co_firstlineno, code.co_name)  # `_Key`
-            found = lines.get(key)
-            if found is None:
-                lines[key] = {number}
-            else:
-                found.add(number)
+            lines[key] = lines.get(key, 0) | 1 << number
             return disable
 
         def instruction(code: CodeType, offset: int) -> object:
@@ -188,7 +197,8 @@ class SysmonLines:
                 if known is code:
                     number = line_at.get(offset)
                     if number is not None:
-                        visits[-1][1].setdefault(key, set()).add(number)
+                        lines = visits[-1][1]
+                        lines[key] = lines.get(key, 0) | 1 << number
                     break
             return disable
 
@@ -210,8 +220,10 @@ class SysmonLines:
         Python) to the current context, where its file is measured."""
         name = code.co_filename
         if self._path_of(name) is not None:
-            lines = self._visits[-1][1].setdefault((name, code.co_firstlineno, code.co_name), set())
-            lines.update(line for _, _, line in code.co_lines() if line)
+            lines, key = self._visits[-1][1], (name, code.co_firstlineno, code.co_name)
+            for _, _, line in code.co_lines():
+                if line:
+                    lines[key] = lines.get(key, 0) | 1 << line
 
     def _path_of(self, name: str) -> str | None:
         """The real path of the file a code object's ``co_filename`` names when it is measured
@@ -271,8 +283,8 @@ class SysmonLines:
         paths = self._paths
         for context, lines in list(self._visits):
             mine = found.setdefault(context, {})
-            for key, numbers in list(lines.items()):
-                mine.setdefault(paths[key[0]], set()).update(numbers)  # type: ignore[arg-type]
+            for key, mask in list(lines.items()):
+                mine.setdefault(paths[key[0]], set()).update(_numbers(mask))  # type: ignore[arg-type]
         return found
 
     def save(self) -> None:

@@ -19,7 +19,8 @@ import pytest
 from ci.observe import slipcover_core
 from ci.observe.bytecode import MARK_NAME, cache_checked, loaded_sources
 
-from tests.ci.depmap_child_support import REPO, child_argv, child_env, project, recorded_lines
+from tests.ci.depmap_child_support import REPO, WORK, child_argv, child_env, project, recorded_lines
+from tests.ci.depmap_support import clean_env, write_project
 
 pytestmark = pytest.mark.skipif(not slipcover_core.available(), reason="slipcover is not installed")
 
@@ -146,8 +147,6 @@ def test_loaded_sources_are_the_packages_own_python_files_only(monkeypatch) -> N
 def test_the_observer_caches_its_own_modules_for_the_next_observe(tmp_path: Path) -> None:
     # where nothing writes bytecode, each `ci observe` compiled its command and the registry's
     # parser again (0.18 s of CPU against 0.13 s): it now leaves them as checked-hash .pyc
-    from tests.ci.depmap_support import clean_env, write_project
-
     root = tmp_path / "repo"
     write_project(root, {"pkg/__init__.py": "", "pkg/work.py": WORK_SOURCE,
                          "tests/test_x.py": "from pkg.work import work\n\n\ndef test_x():\n    assert work(3) == 3\n"})
@@ -174,3 +173,40 @@ def test_the_observer_caches_its_own_modules_for_the_next_observe(tmp_path: Path
         assert f"# code object from '{_pyc(root / name)}'" in second.stderr, name
     first, again = (json.loads((root / f).read_text())["tests"]["tests/test_x.py"] for f in ("first.json", "second.json"))
     assert first["executed"] == again["executed"] and first["executed"]["pkg/work.py"] == "1-5"
+
+
+PY312 = REPO / ".venv-py312" / "bin" / "python"
+# the interpreter's own verdict on each source: a checked-hash .pyc of it that this interpreter loads
+_CHECKED = """\
+import importlib.util as u, os, sys
+for source in sys.argv[1:]:
+    cached = u.cache_from_source(source)
+    header = open(cached, "rb").read(16) if os.path.isfile(cached) else b""
+    data = open(source, "rb").read()
+    print(header[:4] == u.MAGIC_NUMBER and header[4:8] == b"\\x03\\0\\0\\0" and header[8:16] == u.source_hash(data))
+"""
+
+
+@pytest.mark.skipif(not PY312.exists(), reason="no .venv-py312: run python3 ci/bootstrap.py")
+def test_an_observation_caches_the_observers_and_the_pytest_processs_own_modules(tmp_path: Path) -> None:
+    # with PYTHONDONTWRITEBYTECODE and the recorder on PYTHONPATH, each observation compiled the
+    # observer's and the recording pytest process's modules anew (about 0.1 s of CPU on rich, 3.12)
+    root = tmp_path / "repo"
+    write_project(root, {"pkg/__init__.py": "", "pkg/work.py": WORK,
+                         # a module of the package that only a test imports: the test's, left alone
+                         "tests/test_x.py": "import ci.culprit.prior\nfrom pkg.work import work\n\n\n"
+                                            "def test_x():\n    assert work(3) == 3\n"})
+    _copy_of_ci(root)
+    env = {**clean_env(), "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([str(PY312), "-m", "ci", "observe", "--out", str(tmp_path / "facts.json"), "--",
+                           str(PY312), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "tests/test_x.py"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    observer = ["ci/commands/observe.py", "ci/observe/observed.py", "ci/observe/merge.py", "ci/registry/parse.py"]
+    pytest_process = ["ci/pytest_plugin.py", "ci/observe/record.py", "ci/observe/sysmon_core.py", "ci/observe/child.py"]
+    names = [*observer, *pytest_process, "ci/culprit/prior.py", "pkg/work.py"]
+    checked = subprocess.run([str(PY312), "-c", _CHECKED, *(str(root / name) for name in names)], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert dict(zip(names, checked.stdout.split())) == {
+        **{name: "True" for name in observer + pytest_process}, "ci/culprit/prior.py": "False", "pkg/work.py": "False"}
+    assert json.loads((tmp_path / "facts.json").read_text())["tests"]["tests/test_x.py"]["executed"]["pkg/work.py"] == "1-5,8"
