@@ -10,6 +10,10 @@ The simulator's noise is written from what flaky GPU tests do, not from the sear
   which is what correlates a run's retry with its first attempt.
 - A broken test still passes an attempt with probability `BROKEN_PASS` (a race that hides it).
 - A run fails only when all its attempts fail (pytest-rerunfailures' rule).
+- Error signatures (`signed_failures`): broken code fails with the breakage's signature; a flaky
+  failure of working code carries it with probability ``share`` (the bench's assumption, one row
+  each: 0, 10 %, 30 %, 100 %), another signature else. A run reports its last failed attempt's.
+  The signatures are drawn from their own stream, so every share sees the same runs.
 """
 
 from __future__ import annotations
@@ -79,6 +83,31 @@ class Breakage:
         while failed < attempts and fails():
             failed += 1
         return failed
+
+
+def signed_failures(b: Breakage, rng: random.Random, sig_rng: random.Random, index: int, share: float,
+                    attempts: int = ATTEMPTS) -> tuple[int, bool | None]:
+    """One run at candidate ``index`` with its signature: (failed attempts, whether the last failed
+    attempt's signature is the breakage's; None when none failed). The count is `Breakage.failures`'
+    from ``rng``; the signature of working code's failure is drawn from ``sig_rng``."""
+    failed = b.failures(rng, index, attempts)
+    if not failed:
+        return 0, None
+    return failed, index >= b.culprit or sig_rng.random() < share
+
+
+def history_signatures(rng: random.Random, flake: float, share: float, runs: int = 200) -> tuple[int, int]:
+    """What the test's history of ``runs`` runs with one retry says of its flaky failures'
+    signatures: (failed attempts carrying the breakage's signature, failed attempts)."""
+    matching = failed = 0
+    for _ in range(runs):
+        rate = _machine_rate(rng, flake)
+        for _ in range(ATTEMPTS):
+            if rng.random() >= rate:
+                break
+            failed += 1
+            matching += rng.random() < share
+    return matching, failed
 
 
 def history_rates(rng: random.Random, flake: float, runs: int = 200) -> tuple[float, float]:
