@@ -10,9 +10,10 @@ The simulator's noise is written from what flaky GPU tests do, not from the sear
   which is what correlates a run's retry with its first attempt.
 - A broken test still passes an attempt with probability `BROKEN_PASS` (a race that hides it).
 - A run fails only when all its attempts fail (pytest-rerunfailures' rule).
-- Error signatures (`signed_failures`): broken code fails with the breakage's signature; a flaky
-  failure of working code carries it with probability ``share`` (the bench's assumption, one row
-  each: 0, 10 %, 30 %, 100 %), another signature else. A run reports its last failed attempt's.
+- Error signatures (`signed_failures`): a flaky failure carries the breakage's signature with
+  probability ``share`` (the bench's assumption, one row each: 0, 10 %, 30 %, 100 %), another
+  signature else; broken code fails with the breakage's signature, unless a flake strikes first
+  (with the test's flake rate: then a flaky failure's signature). A run reports its last failed attempt's.
   The signatures are drawn from their own stream, so every share sees the same runs.
 """
 
@@ -93,7 +94,9 @@ def signed_failures(b: Breakage, rng: random.Random, sig_rng: random.Random, ind
     failed = b.failures(rng, index, attempts)
     if not failed:
         return 0, None
-    return failed, index >= b.culprit or sig_rng.random() < share
+    if index >= b.culprit:  # broken: the breakage's signature, unless a flake struck first
+        return failed, not (sig_rng.random() < b.flake and sig_rng.random() >= share)
+    return failed, sig_rng.random() < share
 
 
 def history_signatures(rng: random.Random, flake: float, share: float, runs: int = 200) -> tuple[int, int]:

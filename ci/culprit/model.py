@@ -63,7 +63,7 @@ class NoiseModel:
     ``retry_fail``: the chance that a retry fails after a flaky failure (r >= f: the second
     attempt shares the first one's machine and load). A run fails only if all its attempts fail.
     ``flake_match``: the chance that a flaky failure of working code carries the breakage's error
-    signature (m; broken code's failures always do, up to `FLOOR`); None when the breakage's
+    signature (m; broken code's failures do unless a flake strikes first: `signature`); None when the breakage's
     signature is unknown: runs are weighed by pass/fail and attempt counts only."""
 
     flake: float
@@ -82,13 +82,15 @@ class NoiseModel:
                 raise ValueError(f"{name} rate {value} not within [0, 1]")
 
     def signature(self, same: bool, broken: bool) -> float:
-        """P(a failed run's signature is the breakage's (``same``) or another | broken or not).
-        Broken code fails with the breakage's; working code with it at m, floored both ways."""
+        """P(a failed attempt's signature is the breakage's (``same``) or another | broken or not).
+        Working code fails with it at m. Broken code fails with it unless a flake struck first
+        (f) with another signature (1 - m): f (1 - m) is another's. Floored both ways."""
         if self.flake_match is None:
             return 1.0
         m = min(max(self.flake_match, FLOOR), 1 - FLOOR)
         if broken:
-            return 1 - FLOOR if same else FLOOR
+            other = min(max(self.flake * (1 - m), FLOOR), 1 - FLOOR)
+            return 1 - other if same else other
         return m if same else 1 - m
 
     def _rates(self) -> tuple[float, float]:

@@ -320,7 +320,8 @@ def test_touch_levels_and_their_weights() -> None:
 
 def signed_stop(noise: NoiseModel, broken: bool, k: int, failures: int, same: bool | None) -> float:
     """`attempt_chain_stop` with each failed attempt's signature enumerated too (S the breakage's,
-    O another; working code's failure is S with m, broken code's always, floored at 1e-6), kept
+    O another; working code's failure is S with m, broken code's unless a flake with another
+    signature struck first, f (1 - m); floored at 1e-6), kept
     when the run's last failed attempt has signature ``same`` (None: any)."""
     f, p = max(noise.flake, 1e-6), max(noise.false_pass, 1e-6)
     r = max(noise.retry_fail if noise.retry_fail is not None else f, f)
@@ -330,7 +331,8 @@ def signed_stop(noise: NoiseModel, broken: bool, k: int, failures: int, same: bo
         prob, prev_failed = 1.0, False
         for j, a in enumerate(seq):
             q = (1 - p) if broken else (f if j == 0 else (r if prev_failed else f))
-            s = (1 - 1e-6 if a == "S" else 1e-6) if broken else (m if a == "S" else 1 - m)
+            other = min(max(noise.flake * (1 - m), 1e-6), 1 - 1e-6)  # broken: a flake struck first
+            s = (1 - other if a == "S" else other) if broken else (m if a == "S" else 1 - m)
             prob *= 1 - q if a == "P" else q * s
             prev_failed = a != "P"
         ran = seq[:failures + 1]
@@ -387,15 +389,16 @@ def test_signed_joint_gain_equals_enumeration(noise: NoiseModel, seed: int) -> N
 
 
 def test_a_failure_with_a_flakes_signature_moves_the_posterior_less() -> None:
-    """Candidate 0 failed: with the breakage's signature it is the culprit's side; with another the
-    failure reads as a flake, and c_2 stays the favourite; unknown lies between."""
+    """Candidate 0 failed: with the breakage's signature the failure moves the posterior towards
+    c_1 more than an unknown one does; with another it reads partly as a flake and moves it less
+    (a flake striking broken code first is possible too, so it still leans to c_1 at f = 0.2)."""
     noise = NoiseModel(0.2, 0.005, 0.5, flake_match=0.1)
     said = {}
     for same in (True, None, False):
         post = Posterior([1.0, 1.0], noise)
         post.update(Outcome(0, True, 2, 2, same))
         said[same] = post.probabilities()[0]
-    assert said[True] > said[None] > 0.5 > said[False]
+    assert said[True] > said[None] > said[False] > 0.5
 
 
 def test_unknown_signatures_reproduce_todays_answers() -> None:
