@@ -177,20 +177,24 @@ def test_detailed_joint_gain_equals_enumeration(noise: NoiseModel, seed: int) ->
     raw = [rng.random() + 0.01 for _ in range(n)]
     probs = [r / sum(raw) for r in raw]
     k = rng.randint(1, 3)
+    assert_greedy_steps_enumerated(probs, noise, k, list(range(k + 1)),
+                                   lambda broken, j: attempt_chain_stop(noise, broken, k, j))
 
+
+def assert_greedy_steps_enumerated(probs, noise, k, said, lik_run) -> None:
+    """Each greedy step of a 2-probe batch (runs of k attempts reporting their detail) against the
+    joint gain enumerated over every outcome vector: ``said`` lists a run's outcomes,
+    ``lik_run(broken, outcome)`` is the oracle's probability of one."""
     def brute(probes):
         def lik(y, h):
-            out = 1.0
-            for pr, j in zip(probes, y):
-                out *= attempt_chain_stop(noise, pr.index >= h, k, j)
-            return out
-        ys = list(itertools.product(range(k + 1), repeat=len(probes)))
+            return math.prod(lik_run(pr.index >= h, o) for pr, o in zip(probes, y))
+        ys = list(itertools.product(said, repeat=len(probes)))
         h_y = -sum(v * math.log2(v) for v in (sum(p * lik(y, h) for h, p in enumerate(probs)) for y in ys) if v > 0)
         return h_y + sum(p * lik(y, h) * math.log2(lik(y, h)) for h, p in enumerate(probs) for y in ys if lik(y, h) > 0)
     batch = choose_batch(probs, noise, 2, attempt_choices=(k,), detail=True)
     assert joint_gain(probs, noise, batch, detail=True) == pytest.approx(brute(batch), abs=1e-9)
     for step in range(len(batch)):
-        best = max(brute(batch[:step] + [Probe(i, k)]) for i in range(n))
+        best = max(brute(batch[:step] + [Probe(i, k)]) for i in range(len(probs)))
         assert brute(batch[:step + 1]) == pytest.approx(best, abs=1e-9)
 
 
@@ -373,19 +377,8 @@ def test_signed_joint_gain_equals_enumeration(noise: NoiseModel, seed: int) -> N
     n, k = rng.randint(2, 6), rng.randint(1, 2)
     raw = [rng.random() + 0.01 for _ in range(n)]
     probs = [x / sum(raw) for x in raw]
-    said = [(0, None)] + [(j, s) for j in range(1, k + 1) for s in (True, False)]
-
-    def brute(probes):
-        def lik(y, h):
-            return math.prod(signed_stop(noise, pr.index >= h, k, j, s) for pr, (j, s) in zip(probes, y))
-        ys = list(itertools.product(said, repeat=len(probes)))
-        h_y = -sum(v * math.log2(v) for v in (sum(p * lik(y, h) for h, p in enumerate(probs)) for y in ys) if v > 0)
-        return h_y + sum(p * lik(y, h) * math.log2(lik(y, h)) for h, p in enumerate(probs) for y in ys if lik(y, h) > 0)
-    batch = choose_batch(probs, noise, 2, attempt_choices=(k,), detail=True)
-    assert joint_gain(probs, noise, batch, detail=True) == pytest.approx(brute(batch), abs=1e-9)
-    for step in range(len(batch)):
-        best = max(brute(batch[:step] + [Probe(i, k)]) for i in range(n))
-        assert brute(batch[:step + 1]) == pytest.approx(best, abs=1e-9)
+    said = [(0, None)] + [(j, same) for j in range(1, k + 1) for same in (True, False)]
+    assert_greedy_steps_enumerated(probs, noise, k, said, lambda broken, o: signed_stop(noise, broken, k, *o))
 
 
 def test_a_failure_with_a_flakes_signature_moves_the_posterior_less() -> None:
