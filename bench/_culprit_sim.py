@@ -13,7 +13,8 @@ The simulator's noise is written from what flaky GPU tests do, not from the sear
 - Error signatures (`signed_failures`): a flaky failure carries the breakage's signature with
   probability ``share`` (the bench's assumption, one row each: 0, 10 %, 30 %, 100 %), another
   signature else; broken code fails with the breakage's signature, unless a flake strikes first
-  (with the test's flake rate: then a flaky failure's signature). A run reports its last failed attempt's.
+  (with the test's flake rate: then a flaky failure's signature). The breakage's signature is known
+  to the search only when --bad's verification attempts all carry it (`verified_signature`). A run reports its last failed attempt's.
   The signatures are drawn from their own stream, so every share sees the same runs.
 """
 
@@ -97,6 +98,13 @@ def signed_failures(b: Breakage, rng: random.Random, sig_rng: random.Random, ind
     if index >= b.culprit:  # broken: the breakage's signature, unless a flake struck first
         return failed, not (sig_rng.random() < b.flake and sig_rng.random() >= share)
     return failed, sig_rng.random() < share
+
+
+def verified_signature(rng: random.Random, b: Breakage, share: float, attempts: int = ATTEMPTS) -> bool:
+    """Whether ``ci culprit`` learns the breakage's signature from --bad's verification run: every
+    failed attempt there carries it (a flake striking first, with the test's flake rate, carries
+    another unless it shares the breakage's, ``share``); else the search runs without signatures."""
+    return not any(rng.random() < b.flake and rng.random() >= share for _ in range(attempts))
 
 
 def history_signatures(rng: random.Random, flake: float, share: float, runs: int = 200) -> tuple[int, int]:

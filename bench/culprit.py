@@ -17,7 +17,9 @@ the attempt counts, the last assuming p's 90 % posterior quantile, as `ci culpri
 more assuming its mean ("p mean", as every other ci.culprit method does); then the judged method
 with error signatures ("+signatures S %"), once per assumed share S of the flaky failures whose
 signature is the breakage's (`SIGNATURE_SHARES`; 100 %: a signature tells nothing, today's model),
-m learned from a simulated history of the test's 200 runs (`flake_match_bound`).
+m learned from a simulated history of the test's 200 runs (`flake_match_bound`), the breakage's
+signature known only when --bad's verification attempts all carry it (`verified_signature`; else
+the search weighs no signature, as `ci culprit` does).
 Every ci.culprit method's runs come from one seed per breakage (the same draws for each; the
 signatures from a stream of their own).
 Accuracy with 1 and with 4 runners, mean runs (every run is one CI run of two attempts), mean
@@ -31,10 +33,10 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bench._culprit_sim import (ATTEMPTS, TOUCH_SHARES, Breakage, bisect, history_false_passes, history_rates,
-                                history_signatures, multisect, signed_failures)
+                                history_signatures, multisect, signed_failures, verified_signature)
 from bench.table import format_table, ratio
 from ci.culprit.model import CulpritResult, NoiseModel, Probe, false_pass_bound, false_pass_rate, flake_match_bound
 from ci.culprit.posterior import Posterior, prior_weights
@@ -164,6 +166,9 @@ def simulate(breakages: int, seed: int, off_lines: float = 0.0,
                       *(NoiseModel(f, bound, max(r, f), flake_match_bound(*history_signatures(rng, b.flake, share)))
                         for share in SIGNATURE_SHARES))
             seeds = (rng.random(), rng.random())  # the runs of every ci.culprit method, 1 and 4 runners
+            verify = random.Random(seeds[0] + 0.25)  # --bad's verification: is the breakage's signature learned?
+            noises = (*noises[:2], *(n if verified_signature(verify, b, share) else replace(n, flake_match=None)
+                                     for n, share in zip(noises[2:], SIGNATURE_SHARES)))
             for method in METHODS:
                 tally = tallies.setdefault((label, method), Tally())
                 if method.startswith("ci.culprit"):
