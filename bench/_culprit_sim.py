@@ -10,6 +10,12 @@ The simulator's noise is written from what flaky GPU tests do, not from the sear
   which is what correlates a run's retry with its first attempt.
 - A broken test still passes an attempt with probability `BROKEN_PASS` (a race that hides it).
 - A run fails only when all its attempts fail (pytest-rerunfailures' rule).
+- Error signatures (`signed_failures`): a flaky failure carries the breakage's signature with
+  probability ``share`` (the bench's assumption, one row each: 0, 10 %, 30 %, 100 %), another
+  signature else; broken code fails with the breakage's signature, unless a flake strikes first
+  (with the test's flake rate: then a flaky failure's signature). The breakage's signature is known
+  to the search only when --bad's verification attempts all carry it (`verified_signature`). A run reports its last failed attempt's.
+  The signatures are drawn from their own stream, so every share sees the same runs.
 """
 
 from __future__ import annotations
@@ -79,6 +85,40 @@ class Breakage:
         while failed < attempts and fails():
             failed += 1
         return failed
+
+
+def signed_failures(b: Breakage, rng: random.Random, sig_rng: random.Random, index: int, share: float,
+                    attempts: int = ATTEMPTS) -> tuple[int, bool | None]:
+    """One run at candidate ``index`` with its signature: (failed attempts, whether the last failed
+    attempt's signature is the breakage's; None when none failed). The count is `Breakage.failures`'
+    from ``rng``; the signature of working code's failure is drawn from ``sig_rng``."""
+    failed = b.failures(rng, index, attempts)
+    if not failed:
+        return 0, None
+    if index >= b.culprit:  # broken: the breakage's signature, unless a flake struck first
+        return failed, not (sig_rng.random() < b.flake and sig_rng.random() >= share)
+    return failed, sig_rng.random() < share
+
+
+def verified_signature(rng: random.Random, b: Breakage, share: float, attempts: int = ATTEMPTS) -> bool:
+    """Whether ``ci culprit`` learns the breakage's signature from --bad's verification run: every
+    failed attempt there carries it (a flake striking first, with the test's flake rate, carries
+    another unless it shares the breakage's, ``share``); else the search runs without signatures."""
+    return not any(rng.random() < b.flake and rng.random() >= share for _ in range(attempts))
+
+
+def history_signatures(rng: random.Random, flake: float, share: float, runs: int = 200) -> tuple[int, int]:
+    """What the test's history of ``runs`` runs with one retry says of its flaky failures'
+    signatures: (failed attempts carrying the breakage's signature, failed attempts)."""
+    matching = failed = 0
+    for _ in range(runs):
+        rate = _machine_rate(rng, flake)
+        for _ in range(ATTEMPTS):
+            if rng.random() >= rate:
+                break
+            failed += 1
+            matching += rng.random() < share
+    return matching, failed
 
 
 def history_rates(rng: random.Random, flake: float, runs: int = 200) -> tuple[float, float]:

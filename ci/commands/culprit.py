@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Protocol, Sequence
 
 from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run, RunnerError, State, WindowError,
                                       git, load_state, window)
 from ci.commands.culprit_prior import check_map_files, choose_prior
+from ci.commands.culprit_signature import breakage_signature, flake_match, same_signature
 from ci.commands.history import add_store_arg
 from ci.culprit.model import (DEFAULT_BUDGET, FALSE_PASS_LEVEL, FALSE_PASS_PRIOR, NoiseModel, Outcome,
                               false_pass_bound)
@@ -277,7 +278,7 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
             chunk = shas[start:start + slots]
             results = runner.run_batch([(len(state.runs) + k, sha) for k, sha in enumerate(chunk)])
             for sha, result in zip(chunk, results):
-                state.add(state_path, sha, result.failed, result.link, result.failures)  # before it is used
+                state.add(state_path, sha, result)  # before it is used
                 counted = f" ({result.failures} of {args.attempts} attempts failed)" if result.failures else ""
                 say(f"{sha[:12]} {'failed' if result.failed else 'passed'}{counted}"
                     + (f" ({result.link})" if result.link else ""))
@@ -299,6 +300,12 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
     for problem in prior.problems:
         say(f"warning: {problem}")
     say(prior.said)
+    breakage = breakage_signature(state.runs, bad)
+    if breakage is not None:
+        m, said = flake_match(args.store, args.tier, file, args.test if "::" in args.test else None, breakage)
+        noise = replace(noise, flake_match=m)
+    say(said if breakage is not None else "no breakage signature (--bad not verified, its attempts failed with "
+        "different or unreadable messages): runs weigh by pass/fail and failed attempts only")
     search_ = Search(list(prior.weights), noise, confidence=args.confidence,
                      budget=args.budget, attempts=args.attempts, detail=True)  # both runners count failed attempts
     index = {sha: i for i, sha in enumerate(candidates)}
@@ -306,7 +313,8 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
     def record(runs: Sequence[Run]) -> None:
         for done in runs:
             if done.sha in index:
-                search_.record(Outcome(index[done.sha], done.failed, args.attempts, done.failures))
+                search_.record(Outcome(index[done.sha], done.failed, args.attempts, done.failures,
+                                       same_signature(done, breakage)))
     record(state.runs)
     while batch := search_.next_batch(slots):
         start = len(state.runs)

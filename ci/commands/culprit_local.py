@@ -77,10 +77,13 @@ class LocalRunner:
     def __post_init__(self) -> None:
         self._rng.seed(self.seed)
 
-    def run(self, root: Path, sha: str, target: str, attempts: int, tree: Path) -> int:
+    def run(self, root: Path, sha: str, target: str, attempts: int, tree: Path) -> tuple[int, tuple[str, ...]]:
         """Run ``target`` (FILE or FILE::TEST) with pytest at ``sha`` in a git worktree at ``tree``,
         up to ``attempts`` times until one passes; the number of attempts that failed (``attempts``:
-        the run failed). The worktree is removed after, and first when a killed run left it behind."""
+        the run failed) and each failed attempt's error signature (`junit_signature` of its JUnit
+        report; "" for an injected failure or a report that names no failure). The worktree is
+        removed after, and first when a killed run left it behind."""
+        signatures: list[str] = []
         _remove_tree(root, tree)
         git(root, "worktree", "add", "--detach", "--quiet", str(tree), sha)
         try:
@@ -88,17 +91,38 @@ class LocalRunner:
                 file = target.split("::", 1)[0]
                 (tree / file).parent.mkdir(parents=True, exist_ok=True)
                 (tree / file).write_text(git(root, "show", f"{self.test_from}:{file}") + "\n")
+            report = tree.parent / f"{tree.name}.junit.xml"  # outside the tree: never part of what is tested
             for failed in range(attempts):
                 if self._rng.random() < self.inject_flake:
+                    signatures.append("")  # an injected failure has no message
                     continue
-                done = subprocess.run([self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", target],
+                report.unlink(missing_ok=True)
+                done = subprocess.run([self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                       f"--junitxml={report}", target],
                                       cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
                 if done.returncode == 0:
-                    return failed
-            return attempts
+                    return failed, tuple(signatures)
+                signatures.append(junit_signature(report) or "")
+            return attempts, tuple(signatures)
         finally:
+            (tree.parent / f"{tree.name}.junit.xml").unlink(missing_ok=True)
             _remove_tree(root, tree)
+
+
+def junit_signature(report: Path) -> str | None:
+    """The error signature (`ci.history.classify.fingerprint`'s hash, as the verdicts compare
+    failures) of the first failed test in the JUnit ``report``; None when the report is missing,
+    unreadable or names no failure with text."""
+    from ci.history.classify import fingerprint
+    from ci.results.junit import ERROR, FAILED, JUnitError, parse_junit
+
+    try:
+        cases = parse_junit(report).cases
+    except (JUnitError, OSError):
+        return None
+    failed = next((c.attempts[-1] for c in cases if c.outcome in (FAILED, ERROR) and c.attempts), None)
+    return (fingerprint(failed)[0] or None) if failed is not None else None
 
 
 def _remove_tree(root: Path, tree: Path) -> None:
@@ -111,11 +135,13 @@ def _remove_tree(root: Path, tree: Path) -> None:
 class RunResult:
     """What a runner says of one run: whether every attempt failed, where to see it (a run's URL;
     None for a local run), and how many attempts failed (the run stops at its first pass; None
-    when the runner cannot say): the search weighs a pass after a failure as the weaker evidence."""
+    when the runner cannot say): the search weighs a pass after a failure as the weaker evidence;
+    and each failed attempt's error signature, in order ("" where the runner cannot read one)."""
 
     failed: bool
     link: str | None = None
     failures: int | None = None
+    signatures: tuple[str, ...] = ()
 
 
 class BatchRunner(Protocol):
@@ -144,8 +170,8 @@ class LocalBatch:
     slots: int = 1
 
     def run_batch(self, runs: Sequence[tuple[int, str]]) -> list[RunResult]:
-        counts = [self.runner.run(self.root, sha, self.target, self.attempts, self.tree) for _, sha in runs]
-        return [RunResult(count == self.attempts, None, count) for count in counts]
+        said = [self.runner.run(self.root, sha, self.target, self.attempts, self.tree) for _, sha in runs]
+        return [RunResult(count == self.attempts, None, count, signatures) for count, signatures in said]
 
     def about(self, sha: str) -> str:
         return ""
@@ -154,12 +180,14 @@ class LocalBatch:
 @dataclass(frozen=True)
 class Run:
     """One finished run: the commit, whether every attempt failed, its link (if any) and how many
-    attempts failed (None: not known, as in a state file an older ``ci`` wrote)."""
+    attempts failed (None: not known, as in a state file an older ``ci`` wrote) and each failed
+    attempt's error signature ("" unknown; none at all from an older ``ci`` or the dispatch runner)."""
 
     sha: str
     failed: bool
     link: str | None = None
     failures: int | None = None
+    signatures: Sequence[str] = ()
 
 
 @dataclass
@@ -177,8 +205,8 @@ class State:
         return (self.good, self.bad, self.target, self.tier, self.attempts) == \
                (other.good, other.bad, other.target, other.tier, other.attempts)
 
-    def add(self, path: Path, sha: str, failed: bool, link: str | None = None, failures: int | None = None) -> None:
-        self.runs.append(Run(sha, failed, link, failures))
+    def add(self, path: Path, sha: str, result: RunResult) -> None:
+        self.runs.append(Run(sha, result.failed, result.link, result.failures, result.signatures))
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(asdict(self), indent=1) + "\n")
 
@@ -198,5 +226,7 @@ def load_state(path: Path, fresh: State) -> State:
     except (ValueError, TypeError, KeyError):
         return fresh
     counts_fit = all(r.failures is None or (isinstance(r.failures, int) and 0 <= r.failures <= found.attempts
-                                            and r.failed == (r.failures == found.attempts)) for r in found.runs)
+                                            and r.failed == (r.failures == found.attempts))
+                    and isinstance(r.signatures, (list, tuple)) and all(isinstance(x, str) for x in r.signatures)
+                    for r in found.runs)
     return found if counts_fit and found.matches(fresh) else fresh

@@ -44,11 +44,21 @@ def joint_gain(probs: Sequence[float], noise: NoiseModel, probes: Sequence[Probe
 
 def outcome_table(noise: NoiseModel, attempts: int, detail: bool) -> tuple[list[float], list[float]]:
     """P(each outcome of a run | broken), and | not broken: passed, failed; or with ``detail``
-    each count of failed attempts (`NoiseModel.failures`)."""
+    each count of failed attempts (`NoiseModel.failures`). With the model's m (``flake_match``),
+    each outcome with a failed attempt splits in two: the breakage's signature, or another."""
     if detail:
-        return noise.failures(attempts, True), noise.failures(attempts, False)
-    a, b = noise.fail_if_broken(attempts), noise.fail_if_ok(attempts)
-    return [1 - a, a], [1 - b, b]
+        broken, ok = noise.failures(attempts, True), noise.failures(attempts, False)
+    else:
+        a, b = noise.fail_if_broken(attempts), noise.fail_if_ok(attempts)
+        broken, ok = [1 - a, a], [1 - b, b]
+    if noise.flake_match is None:
+        return broken, ok
+    return _signed(noise, broken, True), _signed(noise, ok, False)
+
+
+def _signed(noise: NoiseModel, table: list[float], broken: bool) -> list[float]:
+    """Every entry but the first (no failed attempt: no signature) as same / other signature."""
+    return table[:1] + [x * noise.signature(same, broken) for x in table[1:] for same in (True, False)]
 
 
 def _split(rows: list[list[float]], probe: Probe, table: tuple[list[float], list[float]]) -> list[list[float]]:

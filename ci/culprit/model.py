@@ -14,6 +14,10 @@ DEFAULT_BUDGET = 30  # runs a search may spend unless told (`ci culprit --budget
 # own breakage windows (`ci.history.false_pass`) outweigh it once they hold a few hundred attempts.
 FALSE_PASS_PRIOR = (0.5, 499.5)
 FALSE_PASS_LEVEL = 0.9  # the quantile of p's posterior a search assumes (`false_pass_bound`)
+# m's prior, Beta(a, b): a fifth of a test's flaky failures carry the breakage's own error signature
+# (a generic timeout, the same assertion a race trips), held with the weight of 5 failures, so a
+# test's own history of flaky failures outweighs it after a handful.
+SIGNATURE_PRIOR = (1.0, 4.0)
 
 
 def false_pass_rate(passes: int, attempts: int) -> float:
@@ -38,24 +42,56 @@ def false_pass_bound(passes: int, attempts: int) -> float:
     return beta_ppf(FALSE_PASS_LEVEL, a + passes, b + attempts - passes)
 
 
+def flake_match_bound(matching: int, flaky: int) -> float:
+    """The m a search assumes after ``matching`` of a test's ``flaky`` flaky failures carried the
+    breakage's signature: the `FALSE_PASS_LEVEL` quantile of Beta(a + matching, b + flaky -
+    matching) under `SIGNATURE_PRIOR`. A flaky failure read as the breakage's is the costly surprise
+    (the answer lands early), so a failure with the breakage's message is believed no more than m's
+    plausible top allows."""
+    from ci.history.beta import beta_ppf  # pure math, a layer down
+
+    if not 0 <= matching <= flaky:
+        raise ValueError(f"{matching} matching of {flaky} flaky failures")
+    a, b = SIGNATURE_PRIOR
+    return beta_ppf(FALSE_PASS_LEVEL, a + matching, b + flaky - matching)
+
+
 @dataclass(frozen=True)
 class NoiseModel:
     """How a test's runs lie. ``flake``: the chance that an attempt fails though the code is not
     broken (f); ``false_pass``: the chance that an attempt passes though it is broken (p);
     ``retry_fail``: the chance that a retry fails after a flaky failure (r >= f: the second
-    attempt shares the first one's machine and load). A run fails only if all its attempts fail."""
+    attempt shares the first one's machine and load). A run fails only if all its attempts fail.
+    ``flake_match``: the chance that a flaky failure of working code carries the breakage's error
+    signature (m; broken code's failures do unless a flake strikes first: `signature`); None when the breakage's
+    signature is unknown: runs are weighed by pass/fail and attempt counts only."""
 
     flake: float
     false_pass: float = FALSE_PASS_PRIOR[0] / sum(FALSE_PASS_PRIOR)
     retry_fail: float | None = None
+    flake_match: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("flake", "false_pass"):
             value = getattr(self, name)
             if not 0 <= value < 1:
                 raise ValueError(f"{name} rate {value} not within [0, 1)")
-        if self.retry_fail is not None and not 0 <= self.retry_fail <= 1:
-            raise ValueError(f"retry_fail rate {self.retry_fail} not within [0, 1]")
+        for name in ("retry_fail", "flake_match"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{name} rate {value} not within [0, 1]")
+
+    def signature(self, same: bool, broken: bool) -> float:
+        """P(a failed attempt's signature is the breakage's (``same``) or another | broken or not).
+        Working code fails with it at m. Broken code fails with it unless a flake struck first
+        (f) with another signature (1 - m): f (1 - m) is another's. Floored both ways."""
+        if self.flake_match is None:
+            return 1.0
+        m = min(max(self.flake_match, FLOOR), 1 - FLOOR)
+        if broken:
+            other = min(max(self.flake * (1 - m), FLOOR), 1 - FLOOR)
+            return 1 - other if same else other
+        return m if same else 1 - m
 
     def _rates(self) -> tuple[float, float]:
         f = max(self.flake, FLOOR)
@@ -95,18 +131,23 @@ class Probe:
 class Outcome:
     """What one run of a `Probe` said: ``failed`` when every attempt failed. ``failures``, when the
     runner reports it, is how many attempts failed (the run stops at its first pass): a pass after
-    a failure is weaker evidence of working code than a first-attempt pass."""
+    a failure is weaker evidence of working code than a first-attempt pass. ``same_signature``: whether
+    the run's last failed attempt failed with the breakage's error signature (None: unknown, or
+    no attempt failed)."""
 
     index: int
     failed: bool
     attempts: int = 1
     failures: int | None = None
+    same_signature: bool | None = None
 
     def __post_init__(self) -> None:
         if self.failures is not None and (not 0 <= self.failures <= self.attempts
                                           or self.failed != (self.failures == self.attempts)):
             raise ValueError(f"{self.failures} failed attempts of {self.attempts} for a run that "
                              f"{'failed' if self.failed else 'passed'}")
+        if self.same_signature is not None and not (self.failed or (self.failures or 0) > 0):
+            raise ValueError("a signature for a run with no failed attempt")
 
 
 class StopReason(enum.Enum):

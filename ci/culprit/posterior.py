@@ -30,11 +30,16 @@ def prior_weights(n: int, touches: Sequence[bool] | None = None, w_low: float = 
 
 def run_likelihood(noise: NoiseModel, outcome: Outcome, broken: bool) -> float:
     """P(this run's outcome | the code at its commit is ``broken`` or not); with the run's failed
-    attempts known, P(exactly those)."""
+    attempts known, P(exactly those); with its failure's signature known (and the model's m),
+    times P(that signature | broken or not) (`NoiseModel.signature`)."""
     if outcome.failures is not None:
-        return noise.failures(outcome.attempts, broken)[outcome.failures]
-    fail = noise.fail_if_broken(outcome.attempts) if broken else noise.fail_if_ok(outcome.attempts)
-    return fail if outcome.failed else 1.0 - fail
+        said = noise.failures(outcome.attempts, broken)[outcome.failures]
+    else:
+        fail = noise.fail_if_broken(outcome.attempts) if broken else noise.fail_if_ok(outcome.attempts)
+        said = fail if outcome.failed else 1.0 - fail
+    if outcome.same_signature is None:
+        return said
+    return said * noise.signature(outcome.same_signature, broken)
 
 
 class Posterior:

@@ -65,17 +65,21 @@ class Search:
         return CulpritResult(culprit, probability, tuple(self.outcomes), self.stop_reason() or StopReason.BUDGET)
 
 
-def run_search(search: Search, probe: Callable[[Sequence[Probe]], Sequence[bool | int]],
+Said = bool | int | tuple[int, bool | None]
+
+
+def run_search(search: Search, probe: Callable[[Sequence[Probe]], Sequence[Said]],
                runners: int = 1) -> tuple[CulpritResult, int]:
     """Drive ``search`` to its stop with ``probe`` (runs a batch at once, says per run whether it
-    failed, a bool, or how many attempts failed, an int); the result and the number of rounds
-    (batches) it took."""
+    failed, a bool, or how many attempts failed, an int, or that count with whether the failure's
+    signature was the breakage's, a pair); the result and the number of rounds (batches) it took."""
     rounds = 0
     while batch := search.next_batch(runners):
         rounds += 1
         for p, said in zip(batch, probe(batch)):
             if isinstance(said, bool):
                 search.record(Outcome(p.index, said, p.attempts))
-            else:
-                search.record(Outcome(p.index, said == p.attempts, p.attempts, said))
+                continue
+            count, same = said if isinstance(said, tuple) else (said, None)
+            search.record(Outcome(p.index, count == p.attempts, p.attempts, count, same if count else None))
     return search.result(), rounds

@@ -101,7 +101,8 @@ SPECS: dict[str, Spec] = {
         "nothing measured\n\n")),
     "culprit": Spec((TableSpec(("band / method", "breakages", "right", "right (4 runners)", "mean runs", "runs / deflaked",
         "rounds (1 runner)", "rounds (4 runners)"), ("0 % deflaked bisection", "20-30 % ci.culprit observed+attempts"), "runs / deflaked"),),
-        lines=(r"goal \(ci.culprit observed\+attempts\): >= 99 % right and <= 0.5x deflaked bisection's runs in every band up to 20 %: (met|MISSED)",)),
+        lines=(r"goal \(ci.culprit observed\+attempts\): >= 99 % right and <= 0.5x deflaked bisection's runs in every band up to 20 %: (met|MISSED \(short: [-0-9 %,]+\))",
+               r"goal \(ci.culprit observed\+attempts\+signatures 30 %\): >= 99 % right and <= 0.5x deflaked bisection's runs in every band up to 20 %: (met|MISSED \(short: [-0-9 %,]+\))")),
     "depmap": Spec((
         TableSpec(("mode", "files", "wall s (best)", "CPU s (best)", "x baseline CPU"),
                   ("no recording (baseline)", "recording: everything, slipcover core (default)",

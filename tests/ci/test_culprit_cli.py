@@ -102,36 +102,51 @@ def test_finds_it_through_a_flaky_test(repo, tmp_path) -> None:
     assert "failed" in done.stdout
 
 
-def test_each_runs_failed_attempts_are_recorded_and_weighed(repo, tmp_path) -> None:
-    """A run stops at its first passing attempt; the state file records how many failed (the
-    oracle: the test's own log of each attempt's commit and its seeded draws), and the answer's
-    probability is the core's replay of those counts (on these draws it is the same without them:
-    the next test is the one that tells them apart)."""
-    from ci.culprit.model import NoiseModel, Outcome, false_pass_bound
+@pytest.mark.parametrize("start", [0, 9])
+def test_each_runs_failed_attempts_are_recorded_and_weighed(repo, tmp_path, start) -> None:
+    """A run stops at its first passing attempt; the state file records how many failed and each
+    one's error signature from pytest's JUnit report (the oracle: the test's log of each attempt's
+    commit and its seeded draws: which assert it failed on), and the answer's probability is the
+    core's replay of them. From draw 0 --bad's attempts fail on the flake, the breakage, the flake
+    (no breakage signature), from 9 on the breakage thrice (its signature is learned)."""
+    from ci.culprit.model import NoiseModel, Outcome, false_pass_bound, flake_match_bound
     from ci.culprit.search import Search
 
     root, shas = repo
+    (tmp_path / "counter").write_text(str(start))
     done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.3",
                    "--attempts", "3", "--w-low", "1", "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CULPRIT_FLAKE": "0.3"})
     assert done.returncode == 0, done.stdout + done.stderr
     runs = json.loads((tmp_path / "s.json").read_text())["runs"]
     ran = [int(line) for line in (tmp_path / "log").read_text().split()]
-    count = 0
+    count, signatures, kinds = start, {}, []
     for run in runs:
-        failures = 0
-        while count < len(ran) and failures < 3:
-            assert ran[count] == shas.index(run["sha"])
-            passed = random.Random(count).random() >= 0.3 and ran[count] < CULPRIT
+        failures, said = 0, []
+        while count - start < len(ran) and failures < 3:
+            assert ran[count - start] == shas.index(run["sha"])
+            flaked = random.Random(count).random() < 0.3
+            passed = not flaked and ran[count - start] < CULPRIT
             count += 1
             if passed:
                 break
             failures += 1
+            said.append("flaked" if flaked else "broken")
         assert (run["failures"], run["failed"]) == (failures, failures == 3)
+        assert len(run["signatures"]) == failures  # one per failed attempt
+        kinds.append(said)
+        for kind, signature in zip(said, run["signatures"]):
+            signatures.setdefault(kind, set()).add(signature)
     passed_late = [r["failures"] for r in runs if 0 < r["failures"] < 3]
-    assert count == len(ran) and passed_late  # a pass after failed attempts was recorded
-    search = Search([1.0] * 9, NoiseModel(0.3, false_pass_bound(0, 0), 0.5), attempts=3, detail=True)
+    assert count - start == len(ran) and passed_late  # a pass after failed attempts was recorded
+    assert len(signatures["flaked"]) == len(signatures["broken"]) == 1 and signatures["flaked"] != signatures["broken"]
+    assert kinds[1] == (["broken"] * 3 if start else ["flaked", "broken", "flaked"])
+    breakage, m = (signatures["broken"].pop(), flake_match_bound(0, 0)) if start else (None, None)  # m: no history
+    assert (f"breakage signature {breakage} (--bad's run); a flaky failure carries it with {m:.3f}" if start else
+            "no breakage signature (--bad not verified, its attempts failed with different") in done.stdout
+    search = Search([1.0] * 9, NoiseModel(0.3, false_pass_bound(0, 0), 0.5, m), attempts=3, detail=True)
     for run in runs[1:]:  # --good is no candidate; --bad's verification is one
-        search.record(Outcome(shas.index(run["sha"]) - 1, run["failed"], 3, run["failures"]))
+        same = run["signatures"][-1] == breakage if run["signatures"] and breakage else None
+        search.record(Outcome(shas.index(run["sha"]) - 1, run["failed"], 3, run["failures"], same))
     assert f"probability {search.best()[1]:.3f}" in done.stdout
     assert f"passed ({passed_late[0]} of 3 attempts failed)" in done.stdout
 
@@ -300,7 +315,7 @@ def test_a_test_from_a_later_commit_with_injected_flakes(repo, tmp_path) -> None
     without = culprit(root, *argv, tmp=tmp_path)
     assert without.returncode == 2 and f"--good {shas[0][:12]} fails" in without.stderr
     (tmp_path / "s.json").unlink()
-    done = culprit(root, *argv, "--test-from", fix, "--python", sys.executable, "--inject-flake", "0.2", "--seed", "3",
+    done = culprit(root, *argv, "--test-from", fix, "--python", sys.executable, "--inject-flake", "0.2", "--seed", "9",
                    tmp=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"culprit {shas[CULPRIT]}" in done.stdout

@@ -177,20 +177,24 @@ def test_detailed_joint_gain_equals_enumeration(noise: NoiseModel, seed: int) ->
     raw = [rng.random() + 0.01 for _ in range(n)]
     probs = [r / sum(raw) for r in raw]
     k = rng.randint(1, 3)
+    assert_greedy_steps_enumerated(probs, noise, k, list(range(k + 1)),
+                                   lambda broken, j: attempt_chain_stop(noise, broken, k, j))
 
+
+def assert_greedy_steps_enumerated(probs, noise, k, said, lik_run) -> None:
+    """Each greedy step of a 2-probe batch (runs of k attempts reporting their detail) against the
+    joint gain enumerated over every outcome vector: ``said`` lists a run's outcomes,
+    ``lik_run(broken, outcome)`` is the oracle's probability of one."""
     def brute(probes):
         def lik(y, h):
-            out = 1.0
-            for pr, j in zip(probes, y):
-                out *= attempt_chain_stop(noise, pr.index >= h, k, j)
-            return out
-        ys = list(itertools.product(range(k + 1), repeat=len(probes)))
+            return math.prod(lik_run(pr.index >= h, o) for pr, o in zip(probes, y))
+        ys = list(itertools.product(said, repeat=len(probes)))
         h_y = -sum(v * math.log2(v) for v in (sum(p * lik(y, h) for h, p in enumerate(probs)) for y in ys) if v > 0)
         return h_y + sum(p * lik(y, h) * math.log2(lik(y, h)) for h, p in enumerate(probs) for y in ys if lik(y, h) > 0)
     batch = choose_batch(probs, noise, 2, attempt_choices=(k,), detail=True)
     assert joint_gain(probs, noise, batch, detail=True) == pytest.approx(brute(batch), abs=1e-9)
     for step in range(len(batch)):
-        best = max(brute(batch[:step] + [Probe(i, k)]) for i in range(n))
+        best = max(brute(batch[:step] + [Probe(i, k)]) for i in range(len(probs)))
         assert brute(batch[:step + 1]) == pytest.approx(best, abs=1e-9)
 
 
@@ -316,3 +320,98 @@ def test_touch_levels_and_their_weights() -> None:
     assert carry(executed, inserted) == {"pkg/a.py": frozenset({3, 4, 5, 6, 7})}  # 4 -> 6, 5 -> around 6
     with pytest.raises(ValueError, match="not within"):
         TouchWeights(file=0)
+
+
+def signed_stop(noise: NoiseModel, broken: bool, k: int, failures: int, same: bool | None) -> float:
+    """`attempt_chain_stop` with each failed attempt's signature enumerated too (S the breakage's,
+    O another; working code's failure is S with m, broken code's unless a flake with another
+    signature struck first, f (1 - m); floored at 1e-6), kept
+    when the run's last failed attempt has signature ``same`` (None: any)."""
+    f, p = max(noise.flake, 1e-6), max(noise.false_pass, 1e-6)
+    r = max(noise.retry_fail if noise.retry_fail is not None else f, f)
+    m = min(max(noise.flake_match, 1e-6), 1 - 1e-6)
+    total = 0.0
+    for seq in itertools.product("PSO", repeat=k):
+        prob, prev_failed = 1.0, False
+        for j, a in enumerate(seq):
+            q = (1 - p) if broken else (f if j == 0 else (r if prev_failed else f))
+            other = min(max(noise.flake * (1 - m), 1e-6), 1 - 1e-6)  # broken: a flake struck first
+            s = (1 - other if a == "S" else other) if broken else (m if a == "S" else 1 - m)
+            prob *= 1 - q if a == "P" else q * s
+            prev_failed = a != "P"
+        ran = seq[:failures + 1]
+        if all(a != "P" for a in seq[:failures]) and (failures == k or seq[failures] == "P") \
+                and (same is None or failures == 0 or (ran[failures - 1] == "S") == same):
+            total += prob
+    return total
+
+
+SIGNED_NOISES = [NoiseModel(0.1, 0.01, 0.5, 0.1), NoiseModel(0.3, 0.002, 0.8, 0.0), NoiseModel(0.05, flake_match=0.6)]
+
+
+@pytest.mark.parametrize("noise", SIGNED_NOISES)
+@pytest.mark.parametrize("seed", range(6))
+def test_signed_posterior_equals_enumeration(noise: NoiseModel, seed: int) -> None:
+    """Runs that report their failed attempts and, mostly, the last failed attempt's signature
+    against an enumeration of every attempt sequence with every signature of each failure."""
+    rng = random.Random(seed)
+    n = rng.randint(1, 7)
+    weights = prior_weights(n, [rng.random() < 0.5 for _ in range(n)], w_low=0.2)
+    post, outcomes = Posterior(weights, noise), []
+    for _ in range(rng.randint(1, 12)):
+        k, i = rng.randint(1, 3), rng.randrange(n)
+        j = rng.randint(0, k)
+        same = rng.random() < 0.5 if j and rng.random() < 0.8 else None
+        outcomes.append(Outcome(i, j == k, k, j, same))
+        post.update(outcomes[-1])
+        joint = [w * math.prod(signed_stop(noise, o.index >= h, o.attempts, o.failures, o.same_signature)
+                               for o in outcomes) for h, w in enumerate(weights)]
+        assert post.probabilities() == pytest.approx([x / sum(joint) for x in joint], rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("noise", SIGNED_NOISES)
+@pytest.mark.parametrize("seed", range(3))
+def test_signed_joint_gain_equals_enumeration(noise: NoiseModel, seed: int) -> None:
+    """Each greedy step with signed outcomes against an enumeration of every joint (count, signature)."""
+    rng = random.Random(seed)
+    n, k = rng.randint(2, 6), rng.randint(1, 2)
+    raw = [rng.random() + 0.01 for _ in range(n)]
+    probs = [x / sum(raw) for x in raw]
+    said = [(0, None)] + [(j, same) for j in range(1, k + 1) for same in (True, False)]
+    assert_greedy_steps_enumerated(probs, noise, k, said, lambda broken, o: signed_stop(noise, broken, k, *o))
+
+
+def test_a_failure_with_a_flakes_signature_moves_the_posterior_less() -> None:
+    """Candidate 0 failed: with the breakage's signature the failure moves the posterior towards
+    c_1 more than an unknown one does; with another it reads partly as a flake and moves it less
+    (a flake striking broken code first is possible too, so it still leans to c_1 at f = 0.2)."""
+    noise = NoiseModel(0.2, 0.005, 0.5, flake_match=0.1)
+    said = {}
+    for same in (True, None, False):
+        post = Posterior([1.0, 1.0], noise)
+        post.update(Outcome(0, True, 2, 2, same))
+        said[same] = post.probabilities()[0]
+    assert said[True] > said[None] > said[False] > 0.5
+
+
+def test_unknown_signatures_reproduce_todays_answers() -> None:
+    """Runs whose signature is unknown weigh as without signatures, digit for digit; a search whose
+    breakage signature is unknown (no m) picks today's probes."""
+    rng = random.Random(3)
+    plain, signed = NoiseModel(0.15, 0.004, 0.6), NoiseModel(0.15, 0.004, 0.6, 0.05)
+    runs = [Outcome(rng.randrange(5), j == 2, 2, j) for j in (rng.randint(0, 2) for _ in range(20))]
+    a, b = Posterior([1.0, 0.1, 1.0, 0.02, 1.0], plain), Posterior([1.0, 0.1, 1.0, 0.02, 1.0], signed)
+    for o in runs:
+        a.update(o)
+        b.update(o)
+    assert a.probabilities() == b.probabilities()
+    culprit = 3
+
+    def counts(batch):
+        return [2 if p.index >= culprit else 0 for p in batch]
+
+    def pairs(batch):
+        return [(c, None) for c in counts(batch)]
+    today, _ = run_search(Search([1.0] * 12, plain, attempts=2, detail=True), counts, runners=2)
+    unknown, _ = run_search(Search([1.0] * 12, plain, attempts=2, detail=True), pairs, runners=2)
+    assert today == unknown

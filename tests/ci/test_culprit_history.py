@@ -1,6 +1,7 @@
 """Culprit searches in the history (issue 51): `ci culprit-requests` records each new breakage
 window of an opted-in tier once, before printing it, and `ci culprit` writes its answer onto that
-window; both on a real SQLite file and a real PostgreSQL database."""
+window; both on a real SQLite file and a real PostgreSQL database. And the share of a test's flaky
+failures that carry a breakage's error signature, the search's m."""
 
 from __future__ import annotations
 
@@ -235,3 +236,31 @@ def test_false_passes_are_counted_inside_known_breakage_windows_only(store_locat
         assert false_passes(store, tier="gpu_h100") == FalsePasses(2, 13, 2)
         assert false_passes(store, tier="gpu_h200") == FalsePasses(2, 13, 2)
         assert false_passes(store, tier="cpu") == FalsePasses(0, 0, 0)
+
+
+def test_flake_match_is_learned_from_the_tests_flaky_failures(tmp_path) -> None:
+    """m from a SQLite history (through the store's ingest): of the test's 4 flaky failures (each a
+    lone failed run between passes) 3 read "server did not start", 1 the breakage's "wrong
+    checksum": m is the 90 % quantile of Beta(1 + 1, 4 + 3); with no history, of the prior alone."""
+    from ci.commands.culprit_signature import flake_match
+    from ci.history.beta import beta_ppf
+    from ci.history.classify import signature
+    from ci.history.ingest import ingest, prepare
+    from ci.history.model import RunIdentity
+
+    store, started, checksum = tmp_path / "h.sqlite", "ConnectionError: server did not start", \
+        "AssertionError: wrong checksum in block 7"
+    failing = {5: started, 15: started, 25: started, 35: checksum}
+    with open_store(str(store)) as opened:
+        for i in range(60):
+            case = Case("tests/test_calc.py", "test_add", "failed", failing[i]) if i in failing else \
+                Case("tests/test_calc.py", "test_add")
+            assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("t/t", f"{i:07x}abc", "push",
+                                                                                     "cpu"))).added
+    breakage = signature(checksum)[0]
+    m, said = flake_match(str(store), "cpu", "tests/test_calc.py", None, breakage)
+    assert m == pytest.approx(beta_ppf(0.9, 2.0, 7.0))
+    assert f"{m:.3f}, the 90% quantile of m's posterior from 1 of 4 flaky failure(s) in the history (Beta(1, 4) prior)" in said
+    assert flake_match(str(store), "cpu", "tests/test_calc.py", "tests/test_calc.py::test_add", breakage)[0] == m
+    assert flake_match(str(tmp_path / "none.sqlite"), "cpu", "tests/test_calc.py", None, breakage)[0] == \
+        pytest.approx(beta_ppf(0.9, 1.0, 4.0))
