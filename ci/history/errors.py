@@ -17,7 +17,7 @@ Contract:
   stripped of its exception type, of assert/comparison words and placeholders, holds no word of
   three letters or more; or it is one of the known wrapper phrases. A generic line never makes a
   failure flaky by its signature alone (`ci.history.verdict`): it matches everything.
-- `infra_kind(attempt)`: ``no-gpu``, ``cuda`` (ROCm's HIP device errors too), ``nccl``, ``oom-kill``, ``disk-full``, ``lost-runner`` or
+- `infra_kind(attempt)`: ``no-gpu``, ``cuda`` (ROCm's HIP device errors too), ``nccl``, ``oom-kill``, ``disk-full``, ``storage``, ``lost-runner`` or
   ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
   lines) names that runner-level cause, else ``""``.
 - `service(line)`: the remote service (host) a line says failed or could not be reached (a hub's
@@ -46,8 +46,8 @@ from ci.results.junit import Attempt
 
 MAX_ERROR_CHARS = 300
 NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL = "no-gpu", "cuda", "nccl", "oom-kill", "lost-runner", "signal"
-DISK_FULL = "disk-full"
-INFRA_KINDS = (NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL, DISK_FULL)
+DISK_FULL, STORAGE = "disk-full", "storage"
+INFRA_KINDS = (NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL, DISK_FULL, STORAGE)
 
 MISSING_GPU = re.compile(
     r"no CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|NVIDIA driver on your system is too old"
@@ -67,6 +67,10 @@ _INFRA = (
     (OOM_KILL, re.compile(r"\bOut of memory: Killed process|\boom[-_ ]kill|exit(?:ed)? (?:with )?(?:status|code) "
                           r"(?:-9|137)\b|killed by signal 9\b|\bSIGKILL\b|^Killed$", re.I | re.M)),
     (DISK_FULL, re.compile(r"No space left on device|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b", re.I)),
+    # a mount or disk failing under the test (an NFS or FUSE model cache gone stale, a disk's I/O
+    # error, a file system remounted read-only): the machine's storage, not the code's
+    (STORAGE, re.compile(r"Stale file handle|\bESTALE\b|\[Errno 5\] Input/output error|\bEIO\b"
+                         r"|Read-only file system|\bEROFS\b|Transport endpoint is not connected", re.I)),
     (LOST_RUNNER, re.compile(r"runner has received a shutdown signal|lost communication with the server"
                              r"|The self-hosted runner .{0,80} lost|runner .{0,40} (?:went offline|disconnected)", re.I)),
     (SIGNAL, re.compile(r"Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|(?:killed|terminated) by signal"

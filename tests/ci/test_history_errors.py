@@ -82,6 +82,10 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("OSError: [Errno 28] No space left on device: '/tmp/torchinductor_root/x.so'", "", "disk-full"),
     ("", "E   RuntimeError: PytorchStreamWriter failed writing file data/0: file write failed\nE   OSError: [Errno 122] "
          "Disk quota exceeded", "disk-full"),
+    ("OSError: [Errno 116] Stale file handle: '/root/.cache/huggingface/hub'", "", "storage"),
+    ("OSError: [Errno 5] Input/output error: '/mnt/models/llama/model-00001.safetensors'", "", "storage"),
+    ("OSError: [Errno 30] Read-only file system: '/data/ckpt'", "", "storage"),
+    ("OSError: [Errno 2] No such file or directory: 'config.json'", "", ""),  # the code's own path
     ("RuntimeError: Server process exited with code -9", "", "oom-kill"),
     ("RuntimeError: Server process exited with code -11", "", "signal"),
     ("RuntimeError: Server process exited with code 1", "", ""),
