@@ -2,14 +2,12 @@
 JUnit has pytest-rerunfailures' shape (a real pytest run is the oracle) and reads the same with
 `ci.results.junit` and `xml.etree`; every label matches its test's attempts and the real story
 (each revert and fix window); its flakes fail at their rates within binomial bounds; the data file
-matches a vLLM clone when one is here (``GEN8_VLLM_GIT_DIR``, else ``../.mirror`` beside the
-checkout, as the fetch tool lays it out)."""
+checker names the first field that differs (run against a real clone by hand: docs/history.md)."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -22,11 +20,11 @@ import pytest
 
 from bench import _history_gen7, _history_gen8 as gen8, _verdicts_records as records, verdicts
 from bench._history_gen8_story import load
+from bench._history_gen8_verify import first_difference
 from bench._history_gen8_text import FLAKE_KINDS, INFRA_KINDS, Attempt, junit
 from ci.results.junit import ATTEMPT_OUTCOME, FAILED, parse_junit
 
 ROOT = Path(__file__).resolve().parents[2]
-CLONE = Path(os.environ.get("GEN8_VLLM_GIT_DIR") or ROOT.parent / ".mirror" / "local-inference-lab+vllm" / "repo")
 SEEDS = (1, 2, 3)
 
 
@@ -223,13 +221,19 @@ def test_extract_and_verify_refuse_a_missing_clone_in_one_line(tmp_path: Path) -
         assert len(done.stderr.strip().splitlines()) == 1 and "no-clone" in done.stderr
 
 
-@pytest.mark.skipif(not CLONE.is_dir(), reason="no vLLM clone here (set GEN8_VLLM_GIT_DIR)")
-def test_the_data_file_matches_the_clone_and_a_changed_one_does_not(tmp_path: Path) -> None:
-    done = _run("bench._history_gen8_verify", str(CLONE))
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_verify_names_the_first_field_where_the_data_file_and_a_clone_differ() -> None:
+    # The clone itself is not here in CI: `python -m bench._history_gen8_verify GIT_DIR` is run by
+    # hand against one (docs/history.md says when and at which commit); this pins what it compares.
     data = json.loads((ROOT / "bench" / "_history_gen8_data.json").read_text(encoding="utf-8"))
-    data["commits"][7][2] = "Someone Else"
-    changed = tmp_path / "data.json"
-    changed.write_text(json.dumps(data), encoding="utf-8")
-    done = _run("bench._history_gen8_verify", str(CLONE), str(changed))
-    assert done.returncode == 1 and "/commits[7][2]" in done.stdout, done.stdout + done.stderr
+    assert first_difference(data, json.loads(json.dumps(data))) is None
+    changed = json.loads(json.dumps(data))
+    changed["commits"][7][2] = "Someone Else"
+    found = first_difference(data, changed)
+    assert found is not None and found.startswith("/commits[7][2]: data file ") and "'Someone Else'" in found
+    changed = json.loads(json.dumps(data))
+    changed["commits"].pop()
+    assert first_difference(data, changed) == f"/commits: {len(data['commits'])} items in the data file, " \
+        f"{len(data['commits']) - 1} from the clone"
+    changed = json.loads(json.dumps(data))
+    changed["extra"] = 1
+    assert first_difference(data, changed) == "/extra: only in the clone"
