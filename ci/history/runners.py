@@ -33,9 +33,11 @@ on every runner, every time, is the pool's (an image or driver change), not a fl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Union
 from math import comb
 
 from ci.history.store import Store
+from ci.history.verdict_queries import cut, repo_condition
 
 BAD_MIN_REPORTS = 3
 BAD_SHARE = 0.2
@@ -85,7 +87,7 @@ _INFRA = """SELECT r.runner, c.infra, COUNT(DISTINCT r.id), COUNT(*) FROM cases 
 def runner_health(store: Store, *, as_of: int | None = None) -> dict[str, RunnerHealth]:
     """Every runner with scored reports: {runner name: its `RunnerHealth`} (the empty name included);
     with ``as_of``, over the reports up to that id only."""
-    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
+    until, limit = cut(as_of)
     totals = {str(r): int(n) for r, n in store.fetchall(f"SELECT r.runner, COUNT(*) FROM reports r WHERE r.scored = 1"
                                                          f"{until} GROUP BY r.runner", limit)}
     kinds: dict[str, dict[str, int]] = {}
@@ -122,6 +124,23 @@ class RunnerOnly:
                 f"{self.passed_elsewhere} on other runners passed (a runner image or driver update?)")
 
 
+Source = Union[str, tuple[str, Union[int, str]]]  # "own", ("pr", N) or ("sha", S)
+
+
+def sources_of(shas_prs: list[tuple[str, int | None]], sha: str) -> Callable[[str, int | None], Source]:
+    """The run source of a report's (sha, pr): ``"own"`` for ``sha`` itself and its pull request's
+    runs (any report at ``sha`` names the pull request), else ``("pr", N)`` or ``("sha", S)``: one
+    pull request's pushes and retries are one source, so one change never counts as several."""
+    judged = sha.lower()
+    own_prs = {int(pr) for s, pr in shas_prs if s == judged and pr is not None}
+
+    def source(commit: str, pr: int | None) -> Source:
+        if commit == judged or (pr is not None and int(pr) in own_prs):
+            return "own"
+        return ("pr", int(pr)) if pr is not None else ("sha", str(commit))
+    return source
+
+
 _BY_REPORT = """SELECT r.id, r.runner, r.sha, r.pr, r.event,
     SUM(CASE WHEN c.kind = 'pass' THEN 1 ELSE 0 END), SUM(CASE WHEN c.kind IN ('fail', 'broken') THEN 1 ELSE 0 END)
     FROM reports r JOIN cases c ON c.report_id = r.id WHERE {repo}r.tier = ? AND c.node_id = ?{until}
@@ -136,11 +155,11 @@ def runner_only(store: Store, repo: str, tier: str, node_id: int | None, runner:
     ``sha`` itself, never count towards ``sources``."""
     if node_id is None or not runner:
         return None
-    where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
-    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
     rows = store.fetchall(_BY_REPORT.format(repo=where, until=until, limit=_ONLY_LOOKBACK),
                           (*params, tier, node_id, *limit))
-    own_prs = {int(pr) for _, _, s, pr, _, _, _ in rows if s == sha.lower() and pr is not None}
+    source = sources_of([(s, pr) for _, _, s, pr, _, _, _ in rows], sha)
     failed, sources, first = 0, set(), None
     for rid, name, commit, pr, _event, passes, fails in rows:  # newest first
         if name != runner:
@@ -150,8 +169,8 @@ def runner_only(store: Store, repo: str, tier: str, node_id: int | None, runner:
         if int(fails):
             failed += 1
             first = (int(rid), str(commit))
-            if commit != sha.lower() and (pr is None or int(pr) not in own_prs):
-                sources.add(("pr", int(pr)) if pr is not None else ("sha", str(commit)))
+            if (found := source(commit, pr)) != "own":
+                sources.add(found)
     if first is None or failed < ONLY_MIN_FAILED or len(sources) < ONLY_MIN_SOURCES:
         return None
     elsewhere = [(int(p), int(f)) for rid, name, _, _, _, p, f in rows if name != runner and int(rid) > first[0]]
@@ -203,12 +222,20 @@ def out_of_line(store: Store, repo: str, tier: str, runner: str, sha: str, node_
     None when no runner is named, no other runner is in the window, or nothing is out of line."""
     if not runner:
         return None
-    where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
-    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
-    rows = store.fetchall(_WINDOW_RUNS.format(repo=where, until=until, window=WINDOW), (*params, tier, *limit))
-    own_prs = {int(pr) for _, _, s, pr, _, _ in rows if s == sha.lower() and pr is not None}
-    source = {rid: "own" if s == sha.lower() or (pr is not None and int(pr) in own_prs) else
-              (("pr", int(pr)) if pr is not None else ("sha", str(s))) for rid, _, s, pr, _, _ in rows}
+    return _out_of_line(_window(store, repo, tier, as_of), runner, sha, node_id)
+
+
+def _window(store: Store, repo: str, tier: str, as_of: int | None) -> list[tuple]:
+    """The newest `WINDOW` reports of ``tier``: (report, runner, sha, pr, node, failed so) rows."""
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
+    return store.fetchall(_WINDOW_RUNS.format(repo=where, until=until, window=WINDOW), (*params, tier, *limit))
+
+
+def _out_of_line(rows: list[tuple], runner: str, sha: str, node_id: int | None) -> OutOfLine | None:
+    """`out_of_line` over the window's ``rows`` (`_window`)."""
+    of = sources_of([(s, pr) for _, _, s, pr, _, _ in rows], sha)
+    source = {rid: of(s, pr) for rid, _, s, pr, _, _ in rows}
     others = len({name for _, name, *_ in rows if name != runner})
     own = [int(bad) for rid, name, *_, bad in rows if name == runner and source[rid] == "own"]
     if sum(own) >= AT_ONCE and 2 * sum(own) >= len(own):  # most of this run's tests there: the machine
@@ -257,10 +284,11 @@ def runner_blame(store: Store, repo: str, tier: str, runner: str, sha: str, node
                  as_of: int | None = None) -> str | None:
     """Why an infra-looking failure of ``node_id`` on ``runner`` is the machine's, or None when it
     follows the test: `out_of_line`'s record in words, else `pool_wide`'s."""
-    found = out_of_line(store, repo, tier, runner, sha, node_id, as_of=as_of)
+    rows = _window(store, repo, tier, as_of)  # read once: both questions are about the same window
+    found = _out_of_line(rows, runner, sha, node_id) if runner else None
     if found is not None:
         return found.describe()
-    return pool_wide(store, repo, tier, sha, node_id, as_of=as_of)
+    return pool_wide(rows, sha, node_id)
 
 
 _TEST_INFRA = """SELECT r.runner, r.sha, r.pr, c.infra FROM reports r JOIN cases c ON c.report_id = r.id
@@ -276,34 +304,29 @@ def failed_so_elsewhere(store: Store, repo: str, tier: str, node_id: int | None,
     test (its own race), and is judged as the test's failure."""
     if node_id is None:
         return 0
-    where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
-    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
     rows = store.fetchall(_TEST_INFRA.format(repo=where, until=until, limit=_ONLY_LOOKBACK),
                           (*params, tier, node_id, *limit))
-    own_prs = {int(pr) for _, s, pr, _ in rows if s == sha.lower() and pr is not None}
-    return sum(1 for name, s, pr, infra in rows if infra == kind and name != runner and s != sha.lower()
-               and (pr is None or int(pr) not in own_prs))
+    source = sources_of([(s, pr) for _, s, pr, _ in rows], sha)
+    return sum(1 for name, s, pr, infra in rows if infra == kind and name != runner and source(s, pr) != "own")
 
 
-def pool_wide(store: Store, repo: str, tier: str, sha: str, node_id: int | None, *,
-              as_of: int | None = None) -> str | None:
+def pool_wide(rows: list[tuple], sha: str, node_id: int | None) -> str | None:
     """Why ``node_id`` fails on the whole pool, or None: its newest runs of other sources in the
-    window, back to its last pass, all failed with infra-looking errors (at least `ONLY_MIN_FAILED`,
+    window's ``rows`` (`_window`), back to its last pass, all failed with infra-looking errors (at least `ONLY_MIN_FAILED`,
     from `MIN_SOURCES` pull requests or main commits, on 2 or more runners). A flake passes between
     its failures; a pool whose image or driver changed under a test fails it everywhere, every time."""
     if node_id is None:
         return None
-    where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
-    until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
-    rows = store.fetchall(_WINDOW_RUNS.format(repo=where, until=until, window=WINDOW), (*params, tier, *limit))
-    own_prs = {int(pr) for _, _, s, pr, _, _ in rows if s == sha.lower() and pr is not None}
+    source = sources_of([(s, pr) for _, _, s, pr, _, _ in rows], sha)
     streak = []
     for rid, name, s, pr, node, bad in sorted(rows, key=lambda row: -int(row[0])):
-        if int(node) != node_id or s == sha.lower() or (pr is not None and int(pr) in own_prs):
+        if int(node) != node_id or source(s, pr) == "own":
             continue
         if not int(bad):
             break
-        streak.append((name, ("pr", int(pr)) if pr is not None else ("sha", str(s))))
+        streak.append((name, source(s, pr)))
     names, sources = {n for n, _ in streak}, {src for _, src in streak}
     if len(streak) < ONLY_MIN_FAILED or len(sources) < MIN_SOURCES or len(names) < 2:
         return None
