@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
-from ci.history.depmaps import latest_maps
+from ci.history.depmaps import LatestMaps, latest_maps
 from ci.history.mainline import MAX_CANDIDATES, MainRun, position
 from ci.history.model import DEFAULT_BRANCH_EVENTS, PASS
 from ci.history.store import Store
@@ -94,6 +94,7 @@ class PrBases:
     def __init__(self, store: Store, repo: str, git_order: Sequence[str] | None, as_of: int | None):
         self.store, self.repo, self.git_order, self.as_of = store, repo, git_order, as_of
         self._seen: tuple[str, ...] | None = None
+        self._maps: dict[str, LatestMaps] = {}  # per tier: read once, not per failing test
 
     def order(self, base: str) -> tuple[str, ...]:
         """``git_order`` when it holds ``base``, else the store's first-seen order (module docstring)."""
@@ -121,7 +122,9 @@ class PrBases:
         paths = set(changed)
         if test_file in paths:
             return True
-        stored = latest_maps(self.store, tier, self.repo or None).tests.get(test_file)
+        if tier not in self._maps:
+            self._maps[tier] = latest_maps(self.store, tier, self.repo or None)
+        stored = self._maps[tier].tests.get(test_file)
         return stored is not None and bool(paths & (stored.entry.executed | stored.entry.opened))
 
     def _points(self, tier: str, node_id: int, sha: str, fingerprint: str, order: Sequence[str]) -> list[_Point]:
