@@ -320,11 +320,14 @@ def _ids_lines(test: PlannedTest, shown: int = 20) -> list[str]:
 def ids_file_text(plans: Sequence[Plan]) -> str:
     """What `ci.pytest_ids` reads (``--ci-ids FILE``): one line per node id of a file narrowed to
     ids, one per file that runs whole (every selected file of every plan is named)."""
-    out: list[str] = []
-    for p in plans:
-        for t in p.selected:
-            out += list(t.node_ids) if t.node_ids is not None else [t.path]
-    return "".join(f"{line}\n" for line in out)
+    return "".join(ids_lines([t.path for t in p.selected], {t.path: t.node_ids for t in p.selected
+                                                              if t.node_ids is not None}) for p in plans)
+
+
+def ids_lines(paths: Sequence[str], narrowed: Mapping[str, Sequence[str]]) -> str:
+    """The ids text of ``paths`` in order: the node ids of each path ``narrowed`` holds, the path
+    itself for one that runs whole; one per line."""
+    return "".join(f"{line}\n" for path in paths for line in (narrowed[path] if path in narrowed else (path,)))
 
 
 def explicit_target_problem(registry: Registry, root: str, target: str) -> str | None:

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
-from ci.selection.plan import Plan, PlanShard
+from ci.selection.plan import Plan, PlanShard, ids_lines
 
 MAX_SHARD_IDS_BYTES = 64 * 1024
 MAX_PLAN_IDS_BYTES = 512 * 1024
@@ -44,10 +44,7 @@ def shard_ids_text(plan: Plan, shard: PlanShard) -> str:
     narrowed = {t.path: t.node_ids for t in plan.selected if t.node_ids is not None}
     if not narrowed.keys() & set(shard.tests):
         return ""
-    lines: list[str] = []
-    for path in shard.tests:
-        lines += narrowed.get(path) or [path]
-    return "".join(f"{line}\n" for line in lines)
+    return ids_lines(shard.tests, {path: ids for path, ids in narrowed.items() if ids})
 
 
 def carried_ids(plans: Sequence[Plan]) -> CarriedIds:
