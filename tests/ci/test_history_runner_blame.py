@@ -156,3 +156,22 @@ def test_fisher_greater_is_the_hypergeometric_tail() -> None:
     assert fisher_greater(3, 3, 0, 3) == 1 / 20  # 3 failures, all in the 3 of 6 runs drawn
     assert fisher_greater(0, 5, 2, 5) == 1.0
     assert fisher_greater(1, 1, 1, 3) == 0.5
+
+
+def test_the_judged_pull_requests_own_earlier_pushes_are_one_source_with_it(store_location: str,
+                                                                            tmp_path: Path) -> None:
+    """Pull request 7's four earlier pushes failed test_a on h100-03 with an ECC error: by count the
+    runner stands out (5 of its 8 jobs against none of the pool's 15), but every one of them is the
+    judged change's own run, one source, so no machine is blamed on one change's JUnit. One main run
+    failing so there is a second source, and then the runner is out of line."""
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path, jobs=3)
+        for push in range(4):
+            job(store, tmp_path, sha(push, "e"), "h100-03", {"test_a": ECC}, event="pull_request", pr=7)
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": ECC})
+        node_id = _node_id(store, f.node)
+        alone = out_of_line(store, REPO, TIER, "h100-03", f.sha, node_id)
+        job(store, tmp_path, sha(n), "h100-03", {"test_a": ECC})
+        second = out_of_line(store, REPO, TIER, "h100-03", f.sha, node_id)
+    assert alone is None
+    assert second is not None and second.sources == 2
