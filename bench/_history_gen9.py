@@ -81,6 +81,7 @@ class History:
     bad_worker: str
     bad_period: tuple[int, int]
     hub_incidents: list[tuple[int, int]] = field(default_factory=list)
+    flaky: dict[str, float] = field(default_factory=dict)  # each flaky case's failure rate per run
 
 
 @dataclass
@@ -159,6 +160,7 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
     conv = [c for c in world.cases if c.convergence]
     flaky = {c.node: rng.uniform(*FLAKE_RATE) for c in rng.sample(kernel, int(len(kernel) * FLAKY_SHARE))}
     flaky.update({c.node: rng.uniform(*FLAKE_RATE) for c in rng.sample(conv, int(len(conv) * CONVERGENCE_FLAKY_SHARE))})
+    history.flaky = flaky
     plans = _plans(world, first, scale, rng)
     starts: dict[str, list[int]] = {}
     for plan in plans:

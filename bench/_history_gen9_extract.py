@@ -52,7 +52,7 @@ def commits(git_dir: str, last: str) -> list[dict]:
         files = sorted({c[-1] for c in changes if c[-1].startswith(("src/", "test/"))})
         added = sorted({c[-1] for c in changes if c[0] == "A" and c[-1].startswith("test/")})
         match = _PR.search(subject)
-        rows.append({"sha": sha, "time": int(at), "author": author, "subject": subject[:100],
+        rows.append({"sha": sha, "time": int(at), "author": author, "subject": subject,
                      "pr": int(match.group(1)) if match else None, "files": files[:MAX_FILES],
                      "more_files": max(0, len(files) - MAX_FILES), "added_tests": added,
                      "other_files": sum(1 for c in changes if not c[-1].startswith(("src/", "test/")))})
