@@ -73,6 +73,10 @@ QUICK = Scale(commits=24, pull_requests=14)
 
 @dataclass
 class History:
+    """One seed's history: its runs in the order they finish (the harness reads ``seed`` and
+    ``runs``), and the story the tests check them against: the windows, the outage's and the bad
+    worker's times, the hub incidents and each flaky case's rate."""
+
     seed: int
     runs: list[Run]
     world: World

@@ -147,13 +147,23 @@ def test_files(git_dir: str, last: str) -> dict[str, dict]:
     return out
 
 
+class CloneError(ValueError):
+    """``GIT_DIR`` is no readable Liger-Kernel clone: the message names it and git's complaint."""
+
+
 def extract(git_dir: str) -> dict:
-    """The data file's content, from the clone at ``git_dir``."""
-    last = git(git_dir, "rev-parse", LAST_REF).strip()
-    rows = commits(git_dir, last)
+    """The data file's content, from the clone at ``git_dir``; `CloneError` when git cannot read it."""
+    try:
+        last = git(git_dir, "rev-parse", LAST_REF).strip()
+        rows, tests = commits(git_dir, last), test_files(git_dir, last)
+    except subprocess.CalledProcessError as exc:
+        said = next((line for line in (exc.stderr or "").splitlines() if line.strip()), f"exit {exc.returncode}")
+        raise CloneError(f"cannot read {git_dir!r} as Liger-Kernel's git directory (git: {said.strip()})") from exc
+    except OSError as exc:
+        raise CloneError(f"cannot run git on {git_dir!r}: {exc}") from exc
     return {"source": "github:linkedin/Liger-Kernel", "first": rows[0]["sha"], "last": last, "count": len(rows),
             "command": COMMAND, "workflow": ".github/workflows/nvi-ci.yml", "commits": rows,
-            "tests": test_files(git_dir, last)}
+            "tests": tests}
 
 
 def main(argv: list[str]) -> int:
@@ -162,8 +172,8 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         data = extract(argv[0])
-    except (subprocess.CalledProcessError, OSError) as exc:
-        print(f"{COMMAND}: cannot read {argv[0]!r} as Liger-Kernel's git directory: {exc}", file=sys.stderr)
+    except CloneError as exc:
+        print(f"{COMMAND}: {exc}", file=sys.stderr)
         return 2
     Path(argv[2] if len(argv) == 3 else DATA).write_text(json.dumps(data, separators=(",", ":")) + "\n",
                                                           encoding="utf-8")

@@ -6,10 +6,9 @@ difference (`compare`) and exits 0 when there is none, 1 when there is, 2 when G
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
-from bench._history_gen9_extract import DATA, extract
+from bench._history_gen9_extract import DATA, CloneError, extract
 
 USAGE = "python -m bench._history_gen9_verify GIT_DIR"
 
@@ -45,8 +44,8 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         fresh = extract(argv[0])
-    except (subprocess.CalledProcessError, OSError) as exc:
-        print(f"{USAGE}: cannot read {argv[0]!r} as Liger-Kernel's git directory: {exc}", file=sys.stderr)
+    except CloneError as exc:
+        print(f"{USAGE}: {exc}", file=sys.stderr)
         return 2
     differences = compare(json.loads(DATA.read_text(encoding="utf-8")), fresh)
     for line in differences:

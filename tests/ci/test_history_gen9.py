@@ -21,6 +21,7 @@ from bench._history_gen9_extract import COUNT, DATA
 from bench._history_gen9_text import MODAL_TERMINATED
 from bench._history_gen9_verify import compare
 from bench._history_gen9_verify import main as verify_main
+from bench._history_gen9_world import CONVERGENCE
 from bench._verdicts_records import LABELS
 from ci.history.ingest import node_id
 from ci.results.junit import parse_junit
@@ -144,12 +145,30 @@ def test_reruns_cancels_path_filter_and_cron_follow_the_workflow(full: gen9.Hist
         assert all(a.finished <= b.started for a, b in zip(runs, runs[1:]))
     commits = {c.sha: c for c in full.world.commits}
     pushes = [run for run in full.runs if run.event == "push"]
-    assert pushes and all(commits[run.sha].runs_gpu for run in pushes)
+    # nvi-ci.yml's paths: [src/**, test/**]: a commit touching neither (docs, CI, benchmarks) runs no GPU job
+    assert pushes and all(commits[run.sha].files for run in pushes)
+    assert sum(1 for c in full.world.commits if not c.files) >= 20
     cron_end = next(c.time for c in full.world.commits if c.subject.startswith("Remove daily test cron job"))
     nightly = [run for run in full.runs if run.event == "nightly"]
     assert nightly and all(run.started.timestamp() < cron_end for run in nightly)
     pulls = [run for run in full.runs if run.event == "pull_request"]
     assert all(run.base_sha == full.world.commits[run.commit].sha and run.sha not in commits for run in pulls)
+
+
+def test_a_failed_make_test_runs_no_convergence_and_make_stops_at_the_first_failing_file(full: gen9.History) -> None:
+    order = list(CONVERGENCE)
+    stopped = 0
+    for run in full.runs:
+        for report in run.reports:
+            ran, failing = _ran(report.xml), _failing(report.xml)
+            files = [order.index(n.split("::")[0]) for n in ran if n.split("::")[0] in order]
+            if any(n.split("::")[0] not in order for n in failing):
+                assert not files
+                stopped += 1
+            failed_files = [order.index(n.split("::")[0]) for n in failing if n.split("::")[0] in order]
+            if failed_files:
+                assert max(files) == min(failed_files)
+    assert stopped
 
 
 def test_infra_causes_are_where_the_story_put_them(full: gen9.History) -> None:
