@@ -29,7 +29,7 @@ convergence files, `HUB_RATE` per case run and 50 % during `HUB_INCIDENTS` incid
 (infra); a Modal container that never starts, `START_FAIL` per job (no JUnit); a Modal function
 timeout, `TIMEOUT_RATE` per job (the running test errors, infra); one bad Modal worker among
 `WORKERS`, whose jobs fail `ECC_RATE` of the time for 3 days with an ECC error from one test to the
-end of ``make test`` (infra); one Modal outage of 5 hours, in which `OUTAGE_RATE` of jobs are
+end of ``make test`` (infra); one Modal outage of 5 hours (beginning up to 2 hours before some pull request's run), in which `OUTAGE_RATE` of jobs are
 terminated with `bench._history_gen9_text.MODAL_TERMINATED` (infra, a line no other history
 writes); GitHub's "Re-run failed jobs" (same run id, attempt 2, the failed jobs only), by
 `RERUN_PR` of authors and `RERUN_MAIN` on main, when no newer push came first.
@@ -154,8 +154,10 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
     first = len(world.commits) - scale.commits
     wins = [w for w in windows(world, random.Random(seed)) if w.end > first]
     begin, end = world.commits[first].time - 4 * DAY, world.commits[-1].time
-    outage_at = rng.randint(begin, end)
-    bad_at = rng.randint(begin, end)
+    plans = _plans(world, first, scale, rng)
+    # the outage and the bad worker's days begin near a pull request's run: on a quiet weekend they would meet none
+    outage_at = rng.choice([p.start for p in plans if p.event == "pull_request"]) - rng.randint(0, 7200)
+    bad_at = rng.choice([p.start for p in plans]) - rng.randint(0, DAY)
     hubs = [(t, t + rng.randint(3600, 3 * 3600)) for t in (rng.randint(begin, end) for _ in range(HUB_INCIDENTS))]
     workers = [f"modal-h100-{_sha('worker', seed, i)[:8]}" for i in range(WORKERS)]
     history = History(seed, [], world, wins, (outage_at, outage_at + 5 * 3600), workers[0],
@@ -165,7 +167,6 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
     flaky = {c.node: rng.uniform(*FLAKE_RATE) for c in rng.sample(kernel, int(len(kernel) * FLAKY_SHARE))}
     flaky.update({c.node: rng.uniform(*FLAKE_RATE) for c in rng.sample(conv, int(len(conv) * CONVERGENCE_FLAKY_SHARE))})
     history.flaky = flaky
-    plans = _plans(world, first, scale, rng)
     starts: dict[str, list[int]] = {}
     for plan in plans:
         starts.setdefault(plan.group, []).append(plan.start)

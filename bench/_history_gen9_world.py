@@ -9,7 +9,8 @@ commits before the fix that touched a source or test file the fix touches, and t
 test file is reached (the test file itself, or a ``liger_kernel`` file it imports; `HUBS` do
 not count). The failing cases are 1-3 of one test function there, one named like the subject when
 there is one. Subjects that
-fix a flaky test, the style, docs, benchmarks or CI are no breakage of a test and are left out.
+fix a flaky test, the style, docs, benchmarks, CI or another vendor's device (XPU, NPU, AMD: code
+the NVIDIA jobs do not run) are no breakage of a test and are left out.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ HUBS = ("src/liger_kernel/transformers/__init__.py", "src/liger_kernel/utils.py"
         "src/liger_kernel/transformers/monkey_patch.py", "test/transformers/test_monkey_patch.py", "test/utils.py")
 _FIX = re.compile(r"^(fix|\[bug\]|bug fix|fixbug)|\bfix(es|ed)?\b", re.IGNORECASE)
 _REVERT = re.compile(r'^Revert "(.+)"')
-_NOT_A_BREAK = re.compile(r"flaky|typo|style|docs?\b|benchmark|workflow|\bci\b|readme|format", re.IGNORECASE)
+_NOT_A_BREAK = re.compile(r"flaky|typo|style|docs?\b|benchmark|workflow|\bci\b|readme|format|xpu|npu|amd|rocm|ascend",
+                          re.IGNORECASE)
 # `make test-convergence` runs these files one after another (the Makefile's order); `make test` the rest.
 CONVERGENCE = ("test/convergence/fp32/test_mini_models.py", "test/convergence/fp32/test_mini_models_multimodal.py",
                "test/convergence/fp32/test_mini_models_with_logits.py", "test/convergence/bf16/test_mini_models.py",
