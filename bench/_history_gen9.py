@@ -29,10 +29,11 @@ convergence files, `HUB_RATE` per case run and 50 % during `HUB_INCIDENTS` incid
 (infra); a Modal container that never starts, `START_FAIL` per job (no JUnit); a Modal function
 timeout, `TIMEOUT_RATE` per job (the running test errors, infra); one bad Modal worker among
 `WORKERS`, whose jobs fail `ECC_RATE` of the time for 3 days with an ECC error from one test to the
-end of ``make test`` (infra); one Modal outage of 5 hours (beginning up to 2 hours before some pull request's run), in which `OUTAGE_RATE` of jobs are
-terminated with `bench._history_gen9_text.MODAL_TERMINATED` (infra, a line no other history
-writes); GitHub's "Re-run failed jobs" (same run id, attempt 2, the failed jobs only), by
-`RERUN_PR` of authors and `RERUN_MAIN` on main, when no newer push came first.
+end of ``make test`` (infra); one Modal outage of 5 hours (from up to 2 hours before some pull
+request's run), in which `OUTAGE_RATE` of jobs are terminated with
+`bench._history_gen9_text.MODAL_TERMINATED` (infra, a line no other history writes); GitHub's
+"Re-run failed jobs" (same run id, attempt 2, the failed jobs only), by `RERUN_PR` of authors and
+`RERUN_MAIN` on main, when no newer push came first.
 """
 
 from __future__ import annotations
