@@ -341,7 +341,7 @@ class PoolSpell:
 class PoolReview:
     """``tier``'s window judged as the verdicts judge a failure in it: ``runners`` every named
     runner there, ``out_of_line`` the `OutOfLine` records of those out of line with the pool (the
-    smallest p first), ``spells`` the tests failing on the whole pool, by node id."""
+    smallest p first), ``spells`` the tests failing on the whole pool, by test id."""
 
     tier: str
     runners: tuple[str, ...]
