@@ -40,9 +40,8 @@ from ci.history.store import Store
 from ci.registry import Registry, Status, TestEntry
 from ci.report.grid import safe_url
 from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, INFRA, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar,
-                             Culprit, DurationRow, Failure, FileRow, FlakyRow, PoolRow, PullTest, PullView, Report, Run, RunnerRow,
-                             ShardLane,
-                             TierPlan)
+                             Culprit, DurationRow, Failure, FileRow, FlakyRow, PoolRow, PullTest, PullView, Report, Run,
+                             RunnerRow, ShardLane, TierPlan)
 from ci.report.query import (CommitRuns, FailureLine, FileResult, commit_authors, default_branch_commits, failure_lines,
                              file_results, has_verdicts, newest_repo, pull_request_reports)
 from ci.report.triage import days_between, ordered, triage

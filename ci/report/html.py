@@ -57,7 +57,8 @@ def _at_fault(report: Report) -> str:
     tests (`ci.history.runners.pool_review`), where there are any."""
     named = [f"{r.runner or '(unnamed)'} {r.why}" for r in report.runners if r.bad]
     tiers = sorted({p.tier for p in report.pools})
-    named += [f"the pool of {t}: {sum(p.tier == t for p in report.pools)} test(s) failing on every runner" for t in tiers]
+    named += [f"the pool of {t}: {sum(p.tier == t for p in report.pools)} test(s) failing on every runner"
+              for t in tiers]
     if not named:
         return ""
     return f'<p class="atfault"><span class="c i">{LETTERS["infra"]}</span> at fault: {esc("; ".join(named))} ' \
@@ -80,10 +81,10 @@ def _runners(report: Report) -> str:
         body.append(f'<tr class="{"bad" if r.bad else "ok"}"><td>{esc(r.runner or "(unnamed)")}</td>'
                     f'<td>{mark if r.bad else ""}</td><td class="num">{r.infra_reports}</td><td class="num">{r.reports}</td>'
                     f'<td class="num">{r.infra_failures}</td><td>{esc(kinds)}</td><td>{esc(words)}</td></tr>')
-    return ('<h2 id="runners-h">Runners with infra failures, those out of line with their pool first</h2><div class="wide">'
-            '<table id="runners"><thead><tr><th>runner</th><th></th><th>reports with infra failures</th><th>reports</th>'
-            f"<th>infra failures</th><th>kinds</th><th>in words</th></tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-            f"{pools}")
+    return ('<h2 id="runners-h">Runners with infra failures, those out of line with their pool first</h2>'
+            '<div class="wide"><table id="runners"><thead><tr><th>runner</th><th></th>'
+            '<th>reports with infra failures</th><th>reports</th><th>infra failures</th><th>kinds</th><th>in words</th>'
+            f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>{pools}")
 
 
 def _options(values: Iterable[str], every: str) -> str:
