@@ -270,8 +270,17 @@ def fisher_greater(failed: int, runs: int, pool_failed: int, pool_runs: int) -> 
     """One-sided Fisher exact p: the chance, were every run alike, that ``runs`` runs drawn from
     all ``runs + pool_runs`` hold ``failed`` or more of the ``failed + pool_failed`` failures."""
     total, bad = runs + pool_runs, failed + pool_failed
-    tail = sum(comb(bad, k) * comb(total - bad, runs - k) for k in range(failed, min(bad, runs) + 1))
-    return tail / comb(total, runs)
+    k, top = max(failed, runs - (total - bad)), min(bad, runs)  # the terms below k are 0
+    if k > top:
+        return 0.0
+    term, tail = comb(bad, k) * comb(total - bad, runs - k), 0
+    while True:
+        tail += term
+        if k == top:
+            return tail / comb(total, runs)
+        # each term from the one before, exactly: two comb() per term took 26 s at 80,000 test runs
+        term = term * (bad - k) * (runs - k) // ((k + 1) * (total - bad - runs + k + 1))
+        k += 1
 
 
 def runner_blame(store: Store, repo: str, tier: str, runner: str, sha: str, node_id: int | None, *,
@@ -357,8 +366,12 @@ def pool_review(store: Store, repo: str, tier: str, *, as_of: int | None = None)
     names = sorted({str(name) for _, name, *_ in rows if name})
     found = sorted((o for name in names if (o := _out_of_line(rows, name, "", None)) is not None),
                    key=lambda o: (o.p, o.runner))
-    failed = sorted({int(node) for *_, node, bad in rows if int(bad)})
-    texts = {node: why for node in failed if (why := pool_wide(rows, "", node)) is not None}
+    by_node: dict[int, list[tuple]] = {}
+    for row in rows:
+        by_node.setdefault(int(row[4]), []).append(row)
+    # a test's own rows suffice (no judged run: no source is "own"); all of them, per test, would be quadratic
+    texts = {node: why for node, mine in sorted(by_node.items())
+             if any(int(row[5]) for row in mine) and (why := pool_wide(mine, "", node)) is not None}
     marks = ", ".join("?" * len(texts))
     nodes = {int(i): str(n) for i, n in store.fetchall(f"SELECT id, node FROM nodes WHERE id IN ({marks})",
                                                        list(texts))} if texts else {}
