@@ -2,9 +2,10 @@
 
 Contract: `runner_health(store)` counts, per runner name, the scored reports (a pull request's own
 JUnit could forge failures on any runner, so it never counts) and those with at least one infra
-failure (``cases.infra``, read through its partial index). A runner is *bad* when at least
-`BAD_MIN_REPORTS` of its reports hold infra failures and they are at least `BAD_SHARE` of its
-reports: one CUDA error is bad luck, a third of a machine's runs is a bad machine.
+failure (``cases.infra``, read through its partial index): a record, never a judgement (a driver
+update fails every runner of a pool alike, so raw counts blame machines that are not at fault).
+Whose the failures are is `out_of_line`'s and `pool_wide`'s; `pool_review` asks both of a tier's
+whole window, so the HUD says what the verdicts say.
 
 `runner_only(store, ...)` finds a test failing on one runner only: its reports on that runner, from
 the newest back to the runner's last pass of it, all failed (at least `ONLY_MIN_FAILED`, from
@@ -39,8 +40,6 @@ from math import comb
 from ci.history.store import Store
 from ci.history.verdict_queries import cut, repo_condition
 
-BAD_MIN_REPORTS = 3
-BAD_SHARE = 0.2
 ONLY_MIN_FAILED = 3
 ONLY_MIN_SOURCES = 2
 ONLY_MIN_PASSES = 2
@@ -60,7 +59,7 @@ AT_ONCE = 3  # and at least half the tests of the judged run on the runner: a ba
 
 @dataclass(frozen=True)
 class RunnerHealth:
-    """One runner's infra record over the history."""
+    """One runner's infra record over the history (counts only: see the module docstring)."""
 
     runner: str
     reports: int
@@ -68,16 +67,11 @@ class RunnerHealth:
     infra_failures: int
     kinds: tuple[tuple[str, int], ...]  # (infra kind, reports with it), most first
 
-    @property
-    def bad(self) -> bool:
-        return self.infra_reports >= BAD_MIN_REPORTS and self.infra_reports >= BAD_SHARE * max(1, self.reports)
-
     def describe(self) -> str:
-        """``gpu-7 has infra failures in 5 of 9 reports (cuda 4, nccl 1): a bad machine?``"""
+        """``gpu-7 has infra failures in 5 of 9 reports (cuda 4, nccl 1)``"""
         kinds = ", ".join(f"{k} {n}" for k, n in self.kinds)
         text = f"{self.runner} has infra failures in {self.infra_reports} of {self.reports} reports"
-        text += f" ({kinds})" if kinds else ""
-        return text + (": a bad machine?" if self.bad else "")
+        return text + (f" ({kinds})" if kinds else "")
 
 
 _INFRA = """SELECT r.runner, c.infra, COUNT(DISTINCT r.id), COUNT(*) FROM cases c JOIN reports r ON r.id = c.report_id
@@ -276,8 +270,17 @@ def fisher_greater(failed: int, runs: int, pool_failed: int, pool_runs: int) -> 
     """One-sided Fisher exact p: the chance, were every run alike, that ``runs`` runs drawn from
     all ``runs + pool_runs`` hold ``failed`` or more of the ``failed + pool_failed`` failures."""
     total, bad = runs + pool_runs, failed + pool_failed
-    tail = sum(comb(bad, k) * comb(total - bad, runs - k) for k in range(failed, min(bad, runs) + 1))
-    return tail / comb(total, runs)
+    k, top = max(failed, runs - (total - bad)), min(bad, runs)  # the terms below k are 0
+    if k > top:
+        return 0.0
+    term, tail = comb(bad, k) * comb(total - bad, runs - k), 0
+    while True:
+        tail += term
+        if k == top:
+            return tail / comb(total, runs)
+        # each term from the one before, exactly: two comb() per term took 26 s at 80,000 test runs
+        term = term * (bad - k) * (runs - k) // ((k + 1) * (total - bad - runs + k + 1))
+        k += 1
 
 
 def runner_blame(store: Store, repo: str, tier: str, runner: str, sha: str, node_id: int | None, *,
@@ -332,3 +335,46 @@ def pool_wide(rows: list[tuple], sha: str, node_id: int | None) -> str | None:
         return None
     return (f"the pool's {len(names)} runners failed it with infra errors in all its {len(streak)} recent runs of "
             f"other pull requests and main commits, none passing (an image or driver change?)")
+
+
+@dataclass(frozen=True)
+class PoolSpell:
+    """A test of ``tier`` that `pool_wide` calls the pool's (``text``, its words), no runner's."""
+
+    tier: str
+    node: str
+    text: str
+
+
+@dataclass(frozen=True)
+class PoolReview:
+    """``tier``'s window judged as the verdicts judge a failure in it: ``runners`` every named
+    runner there, ``out_of_line`` the `OutOfLine` records of those out of line with the pool (the
+    smallest p first), ``spells`` the tests failing on the whole pool, by test id."""
+
+    tier: str
+    runners: tuple[str, ...]
+    out_of_line: tuple[OutOfLine, ...]
+    spells: tuple[PoolSpell, ...]
+
+
+def pool_review(store: Store, repo: str, tier: str, *, as_of: int | None = None) -> PoolReview:
+    """The `PoolReview` of ``tier``'s newest `WINDOW` reports (of ``repo``; every repository when
+    empty): `out_of_line` asked of each named runner and `pool_wide` of each test failed so there,
+    for no judged run (every report of the window is another source), one read of the window."""
+    rows = _window(store, repo, tier, as_of)
+    names = sorted({str(name) for _, name, *_ in rows if name})
+    found = sorted((o for name in names if (o := _out_of_line(rows, name, "", None)) is not None),
+                   key=lambda o: (o.p, o.runner))
+    by_node: dict[int, list[tuple]] = {}
+    for row in rows:
+        by_node.setdefault(int(row[4]), []).append(row)
+    # a test's own rows suffice (no judged run: no source is "own"); all of them, per test, would be quadratic
+    texts = {node: why for node, mine in sorted(by_node.items())
+             if any(int(row[5]) for row in mine) and (why := pool_wide(mine, "", node)) is not None}
+    marks = ", ".join("?" * len(texts))
+    nodes = {int(i): str(n) for i, n in store.fetchall(f"SELECT id, node FROM nodes WHERE id IN ({marks})",
+                                                       list(texts))} if texts else {}
+    spells = tuple(sorted((PoolSpell(tier, nodes.get(i, str(i)), text) for i, text in texts.items()),
+                          key=lambda spell: spell.node))
+    return PoolReview(tier, tuple(names), tuple(found), spells)

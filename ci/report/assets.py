@@ -89,6 +89,7 @@ svg text{font:11px system-ui,sans-serif}
 .empty{color:var(--muted)}
 .wide{max-width:100%;overflow:auto}.wide thead th{top:0}
 #runners tr.bad td{font-weight:700}
+#pools li{overflow-wrap:anywhere}
 .atfault{margin:4px 0 0;font-weight:700}
 @media (max-width:700px){
 header{padding:8px}main{padding:0 8px 16px}

@@ -18,9 +18,10 @@ Contract:
 - Durations: a run's sample is the file's seconds in its latest attempt (reruns included), never
   a run where every test skipped; p50 and p90 are nearest-rank. Drift is the rule of
   ``ci durations``: p90 off est_time by more than 25 % and 5 s.
-- Runners: every runner with infra failures in `ci.history.runners.runner_health` (the rule and
-  numbers of the verdicts and the CLI, never re-derived here), the bad ones first; none on a store
-  older than the verdicts' schema.
+- Runners: every runner with infra failures in `ci.history.runners.runner_health` (its record),
+  at fault only when `ci.history.runners.pool_review` finds it out of line with its pool on a tier
+  of the page (the verdicts' rule and numbers, never re-derived here), those first; the tests
+  failing on a tier's whole pool as the pool's; none on a store older than the verdicts' schema.
 - Plans become timelines as given (the caller plans; nothing here reads git or the tree).
 """
 
@@ -34,13 +35,13 @@ from typing import Iterable, Sequence
 
 from ci.history.culprits import CulpritState, culprit_searches
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores
-from ci.history.runners import runner_health
+from ci.history.runners import OutOfLine, RunnerHealth, pool_review, runner_health
 from ci.history.store import Store
 from ci.registry import Registry, Status, TestEntry
 from ci.report.grid import safe_url
 from ci.report.model import (BROKEN, FAIL, FAILING_ROW, FLAKY, INFRA, MANUAL, NOT_RUN, PASS, QUARANTINED, SKIPPED, Bar,
-                             Culprit, DurationRow, Failure, FileRow, FlakyRow, PullTest, PullView, Report, Run, RunnerRow, ShardLane,
-                             TierPlan)
+                             Culprit, DurationRow, Failure, FileRow, FlakyRow, PoolRow, PullTest, PullView, Report, Run,
+                             RunnerRow, ShardLane, TierPlan)
 from ci.report.query import (CommitRuns, FailureLine, FileResult, commit_authors, default_branch_commits, failure_lines,
                              file_results, has_verdicts, newest_repo, pull_request_reports)
 from ci.report.triage import days_between, ordered, triage
@@ -130,23 +131,40 @@ def build_report(store: Store, registry: Registry, plans: Sequence[Plan] = (), *
     rows, durations = _rows(registry, grouped, lines, shown)
     rows = _judged(store, repo, rows, lines, shown)
     rows = _with_culprits(store, repo, rows, shown)
+    runners, pools = _runners(store, repo, sorted({r.tier for r in rows}))
     return Report(
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), repo=repo,
         runs=shown, rows=tuple(ordered(rows)),
         flaky=_flaky(store, registry, level, min_trials), durations=tuple(durations),
         plans=tuple(timeline(p) for p in plans),
         pull=_pull(store, registry, repo, pr, pr_plans, changed) if pr is not None else None, level=level,
-        runners=_runners(store))
+        runners=runners, pools=pools)
 
 
-def _runners(store: Store) -> tuple[RunnerRow, ...]:
-    """The runners with infra failures, bad first, then by infra reports (see the module docstring)."""
-    if not has_verdicts(store):
-        return ()
-    found = [h for h in runner_health(store).values() if h.infra_reports]
-    found.sort(key=lambda h: (not h.bad, -h.infra_reports, h.runner))
-    return tuple(RunnerRow(h.runner, h.reports, h.infra_reports, h.infra_failures, h.kinds, h.bad, h.describe())
-                 for h in found)
+def _runners(store: Store, repo: str, tiers: Sequence[str]) -> tuple[tuple[RunnerRow, ...], tuple[PoolRow, ...]]:
+    """``runners`` and ``pools`` of the `Report` (see the module docstring): the runners out of
+    line first (the smallest p), then by infra reports."""
+    if not has_verdicts(store) or not repo:
+        return (), ()
+    flagged: dict[str, tuple[str, OutOfLine]] = {}
+    pools: list[PoolRow] = []
+    for tier in tiers:
+        review = pool_review(store, repo, tier)
+        pools += [PoolRow(s.tier, s.node, s.text) for s in review.spells]
+        for o in review.out_of_line:
+            if o.runner not in flagged or o.p < flagged[o.runner][1].p:
+                flagged[o.runner] = (tier, o)
+    health = runner_health(store)
+    found = [h for h in health.values() if h.infra_reports]
+    found += [RunnerHealth(name, 0, 0, 0, ()) for name in flagged if name not in health]
+    found.sort(key=lambda h: (h.runner not in flagged, flagged[h.runner][1].p if h.runner in flagged else 0.0,
+                              -h.infra_reports, h.runner))
+    return tuple(RunnerRow(h.runner, h.reports, h.infra_reports, h.infra_failures, h.kinds, h.runner in flagged,
+                           h.describe(), _why(flagged.get(h.runner))) for h in found), tuple(pools)
+
+
+def _why(found: tuple[str, OutOfLine] | None) -> str:
+    return f"on {found[0]}, {found[1].describe()}" if found is not None else ""
 
 
 def _run(index: int, commit: CommitRuns, author: str) -> Run:

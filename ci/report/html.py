@@ -19,7 +19,7 @@ from typing import Iterable
 from ci.report.assets import CSS, JS, script_hash
 from ci.report.grid import (CLASS, GANTT_LEFT, GANTT_WIDTH, LANE, count_of, data_block, durations, esc, gantt_scale,
                             link, matrix, name_cell, run_label, safe_url)
-from ci.report.model import LETTERS, MEANING, STATUSES, Failure, PullView, Report, RunnerRow, TierPlan
+from ci.report.model import LETTERS, MEANING, STATUSES, Failure, PullView, Report, TierPlan
 
 def _secs(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
@@ -35,7 +35,7 @@ def render(report: Report) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>CI HUD: {esc(report.repo)}</title><style>{CSS}</style></head><body>",
         _header(report), "<main>", _filters(report), matrix(report),
-        '<div id="tip" role="tooltip" tabindex="-1" hidden></div>', _runners(report.runners), _flaky(report),
+        '<div id="tip" role="tooltip" tabindex="-1" hidden></div>', _runners(report), _flaky(report),
         durations(report), _plans(report.plans), _pull(report.pull), "</main>", data_block(report), f"<script>{JS}</script></body></html>",
     ]
     return "".join(parts)
@@ -49,34 +49,42 @@ def _header(report: Report) -> str:
             '<a href="report.json">report.json</a></div>'
             '<nav><a href="#matrix-h">matrix</a><a href="#flaky-h">flaky</a><a href="#durations-h">durations</a>'
             '<a href="#runners-h">runners</a><a href="#plan-h">plan</a><a href="#pull-h">pull request</a></nav>'
-            f'{_at_fault(report.runners)}<div class="legend">{legend}</div></header>')
+            f'{_at_fault(report)}<div class="legend">{legend}</div></header>')
 
 
-def _at_fault(runners: tuple[RunnerRow, ...]) -> str:
-    """One line naming the runners at fault (`ci.history.runners`' rule), where there are any."""
-    bad = [r for r in runners if r.bad]
-    if not bad:
+def _at_fault(report: Report) -> str:
+    """One line naming the runners out of line with their pool and the tiers whose whole pool fails
+    tests (`ci.history.runners.pool_review`), where there are any."""
+    named = [f"{r.runner or '(unnamed)'} {r.why}" for r in report.runners if r.bad]
+    tiers = sorted({p.tier for p in report.pools})
+    named += [f"the pool of {t}: {sum(p.tier == t for p in report.pools)} test(s) failing on every runner"
+              for t in tiers]
+    if not named:
         return ""
-    named = "; ".join(f"{r.runner or '(unnamed)'}: {r.infra_reports} of {r.reports} reports with infra failures"
-                      for r in bad)
-    return f'<p class="atfault"><span class="c i">{LETTERS["infra"]}</span> runner(s) at fault: {esc(named)} ' \
+    return f'<p class="atfault"><span class="c i">{LETTERS["infra"]}</span> at fault: {esc("; ".join(named))} ' \
            '(<a href="#runners-h">runners</a>)</p>'
 
 
-def _runners(runners: tuple[RunnerRow, ...]) -> str:
-    """Every runner with infra failures, the runners at fault first, in `ci.history.runners`' words."""
-    if not runners:
-        return '<h2 id="runners-h">Runners</h2><p class="empty">No infra failure in the history.</p>'
+def _runners(report: Report) -> str:
+    """Every runner with infra failures, the runners out of line with their pool first, then the
+    tests failing on a whole pool, in `ci.history.runners`' words."""
+    pools = "".join(f'<li><b>the pool of {esc(p.tier)}</b>: <code>{esc(p.node)}</code>: {esc(p.text)}</li>'
+                    for p in report.pools)
+    pools = f'<h3>Failing on the whole pool (no runner at fault)</h3><ul id="pools">{pools}</ul>' if pools else ""
+    if not report.runners:
+        return f'<h2 id="runners-h">Runners</h2><p class="empty">No infra failure in the history.</p>{pools}'
     body = []
-    mark = f'<span class="c i">{LETTERS["infra"]}</span> at fault'
-    for r in runners:
+    mark = f'<span class="c i">{LETTERS["infra"]}</span> out of line'
+    for r in report.runners:
         kinds = ", ".join(f"{k} {n}" for k, n in r.kinds)
+        words = f"{r.text}; {r.why}" if r.bad else r.text
         body.append(f'<tr class="{"bad" if r.bad else "ok"}"><td>{esc(r.runner or "(unnamed)")}</td>'
                     f'<td>{mark if r.bad else ""}</td><td class="num">{r.infra_reports}</td><td class="num">{r.reports}</td>'
-                    f'<td class="num">{r.infra_failures}</td><td>{esc(kinds)}</td><td>{esc(r.text)}</td></tr>')
-    return ('<h2 id="runners-h">Runners with infra failures, the runners at fault first</h2><div class="wide">'
-            '<table id="runners"><thead><tr><th>runner</th><th></th><th>reports with infra failures</th><th>reports</th>'
-            f"<th>infra failures</th><th>kinds</th><th>in words</th></tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+                    f'<td class="num">{r.infra_failures}</td><td>{esc(kinds)}</td><td>{esc(words)}</td></tr>')
+    return ('<h2 id="runners-h">Runners with infra failures, those out of line with their pool first</h2>'
+            '<div class="wide"><table id="runners"><thead><tr><th>runner</th><th></th>'
+            '<th>reports with infra failures</th><th>reports</th><th>infra failures</th><th>kinds</th><th>in words</th>'
+            f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>{pools}")
 
 
 def _options(values: Iterable[str], every: str) -> str:

@@ -186,9 +186,11 @@ class PullView:
 
 @dataclass(frozen=True)
 class RunnerRow:
-    """A runner with infra failures, as `ci.history.runners.RunnerHealth` counts it over the
-    store's scored reports; ``bad`` is that module's rule and ``text`` its ``describe()``, so the
-    page says what the CLI and the verdicts say."""
+    """A runner with infra failures: its record over the store's scored reports as
+    `ci.history.runners.RunnerHealth` counts it (``text``, its ``describe()``); ``bad`` when it is
+    out of line with its pool on a tier (`ci.history.runners.pool_review`, the verdicts' rule),
+    ``why`` then that tier and the record's words (counts and Fisher p), so the page blames what
+    the verdicts blame."""
 
     runner: str
     reports: int
@@ -196,6 +198,17 @@ class RunnerRow:
     infra_failures: int
     kinds: tuple[tuple[str, int], ...]
     bad: bool
+    text: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """A test failing with infra errors on its tier's whole pool (`ci.history.runners.pool_wide`):
+    the pool's (an image or driver change), no runner's; ``text`` in that module's words."""
+
+    tier: str
+    node: str
     text: str
 
 
@@ -213,3 +226,4 @@ class Report:
     pull: PullView | None
     level: float
     runners: tuple[RunnerRow, ...] = ()  # infra failures per runner, the runners at fault first
+    pools: tuple[PoolRow, ...] = ()  # tests failing with infra errors on a tier's whole pool

@@ -18,8 +18,9 @@ from ci.atomic_write import atomic_write_bytes
 from ci.report.html import render
 from ci.report.model import Report
 
-JSON_SCHEMA = 3  # 2: a column is a commit (runs merged); rows carry triage, failures, attempts; 3: the infra
-#                  status, a failure's infra kind and runner, and the runners with infra failures
+JSON_SCHEMA = 4  # 2: a column is a commit (runs merged); rows carry triage, failures, attempts; 3: the infra
+#                  status, a failure's infra kind and runner, and the runners with infra failures; 4: a runner's
+#                  `why` (out of line with its pool) and the `pools` (tests failing on a whole pool)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 PAGE = "index.html"
 DATA = "report.json"

@@ -6,6 +6,7 @@ line with the pool's, the test's when the error follows the test across the pool
 
 from __future__ import annotations
 
+from math import comb
 from pathlib import Path
 
 from ci.history.ingest import ingest, prepare
@@ -156,6 +157,16 @@ def test_fisher_greater_is_the_hypergeometric_tail() -> None:
     assert fisher_greater(3, 3, 0, 3) == 1 / 20  # 3 failures, all in the 3 of 6 runs drawn
     assert fisher_greater(0, 5, 2, 5) == 1.0
     assert fisher_greater(1, 1, 1, 3) == 0.5
+    # each term from the one before, as a whole-HUD window of 80,000 test runs needs: the same
+    # float as the sum of the defining binomials, on every table of up to 12 runs a side
+    for runs in range(13):
+        for pool_runs in range(13):
+            for failed in range(runs + 1):
+                for pool_failed in range(pool_runs + 1):
+                    total, bad = runs + pool_runs, failed + pool_failed
+                    tail = sum(comb(bad, k) * comb(total - bad, runs - k) for k in range(failed, min(bad, runs) + 1))
+                    assert fisher_greater(failed, runs, pool_failed, pool_runs) == tail / comb(total, runs)
+    assert fisher_greater(200, 10000, 1400, 70000) > 0.5 > fisher_greater(3035, 10000, 2111, 70000)
 
 
 def test_the_judged_pull_requests_own_earlier_pushes_are_one_source_with_it(store_location: str,

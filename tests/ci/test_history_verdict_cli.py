@@ -159,3 +159,20 @@ def test_changed_files_keep_a_change_that_touched_the_test_its_own(tmp_path: Pat
     assert ci_main(["history", "verdicts", "--pr", "30", "--changed-files", str(changed), "--store", store]) == 0
     headline = capsys.readouterr().out.splitlines()[0]
     assert "new" in headline and "broken" not in headline, headline
+
+
+def test_a_pool_wide_spell_is_the_pools_in_the_verdicts_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 47: every runner fails every test alike (tests/ci/report_infra_support.py's pool history,
+    each runner 4 of its 9 reports): the CLI (and so the step summary) calls each failure the pool's,
+    and no runner's record calls it a bad machine."""
+    from tests.ci.report_infra_support import FILES, POOL, SHAS, build_pool_history
+
+    store = str(tmp_path / "history.sqlite")
+    build_pool_history(store, tmp_path)
+    capsys.readouterr()
+    assert ci_main(["history", "verdicts", "--sha", SHAS[-1], "--store", store]) == 0
+    out = capsys.readouterr().out.splitlines()
+    details = [line.strip() for line in out if line.strip().startswith("infra:")]
+    assert len(details) == len(FILES) and all("the pool's 3 runners failed it with infra errors" in d for d in details)
+    records = [f"{r} has infra failures in 4 of 9 reports (cuda 4)" for r in POOL]
+    assert all(d.endswith(tuple(records)) for d in details)  # the record, counts only: no "a bad machine?"

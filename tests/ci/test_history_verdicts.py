@@ -55,9 +55,9 @@ def check_replay(replay: Replay) -> None:
         [(p, t, v.verdict) for p, t, v in retried if t != v.verdict]
     infra = [v for _, _, v in sorted(judged + retried, key=lambda p: p[0]) if v.verdict == INFRA]
     on_bad = [v for v in infra if v.runner == BAD_RUNNER]
-    assert on_bad and on_bad[-1].runner_health is not None and on_bad[-1].runner_health.bad
-    assert "a bad machine?" in on_bad[-1].detail
-    assert not any(v.runner_health and v.runner_health.bad for v in infra if v.runner != BAD_RUNNER)
+    assert on_bad and on_bad[-1].runner_health is not None and on_bad[-1].runner_health.infra_reports
+    assert any("out of line with the pool" in v.detail for v in on_bad)  # blamed by `runners.out_of_line`
+    assert not any("out of line" in v.detail for v in infra if v.runner != BAD_RUNNER)
     assert all(v.detail.startswith(("broken on main since", "flaky:", "infra:", "new:")) for _, _, v in judged)
 
 
@@ -221,12 +221,12 @@ def test_infra_names_the_runner_and_a_bad_machine(store_location: str, tmp_path:
         (k,) = judge(store, [pr_failure(store, tmp_path, [KERNEL_BUG, KERNEL_BUG], pr=9, runner="bad-1")])
         # a pool without its devices, no runner out of line and the test never failed so elsewhere: a hiccup
         (h,) = judge(store, [pr_failure(store, tmp_path, [HIP_GONE], pr=10, runner="good-2")])
-    assert (health["bad-1"].reports, health["bad-1"].infra_reports, health["bad-1"].bad) == (5, 3, True)
-    assert (health["good-1"].reports, health["good-1"].infra_reports, health["good-1"].bad) == (2, 1, False)
+    assert (health["bad-1"].reports, health["bad-1"].infra_reports) == (5, 3)
+    assert (health["good-1"].reports, health["good-1"].infra_reports) == (2, 1)
     assert v.verdict == INFRA and v.runner == "bad-1" and v.infra == "cuda"
     assert v.detail.startswith("infra: cuda on runner bad-1, out of line with the pool: 4 of its 6 recent jobs "
                                "failed with infra errors, against 1 of 28 on the pool's 2 other runners (Fisher p = ")
-    assert v.detail.endswith("; bad-1 has infra failures in 3 of 5 reports (cuda 3): a bad machine?")
+    assert v.detail.endswith("; bad-1 has infra failures in 3 of 5 reports (cuda 3)")  # a record: the blame is above
     assert q.verdict == NEW
     assert (k.verdict, k.infra) == (NEW, "")
     assert (h.verdict, h.infra) == (INFRA, "no-gpu") and "a hiccup" in h.detail

@@ -173,7 +173,7 @@ def test_markup_in_names_is_text_and_unsafe_links_are_dropped() -> None:
 def test_json_beside_the_page_and_a_non_utf8_test_id(tmp_path: Path) -> None:
     page, data = write_report(_tiny("tests/caf\udce9.py", "https://ci.example/run/1"), tmp_path / "out")
     loaded = json.loads(data.read_text(encoding="ascii"))
-    assert loaded["schema"] == 3 and loaded["rows"][0]["file"] == "tests/caf\udce9.py"
+    assert loaded["schema"] == 4 and loaded["rows"][0]["file"] == "tests/caf\udce9.py"
     assert loaded["runs"][0]["url"] == "https://ci.example/run/1"
     assert "tests/caf\ufffd.py" in page.read_text(encoding="utf-8")  # strict UTF-8 decode: no lone surrogate
 

@@ -1,9 +1,10 @@
 """The HUD on a history with a bad runner (tests/ci/report_infra_support.py): infra failures get their
-own status, the runners at fault are named with `ci.history.runners`' rule and numbers, a failing
+own status, a runner is at fault only when out of line with its pool and a spell on the whole pool
+is the pool's (`ci.history.runners.pool_review`: the verdicts' rule and numbers), a failing
 row shows its error line inline, long names keep their distinguishing tail, and the page works at
 390 px as at 1440 px. The browser half runs headless Chromium (`ci.report.browser`) at both widths
 and reads geometry from the page (``getBoundingClientRect``); screenshots go to ``tmp_path``.
-Oracles: the history's hand-written story, `ci.history.runners.runner_health` on the same store, and
+Oracles: the history's hand-written story, `ci.history.runners` on the same store, and
 layout; never the page's script state. Without chromium this FAILS, like the other browser tests.
 """
 
@@ -15,17 +16,23 @@ from typing import Iterator
 
 import pytest
 
-from ci.history.runners import runner_health
+from ci.history.runners import pool_review, runner_health
 from ci.history.store import open_store
 from ci.report.browser import Browser, Tab
-from ci.report.model import RunnerRow
-from tests.ci.report_infra_support import (BAD, COMMITS, CUDA, GOOD, HOSTILE_ERROR, HOSTILE_FILE, HOSTILE_TEST, LONG_A,
-                                           LONG_B, PREFIX, REPO, SHAS, build_history, write_repo)
+from ci.report.model import PoolRow, RunnerRow
+from tests.ci.report_infra_support import (BAD, COMMITS, CUDA, FILES, GOOD, HOSTILE_ERROR, HOSTILE_FILE, HOSTILE_TEST,
+                                           LONG_A, LONG_B, POOL, PREFIX, REPO, SHAS, build_history, build_pool_history,
+                                           write_repo)
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.report_support import built_report, chromium, clean_tab, hud_page, known_store
 
 SIZES = {"1440": (1440, 900), "390": (390, 844)}
-BAD_TEXT = f"{BAD} has infra failures in 10 of 18 reports (cuda 10): a bad machine?"
+BAD_TEXT = f"{BAD} has infra failures in 10 of 18 reports (cuda 10)"
+OUT = ("out of line with the pool: 10 of its 27 recent test runs failed with infra errors (2 tests), against 1 of 81 "
+       "on the pool's 3 other runners (Fisher p = 6e-06)")
+GOOD_TEXT = f"{GOOD} has infra failures in 1 of 3 reports (nccl 1)"
+SPELL = ("the pool's 4 runners failed it with infra errors in all its 4 recent runs of other pull requests and main "
+         "commits, none passing (an image or driver change?)")
 
 
 @pytest.fixture(scope="module")
@@ -46,21 +53,40 @@ def test_infra_failures_are_their_own_status_and_stay_failing(store: tuple[str, 
                                                                                          ("failing", 7, 2)]
     latest = rows[LONG_A].failures[-1]
     assert (latest.infra, latest.runner) == ("cuda", BAD)
-    assert latest.verdict == (f"infra: cuda on runner {BAD}, out of line with the pool: 10 of its 27 recent test runs "
-                              f"failed with infra errors (2 tests), against 1 of 81 on the pool's 1 other runner "
-                              f"(Fisher p = 6e-06); {BAD_TEXT}")  # the verdict names the runner, and why
+    assert latest.verdict == f"infra: cuda on runner {BAD}, {OUT}; {BAD_TEXT}"  # the verdict names the runner, and why
     assert (rows[HOSTILE_FILE].failures[-1].infra, rows[HOSTILE_FILE].failures[-1].message) == ("", HOSTILE_ERROR)
 
 
-def test_the_runners_are_ci_history_runners(store: tuple[str, Path]) -> None:
+def test_the_runner_out_of_line_with_its_pool_is_at_fault(store: tuple[str, Path]) -> None:
+    """One runner of four fails 10 of its 18 reports: at fault, with the verdicts' counts and p."""
     report = built_report(*store, shards=None)
-    assert report.runners == (
-        RunnerRow(BAD, 18, 10, 10, (("cuda", 10),), True, BAD_TEXT),
-        RunnerRow(GOOD, 9, 1, 1, (("nccl", 1),), False, f"{GOOD} has infra failures in 1 of 9 reports (nccl 1)"))
+    assert report.runners == (RunnerRow(BAD, 18, 10, 10, (("cuda", 10),), True, BAD_TEXT, f"on gpu_h100, {OUT}"),
+                              RunnerRow(GOOD, 3, 1, 1, (("nccl", 1),), False, GOOD_TEXT))
+    assert report.pools == ()
     with open_store(store[0], create=False) as s:
-        health = runner_health(s)
-    assert [(r.bad, r.text) for r in report.runners] == [(health[r.runner].bad, health[r.runner].describe())
+        health, review = runner_health(s), pool_review(s, REPO, "gpu_h100")
+    assert [o.runner for o in review.out_of_line] == [BAD] and review.runners == tuple(sorted(POOL))
+    assert [(r.bad, r.text) for r in report.runners] == [(r.runner == BAD, health[r.runner].describe())
                                                          for r in report.runners]
+
+
+@pytest.fixture(scope="module")
+def pool_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    base = tmp_path_factory.mktemp("pool")
+    return known_store(str(base / "history.sqlite"), base, write_repo, build_pool_history)
+
+
+def test_a_spell_on_the_whole_pool_is_the_pools_not_a_runners(pool_store: tuple[str, Path]) -> None:
+    """Every runner fails 4 of its 9 reports alike (each over any count-only rule): none is at
+    fault, and each test's spell is shown as the pool's."""
+    report = built_report(*pool_store, shards=None)
+    assert report.runners == tuple(RunnerRow(r, 9, 4, 4, (("cuda", 4),), False,
+                                             f"{r} has infra failures in 4 of 9 reports (cuda 4)") for r in sorted(POOL))
+    nodes = sorted(f"{f}::test_x" for f in FILES)
+    assert report.pools == tuple(PoolRow("gpu_h100", n, SPELL) for n in nodes)
+    with open_store(pool_store[0], create=False) as s:
+        review = pool_review(s, REPO, "gpu_h100")
+    assert review.out_of_line == () and [(p.node, p.text) for p in review.spells] == [(n, SPELL) for n in nodes]
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +127,32 @@ def test_infra_is_marked_by_class_colour_and_glyph_and_the_runners_at_fault_name
     assert err == ["err inf", f"! infra cuda on {BAD}: RuntimeError: CUDA error: uncorrectable ECC error encountered"]
     runners = tab.eval("[...document.querySelectorAll('#runners tbody tr')].map(r => [r.className,"
                        " ...[...r.cells].map(c => c.textContent)])")
-    assert runners == [["bad", BAD, "! at fault", "10", "18", "10", "cuda 10", BAD_TEXT],
-                       ["ok", GOOD, "", "1", "9", "1", "nccl 1", f"{GOOD} has infra failures in 1 of 9 reports (nccl 1)"]]
-    assert tab.eval("document.querySelector('.atfault').textContent") == (
-        f"! runner(s) at fault: {BAD}: 10 of 18 reports with infra failures (runners)")
+    assert runners == [["bad", BAD, "! out of line", "10", "18", "10", "cuda 10", f"{BAD_TEXT}; on gpu_h100, {OUT}"],
+                       ["ok", GOOD, "", "1", "3", "1", "nccl 1", GOOD_TEXT]]
+    assert tab.eval("document.querySelector('.atfault').textContent") == f"! at fault: {BAD} on gpu_h100, {OUT} (runners)"
+    assert tab.eval("document.querySelectorAll('#pools li').length") == 0
+
+
+@pytest.fixture(scope="module")
+def pool_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hud_page(tmp_path_factory.mktemp("pool-page"), write_repo, build_pool_history, 1, [])
+
+
+def test_a_pool_wide_spell_is_shown_as_the_pools(browser: Browser, pool_page: Path, tmp_path: Path) -> None:
+    with clean_tab(browser, pool_page) as tab:
+        width = tab.eval("innerWidth")
+        tab.eval("document.getElementById('runners-h').scrollIntoView()")
+        (tmp_path / f"pool-{width}.png").write_bytes(tab.screenshot())
+        rows = tab.eval("[...document.querySelectorAll('#runners tbody tr')].map(r => [r.className,"
+                        " r.cells[0].textContent, r.cells[1].textContent])")
+        assert rows == [["ok", r, ""] for r in sorted(POOL)]  # no runner marked
+        items = tab.eval("[...document.querySelectorAll('#pools li')].map(li => li.textContent)")
+        assert items == [f"the pool of gpu_h100: {f}::test_x: {SPELL}" for f in sorted(FILES)]
+        assert tab.eval("document.querySelector('.atfault').textContent") == (
+            "! at fault: the pool of gpu_h100: 4 test(s) failing on every runner (runners)")
+        boxes = tab.eval(f"[...document.querySelectorAll('#pools li')].map({_BOX})")
+        assert all(0 <= b[0] and b[2] <= width for b in boxes)  # each spell wraps inside the window
+        assert tab.eval("document.scrollingElement.scrollWidth") <= width
 
 
 def test_a_failing_row_shows_its_error_line_inline_as_text(tab: Tab) -> None:

@@ -389,7 +389,8 @@ def test_durations_cache_is_saved_and_restored_under_one_path_and_prefix():
         # gpu.yml plans a push in a step of its own (`pushplan`); either step's outputs are the job's
         plans = ("steps.plan", "steps.pushplan")
         assert jobs["plan"]["outputs"]["durations"] == "${{ " + " || ".join(f"{p}.outputs.durations" for p in plans) + " }}"
-        (upload,) = [s for s in jobs["plan"]["steps"] if uses(s, "actions/upload-artifact")]
+        (upload,) = [s for s in jobs["plan"]["steps"]
+                     if uses(s, "actions/upload-artifact") and s["with"]["name"] == "plan-durations"]
         (download,) = [s for s in jobs["gpu"]["steps"] if uses(s, "actions/download-artifact")]
         assert upload["with"]["name"] == download["with"]["name"] and upload["with"]["path"] == DURATIONS_FILE
         assert download["with"]["path"] == str(Path(DURATIONS_FILE).parent)
