@@ -152,7 +152,8 @@ def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG
         return EXIT_UNSURE
     for run in answer.runs:
         if run.link:
-            print(f"{prog}: run {run.sha[:12]} {'failed' if run.failed else 'passed'}: {run.link}")
+            print(f"{prog}: run {run.sha[:12]} {'failed' if run.failed else 'passed'}: {run.link}"
+                  + (f" ({run.note})" if run.note else ""))
     pull = f", {answer.about}" if answer.about else ""
     print(f"{prog}: culprit {answer.sha} ({answer.subject}){pull}, probability {answer.probability:.3f}, "
           f"{answer.window_runs} run(s) in the window, stopped: {answer.stop}")
