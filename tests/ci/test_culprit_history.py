@@ -16,7 +16,6 @@ from ci.history.culprits import CulpritAnswer, CulpritRequest, breakage_requests
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, Verdict
 from ci.registry import CulpritPolicy
-from tests.ci.test_culprit_cli import CULPRIT, repo  # noqa: F401 - ci culprit's own window, reused
 from tests.ci.history_support import (BREAKAGE_PLAN, Case, breakage_cases, pg_server, store_location,  # noqa: F401
                                       write_report)
 
@@ -269,32 +268,3 @@ def test_flake_match_is_learned_from_the_tests_flaky_failures(tmp_path) -> None:
     assert m == pytest.approx(beta_ppf(0.9, 2.0, 7.0))
     assert f"{m:.3f}, the 90% quantile of m's posterior from 1 of 4 flaky failure(s) in the history (Beta(1, 4) prior)" in said
     assert flake_match({}, breakage)[0] == pytest.approx(beta_ppf(0.9, 1.0, 4.0))
-
-
-def test_a_search_reads_the_history_once_for_the_rates_and_m(repo, tmp_path, monkeypatch) -> None:
-    """`ci culprit` with a breakage signature (--bad's attempts fail on one assert): the flaky
-    failures behind m are read with the other rates, in the one `_noise` read of the store, not
-    by opening it again once the signature is known. The oracle: who calls the real open_store."""
-    import sys
-
-    import ci.history.store
-    from ci.commands import culprit
-
-    root, shas = repo
-    store = tmp_path / "h.sqlite"
-    open_store(str(store)).close()
-    real, callers = ci.history.store.open_store, []
-
-    def counted(*args, **kwargs):
-        callers.append(sys._getframe(1).f_globals["__name__"] + "." + sys._getframe(1).f_code.co_name)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(ci.history.store, "open_store", counted)
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("CULPRIT_COUNTER", str(tmp_path / "counter"))
-    args = culprit.build_parser().parse_args(["--tier", "cpu", "--test", "tests/test_calc.py", "--good", shas[0],
-                                              "--bad", shas[9], "--store", str(store), "--state",
-                                              str(tmp_path / "s.json")])
-    said: list[str] = []
-    answer = culprit.search(args, {}, say=said.append)
-    assert answer.sha == shas[CULPRIT] and any(line.startswith("breakage signature ") for line in said), said
-    assert [c for c in callers if c.startswith("ci.commands.")] == ["ci.commands.culprit._noise"], callers
