@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Protocol, Sequence
@@ -151,7 +152,8 @@ def main(argv: list[str], plugins: Sequence[RunnerPlugin] = (), prog: str = PROG
         return EXIT_UNSURE
     for run in answer.runs:
         if run.link:
-            print(f"{prog}: run {run.sha[:12]} {'failed' if run.failed else 'passed'}: {run.link}")
+            print(f"{prog}: run {run.sha[:12]} {'failed' if run.failed else 'passed'}: {run.link}"
+                  + (f" ({run.note})" if run.note else ""))
     pull = f", {answer.about}" if answer.about else ""
     print(f"{prog}: culprit {answer.sha} ({answer.subject}){pull}, probability {answer.probability:.3f}, "
           f"{answer.window_runs} run(s) in the window, stopped: {answer.stop}")
@@ -265,7 +267,7 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
     state_path = Path(args.state) if args.state else root / ".ci-cache" / f"culprit-{good[:12]}-{bad[:12]}.json"
     runner = plugins[args.runner].make(args, root, state_path) if args.runner in plugins else \
         LocalBatch(_runner(args, root, file), root, args.test, args.attempts, state_path.with_suffix(".tree"))
-    noise, said = _noise(args, file)
+    noise, said, flaky = _noise(args, file)
     say(f"{len(candidates)} candidate commit(s) after {good[:12]} up to {bad[:12]}; {said}")
     state = load_state(state_path, State(good, bad, args.test, args.tier, args.attempts))
     if state.runs:
@@ -302,7 +304,7 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
     say(prior.said)
     breakage = breakage_signature(state.runs, bad)
     if breakage is not None:
-        m, said = flake_match(args.store, args.tier, file, args.test if "::" in args.test else None, breakage)
+        m, said = flake_match(flaky, breakage)
         noise = replace(noise, flake_match=m)
     say(said if breakage is not None else "no breakage signature (--bad not verified, its attempts failed with "
         "different or unreadable messages): runs weigh by pass/fail and failed attempts only")
@@ -347,8 +349,9 @@ def _done(state: State, sha: str) -> bool | None:
     return next((r.failed for r in state.runs if r.sha == sha), None)
 
 
-def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
-    """The noise model, and where its rates came from. The flake rate: the history's score for the
+def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str, Counter[str]]:
+    """The noise model, where its rates came from, and the test's flaky failures per error signature
+    (`flaky_fingerprints`, for m once the breakage's signature is known): one read of the history. The flake rate: the history's score for the
     file on the tier, else --flake-rate, else the default. The retry rate r: the history's retries
     after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake). The false-pass
     rate p: `false_pass_bound` of the tier's known breakage windows (`ci.history.false_pass`)."""
@@ -356,7 +359,7 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
     try:
         from ci.history.false_pass import false_passes
         from ci.history.flaky import flaky_scores
-        from ci.history.retries import retry_rate
+        from ci.history.retries import flaky_fingerprints, retry_rate
         from ci.history.store import open_store
 
         with open_store(args.store, create=False) as store:
@@ -364,8 +367,9 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
                       and (s.node == args.test or node is None)]
             retry = retry_rate(store, tier=args.tier, file=file, node=node)
             broken = false_passes(store, tier=args.tier)
+            flaky = flaky_fingerprints(store, tier=args.tier, file=file, node=node)
     except Exception:  # no history, or one that cannot be read: the rates fall back, and say so
-        scores, retry, broken = [], None, None
+        scores, retry, broken, flaky = [], None, None, Counter()
     if scores:
         flake, said = max(s.score for s in scores), "flake rate {:.3f} from the test history"
     elif args.flake_rate is not None:
@@ -386,4 +390,4 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str]:
              f"{attempts} attempts passing in {broken.windows} known breakage window(s) of the tier ({prior} prior)"
              if broken and broken.windows else f"; false-pass rate {p:.4f}, the {FALSE_PASS_LEVEL:.0%} quantile of "
              f"p's {prior} prior (no known breakage window of the tier in the history)")
-    return NoiseModel(flake, p, max(r, flake)), said
+    return NoiseModel(flake, p, max(r, flake)), said, flaky

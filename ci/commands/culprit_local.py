@@ -136,12 +136,14 @@ class RunResult:
     """What a runner says of one run: whether every attempt failed, where to see it (a run's URL;
     None for a local run), and how many attempts failed (the run stops at its first pass; None
     when the runner cannot say): the search weighs a pass after a failure as the weaker evidence;
-    and each failed attempt's error signature, in order ("" where the runner cannot read one)."""
+    and each failed attempt's error signature, in order ("" where the runner cannot read one);
+    ``note``: why a signature is missing, when the runner can say (the answer prints it)."""
 
     failed: bool
     link: str | None = None
     failures: int | None = None
     signatures: tuple[str, ...] = ()
+    note: str = ""
 
 
 class BatchRunner(Protocol):
@@ -181,13 +183,15 @@ class LocalBatch:
 class Run:
     """One finished run: the commit, whether every attempt failed, its link (if any) and how many
     attempts failed (None: not known, as in a state file an older ``ci`` wrote) and each failed
-    attempt's error signature ("" unknown; none at all from an older ``ci`` or the dispatch runner)."""
+    attempt's error signature ("" unknown; none at all from an older ``ci``), and the runner's
+    note on a signature it could not read."""
 
     sha: str
     failed: bool
     link: str | None = None
     failures: int | None = None
     signatures: Sequence[str] = ()
+    note: str = ""
 
 
 @dataclass
@@ -206,7 +210,7 @@ class State:
                (other.good, other.bad, other.target, other.tier, other.attempts)
 
     def add(self, path: Path, sha: str, result: RunResult) -> None:
-        self.runs.append(Run(sha, result.failed, result.link, result.failures, result.signatures))
+        self.runs.append(Run(sha, result.failed, result.link, result.failures, result.signatures, result.note))
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(asdict(self), indent=1) + "\n")
 
@@ -228,5 +232,6 @@ def load_state(path: Path, fresh: State) -> State:
     counts_fit = all(r.failures is None or (isinstance(r.failures, int) and 0 <= r.failures <= found.attempts
                                             and r.failed == (r.failures == found.attempts))
                     and isinstance(r.signatures, (list, tuple)) and all(isinstance(x, str) for x in r.signatures)
+                    and isinstance(r.note, str)
                     for r in found.runs)
     return found if counts_fit and found.matches(fresh) else fresh

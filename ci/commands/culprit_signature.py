@@ -2,7 +2,8 @@
 verification run, and m, how often the test's flaky failures in the history carry it.
 
 A failure with the breakage's signature is strong evidence of broken code only when the test's
-flakes rarely fail that way, so m is learned per test (`ci.history.retries.flaky_signatures`)
+flakes rarely fail that way, so m is learned per test (`ci.history.retries.flaky_fingerprints`,
+read with the other rates by ``ci.commands.culprit._noise``: the store is opened once)
 under `ci.culprit.model.SIGNATURE_PRIOR`, and the search assumes its 90 % quantile
 (`flake_match_bound`). No breakage signature (``--no-verify``, a runner that cannot read one, a
 failure without text, --bad's attempts failing with different signatures): runs weigh by
@@ -11,7 +12,7 @@ pass/fail and attempt counts only, as before.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ci.commands.culprit_local import Run
 from ci.culprit.model import FALSE_PASS_LEVEL, SIGNATURE_PRIOR, flake_match_bound
@@ -34,19 +35,13 @@ def same_signature(run: Run, breakage: str | None) -> bool | None:
     return run.signatures[-1] == breakage
 
 
-def flake_match(store: str | None, tier: str, file: str, node: str | None, breakage: str) -> tuple[float, str]:
-    """m for the search, and where it came from: the history's flaky failures of the test with and
-    without ``breakage``'s signature, or the prior alone when there is no readable history."""
-    try:
-        from ci.history.retries import flaky_signatures
-        from ci.history.store import open_store
-
-        with open_store(store, create=False) as opened:
-            matching, flaky = flaky_signatures(opened, tier=tier, file=file, node=node, fingerprint=breakage)
-    except Exception:  # no history, or one that cannot be read: the prior alone, and said so
-        matching, flaky = 0, 0
-    m = flake_match_bound(matching, flaky)
+def flake_match(flaky: Mapping[str, int], breakage: str) -> tuple[float, str]:
+    """m for the search, and where it came from: of the test's flaky failures in the history
+    (``flaky``: how many carry each signature, `flaky_fingerprints`; empty when there is no
+    readable history, and m is the prior's), those with ``breakage``'s signature."""
+    matching, total = flaky.get(breakage, 0), sum(flaky.values())
+    m = flake_match_bound(matching, total)
     prior = "Beta({:g}, {:g})".format(*SIGNATURE_PRIOR)
     return m, (f"breakage signature {breakage} (--bad's run); a flaky failure carries it with "
-               f"{m:.3f}, the {FALSE_PASS_LEVEL:.0%} quantile of m's posterior from {matching} of {flaky} flaky "
+               f"{m:.3f}, the {FALSE_PASS_LEVEL:.0%} quantile of m's posterior from {matching} of {total} flaky "
                f"failure(s) in the history ({prior} prior)")

@@ -6,12 +6,13 @@ breakage) and the next attempt of the same node in the same report (pytest-rerun
 reruns, stored as ``cases.attempt``), when that one is a pass or a failure and no infra failure.
 r is the mean of Beta(retry failures + 1/2, retry passes + 1/2) (Jeffreys, as the flaky score),
 pooled over the nodes asked for on one tier. `RetryCorrelation` gives the verdicts a node's r,
-shrunk towards its tier's pooled r when the node has few retries. `flaky_signatures`: how many of
-the nodes' flaky failures carry one error signature (the culprit search's m).
+shrunk towards its tier's pooled r when the node has few retries. `flaky_fingerprints`: how many of
+the nodes' flaky failures carry each error signature (the culprit search's m).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from ci.history.flaky import PRIOR, candidate_nodes, evidence, node_histories
@@ -49,18 +50,16 @@ def _pairs(store: Store, ids: list[int], tier: str, as_of: int | None = None) ->
     return out
 
 
-def flaky_signatures(store: Store, *, tier: str, file: str, node: str | None, fingerprint: str) -> tuple[int, int]:
-    """(flaky failures with ``fingerprint``, flaky failures) of ``node`` (or every node of ``file``)
-    on ``tier``: the failed attempts with a signature that `ci.history.flaky`'s rule counts as flaky evidence."""
+def flaky_fingerprints(store: Store, *, tier: str, file: str, node: str | None) -> Counter[str]:
+    """How many flaky failures of ``node`` (or every node of ``file``) on ``tier`` carry each error
+    signature: the failed attempts with one that `ci.history.flaky`'s rule counts as flaky evidence."""
     wanted = {int(r[0]) for r in store.fetchall("SELECT id FROM nodes WHERE node = ?", (node,))} if node else \
         {int(r[0]) for r in store.fetchall("SELECT id FROM nodes WHERE file = ?", (file,))}
-    matching = failed = 0
+    found: Counter[str] = Counter()
     for _, rows in node_histories(store, [i for i in candidate_nodes(store) if i in wanted], tier):
-        for r in evidence(rows).flaky_rows:
-            if r.kind == FAIL and r.fingerprint:  # a retried attempt without text: its signature is unknown
-                failed += 1
-                matching += r.fingerprint == fingerprint
-    return matching, failed
+        found.update(r.fingerprint for r in evidence(rows).flaky_rows
+                     if r.kind == FAIL and r.fingerprint)  # a retried attempt without text: its signature is unknown
+    return found
 
 
 def _pooled(pairs: dict[str, tuple[int, int]]) -> RetryRate:

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = """\
 version: 1
@@ -244,52 +242,6 @@ def test_a_fifo_as_state_file_is_one_line_and_exit_2(repo, tmp_path) -> None:
     assert not (tmp_path / "log").exists()  # nothing of the search ran
 
 
-def test_retry_rate_is_learned_from_the_history(repo, tmp_path) -> None:
-    """A SQLite history (filled through the store's ingest) where 3 of 4 retries after a flake
-    failed: r is their Beta posterior mean, and the output says so."""
-    from ci.history.ingest import ingest, prepare
-    from ci.history.model import RunIdentity
-    from ci.history.store import open_store
-    from tests.ci.history_support import Case, write_report
-
-    root, shas = repo
-    store = tmp_path / "h.sqlite"
-    plan = ["p"] * 60
-    plan[2], plan[10], plan[20], plan[30] = "fp", "ff", "ff", "ff"
-    with open_store(str(store)) as opened:
-        for i, step in enumerate(plan):
-            case = Case("tests/test_calc.py", "test_add") if step == "p" else \
-                Case("tests/test_calc.py", "test_add", "passed" if step == "fp" else "failed", "AssertionError: x",
-                     "E   x", reruns=1)
-            assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("t/t", f"{i:07x}abc", "push",
-                                                                                     "cpu"))).added
-    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--no-verify",
-                   "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(store)})
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"retry rate {3.5 / 5:.3f} from 3 of 4 retries after a flaky failure failing" in done.stdout
-
-
-def test_false_pass_rate_is_learned_from_the_tiers_breakages(repo, tmp_path, store_location) -> None:
-    """p from the store's known breakage windows of the tier (`BREAKAGE_PLAN`, another file's: 2
-    of 13 attempts passed), the 90 % quantile of Beta(0.5 + 2, 499.5 + 11); SQLite and PostgreSQL."""
-    from ci.history.beta import beta_ppf
-    from ci.history.ingest import ingest, prepare
-    from ci.history.model import RunIdentity
-    from ci.history.store import open_store
-    from tests.ci.history_support import BREAKAGE_PLAN, breakage_cases, write_report
-
-    root, shas = repo
-    with open_store(store_location) as opened:
-        for i, step in enumerate(BREAKAGE_PLAN):
-            report = write_report(tmp_path, breakage_cases("tests/test_other.py", step))
-            assert ingest(opened, prepare(report, RunIdentity("t/t", f"{i:07x}abc", "push", "cpu"))).added
-    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--no-verify",
-                   "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": store_location})
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert (f"false-pass rate {beta_ppf(0.9, 2.5, 510.5):.4f}, the 90% quantile of p's posterior from 2 of 13 "
-            "attempts passing in 2 known breakage window(s) of the tier (Beta(0.5, 499.5) prior)") in done.stdout
-
-
 def _fix_commit(root: Path) -> str:
     """A commit off the line (as a later fix would be) whose test file adds ``test_added``, made
     with plumbing so the shared repository's branch and working tree stay as they are."""
@@ -322,73 +274,6 @@ def test_a_test_from_a_later_commit_with_injected_flakes(repo, tmp_path) -> None
     runs = json.loads((tmp_path / "s.json").read_text())["runs"]
     ran = (tmp_path / "log").read_text().split()
     assert 0 < len(ran) < len(runs)  # some attempts were failed unrun (the log counts only real ones)
-
-
-def test_the_answer_is_stored_onto_its_request_once(repo, tmp_path, store_location) -> None:
-    """Issue 51: with a store, the answer lands on the row `ci culprit-requests` recorded for the
-    window (requested with the history's own commit ids), atomically; a rerun (resumed from the
-    state file) writes the same row again, not a second one. SQLite and PostgreSQL."""
-    from ci.history.culprits import CulpritRequest, culprit_states, record_requests
-    from ci.history.store import open_store
-
-    root, shas = repo
-    with open_store(store_location) as store:
-        record_requests(store, [CulpritRequest("acme/calc", "cpu", "tests/test_calc.py", shas[0][:7], shas[9], 6, 1, 9)])
-    github = {"CI_HISTORY_STORE": store_location, "GITHUB_SERVER_URL": "https://github.com",
-              "GITHUB_REPOSITORY": "acme/calc", "GITHUB_RUN_ID": "77"}
-    for _ in range(2):
-        done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01",
-                       "--state", str(tmp_path / "s.json"), tmp=tmp_path, env=github)
-        assert done.returncode == 0 and "answer stored in the history" in done.stdout, done.stdout + done.stderr
-    runs = len(json.loads((tmp_path / "s.json").read_text())["runs"])
-    with open_store(store_location, create=False) as store:
-        [state] = culprit_states(store, "acme/calc").values()
-        rows = store.fetchall("SELECT good, budget, runs, found, stop, requested_at <> '', answered_at <> '' FROM culprits")
-    assert (state.culprit, state.run_url) == (shas[CULPRIT], "https://github.com/acme/calc/actions/runs/77")
-    assert state.probability is not None and state.probability >= 0.99
-    assert rows == [(shas[0][:7], 6, runs, 1, "confident", True, True)]
-
-
-def test_a_local_answer_is_stored_under_the_windows_repository(repo, tmp_path, monkeypatch) -> None:
-    """Issue 51: without $GITHUB_REPOSITORY the answer goes under the repository whose reports in
-    the store name the window (of two in the store; never ""); a store that names none is one
-    line and exit 3, the answer printed."""
-    from ci.history.culprits import culprit_states
-    from ci.history.ingest import ingest, prepare
-    from ci.history.model import RunIdentity
-    from ci.history.store import open_store
-    from tests.ci.history_support import Case, write_report
-
-    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
-    root, shas = repo
-    empty, store = tmp_path / "empty.sqlite", tmp_path / "h.sqlite"
-    open_store(str(empty)).close()
-    with open_store(str(store)) as opened:
-        case = Case("tests/test_calc.py", "test_add", "failed", "AssertionError: 5", "E   5")
-        assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("acme/calc", shas[9], "push", "cpu"))).added
-        assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("acme/fork", "abc1234", "push", "cpu"))).added
-    args = ("--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01")
-    done = culprit(root, *args, "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(store)})
-    assert done.returncode == 0 and "answer stored in the history" in done.stdout, done.stdout + done.stderr
-    with open_store(str(store), create=False) as opened:
-        assert [s.culprit for s in culprit_states(opened, "acme/calc").values()] == [shas[CULPRIT]]
-        assert culprit_states(opened, "") == {}
-    done = culprit(root, *args, "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(empty)})
-    assert done.returncode == 3 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
-    assert done.stderr.strip().splitlines()[-1].endswith(
-        f"no repository to store the answer under: $GITHUB_REPOSITORY is not set and the history names none for "
-        f"{shas[0][:12]}..{shas[9][:12]}: set GITHUB_REPOSITORY=OWNER/NAME")
-    assert "Traceback" not in done.stderr
-
-
-def test_an_unreachable_store_is_one_line_and_exit_3(repo, tmp_path) -> None:
-    root, shas = repo
-    (tmp_path / "store").write_text("not a database\n" * 300)
-    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01",
-                   "--store", str(tmp_path / "store"), "--state", str(tmp_path / "s.json"), tmp=tmp_path)
-    assert done.returncode == 3 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
-    [line] = done.stderr.strip().splitlines()
-    assert "cannot store the answer in the history" in line and "Traceback" not in done.stderr
 
 
 CALC = ["# calc", "", "", "def add(a, b):", "    return a + b", "", "", "def sub(a, b):", "    return a - b"]

@@ -243,6 +243,7 @@ def test_flake_match_is_learned_from_the_tests_flaky_failures(tmp_path) -> None:
     lone failed run between passes) 3 read "server did not start", 1 the breakage's "wrong
     checksum": m is the 90 % quantile of Beta(1 + 1, 4 + 3); with no history, of the prior alone."""
     from ci.commands.culprit_signature import flake_match
+    from ci.history.retries import flaky_fingerprints
     from ci.history.beta import beta_ppf
     from ci.history.classify import signature
     from ci.history.ingest import ingest, prepare
@@ -258,9 +259,12 @@ def test_flake_match_is_learned_from_the_tests_flaky_failures(tmp_path) -> None:
             assert ingest(opened, prepare(write_report(tmp_path, [case]), RunIdentity("t/t", f"{i:07x}abc", "push",
                                                                                      "cpu"))).added
     breakage = signature(checksum)[0]
-    m, said = flake_match(str(store), "cpu", "tests/test_calc.py", None, breakage)
+    with open_store(str(store), create=False) as opened:
+        flaky = flaky_fingerprints(opened, tier="cpu", file="tests/test_calc.py", node=None)
+        assert flaky_fingerprints(opened, tier="cpu", file="tests/test_calc.py", node="tests/test_calc.py::test_add") \
+            == flaky
+    assert sorted(flaky.values()) == [1, 3]
+    m, said = flake_match(flaky, breakage)
     assert m == pytest.approx(beta_ppf(0.9, 2.0, 7.0))
     assert f"{m:.3f}, the 90% quantile of m's posterior from 1 of 4 flaky failure(s) in the history (Beta(1, 4) prior)" in said
-    assert flake_match(str(store), "cpu", "tests/test_calc.py", "tests/test_calc.py::test_add", breakage)[0] == m
-    assert flake_match(str(tmp_path / "none.sqlite"), "cpu", "tests/test_calc.py", None, breakage)[0] == \
-        pytest.approx(beta_ppf(0.9, 1.0, 4.0))
+    assert flake_match({}, breakage)[0] == pytest.approx(beta_ppf(0.9, 1.0, 4.0))

@@ -15,12 +15,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from tests.ci.test_culprit_cli import CULPRIT, _git, repo  # noqa: F401 - ci culprit's own window, reused
-from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.fake_github import FakeGitHub, FakeRun
 
 from rerun_support import ROOT, TOKEN
 
@@ -46,7 +46,9 @@ class Runners:
     seen queued together. ``hold_after``: when set, runs past the first that many stay queued (a
     kill then finds them unfinished however slow the machine is). ``together``: when set, no run
     completes before that many were dispatched (a batch sent together is then seen queued
-    together however slow the machine is; one sent run by run would never finish)."""
+    together however slow the machine is; one sent run by run would never finish).
+    ``on_complete(run, sha)``: called as each run completes (the fake locked), to change its
+    conclusion or publish its artifacts."""
 
     def __init__(self, fake: FakeGitHub, shas: list[str], delay: float):
         self.fake, self.bad, self.delay = fake, set(shas[CULPRIT:]), delay
@@ -54,6 +56,7 @@ class Runners:
         self.fail_once: set[str] = set()  # the first run of each of these commits fails (a flake)
         self.hold_after: int | None = None
         self.together: int | None = None
+        self.on_complete: Callable[[FakeRun, str], None] | None = None
         self.most_at_once, self._stop = 0, threading.Event()
         self._seen: dict[int, float] = {}
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -78,6 +81,8 @@ class Runners:
                         if sha in self.fail_once:
                             self.fail_once.discard(sha)
                             run.conclusion = "failure"
+                        if self.on_complete is not None:
+                            self.on_complete(run, sha)
 
     def __enter__(self) -> "Runners":
         self._thread.start()

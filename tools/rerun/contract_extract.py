@@ -72,6 +72,8 @@ OPERATIONS = [
     ("get", "/repos/{owner}/{repo}/actions/runs"),
     ("get", "/repos/{owner}/{repo}/actions/runs/{run_id}"),
     ("post", "/repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs"),
+    ("get", "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts"),
+    ("get", "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/{archive_format}"),
 ]
 
 # event -> how many of its examples to keep (None: all); issue_comment is the bot's own event.

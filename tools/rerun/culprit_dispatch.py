@@ -12,6 +12,12 @@ the same runs (`ci culprit` numbers them by their place in the search); a journa
 never sent blind again: it is looked up by its run-name first (`Dispatcher.send_all` with
 ``look_first``) and sent only when GitHub lists no such run; a finished one is not looked up at all.
 
+A failed run's error signature is read from the JUnit artifact it publishes (`culprit_junit`) when it
+completes, and journalled with its conclusion in one write: a search killed before that write
+reads the run again (it is found by its run-name, never dispatched again); one killed after it
+downloads nothing again. The search weighs the signatures as the local runner's; a run without a
+readable artifact is pass/fail evidence only, and its answer line says why.
+
 A run's outcome is its conclusion: ``success`` passed, ``failure`` / ``timed_out`` failed; any other
 (``cancelled``, ``skipped``...) stops the search (exit 1) naming the run, since it says nothing about
 the test; it is journalled, and the resumed search dispatches that attempt anew (at most
@@ -44,6 +50,7 @@ from tools.rerun.budget import BOT_WRITES_PER_MINUTE, WritePacer, max_runs
 from tools.rerun.dispatch import (DISPATCH_WORKFLOW, SEARCH_PR, Dispatcher, DispatchSpec, RunLookup, dispatch_inputs,
                                   run_name)
 from tools.rerun import culprit_reply
+from tools.rerun.culprit_junit import failed_signature
 from tools.rerun.github import DEFAULT_BOT_LOGIN, CommitPull, GitHubClient, GitHubError
 from tools.rerun.report import ReportError
 from tools.rerun.runs_table import TARGETS_PART
@@ -57,7 +64,9 @@ MAX_REDOS = 10  # dispatches of one attempt that may end without a result (cance
 @dataclass
 class Sent:
     """One journalled dispatch: its run-name, the search's run number, the attempt, the commit; its
-    conclusion and link once the run completed."""
+    conclusion and link once the run completed, and for a failed run its error signature from the
+    run's JUnit artifact ("" when none could be read, ``problem`` saying why; None in a journal an
+    older search wrote)."""
 
     name: str
     run: int
@@ -65,6 +74,8 @@ class Sent:
     sha: str
     conclusion: str | None = None
     url: str | None = None
+    signature: str | None = None
+    problem: str = ""
 
 
 @dataclass
@@ -114,6 +125,7 @@ class DispatchRunner:
     def run_batch(self, runs: Sequence[tuple[int, str]]) -> list[RunResult]:
         """Each (run number, sha) run to its outcome, their first attempts dispatched together."""
         results: dict[int, RunResult] = {}
+        failures: dict[int, list[Sent]] = {run: [] for run, _ in runs}
         active = list(runs)
         for attempt in range(1, self.attempts + 1):
             names = [self._dispatch(run, sha, attempt) for run, sha in active]
@@ -122,9 +134,15 @@ class DispatchRunner:
             for (run, sha), name in zip(active, names):
                 sent = self.journal.entry(name)
                 assert sent is not None and sent.conclusion is not None
+                if sent.conclusion not in PASSED:
+                    failures[run].append(sent)
                 if sent.conclusion in PASSED or attempt == self.attempts:
                     failed = sent.conclusion not in PASSED
-                    results[run] = RunResult(failed, sent.url, attempt if failed else attempt - 1)
+                    unread = [f"{s.url}: {s.problem or 'no error signature read'}" for s in failures[run]
+                              if not s.signature]
+                    results[run] = RunResult(failed, sent.url, attempt if failed else attempt - 1,
+                                             tuple(s.signature or "" for s in failures[run]),
+                                             "pass/fail evidence only: " + "; ".join(unread) if unread else "")
                 else:
                     still.append((run, sha))
             active = still
@@ -178,6 +196,9 @@ class DispatchRunner:
                 if run.status == "completed":
                     sent = self.journal.entry(name)
                     assert sent is not None
+                    if run.conclusion in FAILED:  # read before the conclusion is journalled: one write has both
+                        read = failed_signature(self.dispatcher.client, self.dispatcher.repo, run.id)
+                        sent.signature, sent.problem = read.signature, read.problem
                     sent.conclusion, sent.url = run.conclusion, run.html_url
                     self.journal.save(self.path)
                     if run.conclusion not in PASSED | FAILED:  # journalled: a resume dispatches it anew

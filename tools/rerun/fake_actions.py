@@ -14,6 +14,12 @@ What a run carries follows GitHub, not what would be convenient for the bot:
   ``created=>=TIME``, ``event``, ``head_sha``, ``per_page`` (at most 100) and ``page``, newest
   first, and at most 1,000 results when filtered, as GitHub documents.
 
+``GET .../runs/{id}/artifacts`` lists a run's artifacts (``name``, ``per_page``, ``page``), as
+GitHub's "list workflow run artifacts"; ``GET .../artifacts/{id}/zip`` answers 302 to the archive
+(GitHub's signed storage URL; here the fake's own ``/_fake/artifact-blobs/{id}``, served without
+the token by `FakeGitHub.respond`), 410 once the artifact expired, as GitHub's "download an
+artifact" documents.
+
 ``POST .../dispatches``: ``ref`` must be a branch the fake knows (else 422, as GitHub's "No ref
 found"), at most 25 string ``inputs``; answers 204, or with ``return_run_details: true`` 200 and
 ``{workflow_run_id, run_url, html_url}`` (GitHub's published contract).
@@ -21,9 +27,11 @@ found"), at most 25 string ``inputs``; answers 204, or with ``return_run_details
 
 from __future__ import annotations
 
+import io
 import itertools
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -63,6 +71,36 @@ class FakeRun:
                 "url": f"https://api.github.com/repos/{repo}/actions/runs/{self.id}"}
 
 
+@dataclass
+class FakeArtifact:
+    """One artifact of a run: its zip archive's bytes (``data``), as uploaded."""
+
+    id: int
+    run_id: int
+    name: str
+    data: bytes
+    expired: bool = False
+    created_at: str = field(default_factory=now_iso)
+
+    def to_json(self, repo: str) -> dict[str, Any]:
+        url = f"https://api.github.com/repos/{repo}/actions/artifacts/{self.id}"
+        return {"id": self.id, "name": self.name, "size_in_bytes": len(self.data), "expired": self.expired,
+                "url": url, "archive_download_url": f"{url}/zip", "created_at": self.created_at,
+                "updated_at": self.created_at, "expires_at": None, "workflow_run": {"id": self.run_id}}
+
+
+BLOB_PATH = "/_fake/artifact-blobs/"  # where the fake's 302 sends an archive download
+
+
+def zipped(files: dict[str, str]) -> bytes:
+    """A zip archive of ``files`` (name -> text), as upload-artifact stores a folder."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return out.getvalue()
+
+
 class FakeActions:
     """Mixin of `tools.rerun.fake_github.FakeGitHub`: runs, dispatches and re-runs. Needs the host's
     ``lock``, ``repo`` and ``default_branch``."""
@@ -79,6 +117,8 @@ class FakeActions:
         self.runs: list[FakeRun] = []
         self.reruns: list[int] = []
         self._run_ids = itertools.count(7_000_000)
+        self.artifacts: list[FakeArtifact] = []
+        self._artifact_ids = itertools.count(900_000)
 
     def branch_sha(self, branch: str) -> str | None:
         """The head commit of ``branch`` (the default branch's is `BASE_SHA`), None if unknown."""
@@ -105,6 +145,22 @@ class FakeActions:
         title = render(self.run_names[workflow], contexts) if workflow in self.run_names else workflow
         return self._new_run(workflow, title, event, status, conclusion, BASE_SHA, self.default_branch, workflow)
 
+    def add_artifact(self, run: FakeRun, name: str, data: bytes, expired: bool = False) -> FakeArtifact:
+        """An artifact of ``run`` whose archive is ``data`` (`zipped`, or any bytes: a broken one)."""
+        with self.lock:
+            artifact = FakeArtifact(next(self._artifact_ids), run.id, name, data, expired)
+            self.artifacts.append(artifact)
+            return artifact
+
+    def artifact_blob(self, path: str) -> Response:
+        """The archive at ``BLOB_PATH + id``: 200 and its bytes, else 404."""
+        tail = path.removeprefix(BLOB_PATH)
+        with self.lock:
+            found = next((a for a in self.artifacts if tail.isdigit() and a.id == int(tail) and not a.expired), None)
+        if found is None:
+            return 404, {}, {"message": "BlobNotFound"}
+        return 200, {"Content-Type": "application/zip"}, found.data
+
     def _new_run(self, name: str, title: str, event: str, status: str, conclusion: str | None, head_sha: str,
                  head_branch: str, workflow: str) -> FakeRun:
         with self.lock:
@@ -128,6 +184,11 @@ class FakeActions:
         if method == "GET" and len(parts) == 2 and parts[0] == "runs" and parts[1].isdigit():
             run = self._find_run(int(parts[1]))
             return (200, {}, run.to_json(self.repo)) if run else (404, {}, {"message": "Not Found"})
+        if method == "GET" and len(parts) == 3 and parts[0] == "runs" and parts[1].isdigit() \
+                and parts[2] == "artifacts":
+            return self._run_artifacts(int(parts[1]), query)
+        if method == "GET" and len(parts) == 3 and parts[0] == "artifacts" and parts[1].isdigit():
+            return self._download(int(parts[1]), parts[2])
         if method == "POST" and len(parts) == 3 and parts[0] == "runs" and parts[1].isdigit() \
                 and parts[2] == "rerun-failed-jobs":
             return self._rerun(int(parts[1]))
@@ -180,6 +241,25 @@ class FakeActions:
             chunk = [r.to_json(self.repo) for r in runs[(page - 1) * per_page: page * per_page]]
         return 200, {}, {"total_count": total, "workflow_runs": chunk}
 
+    def _run_artifacts(self, run_id: int, query: dict[str, list[str]]) -> Response:
+        if self._find_run(run_id) is None:
+            return 404, {}, {"message": "Not Found"}
+        name = query.get("name", [None])[0]
+        per_page, page = min(int(query.get("per_page", ["30"])[0]), 100), int(query.get("page", ["1"])[0])
+        with self.lock:
+            found = [a for a in reversed(self.artifacts) if a.run_id == run_id and name in (None, a.name)]
+            chunk = [a.to_json(self.repo) for a in found[(page - 1) * per_page: page * per_page]]
+        return 200, {}, {"total_count": len(found), "artifacts": chunk}
+
+    def _download(self, artifact_id: int, archive_format: str) -> Response:
+        with self.lock:
+            found = next((a for a in self.artifacts if a.id == artifact_id), None)
+        if found is None or archive_format != "zip":
+            return 404, {}, {"message": "Not Found"}
+        if found.expired:
+            return 410, {}, {"message": "Artifact has expired"}
+        return 302, {"Location": f"{BLOB_PATH}{artifact_id}"}, None
+
     def _find_run(self, run_id: int) -> FakeRun | None:
         with self.lock:
             return next((r for r in self.runs if r.id == run_id), None)
@@ -196,4 +276,4 @@ class FakeActions:
         return 201, {}, {}
 
 
-__all__ = ["BASE_BRANCH_EVENTS", "BASE_SHA", "FakeActions", "FakeRun", "MAX_DISPATCH_INPUTS", "now_iso"]
+__all__ = ["BASE_BRANCH_EVENTS", "BASE_SHA", "BLOB_PATH", "FakeActions", "FakeArtifact", "FakeRun", "zipped", "MAX_DISPATCH_INPUTS", "now_iso"]

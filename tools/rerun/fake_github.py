@@ -11,7 +11,8 @@ Endpoints (``{repo}`` is ``owner/name``): ``GET /repos/{repo}``,
 ``GET /repos/{repo}/pulls/{n}``, ``GET|POST /repos/{repo}/issues/{n}/comments`` (paginated),
 ``GET|PATCH /repos/{repo}/issues/comments/{id}``, ``POST .../issues/comments/{id}/reactions``,
 the Actions endpoints of `tools.rerun.fake_actions` (runs with the ``head_sha``,
-``head_branch`` and ``display_title`` GitHub gives them, dispatches, re-runs), and webhooks with
+``head_branch`` and ``display_title`` GitHub gives them, dispatches, re-runs, run artifacts and
+their download), and webhooks with
 their delivery log and redelivery (`tools.rerun.fake_hooks`). Bodies over GitHub's
 65,536-character limit get 422, as on GitHub.
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 from urllib.parse import parse_qs, urlsplit
 
-from tools.rerun.fake_actions import FakeActions, FakeRun, now_iso
+from tools.rerun.fake_actions import BLOB_PATH, FakeActions, FakeRun, now_iso
 from tools.rerun.fake_expressions import render
 from tools.rerun.fake_hooks import APP_HOOK, FakeHooks
 from tools.rerun.fake_openapi import OMIT, Contract, complete, published
@@ -203,6 +204,9 @@ class FakeGitHub(FakeActions, FakeHooks):
                 if m == method and pattern.search(path) and queue:
                     scripted = queue.pop(0)
                     break
+        if path.startswith(BLOB_PATH) and method == "GET" and (scripted is None or scripted.route):
+            # an archive's storage URL: signed, so no token asked, and no API operation to check
+            return self.artifact_blob(path), scripted.delay if scripted is not None else 0.0
         if scripted is not None and not scripted.route:
             answer, general = (scripted.status, scripted.headers, scripted.body), True
         elif self.token is not None and headers.get("authorization") != f"Bearer {self.token}":

@@ -43,12 +43,12 @@ class _Handler(BaseHTTPRequestHandler):
             (status, extra, body), delay = self.server.fake.respond(self.command, self.path, headers, raw)
         if delay:
             time.sleep(delay)
-        data = b"" if body is None else json.dumps(body).encode()
+        data = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
         try:
             self.send_response(status)
             for key, value in extra.items():
                 self.send_header(key, value)
-            if data:
+            if data and "Content-Type" not in extra:
                 self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -117,6 +117,16 @@ class RunListing:
     complete: bool
 
 
+@dataclass(frozen=True)
+class Artifact:
+    """One artifact of a workflow run (GitHub's "list workflow run artifacts")."""
+
+    id: int
+    name: str
+    size: int
+    expired: bool
+
+
 class GitHubAPI(Protocol):
     """What the command modules may ask of GitHub."""
 
@@ -139,6 +149,8 @@ class GitHubAPI(Protocol):
                            created_since: str | None = None, max_pages: int = 10) -> RunListing: ...
     def get_run(self, repo: str, run_id: int) -> WorkflowRun: ...
     def rerun_failed_jobs(self, repo: str, run_id: int, confirm: Callable[[], bool] | None = None) -> bool: ...
+    def run_artifacts(self, repo: str, run_id: int) -> list[Artifact]: ...
+    def download_artifact(self, repo: str, artifact_id: int) -> bytes: ...
 
 
 class GitHubClient(RestClient):
@@ -295,6 +307,18 @@ class GitHubClient(RestClient):
         return self.request("POST", f"/repos/{repo}/actions/runs/{run_id}/rerun-failed-jobs",
                             confirm=confirm) is not None
 
+    def run_artifacts(self, repo: str, run_id: int) -> list[Artifact]:
+        """The artifacts of run ``run_id`` (the first 100: a run uploads a handful)."""
+        path = f"/repos/{repo}/actions/runs/{run_id}/artifacts"
+        data = self._json("GET", path, params={"per_page": 100})
+        return _shape(path, lambda: [Artifact(int(a["id"]), str(a["name"]), int(a["size_in_bytes"]), bool(a["expired"]))
+                                     for a in data["artifacts"]])
+
+    def download_artifact(self, repo: str, artifact_id: int) -> bytes:
+        """The zip archive of an artifact. GitHub answers 302 to a signed storage URL, which is
+        followed (requests drops the token when that URL is on another host); 410 once expired."""
+        return self._call("GET", f"/repos/{repo}/actions/artifacts/{artifact_id}/zip").content
+
     # -- helpers ---------------------------------------------------------------------------------
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.request(method, path, **kwargs)
@@ -327,5 +351,5 @@ def _shape(path: str, build: Callable[[], Any]) -> Any:
         raise GitHubError("GET", path, 200, f"unexpected response shape: {exc!r}") from None
 
 
-__all__ = ["DEFAULT_BOT_LOGIN", "Dispatched", "MAX_DISPATCH_INPUTS", "GitHubAPI", "GitHubClient", "GitHubError", "IssueComment", "Permission",
+__all__ = ["Artifact", "DEFAULT_BOT_LOGIN", "Dispatched", "MAX_DISPATCH_INPUTS", "GitHubAPI", "GitHubClient", "GitHubError", "IssueComment", "Permission",
            "PullRequest", "Repository", "RetryPolicy", "RunListing", "WorkflowRun"]

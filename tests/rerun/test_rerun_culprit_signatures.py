@@ -1,0 +1,162 @@
+"""``python -m tools.rerun culprit --runner dispatch`` with error signatures: each failed run's
+JUnit is read from the artifact the run publishes (the fake GitHub's "list workflow run
+artifacts" and "download an artifact", over real HTTP), journalled with its conclusion, and
+weighed as the local runner's signatures are. The window and the runners are
+tests/rerun/test_rerun_culprit.py's: commit 6 of 9 breaks the test."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.ci.test_culprit_cli import CULPRIT, repo  # noqa: F401 - ci culprit's own window, reused
+from tests.rerun.test_rerun_culprit import Runners, _argv, _env, _names, runners  # noqa: F401 - fixtures too
+from tools.rerun.fake_actions import BLOB_PATH, zipped
+from tools.rerun.fake_github import FakeGitHub, FakeRun, Scripted
+
+BROKEN, FLAKED = "AssertionError: add(2, 3) == -1, expected 5", "ConnectionError: the GPU server did not start"
+
+
+def junit(message: str) -> str:
+    """A failed test_add as pytest's JUnit writes it (xunit1)."""
+    return ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="1" failures="1">'
+            '<testcase classname="tests.test_calc" name="test_add" file="tests/test_calc.py" time="0.1">'
+            f'<failure message="{message}">E   {message}</failure></testcase></testsuite></testsuites>')
+
+
+def publish(fake: FakeGitHub, run: FakeRun, message: str) -> None:
+    """The run's artifact as rerun-test-dispatch.yml uploads reports/: its JUnit and runner.txt."""
+    fake.add_artifact(run, f"rerun-test-pr0-cpu-{run.id}-1", zipped({"junit-rerun.xml": junit(message),
+                                                                     "runner.txt": "gpu-7\n"}))
+
+
+def flaky(fake: FakeGitHub, shas: list[str], seed: int, rate: float, artifacts: bool):
+    """Seeded outcomes: the n-th run of a commit flakes (fails with `FLAKED`) with ``rate`` drawn from
+    (seed, commit, n), the same draws whatever the search asks; else it fails with `BROKEN` at
+    the culprit and after. The verification's runs do not flake (a failing --good is bad input).
+    With ``artifacts`` each failed run publishes its JUnit."""
+    seen: dict[str, int] = {}
+
+    def complete(run: FakeRun, sha: str) -> None:
+        n = seen[sha] = seen.get(sha, 0) + 1
+        flaked = random.Random(f"{seed} {sha} {n}").random() < rate and (n > 1 or sha not in (shas[0], shas[-1]))
+        run.conclusion = "failure" if flaked or shas.index(sha) >= CULPRIT else "success"
+        if artifacts and run.conclusion == "failure":
+            publish(fake, run, FLAKED if flaked else BROKEN)
+    return complete
+
+
+def _search(root: Path, api_url: str, state: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = _argv(api_url, state, "--tier", "cpu", "--test", "tests/test_calc.py", *args)
+    return subprocess.run(argv, cwd=root, env=_env(tmp), capture_output=True, text=True, timeout=300)
+
+
+def _answer(stdout: str) -> str:
+    return next(line.split(": ", 1)[1] for line in stdout.splitlines() if ": culprit " in line)
+
+
+def _downloads(fake: FakeGitHub) -> list[str]:
+    with fake.lock:
+        return [r.path for r in fake.requests if r.path.startswith(BLOB_PATH)]
+
+
+def test_flakes_with_another_message_cost_fewer_runs_with_signatures(repo, fake, api_url, runners, tmp_path) -> None:
+    """A test that flakes (30 % of runs) with a message other than the breakage's, uniform prior: on
+    the same seeded outcomes, the search that reads each failed run's JUnit artifact learns the
+    breakage's signature from --bad's run and finds the culprit in fewer runs than the one whose
+    runs publish nothing (pass/fail only): 10 against 18 at seed 7. Not every seed gains (seeds
+    1-12: fewer runs on 7, as many on 4, more on 1, 16 against 14): a flaky failure is no evidence
+    either way with signatures, while without them it can by luck point at the culprit."""
+    root, shas = repo
+    spent = {}
+    for artifacts in (True, False):
+        before = len(_names(fake))
+        runners.on_complete = flaky(fake, shas, seed=7, rate=0.3, artifacts=artifacts)
+        done = _search(root, api_url, tmp_path / f"{artifacts}.json", tmp_path, "--good", shas[0], "--bad", shas[9],
+                       "--flake-rate", "0.3", "--w-low", "1", "--budget", "30", "--workflow", f"w{artifacts}.yml")
+        assert done.returncode == 0 and f"culprit {shas[CULPRIT]} " in done.stdout, done.stdout + done.stderr
+        spent[artifacts] = len(_names(fake)) - before
+        state = json.loads((tmp_path / f"{artifacts}.json").read_text())
+        failed = [r["signatures"] for r in state["runs"] if r["failed"]]
+        if artifacts:
+            assert "breakage signature " in done.stdout and all(len(s) == 1 and s[0] for s in failed), done.stdout
+            assert len({s[0] for s in failed}) == 2  # the breakage's and the flakes' signatures
+        else:
+            assert "no breakage signature" in done.stdout and all(s == [""] for s in failed)
+            assert "(pass/fail evidence only: https://" in done.stdout and "it published no JUnit artifact" in done.stdout
+    assert spent[True] < spent[False], spent
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("missing", "it published no JUnit artifact (none, or expired)"),
+    ("expired", "it published no JUnit artifact (none, or expired)"),
+    ("not a zip", "is not a readable zip"),
+    ("no report", "holds no JUnit report naming a failed test"),
+])
+def test_a_run_without_a_readable_artifact_is_pass_fail_evidence_named_in_the_answer(repo, fake, api_url, runners,
+                                                                                      tmp_path, kind, words) -> None:
+    """--bad's run publishes no readable JUnit: its failure counts, its signature is unknown (so no
+    breakage signature is learned), and the answer's line for that run says why; the other failed
+    runs' signatures are read."""
+    root, shas = repo
+
+    def complete(run: FakeRun, sha: str) -> None:
+        if run.conclusion != "failure":
+            return
+        if sha != shas[9]:
+            publish(fake, run, BROKEN)
+        elif kind != "missing":
+            data = {"expired": zipped({"junit-rerun.xml": junit(BROKEN)}), "not a zip": b"PK\x03\x04 cut short",
+                    "no report": zipped({"runner.txt": "gpu-7\n"})}[kind]
+            fake.add_artifact(run, f"rerun-test-pr0-cpu-{run.id}-1", data, expired=kind == "expired")
+    runners.on_complete = complete
+    done = _search(root, api_url, tmp_path / "s.json", tmp_path, "--good", shas[0], "--bad", shas[9])
+    assert done.returncode == 0 and f"culprit {shas[CULPRIT]} " in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "no breakage signature" in done.stdout
+    line = next(x for x in done.stdout.splitlines() if f"run {shas[9][:12]} failed: " in x)
+    assert re.search(r"failed: (\S+) \(pass/fail evidence only: \1: ", line) and words in line, line
+    runs = json.loads((tmp_path / "s.json").read_text())["runs"]
+    assert [r["signatures"] for r in runs if r["sha"] == shas[9]] == [[""]]
+    assert all(r["signatures"][0] for r in runs if r["failed"] and r["sha"] != shas[9])
+
+
+def test_killed_between_download_and_journal_write(repo, fake, api_url, runners, tmp_path) -> None:
+    """A kill -9 while a failed run's artifact is being downloaded (the run completed, its
+    conclusion and signature not journalled yet): the resumed search finds that run by its
+    run-name (no dispatch twice), reads its artifact again, downloads no artifact it had
+    journalled, and gives the same answer as a search never killed."""
+    root, shas = repo
+    runners.on_complete = lambda run, sha: publish(fake, run, BROKEN) if run.conclusion == "failure" else None
+    reference = _search(root, api_url, tmp_path / "ref.json", tmp_path, "--good", shas[0], "--bad", shas[9],
+                        "--workflow", "reference.yml")
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+    downloads, names = len(_downloads(fake)), set(_names(fake))
+    fake.fail("GET", re.escape(BLOB_PATH), Scripted(route=True), Scripted(delay=60, route=True))  # the 2nd is held
+    argv = _argv(api_url, tmp_path / "s.json", "--tier", "cpu", "--test", "tests/test_calc.py", "--good", shas[0],
+                 "--bad", shas[9])
+    child = subprocess.Popen(argv, cwd=root, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(_downloads(fake)) < downloads + 2 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)  # the second failed run's archive is on its way, not journalled
+    child.wait()
+    first, held = _downloads(fake)[downloads:downloads + 2]
+    journal = json.loads((tmp_path / "s.dispatches.json").read_text())["dispatches"]
+    assert [d["signature"] is not None for d in journal if d["conclusion"] == "failure"] == [True]  # bad's only
+    assert any(d["conclusion"] is None for d in journal)  # the held run's entry: dispatched, no conclusion
+    done = subprocess.run(argv, cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _answer(done.stdout) == _answer(reference.stdout)
+    mine = [n for n in _names(fake) if n not in names]
+    assert sorted(mine) == sorted(set(mine)) and len(mine) == len(names), "a run was dispatched twice"
+    again = _downloads(fake)[downloads + 2:]
+    assert held in again and first not in again, (first, held, again)  # the journalled one is not read again
+    journal = json.loads((tmp_path / "s.dispatches.json").read_text())["dispatches"]
+    assert all(d["signature"] for d in journal if d["conclusion"] == "failure")
