@@ -13,7 +13,8 @@ import pytest
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.run_results import load_run
-from ci.history.runners import ALPHA, JOBS, RUNS_OF_TEST, UNITS, fisher_greater, out_of_line, runner_blame
+from ci.history.runners import (ALPHA, JOBS, RUNS_OF_TEST, UNITS, failed_so_elsewhere, fisher_greater, out_of_line,
+                                runner_blame)
 from ci.history.store import open_store
 from ci.history.verdict import FLAKY, INFRA, judge
 from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
@@ -226,3 +227,18 @@ def test_two_failed_runs_on_two_runners_are_not_yet_the_pools(store_location: st
         (f,) = pr_failures(store, tmp_path, 32, "h100-05", {"test_d": cublas})
         blamed = runner_blame(store, REPO, TIER, "h100-05", f.sha, _node_id(store, f.node))
     assert blamed is None
+
+
+def test_failed_so_elsewhere_counts_other_runners_runs_of_other_changes(store_location: str, tmp_path: Path) -> None:
+    """What decides a hiccup (`failed_so_elsewhere`): test_b's NCCL error in a main run on h100-02
+    counts for the judged run on h100-03, not for h100-02 itself; a CUDA error is another kind;
+    the judged pull request's own earlier push on h100-05 is its own change, never "elsewhere"."""
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path)
+        job(store, tmp_path, sha(n), "h100-02", {"test_b": NCCL})
+        job(store, tmp_path, sha(n + 1), "h100-04", {"test_b": ECC})
+        job(store, tmp_path, sha(1, "e"), "h100-05", {"test_b": NCCL}, event="pull_request", pr=7)
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_b": NCCL})
+        node = _node_id(store, f.node)
+        counts = [failed_so_elsewhere(store, REPO, TIER, node, "nccl", runner, f.sha) for runner in ("h100-03", "h100-02")]
+    assert counts == [1, 0]
