@@ -242,3 +242,21 @@ def test_failed_so_elsewhere_counts_other_runners_runs_of_other_changes(store_lo
         node = _node_id(store, f.node)
         counts = [failed_so_elsewhere(store, REPO, TIER, node, "nccl", runner, f.sha) for runner in ("h100-03", "h100-02")]
     assert counts == [1, 0]
+
+
+def test_one_test_failing_on_a_runner_stands_out_by_its_own_runs_alone(store_location: str, tmp_path: Path) -> None:
+    """h100-06 failed test_c in all its 4 jobs (main's and three pull requests'); the pool failed
+    test_a in half its 20 jobs and test_c never. By test runs (4 of 24 against 10 of 120) and by
+    jobs (4 of 4 against 10 of 20) h100-06 is in line; by runs of test_c (4 of 4 against 0 of 20,
+    Fisher p = 1 / C(24, 4)) it is not."""
+    with open_store(store_location) as store:
+        for i, runner in enumerate(RUNNERS[:5] * 4):
+            job(store, tmp_path, sha(i), runner, {"test_a": ECC} if i % 2 else None)
+        job(store, tmp_path, sha(20), "h100-06", {"test_c": ECC})
+        for pr in (21, 22):
+            job(store, tmp_path, f"{pr:04x}{'d' * 36}", "h100-06", {"test_c": ECC}, event="pull_request", pr=pr)
+        (f,) = pr_failures(store, tmp_path, 24, "h100-06", {"test_c": ECC})
+        found = out_of_line(store, REPO, TIER, "h100-06", f.sha, _node_id(store, f.node))
+    assert found is not None and (found.unit, found.failed, found.runs, found.pool_failed, found.pool_runs) == (
+        RUNS_OF_TEST, 4, 4, 0, 20), found
+    assert found.p == len(UNITS) * fisher_greater(4, 4, 0, 20)
