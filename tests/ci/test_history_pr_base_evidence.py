@@ -18,7 +18,7 @@ from ci.history.run_results import load_run
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, NEW, Verdict, judge
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-from tests.ci.test_history_verdicts import BOOM, FILE, OTHER, REPO, TIER, run, sha
+from tests.ci.test_history_verdicts import BOOM, CUDA, FILE, OTHER, REPO, TIER, run, sha
 
 JUDGED = 7
 
@@ -201,3 +201,20 @@ def test_a_base_whose_retry_passed_is_the_last_pass(store_location: str, tmp_pat
         v = judged(store, tmp_path, 14, git_order=tuple(sha(i) for i in range(20)))
     assert v.verdict == BROKEN_ON_MAIN, v.detail
     assert (v.since, v.last_pass, v.candidates, v.candidate_count) == (sha(10), sha(9), (sha(10),), 1)
+
+
+def test_failures_with_an_infra_cause_are_no_evidence(store_location: str, tmp_path: Path) -> None:
+    """Pull requests based at 10-14 failed the test with a CUDA error on runner r2, the judged one
+    on r1: the error follows the test (rule 1 hands it on), but a machine-level cause says nothing
+    of main's code, so those bases are no sources and it stays new."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, {}, range(1, 10))
+        for i in range(10, 15):
+            run(store, tmp_path, f"{100 + i:04x}{'c' * 36}", [CUDA], "pull_request", runner="r2", pr=100 + i,
+                base_sha=sha(i), author=f"dev{i}")
+        head = f"{JUDGED:04x}{'d' * 36}"
+        run(store, tmp_path, head, [CUDA], "pull_request", pr=JUDGED, base_sha=sha(14), author="me")
+        (failure,) = load_run(store, pr=JUDGED).failures
+        (v,) = judge(store, [failure], merge_base=sha(14))
+    assert failure.infra == "cuda"
+    assert v.verdict == NEW, v.detail
