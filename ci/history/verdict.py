@@ -70,10 +70,10 @@ from typing import Collection, Sequence
 
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
-from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, error_line, infra_kind, is_generic
+from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
-from ci.history.model import FlakyScore, Interval
+from ci.history.model import FlakyScore
 from ci.history.neighbours import judged_order_dependence
 from ci.history.outages import OUTAGE, outage
 from ci.history.pr_base_evidence import PrBases
@@ -83,71 +83,16 @@ from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, r
                                  runner_only)
 from ci.history.store import Store
 from ci.history.verdict_queries import based_runs, crashed_elsewhere, has_main_history, held_passes, main_runs, same_commit
+from ci.history.verdict_model import Failure, Verdict, failure_from_attempts  # noqa: F401 (re-exported)
 from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance  # noqa: F401
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
                                       by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
-from ci.results.junit import FAILED, Attempt
 
 MIN_TRIALS = 5
 CHANCE = 0.05
 MANY_CRASHES = 3  # tests of one run killed by a signal at once: the machine, not one change's bug
 HICCUP = ("not the runner's (in line with the pool) nor the test's (it never failed so on another runner): "
           "a hiccup; rerun it")
-
-
-@dataclass(frozen=True)
-class Failure:
-    """One failing test of a run, to be judged. ``failures`` counts its failed attempts at ``sha``
-    in this run; ``passed_on_retry`` is true when a later attempt of the run passed."""
-
-    node: str
-    tier: str
-    sha: str
-    repo: str = ""
-    error: str = ""
-    fingerprint: str = ""
-    infra: str = ""
-    runner: str = ""
-    failures: int = 1
-    passed_on_retry: bool = False
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The verdict on one `Failure` and why, in one line (``detail``). ``since``, ``last_pass``,
-    ``fixed_at`` and the candidates are set for ``broken_on_main``; ``score`` and ``interval`` when
-    the history scores the test flaky on the tier; ``runner_health`` for ``infra``."""
-
-    node: str
-    tier: str
-    sha: str
-    verdict: str
-    detail: str
-    error: str = ""
-    fingerprint: str = ""
-    runner: str = ""
-    infra: str = ""
-    since: str = ""
-    last_pass: str = ""
-    fixed_at: str = ""
-    candidates: tuple[str, ...] = ()
-    candidate_count: int = 0
-    score: float | None = None
-    interval: Interval | None = None
-    runner_health: RunnerHealth | None = None
-
-
-def failure_from_attempts(node: str, tier: str, sha: str, attempts: Sequence[Attempt], *, repo: str = "",
-                          runner: str = "", fingerprint: str = "", error: str = "") -> Failure:
-    """A `Failure` from one test's attempts in a run: its last failed attempt with text speaks
-    (error line, signature and infra cause as ingest stores them, unless ``error`` /
-    ``fingerprint`` are given); ``passed_on_retry`` when the last attempt passed."""
-    failed = [a for a in attempts if a.outcome not in ("passed", "skipped")] or list(attempts)
-    spoken = next((a for a in reversed(failed) if a.message or a.detail), failed[-1] if failed else Attempt(FAILED, 0))
-    error = error or error_line(spoken)
-    fingerprint = fingerprint or signature(error)[0]
-    passed = bool(attempts) and attempts[-1].outcome == "passed"
-    return Failure(node, tier, sha, repo, error, fingerprint, infra_kind(spoken), runner, max(1, len(failed)), passed)
 
 
 def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str = "",

@@ -24,7 +24,7 @@ from ci.__main__ import main as ci_main
 from ci.history.depmaps import latest_maps
 from ci.history.store import open_store
 from ci.selection.plan import plan
-from ci.selection.shard_ids import IDS_ENV, MAX_SHARD_IDS_BYTES, carried_ids
+from ci.selection.shard_ids import IDS_ENV, MAX_PLAN_IDS_BYTES, MAX_SHARD_IDS_BYTES, carried_ids, shard_ids_text
 from tests.ci.depmap_support import clean_env, git, write_project
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
 from tests.ci.test_depmap_plan import IDENTITY
@@ -357,3 +357,31 @@ def test_a_shard_whose_ids_are_too_large_to_carry_runs_its_files_whole(observed:
     assert f"shard {calc.index}/2" in carried.notes[0] and "runs its files whole" in carried.notes[0]
     small = replace(big, selected=tuple(replace(t, node_ids=many[:3]) if t.node_ids else t for t in big.selected))
     assert carried_ids([small]).of(small, calc) == "".join(f"{n}\n" for n in many[:3])
+
+
+def test_the_ids_limits_hold_at_their_byte_exactly(observed: Path) -> None:
+    """A shard's ids text of exactly `MAX_SHARD_IDS_BYTES` is carried, one byte more is not; nine
+    such shards of nine tiers: eight reach `MAX_PLAN_IDS_BYTES` exactly and are carried, the ninth
+    would pass it and runs its files whole, named in the one note."""
+    git(observed, "checkout", "-q", "main")
+    base = plan(load_registry(observed / "registry.yaml"), "cpu", shards=2)
+    calc = next(s for s in base.shards if "tests/test_calc.py" in s.tests)
+
+    def sized(size: int, tier: str):
+        ids = [f"tests/test_calc.py::test_{i:06d}" for i in range(size // 32)]
+        narrowed = replace(base, tier=replace(base.tier, name=tier), selected=tuple(
+            replace(t, node_ids=tuple(ids)) if t.path == "tests/test_calc.py" else t for t in base.selected))
+        ids[-1] += "x" * (size - len(shard_ids_text(narrowed, calc).encode("utf-8")))
+        return replace(narrowed, selected=tuple(replace(t, node_ids=tuple(ids)) if t.node_ids else t
+                                                for t in narrowed.selected))
+
+    exact, over = sized(MAX_SHARD_IDS_BYTES, "cpu"), sized(MAX_SHARD_IDS_BYTES + 1, "cpu")
+    assert len(shard_ids_text(exact, calc).encode("utf-8")) == MAX_SHARD_IDS_BYTES
+    assert carried_ids([exact]).of(exact, calc) == shard_ids_text(exact, calc)
+    assert carried_ids([over]).of(over, calc) == "" and "over 65536 for one shard" in carried_ids([over]).notes[0]
+    assert MAX_PLAN_IDS_BYTES == 8 * MAX_SHARD_IDS_BYTES
+    nine = [sized(MAX_SHARD_IDS_BYTES, f"cpu{i}") for i in range(9)]
+    carried = carried_ids(nine)
+    assert [bool(carried.of(p, calc)) for p in nine] == [True] * 8 + [False], carried.notes
+    assert carried.notes == (f"tier cpu8 shard {calc.index}/2: its node ids take {MAX_SHARD_IDS_BYTES} bytes, past "
+                             f"{MAX_PLAN_IDS_BYTES} for the plan; it runs its files whole",)

@@ -268,3 +268,23 @@ def test_flake_match_is_learned_from_the_tests_flaky_failures(tmp_path) -> None:
     assert m == pytest.approx(beta_ppf(0.9, 2.0, 7.0))
     assert f"{m:.3f}, the 90% quantile of m's posterior from 1 of 4 flaky failure(s) in the history (Beta(1, 4) prior)" in said
     assert flake_match({}, breakage)[0] == pytest.approx(beta_ppf(0.9, 1.0, 4.0))
+
+def test_the_breakage_signature_is_the_one_every_failed_attempt_of_bads_verification_shares() -> None:
+    """`breakage_signature` reads --bad's first failed run only (a passing run at --bad before it,
+    a flake's retry that passed, says nothing), and only when its failed attempts agree on a known
+    signature; `same_signature` compares a run's last failed attempt, unknown ("") staying unknown."""
+    from ci.commands.culprit_local import Run
+    from ci.commands.culprit_signature import breakage_signature, same_signature
+
+    good, bad = "a" * 40, "b" * 40
+    verified = Run(bad, True, failures=3, signatures=("wrong sum",) * 3)
+    assert breakage_signature([Run(good, False), verified], bad) == "wrong sum"
+    assert breakage_signature([Run(bad, False, failures=1, signatures=("timed out",)), verified], bad) == "wrong sum"
+    for said in (("wrong sum", "timed out", "wrong sum"), ("wrong sum", "", "wrong sum"), ("", "", "")):
+        assert breakage_signature([replace(verified, signatures=said)], bad) is None, said
+    assert breakage_signature([Run(good, True, failures=3, signatures=("wrong sum",) * 3)], bad) is None
+    assert same_signature(Run(good, True, failures=2, signatures=("timed out", "wrong sum")), "wrong sum") is True
+    assert same_signature(Run(good, True, failures=2, signatures=("wrong sum", "timed out")), "wrong sum") is False
+    assert same_signature(Run(good, True, failures=2, signatures=("wrong sum", "")), "wrong sum") is None
+    assert same_signature(Run(good, False), "wrong sum") is None
+    assert same_signature(verified, None) is None

@@ -85,6 +85,11 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("OSError: [Errno 116] Stale file handle: '/root/.cache/huggingface/hub'", "", "storage"),
     ("OSError: [Errno 5] Input/output error: '/mnt/models/llama/model-00001.safetensors'", "", "storage"),
     ("OSError: [Errno 30] Read-only file system: '/data/ckpt'", "", "storage"),
+    # a FUSE mount whose daemon died, and the errno names alone (libuv's wording, a C extension's)
+    ("OSError: [Errno 107] Transport endpoint is not connected: '/mnt/s3/models'", "", "storage"),
+    ("Error: EIO: i/o error, read", "", "storage"),
+    ("RuntimeError: reading /mnt/nfs/ckpt/model.pt failed: ESTALE", "", "storage"),
+    ("RuntimeError: saving /data/ckpt/model.pt failed: EROFS", "", "storage"),
     ("OSError: [Errno 2] No such file or directory: 'config.json'", "", ""),  # the code's own path
     ("RuntimeError: Server process exited with code -9", "", "oom-kill"),
     ("RuntimeError: Server process exited with code -11", "", "signal"),

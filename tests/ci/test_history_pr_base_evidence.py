@@ -18,7 +18,7 @@ from ci.history.run_results import load_run
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, NEW, Verdict, judge
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-from tests.ci.test_history_verdicts import BOOM, FILE, OTHER, REPO, TIER, run, sha
+from tests.ci.test_history_verdicts import BOOM, CUDA, FILE, OTHER, REPO, TIER, run, sha
 
 JUDGED = 7
 
@@ -127,3 +127,94 @@ def test_a_change_that_touched_the_test_is_not_judged_by_others_failures(store_l
         history(store, tmp_path, {i: BOOM for i in range(10, 15)}, range(1, 10))
         v = judged(store, tmp_path, 14, changed=changed)
     assert v.verdict == expected, v.detail
+
+
+@pytest.mark.parametrize("failing, expected", [((10, 11, 12), NEW), ((10, 11, 12, 13), BROKEN_ON_MAIN)])
+def test_a_short_quiet_past_is_no_proof_of_no_flake(store_location: str, tmp_path: Path, failing: tuple[int, ...],
+                                                    expected: str) -> None:
+    """Laplace's rule at its boundary: outside the window only main's pass at 0 and one pull
+    request's at 1, so q = (0 + 1) / (2 + 2) = 1/4. Three failing sources, q ** 3 = 1.6 %, are not
+    below `ALPHA` (a flake of that rate does it); four, 0.4 %, are."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, {i: BOOM for i in failing}, [1])
+        v = judged(store, tmp_path, failing[-1])
+    assert v.verdict == expected, v.detail
+
+
+def test_a_base_that_also_passed_is_before_the_break(store_location: str, tmp_path: Path) -> None:
+    """Base 10 passed in one pull request and failed in another's: the code there does not always
+    fail, so the break is after it, at 11 (bases 11-13 failed, three other authors)."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, {i: BOOM for i in (11, 12, 13)}, range(1, 11))
+        run(store, tmp_path, f"{300:04x}{'c' * 36}", [BOOM], "pull_request", pr=300, base_sha=sha(10), author="dev300")
+        v = judged(store, tmp_path, 13)
+    assert v.verdict == BROKEN_ON_MAIN, v.detail
+    assert (v.since, v.last_pass, v.candidates, v.candidate_count) == (sha(11), sha(10), (sha(11),), 1)
+
+
+def test_a_base_that_failed_with_another_error_is_no_source(store_location: str, tmp_path: Path) -> None:
+    """OTHER at 11 says nothing of BOOM: two sources (12, 13) remain, fewer than `MIN_SOURCES`."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, {11: OTHER, 12: BOOM, 13: BOOM}, range(1, 11))
+        v = judged(store, tmp_path, 13)
+    assert v.verdict == NEW, v.detail
+
+
+def test_a_change_to_the_test_file_itself_needs_no_runtime_map(store_location: str, tmp_path: Path) -> None:
+    """The story that fires, but pull request 7 edited the test's own file and the store holds no
+    map of it: its own change still explains its failure."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, {i: BOOM for i in range(10, 15)}, range(1, 10))
+        v = judged(store, tmp_path, 14, changed=[FILE])
+    assert v.verdict == NEW, v.detail
+
+
+def test_a_long_window_keeps_the_newest_candidates(store_location: str, tmp_path: Path) -> None:
+    """29 commits after the last pass (at 1) up to the break (at 30): the 20 (`MAX_CANDIDATES`)
+    nearest the break are named, oldest first, as main's own streaks name theirs; all are counted."""
+    order = tuple(sha(i) for i in range(40))
+    with open_store(store_location) as store:
+        history(store, tmp_path, {i: BOOM for i in range(30, 34)}, [1])
+        v = judged(store, tmp_path, 33, git_order=order)
+    assert v.verdict == BROKEN_ON_MAIN, v.detail
+    assert (v.since, v.last_pass, v.candidates, v.candidate_count) == (sha(30), sha(1), order[11:31], 29)
+
+
+def test_passes_based_after_the_judged_base_are_not_counted_as_before(store_location: str, tmp_path: Path) -> None:
+    """A pull request based at 15, after the judged base 14, passed: it is no run "based before"
+    the break, and the detail's count stays main's pass and the nine at 1-9."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, {i: BOOM for i in range(10, 15)}, [*range(1, 10), 15])
+        v = judged(store, tmp_path, 14)
+    assert v.verdict == BROKEN_ON_MAIN, v.detail
+    assert v.detail.endswith("5 pull requests based at or after it failed it with this error, 10 runs based before "
+                             "passed)"), v.detail
+
+
+def test_a_base_whose_retry_passed_is_the_last_pass(store_location: str, tmp_path: Path) -> None:
+    """Pull request 109 based at 9 failed BOOM, then passed on retry: the code at 9 does not always
+    fail, so 9 is the last pass and 10 the one candidate (the branch's order given: that run came last)."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, {i: BOOM for i in range(10, 15)}, range(1, 9))
+        run(store, tmp_path, f"{109:04x}{'c' * 36}", [BOOM, None], "pull_request", pr=109, base_sha=sha(9),
+            author="dev9")
+        v = judged(store, tmp_path, 14, git_order=tuple(sha(i) for i in range(20)))
+    assert v.verdict == BROKEN_ON_MAIN, v.detail
+    assert (v.since, v.last_pass, v.candidates, v.candidate_count) == (sha(10), sha(9), (sha(10),), 1)
+
+
+def test_failures_with_an_infra_cause_are_no_evidence(store_location: str, tmp_path: Path) -> None:
+    """Pull requests based at 10-14 failed the test with a CUDA error on runner r2, the judged one
+    on r1: the error follows the test (rule 1 hands it on), but a machine-level cause says nothing
+    of main's code, so those bases are no sources and it stays new."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, {}, range(1, 10))
+        for i in range(10, 15):
+            run(store, tmp_path, f"{100 + i:04x}{'c' * 36}", [CUDA], "pull_request", runner="r2", pr=100 + i,
+                base_sha=sha(i), author=f"dev{i}")
+        head = f"{JUDGED:04x}{'d' * 36}"
+        run(store, tmp_path, head, [CUDA], "pull_request", pr=JUDGED, base_sha=sha(14), author="me")
+        (failure,) = load_run(store, pr=JUDGED).failures
+        (v,) = judge(store, [failure], merge_base=sha(14))
+    assert failure.infra == "cuda"
+    assert v.verdict == NEW, v.detail

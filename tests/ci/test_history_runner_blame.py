@@ -9,10 +9,13 @@ from __future__ import annotations
 from math import comb
 from pathlib import Path
 
+import pytest
+
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.run_results import load_run
-from ci.history.runners import ALPHA, JOBS, RUNS_OF_TEST, fisher_greater, out_of_line
+from ci.history.runners import (ALPHA, JOBS, RUNS_OF_TEST, UNITS, failed_so_elsewhere, fisher_greater, out_of_line,
+                                runner_blame)
 from ci.history.store import open_store
 from ci.history.verdict import FLAKY, INFRA, judge
 from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
@@ -186,3 +189,85 @@ def test_the_judged_pull_requests_own_earlier_pushes_are_one_source_with_it(stor
         second = out_of_line(store, REPO, TIER, "h100-03", f.sha, node_id)
     assert alone is None
     assert second is not None and second.sources == 2
+
+
+def test_three_of_a_runs_six_tests_failing_there_at_once_name_the_runner_and_two_do_not(store_location: str,
+                                                                                       tmp_path: Path) -> None:
+    """`AT_ONCE` and "at least half", at their boundary: 3 of the judged run's 6 tests failing with
+    an ECC error on a runner with a clean past is the machine by itself; 2 of 6 is no more than one
+    pull request's JUnit (one source), and nothing is blamed."""
+    with open_store(store_location) as store:
+        pool_history(store, tmp_path)
+        three = pr_failures(store, tmp_path, 7, "h100-03", dict.fromkeys(TESTS[:3], ECC))
+        two = pr_failures(store, tmp_path, 8, "h100-04", dict.fromkeys(TESTS[:2], ECC))
+        at_three = out_of_line(store, REPO, TIER, "h100-03", three[0].sha, _node_id(store, three[0].node))
+        at_two = out_of_line(store, REPO, TIER, "h100-04", two[0].sha, _node_id(store, two[0].node))
+    assert at_three is not None and (at_three.at_once, at_three.failed, at_three.runs) == (True, 3, 6), at_three
+    assert at_two is None
+
+
+@pytest.mark.parametrize("clean, named", [(25, True), (15, False)])
+def test_two_failed_jobs_of_two_sources_stand_out_only_past_the_multiplied_alpha(store_location: str, tmp_path: Path,
+                                                                                 clean: int, named: bool) -> None:
+    """`MIN_FAILED` and the p multiplied by the number of `UNITS`, at their boundary: h100-03 failed
+    test_a in one main job and in the judged one (2 of its 2 jobs, 2 sources), the pool none of its
+    ``clean`` jobs. One-sided Fisher p = 2 / ((clean + 2)(clean + 1)): against 25 clean jobs, times 3,
+    0.0085 < `ALPHA`, named; against 15, 0.0074 alone but 0.022 times 3, not."""
+    with open_store(store_location) as store:
+        others = tuple(r for r in RUNNERS if r != "h100-03")
+        n = pool_history(store, tmp_path, others, jobs=clean // len(others))
+        job(store, tmp_path, sha(n), "h100-03", {"test_a": ECC})
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": ECC})
+        found = out_of_line(store, REPO, TIER, "h100-03", f.sha, _node_id(store, f.node))
+    if not named:
+        assert found is None, found
+        return
+    assert found is not None and found.unit in (JOBS, RUNS_OF_TEST), found
+    assert (found.failed, found.runs, found.sources, found.pool_failed, found.pool_runs) == (2, 2, 2, 0, 25)
+    assert found.p == len(UNITS) * fisher_greater(2, 2, 0, 25) and ALPHA > found.p > ALPHA / 2
+
+
+def test_two_failed_runs_on_two_runners_are_not_yet_the_pools(store_location: str, tmp_path: Path) -> None:
+    """`pool_wide` asks for `ONLY_MIN_FAILED` (3) runs: test_d failing so on two runners in two runs
+    of others since its last pass may still be a flake, and no runner is blamed."""
+    cublas = "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmul( ... )`"
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path)
+        job(store, tmp_path, sha(n), "h100-01", {"test_d": cublas})
+        job(store, tmp_path, f"{31:04x}{'d' * 36}", "h100-02", {"test_d": cublas}, event="pull_request", pr=31)
+        (f,) = pr_failures(store, tmp_path, 32, "h100-05", {"test_d": cublas})
+        blamed = runner_blame(store, REPO, TIER, "h100-05", f.sha, _node_id(store, f.node))
+    assert blamed is None
+
+
+def test_failed_so_elsewhere_counts_other_runners_runs_of_other_changes(store_location: str, tmp_path: Path) -> None:
+    """What decides a hiccup (`failed_so_elsewhere`): test_b's NCCL error in a main run on h100-02
+    counts for the judged run on h100-03, not for h100-02 itself; a CUDA error is another kind;
+    the judged pull request's own earlier push on h100-05 is its own change, never "elsewhere"."""
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path)
+        job(store, tmp_path, sha(n), "h100-02", {"test_b": NCCL})
+        job(store, tmp_path, sha(n + 1), "h100-04", {"test_b": ECC})
+        job(store, tmp_path, sha(1, "e"), "h100-05", {"test_b": NCCL}, event="pull_request", pr=7)
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_b": NCCL})
+        node = _node_id(store, f.node)
+        counts = [failed_so_elsewhere(store, REPO, TIER, node, "nccl", runner, f.sha) for runner in ("h100-03", "h100-02")]
+    assert counts == [1, 0]
+
+
+def test_one_test_failing_on_a_runner_stands_out_by_its_own_runs_alone(store_location: str, tmp_path: Path) -> None:
+    """h100-06 failed test_c in all its 4 jobs (main's and three pull requests'); the pool failed
+    test_a in half its 20 jobs and test_c never. By test runs (4 of 24 against 10 of 120) and by
+    jobs (4 of 4 against 10 of 20) h100-06 is in line; by runs of test_c (4 of 4 against 0 of 20,
+    Fisher p = 1 / C(24, 4)) it is not."""
+    with open_store(store_location) as store:
+        for i, runner in enumerate(RUNNERS[:5] * 4):
+            job(store, tmp_path, sha(i), runner, {"test_a": ECC} if i % 2 else None)
+        job(store, tmp_path, sha(20), "h100-06", {"test_c": ECC})
+        for pr in (21, 22):
+            job(store, tmp_path, f"{pr:04x}{'d' * 36}", "h100-06", {"test_c": ECC}, event="pull_request", pr=pr)
+        (f,) = pr_failures(store, tmp_path, 24, "h100-06", {"test_c": ECC})
+        found = out_of_line(store, REPO, TIER, "h100-06", f.sha, _node_id(store, f.node))
+    assert found is not None and (found.unit, found.failed, found.runs, found.pool_failed, found.pool_runs) == (
+        RUNS_OF_TEST, 4, 4, 0, 20), found
+    assert found.p == len(UNITS) * fisher_greater(4, 4, 0, 20)

@@ -147,3 +147,15 @@ def test_merge_base_that_did_not_run_the_tier(store_location: str, tmp_path: Pat
     assert v.verdict == expected, v.detail
     if expected == BROKEN_ON_MAIN:
         assert v.since == sha(broken[0]) and v.fixed_at == sha(6)
+
+
+def test_two_failed_runs_of_a_known_flake_at_one_commit_are_a_breakage(store_location: str, tmp_path: Path) -> None:
+    """A flake fires once: one failed run at one commit. Main's push and nightly runs of commit 12
+    both failing test_a's known flake BOOM on every attempt are two runs, main's open breakage (no
+    merge base known: the open streak alone says so)."""
+    with open_store(store_location) as store:
+        flaky_main(store, tmp_path)
+        run(store, tmp_path, sha(12), [BOOM, BOOM])
+        run(store, tmp_path, sha(12), [BOOM, BOOM], "nightly")
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM])])
+    assert v.verdict == BROKEN_ON_MAIN and v.since == sha(12), v.detail

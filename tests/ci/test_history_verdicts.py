@@ -136,6 +136,17 @@ def test_merge_base_inside_a_fixed_streak(store_location: str, tmp_path: Path, b
         assert v.since == sha(3) and v.fixed_at == sha(6) and "fixed on main at 0006aaa" in v.detail
 
 
+def test_a_fixed_failure_of_one_attempt_at_the_merge_base_is_no_breakage(store_location: str, tmp_path: Path) -> None:
+    """Main failed BOOM once at commit 2, with no retry, and passed at 3 (four runs: too few for a
+    flaky score): one attempt cannot tell a breakage fixed at 3 from a flake, so a pull request
+    based at 2 failing BOOM is not called main's."""
+    with open_store(store_location) as store:
+        for i in range(4):
+            run(store, tmp_path, sha(i), [BOOM] if i == 2 else [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM, BOOM], base=sha(2))], merge_base=sha(2))
+    assert v.verdict == NEW and v.score is None, v.detail
+
+
 def test_git_first_parent_order_over_ingest_order(store_location: str, tmp_path: Path) -> None:
     """Commits ingested out of order, and one the test never ran on: git's order says since when."""
     repo = tmp_path / "git"
