@@ -357,3 +357,79 @@ def test_a_shard_whose_ids_are_too_large_to_carry_runs_its_files_whole(observed:
     assert f"shard {calc.index}/2" in carried.notes[0] and "runs its files whole" in carried.notes[0]
     small = replace(big, selected=tuple(replace(t, node_ids=many[:3]) if t.node_ids else t for t in big.selected))
     assert carried_ids([small]).of(small, calc) == "".join(f"{n}\n" for n in many[:3])
+
+
+LRU_STYLES = """\
+from functools import lru_cache
+
+
+@lru_cache(maxsize=None)
+def parse(text):
+    words = text.split()
+    if "on" in words:
+        return ("bg", words[-1])
+    return ("fg", words[0])
+"""
+MEMO_STYLES = """\
+_MEMO = {}
+
+
+def parse(text):
+    if text in _MEMO:
+        return _MEMO[text]
+    words = text.split()
+    if "on" in words:
+        found = ("bg", words[-1])
+    else:
+        found = ("fg", words[0])
+    _MEMO[text] = found
+    return found
+"""
+TEST_A = """\
+from pkg.styles import parse
+
+
+def test_a_fg():
+    assert parse("red") == ("fg", "red")
+
+
+def test_a_bg():
+    assert parse("red on blue") == ("bg", "blue")
+"""
+TEST_B = TEST_A.replace("test_a_", "test_b_").replace('"red")', '"green")').replace('"fg", "red"', '"fg", "green"')
+
+
+@pytest.mark.parametrize("styles, edit", [
+    (LRU_STYLES, ('return ("bg", words[-1])', 'return ("bg", words[0])')),
+    (MEMO_STYLES, ('found = ("bg", words[-1])', 'found = ("bg", words[0])')),
+], ids=["lru_cache", "module-level memo"])
+def test_a_change_in_a_cached_function_selects_every_id_that_called_it(tmp_path: Path, styles: str,
+                                                                       edit: tuple[str, str]) -> None:
+    """One process runs test_a.py then test_b.py: test_b_bg's parse("red on blue") is answered from
+    test_a_bg's cache, and test_b_fg runs the body but not the "on" branch, so test_b.py's map holds
+    no changed line. Run alone on the changed branch (pytest, the oracle), both "bg" ids fail; the
+    plan must select both files and, of each, every id that called parse()."""
+    root = tmp_path / "project"
+    write_project(root, {"pkg/__init__.py": "", "pkg/styles.py": styles, "tests/test_a.py": TEST_A,
+                         "tests/test_b.py": TEST_B})
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    proc = subprocess.run([sys.executable, "-m", "ci", "observe", "--by-test", "--tier", "cpu", "--out",
+                           str(tmp_path / "map.json"), "--", *PYTEST, "tests/test_a.py", "tests/test_b.py"],
+                          cwd=root, env=clean_env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0 and "4 passed" in proc.stdout, proc.stdout + proc.stderr
+    b_lines = parse_depmap((tmp_path / "map.json").read_text(), "m").tests["tests/test_b.py"].lines or {}
+    bg_line = next(n for n, line in enumerate(styles.splitlines(), 1) if edit[0] in line)
+    assert bg_line not in b_lines.get("pkg/styles.py", frozenset()), b_lines  # test_b.py never ran the "bg" line
+    selected, _ = _plan(root, {"pkg/styles.py": styles.replace(*edit)})
+    failing = set()
+    for test in ("tests/test_a.py", "tests/test_b.py"):
+        alone = subprocess.run([*PYTEST, "-rf", test], cwd=root, env=clean_env(), capture_output=True, text=True,
+                               timeout=120)
+        failing |= {line.split()[1] for line in alone.stdout.splitlines() if line.startswith("FAILED ")}
+    assert failing == {"tests/test_a.py::test_a_bg", "tests/test_b.py::test_b_bg"}, failing
+    assert sorted(selected) == ["tests/test_a.py", "tests/test_b.py"], selected
+    for test, chosen in selected.items():
+        assert chosen["node_ids"] == sorted(f"{test}::test_{test[-4]}_{kind}" for kind in ("fg", "bg")), chosen
+    assert "kept across calls" in selected["tests/test_b.py"]["why"], selected["tests/test_b.py"]
