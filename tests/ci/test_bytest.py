@@ -397,6 +397,15 @@ def test_a_bg():
     assert parse("red on blue") == ("bg", "blue")
 """
 TEST_B = TEST_A.replace("test_a_", "test_b_").replace('"red")', '"green")').replace('"fg", "red"', '"fg", "green"')
+TEST_C = """\
+from pkg.colors import parse as parse_color
+from pkg.styles import parse
+
+
+def test_c_bg():
+    assert parse_color(" blue ") == "blue"
+    assert parse("red on blue") == ("bg", "blue")
+"""
 
 
 @pytest.mark.parametrize("styles, edit", [
@@ -405,31 +414,35 @@ TEST_B = TEST_A.replace("test_a_", "test_b_").replace('"red")', '"green")').repl
 ], ids=["lru_cache", "module-level memo"])
 def test_a_change_in_a_cached_function_selects_every_id_that_called_it(tmp_path: Path, styles: str,
                                                                        edit: tuple[str, str]) -> None:
-    """One process runs test_a.py then test_b.py: test_b_bg's parse("red on blue") is answered from
-    test_a_bg's cache, and test_b_fg runs the body but not the "on" branch, so test_b.py's map holds
-    no changed line. Run alone on the changed branch (pytest, the oracle), both "bg" ids fail; the
-    plan must select both files and, of each, every id that called parse()."""
+    """One process runs test_a.py, test_b.py, test_c.py: parse("red on blue") of test_b_bg and
+    test_c_bg is answered from test_a_bg's cache, test_b_fg runs the body but not the "on" branch,
+    and test_c.py only calls it (the lru_cache'd body never runs; another parse() does, so the walk's
+    "entered no function of that name" cannot tell). Run alone on the changed branch (pytest,
+    the oracle), every "bg" id fails; the plan must select the three files and, of each, every id
+    that called parse()."""
     root = tmp_path / "project"
-    write_project(root, {"pkg/__init__.py": "", "pkg/styles.py": styles, "tests/test_a.py": TEST_A,
-                         "tests/test_b.py": TEST_B})
+    tests = {"tests/test_a.py": TEST_A, "tests/test_b.py": TEST_B, "tests/test_c.py": TEST_C}
+    write_project(root, {"pkg/__init__.py": "", "pkg/styles.py": styles,
+                         "pkg/colors.py": "def parse(text):\n    return text.strip()\n", **tests})
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
     proc = subprocess.run([sys.executable, "-m", "ci", "observe", "--by-test", "--tier", "cpu", "--out",
-                           str(tmp_path / "map.json"), "--", *PYTEST, "tests/test_a.py", "tests/test_b.py"],
+                           str(tmp_path / "map.json"), "--", *PYTEST, *tests],
                           cwd=root, env=clean_env(), capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0 and "4 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "5 passed" in proc.stdout, proc.stdout + proc.stderr
     b_lines = parse_depmap((tmp_path / "map.json").read_text(), "m").tests["tests/test_b.py"].lines or {}
     bg_line = next(n for n, line in enumerate(styles.splitlines(), 1) if edit[0] in line)
     assert bg_line not in b_lines.get("pkg/styles.py", frozenset()), b_lines  # test_b.py never ran the "bg" line
     selected, _ = _plan(root, {"pkg/styles.py": styles.replace(*edit)})
     failing = set()
-    for test in ("tests/test_a.py", "tests/test_b.py"):
+    for test in tests:
         alone = subprocess.run([*PYTEST, "-rf", test], cwd=root, env=clean_env(), capture_output=True, text=True,
                                timeout=120)
         failing |= {line.split()[1] for line in alone.stdout.splitlines() if line.startswith("FAILED ")}
-    assert failing == {"tests/test_a.py::test_a_bg", "tests/test_b.py::test_b_bg"}, failing
-    assert sorted(selected) == ["tests/test_a.py", "tests/test_b.py"], selected
+    assert failing == {f"{test}::test_{test[-4]}_bg" for test in tests}, failing
+    assert sorted(selected) == sorted(tests), selected
     for test, chosen in selected.items():
-        assert chosen["node_ids"] == sorted(f"{test}::test_{test[-4]}_{kind}" for kind in ("fg", "bg")), chosen
+        kinds = ("bg",) if test.endswith("_c.py") else ("fg", "bg")
+        assert chosen["node_ids"] == sorted(f"{test}::test_{test[-4]}_{kind}" for kind in kinds), chosen
     assert "kept across calls" in selected["tests/test_b.py"]["why"], selected["tests/test_b.py"]
