@@ -14,6 +14,10 @@ ran inside single ids, and ``ids`` None with the reason otherwise:
 - a module-level change (import time: every id of an importing file shares it);
 - a changed statement in a branch that stores state (an earlier id may have filled a cache that
   a later one reads);
+- a change in a function that keeps results across calls (``cached``: `ReferenceIndex.cached_calls`)
+  that the file ran or called outside a single id. Inside single ids, it narrows to every id that
+  ran its body or a line that calls it: an id answered from an earlier id's cache ran none of the
+  body, but its call;
 - a body the test reached without running a changed line of it (the walk of `ci.selection.reach`,
   a use of a redefined name, code run outside any test);
 - a changed line the file ran outside a single id (the map's ``shared`` lines, or ``ByTest.file``:
@@ -29,8 +33,10 @@ from typing import Callable, Iterable, Mapping
 
 from ci.selection.depmap_format import StoredTestMap
 from ci.selection.edit_scopes import Scope
+from ci.selection.reach import CachedCalls
 
 Judge = Callable[[str, Scope], "str | None"]  # (changed file, scope) -> why it reaches the test, or None
+Cached = Callable[[str, Scope], "CachedCalls | None"]  # (changed file, scope) -> its function's cache and calls
 
 
 @dataclass(frozen=True)
@@ -55,10 +61,29 @@ def _changed_lines(scope: Scope) -> range | frozenset[int]:
     return range(scope.first, scope.last + 1)
 
 
+def _cached_units(stored: StoredTestMap, path: str, scope: Scope, calls: CachedCalls,
+                  wanted: dict[str, set[int]]) -> str | None:
+    """Adds the body of a function that keeps results across calls, and every line calling it, to
+    ``wanted``; why the whole file runs instead (one of them ran outside a single id), or None."""
+    assert scope.first is not None and scope.last is not None and stored.entry.by_test is not None
+    units = {path: set(range(scope.first, scope.last + 1))}
+    for site_path, lines in calls.calls.items():
+        units.setdefault(site_path, set()).update(lines)
+    for unit_path, lines in units.items():
+        if not (lines.isdisjoint(stored.shared.get(unit_path, ()))
+                and lines.isdisjoint(stored.entry.by_test.file.get(unit_path, ()))):
+            return (f"{path}:{scope.line} in {calls.name}(), which keeps results across calls ({calls.how}): the file "
+                    "ran or called it outside a single id")
+    for unit_path, lines in units.items():
+        wanted.setdefault(unit_path, set()).update(lines)
+    return None
+
+
 def narrow(stored: StoredTestMap, hit_paths: Iterable[str],
-           scopes: Mapping[str, tuple[Scope, ...] | None] | None, judge: Judge) -> Narrowed:
+           scopes: Mapping[str, tuple[Scope, ...] | None] | None, judge: Judge, cached: Cached | None = None) -> Narrowed:
     """See the module docstring. ``hit_paths``: the changed files by which the per-file verdict
-    selected the test; ``judge``: the per-file rule for one scope (`depmap_select.scope_hit`)."""
+    selected the test; ``judge``: the per-file rule for one scope (`depmap_select.scope_hit`);
+    ``cached``: a changed body's function cache and its calls (None: no such rule)."""
     entry, by_test = stored.entry, stored.entry.by_test
     if by_test is None:
         return _whole("its map has no lines per test id (record with `ci observe --by-test`)")
@@ -80,6 +105,11 @@ def narrow(stored: StoredTestMap, hit_paths: Iterable[str],
                 return _whole(f"{where} changed at module level (import time is every id's)")
             if scope.statements is not None and scope.statements.guarded:
                 return _whole(f"{where} lies in a branch that stores state (an earlier id may fill it for a later)")
+            calls = cached(path, scope) if cached is not None else None
+            if calls is not None:
+                if (why := _cached_units(stored, path, scope, calls, wanted)) is not None:
+                    return _whole(why)
+                continue
             lines = _changed_lines(scope)
             ran = set(lines).intersection(ran_by_file.get(path, ()))
             if not ran:

@@ -174,6 +174,28 @@ def _statement_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, ch
     return None
 
 
+def _cached_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change: _Change,
+                references: ReferenceIndex | None) -> str | None:
+    """For a test that ran no changed statement of ``scope``: when its function keeps results
+    across calls (`ReferenceIndex.cached_calls`), whether the test ran its body or a call of it.
+    Either may have been answered from what an earlier test cached, in a fresh process not."""
+    calls = references.cached_calls(path, scope, change.imports_of) if references is not None else None
+    if calls is None:
+        return None
+    assert scope.first is not None and scope.last is not None
+    lines = stored.entry.lines or {}
+    kept = f"whose results are kept across calls ({calls.how}), so a call may skip its changed line {scope.line}"
+    if not lines.get(path, frozenset()).isdisjoint(range(scope.first, scope.last + 1)):
+        return f"ran {calls.name}() in {path}, {kept}"
+    for site_path, at in sorted(calls.calls.items()):
+        if hit := sorted(at & lines.get(site_path, frozenset())):
+            return f"ran {site_path}:{hit[0]}, a call of {calls.name}() in {path}, {kept}"
+        if not at.isdisjoint(stored.shared.get(site_path, frozenset())):
+            return _module_hit(test, stored, path, change, f"whose {site_path}:{min(at)} calls {calls.name}() "
+                                                           f"outside a test, {kept}")
+    return None
+
+
 def _ran_outside(scope: Scope, shared: frozenset[int], by_statement: bool) -> bool:
     """Whether the run outside any test (``shared``) ran the change of a body, for a test that ran
     none of it. By statement: a changed statement; a shared run that ran the body without reaching
@@ -209,12 +231,15 @@ def scope_hit(test: str, stored: StoredTestMap, path: str, scope: Scope, change:
     body = range(scope.first, scope.last + 1)
     ran = sorted(set(body).intersection((stored.entry.lines or {}).get(path, ())))
     if ran and change.by_statement and scope.statements is not None and not scope.statements.whole:
-        return _statement_hit(test, stored, path, scope, change)
+        return _statement_hit(test, stored, path, scope, change) or _cached_hit(test, stored, path, scope, change,
+                                                                                references)
     if ran:
         return f"executed {path}:{ran[0]} in {scope.name}()"
     if _ran_outside(scope, stored.shared.get(path, frozenset()), change.by_statement):
         return _module_hit(test, stored, path, change, f"whose {scope.name}() ran outside a test (at import or in "
                                                        "the session)")
+    if (cached := _cached_hit(test, stored, path, scope, change, references)) is not None:
+        return cached
     if references is not None and change.walk:
         lines = stored.entry.lines or {}
         return references.reason(path, scope, lambda p: lines.get(p, frozenset()), change.imports_of)
@@ -325,8 +350,9 @@ def select_by_maps(maps: Mapping[str, StoredTestMap], tests: Iterable[str], chan
             more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
             why = f"{hits[0][1]} in {stored.origin}{more}"
             if stored.entry.by_test is not None:
+                cached = partial(index.cached_calls, imports=imports_of) if index is not None else None
                 narrowed = narrow(stored, [path for path, _ in hits], scopes, partial(
-                    scope_hit, test, stored, change=change, references=index, definitions=uses_of))
+                    scope_hit, test, stored, change=change, references=index, definitions=uses_of), cached)
         touched = tuple(p for p in change.changed if p in stored.entry.executed or p in stored.entry.opened)
         out.decided[test] = MapVerdict(why, stored.origin, touched if why is None else (), narrowed)
         if newest is None or stored.recorded_at > newest[1]:

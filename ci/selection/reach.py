@@ -91,6 +91,30 @@ class _Run:
         return self._entered_names[name]
 
 
+@dataclass(frozen=True)
+class CachedCalls:
+    """A changed function that keeps results across calls (``how``: `FileSites.cached`) and the
+    lines that call it (``calls``: file -> lines). A test that ran one of them may have been
+    answered from a cache an earlier test filled, so its run says nothing of the changed line."""
+
+    name: str
+    how: str
+    calls: Mapping[str, frozenset[int]]
+
+
+def _means(site: Site, name: str, where: str, method: bool, read: bool, imports: Imports | None) -> bool:
+    """Whether ``site`` may reference the function ``name`` of file ``where`` (a method when
+    ``method``; read as an attribute when ``read``): see the module docstring."""
+    if site.kind == "attribute" and not read:
+        return False  # ``obj.name`` read, not called: data, unless a property
+    on = site.on(name)
+    if (on == "local" and site.bare) or on == ("scope" if method else "local"):
+        return False  # a local variable of that name; a method named bare; a module's function named as an
+        # attribute of a local (``path.resolve()``)
+    # another function of the same name where the referencing file cannot see this one
+    return site.path == where or imports is None or where in imports(site.path)
+
+
 class ReferenceIndex:
     """See the module docstring. Lazy: a file is parsed when a name the walk asks about occurs
     in its text, so a walk over a large tree parses the few files its names appear in."""
@@ -100,6 +124,7 @@ class ReferenceIndex:
                          for path, text in sources.items()}
         self._files: dict[str, FileSites | None] = {}
         self._holding: dict[str, list[str]] | None = None
+        self._cached: dict[tuple[str, int | None, int | None], CachedCalls | None] = {}  # one plan asks per test
 
     def _file(self, path: str) -> FileSites | None:
         if path not in self._files:
@@ -181,14 +206,8 @@ class ReferenceIndex:
             method = target.in_class and name == target.name.rpartition(".")[2]
             for site in self.sites(name):
                 holder = site.body
-                if holder is None or (site.kind == "attribute" and not read):
-                    continue  # module level; or ``obj.name`` read, not called: data, unless a property
-                on = site.on(name)
-                if (on == "local" and site.bare) or on == ("scope" if method else "local"):
-                    continue  # a local variable of that name; a method named bare; a module's function
-                    # named as an attribute of a local (``path.resolve()``)
-                if site.path != where and imports is not None and where not in imports(site.path):
-                    continue  # another function of the same name: the referencing file cannot see this one
+                if holder is None or not _means(site, name, where, method, read, imports):
+                    continue  # module level leads nowhere
                 if run.entered(site.path, holder):
                     why = self._decides(run, site, holder, name, start, skippable)
                     if why is not None:
@@ -197,6 +216,32 @@ class ReferenceIndex:
                     seen.add((site.path, holder.first))
                     queue.append((site.path, holder, hops + 1))
         return None
+
+    def cached_calls(self, path: str, scope: Scope, imports: Imports | None = None) -> "CachedCalls | None":
+        """For a changed body ``scope`` of ``path`` whose function keeps results across calls
+        (`FileSites.cached`): the lines that reference it, by file (the same references as
+        `reason` follows, module level included); None for any other body. One ``imports`` per
+        index: the answer is kept."""
+        key = (path, scope.first, scope.last)
+        if key not in self._cached:
+            self._cached[key] = self._cached_calls(path, scope, imports)
+        return self._cached[key]
+
+    def _cached_calls(self, path: str, scope: Scope, imports: Imports | None) -> "CachedCalls | None":
+        start = self.body_at(path, scope) if not scope.is_module else None
+        found = self._file(path)
+        how = found.cached(start.first) if found is not None and start is not None else None
+        if start is None or how is None:
+            return None
+        name = reference_name(start)
+        _, read = self._marked(path, start)
+        method = start.in_class and name == start.name.rpartition(".")[2]
+        calls: dict[str, set[int]] = {}
+        if not self.common(name):
+            for site in self.sites(name):
+                if _means(site, name, path, method, read, imports):
+                    calls.setdefault(site.path, set()).add(site.line)
+        return CachedCalls(start.name, how, {p: frozenset(lines) for p, lines in calls.items()})
 
     @staticmethod
     def _decides(run: _Run, site: Site, holder: Body, name: str, start: Body, skippable: bool) -> str | None:
@@ -212,4 +257,4 @@ class ReferenceIndex:
         return None
 
 
-__all__ = ["ReferenceIndex", "Site", "reference_name"]
+__all__ = ["CachedCalls", "ReferenceIndex", "Site", "reference_name"]

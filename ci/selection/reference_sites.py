@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ci.selection.edit_scopes import Body, function_body
 from ci.selection.kernels import decorator_name, is_kernel
-from ci.selection.state_stores import MODULE_NAMES, FunctionNames, names_in, stores_state
+from ci.selection.state_stores import MODULE_NAMES, FunctionNames, names_in, shared_store, stores_state
 
 # Decorators that never let a call skip the body: a call through them that ran with no body of
 # that name entered went to another function of the same name.
@@ -115,6 +115,21 @@ class FileSites:
     sites: dict[str, list[Site]] = field(default_factory=dict)
     skippable: set[int] = field(default_factory=set)
     properties: set[int] = field(default_factory=set)
+    _decorated: dict[int, str] = field(default_factory=dict)  # body.first -> a caching decorator's name
+    _functions: dict[int, _Function] = field(default_factory=dict)
+
+    def cached(self, first: int) -> str | None:
+        """How the function whose body starts at line ``first`` keeps results across calls (and so
+        across tests of one process): ``@lru_cache`` (any decorator naming a cache or memo:
+        ``cache``, ``cached_property``), ``a store into _MEMO`` (its body writes a module-level or
+        class-level container or a ``global``: `shared_store`); None when it keeps none."""
+        if first in self._decorated:
+            return f"@{self._decorated[first]}"
+        function = self._functions.get(first)
+        if function is None or function.node is None:
+            return None
+        store = shared_store(function.node.body, function.names)
+        return f"a store into {store}" if store is not None else None
 
     @classmethod
     def of(cls, path: str, tree: ast.AST) -> "FileSites":
@@ -186,8 +201,14 @@ class FileSites:
                 self.skippable.add(body.first)
             if any("property" in d or d in _ACCESSORS for d in decorators):
                 self.properties.add(body.first)
+            caching = sorted(d for d in decorators if "cache" in d.lower() or "memo" in d.lower())
+            if caching:
+                self._decorated[body.first] = caching[0]
+        function = _Function(node)
+        if body is not None:
+            self._functions[body.first] = function
         inside = _Where(where.prefix + node.name + ".", False, body if body is not None else where.body,
-                        function=_Function(node))
+                        function=function)
         for stmt in node.body:
             self._visit(stmt, inside)
 

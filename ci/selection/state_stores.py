@@ -15,7 +15,9 @@ block "stores state" when a statement in it, outside nested functions and classe
 
 Contract: `FunctionNames.of(fn)` gives the function's plain locals and declared shared names;
 `stores_state(block, names, guard)` answers for one block (a list of statements) whose
-condition names ``guard`` (`names_in`). Pure.
+condition names ``guard`` (`names_in`); `shared_store(body, names)` names what a whole function
+body stores into that every call shares (a module-level or class-level container, a ``global``:
+a memo), leaving out the instance's own (``self._seen``), which dies with the object. Pure.
 """
 
 from __future__ import annotations
@@ -113,4 +115,35 @@ def stores_state(block: Sequence[ast.stmt], names: FunctionNames, guard: frozens
     return False
 
 
-__all__ = ["FunctionNames", "MODULE_NAMES", "MUTATORS", "names_in", "stores_state"]
+def _shared_base(target: ast.expr, names: FunctionNames) -> str | None:
+    """The shared name an item store writes into: ``_MEMO`` of ``_MEMO[k]``, ``cls._t`` of
+    ``cls._t[k]``; None for a local's or the instance's (``self._t[k]``)."""
+    if isinstance(target, ast.Subscript):
+        base = _base(target)
+        if isinstance(base, ast.Name) and base.id not in names.local:
+            return base.id
+        if isinstance(base, ast.Name) and base.id == "cls" and isinstance(target.value, ast.Attribute):
+            return f"cls.{target.value.attr}"
+    return None
+
+
+def shared_store(body: Sequence[ast.stmt], names: FunctionNames) -> str | None:
+    """See the module docstring: the first shared container or ``global`` the body writes, or None."""
+    for node in _own_nodes(body):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            targets = [ast.Subscript(value=node.func.value, slice=ast.Constant(0))]
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in names.shared:
+                return target.id
+            found = _shared_base(target, names)
+            if found is not None:
+                return found
+    return None
+
+
+__all__ = ["FunctionNames", "MODULE_NAMES", "MUTATORS", "names_in", "shared_store", "stores_state"]
