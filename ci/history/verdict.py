@@ -10,7 +10,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    out of line with the pool's, or N failing so on the whole pool every time); also ``infra``
    (`HICCUP`) when no runner is to blame and N never failed so on another runner in other runs
    (`ci.history.runners.failed_so_elsewhere`): the error follows neither; else it follows the
-   test and rules 2-5 judge F. Named with the runner's record. Also ``infra``
+   test and rules 2-5 judge F, with N's failures of the kinds that follow it as its flake evidence
+   (`ci.history.infra_flakes`). Named with the runner's record. Also ``infra``
    (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
    requests or main commits too, while the pool's other runners pass it since
    (`ci.history.runners.runner_only`: an image or driver update). So is a remote service's
@@ -72,6 +73,7 @@ from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
 from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
+from ci.history.infra_flakes import infra_flakes
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
 from ci.history.neighbours import judged_order_dependence
@@ -168,9 +170,11 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         nodes = sorted({failures[i].node for i in indexes})
         ids = node_ids(store, nodes)
         main = main_runs(store, repo, tier, ids, as_of)
+        # an infra-looking error that follows the test is its flake evidence, when one is judged
+        own = infra_flakes(store, repo, tier, as_of=as_of).owns if any(failures[i].infra for i in indexes) else None
         scores = {s.node: s for s in flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=level, nodes=nodes,
-                                                  as_of=as_of, unscored=True)}
-        retries = RetryCorrelation(store, tier, as_of)
+                                                  as_of=as_of, unscored=True, own=own)}
+        retries = RetryCorrelation(store, tier, as_of, own)
         first_run = not has_main_history(store, repo, tier, as_of)
         flaked = _flaked_kinds(store, as_of) if any(environment_kind(failures[i].error) for i in indexes) else \
             frozenset()

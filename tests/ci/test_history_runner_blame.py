@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ci.history.infra_flakes import infra_flakes
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.run_results import load_run
@@ -54,15 +55,20 @@ def pr_failures(store, directory: Path, pr: int, runner: str, fails: dict[str, s
     return load_run(store, pr=pr).failures
 
 
+def nccl_on_each_runner(store, directory: Path) -> None:
+    """`pool_history`, then test_a's NCCL error once on each of `RUNNERS`' main jobs, a pass between."""
+    n = pool_history(store, directory)
+    for i, runner in enumerate(RUNNERS):
+        job(store, directory, sha(n + 2 * i), runner, {"test_a": NCCL})
+        job(store, directory, sha(n + 2 * i + 1), runner)
+
+
 def test_one_tests_nccl_errors_over_the_whole_pool_are_its_flake(store_location: str, tmp_path: Path) -> None:
     """test_a's NCCL error strikes once on each of the 6 runners, passing in between: it follows the
     test, so no runner is to blame, and a pull request run that meets it and passes in a rerun of
     the same commit is flaky, not infra."""
     with open_store(store_location) as store:
-        n = pool_history(store, tmp_path)
-        for i, runner in enumerate(RUNNERS):
-            job(store, tmp_path, sha(n + 2 * i), runner, {"test_a": NCCL})
-            job(store, tmp_path, sha(n + 2 * i + 1), runner)
+        nccl_on_each_runner(store, tmp_path)
         (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": NCCL})
         assert f.infra == "nccl"
         assert out_of_line(store, REPO, TIER, "h100-03", f.sha) is None
@@ -175,3 +181,34 @@ def test_the_judged_pull_requests_own_earlier_pushes_are_one_source_with_it(stor
         second = out_of_line(store, REPO, TIER, "h100-03", f.sha, node_id)
     assert alone is None
     assert second is not None and second.sources == 2
+
+
+def test_an_nccl_flake_that_fails_every_attempt_is_flaky_not_new(store_location: str, tmp_path: Path) -> None:
+    """test_a's NCCL error strikes main once on each of the 6 runners, passing in between: no runner
+    explains it, so those failures are test_a's flake evidence (`ci.history.infra_flakes`). A pull
+    request run failing test_a so in both attempts, with no pass of that code, is its flake again,
+    not the change's (before, an infra-looking failure was never flake evidence: ``new``)."""
+    with open_store(store_location) as store:
+        nccl_on_each_runner(store, tmp_path)
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": NCCL})
+        (v,) = judge(store, [f])
+    assert (f.infra, f.failures, f.passed_on_retry) == ("nccl", 2, False)
+    assert (v.verdict, v.detail.split(" (flaky")[0]) == (FLAKY, "flaky: the same failure as its earlier flakes")
+
+
+def test_infra_errors_of_one_runner_or_of_a_whole_job_are_not_the_tests(store_location: str, tmp_path: Path) -> None:
+    """`ci.history.infra_flakes`: test_a's NCCL errors on two runners from two sources follow it;
+    test_b's ECC errors on one runner only (three sources) do not, nor test_c's, whose every failure
+    came with most of its job's tests failing so at once (a bad node), over three runners."""
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path)
+        job(store, tmp_path, sha(n), "h100-01", {"test_a": NCCL, "test_b": ECC})
+        job(store, tmp_path, sha(n + 1), "h100-02", {"test_a": NCCL})
+        job(store, tmp_path, sha(n + 2), "h100-01", {"test_b": ECC})
+        job(store, tmp_path, f"{9:04x}{'d' * 36}", "h100-01", {"test_b": ECC}, event="pull_request", pr=9)
+        for i, runner in enumerate(RUNNERS[3:]):
+            job(store, tmp_path, sha(n + 3 + i), runner, dict.fromkeys(TESTS[2:5], ECC))
+        found = infra_flakes(store, REPO, TIER)
+    node = f"{FILE}::{{}}".format
+    assert found.kinds == {node("test_a"): frozenset({"nccl"})}
+    assert len(found.machine_reports) == 3
