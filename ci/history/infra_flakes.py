@@ -35,8 +35,8 @@ _CHUNK = 500
 _INFRA_FAILURES = """SELECT n.node, c.infra, r.runner, r.sha, r.pr, r.id FROM cases c
     JOIN reports r ON r.id = c.report_id JOIN nodes n ON n.id = c.node_id
     WHERE c.infra <> '' AND {repo}r.tier = ?{until}"""
-_REPORT_SIZES = """SELECT c.report_id, COUNT(DISTINCT c.node_id), COUNT(DISTINCT CASE WHEN c.infra <> '' THEN c.node_id END)
-    FROM cases c
+_REPORT_SIZES = """SELECT c.report_id, COUNT(DISTINCT c.node_id),
+    COUNT(DISTINCT CASE WHEN c.infra <> '' THEN c.node_id END) FROM cases c
     WHERE c.kind <> 'skip' AND c.report_id IN ({marks}) GROUP BY c.report_id"""
 
 

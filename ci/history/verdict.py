@@ -26,8 +26,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    unless main's errors in the streak are all environmental).
    One failed run at one commit whose errors are all known flake signatures of N, or all of an
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
-   firing); at the merge base it counts in rule 4, and is the breakage if the flake cannot explain
-   the failures with it. The detail names the first failing commit, the last pass
+   firing); at the merge base it counts in rule 4 only against ``new``: it is the breakage when
+   the flake cannot explain the pull request's own failed runs. Nor is a fixed streak the merge
+   base lies in, nor that one run, a breakage when runs of two or more other pull requests based
+   in it passed N (`ci.history.held_code`: that code passes N). The detail names the first failing commit, the last pass
    and the candidate commits between. Also ``broken_on_main`` when N's rate of failing with F's
    signature on the default branch moved up at a commit C the pull request holds and has not come
    down since (`ci.history.changepoint`: a race a commit brought in fails 40 % of runs, passing in
@@ -73,6 +75,7 @@ from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
 from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
+from ci.history.held_code import held_streaks
 from ci.history.infra_flakes import infra_flakes
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
@@ -85,7 +88,7 @@ from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, r
                                  runner_only)
 from ci.history.store import Store
 from ci.history.verdict_queries import based_runs, crashed_elsewhere, has_main_history, held_passes, main_runs, same_commit
-from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance  # noqa: F401
+from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance, score_text  # noqa: F401
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
                                       by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
 from ci.results.junit import FAILED, Attempt
@@ -227,8 +230,10 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             learned = _beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of),
                                         runs, order) or _fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
                                                                      as_of)
+            held = held_streaks(store, repo, tier, ids.get(f.node), fail_streaks(runs, order), order, at, f.sha,
+                                as_of=as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
-                             (at, placed), learned)
+                             (at, placed), learned, held)
             if out[i].verdict == NEW and merge_base and (found := bases.broken_since(
                     tier, f.node, ids.get(f.node), f.sha, merge_base, f.fingerprint, runs, changed)) is not None:
                 out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=found.describe(), since=found.since,
@@ -318,7 +323,8 @@ def _intermittent(f: Failure, moved: ChangePoint, score: FlakyScore | None) -> V
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
             same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
             retries: RetryCorrelation, flaked: frozenset[str] = frozenset(),
-            base_at: tuple[int | None, bool] = (None, False), learned: Recurrence | None = None) -> Verdict:
+            base_at: tuple[int | None, bool] = (None, False), learned: Recurrence | None = None,
+            held: frozenset[int] = frozenset()) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -326,7 +332,7 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
                 score=score.score if score else None, interval=score.interval if score else None)
     if f.passed_on_retry or passes:
         where = "on retry in this run" if f.passed_on_retry else "in another run of the same commit"
-        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: failed, then passed {where}" + _score_text(score),
+        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: failed, then passed {where}" + score_text(score),
                        **base)
     flaky_prints = ({fp for fp, _, _ in score.fingerprints} if score else set()) | set(learned.fingerprints if learned
                                                                                         else ())
@@ -334,16 +340,18 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
     streaks = fail_streaks(runs, order)
-    streak = breakage(streaks, f.fingerprint, known_flake, flaky_prints, base_at, flaked)
+    streak = breakage(streaks, f.fingerprint, known_flake, flaky_prints, base_at, flaked, held)
     if streak is not None:
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, broken_text(streak, f.fingerprint), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
                        candidate_count=streak.candidate_count, **base)
     if ((score is not None or learned is not None) and known_flake) or environment:
         tries, at_base = failed_runs(f.failures, fails_here, streaks, order, flaky_prints, merge_base, flaked)
-        r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
         # no score: everyone's runs' rate, else only one failed run can be the flake
         p = score.score if score is not None else learned.rate if learned is not None and known_flake else 0.0
+        if at_base is not None:  # main's one flake-like run there: no weight against the flake, only against new
+            tries, at_base = tries[:-1], None if at_base.first_index in held else at_base
+        r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
         chance = flake_chance(p, r, tries)
         if chance < CHANCE and at_base is not None:  # the base failed the same way: main's, not the change's
             return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, broken_text(at_base, f.fingerprint), since=at_base.first_fail,
@@ -357,7 +365,7 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
         own = score is not None and f.fingerprint in {fp for fp, _, _ in score.fingerprints}
         why = ("the same failure as its earlier flakes" if own else f"an intermittent failure: it {learned.describe()}"
                if known_flake and learned else f"an environmental error ({environment}) that tests here flake with")
-        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: {why}" + _score_text(score), **base)
+        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: {why}" + score_text(score), **base)
     why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
            else "an error this test never failed with as a flake" if score else "not failing on the default branch")
     return Verdict(f.node, f.tier, f.sha, NEW, f"new: probably this change's ({why})", **base)
@@ -368,10 +376,3 @@ def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
     failed with as flake evidence: this CI's machines and harness are seen to produce them by chance."""
     return frozenset(kind for s in flaky_scores(store, as_of=as_of, unscored=True)
                      for _, text, _ in s.fingerprints if (kind := environment_kind(text)))
-
-
-def _score_text(score: FlakyScore | None) -> str:
-    if score is None:
-        return ""
-    iv = score.interval
-    return f" (flaky {score.score:.0%} [{iv.low:.0%}, {iv.high:.0%}] over {score.trials} runs on {score.tier})"
