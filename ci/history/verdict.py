@@ -9,9 +9,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`ci.history.runners.runner_blame`: most of the run's tests failing so there at once, its rate
    out of line with the pool's, or N failing so on the whole pool every time); also ``infra``
    (`HICCUP`) when no runner is to blame and N never failed so on another runner in other runs
-   (`ci.history.runners.failed_so_elsewhere`): the error follows neither; else it follows the
-   test and rules 2-5 judge F, with N's failures of the kinds that follow it as its flake evidence
-   (`ci.history.infra_flakes`). Named with the runner's record. Also ``infra``
+   (`ci.history.runners.failed_so_elsewhere`): the error follows neither; else it follows the test and rules 2-5 judge F, its earlier failures of that kind N's flake
+   evidence (`ci.history.infra_flakes`). Named with the runner's record. Also ``infra``
    (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
    requests or main commits too, while the pool's other runners pass it since
    (`ci.history.runners.runner_only`: an image or driver update). So is a remote service's
@@ -26,11 +25,11 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    unless main's errors in the streak are all environmental).
    One failed run at one commit whose errors are all known flake signatures of N, or all of an
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
-   firing); at the merge base it counts in rule 4 only against ``new``: it is the breakage when
-   the flake cannot explain the pull request's own failed runs. Nor is a fixed streak the merge
-   base lies in, nor that one run, a breakage when runs of two or more other pull requests based
-   in it passed N (`ci.history.held_code`: that code passes N). The detail names the first failing commit, the last pass
-   and the candidate commits between. Also ``broken_on_main`` when N's rate of failing with F's
+   firing); at the merge base it counts in rule 4 as one more failed run beside two or more failed
+   attempts of the pull request (beside one, it is the flake firing twice), and is the breakage if
+   the flake cannot explain the failures with it; neither is, nor a fixed streak the base lies in,
+   when runs of 2 or more other pull requests based in it passed N (`ci.history.held_code`). The
+   detail names the first failing commit, the last pass and the candidate commits between. Also ``broken_on_main`` when N's rate of failing with F's
    signature on the default branch moved up at a commit C the pull request holds and has not come
    down since (`ci.history.changepoint`: a race a commit brought in fails 40 % of runs, passing in
    between, and is checked before rule 2, since a retry that passes proves nothing then); other
@@ -349,7 +348,8 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
         tries, at_base = failed_runs(f.failures, fails_here, streaks, order, flaky_prints, merge_base, flaked)
         # no score: everyone's runs' rate, else only one failed run can be the flake
         p = score.score if score is not None else learned.rate if learned is not None and known_flake else 0.0
-        if at_base is not None:  # main's one flake-like run there: no weight against the flake, only against new
+        # main's one flake-like run at the base weighs against the flake only beside a run that failed again
+        if at_base is not None and (at_base.first_index in held or sum(tries[:-1]) < 2):
             tries, at_base = tries[:-1], None if at_base.first_index in held else at_base
         r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
         chance = flake_chance(p, r, tries)

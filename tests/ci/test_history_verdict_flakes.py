@@ -157,15 +157,15 @@ def rare_flake_main(store, directory: Path, commits: int = 100) -> None:
 
 
 @pytest.mark.parametrize("pr_attempts, expected", [
-    ([BOOM], FLAKY),  # one more failed run of the flake: the flake, though two runs are rare at its rate
-    ([BOOM] * 5, BROKEN_ON_MAIN),  # its own run rules the flake out: main's, as the base failed so
+    ([BOOM], FLAKY),  # the flake firing twice, though two failed runs are rare at its rate
+    ([BOOM, BOOM], BROKEN_ON_MAIN),  # its retry failed too: with main's run there, a 4 % flake cannot
 ])
 def test_one_failed_base_run_of_a_rare_flake_never_makes_the_flake_broken(store_location: str, tmp_path: Path,
                                                                          pr_attempts, expected: str) -> None:
     """Main's newest run (commit 100, the base) failed test_a once with its flake's error; the pull
-    request based there fails it too. Two failed runs of a 4 % flake are rarer than `CHANCE`, but
-    main's one run is no streak (rule 3), so it weighs only against ``new``: once the pull
-    request's own attempts rule the flake out, not before."""
+    request based there fails it once too. Two failed runs of a 4 % flake are rarer than `CHANCE`,
+    but main's one run is no streak (rule 3): it counts against the flake only beside a pull
+    request run whose retries failed too."""
     with open_store(store_location) as store:
         rare_flake_main(store, tmp_path)
         run(store, tmp_path, sha(100), [BOOM])
