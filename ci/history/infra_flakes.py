@@ -9,7 +9,12 @@ machine to machine; one bad machine, or one change, is one runner or one source)
 report is the machine's at once: at least `AT_ONCE` of the report's tests failed with an
 infra-looking error, and at least half of them (a bad node or an outage fails the whole job, as
 `ci.history.runners.out_of_line` reads a judged run). A lost runner or a signal is never the
-test's here: `ci.history.verdict` judges those by their own rules. The judged failure itself is
+test's here: `ci.history.verdict` judges those by their own rules. Nor is a machine-only kind
+(`MACHINE_KINDS`: no GPU, a full disk, a failing mount), whatever runners it struck the test on:
+no test's race takes a device away or makes a mount go stale, so rule 1 keeps such a failure
+infra when no runner is to blame (`MACHINE_ONLY`): a pool-wide spell, such as a shared model
+cache's mount going stale for hours, strikes every test on every runner it meets, and its
+failures of one test on many runners are the spell's, not the test's. The judged failure itself is
 still attributed by rule 1 (`ci.history.runners.runner_blame`, `failed_so_elsewhere`) first;
 this only lets an infra-looking error that follows the test be matched with its earlier ones,
 so a flake that fails every attempt with an NCCL error is called flaky, not new.
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.history.errors import LOST_RUNNER, SIGNAL
+from ci.history.errors import DISK_FULL, LOST_RUNNER, NO_GPU, SIGNAL, STORAGE
 from ci.history.model import EvidenceRow
 from ci.history.store import Store
 from ci.history.verdict_queries import cut, repo_condition
@@ -30,6 +35,9 @@ from ci.history.verdict_queries import cut, repo_condition
 MIN_RUNNERS = 2
 MIN_SOURCES = 2
 AT_ONCE = 3  # as ci.history.runners.AT_ONCE: a bad node fails its whole job
+MACHINE_KINDS = frozenset({NO_GPU, DISK_FULL, STORAGE})
+MACHINE_ONLY = ("not one runner's (in line with the pool), and never a test's own (a missing device, a full disk "
+                "or a failing mount): the machines'; rerun it")
 _CHUNK = 500
 
 _INFRA_FAILURES = """SELECT n.node, c.infra, r.runner, r.sha, r.pr, r.id FROM cases c
@@ -62,7 +70,7 @@ def infra_flakes(store: Store, repo: str, tier: str, *, as_of: int | None = None
     where, params = repo_condition(repo)
     until, limit = cut(as_of)
     rows = [row for row in store.fetchall(_INFRA_FAILURES.format(repo=where, until=until), (*params, tier, *limit))
-            if row[1] not in (LOST_RUNNER, SIGNAL)]
+            if can_follow_test(str(row[1]))]
     machine = _machine_reports(store, sorted({int(row[5]) for row in rows}))
     seen: dict[tuple[str, str], tuple[set[str], set[tuple[str, str]]]] = {}
     for node, kind, runner, sha, pr, report_id in rows:
@@ -76,6 +84,11 @@ def infra_flakes(store: Store, repo: str, tier: str, *, as_of: int | None = None
         if len(runners - {""}) >= MIN_RUNNERS and len(sources) >= MIN_SOURCES:
             kinds.setdefault(node, set()).add(kind)
     return InfraFlakes({node: frozenset(k) for node, k in kinds.items()}, frozenset(machine))
+
+
+def can_follow_test(kind: str) -> bool:
+    """Whether an infra kind can be a test's own race (NCCL, CUDA, the OOM killer), not only a machine's."""
+    return bool(kind) and kind not in MACHINE_KINDS and kind not in (LOST_RUNNER, SIGNAL)
 
 
 def _machine_reports(store: Store, report_ids: list[int]) -> set[int]:

@@ -9,7 +9,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`ci.history.runners.runner_blame`: most of the run's tests failing so there at once, its rate
    out of line with the pool's, or N failing so on the whole pool every time); also ``infra``
    (`HICCUP`) when no runner is to blame and N never failed so on another runner in other runs
-   (`ci.history.runners.failed_so_elsewhere`): the error follows neither; else it follows the test and rules 2-5 judge F, its earlier failures of that kind N's flake
+   (`ci.history.runners.failed_so_elsewhere`), or F's kind is a machine's only (no GPU, a full
+   disk, a failing mount: `ci.history.infra_flakes.MACHINE_KINDS`): the error follows neither;
+   else it follows the test and rules 2-5 judge F, its earlier failures of that kind N's flake
    evidence (`ci.history.infra_flakes`). Named with the runner's record. Also ``infra``
    (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
    requests or main commits too, while the pool's other runners pass it since
@@ -75,7 +77,7 @@ from ci.history.classify import signature
 from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, error_line, infra_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.held_code import held_streaks
-from ci.history.infra_flakes import infra_flakes
+from ci.history.infra_flakes import MACHINE_ONLY, can_follow_test, infra_flakes
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore, Interval
 from ci.history.neighbours import judged_order_dependence
@@ -187,9 +189,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             f = failures[i]
             why = runner_blame(store, repo, tier, f.runner, f.sha, ids.get(f.node),
                                as_of=as_of) if f.infra not in ("", SIGNAL, LOST_RUNNER) else ""
-            if why is None and not failed_so_elsewhere(store, repo, tier, ids.get(f.node), f.infra, f.runner, f.sha,
-                                                       as_of=as_of):
-                out[i] = _infra(f, health, HICCUP)
+            if why is None and (not can_follow_test(f.infra) or not failed_so_elsewhere(
+                    store, repo, tier, ids.get(f.node), f.infra, f.runner, f.sha, as_of=as_of)):
+                out[i] = _infra(f, health, HICCUP if can_follow_test(f.infra) else MACHINE_ONLY)
                 continue
             if why is None:
                 f = replace(f, infra="")  # an infra-looking error that follows the test, not the machine

@@ -55,11 +55,11 @@ def pr_failures(store, directory: Path, pr: int, runner: str, fails: dict[str, s
     return load_run(store, pr=pr).failures
 
 
-def nccl_on_each_runner(store, directory: Path) -> None:
-    """`pool_history`, then test_a's NCCL error once on each of `RUNNERS`' main jobs, a pass between."""
+def once_on_each_runner(store, directory: Path, error: str = NCCL) -> None:
+    """`pool_history`, then test_a's ``error`` once on each of `RUNNERS`' main jobs, a pass between."""
     n = pool_history(store, directory)
     for i, runner in enumerate(RUNNERS):
-        job(store, directory, sha(n + 2 * i), runner, {"test_a": NCCL})
+        job(store, directory, sha(n + 2 * i), runner, {"test_a": error})
         job(store, directory, sha(n + 2 * i + 1), runner)
 
 
@@ -68,7 +68,7 @@ def test_one_tests_nccl_errors_over_the_whole_pool_are_its_flake(store_location:
     test, so no runner is to blame, and a pull request run that meets it and passes in a rerun of
     the same commit is flaky, not infra."""
     with open_store(store_location) as store:
-        nccl_on_each_runner(store, tmp_path)
+        once_on_each_runner(store, tmp_path)
         (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": NCCL})
         assert f.infra == "nccl"
         assert out_of_line(store, REPO, TIER, "h100-03", f.sha) is None
@@ -189,7 +189,7 @@ def test_an_nccl_flake_that_fails_every_attempt_is_flaky_not_new(store_location:
     request run failing test_a so in both attempts, with no pass of that code, is its flake again,
     not the change's (before, an infra-looking failure was never flake evidence: ``new``)."""
     with open_store(store_location) as store:
-        nccl_on_each_runner(store, tmp_path)
+        once_on_each_runner(store, tmp_path)
         (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": NCCL})
         (v,) = judge(store, [f])
     assert (f.infra, f.failures, f.passed_on_retry) == ("nccl", 2, False)
@@ -212,3 +212,19 @@ def test_infra_errors_of_one_runner_or_of_a_whole_job_are_not_the_tests(store_lo
     node = f"{FILE}::{{}}".format
     assert found.kinds == {node("test_a"): frozenset({"nccl"})}
     assert len(found.machine_reports) == 3
+
+
+def test_a_stale_mount_over_the_whole_pool_stays_infra_after_a_passing_retry(store_location: str,
+                                                                             tmp_path: Path) -> None:
+    """A shared cache's mount went stale for a spell: test_a failed so once on each of the 6 runners,
+    passing in between, as test_a's NCCL flake does in the test above. A stale handle is no test's
+    race, so a pull request run that met it and passed on a rerun is infra, not flaky
+    (`ci.history.infra_flakes.MACHINE_KINDS`)."""
+    stale = "OSError: [Errno 116] Stale file handle: '/root/.cache/huggingface/hub'"
+    with open_store(store_location) as store:
+        once_on_each_runner(store, tmp_path, stale)
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": stale})
+        job(store, tmp_path, f.sha, "h100-05", event="pull_request", pr=7, attempt=2)  # "re-run all jobs" passes
+        (v,) = judge(store, load_run(store, pr=7).failures)
+    assert (v.verdict, v.infra) == (INFRA, "storage")
+    assert v.detail.startswith("infra: storage on runner h100-03, not one runner's (in line with the pool)")
