@@ -12,7 +12,8 @@ infra-looking error, and at least half of them (a bad node or an outage fails th
 test's here: `ci.history.verdict` judges those by their own rules. Nor is a machine-only kind
 (`MACHINE_KINDS`: no GPU, a full disk, a failing mount), whatever runners it struck the test on:
 no test's race takes a device away or makes a mount go stale, so rule 1 keeps such a failure
-infra when no runner is to blame (`MACHINE_ONLY`): a pool-wide spell, such as a shared model
+infra when no runner is to blame (`MACHINE_ONLY` when the test failed so elsewhere, else a
+hiccup): a pool-wide spell, such as a shared model
 cache's mount going stale for hours, strikes every test on every runner it meets, and its
 failures of one test on many runners are the spell's, not the test's. The judged failure itself is
 still attributed by rule 1 (`ci.history.runners.runner_blame`, `failed_so_elsewhere`) first;

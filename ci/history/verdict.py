@@ -189,9 +189,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             f = failures[i]
             why = runner_blame(store, repo, tier, f.runner, f.sha, ids.get(f.node),
                                as_of=as_of) if f.infra not in ("", SIGNAL, LOST_RUNNER) else ""
-            if why is None and (not can_follow_test(f.infra) or not failed_so_elsewhere(
-                    store, repo, tier, ids.get(f.node), f.infra, f.runner, f.sha, as_of=as_of)):
-                out[i] = _infra(f, health, HICCUP if can_follow_test(f.infra) else MACHINE_ONLY)
+            if why is None and (not (elsewhere := failed_so_elsewhere(store, repo, tier, ids.get(f.node), f.infra,
+                                f.runner, f.sha, as_of=as_of)) or not can_follow_test(f.infra)):
+                out[i] = _infra(f, health, MACHINE_ONLY if elsewhere else HICCUP)
                 continue
             if why is None:
                 f = replace(f, infra="")  # an infra-looking error that follows the test, not the machine
