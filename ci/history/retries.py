@@ -3,7 +3,8 @@
 A *retry pair* is an attempt that `ci.history.flaky`'s rule counts as flaky evidence (a failure
 on a commit where the node also passed, or in a short fail streak between passes: never
 breakage) and the next attempt of the same node in the same report (pytest-rerunfailures'
-reruns, stored as ``cases.attempt``), when that one is a pass or a failure and no infra failure.
+reruns, stored as ``cases.attempt``), when that one is a pass or a failure and no infra failure
+(for the verdicts, an infra failure that follows the test counts: `ci.history.infra_flakes`).
 r is the mean of Beta(retry failures + 1/2, retry passes + 1/2) (Jeffreys, as the flaky score),
 pooled over the nodes asked for on one tier. `RetryCorrelation` gives the verdicts a node's r,
 shrunk towards its tier's pooled r when the node has few retries. `flaky_signatures`: how many of
