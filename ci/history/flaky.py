@@ -22,6 +22,8 @@ The rule (docs/history.md#the-score says why):
   pull request may have broken the test).
 - Infra failures (``cases.infra``: no GPU, a CUDA or NCCL error, the OOM killer, a lost runner, a
   signal) never count either: they are the machine's, and a bad runner must not get tests quarantined.
+  Only the verdicts pass ``own`` (`ci.history.infra_flakes`): the infra failures that follow a test
+  over several runners then count as its own attempts.
 - Only scored reports count (``reports.scored``): a pull request's own JUnit, ingested for its
   verdicts, never moves a score or a quarantine. Verdicts ask with ``unscored=True``: then the
   unscored reports count by the rule for other groups above, so a flake that failed and passed on
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from ci.history.beta import beta_ppf
 from ci.history.errors import environment_kind, is_generic
@@ -84,15 +86,16 @@ class _Group:
         return "mixed" if kinds == {PASS, FAIL} else ("fail" if FAIL in kinds else "pass")
 
 
-def evidence(rows: Iterable[EvidenceRow]) -> Evidence:
-    """Fold one node's attempts on one tier, in ingest order, by the rule above."""
+def evidence(rows: Iterable[EvidenceRow], own: Callable[[EvidenceRow], bool] | None = None) -> Evidence:
+    """Fold one node's attempts on one tier, in ingest order, by the rule above; an infra failure
+    for which ``own`` is true counts as the test's (`ci.history.infra_flakes`: verdicts only)."""
     out = Evidence()
     groups: dict[tuple[str, str], _Group] = {}
     for row in rows:
         out.reports.add(row.report_id)
         group = groups.setdefault((row.repo, row.sha), _Group())
         group.default = group.default or row.event in DEFAULT_BRANCH_EVENTS
-        if row.infra:
+        if row.infra and not (own is not None and own(row)):
             continue
         if row.kind == BROKEN:
             out.broken += 1
@@ -219,17 +222,19 @@ def candidate_nodes(store: Store) -> list[int]:
 
 def flaky_scores(store: Store, *, tier: str | None = None, min_trials: int = 1,
                  level: float = DEFAULT_LEVEL, nodes: Sequence[str] | None = None,
-                 as_of: int | None = None, unscored: bool = False) -> list[FlakyScore]:
+                 as_of: int | None = None, unscored: bool = False,
+                 own: Callable[[EvidenceRow], bool] | None = None) -> list[FlakyScore]:
     """Every (node, tier) with flaky evidence and at least ``min_trials`` trials, ranked; with
     ``nodes``, only those test ids; with ``as_of``, from reports up to that id only; with
-    ``unscored``, unscored reports too (see the module docstring)."""
+    ``unscored``, unscored reports too (see the module docstring); with ``own``, the infra
+    failures it owns as the test's (`evidence`)."""
     out: list[FlakyScore] = []
     ids = candidate_nodes(store)
     if nodes is not None:
         wanted = set(node_ids(store, sorted(set(nodes))).values())
         ids = [i for i in ids if i in wanted]
     for key, history in node_histories(store, ids, tier, as_of=as_of, unscored=unscored):
-        ev = evidence(history)
+        ev = evidence(history, own)
         if ev.flaky_failures and ev.trials >= min_trials:
             out.append(score(key[0], key[1], key[2], ev, level))
     return rank(out)

@@ -3,7 +3,8 @@
 A *retry pair* is an attempt that `ci.history.flaky`'s rule counts as flaky evidence (a failure
 on a commit where the node also passed, or in a short fail streak between passes: never
 breakage) and the next attempt of the same node in the same report (pytest-rerunfailures'
-reruns, stored as ``cases.attempt``), when that one is a pass or a failure and no infra failure.
+reruns, stored as ``cases.attempt``), when that one is a pass or a failure and no infra failure
+(for the verdicts, an infra failure that follows the test counts: `ci.history.infra_flakes`).
 r is the mean of Beta(retry failures + 1/2, retry passes + 1/2) (Jeffreys, as the flaky score),
 pooled over the nodes asked for on one tier. `RetryCorrelation` gives the verdicts a node's r,
 shrunk towards its tier's pooled r when the node has few retries. `flaky_fingerprints`: how many of
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 from ci.history.flaky import PRIOR, candidate_nodes, evidence, node_histories
-from ci.history.model import FAIL, PASS
+from ci.history.model import FAIL, PASS, EvidenceRow
 from ci.history.store import Store
 
 
@@ -33,16 +35,19 @@ class RetryRate:
 POOL_WEIGHT = 4  # the tier's pooled r weighs as much as this many of the node's own retry pairs
 
 
-def _pairs(store: Store, ids: list[int], tier: str, as_of: int | None = None) -> dict[str, tuple[int, int]]:
-    """{node: (retry pairs, retries that failed)} of the node ``ids`` on ``tier``."""
+def _pairs(store: Store, ids: list[int], tier: str, as_of: int | None = None,
+           own: Callable[[EvidenceRow], bool] | None = None) -> dict[str, tuple[int, int]]:
+    """{node: (retry pairs, retries that failed)} of the node ``ids`` on ``tier``; ``own`` as
+    `ci.history.flaky.evidence`'s."""
     out: dict[str, tuple[int, int]] = {}
     for (node, _, _), rows in node_histories(store, ids, tier, as_of=as_of):
-        flaky = {(r.report_id, r.attempt) for r in evidence(rows).flaky_rows}
+        flaky = {(r.report_id, r.attempt) for r in evidence(rows, own).flaky_rows}
         after = {(r.report_id, r.attempt): r for r in rows}
         retries = failed = 0
         for report_id, attempt in flaky:
             retry = after.get((report_id, attempt + 1))
-            if retry is not None and not retry.infra and retry.kind in (PASS, FAIL):
+            mine = not retry.infra or own is not None and own(retry) if retry is not None else False
+            if retry is not None and mine and retry.kind in (PASS, FAIL):
                 retries += 1
                 failed += retry.kind == FAIL
         if retries:
@@ -81,17 +86,19 @@ class RetryCorrelation:
     """P(a retry fails | the attempt before it failed by flake) per node of one tier, for the
     verdicts' rule 4: the node's own retry pairs under a Beta prior centred on the tier's pooled r
     (Jeffreys over every node's pairs) that weighs `POOL_WEIGHT` pairs, so a node with few retries
-    borrows the tier's. Read once, on first use, from reports up to ``as_of``."""
+    borrows the tier's. Read once, on first use, from reports up to ``as_of``; ``own`` as
+    `ci.history.flaky.evidence`'s."""
 
-    def __init__(self, store: Store, tier: str, as_of: int | None = None):
-        self.store, self.tier, self.as_of = store, tier, as_of
+    def __init__(self, store: Store, tier: str, as_of: int | None = None,
+                 own: Callable[[EvidenceRow], bool] | None = None):
+        self.store, self.tier, self.as_of, self.own = store, tier, as_of, own
         self._pairs: dict[str, tuple[int, int]] | None = None
         self._pooled = 0.0
 
     def rate(self, node: str) -> RetryRate:
         """The node's retries, failed retries and posterior mean r."""
         if self._pairs is None:  # read and pooled once: the verdicts ask node after node
-            self._pairs = _pairs(self.store, candidate_nodes(self.store), self.tier, self.as_of)
+            self._pairs = _pairs(self.store, candidate_nodes(self.store), self.tier, self.as_of, self.own)
             self._pooled = _pooled(self._pairs).mean
         own, own_failed = self._pairs.get(node, (0, 0))
         return RetryRate(own, own_failed, (own_failed + POOL_WEIGHT * self._pooled) / (own + POOL_WEIGHT))

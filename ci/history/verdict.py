@@ -9,8 +9,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`ci.history.runners.runner_blame`: most of the run's tests failing so there at once, its rate
    out of line with the pool's, or N failing so on the whole pool every time); also ``infra``
    (`HICCUP`) when no runner is to blame and N never failed so on another runner in other runs
-   (`ci.history.runners.failed_so_elsewhere`): the error follows neither; else it follows the
-   test and rules 2-5 judge F. Named with the runner's record. Also ``infra``
+   (`ci.history.runners.failed_so_elsewhere`), or F's kind is a machine's only (no GPU, a full
+   disk, a failing mount: `ci.history.infra_flakes.MACHINE_KINDS`): the error follows neither;
+   else it follows the test and rules 2-5 judge F, its earlier failures of that kind N's flake
+   evidence (`ci.history.infra_flakes`). Named with the runner's record. Also ``infra``
    (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
    requests or main commits too, while the pool's other runners pass it since
    (`ci.history.runners.runner_only`: an image or driver update). So is a remote service's
@@ -25,9 +27,11 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    unless main's errors in the streak are all environmental).
    One failed run at one commit whose errors are all known flake signatures of N, or all of an
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
-   firing); at the merge base it counts in rule 4, and is the breakage if the flake cannot explain
-   the failures with it. The detail names the first failing commit, the last pass
-   and the candidate commits between. Also ``broken_on_main`` when N's rate of failing with F's
+   firing); at the merge base it counts in rule 4 as one more failed run beside two or more failed
+   attempts of the pull request (beside one, it is the flake firing twice), and is the breakage if
+   the flake cannot explain the failures with it; neither is, nor a fixed streak the base lies in,
+   when runs of 2 or more other pull requests based in it passed N (`ci.history.held_code`). The
+   detail names the first failing commit, the last pass and the candidate commits between. Also ``broken_on_main`` when N's rate of failing with F's
    signature on the default branch moved up at a commit C the pull request holds and has not come
    down since (`ci.history.changepoint`: a race a commit brought in fails 40 % of runs, passing in
    between, and is checked before rule 2, since a retry that passes proves nothing then); other
@@ -72,6 +76,8 @@ from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
 from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
+from ci.history.held_code import held_streaks
+from ci.history.infra_flakes import MACHINE_ONLY, can_follow_test, infra_flakes
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore
 from ci.history.neighbours import judged_order_dependence
@@ -84,7 +90,7 @@ from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, r
 from ci.history.store import Store
 from ci.history.verdict_queries import based_runs, crashed_elsewhere, has_main_history, held_passes, main_runs, same_commit
 from ci.history.verdict_model import Failure, Verdict, failure_from_attempts  # noqa: F401 (re-exported)
-from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance  # noqa: F401
+from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance, score_text  # noqa: F401
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
                                       by_concern, short, tally)  # re-exported: ci.history.verdict is the one import point
 
@@ -113,9 +119,11 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         nodes = sorted({failures[i].node for i in indexes})
         ids = node_ids(store, nodes)
         main = main_runs(store, repo, tier, ids, as_of)
+        # an infra-looking error that follows the test is its flake evidence, when one is judged
+        own = infra_flakes(store, repo, tier, as_of=as_of).owns if any(failures[i].infra for i in indexes) else None
         scores = {s.node: s for s in flaky_scores(store, tier=tier, min_trials=MIN_TRIALS, level=level, nodes=nodes,
-                                                  as_of=as_of, unscored=True)}
-        retries = RetryCorrelation(store, tier, as_of)
+                                                  as_of=as_of, unscored=True, own=own)}
+        retries = RetryCorrelation(store, tier, as_of, own)
         first_run = not has_main_history(store, repo, tier, as_of)
         flaked = _flaked_kinds(store, as_of) if any(environment_kind(failures[i].error) for i in indexes) else \
             frozenset()
@@ -126,9 +134,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             f = failures[i]
             why = runner_blame(store, repo, tier, f.runner, f.sha, ids.get(f.node),
                                as_of=as_of) if f.infra not in ("", SIGNAL, LOST_RUNNER) else ""
-            if why is None and not failed_so_elsewhere(store, repo, tier, ids.get(f.node), f.infra, f.runner, f.sha,
-                                                       as_of=as_of):
-                out[i] = _infra(f, health, HICCUP)
+            if why is None and (not (elsewhere := failed_so_elsewhere(store, repo, tier, ids.get(f.node), f.infra,
+                                f.runner, f.sha, as_of=as_of)) or not can_follow_test(f.infra)):
+                out[i] = _infra(f, health, MACHINE_ONLY if elsewhere else HICCUP)
                 continue
             if why is None:
                 f = replace(f, infra="")  # an infra-looking error that follows the test, not the machine
@@ -168,8 +176,10 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             learned = _beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of),
                                         runs, order) or _fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
                                                                      as_of)
+            held = held_streaks(store, repo, tier, ids.get(f.node), fail_streaks(runs, order), order, at, f.sha,
+                                as_of=as_of)
             out[i] = _decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
-                             (at, placed), learned)
+                             (at, placed), learned, held)
             if out[i].verdict == NEW and merge_base and (found := bases.broken_since(
                     tier, f.node, ids.get(f.node), f.sha, merge_base, f.fingerprint, runs, changed)) is not None:
                 out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=found.describe(), since=found.since,
@@ -259,7 +269,8 @@ def _intermittent(f: Failure, moved: ChangePoint, score: FlakyScore | None) -> V
 def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: FlakyScore | None,
             same: tuple[int, list[int]], merge_base: str, health: dict[str, RunnerHealth],
             retries: RetryCorrelation, flaked: frozenset[str] = frozenset(),
-            base_at: tuple[int | None, bool] = (None, False), learned: Recurrence | None = None) -> Verdict:
+            base_at: tuple[int | None, bool] = (None, False), learned: Recurrence | None = None,
+            held: frozenset[int] = frozenset()) -> Verdict:
     if f.infra:
         return _infra(f, health)
     passes, fails_here = same
@@ -267,7 +278,7 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
                 score=score.score if score else None, interval=score.interval if score else None)
     if f.passed_on_retry or passes:
         where = "on retry in this run" if f.passed_on_retry else "in another run of the same commit"
-        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: failed, then passed {where}" + _score_text(score),
+        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: failed, then passed {where}" + score_text(score),
                        **base)
     flaky_prints = ({fp for fp, _, _ in score.fingerprints} if score else set()) | set(learned.fingerprints if learned
                                                                                         else ())
@@ -275,16 +286,19 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
     streaks = fail_streaks(runs, order)
-    streak = breakage(streaks, f.fingerprint, known_flake, flaky_prints, base_at, flaked)
+    streak = breakage(streaks, f.fingerprint, known_flake, flaky_prints, base_at, flaked, held)
     if streak is not None:
         return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, broken_text(streak, f.fingerprint), since=streak.first_fail,
                        last_pass=streak.last_pass, fixed_at=streak.fixed_at, candidates=streak.candidates,
                        candidate_count=streak.candidate_count, **base)
     if ((score is not None or learned is not None) and known_flake) or environment:
         tries, at_base = failed_runs(f.failures, fails_here, streaks, order, flaky_prints, merge_base, flaked)
-        r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
         # no score: everyone's runs' rate, else only one failed run can be the flake
         p = score.score if score is not None else learned.rate if learned is not None and known_flake else 0.0
+        # main's one flake-like run at the base weighs against the flake only beside a run that failed again
+        if at_base is not None and (at_base.first_index in held or sum(tries[:-1]) < 2):
+            tries, at_base = tries[:-1], None if at_base.first_index in held else at_base
+        r = retries.rate(f.node).mean if sum(tries) >= 2 else 0.0
         chance = flake_chance(p, r, tries)
         if chance < CHANCE and at_base is not None:  # the base failed the same way: main's, not the change's
             return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, broken_text(at_base, f.fingerprint), since=at_base.first_fail,
@@ -298,7 +312,7 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
         own = score is not None and f.fingerprint in {fp for fp, _, _ in score.fingerprints}
         why = ("the same failure as its earlier flakes" if own else f"an intermittent failure: it {learned.describe()}"
                if known_flake and learned else f"an environmental error ({environment}) that tests here flake with")
-        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: {why}" + _score_text(score), **base)
+        return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: {why}" + score_text(score), **base)
     why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
            else "an error this test never failed with as a flake" if score else "not failing on the default branch")
     return Verdict(f.node, f.tier, f.sha, NEW, f"new: probably this change's ({why})", **base)
@@ -309,10 +323,3 @@ def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
     failed with as flake evidence: this CI's machines and harness are seen to produce them by chance."""
     return frozenset(kind for s in flaky_scores(store, as_of=as_of, unscored=True)
                      for _, text, _ in s.fingerprints if (kind := environment_kind(text)))
-
-
-def _score_text(score: FlakyScore | None) -> str:
-    if score is None:
-        return ""
-    iv = score.interval
-    return f" (flaky {score.score:.0%} [{iv.low:.0%}, {iv.high:.0%}] over {score.trials} runs on {score.tier})"

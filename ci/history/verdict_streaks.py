@@ -12,14 +12,17 @@ from typing import Sequence
 
 from ci.history.errors import environment_kind
 from ci.history.mainline import Streak, position
+from ci.history.model import FlakyScore
 from ci.history.verdict_tally import short
 
 
 def breakage(streaks: list[Streak], fingerprint: str, known_flake: bool, flaky_prints: set[str],
-             base_at: tuple[int | None, bool], flaked: frozenset[str]) -> Streak | None:
+             base_at: tuple[int | None, bool], flaked: frozenset[str],
+             held: frozenset[int] = frozenset()) -> Streak | None:
     """The open streak a failure with ``fingerprint`` belongs to, or the fixed one the merge base
     lies in (``base_at``: its index in the order and whether it was placed at the tier's last
-    commit before it, `place`)."""
+    commit before it, `place`), unless other pull requests passed its code (``held``: the first
+    indexes of such streaks, `ci.history.held_code`)."""
     if not streaks:
         return None
     last = streaks[-1]
@@ -31,6 +34,7 @@ def breakage(streaks: list[Streak], fingerprint: str, known_flake: bool, flaky_p
         for streak in streaks:
             # a placed base is an inference: taken only when main's errors are the code's, not the surroundings'
             if (not streak.open and streak.first_index <= at < streak.end_index and streak.failing_attempts >= 2
+                    and streak.first_index not in held
                     and broke(streak, flaky_prints, flaked)
                     and not (placed and all(environment_kind(text) for text in streak.messages))):
                 return streak
@@ -83,3 +87,11 @@ def broken_text(s: Streak, fingerprint: str) -> str:
     fixed = f"; fixed on main at {short(s.fixed_at)}: merge the default branch" if s.fixed_at else ""
     same = "" if not fingerprint or fingerprint in s.fingerprints else "; main fails with a different error"
     return f"{since} ({cands}{passed}){fixed}{same}"
+
+
+def score_text(score: FlakyScore | None) -> str:
+    """`` (flaky 12% [9%, 16%] over 202 runs on gpu)`` for a verdict's detail, or ``""`` with no score."""
+    if score is None:
+        return ""
+    iv = score.interval
+    return f" (flaky {score.score:.0%} [{iv.low:.0%}, {iv.high:.0%}] over {score.trials} runs on {score.tier})"

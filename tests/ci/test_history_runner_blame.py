@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.history.infra_flakes import infra_flakes
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.run_results import load_run
@@ -58,15 +59,20 @@ def pr_failures(store, directory: Path, pr: int, runner: str, fails: dict[str, s
     return load_run(store, pr=pr).failures
 
 
+def once_on_each_runner(store, directory: Path, error: str = NCCL) -> None:
+    """`pool_history`, then test_a's ``error`` once on each of `RUNNERS`' main jobs, a pass between."""
+    n = pool_history(store, directory)
+    for i, runner in enumerate(RUNNERS):
+        job(store, directory, sha(n + 2 * i), runner, {"test_a": error})
+        job(store, directory, sha(n + 2 * i + 1), runner)
+
+
 def test_one_tests_nccl_errors_over_the_whole_pool_are_its_flake(store_location: str, tmp_path: Path) -> None:
     """test_a's NCCL error strikes once on each of the 6 runners, passing in between: it follows the
     test, so no runner is to blame, and a pull request run that meets it and passes in a rerun of
     the same commit is flaky, not infra."""
     with open_store(store_location) as store:
-        n = pool_history(store, tmp_path)
-        for i, runner in enumerate(RUNNERS):
-            job(store, tmp_path, sha(n + 2 * i), runner, {"test_a": NCCL})
-            job(store, tmp_path, sha(n + 2 * i + 1), runner)
+        once_on_each_runner(store, tmp_path)
         (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": NCCL})
         assert f.infra == "nccl"
         assert out_of_line(store, REPO, TIER, "h100-03", f.sha) is None
@@ -271,3 +277,50 @@ def test_one_test_failing_on_a_runner_stands_out_by_its_own_runs_alone(store_loc
     assert found is not None and (found.unit, found.failed, found.runs, found.pool_failed, found.pool_runs) == (
         RUNS_OF_TEST, 4, 4, 0, 20), found
     assert found.p == len(UNITS) * fisher_greater(4, 4, 0, 20)
+
+
+def test_an_nccl_flake_that_fails_every_attempt_is_flaky_not_new(store_location: str, tmp_path: Path) -> None:
+    """test_a's NCCL error strikes main once on each of the 6 runners, passing in between: no runner
+    explains it, so those failures are test_a's flake evidence (`ci.history.infra_flakes`). A pull
+    request run failing test_a so in both attempts, with no pass of that code, is its flake again,
+    not the change's (before, an infra-looking failure was never flake evidence: ``new``)."""
+    with open_store(store_location) as store:
+        once_on_each_runner(store, tmp_path)
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": NCCL})
+        (v,) = judge(store, [f])
+    assert (f.infra, f.failures, f.passed_on_retry) == ("nccl", 2, False)
+    assert (v.verdict, v.detail.split(" (flaky")[0]) == (FLAKY, "flaky: the same failure as its earlier flakes")
+
+
+def test_infra_errors_of_one_runner_or_of_a_whole_job_are_not_the_tests(store_location: str, tmp_path: Path) -> None:
+    """`ci.history.infra_flakes`: test_a's NCCL errors on two runners from two sources follow it;
+    test_b's ECC errors on one runner only (three sources) do not, nor test_c's, whose every failure
+    came with most of its job's tests failing so at once (a bad node), over three runners."""
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path)
+        job(store, tmp_path, sha(n), "h100-01", {"test_a": NCCL, "test_b": ECC})
+        job(store, tmp_path, sha(n + 1), "h100-02", {"test_a": NCCL})
+        job(store, tmp_path, sha(n + 2), "h100-01", {"test_b": ECC})
+        job(store, tmp_path, f"{9:04x}{'d' * 36}", "h100-01", {"test_b": ECC}, event="pull_request", pr=9)
+        for i, runner in enumerate(RUNNERS[3:]):
+            job(store, tmp_path, sha(n + 3 + i), runner, dict.fromkeys(TESTS[2:5], ECC))
+        found = infra_flakes(store, REPO, TIER)
+    node = f"{FILE}::{{}}".format
+    assert found.kinds == {node("test_a"): frozenset({"nccl"})}
+    assert len(found.machine_reports) == 3
+
+
+def test_a_stale_mount_over_the_whole_pool_stays_infra_after_a_passing_retry(store_location: str,
+                                                                             tmp_path: Path) -> None:
+    """A shared cache's mount went stale for a spell: test_a failed so once on each of the 6 runners,
+    passing in between, as test_a's NCCL flake does in the test above. A stale handle is no test's
+    race, so a pull request run that met it and passed on a rerun is infra, not flaky
+    (`ci.history.infra_flakes.MACHINE_KINDS`)."""
+    stale = "OSError: [Errno 116] Stale file handle: '/root/.cache/huggingface/hub'"
+    with open_store(store_location) as store:
+        once_on_each_runner(store, tmp_path, stale)
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_a": stale})
+        job(store, tmp_path, f.sha, "h100-05", event="pull_request", pr=7, attempt=2)  # "re-run all jobs" passes
+        (v,) = judge(store, load_run(store, pr=7).failures)
+    assert (v.verdict, v.infra) == (INFRA, "storage")
+    assert v.detail.startswith("infra: storage on runner h100-03, not one runner's (in line with the pool)")

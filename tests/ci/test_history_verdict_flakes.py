@@ -159,3 +159,46 @@ def test_two_failed_runs_of_a_known_flake_at_one_commit_are_a_breakage(store_loc
         run(store, tmp_path, sha(12), [BOOM, BOOM], "nightly")
         (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM])])
     assert v.verdict == BROKEN_ON_MAIN and v.since == sha(12), v.detail
+
+
+def rare_flake_main(store, directory: Path, commits: int = 100) -> None:
+    """test_a flakes on main at a rate under `CHANCE`: commits 10 and 25 failed once and passed on
+    retry, 40 failed both attempts with BOOM between passes (a flip: its signature); the rest passed."""
+    for i in range(commits):
+        run(store, directory, sha(i), [BOOM, None] if i in (10, 25) else [BOOM, BOOM] if i == 40 else [None])
+
+
+@pytest.mark.parametrize("pr_attempts, expected", [
+    ([BOOM], FLAKY),  # the flake firing twice, though two failed runs are rare at its rate
+    ([BOOM, BOOM], BROKEN_ON_MAIN),  # its retry failed too: with main's run there, a 4 % flake cannot
+])
+def test_one_failed_base_run_of_a_rare_flake_never_makes_the_flake_broken(store_location: str, tmp_path: Path,
+                                                                         pr_attempts, expected: str) -> None:
+    """Main's newest run (commit 100, the base) failed test_a once with its flake's error; the pull
+    request based there fails it once too. Two failed runs of a 4 % flake are rarer than `CHANCE`,
+    but main's one run is no streak (rule 3): it counts against the flake only beside a pull
+    request run whose retries failed too."""
+    with open_store(store_location) as store:
+        rare_flake_main(store, tmp_path)
+        run(store, tmp_path, sha(100), [BOOM])
+        (v,) = judge(store, [pr_failure(store, tmp_path, pr_attempts, base=sha(100))], merge_base=sha(100))
+    assert v.verdict == expected, v.detail
+
+
+@pytest.mark.parametrize("held_prs, expected", [((31, 32), FLAKY), ((31,), BROKEN_ON_MAIN)])
+def test_a_fixed_streak_whose_code_other_pull_requests_passed_is_no_breakage(store_location: str, tmp_path: Path,
+                                                                            held_prs: tuple[int, ...],
+                                                                            expected: str) -> None:
+    """test_a's flake struck main's runs at commits 100-102 in a row (once each), then 103 passed.
+    Two other pull requests based at 101 passed test_a, so that code passes it: main's streak was
+    the flake firing, and a pull request based at 102 failing once is flaky, not told to merge the
+    default branch (`ci.history.held_code`). One such pull request may be the fix itself: still a breakage."""
+    with open_store(store_location) as store:
+        rare_flake_main(store, tmp_path)
+        for i in (100, 101, 102):
+            run(store, tmp_path, sha(i), [BOOM])
+        for pr in held_prs:
+            run(store, tmp_path, f"{pr:04x}{'e' * 36}", [None], "pull_request", pr=pr, base_sha=sha(101))
+        run(store, tmp_path, sha(103), [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(102))], merge_base=sha(102))
+    assert v.verdict == expected, v.detail
