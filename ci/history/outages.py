@@ -74,8 +74,8 @@ _SPELL = """SELECT r.id, r.ingested_at, r.pr, r.sha, r.base_sha, r.runner, c.nod
     WHERE {repo}r.id > ? AND r.id <= ? AND c.kind IN ('fail', 'broken') AND c.fingerprint = ?"""
 _SEEN = """SELECT r.id, c.node_id, c.kind, c.fingerprint FROM reports r JOIN cases c ON c.report_id = r.id
     WHERE {repo}r.id >= ? AND r.id <= ? AND c.node_id IN ({nodes})"""
-_PASSED = """SELECT r.id, r.sha, r.pr, c.node_id FROM reports r JOIN cases c ON c.report_id = r.id
-    WHERE {repo}r.id <= ? AND c.kind = 'pass' AND c.node_id IN ({nodes}) AND r.sha IN ({shas})"""
+_PASSED = """SELECT r.id, r.sha, r.pr, r.base_sha, c.node_id FROM reports r JOIN cases c ON c.report_id = r.id
+    WHERE {repo}r.id <= ? AND c.kind = 'pass' AND c.node_id IN ({nodes}) AND (r.sha IN ({shas}) OR r.base_sha IN ({shas}))"""
 
 
 @dataclass(frozen=True)
@@ -139,22 +139,27 @@ def timed_outage(store: Store, error: str, fingerprint: str, *, repo: str = "",
 
 
 def _evidence(store: Store, rows: list[tuple], where: str, given: list[str], newest: int) -> int:
-    """How many sources (a pull request, a main commit) failed a test at code that had passed it
-    before: the same commit in another report, or a pull request's merge base in a main run."""
-    shas = {str(row[3]) for row in rows} | {str(row[4]) for row in rows if row[2] is not None and row[4]}
+    """How many sources (a pull request, a main commit) failed a test at code that passed it in
+    another report: the same commit or pull request head, or the same main code (a main commit's
+    own, a pull request's merge base) in main's run or another pull request's."""
+    shas = sorted({str(row[3]) for row in rows} | {str(row[4]) for row in rows if row[2] is not None and row[4]})
     nodes = sorted({int(row[6]) for row in rows})
-    passed: dict[tuple[str, int], set[int]] = {}  # (sha, node) -> the reports that passed it there
-    passed_on_main: set[tuple[str, int]] = set()
-    for rid, sha, pr, node in store.fetchall(_PASSED.format(repo=where, nodes=", ".join("?" * len(nodes)),
-                                                            shas=", ".join("?" * len(shas))),
-                                             (*given, newest, *nodes, *sorted(shas))):
-        passed.setdefault((str(sha), int(node)), set()).add(int(rid))
-        if pr is None:
-            passed_on_main.add((str(sha), int(node)))
+    marks = ", ".join("?" * len(shas))
+    heads: dict[tuple[str, int], set[int]] = {}  # (commit, node) -> the reports that passed it there
+    code: dict[tuple[str, int], set[object]] = {}  # (main code, node) -> the sources that passed it there
+    for rid, sha, pr, base, node in store.fetchall(_PASSED.format(repo=where, nodes=", ".join("?" * len(nodes)),
+                                                                  shas=marks), (*given, newest, *nodes, *shas, *shas)):
+        heads.setdefault((str(sha), int(node)), set()).add(int(rid))
+        code.setdefault((str(sha) if pr is None else str(base), int(node)), set()).add(_source(pr, str(sha)))
     sources = set()
     for rid, _, pr, sha, base, _, node, _ in rows:
-        same = bool(passed.get((str(sha), int(node)), set()) - {int(rid)})  # a retry within the run is no other time
-        at_base = pr is not None and bool(base) and (str(base), int(node)) in passed_on_main
-        if same or at_base:
-            sources.add(("pr", int(pr)) if pr is not None else ("sha", str(sha)))
+        source = _source(pr, str(sha))
+        again = bool(heads.get((str(sha), int(node)), set()) - {int(rid)})  # a retry within the run is no other time
+        at = str(sha) if pr is None else str(base or "")
+        if again or (at and bool(code.get((at, int(node)), set()) - {source})):
+            sources.add(source)
     return len(sources)
+
+
+def _source(pr: int | None, sha: str) -> object:
+    return ("pr", int(pr)) if pr is not None else ("sha", sha)
