@@ -141,16 +141,17 @@ def timed_outage(store: Store, error: str, fingerprint: str, *, repo: str = "",
 def _evidence(store: Store, rows: list[tuple], where: str, given: list[str], newest: int) -> int:
     """How many sources (a pull request, a main commit) failed a test at code that passed it in
     another report: the same commit or pull request head, or the same main code (a main commit's
-    own, a pull request's merge base) in main's run or another pull request's."""
+    own, a pull request's merge base) in a run of main's."""
     shas = sorted({str(row[3]) for row in rows} | {str(row[4]) for row in rows if row[2] is not None and row[4]})
     nodes = sorted({int(row[6]) for row in rows})
     marks = ", ".join("?" * len(shas))
     heads: dict[tuple[str, int], set[int]] = {}  # (commit, node) -> the reports that passed it there
-    code: dict[tuple[str, int], set[object]] = {}  # (main code, node) -> the sources that passed it there
+    code: dict[tuple[str, int], set[object]] = {}  # (main commit, node) -> main's sources that passed it there
     for rid, sha, pr, base, node in store.fetchall(_PASSED.format(repo=where, nodes=", ".join("?" * len(nodes)),
                                                                   shas=marks), (*given, newest, *nodes, *shas, *shas)):
         heads.setdefault((str(sha), int(node)), set()).add(int(rid))
-        code.setdefault((str(sha) if pr is None else str(base), int(node)), set()).add(_source(pr, str(sha)))
+        if pr is None:  # a pull request passing at a broken base may be the fix itself, so only main's runs count
+            code.setdefault((str(sha), int(node)), set()).add(_source(pr, str(sha)))
     sources = set()
     for rid, _, pr, sha, base, _, node, _ in rows:
         source = _source(pr, str(sha))

@@ -135,15 +135,17 @@ def test_a_flake_that_fails_many_tests_now_and_then_is_no_outage(store_location:
     assert verdicts["test_1"].verdict == FLAKY, verdicts["test_1"].detail
 
 
-@pytest.mark.parametrize("after, expected", [
-    (True, INFRA),  # pull request 12, based at 7, passed them all: the same code fails and passes by the hour
-    (False, BROKEN_ON_MAIN),  # every run at 6 or 7 failed them: a commit's shape, so far
+@pytest.mark.parametrize("later, expected", [
+    ("main_retry", INFRA),  # main's retry of 7 passed them all: the same code fails and passes by the hour
+    ("", BROKEN_ON_MAIN),  # every run at 6 or 7 failed them: a commit's shape, so far
+    ("pr_passed", BROKEN_ON_MAIN),  # a pull request based at 7 passed them: it may be the fix, not the hour
 ])
-def test_the_same_base_passing_later_tells_an_outage(store_location: str, tmp_path: Path, after: bool,
-                                                     expected: str) -> None:
+def test_the_same_commit_passing_later_tells_an_outage(store_location: str, tmp_path: Path, later: str,
+                                                       expected: str) -> None:
     """The outage began as commit 6 landed, so every failing run holds 6 or 7: main at 6 and 7 and
-    pull requests 10, 11 and 7 based at 7. Then pull request 12, also based at 7, passes all 8
-    tests (the mount is back). Asked again at the end, pull request 7's failures are the outage's."""
+    pull requests 10, 11 and 7 based at 7. Then main's retry of commit 7 passes all 8 tests (the
+    mount is back), or pull request 12 based at 7 does. Asked again at the end, pull request 7's
+    failures are the outage's only when main's own code passed."""
     fail = dict.fromkeys(EVERY, LEASE)
     with open_store(store_location) as store:
         for i in range(6):
@@ -152,7 +154,9 @@ def test_the_same_base_passing_later_tells_an_outage(store_location: str, tmp_pa
         build(store, tmp_path, sha(7), fail)
         for pr in (10, 11, 7):
             build(store, tmp_path, head(pr), fail, "pull_request", pr=pr, base=sha(7))
-        if after:
+        if later == "main_retry":
+            build(store, tmp_path, sha(7))
+        elif later == "pr_passed":
             build(store, tmp_path, head(12), None, "pull_request", pr=12, base=sha(7))
         verdicts = judge(store, load_run(store, pr=7).failures, merge_base=sha(7))
     assert {v.verdict for v in verdicts} == {expected}, verdicts[0].detail
