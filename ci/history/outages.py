@@ -74,15 +74,15 @@ _SPELL = """SELECT r.id, r.ingested_at, r.pr, r.sha, r.base_sha, r.runner, c.nod
     WHERE {repo}r.id > ? AND r.id <= ? AND c.kind IN ('fail', 'broken') AND c.fingerprint = ?"""
 _SEEN = """SELECT r.id, c.node_id, c.kind, c.fingerprint FROM reports r JOIN cases c ON c.report_id = r.id
     WHERE {repo}r.id >= ? AND r.id <= ? AND c.node_id IN ({nodes})"""
-_PASSED = """SELECT r.id, r.sha, r.pr, r.base_sha, c.node_id FROM reports r JOIN cases c ON c.report_id = r.id
-    WHERE {repo}r.id <= ? AND c.kind = 'pass' AND c.node_id IN ({nodes}) AND (r.sha IN ({shas}) OR r.base_sha IN ({shas}))"""
+_PASSED = """SELECT r.id, r.sha, r.pr, c.node_id FROM reports r JOIN cases c ON c.report_id = r.id
+    WHERE {repo}r.id <= ? AND c.kind = 'pass' AND c.node_id IN ({nodes}) AND r.sha IN ({shas})"""
 
 
 @dataclass(frozen=True)
 class TimedOutage:
     """An outage told by its shape (`timed_outage`): ``message`` failed ``tests`` tests of ``files``
     files in ``runs`` reports from ``first`` to ``last`` (ingest times); in runs of ``evidence``
-    pull requests and main commits the failing code had passed the same test before; ``runner``
+    pull requests and main commits the failing code passed the same test in another report; ``runner``
     when all the failures ran on one."""
 
     message: str
@@ -111,8 +111,8 @@ def timed_outage(store: Store, error: str, fingerprint: str, *, repo: str = "",
     `MIN_TESTS` or more tests of `SHAPE_MIN_FILES` or more files; since its first failure those
     tests failed so in `DENSE` or more of their runs (a flake fails now and then); and it follows
     time, not code: in runs of `MIN_EVIDENCE` or more pull requests and main commits, a failing
-    run's code had passed that test before (its own commit, or a pull request's merge base on the
-    default branch). A breakage at commit C fails every run holding C and passes every run before
+    run's code passed that test in another report (its own commit or head again, or a pull
+    request's merge base in main's run). A breakage at commit C fails every run holding C and passes every run before
     it, so only the breaking pull request's own runs show such a pass (one source), never two."""
     if not fingerprint or is_generic(error):
         return None
@@ -140,25 +140,23 @@ def timed_outage(store: Store, error: str, fingerprint: str, *, repo: str = "",
 
 def _evidence(store: Store, rows: list[tuple], where: str, given: list[str], newest: int) -> int:
     """How many sources (a pull request, a main commit) failed a test at code that passed it in
-    another report: the same commit or pull request head, or the same main code (a main commit's
-    own, a pull request's merge base) in a run of main's."""
+    another report: the same commit or pull request head, or a pull request's merge base in a run
+    of main's (another pull request passing at that base may be the fix itself, so it does not count)."""
     shas = sorted({str(row[3]) for row in rows} | {str(row[4]) for row in rows if row[2] is not None and row[4]})
     nodes = sorted({int(row[6]) for row in rows})
-    marks = ", ".join("?" * len(shas))
-    heads: dict[tuple[str, int], set[int]] = {}  # (commit, node) -> the reports that passed it there
-    code: dict[tuple[str, int], set[object]] = {}  # (main commit, node) -> main's sources that passed it there
-    for rid, sha, pr, base, node in store.fetchall(_PASSED.format(repo=where, nodes=", ".join("?" * len(nodes)),
-                                                                  shas=marks), (*given, newest, *nodes, *shas, *shas)):
-        heads.setdefault((str(sha), int(node)), set()).add(int(rid))
-        if pr is None:  # a pull request passing at a broken base may be the fix itself, so only main's runs count
-            code.setdefault((str(sha), int(node)), set()).add(_source(pr, str(sha)))
+    passed: dict[tuple[str, int], set[int]] = {}  # (commit, node) -> the reports that passed it there
+    on_main: set[tuple[str, int]] = set()
+    for rid, sha, pr, node in store.fetchall(_PASSED.format(repo=where, nodes=", ".join("?" * len(nodes)),
+                                                            shas=", ".join("?" * len(shas))),
+                                             (*given, newest, *nodes, *shas)):
+        passed.setdefault((str(sha), int(node)), set()).add(int(rid))
+        if pr is None:
+            on_main.add((str(sha), int(node)))
     sources = set()
     for rid, _, pr, sha, base, _, node, _ in rows:
-        source = _source(pr, str(sha))
-        again = bool(heads.get((str(sha), int(node)), set()) - {int(rid)})  # a retry within the run is no other time
-        at = str(sha) if pr is None else str(base or "")
-        if again or (at and bool(code.get((at, int(node)), set()) - {source})):
-            sources.add(source)
+        again = bool(passed.get((str(sha), int(node)), set()) - {int(rid)})  # a retry within the run is no other time
+        if again or pr is not None and bool(base) and (str(base), int(node)) in on_main:
+            sources.add(_source(pr, str(sha)))
     return len(sources)
 
 

@@ -139,13 +139,15 @@ def test_a_flake_that_fails_many_tests_now_and_then_is_no_outage(store_location:
     ("main_retry", INFRA),  # main's retry of 7 passed them all: the same code fails and passes by the hour
     ("", BROKEN_ON_MAIN),  # every run at 6 or 7 failed them: a commit's shape, so far
     ("pr_passed", BROKEN_ON_MAIN),  # a pull request based at 7 passed them: it may be the fix, not the hour
+    ("pr_retries", INFRA),  # pull requests 10 and 11 retried the same heads and passed: the hour, not the code
 ])
 def test_the_same_commit_passing_later_tells_an_outage(store_location: str, tmp_path: Path, later: str,
                                                        expected: str) -> None:
     """The outage began as commit 6 landed, so every failing run holds 6 or 7: main at 6 and 7 and
     pull requests 10, 11 and 7 based at 7. Then main's retry of commit 7 passes all 8 tests (the
-    mount is back), or pull request 12 based at 7 does. Asked again at the end, pull request 7's
-    failures are the outage's only when main's own code passed."""
+    mount is back), or retries of pull requests 10 and 11 at the same heads do, or pull request 12
+    based at 7 does. Asked again at the end, pull request 7's failures are the outage's only when
+    the same code passed: main's own, or the same heads."""
     fail = dict.fromkeys(EVERY, LEASE)
     with open_store(store_location) as store:
         for i in range(6):
@@ -158,5 +160,8 @@ def test_the_same_commit_passing_later_tells_an_outage(store_location: str, tmp_
             build(store, tmp_path, sha(7))
         elif later == "pr_passed":
             build(store, tmp_path, head(12), None, "pull_request", pr=12, base=sha(7))
+        elif later == "pr_retries":
+            for pr in (10, 11):
+                build(store, tmp_path, head(pr), None, "pull_request", pr=pr, base=sha(7))
         verdicts = judge(store, load_run(store, pr=7).failures, merge_base=sha(7))
     assert {v.verdict for v in verdicts} == {expected}, verdicts[0].detail
