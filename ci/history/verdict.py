@@ -16,7 +16,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
    requests or main commits too, while the pool's other runners pass it since
    (`ci.history.runners.runner_only`: an image or driver update). So is a remote service's
-   `ci.history.outages.outage`; a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
+   `ci.history.outages.outage`, and an outage told by its shape whatever its line says
+   (`ci.history.outages.timed_outage`: one signature failing many tests of several files at once,
+   at code that passed them before); a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
@@ -81,7 +83,7 @@ from ci.history.infra_flakes import MACHINE_ONLY, can_follow_test, infra_flakes
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import FlakyScore
 from ci.history.neighbours import judged_order_dependence
-from ci.history.outages import OUTAGE, outage
+from ci.history.outages import OUTAGE, outage, timed_outage
 from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
@@ -143,7 +145,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             elif why:
                 out[i] = _infra(f, health, why)
                 continue
-            if not f.infra and (spell := outage(store, f.error, as_of=as_of)) is not None:
+            if not f.infra and (spell := outage(store, f.error, as_of=as_of) or timed_outage(
+                    store, f.error, f.fingerprint, repo=f.repo, as_of=as_of)) is not None:
                 out[i] = replace(_infra(replace(f, infra=OUTAGE), {}), detail=f"infra: {spell.describe()}")
                 continue
             if f.infra == SIGNAL and sum(g.infra == SIGNAL for g in failures) < MANY_CRASHES and not crashed_elsewhere(
