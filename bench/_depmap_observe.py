@@ -6,12 +6,15 @@ FACTS -- COMMAND`` (the path adopters use; PY is this interpreter by default and
 importable), alternating plain, observed, plain, observed, ... for ``N`` pairs (2 by default), in
 this one process, so a change in the machine's load hits both alike. Each run's cost is the CPU
 time (user + system) of the process tree it waited for (`bench._depmap_overhead.run_argv`); the
-1-minute load average is read at each run's end.
+1-minute load average is read at each run's end. With ``--count=perf|callgrind|auto`` each run
+also runs under an instruction counter (`bench._depmap_count`): its user-space instructions, the
+whole tree's, are counted beside its CPU seconds (under callgrind those are valgrind's own).
 
 Contract: `compare_observed` returns one `Run` per run in the order run; `pair_ratios` is each
 pair's observed CPU over its plain CPU. `verdict` is MET when the median pair ratio is within
-`GOAL` of 1 (a pair's two runs are next to each other in time, so a load change between pairs
-cancels in its ratio, where the best of each mode can come from different loads), and UNJUDGED
+`GOAL` of 1, the median of the instruction ratios when counted (a pair's two runs are next to
+each other in time, so a load change between pairs cancels in its ratio, where the best of each
+mode can come from different loads; instructions do not move with load at all), and UNJUDGED
 when the runs did not all end with the same exit status and the same test counts (recording must
 not change outcomes; a suite with known failures is judged as long as they are the same failures
 in number).
@@ -26,6 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench._depmap_count import Counter
 from bench._depmap_overhead import run_argv
 
 GOAL = 0.10
@@ -38,7 +42,8 @@ _WROTE = re.compile(r"ci observe: wrote .*\((\d+) test file\(s\), (\d+) not comp
 @dataclass(frozen=True)
 class Run:
     """One run of the command: wall and CPU seconds, exit status, test counts, load at its end;
-    ``entries``: for an observed run, "N test file(s), M not complete" from `ci observe`."""
+    ``entries``: for an observed run, "N test file(s), M not complete" from `ci observe`;
+    ``instructions``: counted by a `Counter`, 0 when none counted."""
 
     observed: bool
     wall: float
@@ -47,6 +52,7 @@ class Run:
     counts: str
     load: float
     entries: str = ""
+    instructions: int = 0
 
 
 def outcome_counts(output: str) -> str:
@@ -60,9 +66,10 @@ def outcome_counts(output: str) -> str:
     return f"{ran[-1]} ran" if ran else ""
 
 
-def compare_observed(cwd: Path, command: list[str], python: str, repeat: int, logs: Path | None = None) -> list[Run]:
+def compare_observed(cwd: Path, command: list[str], python: str, repeat: int, logs: Path | None = None,
+                     counter: Counter | None = None) -> list[Run]:
     """See the module docstring; ``logs``: a folder for each run's output (``plain.<i>.log``,
-    ``observed.<i>.log``), else a temporary one."""
+    ``observed.<i>.log``), else a temporary one; ``counter``: counts each run's instructions."""
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="bench-observe-") as tmp:
         folder = logs if logs is not None else Path(tmp)
@@ -71,11 +78,14 @@ def compare_observed(cwd: Path, command: list[str], python: str, repeat: int, lo
                 log = folder / f"{'observed' if observed else 'plain'}.{i}.log"
                 argv = ([python, "-m", "ci", "observe", "--out", str(Path(tmp) / f"facts.{i}.json"), "--", *command]
                         if observed else command)
-                wall, cpu, code = run_argv(argv, cwd, log)
+                counts = Path(tmp) / f"counts.{len(runs)}"
+                counts.mkdir()
+                wall, cpu, code = run_argv(counter.wrap(argv, counts) if counter else argv, cwd, log)
                 text = log.read_text(encoding="utf-8", errors="replace")
                 wrote = _WROTE.findall(text)
                 entries = f"{wrote[-1][0]} test file(s), {wrote[-1][1]} not complete" if wrote else ""
-                runs.append(Run(observed, wall, cpu, code, outcome_counts(text), os.getloadavg()[0], entries))
+                runs.append(Run(observed, wall, cpu, code, outcome_counts(text), os.getloadavg()[0], entries,
+                                counter.read(counts) if counter else 0))
     return runs
 
 
@@ -84,11 +94,16 @@ def pair_ratios(runs: list[Run]) -> list[float]:
     return [b.cpu / a.cpu for a, b in zip(runs[::2], runs[1::2]) if a.cpu > 0]
 
 
+def instruction_ratios(runs: list[Run]) -> list[float]:
+    """Each pair's observed instructions over its plain instructions; [] when none were counted."""
+    return [b.instructions / a.instructions for a, b in zip(runs[::2], runs[1::2]) if a.instructions > 0]
+
+
 def verdict(runs: list[Run]) -> str:
     """MET, MISSED or UNJUDGED (see the module docstring)."""
     if len({(r.code, r.counts) for r in runs}) != 1:
         return "UNJUDGED (exit status or test counts differ between runs)"
-    ratios = pair_ratios(runs)
+    ratios = instruction_ratios(runs) or pair_ratios(runs)
     if not ratios:
         return "UNJUDGED (no pair with CPU time)"
     return "MET" if statistics.median(ratios) <= 1 + GOAL else "MISSED"
@@ -97,20 +112,28 @@ def verdict(runs: list[Run]) -> str:
 def table_rows(runs: list[Run]) -> list[tuple[object, ...]]:
     """Rows for `bench.table.format_table` (`HEADERS`), one per run in the order run."""
     return [(i // 2 + 1, "observed" if r.observed else "plain", f"{r.wall:.1f}", f"{r.cpu:.2f}", f"{r.load:.2f}",
-             r.code, r.counts or "-", r.entries or "-") for i, r in enumerate(runs)]
+             r.code, r.counts or "-", r.entries or "-", f"{r.instructions:,}" if r.instructions else "-")
+            for i, r in enumerate(runs)]
 
 
-HEADERS = ("pair", "mode", "wall s", "CPU s", "load (1 min)", "exit", "tests", "map")
+HEADERS = ("pair", "mode", "wall s", "CPU s", "load (1 min)", "exit", "tests", "map", "instructions")
+
+
+def _median_line(what: str, ratios: list[float]) -> str:
+    if not ratios:
+        return f"{what}, observed / plain: no pair"
+    median = statistics.median(ratios)
+    return (f"{what}, observed / plain: median of {len(ratios)} pair(s) x{median:.3f} ({median - 1:+.1%}), "
+            f"spread x{min(ratios):.3f} to x{max(ratios):.3f}; per pair x {', '.join(f'{r:.3f}' for r in ratios)}")
 
 
 def summary(runs: list[Run]) -> str:
     """The median pair ratio with the spread of the pairs (lowest to highest), each pair's ratio,
-    the best CPU of each mode and their ratio, and the verdict, one line."""
+    the best CPU of each mode and their ratio, and the verdict, one line; when instructions were
+    counted, first a line of the same for them (the verdict's measure then)."""
     plain = min(r.cpu for r in runs if not r.observed)
     observed = min(r.cpu for r in runs if r.observed)
-    ratios = pair_ratios(runs)
-    median = f"x{statistics.median(ratios):.3f} ({statistics.median(ratios) - 1:+.1%})" if ratios else "-"
-    spread = f"x{min(ratios):.3f} to x{max(ratios):.3f}" if ratios else "-"
-    return (f"CPU, observed / plain: median of {len(ratios)} pair(s) {median}, spread {spread}; "
-            f"per pair x {', '.join(f'{r:.3f}' for r in ratios)}; best CPU s: plain {plain:.2f}, "
+    counted = instruction_ratios(runs)
+    head = (_median_line("instructions", counted) + " (the verdict's measure)\n") if counted else ""
+    return (f"{head}{_median_line('CPU', pair_ratios(runs))}; best CPU s: plain {plain:.2f}, "
             f"observed {observed:.2f} (x{observed / plain:.3f}); goal median <= +{GOAL:.0%}: {verdict(runs)}")

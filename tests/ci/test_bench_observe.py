@@ -4,6 +4,7 @@ real processes on a small project (`tests.ci.depmap_support`), and what it judge
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import __main__ as bench_main
+from bench._depmap_count import Counter
 from bench._depmap_observe import Run, outcome_counts, summary, verdict
 from tests.ci.depmap_support import clean_env, write_project
 
@@ -48,6 +50,7 @@ def test_a_command_is_run_plain_and_observed_in_turn_with_its_counts_and_map(tmp
     (["--observe", "--cwd=/nonexistent/x", "--", "true"], "--cwd=/nonexistent/x: not a directory"),
     (["--observe", "--repeat=0", "--", "true"], "--repeat=0: not a whole number"),
     (["--observe", "--pairs=2", "--", "true"], "unknown option '--pairs=2'"),
+    (["--observe", "--count=papi", "--", "true"], "--count=papi: not one of auto, perf, callgrind"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
     proc = _bench(*args)
@@ -92,3 +95,41 @@ def test_the_verdict_is_the_median_of_the_pairs_not_the_best_of_each_mode() -> N
     line = summary(outlier)
     assert "median of 3 pair(s) x1.050 (+5.0%), spread x1.050 to x2.500" in line, line
     assert "per pair x 1.050, 1.050, 2.500" in line and line.endswith("goal median <= +10%: MET"), line
+
+
+def _counted(counter: Counter, tmp_path: Path, name: str, code: str) -> int:
+    folder = tmp_path / name
+    folder.mkdir()
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}], check=True)"
+    subprocess.run(counter.wrap([sys.executable, "-c", child], folder), check=True, capture_output=True, timeout=300)
+    return counter.read(folder)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_callgrind_counts_the_instructions_of_every_process_of_the_tree(tmp_path: Path) -> None:
+    counter = Counter("callgrind")
+    idle = _counted(counter, tmp_path, "idle", "pass")
+    busy = _counted(counter, tmp_path, "busy", "for i in range(300_000): pass")
+    again = _counted(counter, tmp_path, "again", "pass")
+    # the loop runs in the child only: counted, the tree executes millions more instructions,
+    # while two runs of the same tree agree to a fraction of that
+    assert idle > 10_000_000 and busy - idle > 3_000_000, (idle, busy)
+    assert abs(again - idle) < (busy - idle) / 10, (idle, again, busy)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_counted_pairs_report_the_instruction_ratio_beside_the_cpu_ratio(tmp_path: Path) -> None:
+    proc = _bench("--observe", "--count=callgrind", f"--cwd={tmp_path}", "--repeat=1", "--", "true")
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("1 ")]
+    assert len(rows) == 2 and all(re.search(r"\s\d{1,3}(,\d{3})+$", r) for r in rows), proc.stdout
+    assert "instructions by callgrind" in proc.stdout, proc.stdout
+    assert re.search(r"^instructions, observed / plain: median of 1 pair\(s\) x\d", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^CPU, observed / plain: median of 1 pair\(s\) x\d", proc.stdout, re.M), proc.stdout
+
+
+def test_the_instruction_ratio_is_the_verdicts_measure_when_counted() -> None:
+    # CPU reads 1.3x (a busy moment), instructions 1.04x: judged on instructions
+    runs = [Run(False, 1, 10.0, 0, "9 passed", 0.5, instructions=1_000),
+            Run(True, 1, 13.0, 0, "9 passed", 0.5, instructions=1_040)]
+    assert verdict(runs) == "MET"
+    assert summary(runs).startswith("instructions, observed / plain: median of 1 pair(s) x1.040 (+4.0%)")
