@@ -4,7 +4,6 @@ real processes on a small project (`tests.ci.depmap_support`), and what it judge
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -97,34 +96,22 @@ def test_the_verdict_is_the_median_of_the_pairs_not_the_best_of_each_mode() -> N
     assert "per pair x 1.050, 1.050, 2.500" in line and line.endswith("goal median <= +10%: MET"), line
 
 
-def _counted(counter: Counter, tmp_path: Path, name: str, code: str) -> int:
-    folder = tmp_path / name
-    folder.mkdir()
-    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}], check=True)"
-    subprocess.run(counter.wrap([sys.executable, "-c", child], folder), check=True, capture_output=True, timeout=300)
-    return counter.read(folder)
-
-
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_callgrind_counts_the_instructions_of_every_process_of_the_tree(tmp_path: Path) -> None:
+def test_callgrind_sums_the_collected_count_of_every_process_log_of_the_tree(tmp_path: Path) -> None:
+    """valgrind's own log format (``==PID== Collected : N``, one log per process through ``%p``
+    with ``--trace-children=yes``): the tree's count is every process's sum, other lines and
+    other files ignored. The real valgrind run is the documented command in docs/depmaps.md
+    (this suite installs no valgrind, so it does not run it)."""
     counter = Counter("callgrind")
-    idle = _counted(counter, tmp_path, "idle", "pass")
-    busy = _counted(counter, tmp_path, "busy", "for i in range(300_000): pass")
-    again = _counted(counter, tmp_path, "again", "pass")
-    # the loop runs in the child only: counted, the tree executes millions more instructions,
-    # while two runs of the same tree agree to a fraction of that
-    assert idle > 10_000_000 and busy - idle > 3_000_000, (idle, busy)
-    assert abs(again - idle) < (busy - idle) / 10, (idle, again, busy)
-
-
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_counted_pairs_report_the_instruction_ratio_beside_the_cpu_ratio(tmp_path: Path) -> None:
-    proc = _bench("--observe", "--count=callgrind", f"--cwd={tmp_path}", "--repeat=1", "--", "true")
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("1 ")]
-    assert len(rows) == 2 and all(re.search(r"\s\d{1,3}(,\d{3})+$", r) for r in rows), proc.stdout
-    assert "instructions by callgrind" in proc.stdout, proc.stdout
-    assert re.search(r"^instructions, observed / plain: median of 1 pair\(s\) x\d", proc.stdout, re.M), proc.stdout
-    assert re.search(r"^CPU, observed / plain: median of 1 pair\(s\) x\d", proc.stdout, re.M), proc.stdout
+    argv = counter.wrap(["python3", "-c", "pass"], tmp_path)
+    assert "--trace-children=yes" in argv and f"--log-file={tmp_path / 'callgrind.%p.log'}" in argv, argv
+    assert argv[argv.index("--") + 1:] == ["python3", "-c", "pass"], argv
+    (tmp_path / "callgrind.101.log").write_text("==101== Callgrind, a call-graph generating cache profiler\n"
+                                                "==101== Events    : Ir\n==101== Collected : 52713004\n"
+                                                "==101== I   refs:      52,713,004\n")
+    (tmp_path / "callgrind.102.log").write_bytes(b"==102== \xff\xfe not UTF-8\n==102== Collected : 3000001\n")
+    (tmp_path / "perf.csv").write_text("999,,instructions:u\n")  # another counter's file
+    assert counter.read(tmp_path) == 52_713_004 + 3_000_001
+    assert Counter("callgrind").read(tmp_path / "nothing") == 0
 
 
 def test_the_instruction_ratio_is_the_verdicts_measure_when_counted() -> None:
