@@ -152,7 +152,7 @@ def test_the_replay_prints_the_same_table(capsys: pytest.CaptureFixture[str]) ->
         assert any(line.startswith(row + " ") for line in out.splitlines()), (row, out)
 
 
-@pytest.mark.parametrize("argv, said", [(["--seeds", "x"], "--seeds 'x'"), (["--generator", "gen9"], "--generator"),
+@pytest.mark.parametrize("argv, said", [(["--seeds", "x"], "--seeds 'x'"), (["--generator", "gen99"], "--generator"),
                                         (["--generator", "replay"], "tests/ci/verdict_replay_bench.py"),
                                         (["--seeds"], "--seeds needs a value"), (["--seeds", "5-1"], "names no seed")])
 def test_bad_flags_are_one_line_and_exit_2(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
