@@ -6,9 +6,9 @@ through its partial index) and returns the `InfraFlakes` that `ci.history.flaky.
 failure of kind K counts so when the test failed with K on at least `MIN_RUNNERS` runners, in runs
 of at least `MIN_SOURCES` pull requests or main commits (a race in the test follows it from
 machine to machine; one bad machine, or one change, is one runner or one source), unless its
-report is the machine's at once: at least `AT_ONCE` of the report's tests failed with an
-infra-looking error, and at least half of them (a bad node or an outage fails the whole job, as
-`ci.history.runners.out_of_line` reads a judged run). A lost runner or a signal is never the
+report is the machine's at once (`ci.history.runners.machine_at_once`: at least three of the
+report's tests, and half of them, failed with an infra-looking error; a bad node or an outage
+fails the whole job, as `ci.history.runners.out_of_line` reads a judged run). A lost runner or a signal is never the
 test's here: `ci.history.verdict` judges those by their own rules. Nor is a machine-only kind
 (`MACHINE_KINDS`: no GPU, a full disk, a failing mount), whatever runners it struck the test on:
 no test's race takes a device away or makes a mount go stale, so rule 1 keeps such a failure
@@ -30,12 +30,12 @@ from dataclasses import dataclass
 
 from ci.history.errors import DISK_FULL, LOST_RUNNER, NO_GPU, SIGNAL, STORAGE
 from ci.history.model import EvidenceRow
+from ci.history.runners import machine_at_once
 from ci.history.store import Store
-from ci.history.verdict_queries import cut, repo_condition
+from ci.history.verdict_queries import cut, repo_condition, source_of
 
 MIN_RUNNERS = 2
 MIN_SOURCES = 2
-AT_ONCE = 3  # as ci.history.runners.AT_ONCE: a bad node fails its whole job
 MACHINE_KINDS = frozenset({NO_GPU, DISK_FULL, STORAGE})
 MACHINE_ONLY = ("not one runner's (in line with the pool), and never a test's own (a missing device, a full disk "
                 "or a failing mount): the machines'; rerun it")
@@ -73,13 +73,13 @@ def infra_flakes(store: Store, repo: str, tier: str, *, as_of: int | None = None
     rows = [row for row in store.fetchall(_INFRA_FAILURES.format(repo=where, until=until), (*params, tier, *limit))
             if can_follow_test(str(row[1]))]
     machine = _machine_reports(store, sorted({int(row[5]) for row in rows}))
-    seen: dict[tuple[str, str], tuple[set[str], set[tuple[str, str]]]] = {}
+    seen: dict[tuple[str, str], tuple[set[str], set[tuple[str, int | str]]]] = {}
     for node, kind, runner, sha, pr, report_id in rows:
         if int(report_id) in machine:
             continue
         runners, sources = seen.setdefault((str(node), str(kind)), (set(), set()))
         runners.add(str(runner))
-        sources.add(("pr", str(pr)) if pr is not None else ("sha", str(sha)))
+        sources.add(source_of(pr, str(sha)))
     kinds: dict[str, set[str]] = {}
     for (node, kind), (runners, sources) in seen.items():
         if len(runners - {""}) >= MIN_RUNNERS and len(sources) >= MIN_SOURCES:
@@ -93,11 +93,12 @@ def can_follow_test(kind: str) -> bool:
 
 
 def _machine_reports(store: Store, report_ids: list[int]) -> set[int]:
-    """The reports among ``report_ids`` where at least `AT_ONCE` tests, and half of them, failed infra-looking."""
+    """The reports among ``report_ids`` whose infra-looking failures are the machine's at once
+    (`ci.history.runners.machine_at_once`)."""
     out: set[int] = set()
     for start in range(0, len(report_ids), _CHUNK):
         chunk = report_ids[start:start + _CHUNK]
         for report_id, total, infra in store.fetchall(_REPORT_SIZES.format(marks=", ".join("?" * len(chunk))), chunk):
-            if int(infra) >= AT_ONCE and 2 * int(infra) >= int(total):
+            if machine_at_once(int(infra), int(total)):
                 out.add(int(report_id))
     return out

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ci.history.errors import HUB, is_generic, service
 from ci.history.store import Store
+from ci.history.verdict_queries import repo_condition, source_of
 
 OUTAGE = "outage"
 WINDOW = 40  # reports read back from the judged one (a few runs): an outage fails them all at once
@@ -51,13 +52,13 @@ def outage(store: Store, error: str, *, as_of: int | None = None) -> Outage | No
     name = service(error)
     if not name:
         return None
-    newest = as_of if as_of is not None else int((store.fetchall("SELECT MAX(id) FROM reports")[0][0]) or 0)
+    newest = _newest(store, as_of)
     words = _HUB_WORDS if name == HUB else ()
     rows = store.fetchall(_ROWS.format(more=" OR c.error LIKE ?" * len(words)), (newest - WINDOW, newest, f"%{name}%",
                                                                                  *words))
     spell = sorted((int(rid), str(at), pr, str(sha), int(node)) for rid, at, pr, sha, node, text in rows
                    if service(str(text or "")) == name)
-    sources = {("pr", int(pr)) if pr is not None else ("sha", sha) for _, _, pr, sha, _ in spell}
+    sources = {source_of(pr, sha) for _, _, pr, sha, _ in spell}
     tests = len({node for *_, node in spell})
     if tests < MIN_TESTS or len(sources) < MIN_SOURCES:
         return None
@@ -116,8 +117,8 @@ def timed_outage(store: Store, error: str, fingerprint: str, *, repo: str = "",
     it, so only the breaking pull request's own runs show such a pass (one source), never two."""
     if not fingerprint or is_generic(error):
         return None
-    newest = as_of if as_of is not None else int((store.fetchall("SELECT MAX(id) FROM reports")[0][0]) or 0)
-    where, given = ("r.repo = ? AND ", [repo]) if repo else ("", [])
+    newest = _newest(store, as_of)
+    where, given = repo_condition(repo)
     rows = sorted(store.fetchall(_SPELL.format(repo=where), (*given, newest - SHAPE_WINDOW, newest, fingerprint)))
     nodes = {int(row[6]) for row in rows}
     if len(nodes) < MIN_TESTS or len({row[7] for row in rows}) < SHAPE_MIN_FILES:
@@ -156,9 +157,10 @@ def _evidence(store: Store, rows: list[tuple], where: str, given: list[str], new
     for rid, _, pr, sha, base, _, node, _ in rows:
         again = bool(passed.get((str(sha), int(node)), set()) - {int(rid)})  # a retry within the run is no other time
         if again or pr is not None and bool(base) and (str(base), int(node)) in on_main:
-            sources.add(_source(pr, str(sha)))
+            sources.add(source_of(pr, str(sha)))
     return len(sources)
 
 
-def _source(pr: int | None, sha: str) -> object:
-    return ("pr", int(pr)) if pr is not None else ("sha", sha)
+def _newest(store: Store, as_of: int | None) -> int:
+    """The newest report id to read up to: ``as_of``, else the store's last."""
+    return as_of if as_of is not None else int((store.fetchall("SELECT MAX(id) FROM reports")[0][0]) or 0)

@@ -38,7 +38,7 @@ from typing import Callable, Union
 from math import comb
 
 from ci.history.store import Store
-from ci.history.verdict_queries import cut, repo_condition
+from ci.history.verdict_queries import cut, repo_condition, source_of
 
 ONLY_MIN_FAILED = 3
 ONLY_MIN_SOURCES = 2
@@ -121,6 +121,12 @@ class RunnerOnly:
 Source = Union[str, tuple[str, Union[int, str]]]  # "own", ("pr", N) or ("sha", S)
 
 
+def machine_at_once(failed: int, tests: int) -> bool:
+    """Whether ``failed`` infra-looking failures among a job's ``tests`` tests are the machine's at
+    once: at least `AT_ONCE`, and at least half of them (a bad node fails its whole job)."""
+    return failed >= AT_ONCE and 2 * failed >= tests
+
+
 def sources_of(shas_prs: list[tuple[str, int | None]], sha: str) -> Callable[[str, int | None], Source]:
     """The run source of a report's (sha, pr): ``"own"`` for ``sha`` itself and its pull request's
     runs (any report at ``sha`` names the pull request), else ``("pr", N)`` or ``("sha", S)``: one
@@ -131,7 +137,7 @@ def sources_of(shas_prs: list[tuple[str, int | None]], sha: str) -> Callable[[st
     def source(commit: str, pr: int | None) -> Source:
         if commit == judged or (pr is not None and int(pr) in own_prs):
             return "own"
-        return ("pr", int(pr)) if pr is not None else ("sha", str(commit))
+        return source_of(pr, commit)
     return source
 
 
@@ -232,7 +238,7 @@ def _out_of_line(rows: list[tuple], runner: str, sha: str, node_id: int | None) 
     source = {rid: of(s, pr) for rid, _, s, pr, _, _ in rows}
     others = len({name for _, name, *_ in rows if name != runner})
     own = [int(bad) for rid, name, *_, bad in rows if name == runner and source[rid] == "own"]
-    if sum(own) >= AT_ONCE and 2 * sum(own) >= len(own):  # most of this run's tests there: the machine
+    if machine_at_once(sum(own), len(own)):  # most of this run's tests there: the machine
         return OutOfLine(runner, TEST_RUNS, sum(own), len(own), sum(own), 1, 0, 0, others, 0.0, at_once=True)
     found = []
     for unit in UNITS:

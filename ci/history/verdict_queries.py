@@ -29,6 +29,12 @@ def cut(as_of: int | None, column: str = "r.id") -> tuple[str, list[int]]:
     return (f" AND {column} <= ?", [as_of]) if as_of is not None else ("", [])
 
 
+def source_of(pr: int | None, sha: str) -> tuple[str, int | str]:
+    """The source a report's run counts for: its pull request (all its pushes and retries are one
+    change), else its default-branch commit."""
+    return ("pr", int(pr)) if pr is not None else ("sha", str(sha))
+
+
 def repo_condition(repo: str) -> tuple[str, list[str]]:
     """The repository condition: none when the failure does not say which (one repository's store)."""
     return ("r.repo = ? AND ", [repo]) if repo else ("", [])
