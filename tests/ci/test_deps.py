@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -186,11 +187,42 @@ def test_a_damaged_cache_entry_with_the_right_hash_is_parsed_again(repo, records
     assert "lib/util.py" in deps.closure("tests/lib/test_core.py")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
-def test_an_unwritable_cache_is_no_error(repo):
-    (repo / "ro").mkdir(mode=0o500)
+def _unprivileged(check) -> int:
+    """Exit status of ``check()`` (True: 0, False: 1, raised: 2) run in a forked child that is not
+    root: root writes into read-only directories."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if os.geteuid() == 0:
+                os.setuid(65534)  # nobody
+            os._exit(0 if check() else 1)
+        except BaseException:
+            os._exit(2)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_an_unwritable_cache_is_no_error():
+    with tempfile.TemporaryDirectory() as where:  # not under tmp_path: its parents are root's alone
+        repo = Path(where)
+        repo.chmod(0o755)
+        write(repo, {**TREE, "registry.yaml": REGISTRY, "ci/anything.py": ""})
+        for path in repo.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (repo / "ro").mkdir(mode=0o555)
+        registry = load_registry_text(repo)
+
+        def check() -> bool:
+            deps = TestDependencies(repo, registry, cache=repo / "ro" / "sub" / "cache.json")
+            return deps.cache.save() is False and "lib/util.py" in deps.closure("tests/lib/test_core.py")
+
+        assert _unprivileged(check) == 0
+        assert not (repo / "ro" / "sub").exists()
+
+
+def test_a_file_where_the_cache_folder_should_be_is_no_error(repo):
+    (repo / "ro").write_text("not a folder")
     deps = TestDependencies(repo, load_registry_text(repo), cache=repo / "ro" / "sub" / "cache.json")
-    assert deps.cache.save() is False or not (repo / "ro" / "sub").exists()
+    assert deps.cache.save() is False and "lib/util.py" in deps.closure("tests/lib/test_core.py")
 
 
 def test_a_cache_path_that_is_a_directory_is_no_error(repo):
