@@ -3,7 +3,7 @@ Actions GPU workflows, with simulated flakes, runner and service problems, re-ru
 
 Real (``bench/_history_gen10_data.json``, made by ``python -m bench._history_gen10_extract
 GIT_DIR``, checked by ``python -m bench._history_gen10_verify GIT_DIR``): 250 consecutive
-first-parent commits of main, 7dd8be5dd4ac..741fec67830e (2026-03-31 to 2026-08-05), with their
+first-parent commits of main, 7dd8be5dd4ac..741fec67830e (2026-03-31 to 2026-08-14), with their
 times, authors, touched files and pull request numbers; the test files under ``test/`` at
 741fec67830e with their test functions, parametrization counts and torchao imports; which GPU jobs
 run which files (the workflows at 741fec67830e: ``regression_test.yml`` and
@@ -27,7 +27,9 @@ opened 2 h to 5 days before its merge and pushed 1 to 3 times (a push 5 to 40 mi
 previous one, 30 % of the time, so it cancels the runs still going); a pull_request run tests the
 merge with main's newest commit at its push (GitHub's merge ref); test-infra's ``linux_job``
 stops a job's script at its first failing command (``set -e``); each pytest command writes JUnit
-(torchao's do not); durations and queues.
+(torchao's do not); durations and queues. To keep a seed under 2 minutes the default `Scale` takes
+120 of the 250 pull requests (every breaker's and ender's, the rest a seeded sample) and each test
+file's first 2 test functions, a parametrized one as its first case (``[0]``).
 
 Simulated (rates in `bench._history_gen10_causes`): numerical-tolerance and SQNR flakes (2.5 % of
 nodes, each failing 0.5-3 % of its jobs), inductor cache / recompile-limit errors (0.4 % of a
@@ -60,14 +62,14 @@ REPO = "pytorch/ao"
 @dataclass(frozen=True)
 class Scale:
     """How much of the real window to use: its newest ``commits`` commits, at most ``prs`` of their
-    pull requests (None: all; a seeded sample), each test file's first ``max_functions`` test
+    pull requests (None: all; else every breaker's and ender's and a seeded sample of the rest), each test file's first ``max_functions`` test
     functions with a parametrized one's first ``max_cases`` cases (the bench's time); ``attempt_text`` has no effect (no rerun plugin writes
     retried attempts here) and is kept for ``--stock-junit``."""
 
     commits: int = 250
-    prs: int | None = 150
+    prs: int | None = 120
     max_cases: int = 1
-    max_functions: int = 3
+    max_functions: int = 2
     rerun_rate: float = 0.4
     main_rerun_rate: float = 0.25
     attempt_text: bool = True
@@ -134,8 +136,11 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
                                commit.time + rng.randint(20, 120), workflow, ids())
             runs += _attempts(plan, jobs, world, wins, causes, rng, scale.main_rerun_rate, None)
     prs = [c for c in commits if c.pr is not None]
-    if scale.prs is not None:
-        prs = sorted(rng.sample(prs, min(scale.prs, len(prs))), key=lambda c: c.index)
+    if scale.prs is not None:  # the windows' breakers and ends always, a seeded sample of the rest
+        story = {i for w in wins for i in (w.start, w.end)}
+        kept = [c for c in prs if c.index in story]
+        rest = [c for c in prs if c.index not in story]
+        prs = sorted(kept + rng.sample(rest, max(0, min(scale.prs - len(kept), len(rest)))), key=lambda c: c.index)
     for commit in prs:
         runs += _pull_request(commit, world, first, wins, causes, rng, ids, scale)
     day = (commits[0].time // DAY) * DAY + 14 * HOUR

@@ -104,7 +104,7 @@ def _nodes(path: str, functions: list, max_cases: int, max_functions: int) -> tu
 
 
 @lru_cache(maxsize=4)
-def load(max_cases: int = 1, max_functions: int = 3) -> World:
+def load(max_cases: int = 1, max_functions: int = 2) -> World:
     """The world from the data file: each file's first ``max_functions`` test functions (in file
     order), a parametrized one as its first ``max_cases`` ids (``[0]``, ``[1]``...)."""
     data = json.loads(DATA.read_text(encoding="utf-8"))

@@ -92,6 +92,9 @@ def test_each_real_window_fails_its_tests_on_main_and_on_the_breakers_pull_reque
             for report in reports:
                 broken = {label.node for label in report.labels if label.label == "broken_on_main"}
                 assert set(window.tests) <= broken, (window.why, index, report.tier)
+            elsewhere = [r for run in runs_by_commit[("push", index)] for r in run.reports if r.tier not in tiers
+                         and (r.tier.endswith("2.13") and window.nightly_only)]
+            assert not [label for r in elsewhere for label in r.labels if window.why in label.why]
         after = [r for run in runs_by_commit[("push", window.end)] for r in run.reports if r.tier in tiers]
         for report in after:
             assert not [label for label in report.labels if window.why in label.why]
@@ -106,6 +109,16 @@ def test_each_real_window_fails_its_tests_on_main_and_on_the_breakers_pull_reque
                 assert not mine, "the fix's own pull request holds the fix"
             elif window.start <= run.commit < window.end:
                 assert {label.label for label in mine} <= {"broken_on_main"}
+
+
+def test_every_breaker_and_ender_has_its_pull_request_and_a_fix_is_tested_inside_its_window(history):
+    runs = [run for run in history.runs if run.event == "pull_request"]
+    merged = {c.pr: c.index for c in history.world.commits}
+    for window in history.windows:
+        ends = [run for run in runs if merged[run.pr] == window.end]
+        assert ends or history.world.commits[window.end].pr is None, window.why
+    assert any(window.start <= run.commit < window.end for window in history.windows if window.kind != "nightly"
+               for run in runs if merged[run.pr] == window.end)
 
 
 def test_the_breakers_pull_requests_are_labelled_new_somewhere(history):
