@@ -33,15 +33,16 @@ file's first 2 test functions, a parametrized one as its first case (``[0]``).
 
 Simulated (rates in `bench._history_gen10_causes`): numerical-tolerance and SQNR flakes (2.5 % of
 nodes, each failing 0.5-3 % of its jobs), inductor cache / recompile-limit errors (0.4 % of a
-compile test's jobs), CUDA OOM on the 24 GB pools (0.2 %), NCCL watchdog timeouts on 4xH100 (2 %):
+compile test's jobs), CUDA OOM on the 24 GB pools (0.1 %), NCCL watchdog timeouts on 4xH100 (2 %):
 all ``flaky``; Hugging Face hub 429 / 504 for tests that download (0.4 %, 50 % during two 3-hour
 incidents), one g5 host with ECC errors for 5 days (6 % of its tests), a runner that loses its
-connection (0.3 % of jobs: the job fails with no report), the H100 pool's 4-hour driver mismatch
+connection (0.3 % of jobs: "The self-hosted runner: ... lost communication with the server", the
+job fails with no report), the H100 pool's 4-hour driver mismatch
 after a node-image roll (every test of the job's first command): all ``infra``; a torch nightly
-that breaks 4 of ``test/float8/test_compile.py``'s tests on the nightly legs for 36 hours, no
+that breaks up to 4 of ``test/float8/test_compile.py``'s tests on the nightly legs for 36 hours, no
 torchao commit's doing: ``broken_on_main`` (main fails them too, whatever the pull request
 holds); GitHub's "Re-run failed jobs" (same run id, ``attempt`` 2, only the failed jobs) on 40 %
-of failed pull request runs and 25 % of main's.
+of failed pull request runs and 25 % of main's (never the nightly smoke test's).
 """
 
 from __future__ import annotations

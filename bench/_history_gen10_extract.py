@@ -10,7 +10,8 @@ it touched, and the sha a ``Revert`` names (``This reverts commit SHA``); and ea
 class), how many cases each parametrizes (the product of its ``parametrize`` decorators whose
 values are a literal list, tuple or module-level literal name; 1 where the count is not literal),
 and the ``torchao`` modules it imports. No torchao code is imported or run: files are parsed with
-`ast`.
+`ast`. Exit status: 0 written, 2 GIT_DIR cannot be read (or lacks the window), 3 OUT cannot be
+written (the old file is left whole).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from ci.atomic_write import atomic_write_text
 
 REPO = "pytorch/ao"
 LAST = "741fec67830e8361cbc47bafef0366f38954ff95"
@@ -142,7 +145,11 @@ def main(argv: list[str]) -> int:
         print(f"python -m bench._history_gen10_extract: {exc}", file=sys.stderr)
         return 2
     out = Path(argv[1]) if len(argv) == 2 else DATA
-    out.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        atomic_write_text(out, json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
+    except OSError as exc:
+        print(f"python -m bench._history_gen10_extract: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 3
     print(f"{out}: {len(data['commits'])} commits {data['first'][:12]}..{LAST[:12]}, {len(data['tests'])} test files")
     return 0
 
