@@ -26,7 +26,10 @@ Accuracy with 1 and with 4 runners, mean runs (every run is one CI run of two at
 rounds with 1 and with 4 runners, per band; the ratio column is mean runs over deflaked
 bisection's in the same band. The goal (issue 51): >= 99 % right where the flake rate is <= 20 %
 with <= 0.5x deflaked bisection's runs; the verdict line says whether this run met it (`GOAL`).
-``--where``: where the judged method's runs go (1 runner), per band: `Where`.
+``--where``: where the judged method's runs go (1 runner), per band: `Where`. ``--calibration``:
+how often the judged method's top commit is the culprit against the probability it gave it, per
+band, at the stop and at every step (1 runner): `Calibration`; only the bisections and the judged
+method are run then (the same breakages and draws: the other methods draw from seeds of their own).
 """
 
 from __future__ import annotations
@@ -118,13 +121,47 @@ class Where:
                 f"{self.top_at_stop / n:.4f}", ", ".join(f"{k} {v}" for k, v in sorted(self.stops.items()))]
 
 
+class Calibration:
+    """The judged method's posterior against the truth: each state (after every run, and the stop
+    alone) in a bucket by its top commit's probability, with how often that commit is the culprit.
+    An honest posterior's right share matches the mean probability in every bucket."""
+
+    EDGES = (0.0, 0.5, 0.9, 0.99, 0.995, 0.999, 1.0)
+
+    def __init__(self) -> None:
+        # (kind, bucket) -> [states, sum of top probabilities, right]
+        self.cells: dict[tuple[str, int], list[float]] = {}
+
+    def add(self, weights: list[float], noise: NoiseModel, result: CulpritResult, culprit: int) -> None:
+        posterior = Posterior(weights, noise)
+        for outcome in result.outcomes:
+            posterior.update(outcome)
+            probabilities = posterior.probabilities()
+            top = max(range(len(probabilities)), key=probabilities.__getitem__)
+            self._count("every step", probabilities[top], top == culprit)
+        self._count("at the stop", result.probability, result.culprit == culprit)
+
+    def _count(self, kind: str, top: float, right: bool) -> None:
+        bucket = next(i for i in range(len(self.EDGES) - 1) if top < self.EDGES[i + 1] or i == len(self.EDGES) - 2)
+        cell = self.cells.setdefault((kind, bucket), [0, 0.0, 0])
+        cell[0] += 1
+        cell[1] += top
+        cell[2] += right
+
+    def rows(self, label: str) -> list[list[str]]:
+        return [[label, kind, f"{self.EDGES[b]:g}-{self.EDGES[b + 1]:g}", f"{n:.0f}", f"{total / n:.4f}",
+                 f"{right / n:.4f}", f"{n - right:.0f} / {n - total:.1f}"]
+                for (kind, b), (n, total, right) in sorted(self.cells.items())]
+
+
+CALIBRATION_HEADERS = ["band", "states", "top's probability", "count", "mean top", "right", "wrong / expected"]
 EARLY_MARK = 0.9
 WHERE_HEADERS = ["band", "runs", f"before top >= {EARLY_MARK}", "after", "again: answer", "again: its parent",
                  "again: other", "top at stop", "stops"]
 
 
 def _ours(seed: float, b: Breakage, noises: tuple[NoiseModel, ...], runners: int,
-          method: str, where: Where | None = None) -> tuple[int, int, int, str]:
+          method: str, where: Where | None = None, calibration: Calibration | None = None) -> tuple[int, int, int, str]:
     rng, sig_rng = random.Random(seed), random.Random(seed + 0.5)
     share = SIGNATURE_SHARES[SIGNED.index(method)] if method in SIGNED else None
     noise = noises[2 + SIGNED.index(method)] if share is not None else noises[method != GOAL]
@@ -142,14 +179,19 @@ def _ours(seed: float, b: Breakage, noises: tuple[NoiseModel, ...], runners: int
     result, rounds = run_search(search, probe, runners)
     if where is not None:
         where.add(list(weights), noise, result)
+    if calibration is not None:
+        calibration.add(list(weights), noise, result, b.culprit)
     return result.culprit, result.runs, rounds, result.stop.value
 
 
-def simulate(breakages: int, seed: int, off_lines: float = 0.0,
-             where: dict[str, Where] | None = None) -> dict[tuple[str, str], Tally]:
+def simulate(breakages: int, seed: int, off_lines: float = 0.0, where: dict[str, Where] | None = None,
+             calibration: dict[str, Calibration] | None = None,
+             methods: tuple[str, ...] = METHODS) -> dict[tuple[str, str], Tally]:
     """Every method's tally per band label, over ``breakages`` per band; ``off_lines``: the share of
     culprits that change only the test's files, none of its executed lines (`Touch.FILE`); ``where``
-    (band label -> `Where`, filled in) when given: where the judged method's runs went."""
+    (band label -> `Where`, filled in) when given: where the judged method's runs went;
+    ``calibration`` likewise, its posterior against the truth. ``methods``: those run (a
+    ci.culprit method's draws come from seeds of its own, so leaving some out changes no other's)."""
     rng = random.Random(seed)
     tallies: dict[tuple[str, str], Tally] = {}
     shares = list(TOUCH_SHARES.values())
@@ -169,11 +211,13 @@ def simulate(breakages: int, seed: int, off_lines: float = 0.0,
             verify = random.Random(seeds[0] + 0.25)  # --bad's verification: is the breakage's signature learned?
             noises = (*noises[:2], *(n if verified_signature(verify, b, share) else replace(n, flake_match=None)
                                      for n, share in zip(noises[2:], SIGNATURE_SHARES)))
-            for method in METHODS:
+            for method in methods:
                 tally = tallies.setdefault((label, method), Tally())
                 if method.startswith("ci.culprit"):
                     spent = where.setdefault(label, Where()) if where is not None and method == GOAL else None
-                    answer, runs, rounds1, stop = _ours(seeds[0], b, noises, 1, method, spent)
+                    honest = calibration.setdefault(label, Calibration()) \
+                        if calibration is not None and method == GOAL else None
+                    answer, runs, rounds1, stop = _ours(seeds[0], b, noises, 1, method, spent, honest)
                     answer4, _, rounds4, _ = _ours(seeds[1], b, noises, 4, method)
                     if answer != b.culprit:
                         tally.misses.append(f"{'early' if answer < b.culprit else 'late'} by {abs(answer - b.culprit)}"
@@ -196,15 +240,17 @@ def main(argv: list[str]) -> int:
     per_band = _flag(argv, "--breakages", 12 if quick else 200)
     off_lines = _flag(argv, "--off-lines-percent", 0) / 100
     where: dict[str, Where] | None = {} if "--where" in argv else None
-    tallies = simulate(per_band, seed, off_lines, where)
+    calibration: dict[str, Calibration] | None = {} if "--calibration" in argv else None
+    methods = METHODS if calibration is None else ("plain bisection", "deflaked bisection", GOAL)
+    tallies = simulate(per_band, seed, off_lines, where, calibration, methods)
     rows = []
-    judged = (GOAL, *SIGNED)
+    judged = tuple(m for m in (GOAL, *SIGNED) if m in methods)
     met = {m: True for m in judged}
     short: dict[str, list[str]] = {m: [] for m in judged}
     for low, high in BANDS:
         label = _band(low, high)
         base = tallies[(label, "deflaked bisection")]
-        for method in METHODS:
+        for method in methods:
             t = tallies[(label, method)]
             rows.append([f"{label} {method}", t.count, f"{t.right / t.count:.1%}", f"{t.right4 / t.count:.1%}",
                          f"{t.runs / t.count:.1f}",
@@ -222,6 +268,9 @@ def main(argv: list[str]) -> int:
         for (label, method), t in tallies.items():
             for miss in t.misses:
                 print(f"miss: {label} {method}: {miss}")
+    if calibration is not None:
+        print(format_table(CALIBRATION_HEADERS, [row for label, c in calibration.items() for row in c.rows(label)],
+                           f"{GOAL}: its top commit's probability against how often it is the culprit, seed {seed}"))
     if where is not None:
         print(format_table(WHERE_HEADERS, [w.row(label) for label, w in where.items()],
                            f"where {GOAL}'s runs go (1 runner), seed {seed}"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench._culprit_sim import Breakage
 from bench._culprit_touch import closure, observed, touched
-from bench.culprit import Where
+from bench.culprit import Calibration, Where
 from ci.culprit.model import CulpritResult, NoiseModel, Outcome, StopReason
 from ci.selection.depmap_format import StoredTestMap, TestMap
 
@@ -95,3 +95,17 @@ def test_culprit_where_splits_runs_at_the_mark_and_counts_reruns_by_place() -> N
     assert (where.again_answer, where.again_parent, where.again_other) == (1, 1, 0)
     assert where.stops == {"confident": 1}
     assert where.row("x")[1:4] == ["5.00", "2.00", "3.00"]
+
+
+def test_culprit_calibration_buckets_each_state_by_its_top_and_counts_it_against_the_truth() -> None:
+    """bench culprit --calibration: near-noiseless runs over 4 commits (c_0 of twice the prior
+    weight), culprit c_1: the fail at c_1 leaves c_0 at 2/3 and c_1 at 1/3 (the top, c_0, wrong),
+    the pass at c_0 puts c_1 at 1 (right); the stop is counted alone, at the search's probability."""
+    runs = (Outcome(1, True), Outcome(0, False))
+    calibration = Calibration()
+    calibration.add([2.0, 1.0, 1.0, 1.0], NoiseModel(0.0, 0.0), CulpritResult(1, 0.999, runs, StopReason.CONFIDENT), 1)
+    rows = {(kind, bucket): rest for _, kind, bucket, *rest in calibration.rows("b")}
+    assert rows[("every step", "0.5-0.9")] == ["1", "0.6667", "0.0000", "1 / 0.3"]
+    assert rows[("every step", "0.999-1")][:3] == ["1", "1.0000", "1.0000"]
+    assert rows[("at the stop", "0.999-1")] == ["1", "0.9990", "1.0000", "0 / 0.0"]
+

@@ -216,6 +216,8 @@ def test_each_run_records_how_many_of_its_attempts_failed(repo, fake, api_url, r
     (("--good", "{2}", "--bad", "{7}", "--test", "tests/test_other.py"), "not a registered test file", 0),
     (("--good", "{2}", "--bad", "{7}", "--tier", "gpu"), "--tier gpu: tests/test_calc.py is registered for cpu", 0),
     (("--good", "{2}", "--bad", "{7}", "--budget", "500"), "--budget 500 x --attempts 1: up to 502 dispatches", 0),
+    # each failed run's artifact reads (list + 2 downloads) count: 152 dispatches fit without them (195)
+    (("--good", "{2}", "--bad", "{7}", "--budget", "150"), "up to 152 dispatches, over the 112 one search may send", 0),
     (("--good", "{2}", "--bad", "{7}", "--repo", "acme"), "--repo acme: give the repository as OWNER/NAME", 0),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_dispatched(repo, side, fake, api_url, runners, tmp_path, args,

@@ -137,6 +137,8 @@ def test_permission_is_checked_as_for_rerun_test(github: FakeGitHub, make_handle
     (f"/culprit {FILE} --tier gpu_h100 --good {{1}} --bad {{5}}", "is not one of this file's tiers"),
     (f"/culprit {FILE} --good {{1}} --bad {{5}} --budget 0", "`--budget` must be at least 1 run"),
     (f"/culprit {FILE} --good {{1}} --bad {{5}} --budget 500", "is over the"),
+    # each run's artifact reads count too: 60 would fit without them (95)
+    (f"/culprit {FILE} --good {{1}} --bad {{5}} --budget 60", "`--budget 60` is over the 54 runs"),
     (f"/culprit {FILE} --good {{side}} --bad {{5}}", "is not an ancestor of --bad"),
     (f"/culprit {FILE} --good {{5}} --bad {{1}}", "is not an ancestor of --bad"),
     (f"/culprit {FILE} --good 1234567 --bad {{5}}", "--good 1234567: not a commit of the default branch"),

@@ -6,12 +6,15 @@ tests/rerun/test_rerun_culprit.py's: commit 6 of 9 breaks the test."""
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import re
 import signal
+import struct
 import subprocess
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ import pytest
 from tests.ci.test_culprit_cli import CULPRIT, repo  # noqa: F401 - ci culprit's own window, reused
 from tests.rerun.test_rerun_culprit import Runners, _argv, _env, _names, runners  # noqa: F401 - fixtures too
 from tools.rerun.fake_actions import BLOB_PATH, zipped
+from tools.rerun.culprit_junit import Signature, failed_signature
 from tools.rerun.fake_github import FakeGitHub, FakeRun, Scripted
 
 BROKEN, FLAKED = "AssertionError: add(2, 3) == -1, expected 5", "ConnectionError: the GPU server did not start"
@@ -168,3 +172,106 @@ def test_killed_between_download_and_journal_write(repo, fake, api_url, runners,
     assert held in again and first not in again, (first, held, again)  # the journalled one is not read again
     journal = json.loads((tmp_path / "s.dispatches.json").read_text())["dispatches"]
     assert all(d["signature"] for d in journal if d["conclusion"] == "failure")
+
+
+LIST_ARTIFACTS = r"/actions/runs/\d+/artifacts$"
+UNAVAILABLE = Scripted(503, {"Retry-After": "0"}, {"message": "unavailable"})  # retried at once
+
+
+def test_an_artifact_cut_short_mid_download_is_downloaded_again(repo, fake, api_url, runners, tmp_path) -> None:
+    """A connection reset while --bad's archive comes in (the body cut short): the client downloads it
+    again and the run is weighed with its signature, not journalled as pass/fail evidence only."""
+    root, shas = repo
+    runners.on_complete = lambda run, sha: publish(fake, run, BROKEN) if run.conclusion == "failure" else None
+    fake.fail("GET", re.escape(BLOB_PATH), Scripted(route=True, cut=True))
+    done = _search(root, api_url, tmp_path / "s.json", tmp_path, "--good", shas[0], "--bad", shas[9])
+    assert done.returncode == 0 and f"culprit {shas[CULPRIT]} " in done.stdout, done.stdout + done.stderr
+    assert "breakage signature " in done.stdout and "pass/fail evidence only" not in done.stdout, done.stdout
+    blobs = _downloads(fake)
+    assert blobs[0] == blobs[1], blobs  # the cut archive, then the same one again
+
+
+@pytest.mark.parametrize("call, path, words", [
+    ("list", LIST_ARTIFACTS, "its artifacts could not be listed"),
+    ("download", r"/actions/artifacts/\d+/zip$", r"artifact rerun-test-pr0-cpu-\d+-1 could not be downloaded"),
+])
+def test_artifacts_github_does_not_answer_for_are_read_again_by_the_resumed_search(repo, fake, api_url, runners,
+                                                                                 tmp_path, call, path, words) -> None:
+    """--bad's artifacts cannot be listed, or its archive downloaded (503 on every one of the
+    client's attempts): nothing is
+    known of its signature, so the search stops (exit 1, naming the run) with that run unfinished in
+    the journal, not weighed as pass/fail evidence for good. The same command, GitHub answering
+    again, finds the run by its run-name (no dispatch twice), reads its artifact, learns the
+    breakage's signature and gives the answer of a search that never met the outage."""
+    root, shas = repo
+    runners.on_complete = lambda run, sha: publish(fake, run, BROKEN) if run.conclusion == "failure" else None
+    reference = _search(root, api_url, tmp_path / "ref.json", tmp_path, "--good", shas[0], "--bad", shas[9],
+                        "--workflow", "reference.yml")
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+    names = set(_names(fake))
+    fake.fail("GET", path, *[UNAVAILABLE] * 5)  # the client's RetryPolicy: 5 attempts
+    stopped = _search(root, api_url, tmp_path / "s.json", tmp_path, "--good", shas[0], "--bad", shas[9])
+    assert stopped.returncode == 1 and "Traceback" not in stopped.stderr, stopped.stdout + stopped.stderr
+    last = stopped.stderr.strip().splitlines()[-1]
+    assert re.search(rf"run https://\S+/actions/runs/\d+ \(.*\) failed, and {words} "
+                     r"\(.*HTTP 503.*\): rerun the same command to read it again", last), last
+    journal = json.loads((tmp_path / "s.dispatches.json").read_text())["dispatches"]
+    bad = [d for d in journal if d["sha"] == shas[9]]
+    assert [(d["conclusion"], d["signature"]) for d in bad] == [(None, None)]  # unfinished, to be read again
+    done = _search(root, api_url, tmp_path / "s.json", tmp_path, "--good", shas[0], "--bad", shas[9])
+    assert done.returncode == 0 and "breakage signature " in done.stdout, done.stdout + done.stderr
+    assert _answer(done.stdout) == _answer(reference.stdout) and "pass/fail evidence only" not in done.stdout
+    mine = [n for n in _names(fake) if n not in names]
+    assert sorted(mine) == sorted(set(mine)) and len(mine) == len(names), "a run was dispatched twice"
+    journal = json.loads((tmp_path / "s.dispatches.json").read_text())["dispatches"]
+    assert all(d["signature"] for d in journal if d["conclusion"] == "failure")
+
+
+def _deflated(files: dict[str, str]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return out.getvalue()
+
+
+def _under_declared(name: str, text: str, declared: int) -> bytes:
+    """A deflated zip of one member whose local and central headers declare ``declared`` bytes,
+    fewer than it unpacks to (a lying header)."""
+    data = bytearray(_deflated({name: text}))
+    local, central = data.index(b"PK\x03\x04"), data.index(b"PK\x01\x02")
+    struct.pack_into("<I", data, local + 22, declared)  # uncompressed size, local file header
+    struct.pack_into("<I", data, central + 24, declared)  # uncompressed size, central directory
+    return bytes(data)
+
+
+def _artifact_run(fake: FakeGitHub, data: bytes) -> int:
+    run = fake.add_run("a" * 40, "a failed run")
+    fake.add_artifact(run, f"rerun-test-pr0-cpu-{run.id}-1", data)
+    return run.id
+
+
+def test_a_member_is_read_only_up_to_the_limit_whatever_its_header_declares(fake, make_client, tmp_path) -> None:
+    """A report whose headers declare 100 bytes but unpack to 200 KB, and an archive of honest
+    members that together unpack to more than the limit (a zip bomb split in parts): neither
+    writes past the limit, each is pass/fail evidence saying why; an honest report under it is read."""
+    padding = "<system-out>" + "x" * 200_000 + "</system-out>"
+    lying = _under_declared("junit-rerun.xml", junit(BROKEN).replace("</testcase>", padding + "</testcase>"), 100)
+    read = failed_signature(make_client(), "acme/llm-serving", _artifact_run(fake, lying), limit=4096)
+    assert read.signature == "" and "is not a readable zip" in read.problem, read
+    parts = _deflated({f"part-{i}.xml": '<?xml version="1.0"?><testsuites>' + " " * 3000 + "</testsuites>"
+                    for i in range(3)} | {"z.xml": junit(BROKEN)})
+    read = failed_signature(make_client(), "acme/llm-serving", _artifact_run(fake, parts), limit=4096)
+    assert read == Signature("", f"artifact rerun-test-pr0-cpu-{fake.runs[-1].id}-1 unpacks to over 4096 bytes")
+    honest = failed_signature(make_client(), "acme/llm-serving", _artifact_run(fake, zipped({"j.xml": junit(BROKEN)})),
+                              limit=4096)
+    assert honest.signature and not honest.problem, honest
+
+
+def test_the_artifact_reads_take_the_pacers_turn(fake, make_client) -> None:
+    """Listing a run's artifacts and downloading one each wait for the pacer, as writes do: the
+    search's request budget counts them (tools/rerun/budget.py)."""
+    turns: list[str] = []
+    client = make_client(pace=lambda: turns.append("turn"))
+    read = failed_signature(client, "acme/llm-serving", _artifact_run(fake, zipped({"j.xml": junit(BROKEN)})))
+    assert read.signature and turns == ["turn", "turn"]

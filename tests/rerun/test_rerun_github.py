@@ -66,10 +66,10 @@ def test_plain_403_and_404_are_final(fake: FakeGitHub, make_client, sleeps) -> N
     fake.fail("GET", r"/pulls/\d+$", Scripted(403, body={"message": "Resource not accessible by integration"}))
     with pytest.raises(GitHubError, match="HTTP 403: Resource not accessible") as info:
         make_client().get_pull(REPO, PR)
-    assert (info.value.status, info.value.attempts) == (403, 1)
-    with pytest.raises(GitHubError, match="HTTP 404"):
+    assert (info.value.status, info.value.attempts, info.value.transient) == (403, 1, False)
+    with pytest.raises(GitHubError, match="HTTP 404") as info:
         make_client().get_pull(REPO, 999)
-    assert sleeps.calls == []
+    assert sleeps.calls == [] and not info.value.transient  # GitHub's answer: no later call changes it
 
 
 def test_final_failure_after_max_attempts(fake: FakeGitHub, make_client, sleeps) -> None:
@@ -78,7 +78,19 @@ def test_final_failure_after_max_attempts(fake: FakeGitHub, make_client, sleeps)
         make_client().add_reaction(REPO, 1, "eyes")
     assert (info.value.status, info.value.attempts, info.value.method) == (500, 4, "POST")
     assert "failed after 4 attempt(s): HTTP 500: oops" in str(info.value)
-    assert len(sleeps.calls) == 3
+    assert len(sleeps.calls) == 3 and info.value.transient  # the retries ran out: a later call may succeed
+
+
+def test_a_body_cut_short_is_retried(fake: FakeGitHub, make_client, sleeps) -> None:
+    """A connection reset mid-body (the headers promised more than came): read again, as a dropped
+    connection is; when every attempt is cut, the error is transient."""
+    fake.fail("GET", PERM, Scripted(route=True, cut=True))
+    assert make_client().get_permission(REPO, "maintainer").permission == "write"
+    assert sleeps.calls == [0.01] and sum(r.path.endswith("/permission") for r in fake.requests) == 2
+    fake.fail("GET", PERM, *[Scripted(route=True, cut=True)] * 4)
+    with pytest.raises(GitHubError, match="ChunkedEncodingError") as info:
+        make_client().get_permission(REPO, "maintainer")
+    assert (info.value.status, info.value.attempts, info.value.transient) == (None, 4, True)
 
 
 def test_retry_after_beyond_limit_gives_up_instead_of_waiting_less(fake: FakeGitHub, make_client, sleeps) -> None:
@@ -102,7 +114,7 @@ def test_connection_refused_and_timeout_are_retried_then_typed(sleeps) -> None:
     policy = RetryPolicy(max_attempts=2, backoff_base=0.01)
     with pytest.raises(GitHubError, match="ConnectionError") as info:
         GitHubClient(f"http://127.0.0.1:{port}", "t", sleep=sleeps, retry=policy).get_pull(REPO, 1)
-    assert info.value.status is None and info.value.attempts == 2
+    assert info.value.status is None and info.value.attempts == 2 and info.value.transient
     with socket.socket() as listener:  # accepts connections (backlog) but never answers
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)

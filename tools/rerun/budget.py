@@ -17,7 +17,8 @@ so the two together stay under `CONTENT_WRITES_PER_MINUTE` (`WORST_WRITES_PER_MI
 
 `rerun_cost` is what a comment's dispatches cost, measured against the fake GitHub
 (tests/rerun/test_rerun_budget.py); `max_runs` is the most runs one comment may dispatch so that the
-whole rerun stays under `BUDGET_SHARE` of each hourly limit (the rest is left to CI and people).
+whole rerun stays under `BUDGET_SHARE` of each hourly limit (the rest is left to CI and people); a
+culprit search counts each run's artifact reads on top (``reads_per_run``).
 """
 
 from __future__ import annotations
@@ -74,19 +75,21 @@ def dispatch_seconds(runs: int) -> float:
     return (runs + BOT_FIXED_WRITES) * 60.0 / BOT_WRITES_PER_MINUTE
 
 
-def rerun_cost(runs: int) -> RerunCost:
-    """What one comment that dispatches ``runs`` runs costs, its reports included."""
+def rerun_cost(runs: int, reads_per_run: int = 0) -> RerunCost:
+    """What one comment that dispatches ``runs`` runs costs, its reports included, and
+    ``reads_per_run`` further GETs per run (a culprit search's artifact reads)."""
     progress = math.ceil(dispatch_seconds(runs) / PROGRESS_SECONDS) if runs else 0
-    requests = BOT_FIXED_REQUESTS + progress * PROGRESS_REQUESTS + runs * (1 + REPORT_REQUESTS)
+    requests = BOT_FIXED_REQUESTS + progress * PROGRESS_REQUESTS + runs * (1 + REPORT_REQUESTS + reads_per_run)
     writes = BOT_FIXED_WRITES + progress * PROGRESS_WRITES + runs * (1 + REPORT_WRITES)
     return RerunCost(runs, requests, writes)
 
 
-@functools.lru_cache(maxsize=1)
-def max_runs() -> int:
-    """The most runs one comment may dispatch within the budget."""
+@functools.lru_cache(maxsize=4)
+def max_runs(reads_per_run: int = 0) -> int:
+    """The most runs one comment may dispatch within the budget, each costing ``reads_per_run``
+    requests beyond `rerun_cost`'s (a culprit search's artifact reads of a failed run)."""
     runs = 0
-    while rerun_cost(runs + 1).fits:
+    while rerun_cost(runs + 1, reads_per_run).fits:
         runs += 1
     return runs
 

@@ -13,7 +13,8 @@ before anything is written, so bad input costs a reply and dispatches nothing:
   required;
 * the commits must make a window of the default branch's checkout (`ci.commands.culprit_local.window`:
   good before bad on one first-parent line), and the budget must fit the bot's request budget
-  (`culprit_dispatch`'s rule: ``(budget + 2) x attempts`` dispatches at most `budget.max_runs`).
+  (`culprit_dispatch`'s rule: ``(budget + 2) x attempts`` dispatches at most `budget.max_runs`, each
+  with its failed run's artifact reads).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ci.registry import Registry
 from tools.rerun import replies
 from tools.rerun.budget import max_runs
 from tools.rerun.commands import Command, quote
+from tools.rerun.culprit_junit import SIGNATURE_REQUESTS
 from tools.rerun.resolve import Kind, resolve_target
 
 if TYPE_CHECKING:
@@ -71,7 +73,7 @@ def culprit_run_name(inputs: dict[str, str]) -> str:
 
 def max_budget() -> int:
     """The largest ``--budget`` whose dispatches fit one comment's share of the request budget."""
-    return max_runs() // ATTEMPTS - 2
+    return max_runs(SIGNATURE_REQUESTS) // ATTEMPTS - 2
 
 
 def plan(registry: Registry, root: Path, command: Command, *, history: str | None, repo: str) -> CulpritRequest:

@@ -16,14 +16,17 @@ A failed run's error signature is read from the JUnit artifact it publishes (`cu
 completes, and journalled with its conclusion in one write: a search killed before that write
 reads the run again (it is found by its run-name, never dispatched again); one killed after it
 downloads nothing again. The search weighs the signatures as the local runner's; a run without a
-readable artifact is pass/fail evidence only, and its answer line says why.
+readable artifact is pass/fail evidence only, and its answer line says why; an artifact GitHub
+did not answer for (a 5xx, a reset, a timeout after the client's retries) stops the search with
+the run unjournalled, and the resumed search reads it again.
 
 A run's outcome is its conclusion: ``success`` passed, ``failure`` / ``timed_out`` failed; any other
 (``cancelled``, ``skipped``...) stops the search (exit 1) naming the run, since it says nothing about
 the test; it is journalled, and the resumed search dispatches that attempt anew (at most
-`MAX_REDOS` times). Dispatches are paced like the bot's writes (`budget.WritePacer`), and a search whose
-``(--budget + 2) x --attempts`` dispatches exceed the bot's per-comment share of the hourly request
-budget (`budget.max_runs`) is refused before anything is sent.
+`MAX_REDOS` times). Dispatches and artifact reads are paced like the bot's writes
+(`budget.WritePacer`), and a search whose ``(--budget + 2) x --attempts`` dispatches, each with its
+failed run's artifact reads, exceed the bot's per-comment share of the hourly request budget
+(`budget.max_runs`) is refused before anything is sent.
 
 ``--pr N --comment-id ID`` (culprit.yml started by ``/culprit``): the answer, or why the search
 stopped, is also written into the bot's reply to that comment (`write_reply`, `culprit_reply`).
@@ -50,7 +53,7 @@ from tools.rerun.budget import BOT_WRITES_PER_MINUTE, WritePacer, max_runs
 from tools.rerun.dispatch import (DISPATCH_WORKFLOW, SEARCH_PR, Dispatcher, DispatchSpec, RunLookup, dispatch_inputs,
                                   run_name)
 from tools.rerun import culprit_reply
-from tools.rerun.culprit_junit import failed_signature
+from tools.rerun.culprit_junit import SIGNATURE_REQUESTS, ArtifactUnavailable, failed_signature
 from tools.rerun.github import DEFAULT_BOT_LOGIN, CommitPull, GitHubClient, GitHubError
 from tools.rerun.report import ReportError
 from tools.rerun.runs_table import TARGETS_PART
@@ -197,7 +200,11 @@ class DispatchRunner:
                     sent = self.journal.entry(name)
                     assert sent is not None
                     if run.conclusion in FAILED:  # read before the conclusion is journalled: one write has both
-                        read = failed_signature(self.dispatcher.client, self.dispatcher.repo, run.id)
+                        try:
+                            read = failed_signature(self.dispatcher.client, self.dispatcher.repo, run.id)
+                        except ArtifactUnavailable as exc:  # unjournalled: the resumed search reads it again
+                            raise RunnerError(f"run {run.html_url} ({name}) failed, and {exc}: rerun the same "
+                                              "command to read it again") from None
                         sent.signature, sent.problem = read.signature, read.problem
                     sent.conclusion, sent.url = run.conclusion, run.html_url
                     self.journal.save(self.path)
@@ -242,10 +249,11 @@ class DispatchPlugin:
         if not owner or not name or "/" in name:
             raise ValueError(f"--repo {repo or '(none)'}: give the repository as OWNER/NAME")
         dispatches = (args.budget + 2) * args.attempts
-        if dispatches > max_runs():
+        if dispatches > (most := max_runs(SIGNATURE_REQUESTS)):
             raise ValueError(f"--budget {args.budget} x --attempts {args.attempts}: up to {dispatches} dispatches, "
-                             f"over the {max_runs()} one search may send within the bot's request budget "
-                             "(tools/rerun/budget.py): lower --budget or --attempts")
+                             f"over the {most} one search may send within the bot's request budget with each "
+                             f"failed run's {SIGNATURE_REQUESTS} artifact reads (tools/rerun/budget.py): "
+                             "lower --budget or --attempts")
         if args.writes_per_minute <= 0 or args.poll <= 0:
             raise ValueError("--writes-per-minute and --poll must be > 0")
         _reply_to(args)  # a bad --pr or --comment-id is bad input before anything is dispatched

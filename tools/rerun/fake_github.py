@@ -41,8 +41,9 @@ from tools.rerun.fake_openapi import OMIT, Contract, complete, published
 from tools.rerun.github import DEFAULT_BOT_LOGIN as BOT_LOGIN  # who the fake posts the bot's replies as
 
 MAX_COMMENT_CHARS = 65536
+CUT_HEADER = "X-Fake-Cut"  # `Scripted.cut`, for `tools.rerun.fake_server` (never sent)
 Response = tuple[int, dict[str, str], Any]
-__all__ = ["BOT_LOGIN", "FakeComment", "FakeGitHub", "FakeRun", "MAX_COMMENT_CHARS", "Recorded", "Scripted",
+__all__ = ["BOT_LOGIN", "CUT_HEADER", "FakeComment", "FakeGitHub", "FakeRun", "MAX_COMMENT_CHARS", "Recorded", "Scripted",
            "render_run_name"]
 
 
@@ -62,13 +63,16 @@ class Recorded:
 class Scripted:
     """A scripted answer. ``delay`` seconds pass before answering (a hang, when longer than the
     client's timeout); with ``route=True`` the request is really handled (state changes) and its
-    real answer is sent after the delay: a write that lands although the client saw a timeout."""
+    real answer is sent after the delay: a write that lands although the client saw a timeout.
+    With ``cut=True`` the answer's headers promise its whole body, half of it is sent and the
+    connection closed (a reset mid-download)."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
     delay: float = 0.0
     route: bool = False
+    cut: bool = False
 
 
 @dataclass
@@ -150,7 +154,8 @@ class FakeGitHub(FakeActions, FakeHooks):
 
     def fail(self, method: str, path_pattern: str, *responses: Scripted) -> None:
         """Answer the next ``len(responses)`` requests matching ``method`` and the regex (searched
-        in the path) with these responses, in order."""
+        in the path) with these responses, in order; later ones get the real answer (N failures,
+        then success: N responses)."""
         with self.lock:
             self._scripts.append((method, re.compile(path_pattern), list(responses)))
 
@@ -206,7 +211,7 @@ class FakeGitHub(FakeActions, FakeHooks):
                     break
         if path.startswith(BLOB_PATH) and method == "GET" and (scripted is None or scripted.route):
             # an archive's storage URL: signed, so no token asked, and no API operation to check
-            return self.artifact_blob(path), scripted.delay if scripted is not None else 0.0
+            return _cut(self.artifact_blob(path), scripted), scripted.delay if scripted is not None else 0.0
         if scripted is not None and not scripted.route:
             answer, general = (scripted.status, scripted.headers, scripted.body), True
         elif self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
@@ -222,7 +227,7 @@ class FakeGitHub(FakeActions, FakeHooks):
                 with self.lock:
                     self.contract_problems += problems
                 answer = (500, {}, {"message": "the fake GitHub broke GitHub's API description: " + "; ".join(problems)})
-        return answer, scripted.delay if scripted is not None else 0.0
+        return _cut(answer, scripted), scripted.delay if scripted is not None else 0.0
 
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Response:
         repo = r"/repos/[^/]+/[^/]+"
@@ -310,3 +315,10 @@ class FakeGitHub(FakeActions, FakeHooks):
         with self.lock:
             found.body, found.edits, found.updated = body["body"], found.edits + 1, time.monotonic()
             return 200, {}, {"id": found.id, "user": {"login": found.user}, "body": found.body}
+
+
+def _cut(answer: Response, scripted: Scripted | None) -> Response:
+    """``answer`` marked for `fake_server` to cut short when ``scripted`` says so."""
+    if scripted is None or not scripted.cut:
+        return answer
+    return answer[0], {**answer[1], CUT_HEADER: "1"}, answer[2]

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
-from tools.rerun.fake_github import FakeGitHub
+from tools.rerun.fake_github import CUT_HEADER, FakeGitHub
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -44,6 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
         if delay:
             time.sleep(delay)
         data = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
+        cut = extra.pop(CUT_HEADER, None) is not None
         try:
             self.send_response(status)
             for key, value in extra.items():
@@ -52,7 +53,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            self.wfile.write(data[:len(data) // 2] if cut else data)
+            if cut:
+                self.wfile.flush()
+                self.close_connection = True
         except OSError:  # the client gave up (timed out) while we were "hanging"
             self.close_connection = True
 

@@ -310,14 +310,15 @@ class GitHubClient(RestClient):
     def run_artifacts(self, repo: str, run_id: int) -> list[Artifact]:
         """The artifacts of run ``run_id`` (the first 100: a run uploads a handful)."""
         path = f"/repos/{repo}/actions/runs/{run_id}/artifacts"
-        data = self._json("GET", path, params={"per_page": 100})
+        data = self._json("GET", path, params={"per_page": 100}, paced=True)
         return _shape(path, lambda: [Artifact(int(a["id"]), str(a["name"]), int(a["size_in_bytes"]), bool(a["expired"]))
                                      for a in data["artifacts"]])
 
     def download_artifact(self, repo: str, artifact_id: int) -> bytes:
         """The zip archive of an artifact. GitHub answers 302 to a signed storage URL, which is
-        followed (requests drops the token when that URL is on another host); 410 once expired."""
-        return self._call("GET", f"/repos/{repo}/actions/artifacts/{artifact_id}/zip").content
+        followed (requests drops the token when that URL is on another host); 410 once expired.
+        Both artifact calls take the pacer's turn (``paced``), as writes do."""
+        return self._call("GET", f"/repos/{repo}/actions/artifacts/{artifact_id}/zip", paced=True).content
 
     # -- helpers ---------------------------------------------------------------------------------
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:

@@ -1,6 +1,6 @@
 """HTTP transport for the GitHub client: client timeouts, bounded retries, typed errors, redaction.
 
-Retried: connection errors and timeouts, 5xx, 429, and 403s that are rate limits (secondary rate
+Retried: connection errors, timeouts and bodies cut short, 5xx, 429, and 403s that are rate limits (secondary rate
 limit message, ``Retry-After``, or ``x-ratelimit-remaining: 0``). The wait follows GitHub's rules
 for rate limits: ``Retry-After`` seconds when given; else, when ``x-ratelimit-remaining`` is 0,
 until ``x-ratelimit-reset`` (epoch seconds); else (a secondary rate limit that says nothing more)
@@ -9,7 +9,8 @@ errors, timeouts and 5xx wait ``backoff_base * 2**attempt`` capped at ``backoff_
 would be longer than ``max_wait`` or the waits would exceed ``total_wait_cap`` the client gives up
 with `GitHubError` instead of waiting less than GitHub asks. ``sleep`` and ``clock`` are injectable.
 ``pace`` (`tools.rerun.budget.WritePacer.take`), when given, is called before every attempt of every
-write (every method but GET): GitHub counts each one against its per-minute write limit.
+write (every method but GET): GitHub counts each one against its per-minute write limit; and of a
+GET that asks for it (``paced``: a culprit search's artifact reads, counted in its budget).
 
 Writes that must not happen twice (a workflow dispatch, a claim comment) pass ``confirm``: after a
 failure that may have taken effect anyway (a timeout or dropped connection after the request was
@@ -44,10 +45,15 @@ log = logging.getLogger(__name__)
 
 
 class GitHubError(RuntimeError):
-    """A GitHub API call failed for good. ``status`` is the last HTTP status (None: no response)."""
+    """A GitHub API call failed for good. ``status`` is the last HTTP status (None: no response).
+    ``transient``: the last failure was one the client retries (a connection error, a timeout, a
+    body cut short, a 5xx, a rate limit) and the retries ran out; a later call may succeed. False
+    for GitHub's definitive answers (a 404, a 410, a refusal)."""
 
-    def __init__(self, method: str, path: str, status: int | None, message: str, attempts: int = 1):
+    def __init__(self, method: str, path: str, status: int | None, message: str, attempts: int = 1,
+                 transient: bool = False):
         self.method, self.path, self.status, self.attempts = method, path, status, attempts
+        self.transient = transient
         self.reason = redact(message)
         where = f"{method} {path} failed" + (f" after {attempts} attempt(s)" if attempts else "")
         super().__init__(redact(f"{where}: "
@@ -127,8 +133,8 @@ class RestClient:
             self.session.headers["Authorization"] = f"Bearer {remember(token)}"
 
     def request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
-                ok: tuple[int, ...] = (200, 201, 204),
-                confirm: Callable[[], bool] | None = None) -> requests.Response | None:
+                ok: tuple[int, ...] = (200, 201, 204), confirm: Callable[[], bool] | None = None,
+                paced: bool = False) -> requests.Response | None:
         """One API call with retries; returns the response when its status is in ``ok``, or None
         when ``confirm`` said a possibly-applied earlier attempt did take effect. ``path`` is
         relative to the API base URL, or a whole URL on its origin (else `ForeignURL`)."""
@@ -136,11 +142,13 @@ class RestClient:
         waited, limited = 0.0, 0
         for attempt in range(1, self.retry.max_attempts + 1):
             status: int | None = None
-            if self.pace is not None and method != "GET":
+            if self.pace is not None and (paced or method != "GET"):
                 self.pace()
             try:
                 response = self.session.request(method, url, json=json, params=params, timeout=self.timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:
+            # a body cut short (connection reset mid-download) comes as ChunkedEncodingError: the
+            # request reached the server, so it is retried like a dropped connection
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
                 message = f"{type(exc).__name__}: {exc}"
                 delay, maybe_applied = self._backoff(attempt), not _certainly_unsent(exc)
             except requests.RequestException as exc:  # e.g. InvalidHeader: final, and it may quote a header
@@ -156,15 +164,15 @@ class RestClient:
                 limited += secondary
                 maybe_applied = status >= 500
             if attempt == self.retry.max_attempts:
-                raise GitHubError(method, path, status, message, attempt)
+                raise GitHubError(method, path, status, message, attempt, transient=True)
             if delay > self.retry.max_wait:
                 raise GitHubError(method, path, status,
                                   f"{message} (GitHub asked to wait {delay:.0f}s, more than the "
-                                  f"{self.retry.max_wait:.0f}s limit)", attempt)
+                                  f"{self.retry.max_wait:.0f}s limit)", attempt, transient=True)
             if waited + delay > self.retry.total_wait_cap:
                 raise GitHubError(method, path, status,
                                   f"{message} (retrying would exceed the {self.retry.total_wait_cap:.0f}s "
-                                  f"total wait limit)", attempt)
+                                  f"total wait limit)", attempt, transient=True)
             log.warning("%s %s: %s; retry %d in %.2fs", method, path, redact(message), attempt, delay)
             self.sleep(delay)
             waited += delay
