@@ -98,11 +98,14 @@ class _Run:
 class CachedCalls:
     """A changed function that keeps results across calls (``how``: `FileSites.cached`) and the
     lines that call it (``calls``: file -> lines). A test that ran one of them may have been
-    answered from a cache an earlier test filled, so its run says nothing of the changed line."""
+    answered from a cache an earlier test filled, so its run says nothing of the changed line.
+    ``lazy``: the (file, line) of calls that are only a lazy part of their line (``x if c else
+    f(x)``): the line can run without calling."""
 
     name: str
     how: str
     calls: Mapping[str, frozenset[int]]
+    lazy: frozenset[tuple[str, int]] = frozenset()
 
 
 def _means(site: Site, name: str, where: str, method: bool, read: bool, imports: Imports | None) -> bool:
@@ -265,11 +268,15 @@ class ReferenceIndex:
         _, read = self._marked(path, start)
         method = start.in_class and name == start.name.rpartition(".")[2]
         calls: dict[str, set[int]] = {}
+        eager: set[tuple[str, int]] = set()  # a line with a call that is not a lazy part of it
         if not self.common(name):
             for site in self.sites(name):
                 if _means(site, name, path, method, read, imports) and not self._other_class(site, name, start, method):
                     calls.setdefault(site.path, set()).add(site.line)
-        return CachedCalls(start.name, how, {p: frozenset(lines) for p, lines in calls.items()})
+                    if not site.lazy:
+                        eager.add((site.path, site.line))
+        lazy = frozenset((p, n) for p, lines in calls.items() for n in lines if (p, n) not in eager)
+        return CachedCalls(start.name, how, {p: frozenset(lines) for p, lines in calls.items()}, lazy)
 
     @staticmethod
     def _decides(run: _Run, site: Site, holder: Body, name: str, start: Body, skippable: bool) -> str | None:

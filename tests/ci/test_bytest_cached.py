@@ -194,3 +194,47 @@ def test_a_cached_method_is_matched_by_its_class_not_by_every_method_of_its_name
     assert all(n in chosen or n.split("::")[0] in chosen for n in failing), selected  # recall
     assert selected["tests/test_b.py"]["node_ids"] == ["tests/test_b.py::test_b_bg"], selected["tests/test_b.py"]
     assert selected["tests/test_a.py"]["node_ids"] == sorted(f"tests/test_a.py::test_a_{k}" for k in ("bg", "fg"))
+
+
+IMPORT_STYLES = LRU_STYLES + """
+
+RAW = {RAW}
+DEFAULTS = {{name: value if isinstance(value, tuple) else parse(value) for name, value in RAW.items()}}
+"""
+IMPORT_TEST_B = """\
+from pkg.styles import DEFAULTS, parse
+
+
+def test_b_bg():
+    assert parse("red on blue") == ("bg", "blue")
+
+
+def test_b_banner():
+    assert DEFAULTS.get("banner", ("bg", "blue")) == ("bg", "blue")
+
+
+def test_b_plain():
+    assert DEFAULTS["plain"] == ("fg", "red")
+"""
+
+
+@pytest.mark.parametrize("raw, failing, b_ids", [
+    ('{"plain": ("fg", "red")}', {"test_a_bg", "test_b_bg"}, ["tests/test_b.py::test_b_bg"]),
+    ('{"plain": ("fg", "red"), "banner": "red on blue"}', {"test_a_bg", "test_b_bg", "test_b_banner"}, None),
+], ids=["lazy call not made at import", "lazy call made at import"])
+def test_a_lazy_call_at_import_counts_only_when_the_cached_body_ran_there(tmp_path: Path, raw: str,
+                                                                          failing: set[str], b_ids) -> None:
+    """``DEFAULTS`` is built at import, calling the cached parse() only for a value that is no
+    tuple. Without one, no call was made before any test: the file is narrowed to the ids that
+    called parse() (test_b_bg, answered from test_a_bg's cache). With one (the body ran at import),
+    test_b_banner reads its import-time result without calling parse(): run alone on the changed
+    branch it fails, so test_b.py runs whole."""
+    tests = {"tests/test_a.py": TEST_A, "tests/test_b.py": IMPORT_TEST_B}
+    styles = IMPORT_STYLES.format(RAW=raw)
+    root = _observed(tmp_path, {"pkg/__init__.py": "", "pkg/styles.py": styles}, tests, 5)
+    selected, _ = _plan(root, {"pkg/styles.py": styles.replace('("bg", words[-1])', '("bg", words[0])')})
+    found = _failing_alone(root, tests)
+    assert {n.split("::")[1] for n in found} == failing, found
+    chosen = {n for test, s in selected.items() for n in (s["node_ids"] or [test])}
+    assert all(n in chosen or n.split("::")[0] in chosen for n in found), selected  # recall
+    assert selected["tests/test_b.py"]["node_ids"] == b_ids, selected["tests/test_b.py"]
