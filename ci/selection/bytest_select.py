@@ -17,7 +17,9 @@ ran inside single ids, and ``ids`` None with the reason otherwise:
 - a change in a function that keeps results across calls (``cached``: `ReferenceIndex.cached_calls`)
   that the file ran or called outside a single id. Inside single ids, it narrows to every id that
   ran its body or a line that calls it: an id answered from an earlier id's cache ran none of the
-  body, but its call;
+  body, but its call. A line run at import or collection (``shared``) whose call is only a lazy
+  part of it (``x if c else f(x)``) does not count when no line of the body ran there: before any
+  test, a call either runs the body or hits a cache that such a call filled, so none was made;
 - a body the test reached without running a changed line of it (the walk of `ci.selection.reach`,
   a use of a redefined name, code run outside any test);
 - a changed line the file ran outside a single id (the map's ``shared`` lines, or ``ByTest.file``:
@@ -66,12 +68,15 @@ def _cached_units(stored: StoredTestMap, path: str, scope: Scope, calls: CachedC
     """Adds the body of a function that keeps results across calls, and every line calling it, to
     ``wanted``; why the whole file runs instead (one of them ran outside a single id), or None."""
     assert scope.first is not None and scope.last is not None and stored.entry.by_test is not None
-    units = {path: set(range(scope.first, scope.last + 1))}
+    body = range(scope.first, scope.last + 1)
+    units = {path: set(body)}
     for site_path, lines in calls.calls.items():
         units.setdefault(site_path, set()).update(lines)
+    # a lazy call at import counts through the body: it ran a line there, or no call was made
+    skipped = {(p, n) for p, n in calls.lazy if p != path or n not in body}
     for unit_path, lines in units.items():
-        if not (lines.isdisjoint(stored.shared.get(unit_path, ()))
-                and lines.isdisjoint(stored.entry.by_test.file.get(unit_path, ()))):
+        at_import = {n for n in lines.intersection(stored.shared.get(unit_path, ())) if (unit_path, n) not in skipped}
+        if at_import or not lines.isdisjoint(stored.entry.by_test.file.get(unit_path, ())):
             return (f"{path}:{scope.line} in {calls.name}(), which keeps results across calls ({calls.how}): the file "
                     "ran or called it outside a single id")
     for unit_path, lines in units.items():

@@ -9,8 +9,11 @@ changed function body ``G`` a test ``T`` never ran: could ``T``'s own run have l
 under other state? It walks the static references back from ``G``:
 
 - the references to a function are the places its name appears (``g(...)``, ``obj.g``, ``g``
-  passed as a value), by name only; ``__init__``, ``__new__`` and ``__post_init__`` are
-  referenced by their class's name;
+  passed as a value), by name; ``__init__``, ``__new__`` and ``__post_init__`` are
+  referenced by their class's name. A method is not referenced by ``B.g`` when every class named
+  ``B`` among the sources defines its own ``g`` and none is the method's class, and no file binds
+  ``B`` otherwise (``import ... as B``, ``B = ...``): ``Color.parse`` is no call of ``Style.parse``;
+  a subclass that inherits ``g`` (``Fancy.g``) still is;
 - a reference inside a function ``F`` that ``T`` ran a line of (``F`` entered) decides: ``T``
   is selected when the referencing line is one ``T`` did not run (a branch not taken: ``if
   cached is None: cached = build()``), or when ``T`` ran it but never entered any function of
@@ -95,11 +98,14 @@ class _Run:
 class CachedCalls:
     """A changed function that keeps results across calls (``how``: `FileSites.cached`) and the
     lines that call it (``calls``: file -> lines). A test that ran one of them may have been
-    answered from a cache an earlier test filled, so its run says nothing of the changed line."""
+    answered from a cache an earlier test filled, so its run says nothing of the changed line.
+    ``lazy``: the (file, line) of calls that are only a lazy part of their line (``x if c else
+    f(x)``): the line can run without calling."""
 
     name: str
     how: str
     calls: Mapping[str, frozenset[int]]
+    lazy: frozenset[tuple[str, int]] = frozenset()
 
 
 def _means(site: Site, name: str, where: str, method: bool, read: bool, imports: Imports | None) -> bool:
@@ -125,6 +131,7 @@ class ReferenceIndex:
         self._files: dict[str, FileSites | None] = {}
         self._holding: dict[str, list[str]] | None = None
         self._cached: dict[tuple[str, int | None, int | None], CachedCalls | None] = {}  # one plan asks per test
+        self._own: dict[tuple[str, str], frozenset[str]] = {}
 
     def _file(self, path: str) -> FileSites | None:
         if path not in self._files:
@@ -182,6 +189,29 @@ class ReferenceIndex:
     def body_at(self, path: str, scope: Scope) -> Body | None:
         return next((b for b in self.bodies(path) if b.first == scope.first and b.last == scope.last), None)
 
+    def _owners(self, base: str, name: str) -> frozenset[str]:
+        """The class names ``base`` may mean (``base`` itself), when ``base.name`` is each class's
+        own method: every ``class base`` among the sources defines ``name``, and no file binds
+        ``base`` another way; else empty (``base`` may be anything, a subclass inheriting ``name``)."""
+        key = (base, name)
+        if key not in self._own:
+            word = re.escape(base.encode("ascii"))
+            classes = sum(len(re.findall(rb"^[ \t]*class[ \t]+" + word + rb"\b", self._sources[p], re.M))
+                          for p in self._paths_with(base))
+            rebound = any(re.search(rb"\bas[ \t]+" + word + rb"\b|^[ \t]*" + word + rb"[ \t]*(:[^=\n]*)?=[^=]",
+                                    self._sources[p], re.M) for p in self._paths_with(base))
+            owning = {(p, b.name.rpartition(".")[0]) for p, b in self.bodies_named(name)
+                      if b.in_class and b.name.split(".")[-2:] == [base, name]}
+            self._own[key] = frozenset({base}) if classes and len(owning) == classes and not rebound else frozenset()
+        return self._own[key]
+
+    def _other_class(self, site: Site, name: str, target: Body, method: bool) -> bool:
+        """Whether ``site`` (``B.name``) calls class ``B``'s own method, not ``target`` (see `_owners`)."""
+        if not method or site.bare or site.base is None or site.on(name) != "other":
+            return False
+        owner = target.name.split(".")[-2] if "." in target.name else ""
+        return site.base != owner and site.base in self._owners(site.base, name)
+
     def _marked(self, path: str, body: Body) -> tuple[bool, bool]:
         """(a decorator may skip the body, it is read as an attribute) for a body of ``path``."""
         found = self._file(path)
@@ -206,7 +236,8 @@ class ReferenceIndex:
             method = target.in_class and name == target.name.rpartition(".")[2]
             for site in self.sites(name):
                 holder = site.body
-                if holder is None or not _means(site, name, where, method, read, imports):
+                if holder is None or not _means(site, name, where, method, read, imports) \
+                        or self._other_class(site, name, target, method):
                     continue  # module level leads nowhere
                 if run.entered(site.path, holder):
                     why = self._decides(run, site, holder, name, start, skippable)
@@ -237,11 +268,15 @@ class ReferenceIndex:
         _, read = self._marked(path, start)
         method = start.in_class and name == start.name.rpartition(".")[2]
         calls: dict[str, set[int]] = {}
+        eager: set[tuple[str, int]] = set()  # a line with a call that is not a lazy part of it
         if not self.common(name):
             for site in self.sites(name):
-                if _means(site, name, path, method, read, imports):
+                if _means(site, name, path, method, read, imports) and not self._other_class(site, name, start, method):
                     calls.setdefault(site.path, set()).add(site.line)
-        return CachedCalls(start.name, how, {p: frozenset(lines) for p, lines in calls.items()})
+                    if not site.lazy:
+                        eager.add((site.path, site.line))
+        lazy = frozenset((p, n) for p, lines in calls.items() for n in lines if (p, n) not in eager)
+        return CachedCalls(start.name, how, {p: frozenset(lines) for p, lines in calls.items()}, lazy)
 
     @staticmethod
     def _decides(run: _Run, site: Site, holder: Body, name: str, start: Body, skippable: bool) -> str | None:

@@ -80,6 +80,11 @@ class Site:
         self.bare, self._base, self._function, self._block = bare, base, function, block
 
     @property
+    def base(self) -> str | None:
+        """The bare name an attribute is read on (``Color`` of ``Color.parse``), else None."""
+        return self._base
+
+    @property
     def memo(self) -> bool:
         """Whether a block around the site stores state (`ci.selection.state_stores`)."""
         return self._block is not None and self._block.memo

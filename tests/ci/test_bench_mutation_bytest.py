@@ -132,13 +132,39 @@ def test_the_built_rows_recall_counts_failing_ids_the_selected_run_saw_fail_and_
     from ci.selection.depmap_select import MapSelection, MapVerdict
 
     rows = [{"id": "a", "static_failing": ["t/x.py::f", "t/y.py::g"], "selected_failing": ["t/x.py::f"],
-             "selected_wall": 2.0, "static_wall": 10.0},
+             "selected_wall": 2.0, "static_wall": 10.0, "selected_est": 1.0, "static_est": 10.0},
             {"id": "b", "static_failing": ["t/x.py::h"], "selected_failing": ["t/x.py::h", "t/x.py::flaky"],
-             "selected_wall": 6.0, "static_wall": 10.0}]
+             "selected_wall": 6.0, "static_wall": 10.0, "selected_est": 3.0, "static_est": 2.0}]
     (tmp_path / "bytest_built.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = table(tmp_path)
-    assert text.splitlines()[-1].split()[-6:] == ["2", "2/3", "2/3", "0.40", "0.40", "0.40"], text
+    # est-time: mean of ratios (0.1 + 1.5) / 2, median the same of two, sum over sum 4 / 12
+    assert text.splitlines()[-1].split()[-9:] == ["2", "2/3", "2/3", "0.40", "0.40", "0.40", "0.80", "0.80", "0.33"], text
     chosen = MapSelection({"t/x.py": MapVerdict("executed", "m", (), Narrowed(("t/x.py::f",), "1 of 3")),
                            "t/y.py": MapVerdict("executed", "m", (), Narrowed(None, "whole file: module level"))})
     assert _ids_file(chosen, {"t/x.py", "t/y.py", "t/z.py"}, tmp_path / "ids.txt") == (1, 1)
     assert (tmp_path / "ids.txt").read_text() == "t/x.py::f\nt/y.py\nt/z.py\n"
+
+
+def test_est_time_is_what_plan_gives_narrowed_ids_by_their_seconds_other_files_by_observed_duration(
+        tmp_path: Path) -> None:
+    import json
+
+    from bench._mutation_bytest_built import EstTime, observed_durations, plan_est, table
+
+    (tmp_path / "map.json").write_text(json.dumps({"tests": {"t/a.py": {"duration_s": 4.0}, "t/b.py": {"duration_s": 2.0},
+                                                             "t/c.py": {"duration_s": 3.0}, "t/d.py": {}}}))
+    durations = observed_durations(tmp_path / "map.json")
+    assert durations == {"t/a.py": 4.0, "t/b.py": 2.0, "t/c.py": 3.0}  # no duration: no placeholder
+    # t/a.py narrowed to ids of 1.5 s, t/b.py whole; the static graph runs all three whole
+    assert plan_est({"t/a.py", "t/b.py"}, {"t/a.py": 1.5}, ["t/a.py", "t/b.py", "t/c.py"], durations) == EstTime(3.5, 9.0)
+    with pytest.raises(KeyError, match="t/d.py"):
+        plan_est({"t/d.py"}, {}, [], durations)
+    # --est-only rows: judged over the built runs' mutants; a failing id counts when listed or its file is whole
+    built = [{"id": "a", "static_failing": ["t/x.py::f", "t/y.py::g"], "selected_failing": [], "selected_wall": 1.0,
+              "static_wall": 2.0}]
+    est = [{"id": "a", "selection": ["t/x.py::f", "t/y.py"], "selected_est": 3.5, "static_est": 9.0},
+           {"id": "z", "selection": [], "selected_est": 9.0, "static_est": 9.0}]
+    (tmp_path / "bytest_built.jsonl").write_text("".join(json.dumps(r) + "\n" for r in built))
+    (tmp_path / "bytest_est.jsonl").write_text("".join(json.dumps(r) + "\n" for r in est))
+    last = table(tmp_path).splitlines()[-1]
+    assert "2/2 (of the built runs')" in last and last.split()[-3:] == ["0.39", "0.39", "0.39"], last

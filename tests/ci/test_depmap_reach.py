@@ -232,6 +232,28 @@ def test_a_module_function_is_not_reached_through_a_local_s_attribute_nor_a_meth
     assert why is not None and "m.py:12" in why  # box.fill(), not the bare fill() of line 11
 
 
+
+def test_a_method_is_not_called_as_another_class_s_own_method_unless_that_name_may_mean_its_class() -> None:
+    styles = ("import functools\nclass Style:\n    @classmethod\n    @functools.cache\n    def parse(cls, t):\n"
+              "        return t\nclass Fancy(Style):\n    pass\n")
+    colors = "class Color:\n    @classmethod\n    def parse(cls, t):\n        return t.strip()\n"
+    calls = ("def use(t):\n    Color.parse(t)\n    Fancy.parse(t)\n    Style.parse(t)\n"
+             "    cls = Style\n    return cls.parse(t)\n")
+    scope = _scope(styles, 6)
+    index = ReferenceIndex({"s.py": styles, "c.py": colors, "u.py": calls})
+    found = index.cached_calls("s.py", scope)
+    assert found is not None and found.calls == {"u.py": frozenset({3, 4, 6})}  # not Color.parse (line 2)
+    # a name bound another way may mean Style: an alias, an assignment, a second class of that name without parse
+    for other in ("from s import Style as Color\n", "Color = Style\n", "class Color:\n    pass\n"):
+        index = ReferenceIndex({"s.py": styles, "c.py": colors, "u.py": calls, "o.py": other})
+        found = index.cached_calls("s.py", scope)
+        assert found is not None and 2 in found.calls["u.py"], other
+    # the walk matches the same way: a test that ran only a Color.parse call never reached Style.parse
+    only = "def paint(t):\n    return Color.parse(t)\n"
+    index = ReferenceIndex({"s.py": styles, "c.py": colors, "p.py": only})
+    assert index.reason("s.py", scope, _ran({"p.py": {2}})) is None
+
+
 def test_a_file_too_deep_to_parse_or_walk_is_left_out_never_a_crash() -> None:
     # a long chain of ``+`` nests one BinOp per term: ast.parse takes 2,000, a recursive walk does not
     deep = "def g():\n    return 1\ndef h():\n    return " + "+".join(["g()"] * 2000) + "\n"
