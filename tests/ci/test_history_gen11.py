@@ -217,3 +217,51 @@ def test_verify_and_extract_refuse_a_missing_mirror_in_one_line(tmp_path: Path) 
         assert done.returncode == 2, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "cannot read" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+SAMPLE = '''import pytest
+import torch
+import flashinfer
+from flashinfer.norm import rmsnorm
+SIZES = [1, 7, 128]
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mode,scale", [("NONE", 1.0), ("ROPE_LLAMA", -0.5)])
+def test_decode(size, dtype, mode, scale):
+    flashinfer.single_decode_with_kv_cache
+
+
+@pytest.mark.xfail(reason="known")
+def test_known():
+    pass
+
+
+class TestPage:
+    @pytest.mark.parametrize("page", [1, 16])
+    def test_append(self, page):
+        pass
+'''
+
+
+def test_node_ids_and_counts_match_pytests_own_collection(tmp_path: Path) -> None:
+    from bench._history_gen11_parse import imported_modules, test_functions
+    # torch's dtypes read as any non-literal value: pytest names them argname + index
+    (tmp_path / "test_sample.py").write_text(SAMPLE.replace("import torch\n", "torch = pytest\n"), encoding="utf-8")
+    (tmp_path / "conftest.py").write_text("import pytest, sys, types\nsys.modules['flashinfer'] = types.ModuleType('f')\n"
+                                          "sys.modules['flashinfer.norm'] = types.SimpleNamespace(rmsnorm=0)\n"
+                                          "pytest.float16, pytest.bfloat16 = object(), object()\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "test_sample.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    collected = [line.split("::", 1)[1] for line in done.stdout.splitlines() if line.startswith("test_sample.py::")]
+    assert done.returncode == 0, done.stdout[-2000:]
+    funcs = test_functions(SAMPLE)
+    assert sum(f.count for f in funcs) == len(collected) == 12 + 1 + 2
+    for func in funcs:
+        mine = [c for c in collected if c.split("[")[0] == func.name]
+        assert func.ids == mine[:len(func.ids)], (func.ids, mine)
+    assert [f.xfail for f in funcs] == [False, True, False]
+    known = {"flashinfer/norm", "flashinfer/decode", "flashinfer/utils"}
+    assert imported_modules(SAMPLE, {"single_decode_with_kv_cache": "decode"}, known) == \
+           ["flashinfer/decode", "flashinfer/norm"]
