@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci.history.infra_flakes import infra_flakes
+from ci.history import runners
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.run_results import load_run
@@ -259,6 +260,26 @@ def test_failed_so_elsewhere_counts_other_runners_runs_of_other_changes(store_lo
         node = _node_id(store, f.node)
         counts = [failed_so_elsewhere(store, REPO, TIER, node, "nccl", runner, f.sha) for runner in ("h100-03", "h100-02")]
     assert counts == [1, 0]
+
+
+def test_failed_so_elsewhere_reads_the_newest_reports_not_attempts(store_location: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window is the test's newest `_ONLY_LOOKBACK` reports, each one however many attempts it
+    holds (here every failure is two: pytest-rerunfailures' rerun). Newest first: the judged pull
+    request's, two ECC failures, NCCL on h100-02, NCCL on h100-01. A window of 4 reports holds
+    h100-02's (counted 1), one of 5 both (2); counting attempt rows, neither fits."""
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path, jobs=1)
+        for i, (runner, error) in enumerate((("h100-01", NCCL), ("h100-02", NCCL), ("h100-04", ECC),
+                                             ("h100-05", ECC))):
+            job(store, tmp_path, sha(n + i), runner, {"test_b": error})
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_b": NCCL})
+        node = _node_id(store, f.node)
+        counts = []
+        for window in (4, 5):
+            monkeypatch.setattr(runners, "_ONLY_LOOKBACK", window)
+            counts.append(failed_so_elsewhere(store, REPO, TIER, node, "nccl", "h100-03", f.sha))
+    assert counts == [1, 2]
 
 
 def test_one_test_failing_on_a_runner_stands_out_by_its_own_runs_alone(store_location: str, tmp_path: Path) -> None:
