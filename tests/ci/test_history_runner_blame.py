@@ -14,7 +14,7 @@ import pytest
 from ci.history.infra_flakes import infra_flakes
 from ci.history import runners
 from ci.history.ingest import ingest, prepare
-from ci.history.model import RunIdentity
+from ci.history.model import EvidenceRow, RunIdentity
 from ci.history.run_results import load_run
 from ci.history.runners import (ALPHA, JOBS, RUNS_OF_TEST, UNITS, failed_so_elsewhere, fisher_greater, out_of_line,
                                 runner_blame)
@@ -345,3 +345,39 @@ def test_a_stale_mount_over_the_whole_pool_stays_infra_after_a_passing_retry(sto
         (v,) = judge(store, load_run(store, pr=7).failures)
     assert (v.verdict, v.infra) == (INFRA, "storage")
     assert v.detail.startswith("infra: storage on runner h100-03, not one runner's (in line with the pool)")
+
+
+
+@pytest.mark.parametrize("story, follows", [
+    ("two_runners", True),  # NCCL on h100-01 and h100-02, from two main commits: it follows test_a
+    ("unnamed_runner", False),  # on h100-01 and on a runner that named itself nothing: one runner known
+    ("machine_at_once", False),  # h100-01's job also failed test_b and test_c so, 3 of its 6 run tests: the machine's
+    ("machine_beside_a_flake", True),  # that, and h100-03 too: it follows test_a, but not in h100-01's job
+    ("signal", False),  # a segfault on two runners: a crash is judged by its own rule, never a test's flake here
+    ("one_pull_request", False),  # two pushes of pull request 9: one source
+])
+def test_an_infra_error_follows_a_test_on_two_named_runners_outside_machine_spells(store_location: str, tmp_path: Path,
+                                                                                 story: str, follows: bool) -> None:
+    """`infra_flakes` at its boundaries: `MIN_RUNNERS` named runners, and a report is the machine's
+    at once with exactly `AT_ONCE` infra failures among twice as many tests run (its two skipped
+    tests do not count); a failure in such a report is never the test's own."""
+    machine, error = story.startswith("machine"), "Fatal Python error: Segmentation fault" if story == "signal" else NCCL
+    with open_store(store_location) as store:
+        fails = dict.fromkeys(("test_a", "test_b", "test_c") if machine else ("test_a",), error)
+        cases = [Case(FILE, name, "failed", fails[name], f"E   {fails[name]}") if name in fails else Case(FILE, name)
+                 for name in TESTS] + [Case(FILE, f"test_skip{i}", "skipped", "no fp8 here") for i in (1, 2)]
+        pr = 9 if story == "one_pull_request" else None
+        event = "pull_request" if pr else "push"
+        assert ingest(store, prepare(write_report(tmp_path, cases), RunIdentity(REPO, sha(0), event, TIER, pr=pr,
+                                                                                  runner="h100-01"))).added
+        job(store, tmp_path, sha(1), "" if story == "unnamed_runner" else "h100-02", {"test_a": error}, event=event,
+            pr=pr)
+        if story == "machine_beside_a_flake":
+            job(store, tmp_path, sha(2), "h100-03", {"test_a": NCCL})
+        found = infra_flakes(store, REPO, TIER)
+        reports = [int(rid) for (rid,) in store.fetchall("SELECT id FROM reports ORDER BY id")]
+    assert found.kinds == ({f"{FILE}::test_a": frozenset({"nccl"})} if follows else {}), found
+    assert found.machine_reports == (frozenset(reports[:1]) if machine else frozenset())
+    rows = [EvidenceRow(f"{FILE}::test_a", TIER, REPO, "", "push", rid, 1, "fail", "", "", "", "", "nccl")
+            for rid in reports]
+    assert [found.owns(row) for row in rows] == [follows and not machine] + [follows] * (len(reports) - 1)
