@@ -16,6 +16,8 @@ from typing import Iterator
 
 import pytest
 
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
 from ci.history.runners import pool_review, runner_health
 from ci.history.store import open_store
 from ci.report.browser import Browser, Tab
@@ -23,7 +25,7 @@ from ci.report.model import PoolRow, RunnerRow
 from tests.ci.report_infra_support import (BAD, COMMITS, CUDA, FILES, GOOD, HOSTILE_ERROR, HOSTILE_FILE, HOSTILE_TEST,
                                            LONG_A, LONG_B, POOL, PREFIX, REPO, SHAS, build_history, build_pool_history,
                                            write_repo)
-from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
 from tests.ci.report_support import built_report, chromium, clean_tab, hud_page, known_store
 
 SIZES = {"1440": (1440, 900), "390": (390, 844)}
@@ -87,6 +89,17 @@ def test_a_spell_on_the_whole_pool_is_the_pools_not_a_runners(pool_store: tuple[
     with open_store(pool_store[0], create=False) as s:
         review = pool_review(s, REPO, "gpu_h100")
     assert review.out_of_line == () and [(p.node, p.text) for p in review.spells] == [(n, SPELL) for n in nodes]
+
+
+def test_pool_review_names_the_named_runners_of_its_window_up_to_as_of(store_location: str, tmp_path: Path) -> None:
+    """`pool_review` lists the runners that named themselves, in the reports up to ``as_of``."""
+    with open_store(store_location) as s:
+        for i, runner in enumerate(("h100-01", "", "h100-02")):
+            identity = RunIdentity(REPO, f"{i:07x}", "push", "gpu_h100", runner=runner)
+            assert ingest(s, prepare(write_report(tmp_path, [Case("tests/test_x.py", "test_x")]), identity)).added
+        first, second, _ = (int(rid) for (rid,) in s.fetchall("SELECT id FROM reports ORDER BY id"))
+        reviews = [pool_review(s, REPO, "gpu_h100", as_of=as_of).runners for as_of in (None, second, first)]
+    assert reviews == [("h100-01", "h100-02"), ("h100-01",), ("h100-01",)]
 
 
 @pytest.fixture(scope="module")
