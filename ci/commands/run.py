@@ -24,14 +24,16 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from ci.selection.changes import ChangesError
 from ci.running.hardware import LazyHardware
 from ci.observe import startup
 from ci.observe.files import RECORD_ENV
-from ci.commands.plan import UsageError, add_registry_arg, add_selection_args, load, make_plans, registry_file
+from ci.commands.plan import (UsageError, add_registry_arg, add_selection_args, changed_files, load, make_plans,
+                              registry_file)
 from ci.history.classify import QUARANTINED
+from ci.history.model import is_sha
 from ci.history.run_results import failures_in_report
 from ci.history.store import failure_text, open_store
 from ci.history.verdict import by_concern, judge, tally
@@ -72,6 +74,9 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--history", metavar="URL_OR_PATH",
                         help="judge failures against this test history too (read only): broken on main, flaky "
                              "by signature; without it, only infra and failed-then-passed are told apart")
+    parser.add_argument("--merge-base", metavar="SHA", default="",
+                        help="with --history: the change's merge base, as `ci history verdicts --base`; the changed "
+                             "files (--changed-files or --base) then judge as they do there")
     parser.add_argument("--record-depmap", metavar="PATH",
                         help="record what each test file executes and opens into this map file "
                              "(coverage.py; for `ci history ingest` and `ci plan --depmap`)")
@@ -109,14 +114,20 @@ MISSING_HARDWARE = 3
 def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: list[str]) -> int:
     """Select, run, summarise. ``args`` carries the options of `build_parser`."""
     not_run: tuple[NotRun, ...] = ()
+    merge_base = getattr(args, "merge_base", "")
+    if merge_base and not is_sha(merge_base):
+        raise UsageError(f"--merge-base {merge_base!r} is not a hexadecimal commit id (7 to 64 digits)")
+    history = getattr(args, "history", None)
+    # read before pytest runs: a bad list is exit 2 at once, not after the run
+    changed = tuple(changed_files(args, root) or ()) if history or args.changed_files else ()
     if args.tier in registry.tiers:
         gap = LazyHardware().missing(registry.tiers[args.tier])
         if gap is not None:
             print(f"ci run: refusing to run --tier {args.tier} here: {gap}", file=sys.stderr)
             return MISSING_HARDWARE
     if args.paths:
-        if args.shard or args.changed_files or args.base:
-            raise UsageError("explicit paths cannot be combined with --shard, --changed-files or --base")
+        if args.shard or args.base:  # --changed-files stays: the verdicts read it
+            raise UsageError("explicit paths cannot be combined with --shard or --base")
         refused = [(p, explicit_target_problem(registry, str(root), p)) for p in args.paths]
         refused = [f"{p} {why}" for p, why in refused if why is not None]
         if refused:
@@ -167,7 +178,7 @@ def execute(args: argparse.Namespace, registry: Registry, root: Path, extra: lis
     report = parse_junit(junit, root=root, known_files=registry.tests)
     summary = summarize(report.files, {p: e.est_time for p, e in registry.tests.items()}, report.wall_time,
                         args.threshold, DEFAULT_MIN_SECONDS)
-    headline, lines = judge_run(report.cases, args.tier or label, getattr(args, "history", None))
+    headline, lines = judge_run(report.cases, args.tier or label, history, merge_base=merge_base, changed=changed)
     print()
     print(to_text(summary))
     if lines:
@@ -235,10 +246,12 @@ def _ran_quarantined(case: CaseResult) -> bool:
     return any(a.message.startswith(QUARANTINED) for a in case.attempts)
 
 
-def judge_run(cases: Sequence[CaseResult], tier: str, history: str | None) -> tuple[str, list[FailureLine]]:
+def judge_run(cases: Sequence[CaseResult], tier: str, history: str | None, *, merge_base: str = "",
+              changed: Collection[str] = ()) -> tuple[str, list[FailureLine]]:
     """The run's verdict line and its failing tests with their verdicts (`ci.history.verdict`),
     against ``history`` when given (read only; a store that cannot be read is a warning, and the
-    verdicts fall back to what the run alone shows)."""
+    verdicts fall back to what the run alone shows), with the change's ``merge_base`` and
+    ``changed`` paths as `ci history verdicts` judges them, so the two never disagree."""
     env = os.environ
     failures, passed, failed, skipped = failures_in_report(cases, tier, sha=env.get("GITHUB_SHA", "").lower(),
                                                            repo=env.get("GITHUB_REPOSITORY", ""),
@@ -247,7 +260,7 @@ def judge_run(cases: Sequence[CaseResult], tier: str, history: str | None) -> tu
     if history and failures:
         try:
             with open_store(history, create=False) as store:
-                verdicts = judge(store, failures)
+                verdicts = judge(store, failures, merge_base=merge_base, changed=changed)
         except Exception as exc:  # the store's or its driver's: the run's own verdicts still stand
             print(f"ci run: warning: history not read: {failure_text(exc, history)}", file=sys.stderr)
     if verdicts is None:

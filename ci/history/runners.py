@@ -300,8 +300,10 @@ def runner_blame(store: Store, repo: str, tier: str, runner: str, sha: str, node
     return pool_wide(rows, sha, node_id)
 
 
-_TEST_INFRA = """SELECT r.id, r.runner, r.sha, r.pr, c.infra FROM reports r JOIN cases c ON c.report_id = r.id
-    WHERE {repo}r.tier = ? AND c.node_id = ?{until} ORDER BY r.id DESC LIMIT {limit}"""
+# one row per report, its attempts grouped: the window is the test's newest reports, not attempts
+_TEST_INFRA = """SELECT r.id, r.runner, r.sha, r.pr, MAX(CASE WHEN c.infra = ? THEN 1 ELSE 0 END)
+    FROM reports r JOIN cases c ON c.report_id = r.id WHERE {repo}r.tier = ? AND c.node_id = ?{until}
+    GROUP BY r.id, r.runner, r.sha, r.pr ORDER BY r.id DESC LIMIT {limit}"""
 
 
 def failed_so_elsewhere(store: Store, repo: str, tier: str, node_id: int | None, kind: str, runner: str, sha: str, *,
@@ -316,10 +318,9 @@ def failed_so_elsewhere(store: Store, repo: str, tier: str, node_id: int | None,
     where, params = repo_condition(repo)
     until, limit = cut(as_of)
     rows = store.fetchall(_TEST_INFRA.format(repo=where, until=until, limit=_ONLY_LOOKBACK),
-                          (*params, tier, node_id, *limit))
+                          (kind, *params, tier, node_id, *limit))
     source = sources_of([(s, pr) for _, _, s, pr, _ in rows], sha)
-    # a row per attempt: a run whose retry failed so too is still one run
-    return len({rid for rid, name, s, pr, infra in rows if infra == kind and name != runner and source(s, pr) != "own"})
+    return sum(1 for _, name, s, pr, hit in rows if int(hit) and name != runner and source(s, pr) != "own")
 
 
 def pool_wide(rows: list[tuple], sha: str, node_id: int | None) -> str | None:

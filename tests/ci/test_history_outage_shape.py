@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.history import outages
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
 from ci.history.run_results import load_run
@@ -33,12 +34,12 @@ _RUN_IDS = count(1)
 
 
 def build(store, directory: Path, commit: str, failing: dict[int, tuple[str, str]] | None = None,
-          event: str = "push", pr: int | None = None, base: str = "") -> None:
+          event: str = "push", pr: int | None = None, base: str = "", runner: str = "r1") -> None:
     """One report of all `NODES` at ``commit``: test_k fails with ``failing[k]``, the others pass."""
     failing = failing or {}
     cases = [Case(file, name, "failed", *failing[k]) if k in failing else Case(file, name)
              for k, (file, name) in enumerate(NODES, 1)]
-    identity = RunIdentity(REPO, commit, event, TIER, pr=pr, runner="r1", run_id=str(next(_RUN_IDS)), base_sha=base,
+    identity = RunIdentity(REPO, commit, event, TIER, pr=pr, runner=runner, run_id=str(next(_RUN_IDS)), base_sha=base,
                            scored=event == "push")
     assert ingest(store, prepare(write_report(directory, cases), identity)).added
 
@@ -165,3 +166,54 @@ def test_the_same_commit_passing_later_tells_an_outage(store_location: str, tmp_
                 build(store, tmp_path, head(pr), None, "pull_request", pr=pr, base=sha(7))
         verdicts = judge(store, load_run(store, pr=7).failures, merge_base=sha(7))
     assert {v.verdict for v in verdicts} == {expected}, verdicts[0].detail
+
+
+GENERIC = ("AssertionError", "E   AssertionError")
+MOUNT_IMPORT = ("ImportError: cannot import name 'Lease' from 'modelstore' (/mnt/models/modelstore/__init__.py)",
+                "E   ImportError: cannot import name 'Lease' from 'modelstore' (/mnt/models/modelstore/__init__.py)")
+
+
+@pytest.mark.parametrize("story, window, line, expected", [
+    ("spell", 4, LEASE, (8, 3, 4, 3)),  # main at 7, pull requests 10, 11, 7 (based at 3, 5, 4, which passed them)
+    ("spell", 3, LEASE, (8, 3, 3, 2)),  # the report at newest - 3 (pull request 10) left out
+    ("spell", 2, LEASE, None),  # main at 7 and pull request 7: one source's evidence
+    ("spell", 20, GENERIC, None),  # a line that names no cause is no outage, whatever its shape
+    ("spell", 20, MOUNT_IMPORT, (8, 3, 5, 3)),  # an ImportError's runs (kind "broken") count as failing so
+    ("two_runners", 20, LEASE, (8, 3, 5, 3)),  # pull request 11 ran on r2: the spell names no runner
+    ("two_files", 20, LEASE, (4, 2, 5, 3)),  # tests 1, 2, 5, 6: `MIN_TESTS` tests of `SHAPE_MIN_FILES` files
+    ("passes", 20, LEASE, (8, 3, 5, 3)),  # then 5 passing runs of main: 5 of 10 runs since failed so, `DENSE`
+    ("6_passes", 20, LEASE, None),  # 5 of 11: a flake's scatter
+    ("other_line", 20, LEASE, None),  # 6 runs failing with another line do not fail so
+    ("queue", 20, LEASE, None),  # for 6 and 10: batches based at 5, the batch's code: pull request 11's evidence alone
+])
+def test_timed_outage_boundaries(store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, story: str,
+                                 window: int, line: tuple[str, str], expected: tuple[int, ...] | None) -> None:
+    """`timed_outage` asked directly, as of pull request 7's run (the newest report): main passes the
+    8 tests at 0-5, then ``line`` fails them all at main 6, pull requests 10 and 11 (based at 3 and
+    5) and main 7; then the ``story``; then pull request 7, based at 4. ``expected``: the outage's
+    tests, files, runs and evidence, or None. The spell is the newest `SHAPE_WINDOW` reports'."""
+    monkeypatch.setattr(outages, "SHAPE_WINDOW", window)
+    fail = dict.fromkeys(frozenset({1, 2, 5, 6}) if story == "two_files" else EVERY, line)
+    with open_store(store_location) as store:
+        for i in range(6):
+            build(store, tmp_path, sha(i))
+        if story == "queue":
+            for b in (1, 2):
+                build(store, tmp_path, head(20 + b), fail, "merge_group", base=sha(5))
+        else:
+            build(store, tmp_path, sha(6), fail)
+            build(store, tmp_path, head(10), fail, "pull_request", pr=10, base=sha(3))
+        build(store, tmp_path, head(11), fail, "pull_request", pr=11, base=sha(5),
+              runner="r2" if story == "two_runners" else "r1")
+        build(store, tmp_path, sha(7), fail)
+        for i in range({"passes": 5, "6_passes": 6, "other_line": 6}.get(story, 0)):
+            build(store, tmp_path, sha(8 + i), dict.fromkeys(EVERY, RENAMED) if story == "other_line" else None)
+        if story != "queue":
+            build(store, tmp_path, head(7), fail, "pull_request", pr=7, base=sha(4))
+        (f, *_) = load_run(store, sha=sha(7) if story == "queue" else head(7)).failures
+        found = outages.timed_outage(store, f.error, f.fingerprint, repo=REPO)
+    if expected is None:
+        assert found is None, found
+        return
+    assert found is not None and (found.tests, found.files, found.runs, found.evidence) == expected, found
+    assert found.runner == ("" if story == "two_runners" else "r1") and found.first < found.last

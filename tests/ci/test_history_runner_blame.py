@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ci.history.infra_flakes import infra_flakes
+from ci.history import runners
 from ci.history.ingest import ingest, prepare
-from ci.history.model import RunIdentity
+from ci.history.model import EvidenceRow, RunIdentity
 from ci.history.run_results import load_run
 from ci.history.runners import (ALPHA, JOBS, RUNS_OF_TEST, UNITS, failed_so_elsewhere, fisher_greater, out_of_line,
                                 runner_blame)
@@ -261,6 +262,26 @@ def test_failed_so_elsewhere_counts_other_runners_runs_of_other_changes(store_lo
     assert counts == [1, 0]
 
 
+def test_failed_so_elsewhere_reads_the_newest_reports_not_attempts(store_location: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window is the test's newest `_ONLY_LOOKBACK` reports, each one however many attempts it
+    holds (here every failure is two: pytest-rerunfailures' rerun). Newest first: the judged pull
+    request's, two ECC failures, NCCL on h100-02, NCCL on h100-01. A window of 4 reports holds
+    h100-02's (counted 1), one of 5 both (2); counting attempt rows, neither fits."""
+    with open_store(store_location) as store:
+        n = pool_history(store, tmp_path, jobs=1)
+        for i, (runner, error) in enumerate((("h100-01", NCCL), ("h100-02", NCCL), ("h100-04", ECC),
+                                             ("h100-05", ECC))):
+            job(store, tmp_path, sha(n + i), runner, {"test_b": error})
+        (f,) = pr_failures(store, tmp_path, 7, "h100-03", {"test_b": NCCL})
+        node = _node_id(store, f.node)
+        counts = []
+        for window in (4, 5):
+            monkeypatch.setattr(runners, "_ONLY_LOOKBACK", window)
+            counts.append(failed_so_elsewhere(store, REPO, TIER, node, "nccl", "h100-03", f.sha))
+    assert counts == [1, 2]
+
+
 def test_one_test_failing_on_a_runner_stands_out_by_its_own_runs_alone(store_location: str, tmp_path: Path) -> None:
     """h100-06 failed test_c in all its 4 jobs (main's and three pull requests'); the pool failed
     test_a in half its 20 jobs and test_c never. By test runs (4 of 24 against 10 of 120) and by
@@ -324,3 +345,39 @@ def test_a_stale_mount_over_the_whole_pool_stays_infra_after_a_passing_retry(sto
         (v,) = judge(store, load_run(store, pr=7).failures)
     assert (v.verdict, v.infra) == (INFRA, "storage")
     assert v.detail.startswith("infra: storage on runner h100-03, not one runner's (in line with the pool)")
+
+
+
+@pytest.mark.parametrize("story, follows", [
+    ("two_runners", True),  # NCCL on h100-01 and h100-02, from two main commits: it follows test_a
+    ("unnamed_runner", False),  # on h100-01 and on a runner that named itself nothing: one runner known
+    ("machine_at_once", False),  # h100-01's job also failed test_b and test_c so, 3 of its 6 run tests: the machine's
+    ("machine_beside_a_flake", True),  # that, and h100-03 too: it follows test_a, but not in h100-01's job
+    ("signal", False),  # a segfault on two runners: a crash is judged by its own rule, never a test's flake here
+    ("one_pull_request", False),  # two pushes of pull request 9: one source
+])
+def test_an_infra_error_follows_a_test_on_two_named_runners_outside_machine_spells(store_location: str, tmp_path: Path,
+                                                                                 story: str, follows: bool) -> None:
+    """`infra_flakes` at its boundaries: `MIN_RUNNERS` named runners, and a report is the machine's
+    at once with exactly `AT_ONCE` infra failures among twice as many tests run (its two skipped
+    tests do not count); a failure in such a report is never the test's own."""
+    machine, error = story.startswith("machine"), "Fatal Python error: Segmentation fault" if story == "signal" else NCCL
+    with open_store(store_location) as store:
+        fails = dict.fromkeys(("test_a", "test_b", "test_c") if machine else ("test_a",), error)
+        cases = [Case(FILE, name, "failed", fails[name], f"E   {fails[name]}") if name in fails else Case(FILE, name)
+                 for name in TESTS] + [Case(FILE, f"test_skip{i}", "skipped", "no fp8 here") for i in (1, 2)]
+        pr = 9 if story == "one_pull_request" else None
+        event = "pull_request" if pr else "push"
+        assert ingest(store, prepare(write_report(tmp_path, cases), RunIdentity(REPO, sha(0), event, TIER, pr=pr,
+                                                                                  runner="h100-01"))).added
+        job(store, tmp_path, sha(1), "" if story == "unnamed_runner" else "h100-02", {"test_a": error}, event=event,
+            pr=pr)
+        if story == "machine_beside_a_flake":
+            job(store, tmp_path, sha(2), "h100-03", {"test_a": NCCL})
+        found = infra_flakes(store, REPO, TIER)
+        reports = [int(rid) for (rid,) in store.fetchall("SELECT id FROM reports ORDER BY id")]
+    assert found.kinds == ({f"{FILE}::test_a": frozenset({"nccl"})} if follows else {}), found
+    assert found.machine_reports == (frozenset(reports[:1]) if machine else frozenset())
+    rows = [EvidenceRow(f"{FILE}::test_a", TIER, REPO, "", "push", rid, 1, "fail", "", "", "", "", "nccl")
+            for rid in reports]
+    assert [found.owns(row) for row in rows] == [follows and not machine] + [follows] * (len(reports) - 1)

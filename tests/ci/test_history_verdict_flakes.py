@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from ci.history.held_code import held_streaks
 from ci.history.ingest import ingest, prepare
+from ci.history.mainline import Streak
 from ci.history.model import RunIdentity
 from ci.history.run_results import load_run
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, FLAKY, NEW, judge
 from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
-from tests.ci.test_history_verdicts import BOOM, FILE, REPO, flaky_main, pr_failure, run, sha
+from tests.ci.test_history_verdicts import BOOM, FILE, NODE, REPO, TIER, flaky_main, pr_failure, run, sha
 
 PORT = ("OSError: [Errno 98] Address already in use", "E   OSError: [Errno 98] Address already in use")
 
@@ -202,3 +204,33 @@ def test_a_fixed_streak_whose_code_other_pull_requests_passed_is_no_breakage(sto
         run(store, tmp_path, sha(103), [None])
         (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(102))], merge_base=sha(102))
     assert v.verdict == expected, v.detail
+
+
+@pytest.mark.parametrize("passed_at, judged_pr, at, held", [
+    (3, 40, 3, True),  # pull requests 31 and 32 based inside the streak passed test_a: its code passes it
+    (2, 40, 2, True),  # based at its first commit, and the merge base there too
+    (4, 40, 3, False),  # based at the fix: not the streak's code
+    (3, 40, 4, False),  # the merge base is the fix: no streak around it
+    (3, 40, 1, False),  # the merge base is before the streak
+    (3, 40, None, False),  # a merge base the order cannot place
+    (3, 32, 3, False),  # pull request 32 is the judged one's own earlier push: one other pull request
+])
+def test_held_streaks_boundaries(store_location: str, tmp_path: Path, passed_at: int, judged_pr: int,
+                                 at: int | None, held: bool) -> None:
+    """`held_streaks` asked directly of main's streak at commits 2-3 (fixed at 4): pull requests 31
+    and 32 based at ``passed_at`` passed test_a (pull request 33 there failed it, and a merge queue
+    batch there passed it: neither counts); the judged run is pull request ``judged_pr``'s, based
+    at position ``at``."""
+    order = tuple(sha(i) for i in range(6))
+    streak = Streak(sha(2), sha(3), sha(1), sha(4), 2, 2, 2, (), (), (), 0, first_index=2, end_index=4)
+    with open_store(store_location) as store:
+        for i in range(6):
+            run(store, tmp_path, sha(i), [BOOM] if i in (2, 3) else [None])
+        for pr, attempts in ((31, [None]), (32, [None]), (33, [BOOM])):
+            run(store, tmp_path, f"{pr:04x}{'e' * 36}", attempts, "pull_request", pr=pr, base_sha=sha(passed_at))
+        run(store, tmp_path, f"{50:04x}{'e' * 36}", [None], "merge_group", base_sha=sha(passed_at))
+        judged = f"{judged_pr:04x}{'d' * 36}"
+        run(store, tmp_path, judged, [BOOM], "pull_request", pr=judged_pr, base_sha=sha(3))
+        (node_id,) = store.fetchall("SELECT id FROM nodes WHERE node = ?", (NODE,))[0]
+        found = held_streaks(store, REPO, TIER, node_id, [streak], order, at, judged)
+    assert found == (frozenset({2}) if held else frozenset())

@@ -16,6 +16,8 @@ from typing import Iterator
 
 import pytest
 
+from ci.history.ingest import ingest, prepare
+from ci.history.model import RunIdentity
 from ci.history.runners import pool_review, runner_health
 from ci.history.store import open_store
 from ci.report.browser import Browser, Tab
@@ -23,7 +25,8 @@ from ci.report.model import PoolRow, RunnerRow
 from tests.ci.report_infra_support import (BAD, COMMITS, CUDA, FILES, GOOD, HOSTILE_ERROR, HOSTILE_FILE, HOSTILE_TEST,
                                            LONG_A, LONG_B, POOL, PREFIX, REPO, SHAS, build_history, build_pool_history,
                                            write_repo)
-from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
+from tests.ci import test_history_runner_blame as blame
+from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
 from tests.ci.report_support import built_report, chromium, clean_tab, hud_page, known_store
 
 SIZES = {"1440": (1440, 900), "390": (390, 844)}
@@ -88,6 +91,30 @@ def test_a_spell_on_the_whole_pool_is_the_pools_not_a_runners(pool_store: tuple[
         review = pool_review(s, REPO, "gpu_h100")
     assert review.out_of_line == () and [(p.node, p.text) for p in review.spells] == [(n, SPELL) for n in nodes]
 
+
+def test_pool_review_names_the_named_runners_of_its_window_up_to_as_of(store_location: str, tmp_path: Path) -> None:
+    """`pool_review` lists the runners that named themselves, in the reports up to ``as_of``."""
+    with open_store(store_location) as s:
+        for i, runner in enumerate(("h100-01", "", "h100-02")):
+            identity = RunIdentity(REPO, f"{i:07x}", "push", "gpu_h100", runner=runner)
+            assert ingest(s, prepare(write_report(tmp_path, [Case("tests/test_x.py", "test_x")]), identity)).added
+        first, second, _ = (int(rid) for (rid,) in s.fetchall("SELECT id FROM reports ORDER BY id"))
+        reviews = [pool_review(s, REPO, "gpu_h100", as_of=as_of).runners for as_of in (None, second, first)]
+    assert reviews == [("h100-01", "h100-02"), ("h100-01",), ("h100-01",)]
+
+
+
+def test_pool_review_lists_the_runners_out_of_line_smallest_p_first(store_location: str, tmp_path: Path) -> None:
+    """Four runners' 16 clean jobs; h100-01 fails 3 tests with an ECC error in each of its 4 jobs,
+    h100-02 fails 5: both out of line, h100-02 (the smaller p) first, whatever their names' order."""
+    with open_store(store_location) as s:
+        for i, runner in enumerate(blame.RUNNERS[2:] * 4):
+            blame.job(s, tmp_path, blame.sha(i), runner)
+        for k in range(4):
+            blame.job(s, tmp_path, blame.sha(100 + k), "h100-01", dict.fromkeys(blame.TESTS[:3], blame.ECC))
+            blame.job(s, tmp_path, blame.sha(200 + k), "h100-02", dict.fromkeys(blame.TESTS[:5], blame.ECC))
+        found = pool_review(s, blame.REPO, blame.TIER).out_of_line
+    assert [o.runner for o in found] == ["h100-02", "h100-01"] and found[0].p < found[1].p
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.commands import history as history_cmd
 from ci.commands import run as run_cmd
 from ci.history.ingest import ingest, prepare
 from ci.history.model import RunIdentity
@@ -136,3 +137,56 @@ def test_a_session_under_a_set_step_summary_leaves_it_untouched(tmp_path: Path) 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert summary.read_text() == "the real job's summary\n"
+
+
+def test_run_and_history_verdicts_agree_on_the_changes_files(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """`ci run --history` and `ci history verdicts` judge one failure on one store alike, with and
+    without the change's files: other authors' pull requests based from 0000003 on fail test_broken
+    so (its failure, as this run reports it), which reads as main's, unless the change touched the
+    test's file (`ci.history.pr_base_evidence`)."""
+    (repo / "tests" / "test_mix.py").write_text("def test_broken():\n    assert {}.get('b') == 1, 'no key b'\n")
+    args = ["--registry", str(repo / "registry.yaml"), "--tier", "cpu", "--workers", "0"]
+    assert run_cmd.main([*args, "--junit", str(tmp_path / "first.xml"), "tests/test_mix.py"]) == 1
+    store = str(tmp_path / "h.sqlite")
+    passed = write_report(tmp_path, [Case("tests/test_mix.py", "test_broken")])
+    with open_store(store) as s:
+        ingest(s, prepare(passed, RunIdentity("acme/gpu", "0000000", "nightly", "cpu")))
+        for base in range(1, 6):
+            ident = RunIdentity("acme/gpu", f"{base:05x}ee", "pull_request", "cpu", pr=20 + base, author=f"dev{base}",
+                                base_sha=f"{base:07x}", scored=False)
+            ingest(s, prepare(tmp_path / "first.xml" if base >= 3 else passed, ident))
+    listed = tmp_path / "changed.txt"
+    listed.write_text("tests/test_mix.py\n")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "acme/gpu")
+    monkeypatch.setenv("GITHUB_SHA", "00000ff1234567")
+    capfd.readouterr()
+
+    def run_headline(*change: str) -> str:
+        junit = tmp_path / f"run{len(change)}.xml"
+        assert run_cmd.main([*args, "--junit", str(junit), "--history", store, "--merge-base", "0000005", *change,
+                             "tests/test_mix.py"]) == 1
+        (line,) = [x for x in capfd.readouterr().out.splitlines() if x.startswith("verdict: ")]
+        return line.removeprefix("verdict: ")
+
+    runs = run_headline(), run_headline("--changed-files", str(listed))
+    with open_store(store) as s:  # the run into the history, as the workflow's history job ingests it
+        ingest(s, prepare(tmp_path / "run2.xml", RunIdentity("acme/gpu", "00000ff1234567", "pull_request", "cpu",
+                                                              pr=42, author="bob", base_sha="0000005", scored=False)))
+
+    def history_headline(*change: str) -> str:
+        assert history_cmd.main(["verdicts", "--sha", "00000ff1234567", "--store", store, *change]) == 0
+        return capfd.readouterr().out.splitlines()[0].split("): ", 1)[1]
+
+    assert runs == (history_headline(), history_headline("--changed-files", str(listed)))
+    assert runs[0] == "0 passed, 1 failed: broken on main since 0000003"
+    assert "broken" not in runs[1] and "new" in runs[1], runs[1]
+
+
+def test_a_bad_merge_base_or_list_is_exit_2_before_any_test_runs(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    args = ["--registry", str(repo / "registry.yaml"), "--workers", "0", "--junit", str(repo / "j.xml")]
+    assert run_cmd.main([*args, "--merge-base", "main", "tests/test_mix.py"]) == 2
+    assert run_cmd.main([*args, "--changed-files", str(repo / "missing.txt"), "tests/test_mix.py"]) == 2
+    err = capfd.readouterr().err
+    assert "--merge-base 'main' is not a hexadecimal commit id" in err and "missing.txt" in err
+    assert "Traceback" not in err and not (repo / "j.xml").exists()

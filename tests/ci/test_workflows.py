@@ -334,6 +334,29 @@ def test_push_plan_step_plans_what_the_push_changed(pr_repo, tmp_path):
         assert "registry.yaml" in listed and "NOTES.txt" in listed and quant <= everything
 
 
+def test_both_workflows_list_a_moves_old_path_and_a_non_ascii_path_as_itself(pr_repo, tmp_path):
+    """gpu.yml's push plan and pr-gpu.yml's changed-files step list a change as `ci plan --base`
+    does: a `git mv` shows its old path too (a test importing the old module is selected), and
+    with no usable base every tracked file, a non-ASCII name as itself (not git's octal quoting)."""
+    before = subprocess.run(["git", "rev-parse", "HEAD"], cwd=pr_repo, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    git(pr_repo, "mv", "fp4kv/quant/nvfp4.py", "fp4kv/quant/nvfp4_moved.py")
+    (pr_repo / "NOTES-ü.txt").write_text("ü\n")
+    git(pr_repo, "add", ".")
+    git(pr_repo, "commit", "-qm", "move nvfp4")
+    moved = {"fp4kv/quant/nvfp4.py", "fp4kv/quant/nvfp4_moved.py", "NOTES-ü.txt"}
+    selected, changed = _push_plan(pr_repo, tmp_path, before)
+    assert set(changed) == moved and HEAVY in selected
+    _, everything = _push_plan(pr_repo, tmp_path, "0" * 40)
+    assert "NOTES-ü.txt" in everything
+    plan = load_workflow(WORKFLOW_DIR / "pr-gpu.yml")["jobs"]["plan"]
+    (step,) = [s for s in plan["steps"] if s.get("name") == "The pull request's changed files"]
+    for base, expected in ((before, moved), ("", set(everything))):
+        result = run_step(step["run"], {"BASE_SHA": base}, pr_repo, tmp_path / "scratch-pr")
+        assert result.returncode == 0, result.stderr
+        assert set((pr_repo / "changed.txt").read_text(encoding="utf-8").split()) == expected
+
+
 def test_plan_step_fallback_does_not_hide_a_real_error(pr_repo, tmp_path):
     result, outputs = _run_plan("pr-gpu.yml", pr_repo, tmp_path, base_ref="no-such-branch")
     assert result.returncode != 0 and outputs == []

@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from ci.commands.culprit_local import junit_signature
 from tests.ci.test_culprit_cli import CULPRIT, repo  # noqa: F401 - ci culprit's own window, reused
 from tests.rerun.test_rerun_culprit import Runners, _argv, _env, _names, runners  # noqa: F401 - fixtures too
 from tools.rerun.fake_actions import BLOB_PATH, zipped
+from tools.rerun import culprit_junit
 from tools.rerun.culprit_junit import Signature, failed_signature
 from tools.rerun.fake_github import FakeGitHub, FakeRun, Scripted
+from rerun_support import HEAD_SHA, REPO
 
 BROKEN, FLAKED = "AssertionError: add(2, 3) == -1, expected 5", "ConnectionError: the GPU server did not start"
 
@@ -275,3 +278,35 @@ def test_the_artifact_reads_take_the_pacers_turn(fake, make_client) -> None:
     client = make_client(pace=lambda: turns.append("turn"))
     read = failed_signature(client, "acme/llm-serving", _artifact_run(fake, zipped({"j.xml": junit(BROKEN)})))
     assert read.signature and turns == ["turn", "turn"]
+
+
+@pytest.mark.parametrize("story", ["expired_only", "at_the_size_cap", "over_the_cap_then_a_report", "two_problems"])
+def test_failed_signature_at_its_boundaries(fake, make_client, tmp_path, story: str) -> None:
+    """`failed_signature` over the fake's real HTTP: an expired artifact is not listed as one; an
+    archive of exactly the size cap is read, one over it is skipped for the next; every problem is
+    named when no artifact gives a signature."""
+    run = fake.add_run(HEAD_SHA, "rerun-test")
+    over = zipped({"junit-rerun.xml": junit(FLAKED), "runner.txt": "gpu-7\n"})
+    read = zipped({"junit-rerun.xml": junit(BROKEN)})
+    report = tmp_path / "junit.xml"
+    report.write_text(junit(BROKEN), encoding="utf-8")
+    expected = Signature(junit_signature(report))
+    limit = culprit_junit.MAX_REPORT_BYTES
+    if story == "expired_only":
+        fake.add_artifact(run, "old", read, expired=True)
+        expected = Signature("", "it published no JUnit artifact (none, or expired)")
+    elif story == "at_the_size_cap":
+        limit = len(read)
+        fake.add_artifact(run, "reports", read)
+    elif story == "over_the_cap_then_a_report":
+        limit = len(over) - 1
+        fake.add_artifact(run, "reports", read)
+        fake.add_artifact(run, "big", over)  # listed first: GitHub lists the newest first
+    else:
+        limit = len(over) - 1
+        fake.add_artifact(run, "runner", zipped({"runner.txt": "gpu-7\n"}))
+        fake.add_artifact(run, "big", over)
+        expected = Signature("", f"artifact big is over {limit} bytes; artifact runner holds no JUnit report naming a "
+                                 "failed test")
+    assert expected.signature or expected.problem
+    assert failed_signature(make_client(), REPO, run.id, limit) == expected
