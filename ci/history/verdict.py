@@ -58,7 +58,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    a signature that recurs in runs of other pull requests and commits while main passes N
    (`ci.history.recurring`: a CI without retries leaves no failure next to a pass), with its rate
    there as p; it also counts as a known flake signature of N in rule 3. So does main's open
-   streak of one run at one commit when a pull request based there (holding that code) passed N.
+   streak of one run at one commit when 2 or more other pull requests based there (holding that
+   code) passed N (`ci.history.held_code`: one may be the breakage's fix).
 5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
@@ -249,11 +250,14 @@ def _beside_breakages(learned: Recurrence | None, runs: list[MainRun], order: tu
 
 def _fired_once(store: Store, repo: str, tier: str, node_id: int | None, f: Failure, runs: list[MainRun],
                 order: tuple[str, ...], as_of: int | None) -> Recurrence | None:
-    """Main's open streak of one run at one commit, when runs of other pull requests holding that
-    code passed the test: the code does not always fail it, so that run was the test's flake."""
+    """Main's open streak of one run at one commit, when runs of `HELD_SOURCES` other pull requests
+    holding that code passed the test (`held_code`): the code does not always fail it, so that run
+    was the test's flake. One such pull request is not enough: the fix of a real breakage is based
+    on the broken commit and passes the test."""
     streaks = fail_streaks(runs, order)
     last = streaks[-1] if streaks else None
-    if last is None or not last.open or last.runs != 1 or not last.fingerprints:
+    if last is None or not last.open or last.runs != 1 or not last.fingerprints or last.first_index not in held_streaks(
+            store, repo, tier, node_id, [last], order, last.first_index, f.sha, as_of=as_of):
         return None
     passed = held_passes(store, repo, tier, node_id, order[last.first_index:], f.sha, as_of)
     return Recurrence(frozenset(last.fingerprints), 1, passed + 1, 1) if passed else None

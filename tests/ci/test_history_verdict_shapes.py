@@ -121,17 +121,18 @@ def test_a_test_that_starts_failing_often_at_one_commit(store_location: str, tmp
                             "fails 16 of 40 attempts from it on, 0 of 30 before: an intermittent breakage")
 
 
-@pytest.mark.parametrize("held_passed, expected", [(True, FLAKY), (False, BROKEN_ON_MAIN)])
+@pytest.mark.parametrize("passed_in, expected", [((10, 11), FLAKY), ((), BROKEN_ON_MAIN), ((10,), BROKEN_ON_MAIN)])
 def test_one_failed_main_run_whose_code_passed_elsewhere_is_a_flake(store_location: str, tmp_path: Path,
-                                                                    held_passed: bool, expected: str) -> None:
-    """No retries: main's newest commit 6 failed test_a once with TOL. Pull request 10, based at 6
-    (it holds that code), passed it: commit 6 does not always fail it, so pull request 7's one
-    failure with the same line is the flake, not "broken on main since 6"."""
+                                                                    passed_in: tuple[int, ...], expected: str) -> None:
+    """No retries: main's newest commit 6 failed test_a once with TOL. Pull requests 10 and 11,
+    based at 6 (they hold that code), passed it: commit 6 does not always fail it, so pull request
+    7's one failure with the same line is the flake, not "broken on main since 6". One passing pull
+    request is not enough: the fix of a breakage at 6 is based there and passes."""
     with open_store(store_location) as store:
         for i in range(7):
             run(store, tmp_path, sha(i), [TOL] if i == 6 else [None])
-        if held_passed:
-            run(store, tmp_path, f"{10:04x}{'c' * 36}", [None], "pull_request", pr=10, base_sha=sha(6))
+        for pr in passed_in:
+            run(store, tmp_path, f"{pr:04x}{'c' * 36}", [None], "pull_request", pr=pr, base_sha=sha(6))
         (v,) = judge(store, [pr_failure(store, tmp_path, [TOL], base=sha(6))], merge_base=sha(6))
     assert v.verdict == expected, v.detail
 
