@@ -44,9 +44,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    requests based at or after a commit C failed N with F, none there passed it, and runs based
    before C did (`ci.history.pr_base_evidence`: a branch that runs N on a schedule has not yet),
    unless ``changed`` shows the judged change touched what N runs. Likewise when main cannot vouch
-   for N at the merge base: N last passed on main at L, and every run of T on main since, up to the
-   base, failed other tests first and never reached N (a job that stops at its first failing
-   step), and F is specific, not environmental and none of N's flake signatures (`_halted`).
+   for N at the merge base: N ran in each of main's last `HALT_SEEN` runs of T up to L and passed
+   at L, main's runs of T since, up to the base, never ran N, each failed a test or passed none,
+   the first and the newest failed (a job that stops at its first failing step), and F is
+   specific, not environmental and none of N's flake signatures (`_halted`).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -94,8 +95,9 @@ from ci.history.retries import RetryCorrelation
 from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, runner_blame, runner_health,
                                  runner_only)
 from ci.history.store import Store
-from ci.history.verdict_queries import (based_runs, crashed_elsewhere, failed_reports, has_main_history, held_passes,
-                                         main_runs, same_commit)
+from ci.history.verdict_queries import (based_runs, crashed_elsewhere, has_main_history, held_passes,
+                                         main_runs, same_commit,
+                                         tier_reports)
 from ci.history.verdict_model import Failure, Verdict, failure_from_attempts  # noqa: F401 (re-exported)
 from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance, score_text  # noqa: F401
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
@@ -103,6 +105,7 @@ from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HIST
 
 MIN_TRIALS = 5
 CHANCE = 0.05
+HALT_SEEN = 3  # main's runs of the tier in a row that ran N before it went unseen (`_halted`)
 MANY_CRASHES = 3  # tests of one run killed by a signal at once: the machine, not one change's bug
 HICCUP = ("not the runner's (in line with the pool) nor the test's (it never failed so on another runner): "
           "a hiccup; rerun it")
@@ -273,10 +276,10 @@ def _fired_once(store: Store, repo: str, tier: str, node_id: int | None, f: Fail
 def _halted(store: Store, repo: str, tier: str, f: Failure, runs: list[MainRun], order: tuple[str, ...],
             at: int | None, as_of: int | None, score: FlakyScore | None) -> Verdict | None:
     """``broken_on_main`` when main cannot vouch for N at the merge base: N last ran on main at a
-    commit where it passed, and main's runs of the tier since, up to the base, failed other tests
-    first and never reached N (a job that stops at its first failing step). A failure of N in code
-    holding those commits, with a specific error that is none of N's flakes, is then main's as far as
-    main's record shows."""
+    commit where it passed, and main's runs of the tier since, up to the base, never reached N, the
+    first and the newest failing other tests (a job that stops at its first failing step). A
+    failure of N in code holding those commits, with a specific error that is none of N's flakes,
+    is then main's as far as main's record shows."""
     if at is None or not f.fingerprint or is_generic(f.error) or environment_kind(f.error) or (
             score is not None and f.fingerprint in {fp for fp, _, _ in score.fingerprints}):
         return None
@@ -284,9 +287,15 @@ def _halted(store: Store, repo: str, tier: str, f: Failure, runs: list[MainRun],
     if not ran or ran[max(ran)] != PASS or any(run.kind != PASS for run in runs if run.sha == order[max(ran)]):
         return None
     last = max(ran)
-    failed = failed_reports(store, repo, tier, order[last + 1:at + 1], as_of)
-    silent = [sha for sha in order[last + 1:at + 1] if sha in failed]
-    if not silent or not (failed[silent[0]] and failed[silent[-1]]):
+    reports = tier_reports(store, repo, tier, order[max(0, last - 4 * HALT_SEEN):at + 1], as_of)
+    before = [sha for sha in order[:last + 1] if sha in reports][-HALT_SEEN:]
+    silent = [sha for sha in order[last + 1:at + 1] if sha in reports]
+    seen = {run.sha for run in runs}
+    # N ran in each of main's runs before (not a test main selects now and then), and every run
+    # since failed something or passed nothing: it stopped early, it did not leave N out
+    if len(before) < HALT_SEEN or not seen.issuperset(before) or not silent or not (
+            reports[silent[0]][0] and reports[silent[-1]][0]) or any(passed and not failed
+                                                                       for failed, passed in map(reports.get, silent)):
         return None
     candidates = order[last + 1:order.index(silent[0]) + 1]
     n = len(candidates)

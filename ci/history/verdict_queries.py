@@ -143,17 +143,19 @@ def crashed_elsewhere(store: Store, repo: str, tier: str, node_id: int | None, s
     return bool(rows)
 
 
-def failed_reports(store: Store, repo: str, tier: str, shas: Sequence[str], as_of: int | None) -> dict[str, bool]:
+def tier_reports(store: Store, repo: str, tier: str, shas: Sequence[str], as_of: int | None) -> dict[str, tuple[bool, bool]]:
     """For each of ``shas`` whose default-branch reports hold ``tier``: whether any of them failed a
-    test there (``fail`` or ``broken``; infra failures count, they stop a job as well)."""
+    test there (``fail`` or ``broken``; infra failures count, they stop a job as well) and whether
+    any passed one."""
     if not shas:
         return {}
     where, params = repo_condition(repo)
     until, limit = cut(as_of)
     chosen = [s.lower() for s in shas][-_CHUNK:]
     events = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
-    rows = store.fetchall(f"SELECT r.sha, MAX(CASE WHEN c.kind IN ('{FAIL}', '{BROKEN}') THEN 1 ELSE 0 END) "
+    rows = store.fetchall(f"SELECT r.sha, MAX(CASE WHEN c.kind IN ('{FAIL}', '{BROKEN}') THEN 1 ELSE 0 END), "
+                          f"MAX(CASE WHEN c.kind = '{PASS}' THEN 1 ELSE 0 END) "
                           f"FROM reports r JOIN cases c ON c.report_id = r.id WHERE {where}r.tier = ? "
                           f"AND r.event IN ({events}) AND r.sha IN ({', '.join('?' * len(chosen))}){until} "
                           "GROUP BY r.sha", (*params, tier, *DEFAULT_BRANCH_EVENTS, *chosen, *limit))
-    return {str(sha): bool(failed) for sha, failed in rows}
+    return {str(sha): (bool(failed), bool(passed)) for sha, failed, passed in rows}
