@@ -44,10 +44,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    requests based at or after a commit C failed N with F, none there passed it, and runs based
    before C did (`ci.history.pr_base_evidence`: a branch that runs N on a schedule has not yet),
    unless ``changed`` shows the judged change touched what N runs. Likewise when main cannot vouch
-   for N at the merge base: N ran in each of main's last `HALT_SEEN` runs of T up to L and passed
-   at L, main's runs of T since, up to the base, never ran N, each failed a test or passed none,
-   the first and the newest failed (a job that stops at its first failing step), and F is
-   specific, not environmental and none of N's flake signatures (`_halted`).
+   for N at the merge base: N ran in each of main's last `HALT_SEEN` clean runs of T (that failed
+   nothing) up to L and passed at L, main's runs of T since, up to the base, never ran N, each
+   failed a test or passed none, the first and the newest failed (a job that stops at its first
+   failing step), and F is specific, not environmental and none of N's flake signatures (`_halted`).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -105,7 +105,7 @@ from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HIST
 
 MIN_TRIALS = 5
 CHANCE = 0.05
-HALT_SEEN = 3  # main's runs of the tier in a row that ran N before it went unseen (`_halted`)
+HALT_SEEN = 3  # main's last runs of the tier that failed nothing: each ran N before it went unseen (`_halted`)
 MANY_CRASHES = 3  # tests of one run killed by a signal at once: the machine, not one change's bug
 HICCUP = ("not the runner's (in line with the pool) nor the test's (it never failed so on another runner): "
           "a hiccup; rerun it")
@@ -288,11 +288,11 @@ def _halted(store: Store, repo: str, tier: str, f: Failure, runs: list[MainRun],
         return None
     last = max(ran)
     reports = tier_reports(store, repo, tier, order[max(0, last - 4 * HALT_SEEN):at + 1], as_of)
-    before = [sha for sha in order[:last + 1] if sha in reports][-HALT_SEEN:]
+    before = [sha for sha in order[:last + 1] if sha in reports and not reports[sha][0]][-HALT_SEEN:]
     silent = [sha for sha in order[last + 1:at + 1] if sha in reports]
     seen = {run.sha for run in runs}
-    # N ran in each of main's runs before (not a test main selects now and then), and every run
-    # since failed something or passed nothing: it stopped early, it did not leave N out
+    # N ran in each of main's clean runs before (not a test main selects now and then; a run that
+    # failed may have stopped early), and every run since failed something or passed nothing
     if len(before) < HALT_SEEN or not seen.issuperset(before) or not silent or not (
             reports[silent[0]][0] and reports[silent[-1]][0]) or any(passed and not failed
                                                                        for failed, passed in map(reports.get, silent)):

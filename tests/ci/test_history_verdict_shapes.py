@@ -142,15 +142,19 @@ def test_one_failed_main_run_whose_code_passed_elsewhere_is_a_flake(store_locati
     ("not_run", NEW),  # main's runs at 5 and 6 passed without test_a: nothing failed there
     ("reached", NEW),  # main ran test_a at 6 as well, and it passed
     ("sparse", NEW),  # main ran test_a at 0, 2 and 4 only: it leaves test_a out now and then
+    ("stopped_before", BROKEN_ON_MAIN),  # main's run at 3 failed test_other and stopped too: no sign of selection
 ])
 def test_a_test_main_stopped_reaching_is_main_s_when_it_fails(store_location: str, tmp_path: Path, story: str,
                                                               expected: str) -> None:
-    """test_a passed in each of main's runs up to 4. From 5 on, main's job fails test_other first and stops (make
+    """test_a passed on main up to 4. From 5 on, main's job fails test_other first and stops (make
     stops at its first failing step), so main never ran test_a at 5 or 6. Pull request 7, based at
     6, fails test_a with an error it never failed with: main cannot vouch for test_a there."""
     with open_store(store_location) as store:
         for i in range(5):
-            run(store, tmp_path, sha(i), [None], node="test_other" if story == "sparse" and i % 2 else "test_a")
+            if story == "stopped_before" and i == 3:
+                run(store, tmp_path, sha(i), [TOL], node="test_other")
+            else:
+                run(store, tmp_path, sha(i), [None], node="test_other" if story == "sparse" and i % 2 else "test_a")
         for i in (5, 6):
             run(store, tmp_path, sha(i), [None] if story == "not_run" else [TOL], node="test_other")
         if story == "reached":
