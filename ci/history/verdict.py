@@ -43,7 +43,11 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    Last, a failure that rules 3-5 call ``new`` is ``broken_on_main`` when other authors' pull
    requests based at or after a commit C failed N with F, none there passed it, and runs based
    before C did (`ci.history.pr_base_evidence`: a branch that runs N on a schedule has not yet),
-   unless ``changed`` shows the judged change touched what N runs.
+   unless ``changed`` shows the judged change touched what N runs. Likewise when main cannot vouch
+   for N at the merge base: N ran in each of main's last `HALT_SEEN` clean runs of T (that failed
+   nothing) up to L and passed at L, main's runs of T since, up to the base, never ran N, each
+   failed a test or passed none, the first and the newest failed (a job that stops at its first
+   failing step), and F is specific, not environmental and none of N's flake signatures (`_halted`).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -58,7 +62,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    a signature that recurs in runs of other pull requests and commits while main passes N
    (`ci.history.recurring`: a CI without retries leaves no failure next to a pass), with its rate
    there as p; it also counts as a known flake signature of N in rule 3. So does main's open
-   streak of one run at one commit when a pull request based there (holding that code) passed N.
+   streak of one run at one commit when 2 or more other pull requests based there (holding that
+   code) passed N (`ci.history.held_code`: one may be the breakage's fix).
 5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
@@ -80,8 +85,8 @@ from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.held_code import held_streaks
 from ci.history.infra_flakes import MACHINE_ONLY, can_follow_test, infra_flakes
-from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
-from ci.history.model import FlakyScore
+from ci.history.mainline import MAX_CANDIDATES, MainRun, fail_streaks, ingest_order, main_order, place, position
+from ci.history.model import PASS, FlakyScore
 from ci.history.neighbours import judged_order_dependence
 from ci.history.outages import OUTAGE, outage, timed_outage
 from ci.history.pr_base_evidence import PrBases
@@ -90,7 +95,9 @@ from ci.history.retries import RetryCorrelation
 from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, runner_blame, runner_health,
                                  runner_only)
 from ci.history.store import Store
-from ci.history.verdict_queries import based_runs, crashed_elsewhere, has_main_history, held_passes, main_runs, same_commit
+from ci.history.verdict_queries import (based_runs, crashed_elsewhere, has_main_history, held_passes,
+                                         main_runs, same_commit,
+                                         tier_reports)
 from ci.history.verdict_model import Failure, Verdict, failure_from_attempts  # noqa: F401 (re-exported)
 from ci.history.verdict_streaks import breakage, broken_text, failed_runs, flake_chance, score_text  # noqa: F401
 from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HISTORY, SHORT, VERDICTS, Tally,  # noqa: F401
@@ -98,6 +105,7 @@ from ci.history.verdict_tally import (BROKEN_ON_MAIN, FLAKY, INFRA, NEW, NO_HIST
 
 MIN_TRIALS = 5
 CHANCE = 0.05
+HALT_SEEN = 3  # main's last runs of the tier that failed nothing: each ran N before it went unseen (`_halted`)
 MANY_CRASHES = 3  # tests of one run killed by a signal at once: the machine, not one change's bug
 HICCUP = ("not the runner's (in line with the pool) nor the test's (it never failed so on another runner): "
           "a hiccup; rerun it")
@@ -188,6 +196,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=found.describe(), since=found.since,
                                  last_pass=found.last_pass, candidates=found.candidates,
                                  candidate_count=found.candidate_count)
+            if out[i].verdict == NEW and not f.infra and (halted := _halted(store, repo, tier, f, runs, order, at, as_of,
+                                                                             scores.get(f.node))) is not None:
+                out[i] = halted
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -249,14 +260,51 @@ def _beside_breakages(learned: Recurrence | None, runs: list[MainRun], order: tu
 
 def _fired_once(store: Store, repo: str, tier: str, node_id: int | None, f: Failure, runs: list[MainRun],
                 order: tuple[str, ...], as_of: int | None) -> Recurrence | None:
-    """Main's open streak of one run at one commit, when runs of other pull requests holding that
-    code passed the test: the code does not always fail it, so that run was the test's flake."""
+    """Main's open streak of one run at one commit, when runs of `HELD_SOURCES` other pull requests
+    holding that code passed the test (`held_code`): the code does not always fail it, so that run
+    was the test's flake. One such pull request is not enough: the fix of a real breakage is based
+    on the broken commit and passes the test."""
     streaks = fail_streaks(runs, order)
     last = streaks[-1] if streaks else None
-    if last is None or not last.open or last.runs != 1 or not last.fingerprints:
+    if last is None or not last.open or last.runs != 1 or not last.fingerprints or last.first_index not in held_streaks(
+            store, repo, tier, node_id, [last], order, last.first_index, f.sha, as_of=as_of):
         return None
     passed = held_passes(store, repo, tier, node_id, order[last.first_index:], f.sha, as_of)
     return Recurrence(frozenset(last.fingerprints), 1, passed + 1, 1) if passed else None
+
+
+def _halted(store: Store, repo: str, tier: str, f: Failure, runs: list[MainRun], order: tuple[str, ...],
+            at: int | None, as_of: int | None, score: FlakyScore | None) -> Verdict | None:
+    """``broken_on_main`` when main cannot vouch for N at the merge base: N last ran on main at a
+    commit where it passed, and main's runs of the tier since, up to the base, never reached N, the
+    first and the newest failing other tests (a job that stops at its first failing step). A
+    failure of N in code holding those commits, with a specific error that is none of N's flakes,
+    is then main's as far as main's record shows."""
+    if at is None or not f.fingerprint or is_generic(f.error) or environment_kind(f.error) or (
+            score is not None and f.fingerprint in {fp for fp, _, _ in score.fingerprints}):
+        return None
+    ran = {i: run.kind for run in runs if (i := position(order, run.sha)) is not None and i <= at}
+    if not ran or ran[max(ran)] != PASS or any(run.kind != PASS for run in runs if run.sha == order[max(ran)]):
+        return None
+    last = max(ran)
+    reports = tier_reports(store, repo, tier, order[max(0, last - 4 * HALT_SEEN):at + 1], as_of)
+    before = [sha for sha in order[:last + 1] if sha in reports and not reports[sha][0]][-HALT_SEEN:]
+    silent = [sha for sha in order[last + 1:at + 1] if sha in reports]
+    seen = {run.sha for run in runs}
+    # N ran in each of main's clean runs before (not a test main selects now and then; a run that
+    # failed may have stopped early), and every run since failed something or passed nothing
+    if len(before) < HALT_SEEN or not seen.issuperset(before) or not silent or not (
+            reports[silent[0]][0] and reports[silent[-1]][0]) or any(passed and not failed
+                                                                       for failed, passed in map(reports.get, silent)):
+        return None
+    candidates = order[last + 1:order.index(silent[0]) + 1]
+    n = len(candidates)
+    detail = (f"broken on main since {short(silent[0])} as far as main shows ({n} candidate commit{'s' if n != 1 else ''}"
+              f": {', '.join(short(c) for c in candidates[:MAX_CANDIDATES])}, last passed at {short(order[last])}); "
+              f"main has not run it since: its {len(silent)} run{'s' if len(silent) != 1 else ''} of {tier} up to the "
+              "base failed other tests first")
+    return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, detail, f.error, f.fingerprint, f.runner, since=silent[0],
+                   last_pass=order[last], candidates=tuple(candidates[:MAX_CANDIDATES]), candidate_count=n)
 
 
 def _intermittent(f: Failure, moved: ChangePoint, score: FlakyScore | None) -> Verdict:

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ci.history.errors import SIGNAL
 from ci.history.mainline import MainRun
-from ci.history.model import DEFAULT_BRANCH_EVENTS, MAIN_EVIDENCE_EVENTS, PASS
+from ci.history.model import BROKEN, DEFAULT_BRANCH_EVENTS, FAIL, MAIN_EVIDENCE_EVENTS, PASS
 from ci.history.store import Store
 
 _CHUNK = 500
@@ -141,3 +141,21 @@ def crashed_elsewhere(store: Store, repo: str, tier: str, node_id: int | None, s
                           (*params, tier, node_id, sha.lower(), *([base.lower()] * 2 if base else []), sha.lower(),
                            *limit))
     return bool(rows)
+
+
+def tier_reports(store: Store, repo: str, tier: str, shas: Sequence[str], as_of: int | None) -> dict[str, tuple[bool, bool]]:
+    """For each of ``shas`` whose default-branch reports hold ``tier``: whether any of them failed a
+    test there (``fail`` or ``broken``; infra failures count, they stop a job as well) and whether
+    any passed one."""
+    if not shas:
+        return {}
+    where, params = repo_condition(repo)
+    until, limit = cut(as_of)
+    chosen = [s.lower() for s in shas][-_CHUNK:]
+    events = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
+    rows = store.fetchall(f"SELECT r.sha, MAX(CASE WHEN c.kind IN ('{FAIL}', '{BROKEN}') THEN 1 ELSE 0 END), "
+                          f"MAX(CASE WHEN c.kind = '{PASS}' THEN 1 ELSE 0 END) "
+                          f"FROM reports r JOIN cases c ON c.report_id = r.id WHERE {where}r.tier = ? "
+                          f"AND r.event IN ({events}) AND r.sha IN ({', '.join('?' * len(chosen))}){until} "
+                          "GROUP BY r.sha", (*params, tier, *DEFAULT_BRANCH_EVENTS, *chosen, *limit))
+    return {str(sha): (bool(failed), bool(passed)) for sha, failed, passed in rows}

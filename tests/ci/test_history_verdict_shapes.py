@@ -17,7 +17,7 @@ from ci.history.run_results import load_run
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, FLAKY, INFRA, NEW, judge
 from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
-from tests.ci.test_history_verdicts import FILE, REPO, TIER, pr_failure, run, sha
+from tests.ci.test_history_verdicts import BOOM, FILE, REPO, TIER, pr_failure, run, sha
 
 PTX = ("RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.",
        "E   RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain.")
@@ -121,19 +121,49 @@ def test_a_test_that_starts_failing_often_at_one_commit(store_location: str, tmp
                             "fails 16 of 40 attempts from it on, 0 of 30 before: an intermittent breakage")
 
 
-@pytest.mark.parametrize("held_passed, expected", [(True, FLAKY), (False, BROKEN_ON_MAIN)])
+@pytest.mark.parametrize("passed_in, expected", [((10, 11), FLAKY), ((), BROKEN_ON_MAIN), ((10,), BROKEN_ON_MAIN)])
 def test_one_failed_main_run_whose_code_passed_elsewhere_is_a_flake(store_location: str, tmp_path: Path,
-                                                                    held_passed: bool, expected: str) -> None:
-    """No retries: main's newest commit 6 failed test_a once with TOL. Pull request 10, based at 6
-    (it holds that code), passed it: commit 6 does not always fail it, so pull request 7's one
-    failure with the same line is the flake, not "broken on main since 6"."""
+                                                                    passed_in: tuple[int, ...], expected: str) -> None:
+    """No retries: main's newest commit 6 failed test_a once with TOL. Pull requests 10 and 11,
+    based at 6 (they hold that code), passed it: commit 6 does not always fail it, so pull request
+    7's one failure with the same line is the flake, not "broken on main since 6". One passing pull
+    request is not enough: the fix of a breakage at 6 is based there and passes."""
     with open_store(store_location) as store:
         for i in range(7):
             run(store, tmp_path, sha(i), [TOL] if i == 6 else [None])
-        if held_passed:
-            run(store, tmp_path, f"{10:04x}{'c' * 36}", [None], "pull_request", pr=10, base_sha=sha(6))
+        for pr in passed_in:
+            run(store, tmp_path, f"{pr:04x}{'c' * 36}", [None], "pull_request", pr=pr, base_sha=sha(6))
         (v,) = judge(store, [pr_failure(store, tmp_path, [TOL], base=sha(6))], merge_base=sha(6))
     assert v.verdict == expected, v.detail
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("halted", BROKEN_ON_MAIN),  # main's runs at 5 and 6 failed test_other and never reached test_a
+    ("not_run", NEW),  # main's runs at 5 and 6 passed without test_a: nothing failed there
+    ("reached", NEW),  # main ran test_a at 6 as well, and it passed
+    ("sparse", NEW),  # main ran test_a at 0, 2 and 4 only: it leaves test_a out now and then
+    ("stopped_before", BROKEN_ON_MAIN),  # main's run at 3 failed test_other and stopped too: no sign of selection
+])
+def test_a_test_main_stopped_reaching_is_main_s_when_it_fails(store_location: str, tmp_path: Path, story: str,
+                                                              expected: str) -> None:
+    """test_a passed on main up to 4. From 5 on, main's job fails test_other first and stops (make
+    stops at its first failing step), so main never ran test_a at 5 or 6. Pull request 7, based at
+    6, fails test_a with an error it never failed with: main cannot vouch for test_a there."""
+    with open_store(store_location) as store:
+        for i in range(5):
+            if story == "stopped_before" and i == 3:
+                run(store, tmp_path, sha(i), [TOL], node="test_other")
+            else:
+                run(store, tmp_path, sha(i), [None], node="test_other" if story == "sparse" and i % 2 else "test_a")
+        for i in (5, 6):
+            run(store, tmp_path, sha(i), [None] if story == "not_run" else [TOL], node="test_other")
+        if story == "reached":
+            run(store, tmp_path, sha(6), [None])
+        (v,) = judge(store, [pr_failure(store, tmp_path, [BOOM], base=sha(6))], merge_base=sha(6))
+    assert v.verdict == expected, v.detail
+    if expected == BROKEN_ON_MAIN:
+        assert (v.since, v.last_pass, v.candidates) == (sha(5), sha(4), (sha(5),))
+        assert v.detail.startswith("broken on main since 0005aaa as far as main shows"), v.detail
 
 
 def test_a_breakage_main_had_is_not_learned_as_a_flake(store_location: str, tmp_path: Path) -> None:
