@@ -79,8 +79,12 @@ _INFRA = (
     # whichever test was under way: not a test's own timeout (pytest-timeout names the test)
     (JOB_TIMEOUT, re.compile(r"\bFunctionTimeoutError\b|\bFunction \S+ timed out after\b"
                              r"|job running on runner .{0,80} has exceeded the maximum execution time", re.I)),
+    # also a job whose worker, container or cloud instance was taken away under it (terminated by the
+    # executor's worker, preempted, evicted): the machine left, whatever test was running
     (LOST_RUNNER, re.compile(r"runner has received a shutdown signal|lost communication with the server"
-                             r"|The self-hosted runner .{0,80} lost|runner .{0,40} (?:went offline|disconnected)", re.I)),
+                             r"|The self-hosted runner .{0,80} lost|runner .{0,40} (?:went offline|disconnected)"
+                             r"|\bwas terminated by the (?:\w+ )?worker\b|\b(?:container|pod|instance|node) (?:was |has been )?"
+                             r"(?:preempted|evicted)\b", re.I)),
     (SIGNAL, re.compile(r"Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|(?:killed|terminated) by signal"
                         r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
                         re.I)),

@@ -96,6 +96,10 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("RuntimeError: Server process exited with code 1", "", ""),
     ("", "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):", "signal"),
     ("", "E   RuntimeError: The runner has received a shutdown signal.", "lost-runner"),
+    ("modal.exception.RemoteError: Function call fc-01JQ3 was terminated by the Modal worker: grpclib.exceptions."
+     "StreamTerminatedError: Stream reset by remote party, error_code: 2", "", "lost-runner"),
+    ("RuntimeError: the pod was evicted: The node was low on resource: ephemeral-storage.", "", "lost-runner"),
+    ("grpc.aio.AioRpcError: StreamTerminatedError: Stream reset by remote party", "", ""),  # the test's own gRPC
     # an assertion that quotes an infra string is the test's own check
     ("AssertionError: assert 'NCCL error' not in 'log: NCCL error: x'", "", ""),
     ("assert 'CUDA error' not in out", "E   assert 'CUDA error' not in out\nE    +  where 'CUDA error' = f()", ""),
