@@ -17,9 +17,12 @@ Contract:
   stripped of its exception type, of assert/comparison words and placeholders, holds no word of
   three letters or more; or it is one of the known wrapper phrases. A generic line never makes a
   failure flaky by its signature alone (`ci.history.verdict`): it matches everything.
-- `infra_kind(attempt)`: ``no-gpu``, ``cuda`` (ROCm's HIP device errors too), ``nccl``, ``oom-kill``, ``disk-full``, ``storage``, ``lost-runner`` or
-  ``signal`` when the failure's own exception line (the message's first line, or the last ``E``
-  lines) names that runner-level cause, else ``""``.
+- `infra_kind(attempt)`: ``no-gpu``, ``gpu-held`` (a CUDA out-of-memory error on a device that other
+  processes hold: `gpu_held`), ``cuda`` (ROCm's HIP device errors too), ``nccl``, ``oom-kill``, ``disk-full``,
+  ``storage``, ``job-timeout`` (the executor's limit for the whole job ran out: a Modal function's
+  timeout, a GitHub job's maximum execution time), ``lost-runner`` or ``signal`` when the failure's
+  own exception line (the message's first line, or the last ``E`` lines) names that runner-level
+  cause, else ``""``.
 - `service(line)`: the remote service (host) a line says failed or could not be reached (a hub's
   5xx, a registry timing out), or ``""``. One such failure is a hiccup (`environment_kind`'s
   ``remote``, which tests flake with); many tests failing so at once is an outage
@@ -47,7 +50,8 @@ from ci.results.junit import Attempt
 MAX_ERROR_CHARS = 300
 NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL = "no-gpu", "cuda", "nccl", "oom-kill", "lost-runner", "signal"
 DISK_FULL, STORAGE = "disk-full", "storage"
-INFRA_KINDS = (NO_GPU, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL, DISK_FULL, STORAGE)
+GPU_HELD, JOB_TIMEOUT = "gpu-held", "job-timeout"
+INFRA_KINDS = (NO_GPU, GPU_HELD, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL, DISK_FULL, STORAGE, JOB_TIMEOUT)
 
 MISSING_GPU = re.compile(
     r"no CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|NVIDIA driver on your system is too old"
@@ -71,12 +75,43 @@ _INFRA = (
     # error, a file system remounted read-only): the machine's storage, not the code's
     (STORAGE, re.compile(r"Stale file handle|\bESTALE\b|\[Errno 5\] Input/output error|\bEIO\b"
                          r"|Read-only file system|\bEROFS\b|Transport endpoint is not connected", re.I)),
+    # the executor's time limit for the whole job ran out (a Modal function's, a GitHub job's), killing
+    # whichever test was under way: not a test's own timeout (pytest-timeout names the test)
+    (JOB_TIMEOUT, re.compile(r"\bFunctionTimeoutError\b|\bFunction \S+ timed out after\b"
+                             r"|job running on runner .{0,80} has exceeded the maximum execution time", re.I)),
+    # also a job whose worker, container or cloud instance was taken away under it (terminated by the
+    # executor's worker, preempted, evicted): the machine left, whatever test was running
     (LOST_RUNNER, re.compile(r"runner has received a shutdown signal|lost communication with the server"
-                             r"|The self-hosted runner .{0,80} lost|runner .{0,40} (?:went offline|disconnected)", re.I)),
+                             r"|The self-hosted runner .{0,80} lost|runner .{0,40} (?:went offline|disconnected)"
+                             r"|\bwas terminated by the (?:\w+ )?worker\b|\b(?:container|pod|instance|node) (?:was |has been )?"
+                             r"(?:preempted|evicted)\b", re.I)),
     (SIGNAL, re.compile(r"Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|(?:killed|terminated) by signal"
                         r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
                         re.I)),
 )
+# torch's CUDA out-of-memory words: the device's capacity, what is free, and what this process's
+# PyTorch allocated itself; the rest of the used memory is held by other processes (or the driver)
+_CUDA_OOM = re.compile(r"CUDA out of memory\b.*?total capacity of ([\d.]+) ([GM]iB) of which ([\d.]+) ([GM]iB) "
+                       r"is free.*?Of the allocated memory ([\d.]+) ([GM]iB) is allocated by PyTorch", re.I | re.S)
+HELD_SHARE = 0.5  # at least half of the device held outside the test's own allocations: another process's
+
+
+def _gib(number: str, unit: str) -> float:
+    return float(number) / (1024 if unit.lower() == "mib" else 1)
+
+
+def gpu_held(line: str) -> bool:
+    """Whether ``line`` is torch's CUDA out-of-memory error on a device that other processes hold:
+    at least `HELD_SHARE` of its capacity is in use but not allocated by this process's PyTorch.
+    A test that asks for too much fills the device with its own allocations; this is a leftover
+    or neighbouring process on the machine. Without torch's numbers it is not told (``False``)."""
+    found = _CUDA_OOM.search(line)
+    if found is None:
+        return False
+    total, free, own = (_gib(found.group(i), found.group(i + 1)) for i in (1, 3, 5))
+    return total > 0 and (total - free - own) >= HELD_SHARE * total
+
+
 # A remote service (a model hub, a package index) that failed or could not be reached: a host named
 # with an HTTP 429/5xx or a connection, timeout or name-resolution failure. A local server (localhost,
 # 127.x) refusing is the test's surroundings (`environment_kind`), and a 404 the code's own request.
@@ -206,6 +241,8 @@ def infra_kind(attempt: Attempt) -> str:
     for line in lines:
         if _ASSERTION.match(line):
             continue
+        if gpu_held(line):
+            return GPU_HELD
         for kind, pattern in _INFRA:
             if pattern.search(line):
                 return "" if kind == CUDA and KERNEL_FAULT.search(line) else kind

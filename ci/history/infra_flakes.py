@@ -10,8 +10,9 @@ report is the machine's at once (`ci.history.runners.machine_at_once`: at least 
 report's tests, and half of them, failed with an infra-looking error; a bad node or an outage
 fails the whole job, as `ci.history.runners.out_of_line` reads a judged run). A lost runner or a signal is never the
 test's here: `ci.history.verdict` judges those by their own rules. Nor is a machine-only kind
-(`MACHINE_KINDS`: no GPU, a full disk, a failing mount), whatever runners it struck the test on:
-no test's race takes a device away or makes a mount go stale, so rule 1 keeps such a failure
+(`MACHINE_KINDS`: no GPU, a GPU that other processes hold, a full disk, a failing mount), whatever
+runners it struck the test on: no test's race takes a device away, fills it from another process or
+makes a mount go stale, so rule 1 keeps such a failure
 infra when no runner is to blame (`MACHINE_ONLY` when the test failed so elsewhere, else a
 hiccup): a pool-wide spell, such as a shared model
 cache's mount going stale for hours, strikes every test on every runner it meets, and its
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.history.errors import DISK_FULL, LOST_RUNNER, NO_GPU, SIGNAL, STORAGE
+from ci.history.errors import DISK_FULL, GPU_HELD, LOST_RUNNER, NO_GPU, SIGNAL, STORAGE
 from ci.history.model import EvidenceRow
 from ci.history.runners import machine_at_once
 from ci.history.store import Store
@@ -36,9 +37,9 @@ from ci.history.verdict_queries import cut, repo_condition, source_of
 
 MIN_RUNNERS = 2
 MIN_SOURCES = 2
-MACHINE_KINDS = frozenset({NO_GPU, DISK_FULL, STORAGE})
-MACHINE_ONLY = ("not one runner's (in line with the pool), and never a test's own (a missing device, a full disk "
-                "or a failing mount): the machines'; rerun it")
+MACHINE_KINDS = frozenset({NO_GPU, GPU_HELD, DISK_FULL, STORAGE})
+MACHINE_ONLY = ("not one runner's (in line with the pool), and never a test's own (a missing device, a GPU other "
+                "processes hold, a full disk or a failing mount): the machines'; rerun it")
 _CHUNK = 500
 
 _INFRA_FAILURES = """SELECT n.node, c.infra, r.runner, r.sha, r.pr, r.id FROM cases c

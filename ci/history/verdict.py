@@ -9,8 +9,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`ci.history.runners.runner_blame`: most of the run's tests failing so there at once, its rate
    out of line with the pool's, or N failing so on the whole pool every time); also ``infra``
    (`HICCUP`) when no runner is to blame and N never failed so on another runner in other runs
-   (`ci.history.runners.failed_so_elsewhere`), or F's kind is a machine's only (no GPU, a full
-   disk, a failing mount: `ci.history.infra_flakes.MACHINE_KINDS`): the error follows neither;
+   (`ci.history.runners.failed_so_elsewhere`; a job killed by its time limit inside N is such a
+   failure), or F's kind is a machine's only (no GPU, a GPU other processes hold, a full disk, a
+   failing mount: `ci.history.infra_flakes.MACHINE_KINDS`): the error follows neither;
    else it follows the test and rules 2-5 judge F, its earlier failures of that kind N's flake
    evidence (`ci.history.infra_flakes`). Named with the runner's record. Also ``infra``
    (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull

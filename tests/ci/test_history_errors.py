@@ -96,6 +96,10 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("RuntimeError: Server process exited with code 1", "", ""),
     ("", "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):", "signal"),
     ("", "E   RuntimeError: The runner has received a shutdown signal.", "lost-runner"),
+    ("modal.exception.RemoteError: Function call fc-01JQ3 was terminated by the Modal worker: grpclib.exceptions."
+     "StreamTerminatedError: Stream reset by remote party, error_code: 2", "", "lost-runner"),
+    ("RuntimeError: the pod was evicted: The node was low on resource: ephemeral-storage.", "", "lost-runner"),
+    ("grpc.aio.AioRpcError: StreamTerminatedError: Stream reset by remote party", "", ""),  # the test's own gRPC
     # an assertion that quotes an infra string is the test's own check
     ("AssertionError: assert 'NCCL error' not in 'log: NCCL error: x'", "", ""),
     ("assert 'CUDA error' not in out", "E   assert 'CUDA error' not in out\nE    +  where 'CUDA error' = f()", ""),
@@ -104,6 +108,19 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("AssertionError: server did not answer", "E   RuntimeError: NCCL error in: x\n\nE   AssertionError: server did not answer", ""),
     ("Failed: Timeout >300.0s", "E   Failed: Timeout >300.0s", ""),
     ("AssertionError: accuracy low", "", ""),
+    # a CUDA OOM on a device others hold (2.5 of 78 GiB in use is the test's own) is the machine's;
+    # one whose memory the test allocated itself, or without torch's numbers, is the test's
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+     "of which 512.00 MiB is free. Process 811 has 78.69 GiB memory in use. Of the allocated memory 2.50 GiB is "
+     "allocated by PyTorch, and 120.00 MiB is reserved by PyTorch but unallocated.", "", "gpu-held"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of 79.10 GiB "
+     "of which 2.31 GiB is free. Of the allocated memory 71.02 GiB is allocated by PyTorch", "", ""),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 22.05 "
+     "GiB of which 1.12 GiB is free.", "", ""),
+    # the executor's limit for the whole job, not the test's own timeout
+    ("modal.exception.FunctionTimeoutError: Function liger_tests timed out after 5400.0 seconds", "", "job-timeout"),
+    ("", "##[error]The job running on runner gpu-7 has exceeded the maximum execution time of 360 minutes.",
+     "job-timeout"),
 ])
 def test_infra_kind(message: str, detail: str, kind: str) -> None:
     assert infra_kind(att(message, detail)) == kind

@@ -339,3 +339,51 @@ def test_a_crash_only_this_change_shows_is_its_own(store_location: str, tmp_path
         crashed = [replace(f, node=f"{f.node[:-1]}{c}") for c in "bcd"] if story == "many" else []
         (v, *_) = judge(store, [f, *crashed], merge_base=sha(3))
     assert (v.verdict, v.infra) == (expected, "signal" if expected == INFRA else ""), v.detail
+
+
+def oom(own_gib: float) -> tuple[str, str]:
+    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.64 GiB. GPU 0 has a total capacity of "
+            f"79.19 GiB of which 0.94 GiB is free. Process 4242 has 78.10 GiB memory in use. Of the allocated memory "
+            f"{own_gib:.2f} GiB is allocated by PyTorch")
+    return line, f"E   {line}"
+
+
+@pytest.mark.parametrize("story, expected", [
+    ("held", INFRA),  # 3 GiB of the test's own on a full device: another process holds it, on any runner
+    ("own", FLAKY),  # 75 GiB allocated by the test itself: its own appetite, a flake like any other
+])
+def test_a_gpu_that_another_process_holds_is_infra_whatever_test_it_hits(store_location: str, tmp_path: Path,
+                                                                         story: str, expected: str) -> None:
+    """Main runs test_a at 0-8 on r1-r4; at 2 and 5 (r3, r2) and in pull request 9 (r4) it ran out
+    of CUDA memory, passing around. Pull request 7 runs out of memory the same way on r1."""
+    error = oom(3.0 if story == "held" else 75.0)
+    with open_store(store_location) as store:
+        for i in range(9):
+            run(store, tmp_path, sha(i), [error] if i in (2, 5) else [None], runner=f"r{1 + i % 4}")
+        run(store, tmp_path, f"{9:04x}{'e' * 36}", [error], "pull_request", "r4", pr=9, base_sha=sha(6))
+        (v,) = judge(store, [pr_failure(store, tmp_path, [error], base=sha(8))], merge_base=sha(8))
+    assert v.verdict == expected, v.detail
+    assert v.infra == ("gpu-held" if expected == INFRA else "")
+
+
+TIMEOUT = ("modal.exception.FunctionTimeoutError: Function tests timed out after 5400.0 seconds",
+           "E   modal.exception.FunctionTimeoutError: Function tests timed out after 5400.0 seconds")
+TEST_TIMEOUT = ("Failed: Timeout (>300.0s) from pytest-timeout.", "E   Failed: Timeout (>300.0s) from pytest-timeout.")
+TERMINATED = ("modal.exception.RemoteError: Function call fc-01JQ3 was terminated by the Modal worker",
+              "E   modal.exception.RemoteError: Function call fc-01JQ3 was terminated by the Modal worker")
+
+
+@pytest.mark.parametrize("error, expected", [
+    (TIMEOUT, "job-timeout"),  # the whole job's time ran out while test_a happened to run: the executor's
+    (TERMINATED, "lost-runner"),  # the worker running the job went away under it
+    (TEST_TIMEOUT, NEW),  # test_a's own time limit: a hang the change may have brought
+])
+def test_a_job_killed_from_outside_is_infra_not_the_running_test_s(store_location: str, tmp_path: Path,
+                                                                   error: tuple[str, str], expected: str) -> None:
+    """Main passes test_a at 0-3; pull request 7's job is killed inside test_a: by its time limit,
+    by its worker going away, or by test_a's own timeout."""
+    with open_store(store_location) as store:
+        for i in range(4):
+            run(store, tmp_path, sha(i), [None], runner=f"r{1 + i % 2}")
+        (v,) = judge(store, [pr_failure(store, tmp_path, [error], base=sha(3), runner="r2")], merge_base=sha(3))
+    assert (v.verdict, v.infra) == ((NEW, "") if expected == NEW else (INFRA, expected)), v.detail
