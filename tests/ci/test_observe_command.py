@@ -420,4 +420,3 @@ def test_the_observing_process_on_312_imports_neither_coverage_nor_slipcovers_co
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "ci.observe.merge" in imported and "ci.observe.options" in imported
     assert not {"coverage", "ci.observe.slipcover_core"} & imported
-
