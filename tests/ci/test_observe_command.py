@@ -4,7 +4,7 @@
 A tiny project is observed in real processes: (a) a pytest suite run by ``make test`` with two
 xdist workers; (b) an SGLang-shaped ``tests/run_suite.py`` that runs unittest files as
 ``python3 tests/test_x.py`` children, one of which starts a server child and terminates it, on
-3.11 (the slipcover hook) and under ``.venv-py312`` (coverage.py's sysmon core); (c) a failing
+3.11 (the slipcover hook) and under ``.venv-py312`` (the recorder's sysmon core); (c) a failing
 command; (d) a test file the runner starts with ``-S``, which the recorder cannot hear. Each
 test file's lines are asserted against line numbers known by construction.
 """
