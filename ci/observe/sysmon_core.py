@@ -282,7 +282,8 @@ class SysmonLines:
         visit; the visits before it are read, the last one read before again (a thread may have
         taken it before this call and write its line into it after), every one when ``final``."""
         visits, sent, fresh = self._visits, self._sent, {}
-        visits.append((visits[-1][0], {}))
+        if visits[-1][1]:  # an idle process's flushes add none: the list grows only with lines
+            visits.append((visits[-1][0], {}))
         for _, lines in visits[0 if final else max(0, self._taken - 1):]:
             for key, mask in list(lines.items()):
                 new = mask & ~sent.get(key, 0)
