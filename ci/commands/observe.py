@@ -30,9 +30,9 @@ from pathlib import Path
 
 from ci.atomic_write import atomic_write_text
 from ci.observe.bytecode import cache_checked, loaded_sources
+from ci.observe.layout import read_layout
 from ci.observe.observed import META, collect, observed_env, prepare
-from ci.registry import RegistryError, load_registry
-from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, find_repo_root
+from ci.repo_root import RepoRootNotFound, find_repo_root
 from ci.selection.depmap_format import dump_depmap
 
 PROG = "python -m ci observe"
@@ -61,13 +61,10 @@ def _prepared(parts: Path, tier: str | None, by_test: bool = False) -> dict[str,
         root = find_repo_root()
     except RepoRootNotFound as exc:
         raise ValueError(f"{exc} (observe needs the tree's registry: `python -m ci init` writes one)") from None
-    try:
-        registry = load_registry(root / REGISTRY_FILENAME)
-    except RegistryError as exc:
-        raise ValueError(f"{root / REGISTRY_FILENAME}: {exc.problems[0]} (run `python -m ci lint`)") from None
-    if tier is not None and tier not in registry.tiers:
-        raise ValueError(f"--tier {tier!r}: unknown tier; known tiers: {', '.join(registry.tiers)}")
-    return prepare(parts, root, registry.project.test_roots, registry.project.test_patterns, tier, by_test,
+    layout = read_layout(root)  # the registry's test roots, patterns and tiers; cached (`ci.observe.layout`)
+    if tier is not None and tier not in layout.tiers:
+        raise ValueError(f"--tier {tier!r}: unknown tier; known tiers: {', '.join(layout.tiers)}")
+    return prepare(parts, root, layout.test_roots, layout.test_patterns, tier, by_test,
                    os.environ.get("PYTEST_PLUGINS", ""))
 
 

@@ -1,4 +1,6 @@
-"""The recording inside a Python subprocess of a recorded test, by slipcover's probes.
+"""The recording inside a Python subprocess of a recorded test, by slipcover's probes, or on
+CPython 3.12+ by the recorder's own ``sys.monitoring`` core (`ci.observe.sysmon_child`,
+`CHILD_CORE_ENV` ``sysmon``: a script is then measured by line, not whole).
 
 `ci.observe.startup`'s hook calls `start` while ``site`` starts the interpreter, before
 the program's own code. When the environment names a recording (`PARTS_ENV`, `ROOT_ENV`, and
@@ -167,20 +169,30 @@ def _recording_pytest() -> bool:
 
 def _start() -> None:
     parts, root, test = os.environ.get(PARTS_ENV), os.environ.get(ROOT_ENV), os.environ.get(TEST_ENV, "")
-    if os.environ.get(CHILD_CORE_ENV) != "slipcover":  # the hook also wakes wherever a recording is asked for
+    core = os.environ.get(CHILD_CORE_ENV)
+    if core not in ("slipcover", "sysmon"):  # the hook also wakes wherever a recording is asked for
         return
     if not parts or not root or not (test or os.environ.get(OBSERVE_ENV)) or not os.path.isdir(parts):
         return  # an observed command's process outside any test file records the map's shared lines
     if not test and os.environ.get(OBSERVED_PYTEST_ENV):
         return  # an xdist worker of an observed pytest: its own recorder measures it
-    from ci.observe import slipcover_core  # deferred: the checks above cost nothing
-
-    if not slipcover_core.available():
-        return
-    _leave_unrewritten("slipcover")
-    options = record_options(resolve_core=False)
     files = RepoFiles(root)
-    lines = slipcover_core.SlipcoverLines(files, None, probe_folder(parts), keep=True)
+    script = _script_path()
+    if core == "sysmon":  # deferred: the checks above cost nothing
+        from ci.observe import sysmon_child
+
+        if not sysmon_child.runs_here():
+            return  # another interpreter than the recording's: coverage.py measures it
+        lines = sysmon_child.ChildLines(files, parts)
+        script = None  # measured by line, as coverage.py's sysmon core measured it
+    else:
+        from ci.observe import slipcover_core
+
+        if not slipcover_core.available():
+            return
+        _leave_unrewritten("slipcover")
+        lines = slipcover_core.SlipcoverLines(files, None, probe_folder(parts), keep=True)
+    options = record_options(resolve_core=False)
     lines.switch_context(test)
     # before any probe or audit hook: compiling reads the recorder's sources, which no test uses
     cache_once(parts, __name__.split(".")[0])
@@ -189,7 +201,7 @@ def _start() -> None:
         log = OpenedLog(files, parts)
         log.context = test
         log.start()
-    child = _ChildLog(lines, files, parts, test, _script_path())
+    child = _ChildLog(lines, files, parts, test, script)
     _active.append(child)
     os.register_at_fork(after_in_child=child.after_fork)
     mark_live(parts, test, flushes=True)

@@ -64,8 +64,8 @@ def prepare(parts: Path, root: Path, test_roots: Sequence[str], test_patterns: S
     (parts / META).write_text(json.dumps({"root": str(root), "tier": tier}), encoding="utf-8")
     env = {PARTS_ENV: str(parts), ROOT_ENV: str(root), RECORD_ENV: str(parts / "unused-map.json"),
            OBSERVE_ENV: ",".join(test_roots) + "|" + ",".join(test_patterns), "COVERAGE_PROCESS_START": str(config)}
-    if options.core == "slipcover" and options.subprocesses:
-        env[CHILD_CORE_ENV] = "slipcover"
+    if options.core in ("slipcover", "sysmon") and options.subprocesses:
+        env[CHILD_CORE_ENV] = options.core  # the hook measures the children (`ci.observe.child`), not coverage.py
     if by_test:
         env.update({BYTEST_ENV: str(parts), "PYTEST_PLUGINS": ",".join(p for p in (plugins, PLUGIN) if p)})
     return env

@@ -114,8 +114,8 @@ def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> 
     the subprocesses' coverage config, and the recorder's own start-up hook with the variable that
     arms it. A worker rewriting the config could tear it under a child of another worker reading it."""
     write_child_config(parts, files, options.core)
-    if options.core == "slipcover" and options.subprocesses and startup.install() is not None:
-        os.environ[CHILD_CORE_ENV] = "slipcover"  # subprocesses by probes too, where the hook runs
+    if options.core in ("slipcover", "sysmon") and options.subprocesses and startup.install() is not None:
+        os.environ[CHILD_CORE_ENV] = options.core  # subprocesses by the recorder's core too, where the hook runs
     else:
         os.environ.pop(CHILD_CORE_ENV, None)
 

@@ -1,10 +1,11 @@
-"""The start-up hook that measures a recorded test's Python subprocesses with slipcover.
+"""The start-up hook that measures a recorded test's Python subprocesses: slipcover's probes, or
+on CPython 3.12+ the recorder's own ``sys.monitoring`` core.
 
 coverage.py measures subprocesses through the ``.pth`` file its wheel installs; that hook imports
 coverage (about 0.1 s of CPU) in every Python process that sees ``COVERAGE_PROCESS_START``, and
 traces it. The slipcover core brings its own hook instead: `install` writes `PTH_NAME` into the
 interpreter's ``purelib`` (site-packages), once, atomically. Its one line does nothing unless
-`CHILD_CORE_ENV` is ``slipcover``, an observed command runs (`OBSERVE_ENV`: the process may be a
+`CHILD_CORE_ENV` is ``slipcover`` or ``sysmon``, an observed command runs (`OBSERVE_ENV`: the process may be a
 test file, `ci.observe.script_test`), or a recording is asked for (`RECORD_ENV`) and none runs yet
 (no `PARTS_ENV`: the pytest process of a recording, measured from its start); then it imports
 `ci.observe.child` and starts it (`ci.observe.child.start`, which then sets the
@@ -34,7 +35,7 @@ from ci.observe.files import CHILD_CORE_ENV, OBSERVE_ENV, PARTS_ENV, RECORD_ENV
 PTH_NAME = "a0_ci_depmap.pth"
 PTH_TEXT = (
     "import os; exec('try:\\n import ci.observe.child as _c\\n _c.start()\\nexcept Exception:\\n pass') "
-    f"if os.environ.get({CHILD_CORE_ENV!r}) == 'slipcover' or os.environ.get({OBSERVE_ENV!r}) "
+    f"if os.environ.get({CHILD_CORE_ENV!r}) in ('slipcover', 'sysmon') or os.environ.get({OBSERVE_ENV!r}) "
     f"or (os.environ.get({RECORD_ENV!r}) and not os.environ.get({PARTS_ENV!r})) else None\n"
 )
 

@@ -154,6 +154,8 @@ class SysmonLines:
         # code objects measured by INSTRUCTION, with their offset -> line (`_far_lines`)
         self._far: dict[_Key, list[tuple[CodeType, dict[int, int]]]] = {}
         self._tool: int | None = None
+        self._sent: dict[_Key, int] = {}  # the lines `take_new` gave, by code object key
+        self._taken = 0  # the visits `take_new` read, but for the last of them
 
     def start(self) -> None:
         """Measure from now on, in this process's every thread."""
@@ -272,6 +274,24 @@ class SysmonLines:
         """In a forked copy: drop the lines recorded so far (its parent saves them)."""
         context = self._visits[-1][0]
         self._visits[:] = [(context, {})]
+        self._taken = 0
+
+    def take_new(self, final: bool = False) -> dict[str, set[int]]:
+        """The lines recorded since the last call, whatever their context (a subprocess has one:
+        `ci.observe.sysmon_child`): absolute path -> line numbers. Lines from now on go to a new
+        visit; the visits before it are read, the last one read before again (a thread may have
+        taken it before this call and write its line into it after), every one when ``final``."""
+        visits, sent, fresh = self._visits, self._sent, {}
+        if visits[-1][1]:  # an idle process's flushes add none: the list grows only with lines
+            visits.append((visits[-1][0], {}))
+        for _, lines in visits[0 if final else max(0, self._taken - 1):]:
+            for key, mask in list(lines.items()):
+                new = mask & ~sent.get(key, 0)
+                if new:
+                    sent[key] = sent.get(key, 0) | new
+                    fresh.setdefault(self._paths[key[0]], set()).update(_numbers(new))
+        self._taken = len(visits) - 1
+        return fresh  # type: ignore[return-value]
 
     def erase(self) -> None:
         """Forget every line recorded so far."""

@@ -4,7 +4,7 @@
 A tiny project is observed in real processes: (a) a pytest suite run by ``make test`` with two
 xdist workers; (b) an SGLang-shaped ``tests/run_suite.py`` that runs unittest files as
 ``python3 tests/test_x.py`` children, one of which starts a server child and terminates it, on
-3.11 (the slipcover hook) and under ``.venv-py312`` (coverage.py's sysmon core); (c) a failing
+3.11 (the slipcover hook) and under ``.venv-py312`` (the recorder's sysmon core); (c) a failing
 command; (d) a test file the runner starts with ``-S``, which the recorder cannot hear. Each
 test file's lines are asserted against line numbers known by construction.
 """
@@ -420,4 +420,3 @@ def test_the_observing_process_on_312_imports_neither_coverage_nor_slipcovers_co
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "ci.observe.merge" in imported and "ci.observe.options" in imported
     assert not {"coverage", "ci.observe.slipcover_core"} & imported
-
