@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench import _history_gen12 as gen12
+from bench import verdicts
 from bench import _history_gen12_verify as verify
 from bench._history_gen12_jobs import window_label, Code
 from bench._history_gen12_parse import parse_test_file, parse_workflow
@@ -302,3 +303,9 @@ def test_default_selection_is_pytest_inis() -> None:
     default, sequential = world.selected(latest, 170)
     assert default and sequential and not any(n.markers & EXCLUDED for n in default)
     assert all("sequential" in n.markers for n in sequential)
+
+
+def test_registered_with_its_scales() -> None:
+    chosen = verdicts.GENERATORS["gen12"]
+    assert chosen.generate is gen12.generate and chosen.scale == gen12.Scale() and chosen.quick == gen12.QUICK
+    assert chosen.scale.attempt_text and not replace(chosen.quick, attempt_text=False).attempt_text
