@@ -1,4 +1,4 @@
-"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|...|gen11] [--merge-group]``:
+"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|...|gen11|gen13] [--merge-group]``:
 how often `ci history verdicts` names the true cause of a pull request's failing test (issue 47), on the second labelled
 history (`bench._history_gen2`: written from GitHub's and pytest's documented behaviour and real GPU
 flakes, independent of the verdict rules; default seeds 1-5) or the third (`bench._history_gen3`:
@@ -17,7 +17,10 @@ flakes, Modal and hub failures and re-runs on top, held out the same way) or the
 fixes, with simulated flakes, runner, pool and hub failures, re-runs and cancels on top, held out the
 same way) or the eleventh
 (`bench._history_gen11`: FlashInfer's real main branch, pr-test.yml's fail-fast matrix, real fixes,
-with simulated kernel flakes, JIT cache, runner and pool failures and re-runs on top, held out the same way).
+with simulated kernel flakes, JIT cache, runner and pool failures and re-runs on top, held out the same way) or
+the thirteenth (`bench._history_gen13`: TransformerEngine's real main branch, its qa scripts' per-file
+JUnit on ``/te-ci``-triggered pipelines, real reverts and fixes, with simulated flakes, bad hosts, a
+full GPU, hub and InfiniBand failures, retries, re-comments and cancels on top, held out the same way).
 
 Each history is ingested into a fresh SQLite store through the real ingest path in the order its
 runs finish, each pull request run judged as pr-gpu.yml judges it (`bench._verdicts_score`).
@@ -42,7 +45,7 @@ from typing import Any, Callable
 
 from bench import (_history_gen2, _history_gen3, _history_gen4, _history_gen5, _history_gen6, _history_gen7,
                    _history_gen8, _history_gen9)
-from bench import _history_gen10, _history_gen11
+from bench import _history_gen10, _history_gen11, _history_gen13
 from bench._verdicts_records import LABELS
 from bench._verdicts_score import Judged, Score, score_history
 from bench.table import format_table
@@ -67,7 +70,8 @@ GENERATORS = {"gen2": Generator(_history_gen2.generate, _history_gen2.Scale(), _
               "gen8": Generator(_history_gen8.generate, _history_gen8.Scale(), _history_gen8.QUICK),
               "gen9": Generator(_history_gen9.generate, _history_gen9.Scale(), _history_gen9.QUICK),
               "gen10": Generator(_history_gen10.generate, _history_gen10.Scale(), _history_gen10.QUICK),
-              "gen11": Generator(_history_gen11.generate, _history_gen11.Scale(), _history_gen11.QUICK)}
+              "gen11": Generator(_history_gen11.generate, _history_gen11.Scale(), _history_gen11.QUICK),
+              "gen13": Generator(_history_gen13.generate, _history_gen13.Scale(), _history_gen13.QUICK)}
 DEFAULT_SEEDS = (1, 2, 3, 4, 5)
 REPLAY_ELSEWHERE = ("the replay is the verdict tests' own story and bench may not import tests: score it with "
                     "tests/ci/verdict_replay_bench.py (docs/bench.md, verdicts)")
