@@ -78,7 +78,7 @@ class History:
     unmodelled: list[Window]
     prs: list[PullRequest]
     causes: Causes
-    cancelled: list[str] = field(default_factory=list)
+    cancelled: list[tuple[str, int]] = field(default_factory=list)  # (run id, attempt) a push cancelled
 
 
 def _slice(scale: Scale) -> tuple[list[Commit], list[Window]]:
@@ -120,7 +120,7 @@ class _Builder:
         self.rng = random.Random(seed)
         self.runs: list[Run] = []
         self.next_id = 31_400_000 + 1000 * seed
-        self.cancelled: list[str] = []
+        self.cancelled: list[tuple[str, int]] = []
 
     def run_id(self) -> str:
         self.next_id += 1 + self.rng.randrange(40)
@@ -129,15 +129,15 @@ class _Builder:
     def execute(self, run: Run, levels_: tuple[str, ...], code: int, planted: dict[str, Planted],
                 causes: Causes, cancel_at: datetime | None = None) -> bool:
         """Run ``levels_`` of the qa scripts at history commit ``code`` into ``run``; True if any failed."""
-        failed = False
+        failed = cut = False
         finished = run.started
         for level in levels_:
             pool = LEVEL_POOL[level]
             host = runner(pool, self.rng)
             clock = run.started + timedelta(minutes=self.rng.uniform(*BUILD_MINUTES))
-            if self.rng.random() < causes.lost_rate:
-                finished = max(finished, clock)  # runner lost before any JUnit was written
-                failed = True
+            if self.rng.random() < causes.lost_rate:  # runner lost before any JUnit was written
+                cut = cut or (cancel_at is not None and clock > cancel_at)
+                finished, failed = max(finished, clock), True
                 continue
             files = junit_files(level, self.scale.start + code, self.scale.max_params, self.scale.max_functions)
             reports, tried = [], []
@@ -150,12 +150,13 @@ class _Builder:
                 reports.append(Report(level, shard, len(files), host, xml,
                                       [Label(node, level, lab, True, why) for node, (lab, why) in labels.items()]))
             if cancel_at is not None and clock > cancel_at:
+                cut = True
                 continue  # GitLab drops a cancelled job's artifacts: none of its JUnit is uploaded
             run.reports += reports
             count_flakes(causes, tried, [(label.node, label.label) for r in reports for label in r.labels])
             failed = failed or any(r.labels for r in reports)
             finished = max(finished, clock + timedelta(minutes=1))
-        run.finished = min(finished, cancel_at) if cancel_at is not None and finished > cancel_at else finished
+        run.finished = cancel_at if cut and cancel_at is not None else finished
         return failed
 
 
@@ -247,7 +248,7 @@ def _pull_request(build: _Builder, pr: PullRequest, windows: list[Window], broke
             run, failed = _pr_run(build, pr, push.sha, push.base, trigger.levels, build.run_id(), 1, trigger.time,
                                   planted, causes, cancel)
             later = run.finished + timedelta(minutes=rng.uniform(5, 90))
-            if not failed or run.run_id in build.cancelled or (cancel is not None and later >= cancel):
+            if not failed or (run.run_id, 1) in build.cancelled or (cancel is not None and later >= cancel):
                 continue
             roll = rng.random()
             if roll < build.scale.retry_share:  # GitLab "retry" of the failed jobs: the same pipeline
@@ -268,7 +269,7 @@ def _pr_run(build: _Builder, pr: PullRequest, sha: str, base: int, levels_: tupl
     cancel = cancel if cancel is not None and cancel > when else None
     failed = build.execute(run, levels_, base, planted, causes, cancel)
     if cancel is not None and run.finished >= cancel:
-        build.cancelled.append(run_id)
+        build.cancelled.append((run_id, attempt))
     build.runs.append(run)
     return run, failed
 

@@ -11,6 +11,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,20 @@ def test_the_ci_shape_follows_the_scripts(full: gen13.History) -> None:
         first = firsts[(retry.run_id, 1)]
         assert first.labels or {r.tier for r in retry.reports} - {r.tier for r in first.reports}
         assert retry.sha == first.sha and retry.started >= first.finished
+
+
+def test_a_push_cancels_the_running_pipeline(full: gen13.History) -> None:
+    """A cancelled pipeline ends at the pull request's next push and keeps only the JUnit of levels that
+    had finished by then (GitLab uploads no artifacts of a cancelled job)."""
+    pushes = {pr.number: {push.time for push in pr.pushes} for pr in full.prs}
+    cancelled = [run for run in full.runs if (run.run_id, run.attempt) in full.cancelled]
+    assert len(cancelled) >= 10
+    for run in cancelled:
+        assert run.event == "pull_request" and run.finished in pushes[run.pr] and run.finished > run.started
+        for report in run.reports:
+            suite = ET.fromstring(report.xml).find("testsuite")
+            began = datetime.fromisoformat(suite.get("timestamp")).replace(tzinfo=run.started.tzinfo)
+            assert began + timedelta(seconds=float(suite.get("time")) - 4.2) <= run.finished
 
 
 def test_real_windows_break_main_where_the_data_says(full: gen13.History) -> None:
