@@ -144,7 +144,7 @@ def fail_job(cases: tuple[Case, ...], causes: Causes, host: str, when: datetime,
             outcomes.append(Outcome(case, seconds))
             continue
         label, why, error = cause
-        text = traceback(case, error, rng)
+        text = traceback(case, error)
         first = error.split("\n")[0]
         if label == "flaky" and causes.flaky[case.node].kind in SETUP_KINDS and stable(case.node, "setup") % 2:
             outcomes.append(Outcome(case, seconds, "error", f'failed on setup with "{first}"', text))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
-from bench._history_gen13_world import Case
+from bench._history_gen13_world import Case, stable
 
 CUDA_TAIL = ("CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
              "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
@@ -105,15 +105,16 @@ def break_error(file: str, rng: random.Random, seed_text: str) -> str:
     return pick.choice(kinds)
 
 
-def traceback(case: Case, error: str, rng: random.Random) -> str:
-    """pytest's ``--tb=auto`` text: the test's frame long, the library frame short, then ``E`` lines."""
-    line = rng.randint(40, 2400)
+def traceback(case: Case, error: str) -> str:
+    """pytest's ``--tb=auto`` text: the test's frame long, the library frame short, then ``E`` lines
+    (the same lines every time a test fails: they are its code's)."""
+    function = case.name.split("[")[0]
     head = error.split("\n")
     lib = ("transformer_engine/jax/cpp_extensions/base.py" if "jax" in case.file
            else "transformer_engine/pytorch/module/base.py")
-    body = [f"{case.file}:{line}: in {case.name.split('[')[0]}",
+    body = [f"{case.file}:{40 + stable(case.file, function) % 2360}: in {function}",
             "    out = _run_layer(config, dtype, recipe)",
-            f"/opt/transformerengine/{lib}:{rng.randint(100, 1500)}: in forward",
+            f"/opt/transformerengine/{lib}:{100 + stable(lib, error.split(':')[0]) % 1400}: in forward",
             "    return super().forward(inp)"]
     body += ["E   " + part if part else "E   " for part in head]
     return "\n".join(body)

@@ -104,6 +104,7 @@ def test_junit_reads_the_same_through_the_parser_and_etree(quick: gen13.History,
     reports = [r for r in every if r.labels] + every[::10]
     reports += [r for run in full.runs[::25] for r in run.reports if r.labels][:150]
     checked_jax = 0
+    frames: dict[tuple[str | None, str | None], set[str]] = {}
     for report in reports:
         ran, failed = _etree_nodes(report.xml)
         labelled = [label.node for label in report.labels]
@@ -111,7 +112,11 @@ def test_junit_reads_the_same_through_the_parser_and_etree(quick: gen13.History,
         assert set(labelled) == failed <= ran
         assert _parsed_failed(report, tmp_path, checkout) == failed
         checked_jax += report.xml.count('classname="test_')
+        for case in ET.fromstring(report.xml).iter("testcase"):
+            for child in case:
+                frames.setdefault((case.get("classname"), case.get("name")), set()).add(child.text.split("\n")[0])
     assert checked_jax  # the JAX files' classnames are relative to tests/jax
+    assert frames and all(len(lines) == 1 for lines in frames.values())  # a test's frame is its code's line
 
 
 def test_labels_follow_the_records(full: gen13.History) -> None:
