@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 DATA = Path(__file__).with_name("_history_gen13_data.json")
-# What the qa scripts run with ``-c tests/jax/pytest.ini``: pytest's rootdir is that file's folder.
+# The pool each level's job runs on (assumed: the repository does not name its internal runners).
 LEVEL_POOL = {"L0_pytorch_unittest": "h100-1g", "L0_pytorch_debug_unittest": "h100-1g", "L0_jax_unittest": "h100-1g",
               "L1_pytorch_distributed_unittest": "h100-8g", "L1_jax_distributed_unittest": "h100-8g",
               "L1_pytorch_onnx_unittest": "h100-1g", "L2_jax_unittest": "b200-1g"}
@@ -90,6 +90,7 @@ def levels() -> tuple[str, ...]:
 
 
 def _classname(file: str, cls: str, config: str) -> str:
+    # run with ``-c tests/jax/pytest.ini``, pytest's rootdir is that file's folder: classnames start there
     root = config.rsplit("/", 1)[0] + "/" if config else ""
     module = file[len(root):] if root and file.startswith(root) else file
     dotted = module[:-3].replace("/", ".")
