@@ -47,13 +47,23 @@ class PreparedReport:
 
 def node_id(case: CaseResult) -> str:
     """pytest's node id from a JUnit case: ``file::Class::name`` (the classname's part after
-    the module), or ``classname::name`` when the file is unknown."""
+    the module), or ``classname::name`` when the file is unknown. pytest writes the module
+    relative to its rootdir (``registered.a.test_x`` for ``test/registered/a/test_x.py`` run
+    with ``test/pytest.ini``), so the module is the longest tail of the file's dotted path that
+    starts the classname."""
     if not case.file:
         return f"{case.classname}::{case.name}" if case.classname else case.name
-    module = case.file[:-3].replace("/", ".") if case.file.endswith(".py") else case.file
-    if case.classname == "" or case.classname == module:
-        return f"{case.file}::{case.name}" if case.classname else case.file
-    inner = case.classname[len(module) + 1:] if case.classname.startswith(module + ".") else case.classname
+    if not case.classname:
+        return case.file
+    dotted = case.file[:-3].split("/") if case.file.endswith(".py") else [case.file]
+    inner = case.classname
+    for cut in range(len(dotted)):
+        module = ".".join(dotted[cut:])
+        if case.classname == module:
+            return f"{case.file}::{case.name}"
+        if case.classname.startswith(module + "."):
+            inner = case.classname[len(module) + 1:]
+            break
     return f"{case.file}::{inner.replace('.', '::')}::{case.name}"
 
 

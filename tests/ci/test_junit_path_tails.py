@@ -74,3 +74,28 @@ def test_an_inherited_test_belongs_to_the_module_that_collected_it(tmp_path: Pat
         ("test_base.TestBase", "test_base.py", "passed"), ("test_child.TestBase", "test_child.py", "passed"),
         ("test_child.TestChild", "test_child.py", "failed")}
     assert set(report.files) == {"test_base.py", "test_child.py"}
+
+
+def test_a_node_id_from_xunit2_under_a_sub_rootdir_is_pytests_own(tmp_path: Path) -> None:
+    """pytest run with ``test/pytest.ini`` (SGLang's layout) writes classnames relative to ``test/``:
+    ``registered.a.test_x.TestA``. The stored node id is the repository path and pytest's own node
+    id after it, never the module's folders again as classes (``::registered::a::test_x::``);
+    pytest's ``-rA`` summary lines are the oracle."""
+    import subprocess
+    import sys
+
+    from ci.history.ingest import node_id
+
+    write(tmp_path, {"test/pytest.ini": "[pytest]\naddopts = --import-mode=importlib\n",
+                     "test/registered/a/test_x.py": "class TestA:\n    def test_in_class(self):\n        pass\n\n\n"
+                                                    "def test_top():\n    pass\n",
+                     "test/x/test_x.py": "def test_top():\n    pass\n"})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--junitxml=../r.xml",
+                           "registered/a/test_x.py", "x/test_x.py"], cwd=tmp_path / "test", capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pytest_ids = {"test/" + line.split()[1] for line in proc.stdout.splitlines() if line.startswith("PASSED ")}
+    assert len(pytest_ids) == 3, proc.stdout
+    known = ["test/registered/a/test_x.py", "test/x/test_x.py"]
+    report = parse_junit(tmp_path / "r.xml", root=tmp_path, known_files=known)
+    assert {node_id(c) for c in report.cases} == pytest_ids
