@@ -58,6 +58,11 @@ class History:
     world: World
     scale: Scale
 
+    @property
+    def checkout_files(self) -> tuple[str, ...]:
+        """The unit test files a checkout holds (the harness ingests inside them)."""
+        return tuple(sorted(self.world.files))
+
 
 def generate(seed: int, scale: Scale = Scale()) -> History:
     """The labelled history for ``seed`` at ``scale`` (deterministic)."""

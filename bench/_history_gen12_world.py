@@ -158,7 +158,7 @@ def expand(path: str, tests: list) -> list[Node]:
         classname = f"{module}.{cls}" if cls else module
         for combo in combos:
             full = f"{name}[{combo[0]}]" if combo else name
-            node = "::".join((path, *classname.split("."), full))
+            node = "::".join((path, *([cls] if cls else []), full))
             nodes.append(Node(path, node, classname, full, frozenset(markers), bool(cls)))
     return nodes
 

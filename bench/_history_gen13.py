@@ -35,7 +35,7 @@ from bench._history_gen13_causes import Causes, Planted, breakage, count_flakes,
 from bench._history_gen13_plan import NIGHTLY_LEVELS, PUSH_LEVELS, PullRequest, plan_prs
 from bench._history_gen13_text import junit
 from bench._history_gen13_world import (LEVEL_POOL, Commit, Window, commits as all_commits, junit_files,
-                                        levels, related_tests, stable, windows as all_windows)
+                                        levels, load, related_tests, stable, windows as all_windows)
 from bench._verdicts_records import Label, Report, Run
 
 BUILD_MINUTES = (18.0, 35.0)  # container pull, TE build and pip installs before a level's first pytest
@@ -79,6 +79,11 @@ class History:
     prs: list[PullRequest]
     causes: Causes
     cancelled: list[tuple[str, int]] = field(default_factory=list)  # (run id, attempt) a push cancelled
+
+    @property
+    def checkout_files(self) -> tuple[str, ...]:
+        """The test files and the JAX pytest.ini a checkout holds (the harness ingests inside them)."""
+        return (*sorted(load()["tests"]), "tests/jax/pytest.ini")
 
 
 def _slice(scale: Scale) -> tuple[list[Commit], list[Window]]:

@@ -64,7 +64,10 @@ class Run:
 
 class History(Protocol):
     """What the harness reads of a generator's history: its seed and its runs in the order they
-    finish (gen3's runs are its own `Run`, with these fields and labels kept on the run)."""
+    finish (gen3's runs are its own `Run`, with these fields and labels kept on the run). A history
+    whose JUnit names no ``file`` (pytest's default xunit2) may also have ``checkout_files``: the
+    repository paths a checkout holds that settle which file a classname is (test files and pytest
+    configs); the harness ingests inside a tree of them, as `ci history ingest` runs in a checkout."""
 
     seed: int
     runs: list[Run]

@@ -55,20 +55,38 @@ class Score:
 
 def _identity(run: Run, tier: str, shard: str, runner: str) -> RunIdentity:
     unscored = run.event == "pull_request"
-    return RunIdentity(REPO, run.sha, run.event, tier, pr=run.pr, runner=runner, shard=shard,
+    batch = tuple(getattr(run, "batch", ()))
+    pr = run.pr
+    if run.event == MERGE_GROUP:  # a queue run names its pull requests by batch, never by --pr
+        batch, pr = batch or ((run.pr,) if run.pr else ()), None
+    return RunIdentity(REPO, run.sha, run.event, tier, pr=pr, runner=runner, shard=shard,
                        run_id=run.run_id, attempt=run.attempt,
                        run_url=f"https://github.com/{REPO}/actions/runs/{run.run_id}/attempts/{run.attempt}",
                        author=run.author, base_sha=run.base_sha, scored=not unscored,
-                       batch=getattr(run, "batch", ()))
+                       batch=batch)
 
 
-def ingest_run(store: Store, run: Run, folder: Path) -> None:
+def ingest_run(store: Store, run: Run, folder: Path, root: Path | None = None, known: tuple[str, ...] = ()) -> None:
     """Every report of ``run`` into ``store``, as `.github/scripts/ingest-junit.sh` would (one
-    artifact per tier and shard, sorted by name)."""
+    artifact per tier and shard, sorted by name); in checkout ``root`` with the registry's test
+    files ``known`` when the history has them, as `ci history ingest` reads them."""
     for report in sorted(run.reports, key=lambda r: (r.tier, r.shard)):
         path = folder / f"{run.run_id}-{run.attempt}-{report.tier}-{report.shard}.xml"
         path.write_text(report.xml, encoding="utf-8")
-        ingest(store, prepare(path, _identity(run, report.tier, f"{report.shard + 1}/{report.shards}", report.runner)))
+        identity = _identity(run, report.tier, f"{report.shard + 1}/{report.shards}", report.runner)
+        ingest(store, prepare(path, identity, root=root, known_files=known))
+
+
+def checkout(history: History, folder: Path) -> Path | None:
+    """A tree of the history's ``checkout_files`` (empty files) under ``folder``, or None."""
+    files = getattr(history, "checkout_files", ())
+    if not files:
+        return None
+    root = folder / "checkout"
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).touch()
+    return root
 
 
 def ask(store: Store, sha: str, base: str, truth: dict[tuple[str, str], Label]) -> tuple[list[Judged], dict]:
@@ -100,9 +118,10 @@ def score_history(history: History, generator: str = "gen2") -> Score:
     last_answers: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-verdicts-") as tmp:
         folder = Path(tmp)
+        root = checkout(history, folder)
         with open_store(str(folder / "history.sqlite")) as store:
             for run in history.runs:
-                ingest_run(store, run, folder)
+                ingest_run(store, run, folder, root, getattr(history, "checkout_files", ()))
                 if run.event not in ("pull_request", MERGE_GROUP):
                     continue
                 truth = truths.setdefault(run.sha, {})

@@ -20,8 +20,10 @@ import pytest
 from bench import _history_gen2, _history_gen3, _history_gen4, _verdicts_records as records, verdicts
 from bench._history_gen4_text import CaseOutcome, Failure, shard_xml
 from bench._history_gen4_world import LABELS, History, Run, TestSpec
-from bench._verdicts_score import score_history
-from ci.results.junit import FAILED, parse_junit
+from bench._verdicts_score import _identity, checkout, score_history
+from ci.history.ingest import prepare
+from ci.history.model import MERGE_GROUP
+from ci.results.junit import ERROR, FAILED, parse_junit
 
 SEEDS = (1, 2, 3, 4, 5)
 
@@ -206,11 +208,30 @@ def test_the_bench_judges_a_queue_run_as_its_batchs() -> None:
 
 
 @pytest.mark.parametrize("name", ["gen2", "gen3", "gen4", "gen5", "gen6", "gen7", "gen8", "gen9", "gen10", "gen11", "gen12", "gen13"])
-def test_every_generator_fills_the_harness_records(name: str) -> None:
+def test_every_generator_fills_the_harness_records(name: str, tmp_path: Path) -> None:
     """The harness owns the records it ingests (`bench._verdicts_records`): every label and report
-    a generator writes is one of them, and every run too but gen3's (its own shape, labels on it)."""
+    a generator writes is one of them, and every run too but gen3's (its own shape, labels on it).
+    Each judged run's labels are exactly the failing tests the harness's ingest reads from its
+    JUnit (in the history's checkout, when it has one): a label the store keys otherwise would be
+    scored as a miss whatever the verdict."""
     generator = verdicts.GENERATORS[name]
-    runs = generator.generate(1, generator.quick).runs
+    history = generator.generate(1, generator.quick)
+    runs = history.runs
     assert runs and all(isinstance(r, records.Report) for run in runs for r in run.reports)
     assert all(type(label) is records.Label for run in runs for label in run.labels)
     assert name == "gen3" or all(isinstance(run, records.Run) for run in runs)
+    root, known = checkout(history, tmp_path), getattr(history, "checkout_files", ())
+    judged = 0
+    for run in runs:
+        if run.event not in ("pull_request", MERGE_GROUP):
+            continue
+        failing = set()
+        for report in run.reports:
+            path = tmp_path / "report.xml"
+            path.write_text(report.xml, encoding="utf-8")
+            rows = prepare(path, _identity(run, report.tier, f"{report.shard + 1}/{report.shards}", report.runner),
+                           root=root, known_files=known).rows
+            failing |= {(row.node, report.tier) for row in rows if row.outcome in (FAILED, ERROR)}
+        assert {(label.node, label.tier) for label in run.labels} == failing, run.run_id
+        judged += bool(failing)
+    assert judged
