@@ -61,13 +61,11 @@ class LearnedWeights:
     shares: tuple[float, ...] = ()
 
     def said(self) -> str:
-        """One line for a search's log."""
-        w = self.weights
+        """Where the weights came from, in words, for a search's log."""
         if not self.culprits:
-            return f"touch weights {w.lines:g} / {w.file:g} / {w.none:g} (no found culprit in the history)"
-        return (f"touch weights {w.lines:.3g} / {w.file:.3g} / {w.none:.3g} learned from {self.culprits} found "
-                f"culprit(s): {self.counts[0]} changed executed lines, {self.counts[1]} only their files, "
-                f"{self.counts[2]} nothing executed")
+            return "the default weights (no found culprit in the history)"
+        return (f"weights learned from {self.culprits} found culprit(s) of the tier: {self.counts[0]} changed lines "
+                f"their test executed, {self.counts[1]} only its files, {self.counts[2]} nothing it executed")
 
 
 def share_posterior(k: int, n: int, prior_share: float, strength: float = PRIOR_CULPRITS) -> tuple[float, float]:

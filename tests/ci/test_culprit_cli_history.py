@@ -146,3 +146,44 @@ def test_a_search_reads_the_history_once_for_the_rates_and_m(repo, tmp_path, mon
     answer = command.search(args, {}, say=said.append)
     assert answer.sha == shas[CULPRIT] and any(line.startswith("breakage signature ") for line in said), said
     assert [c for c in callers if c.startswith("ci.commands.")] == ["ci.commands.culprit._noise"], callers
+
+
+def test_the_prior_is_learned_from_the_tiers_found_culprits(repo, tmp_path) -> None:
+    """Five found culprits of the tier in the store (each commit 6, which alone changes calc.py, in
+    windows of 9, 8, 6, 4 and 1 candidates), one answer that did not reach its confidence, one
+    window this clone lacks: the static closure's weights are the Dirichlet posterior's bounds
+    (scipy's Beta quantiles, lines at 10 %, the rest at 90 %, the prior's weight 5 culprits
+    centred on 1 / 0.1); the missing window is a warning, the unfound answer unread."""
+    from scipy import stats
+
+    from ci.history.culprits import CulpritAnswer, found_culprits, record_answer
+
+    root, shas = repo
+    store = tmp_path / "h.sqlite"
+    windows = ((0, 9), (1, 9), (2, 8), (3, 7), (5, 6))
+    with open_store(str(store)) as opened:
+        for good, bad in windows:
+            record_answer(opened, CulpritAnswer("acme/calc", "cpu", "tests/test_calc.py", shas[good], shas[bad],
+                                                shas[CULPRIT], 0.995, 5, "confident", True))
+        record_answer(opened, CulpritAnswer("acme/calc", "cpu", "tests/test_calc.py", shas[0], shas[8], shas[2],
+                                            0.6, 30, "budget", False))
+        record_answer(opened, CulpritAnswer("acme/calc", "cpu", "tests/test_calc.py", "d" * 40, "e" * 40, "f" * 40,
+                                            0.999, 4, "confident", True))
+        record_answer(opened, CulpritAnswer("acme/calc", "gpu", "tests/test_calc.py", shas[4], shas[9], shas[5],
+                                            0.999, 4, "confident", True))  # another tier's
+        assert [f.culprit for f in found_culprits(opened, "cpu", 3)] == ["f" * 40, shas[CULPRIT], shas[CULPRIT]]
+        assert len(found_culprits(opened, "cpu", 40)) == 6
+    lines = sum(1 / (bad - good) for good, bad in windows) / len(windows)
+    prior = lines / (lines + 0.1 * (1 - lines))
+    s_lines = stats.beta.ppf(0.1, 5 * prior + 5, 5 * (1 - prior))
+    s_none = stats.beta.ppf(0.9, 5 * (1 - prior), 5 * prior + 5)
+    low = (s_none / (1 - lines)) / (s_lines / lines)
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01",
+                   "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(store)})
+    assert done.returncode == 0 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
+    assert 0.1 < low < 1  # five culprits: the bound is flatter than the prior's centre
+    assert (f"prior from the static import closure (no map of the test): 1 candidate(s) change it (weight 1), 8 not "
+            f"({low:.3g}); weights learned from 5 found culprit(s) of the tier: 5 changed lines their test executed, "
+            "0 only its files, 0 nothing it executed") in done.stdout
+    assert f"warning: the found culprit {'f' * 12} of tests/test_calc.py: its window {'d' * 12}..{'e' * 12} is not in " \
+           "this clone" in done.stdout
