@@ -67,14 +67,15 @@ def test_share_posterior_is_the_closed_form_beta() -> None:
 
 def test_weights_against_a_brute_force_dirichlet() -> None:
     # strength and counts so that every shape is over 1 (the grid's density stays bounded)
-    past = ([window(L, 3, 2, 5)] * 6 + [window(F, 1, 4, 5)] * 3 + [window(N, 2, 2, 6)] * 2)
+    past = ([window(L, 3, 2, 5)] * 6 + [window(F, 1, 4, 5)] * 3 + [window(N, 1, 1, 2)] * 2)  # windows of 10 and 4
     strength = 30.0
     learned = learn_weights(past, strength=strength, level=0.9)
     c = (sum(p.window.count(t) / len(p.window) for p in past) / len(past) for t in (L, F, N))
     c = tuple(c)
     assert learned.commit_shares == pytest.approx(c)
-    assert c == pytest.approx(((6 * 0.3 + 3 * 0.1 + 2 * 0.2) / 11, (6 * 0.2 + 3 * 0.4 + 2 * 0.2) / 11,
-                               (6 * 0.5 + 3 * 0.5 + 2 * 0.6) / 11))
+    # each window's own shares, averaged (one culprit each), not the pooled commits (which weigh long windows more)
+    assert c == pytest.approx(((6 * 0.3 + 3 * 0.1 + 2 * 0.25) / 11, (6 * 0.2 + 3 * 0.4 + 2 * 0.25) / 11,
+                               (6 * 0.5 + 3 * 0.5 + 2 * 0.5) / 11))
     w0 = (1.0, 0.1, 0.02)
     prior = [ci * wi / sum(cj * wj for cj, wj in zip(c, w0)) for ci, wi in zip(c, w0)]
     alphas = tuple(strength * p + k for p, k in zip(prior, (6, 3, 2)))
@@ -124,6 +125,9 @@ def test_a_strong_prior_keeps_todays_weights_and_missing_classes_keep_theirs() -
     # no window held a commit that touches nothing executed: its weight is today's, against lines
     assert no_none.weights.none == pytest.approx(0.02 * no_none.weights.lines)
     assert no_none.weights.file < 0.1
+    off_top = learn_weights([window(F, 3, 1, 0)] * 40)  # the file class weighs most: lines below 1
+    assert off_top.weights.file == 1.0 and off_top.weights.lines < 0.5
+    assert off_top.weights.none == pytest.approx(0.02 * off_top.weights.lines)
     only_lines = learn_weights([window(L, 4, 0, 0)] * 5)
     assert only_lines.weights == TouchWeights(1.0, 0.1, 0.02)
     no_lines = learn_weights([window(F, 0, 3, 2)] * 5)  # nothing to weigh the others against
