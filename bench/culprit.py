@@ -1,4 +1,5 @@
-"""``python -m bench culprit [--quick] [--seed N] [--breakages N] [--misses] [--where] [--off-lines-percent P]``:
+"""``python -m bench culprit [--quick] [--seed N] [--breakages N] [--misses] [--where] [--off-lines-percent P]
+[--calibration] [--past-culprits N]``:
 culprit finding on simulated breakages, every method side by side in one run.
 
 Windows of 2-128 candidate commits (log-uniform), the culprit uniform among them, the test's
@@ -19,7 +20,9 @@ with error signatures ("+signatures S %"), once per assumed share S of the flaky
 signature is the breakage's (`SIGNATURE_SHARES`; 100 %: a signature tells nothing, today's model),
 m learned from a simulated history of the test's 200 runs (`flake_match_bound`), the breakage's
 signature known only when --bad's verification attempts all carry it (`verified_signature`; else
-the search weighs no signature, as `ci culprit` does).
+the search weighs no signature, as `ci culprit` does); and the judged method with touch weights
+learned from a past of ``--past-culprits`` found culprits (default `PAST_CULPRITS`), drawn as the
+measured breakages are, from a stream of their own (`ci.culprit.learned`, "learned prior").
 Every ci.culprit method's runs come from one seed per breakage (the same draws for each; the
 signatures from a stream of their own).
 Accuracy with 1 and with 4 runners, mean runs (every run is one CI run of two attempts), mean
@@ -28,8 +31,8 @@ bisection's in the same band. The goal (issue 51): >= 99 % right where the flake
 with <= 0.5x deflaked bisection's runs; the verdict line says whether this run met it (`GOAL`).
 ``--where``: where the judged method's runs go (1 runner), per band: `Where`. ``--calibration``:
 how often the judged method's top commit is the culprit against the probability it gave it, per
-band, at the stop and at every step (1 runner): `Calibration`; only the bisections and the judged
-method are run then (the same breakages and draws: the other methods draw from seeds of their own).
+band, at the stop and at every step (1 runner): `Calibration`; only the bisections, the judged
+method and its learned-prior twin are run then (the same breakages and draws: the other methods draw from seeds of their own).
 """
 
 from __future__ import annotations
