@@ -187,3 +187,40 @@ def test_the_prior_is_learned_from_the_tiers_found_culprits(repo, tmp_path) -> N
             "0 only its files, 0 nothing it executed") in done.stdout
     assert f"warning: the found culprit {'f' * 12} of tests/test_calc.py: its window {'d' * 12}..{'e' * 12} is not in " \
            "this clone" in done.stdout
+
+
+def test_past_windows_are_judged_by_the_callers_rule_and_bad_ones_skipped(repo) -> None:
+    """`history_weights` on the module's repository: windows named by prefixes (as requests record
+    them) are read in full from git and judged by the caller's rule; a test with nothing to judge it
+    by, a culprit outside its window and a window the clone lacks are each one skipped line. The
+    oracle: `learn_weights` on the windows written out by hand."""
+    from ci.commands.culprit_learned import history_weights
+    from ci.culprit.learned import PastCulprit, learn_weights
+    from ci.culprit.prior import Touch, TouchWeights
+    from ci.history.culprits import FoundCulprit
+
+    root, shas = repo
+    seen = []
+
+    def levels(test: str, good: str, candidates: list[str]) -> list[Touch] | None:
+        seen.append((test, good, tuple(candidates)))
+        if test == "tests/test_nomap.py":
+            return None
+        return [Touch.LINES if sha == shas[CULPRIT] else Touch.FILE for sha in candidates]
+
+    found = [FoundCulprit("tests/test_calc.py", shas[0][:9], shas[9], shas[CULPRIT][:10]),
+             FoundCulprit("tests/test_calc.py", shas[2], shas[8], shas[CULPRIT]),
+             FoundCulprit("tests/test_nomap.py", shas[0], shas[9], shas[CULPRIT]),
+             FoundCulprit("tests/test_calc.py", shas[7], shas[9], shas[CULPRIT]),
+             FoundCulprit("tests/test_calc.py", "d" * 40, "e" * 40, "f" * 40)]
+    got = history_weights(root, found, levels, TouchWeights())
+    F, L = Touch.FILE, Touch.LINES
+    assert got.learned == learn_weights([PastCulprit(L, (F,) * 5 + (L,) + (F,) * 3),
+                                         PastCulprit(L, (F,) * 3 + (L,) + (F,) * 2)])
+    assert seen[0] == ("tests/test_calc.py", shas[0], tuple(shas[1:10]))
+    assert [s[0] for s in seen] == ["tests/test_calc.py", "tests/test_calc.py", "tests/test_nomap.py"]
+    assert got.skipped == (
+        f"the found culprit {shas[CULPRIT][:12]} of tests/test_nomap.py: no map or closure of it",
+        f"the found culprit {shas[CULPRIT][:12]} of tests/test_calc.py: not one commit of its window",
+        f"the found culprit {'f' * 12} of tests/test_calc.py: its window {'d' * 12}..{'e' * 12} is not in this clone")
+    assert history_weights(root, [], levels, TouchWeights(1.0, 0.3, 0.3)).learned.weights == TouchWeights(1.0, 0.3, 0.3)
