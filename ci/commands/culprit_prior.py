@@ -99,7 +99,7 @@ def choose_prior(root: Path, registry: Registry, test: str, tier: str, good: str
             why = f"the map's commit {str(stored.sha)[:12]} is not in this clone"
         else:
             def mapped(past: str, past_good: str, past_candidates: list[str]) -> list[Touch] | None:
-                entry = gathered.tests.get(past)
+                entry = gathered.tests.get(past.split("::", 1)[0])  # a past search of one test: its file's map
                 if entry is None or _unusable(entry) is not None:
                     return None
                 try:
