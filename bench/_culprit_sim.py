@@ -40,6 +40,9 @@ TOUCH_SHARES = {"rich": 0.44, "pytest": 0.34}
 # lines (`ci.culprit.prior.Touch.FILE`); the rest change nothing it executed. One draw per commit
 # decides both priors: a commit changing executed lines also touches the import closure.
 OBSERVED_SHARES = (0.20, 0.17)
+# Found culprits in the tier's history that the judged method's learned prior reads (`past_culprits`):
+# one per closed breakage the history's p is learned from (an automatic search ran on each).
+PAST_CULPRITS = BREAKAGE_WINDOWS
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,21 @@ def history_false_passes(rng: random.Random, windows: int = BREAKAGE_WINDOWS) ->
             attempts += sum(min(r + 1, ATTEMPTS) for r in runs)
             passes += sum(r < ATTEMPTS for r in runs)
     return attempts, passes
+
+
+def past_culprits(rng: random.Random, count: int, off_lines: float = 0.0) -> list[Breakage]:
+    """``count`` past breakages of the tier with their culprits found, drawn as the measured ones are
+    (windows of 2-128 commits, log-uniform; the other commits' levels from `OBSERVED_SHARES`; one
+    culprit in ``1 / off_lines`` changing only the test's files, the rest its executed lines), from
+    ``rng`` alone, so the measured breakages' draws do not move. Their noise is not drawn: only the
+    levels are read."""
+    shares = list(TOUCH_SHARES.values())
+    out = []
+    for k in range(count):
+        n = max(2, min(128, round(2 ** rng.uniform(1, 7))))
+        out.append(Breakage.draw(rng, n, rng.randrange(n), 0.0, shares[k % len(shares)],
+                                 culprit_level=1 if off_lines and rng.random() < off_lines else 2))
+    return out
 
 
 def _machine_rate(rng: random.Random, flake: float) -> float:

@@ -1,4 +1,5 @@
-"""``python -m bench culprit [--quick] [--seed N] [--breakages N] [--misses] [--where] [--off-lines-percent P]``:
+"""``python -m bench culprit [--quick] [--seed N] [--breakages N] [--misses] [--where] [--off-lines-percent P]
+[--calibration] [--past-culprits N]``:
 culprit finding on simulated breakages, every method side by side in one run.
 
 Windows of 2-128 candidate commits (log-uniform), the culprit uniform among them, the test's
@@ -19,7 +20,9 @@ with error signatures ("+signatures S %"), once per assumed share S of the flaky
 signature is the breakage's (`SIGNATURE_SHARES`; 100 %: a signature tells nothing, today's model),
 m learned from a simulated history of the test's 200 runs (`flake_match_bound`), the breakage's
 signature known only when --bad's verification attempts all carry it (`verified_signature`; else
-the search weighs no signature, as `ci culprit` does).
+the search weighs no signature, as `ci culprit` does); and the judged method with touch weights
+learned from a past of ``--past-culprits`` found culprits (default `PAST_CULPRITS`), drawn as the
+measured breakages are, from a stream of their own (`ci.culprit.learned`, "learned prior").
 Every ci.culprit method's runs come from one seed per breakage (the same draws for each; the
 signatures from a stream of their own).
 Accuracy with 1 and with 4 runners, mean runs (every run is one CI run of two attempts), mean
@@ -28,8 +31,8 @@ bisection's in the same band. The goal (issue 51): >= 99 % right where the flake
 with <= 0.5x deflaked bisection's runs; the verdict line says whether this run met it (`GOAL`).
 ``--where``: where the judged method's runs go (1 runner), per band: `Where`. ``--calibration``:
 how often the judged method's top commit is the culprit against the probability it gave it, per
-band, at the stop and at every step (1 runner): `Calibration`; only the bisections and the judged
-method are run then (the same breakages and draws: the other methods draw from seeds of their own).
+band, at the stop and at every step (1 runner): `Calibration`; only the bisections, the judged
+method and its learned-prior twin are run then (the same breakages and draws: the other methods draw from seeds of their own).
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ import math
 import random
 from dataclasses import dataclass, field, replace
 
-from bench._culprit_sim import (ATTEMPTS, TOUCH_SHARES, Breakage, bisect, history_false_passes, history_rates,
-                                history_signatures, multisect, signed_failures, verified_signature)
+from bench._culprit_sim import (ATTEMPTS, PAST_CULPRITS, TOUCH_SHARES, Breakage, bisect, history_false_passes,
+                                history_rates, history_signatures, multisect, past_culprits, signed_failures,
+                                verified_signature)
 from bench.table import format_table, ratio
 from ci.culprit.model import CulpritResult, NoiseModel, Probe, false_pass_bound, false_pass_rate, flake_match_bound
 from ci.culprit.posterior import Posterior, prior_weights
+from ci.culprit.learned import PastCulprit, learn_weights
 from ci.culprit.prior import Touch, TouchWeights
 from ci.culprit.search import Search, run_search
 
@@ -52,6 +57,8 @@ METHODS = ("plain bisection", "deflaked bisection", "ci.culprit", "ci.culprit to
 SIGNATURE_SHARES = (0.0, 0.10, 0.30, 1.0)  # assumed, not measured: each its own row
 SIGNED = tuple(f"ci.culprit observed+attempts+signatures {s:.0%}".replace("%", " %") for s in SIGNATURE_SHARES)
 METHODS += SIGNED
+LEARNED = "ci.culprit observed+attempts, learned prior"  # the judged method with `ci.culprit.learned` weights
+METHODS += (LEARNED,)
 GOAL = "ci.culprit observed+attempts"  # judged against the goal; it assumes p's 90 % posterior quantile
 # (`false_pass_bound`), as `ci culprit` does; every other ci.culprit method, "p mean" the one to
 # compare it with, assumes the posterior's mean (`false_pass_rate`)
@@ -161,12 +168,13 @@ WHERE_HEADERS = ["band", "runs", f"before top >= {EARLY_MARK}", "after", "again:
 
 
 def _ours(seed: float, b: Breakage, noises: tuple[NoiseModel, ...], runners: int,
-          method: str, where: Where | None = None, calibration: Calibration | None = None) -> tuple[int, int, int, str]:
+          method: str, where: Where | None = None, calibration: Calibration | None = None,
+          learned: TouchWeights = TouchWeights()) -> tuple[int, int, int, str]:
     rng, sig_rng = random.Random(seed), random.Random(seed + 0.5)
     share = SIGNATURE_SHARES[SIGNED.index(method)] if method in SIGNED else None
-    noise = noises[2 + SIGNED.index(method)] if share is not None else noises[method != GOAL]
+    noise = noises[2 + SIGNED.index(method)] if share is not None else noises[method not in (GOAL, LEARNED)]
     if "observed" in method:
-        weights = TouchWeights().weights([Touch(level) for level in b.levels])
+        weights = (learned if method == LEARNED else TouchWeights()).weights([Touch(level) for level in b.levels])
     else:
         weights = prior_weights(b.n, b.touches if "touched" in method else None, W_LOW)
     detail = "attempts" in method
@@ -186,13 +194,15 @@ def _ours(seed: float, b: Breakage, noises: tuple[NoiseModel, ...], runners: int
 
 def simulate(breakages: int, seed: int, off_lines: float = 0.0, where: dict[str, Where] | None = None,
              calibration: dict[str, Calibration] | None = None,
-             methods: tuple[str, ...] = METHODS) -> dict[tuple[str, str], Tally]:
+             methods: tuple[str, ...] = METHODS, past: int = PAST_CULPRITS) -> dict[tuple[str, str], Tally]:
     """Every method's tally per band label, over ``breakages`` per band; ``off_lines``: the share of
     culprits that change only the test's files, none of its executed lines (`Touch.FILE`); ``where``
     (band label -> `Where`, filled in) when given: where the judged method's runs went;
     ``calibration`` likewise, its posterior against the truth. ``methods``: those run (a
-    ci.culprit method's draws come from seeds of its own, so leaving some out changes no other's)."""
-    rng = random.Random(seed)
+    ci.culprit method's draws come from seeds of its own, so leaving some out changes no other's).
+    ``past``: the found culprits `LEARNED` learns its weights from, per breakage (`past_culprits`:
+    drawn as the measured breakages are, from a stream of their own)."""
+    rng, past_rng = random.Random(seed), random.Random(f"{seed} past")
     tallies: dict[tuple[str, str], Tally] = {}
     shares = list(TOUCH_SHARES.values())
     for low, high in BANDS:
@@ -211,14 +221,17 @@ def simulate(breakages: int, seed: int, off_lines: float = 0.0, where: dict[str,
             verify = random.Random(seeds[0] + 0.25)  # --bad's verification: is the breakage's signature learned?
             noises = (*noises[:2], *(n if verified_signature(verify, b, share) else replace(n, flake_match=None)
                                      for n, share in zip(noises[2:], SIGNATURE_SHARES)))
+            learned = learn_weights([PastCulprit(Touch(p.levels[p.culprit]), tuple(map(Touch, p.levels)))
+                                     for p in past_culprits(past_rng, past, off_lines)]).weights if LEARNED in methods else None
             for method in methods:
                 tally = tallies.setdefault((label, method), Tally())
                 if method.startswith("ci.culprit"):
                     spent = where.setdefault(label, Where()) if where is not None and method == GOAL else None
-                    honest = calibration.setdefault(label, Calibration()) \
-                        if calibration is not None and method == GOAL else None
-                    answer, runs, rounds1, stop = _ours(seeds[0], b, noises, 1, method, spent, honest)
-                    answer4, _, rounds4, _ = _ours(seeds[1], b, noises, 4, method)
+                    honest = calibration.setdefault(f"{label} {method}", Calibration()) \
+                        if calibration is not None and method in (GOAL, LEARNED) else None
+                    touch = learned if method == LEARNED and learned is not None else TouchWeights()
+                    answer, runs, rounds1, stop = _ours(seeds[0], b, noises, 1, method, spent, honest, touch)
+                    answer4, _, rounds4, _ = _ours(seeds[1], b, noises, 4, method, learned=touch)
                     if answer != b.culprit:
                         tally.misses.append(f"{'early' if answer < b.culprit else 'late'} by {abs(answer - b.culprit)}"
                                             f" of {b.n}, {stop}, {runs} runs, flake {b.flake:.2f}")
@@ -241,10 +254,11 @@ def main(argv: list[str]) -> int:
     off_lines = _flag(argv, "--off-lines-percent", 0) / 100
     where: dict[str, Where] | None = {} if "--where" in argv else None
     calibration: dict[str, Calibration] | None = {} if "--calibration" in argv else None
-    methods = METHODS if calibration is None else ("plain bisection", "deflaked bisection", GOAL)
-    tallies = simulate(per_band, seed, off_lines, where, calibration, methods)
+    past = _flag(argv, "--past-culprits", PAST_CULPRITS)
+    methods = METHODS if calibration is None else ("plain bisection", "deflaked bisection", GOAL, LEARNED)
+    tallies = simulate(per_band, seed, off_lines, where, calibration, methods, past)
     rows = []
-    judged = tuple(m for m in (GOAL, *SIGNED) if m in methods)
+    judged = tuple(m for m in (GOAL, LEARNED, *SIGNED) if m in methods)
     met = {m: True for m in judged}
     short: dict[str, list[str]] = {m: [] for m in judged}
     for low, high in BANDS:

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 from ci.commands.culprit_local import (BatchRunner, LocalBatch, LocalRunner, Run, RunnerError, State, WindowError,
                                       git, load_state, window)
@@ -31,6 +31,9 @@ from ci.limits import whole_number
 from ci.results.summary import append_step_summary
 from ci.registry import RegistryError, load_registry
 from ci.repo_root import REGISTRY_FILENAME, find_repo_root
+
+if TYPE_CHECKING:
+    from ci.history.culprits import FoundCulprit
 
 DEFAULT_FLAKE = 0.05
 DEFAULT_RETRY = 0.5
@@ -267,7 +270,7 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
     state_path = Path(args.state) if args.state else root / ".ci-cache" / f"culprit-{good[:12]}-{bad[:12]}.json"
     runner = plugins[args.runner].make(args, root, state_path) if args.runner in plugins else \
         LocalBatch(_runner(args, root, file), root, args.test, args.attempts, state_path.with_suffix(".tree"))
-    noise, said, flaky = _noise(args, file)
+    noise, said, flaky, found = _noise(args, file)
     say(f"{len(candidates)} candidate commit(s) after {good[:12]} up to {bad[:12]}; {said}")
     state = load_state(state_path, State(good, bad, args.test, args.tier, args.attempts))
     if state.runs:
@@ -298,7 +301,7 @@ def search(args: argparse.Namespace, plugins: Mapping[str, RunnerPlugin],
                     raise BadWindow(f"{flag} {sha[:12]} {'fails' if failed else 'passes'} {args.test} "
                                     f"(all {args.attempts} attempts): give a {flag[2:]} commit")
     prior = choose_prior(root, registry, file, args.tier, good, candidates, map_files=args.depmap, store=args.store,
-                         w_low=args.w_low)
+                         w_low=args.w_low, found=found)
     for problem in prior.problems:
         say(f"warning: {problem}")
     say(prior.said)
@@ -349,14 +352,17 @@ def _done(state: State, sha: str) -> bool | None:
     return next((r.failed for r in state.runs if r.sha == sha), None)
 
 
-def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str, Counter[str]]:
+def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str, Counter[str], list[FoundCulprit]]:
     """The noise model, where its rates came from, and the test's flaky failures per error signature
     (`flaky_fingerprints`, for m once the breakage's signature is known): one read of the history. The flake rate: the history's score for the
     file on the tier, else --flake-rate, else the default. The retry rate r: the history's retries
     after flaky failures (`ci.history.retries`), else max(DEFAULT_RETRY, flake). The false-pass
-    rate p: `false_pass_bound` of the tier's known breakage windows (`ci.history.false_pass`)."""
+    rate p: `false_pass_bound` of the tier's known breakage windows (`ci.history.false_pass`). The
+    tier's found culprits (`found_culprits`, the prior's weights learned from them) in the same read."""
     node = args.test if "::" in args.test else None
     try:
+        from ci.commands.culprit_learned import PAST_LIMIT
+        from ci.history.culprits import found_culprits
         from ci.history.false_pass import false_passes
         from ci.history.flaky import flaky_scores
         from ci.history.retries import flaky_fingerprints, retry_rate
@@ -368,8 +374,9 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str, Counte
             retry = retry_rate(store, tier=args.tier, file=file, node=node)
             broken = false_passes(store, tier=args.tier)
             flaky = flaky_fingerprints(store, tier=args.tier, file=file, node=node)
+            found = found_culprits(store, args.tier, PAST_LIMIT)
     except Exception:  # no history, or one that cannot be read: the rates fall back, and say so
-        scores, retry, broken, flaky = [], None, None, Counter()
+        scores, retry, broken, flaky, found = [], None, None, Counter(), []
     if scores:
         flake, said = max(s.score for s in scores), "flake rate {:.3f} from the test history"
     elif args.flake_rate is not None:
@@ -390,4 +397,4 @@ def _noise(args: argparse.Namespace, file: str) -> tuple[NoiseModel, str, Counte
              f"{attempts} attempts passing in {broken.windows} known breakage window(s) of the tier ({prior} prior)"
              if broken and broken.windows else f"; false-pass rate {p:.4f}, the {FALSE_PASS_LEVEL:.0%} quantile of "
              f"p's {prior} prior (no known breakage window of the tier in the history)")
-    return NoiseModel(flake, p, max(r, flake)), said, flaky
+    return NoiseModel(flake, p, max(r, flake)), said, flaky, found

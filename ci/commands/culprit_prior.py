@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Collection, Sequence
+from typing import TYPE_CHECKING, Collection, Sequence
 
+from ci.commands.culprit_learned import history_weights
 from ci.commands.culprit_local import WindowError, git, touches_executed
 from ci.culprit.posterior import prior_weights
 from ci.culprit.prior import Touch, TouchWeights, carry, touch_level
@@ -24,6 +25,9 @@ from ci.registry import Registry
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 from ci.selection.depmap_format import DepmapError, StoredTestMap, parse_depmap
 from ci.selection.diff_hunks import FileDiff, file_diffs
+
+if TYPE_CHECKING:
+    from ci.history.culprits import FoundCulprit
 
 
 @dataclass(frozen=True)
@@ -75,10 +79,13 @@ def observed_touches(root: Path, stored: StoredTestMap, good: str, candidates: S
 
 
 def choose_prior(root: Path, registry: Registry, test: str, tier: str, good: str, candidates: list[str], *,
-                 map_files: Sequence[str], store: str | None, w_low: float) -> Prior:
+                 map_files: Sequence[str], store: str | None, w_low: float,
+                 found: Sequence[FoundCulprit] = ()) -> Prior:
     """The prior for ``candidates`` (after ``good``): the newest usable map of ``test`` on ``tier``
     with lines and a commit this clone has, else the static closure (``w_low`` for a commit
-    outside it). ``problems``: map sources that could not be read (warnings, never a stop)."""
+    outside it). The weights are learned from the tier's ``found`` culprits, their windows judged by
+    the same rule (`ci.commands.culprit_learned`). ``problems``: map sources and past windows that
+    could not be read (warnings, never a stop)."""
     from ci.history.depmaps import gather_maps  # deferred: a search without maps needs no store
 
     gathered = gather_maps(tier, map_files, use_store=True, store_location=store, now=datetime.now(timezone.utc),
@@ -91,16 +98,38 @@ def choose_prior(root: Path, registry: Registry, test: str, tier: str, good: str
         except WindowError:
             why = f"the map's commit {str(stored.sha)[:12]} is not in this clone"
         else:
-            weights = TouchWeights()
+            def mapped(past: str, past_good: str, past_candidates: list[str]) -> list[Touch] | None:
+                entry = gathered.tests.get(past.split("::", 1)[0])  # a past search of one test: its file's map
+                if entry is None or _unusable(entry) is not None:
+                    return None
+                try:
+                    return observed_touches(root, entry, past_good, past_candidates, gathered.tests.keys())
+                except WindowError:
+                    return None
+
+            learned = history_weights(root, found, mapped, TouchWeights())
+            weights = learned.learned.weights
             counts = [levels.count(t) for t in (Touch.LINES, Touch.FILE, Touch.NONE)]
             return Prior(tuple(weights.weights(levels)),
                          f"prior from the observed map ({stored.origin}): {counts[0]} candidate(s) change lines the "
-                         f"test executed (weight {weights.lines:g}), {counts[1]} only files it executed "
-                         f"({weights.file:g}), {counts[2]} nothing it executed ({weights.none:g})", gathered.problems)
+                         f"test executed (weight {weights.lines:.3g}), {counts[1]} only files it executed "
+                         f"({weights.file:.3g}), {counts[2]} nothing it executed ({weights.none:.3g}); "
+                         f"{learned.learned.said()}", (*gathered.problems, *learned.skipped))
+
+    def closure(past: str, _good: str, past_candidates: list[str]) -> list[Touch] | None:
+        if past.split("::", 1)[0] not in registry.tests:
+            return None
+        return [Touch.LINES if t else Touch.NONE
+                for t in touches_executed(root, registry, past.split("::", 1)[0], past_candidates)]
+
     touches = touches_executed(root, registry, test, candidates)
-    return Prior(tuple(prior_weights(len(candidates), touches, w_low)),
+    prior_weights(len(candidates), touches, w_low)  # ValueError for a bad --w-low, before the history is read
+    learned = history_weights(root, found, closure, TouchWeights(1.0, w_low, w_low))
+    high, low = learned.learned.weights.lines, learned.learned.weights.none
+    return Prior(tuple(high if t else low for t in touches),
                  f"prior from the static import closure ({why}): {sum(touches)} candidate(s) change it "
-                 f"(weight 1), {len(touches) - sum(touches)} not ({w_low:g})", gathered.problems)
+                 f"(weight {high:.3g}), {len(touches) - sum(touches)} not ({low:.3g}); {learned.learned.said()}",
+                 (*gathered.problems, *learned.skipped))
 
 
 def _unusable(stored: StoredTestMap | None) -> str | None:

@@ -11,6 +11,8 @@ Contract (table ``culprits``, migration 6; docs/culprit.md#automatic-requests-ci
 - `record_answer` writes a search's `CulpritAnswer` in one transaction onto its request's row (a
   request whose good / bad are prefixes of the answer's full commits is the same window), else a
   row of its own; writing the same answer again changes nothing.
+- `found_culprits` is the newest answered searches of a tier that reached their confidence, for the
+  prior learned from them (`ci.culprit.learned`); [] on a store older than migration 6.
 - `culprit_searches` is every search of each (tier, test file) of a repository, oldest first, for
   the HUD (which shows the newest whose window is of the row's current streak); `culprit_states`
   the newest of each. Both {} on a store older than migration 6 (the HUD never migrates a store).
@@ -130,6 +132,27 @@ def record_answer(store: Store, a: CulpritAnswer) -> None:
                           (a.repo, a.tier, a.test, a.good, a.bad, a.budget, a.runners, a.candidates, *answer)).close()
 
 
+@dataclass(frozen=True)
+class FoundCulprit:
+    """A search's answer that reached its confidence: ``culprit`` broke ``test`` in (good, bad]."""
+
+    test: str
+    good: str
+    bad: str
+    culprit: str
+
+
+def found_culprits(store: Store, tier: str, limit: int) -> list[FoundCulprit]:
+    """The newest ``limit`` found culprits of ``tier`` (any repository, any test), newest first."""
+    if limit < 1:
+        raise ValueError(f"a limit of {limit} found culprits")
+    if store.schema_version() < CULPRITS_VERSION:
+        return []
+    rows = store.fetchall("SELECT test, good, bad, culprit FROM culprits WHERE tier = ? AND found = 1 AND culprit <> '' "
+                          "ORDER BY id DESC LIMIT ?", (tier, limit))
+    return [FoundCulprit(str(test), str(good), str(bad), str(culprit)) for test, good, bad, culprit in rows]
+
+
 def window_repos(store: Store, good: str, bad: str) -> list[str]:
     """The repositories whose reports (or recorded searches) name commit ``good`` or ``bad``; when
     none do, every repository of the store's reports (a history of one repository names it). Sorted."""
@@ -160,6 +183,7 @@ def culprit_states(store: Store, repo: str) -> dict[tuple[str, str], CulpritStat
     return {key: searches[-1] for key, searches in culprit_searches(store, repo).items()}
 
 
-__all__ = ["CulpritAnswer", "CulpritRequest", "CulpritState", "breakage_requests", "culprit_searches", "culprit_states",
+__all__ = ["CulpritAnswer", "CulpritRequest", "CulpritState", "FoundCulprit", "breakage_requests", "culprit_searches",
+           "culprit_states", "found_culprits",
            "window_repos",
            "record_answer", "record_requests"]

@@ -146,3 +146,81 @@ def test_a_search_reads_the_history_once_for_the_rates_and_m(repo, tmp_path, mon
     answer = command.search(args, {}, say=said.append)
     assert answer.sha == shas[CULPRIT] and any(line.startswith("breakage signature ") for line in said), said
     assert [c for c in callers if c.startswith("ci.commands.")] == ["ci.commands.culprit._noise"], callers
+
+
+def test_the_prior_is_learned_from_the_tiers_found_culprits(repo, tmp_path) -> None:
+    """Five found culprits of the tier in the store (each commit 6, which alone changes calc.py, in
+    windows of 9, 8, 6, 4 and 1 candidates), one answer that did not reach its confidence, one
+    window this clone lacks: the static closure's weights are the Dirichlet posterior's bounds
+    (scipy's Beta quantiles, lines at 10 %, the rest at 90 %, the prior's weight 5 culprits
+    centred on 1 / 0.1); the missing window is a warning, the unfound answer unread."""
+    from scipy import stats
+
+    from ci.history.culprits import CulpritAnswer, found_culprits, record_answer
+
+    root, shas = repo
+    store = tmp_path / "h.sqlite"
+    windows = ((0, 9), (1, 9), (2, 8), (3, 7), (5, 6))
+    with open_store(str(store)) as opened:
+        for good, bad in windows:
+            record_answer(opened, CulpritAnswer("acme/calc", "cpu", "tests/test_calc.py", shas[good], shas[bad],
+                                                shas[CULPRIT], 0.995, 5, "confident", True))
+        record_answer(opened, CulpritAnswer("acme/calc", "cpu", "tests/test_calc.py", shas[0], shas[8], shas[2],
+                                            0.6, 30, "budget", False))
+        record_answer(opened, CulpritAnswer("acme/calc", "cpu", "tests/test_calc.py", "d" * 40, "e" * 40, "f" * 40,
+                                            0.999, 4, "confident", True))
+        record_answer(opened, CulpritAnswer("acme/calc", "gpu", "tests/test_calc.py", shas[4], shas[9], shas[5],
+                                            0.999, 4, "confident", True))  # another tier's
+        assert [f.culprit for f in found_culprits(opened, "cpu", 3)] == ["f" * 40, shas[CULPRIT], shas[CULPRIT]]
+        assert len(found_culprits(opened, "cpu", 40)) == 6
+    lines = sum(1 / (bad - good) for good, bad in windows) / len(windows)
+    prior = lines / (lines + 0.1 * (1 - lines))
+    s_lines = stats.beta.ppf(0.1, 5 * prior + 5, 5 * (1 - prior))
+    s_none = stats.beta.ppf(0.9, 5 * (1 - prior), 5 * prior + 5)
+    low = (s_none / (1 - lines)) / (s_lines / lines)
+    done = culprit(root, "--test", "tests/test_calc.py", "--good", shas[0], "--bad", shas[9], "--flake-rate", "0.01",
+                   "--state", str(tmp_path / "s.json"), tmp=tmp_path, env={"CI_HISTORY_STORE": str(store)})
+    assert done.returncode == 0 and f"culprit {shas[CULPRIT]}" in done.stdout, done.stdout + done.stderr
+    assert 0.1 < low < 1  # five culprits: the bound is flatter than the prior's centre
+    assert (f"prior from the static import closure (no map of the test): 1 candidate(s) change it (weight 1), 8 not "
+            f"({low:.3g}); weights learned from 5 found culprit(s) of the tier: 5 changed lines their test executed, "
+            "0 only its files, 0 nothing it executed") in done.stdout
+    assert f"warning: the found culprit {'f' * 12} of tests/test_calc.py: its window {'d' * 12}..{'e' * 12} is not in " \
+           "this clone" in done.stdout
+
+
+def test_past_windows_are_judged_by_the_callers_rule_and_bad_ones_skipped(repo) -> None:
+    """`history_weights` on the module's repository: windows named by prefixes (as requests record
+    them) are read in full from git and judged by the caller's rule; a test with nothing to judge it
+    by, a culprit outside its window and a window the clone lacks are each one skipped line. The
+    oracle: `learn_weights` on the windows written out by hand."""
+    from ci.commands.culprit_learned import history_weights
+    from ci.culprit.learned import PastCulprit, learn_weights
+    from ci.culprit.prior import Touch, TouchWeights
+    from ci.history.culprits import FoundCulprit
+
+    root, shas = repo
+    seen = []
+
+    def levels(test: str, good: str, candidates: list[str]) -> list[Touch] | None:
+        seen.append((test, good, tuple(candidates)))
+        if test == "tests/test_nomap.py":
+            return None
+        return [Touch.LINES if sha == shas[CULPRIT] else Touch.FILE for sha in candidates]
+
+    found = [FoundCulprit("tests/test_calc.py", shas[0][:9], shas[9], shas[CULPRIT][:10]),
+             FoundCulprit("tests/test_calc.py", shas[2], shas[8], shas[CULPRIT]),
+             FoundCulprit("tests/test_nomap.py", shas[0], shas[9], shas[CULPRIT]),
+             FoundCulprit("tests/test_calc.py", shas[7], shas[9], shas[CULPRIT]),
+             FoundCulprit("tests/test_calc.py", "d" * 40, "e" * 40, "f" * 40)]
+    got = history_weights(root, found, levels, TouchWeights())
+    F, L = Touch.FILE, Touch.LINES
+    assert got.learned == learn_weights([PastCulprit(L, (F,) * 5 + (L,) + (F,) * 3),
+                                         PastCulprit(L, (F,) * 3 + (L,) + (F,) * 2)])
+    assert seen[0] == ("tests/test_calc.py", shas[0], tuple(shas[1:10]))
+    assert [s[0] for s in seen] == ["tests/test_calc.py", "tests/test_calc.py", "tests/test_nomap.py"]
+    assert got.skipped == (
+        f"the found culprit {shas[CULPRIT][:12]} of tests/test_nomap.py: no map or closure of it",
+        f"the found culprit {shas[CULPRIT][:12]} of tests/test_calc.py: not one commit of its window",
+        f"the found culprit {'f' * 12} of tests/test_calc.py: its window {'d' * 12}..{'e' * 12} is not in this clone")
+    assert history_weights(root, [], levels, TouchWeights(1.0, 0.3, 0.3)).learned.weights == TouchWeights(1.0, 0.3, 0.3)

@@ -109,3 +109,20 @@ def test_culprit_calibration_buckets_each_state_by_its_top_and_counts_it_against
     assert rows[("every step", "0.999-1")][:3] == ["1", "1.0000", "1.0000"]
     assert rows[("at the stop", "0.999-1")] == ["1", "0.9990", "1.0000", "0 / 0.0"]
 
+
+
+def test_the_simulated_past_of_found_culprits() -> None:
+    """`past_culprits`: windows of 2-128 with the culprit on executed lines, or off them (file only)
+    at the asked share, the other commits at the observed shares; drawn from its own stream only
+    (the same stream gives the same past; the measured breakages' stream is not read)."""
+    from bench._culprit_sim import OBSERVED_SHARES, past_culprits
+
+    past = past_culprits(random.Random(3), 2000)
+    assert len(past) == 2000 and all(2 <= b.n <= 128 and b.levels[b.culprit] == 2 for b in past)
+    others = [level for b in past for i, level in enumerate(b.levels) if i != b.culprit]
+    assert abs(others.count(2) / len(others) - OBSERVED_SHARES[0]) < 0.01
+    assert abs(others.count(1) / len(others) - OBSERVED_SHARES[1]) < 0.01
+    off = past_culprits(random.Random(3), 2000, off_lines=0.1)
+    share = sum(b.levels[b.culprit] == 1 for b in off) / len(off)
+    assert 0.08 < share < 0.12 and {b.levels[b.culprit] for b in off} == {1, 2}
+    assert past_culprits(random.Random(5), 7) == past_culprits(random.Random(5), 7)
