@@ -13,7 +13,7 @@ fallback) runs whole; the selected command (``-p ci.pytest_ids --ci-ids``) and t
 files (every universe file the graph selects) run back to back, in alternating order, each timed
 from start-up to exit; one JSON line per mutant in ``W/bytest_built.jsonl`` (resumable);
 a run past `LIMIT` or without a report leaves its mutant without a verdict (``broken``), out of the table;
-(3) the table: recall of the failing ids (the static run's failing ids that the selected run also
+(3) the table (then the same rows by mutant class, `bench._mutation_bytest_classes`): recall of the failing ids (the static run's failing ids that the selected run also
 ran and saw fail) and of failing files, the selected run's wall-clock over the static run's, and
 the est-time `ci plan` gives each side (`plan_est`) from the same observation (the by-test map):
 a file narrowed to ids by their recorded seconds summed, any other file by its ``duration_s``.
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping
 
 from bench._mutation_bytest import junit_tests
+from bench._mutation_bytest_classes import class_table
 from bench._mutation_gen import Mutant
 from bench._mutation_run import clean_env, drop_bytecode, run_suite
 from bench._mutation_runtime import runtime_maps
@@ -188,7 +189,8 @@ def measure(python: str, tree: Path, workdir: Path, map_path: Path, universe: li
                 runs[kind] = (run.wall if run is not None else 0.0, sorted(read.failing) if read else [],
                               len(read.seconds) if read else 0)
                 broken = broken or (f"{kind}: {run.broken}" if run is not None and run.broken else "")
-        row = {"id": result.id, "files": len(files), "narrowed": narrowed, "listed_ids": listed,
+        row = {"id": result.id, "files": len(files), "static_files": len(static), "narrowed": narrowed,
+               "listed_ids": listed,
                "selected_wall": runs["selected"][0], "static_wall": runs["static"][0],
                "selected_ran": runs["selected"][2], "static_ran": runs["static"][2],
                "selected_failing": runs["selected"][1], "static_failing": runs["static"][1], "broken": broken,
@@ -264,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         measure(args.python, tree, args.workdir, record(args.python, tree, universe, args.workdir, env), universe,
                 env, args.budget)
     print(table(args.workdir))
+    built = args.workdir / "bytest_built.jsonl"
+    classes = class_table([json.loads(line) for line in built.read_text().splitlines()]) if built.is_file() else ""
+    if classes:
+        print(classes)
     return 0
 
 

@@ -50,6 +50,13 @@ from ci.regular_file import MAX_CONFIG_BYTES, read_regular
 
 PROBES_DIR = "probes"  # the folder in a recording's parts directory
 MARK = "__slipcover__"  # the constant slipcover adds last to each code object it instruments
+
+
+def is_marked(consts: tuple[object, ...]) -> bool:
+    """Whether a code object's constants hold `MARK` (slipcover instrumented it). Only ``str``
+    constants are compared: ``MARK == b"..."`` warns, and raises under ``python -bb``, in the code
+    under test (a test that runs its child with ``-bb`` would fail because it was recorded)."""
+    return any(type(const) is str and const == MARK for const in consts)
 # the layout of an entry (`ci.observe.probe_store` keys by it too); 2: the lines each probe stands
 # for (`ci.observe.blocks`) are stored too; 3: a digest
 PROBE_FORMAT = _FORMAT = 3
@@ -90,7 +97,7 @@ def _entry(original: CodeType, edited: CodeType, plan: Plan) -> Entry | None:
     probe_lines, implied = plan(original)
     n = len(original.co_consts)
     consts = edited.co_consts
-    if len(consts) != n + 2 + len(probe_lines) or consts[-1] != MARK:
+    if len(consts) != n + 2 + len(probe_lines) or not is_marked(consts[-1:]):
         return None
     nested = []
     for i, const in enumerate(original.co_consts):
@@ -205,4 +212,4 @@ class ProbeCache:
         return data
 
 
-__all__ = ["MARK", "PROBE_FORMAT", "PROBES_DIR", "ProbeCache", "probe_folder"]
+__all__ = ["MARK", "PROBE_FORMAT", "PROBES_DIR", "ProbeCache", "is_marked", "probe_folder"]

@@ -42,7 +42,7 @@ import threading
 from collections import defaultdict
 from types import CodeType
 
-from ci.observe.probe_cache import MARK
+from ci.observe.probe_cache import is_marked
 
 _NOP = dis.opmap["NOP"]
 _PUSH_NULL = dis.opmap.get("PUSH_NULL", -1)
@@ -124,7 +124,7 @@ class ProbeSites:
             return
         consts, raw = code.co_consts, code.co_code
         for const in consts:
-            if type(const) is CodeType and MARK in const.co_consts:
+            if type(const) is CodeType and is_marked(const.co_consts):
                 self.add(const)
         live = Live(code)
         for match in _OPENING.finditer(raw):

@@ -49,7 +49,7 @@ from types import CodeType, FunctionType
 from ci.observe import blocks, dynamo_probes, slipcover_engine
 from ci.observe.files import RepoFiles, write_lines
 from ci.observe.positions import keep_positions
-from ci.observe.probe_cache import MARK, PROBE_FORMAT, ProbeCache
+from ci.observe.probe_cache import PROBE_FORMAT, ProbeCache, is_marked
 from ci.observe.probe_store import ProbeStore
 from ci.observe.probe_imports import ProbeImports
 from ci.observe.retire import ProbeSites
@@ -260,7 +260,7 @@ class SlipcoverLines:
     def _exec(self, source, globals=None, locals=None, /, **kwargs):
         """`exec` that puts probes into a repository file's code first: code compiled outside the
         import system (runpy, Triton's interpreter re-compiling a kernel's source) runs there."""
-        if type(source) is CodeType and MARK not in source.co_consts and self._matcher.matches(source.co_filename):
+        if type(source) is CodeType and not is_marked(source.co_consts) and self._matcher.matches(source.co_filename):
             source = self._sci.instrument(source)
         if globals is None:  # exec's default is its caller's namespace, not this frame's
             caller = sys._getframe(1)
