@@ -7,12 +7,7 @@ is added to the current context's lines of its code object and answers ``DISABLE
 switch re-arms only the code objects whose lines were stopped since the last re-arm (their
 ``LINE`` event set off and on again, which enables every line of that code object anew), so
 every line fires once more in each test file's context. A code object whose lines lie far from
-its first one gets ``INSTRUCTION`` instead of ``LINE`` where that costs less (`_far_lines`), or,
-when it is straight-line code (`_straight`: a module or class body without branches), only
-``PY_RETURN``, with the global ``PY_UNWIND`` for a frame that raised: every instruction before
-the offset either event names ran, so its lines are those instructions' lines. Such a frame's lines
-go to the context current when it returns or raises, not line by line (a module or class body
-that spans a context switch would differ; none does in pytest's hooks).
+its first one gets ``INSTRUCTION`` instead of ``LINE`` where that costs less (`_far_lines`).
 
 coverage.py's sysmon core, used here before, re-armed with ``sys.monitoring.restart_events()``:
 that enables every disabled event of the whole process, so every function the process ran
@@ -37,14 +32,11 @@ that TorchDynamo reads (`ci.observe.dynamo_probes.record_reads`) goes to the cur
 
 from __future__ import annotations
 
-import bisect
-import dis
 import opcode
 import os
 import re
 import sys
 from pathlib import Path
-from collections.abc import Iterable
 from types import CodeType
 
 from ci.observe import dynamo_probes
@@ -61,9 +53,6 @@ _FAR = 127  # CPython keeps a line as a delta from co_firstlineno in (-127, 127]
 _SCANS_PER_CALLBACK = 16
 _NO_LINE_EVENT = frozenset(opcode.opmap[name] for name in ("RESUME", "END_FOR", "END_SEND", "END_ASYNC_FOR")
                            if name in opcode.opmap)  # 3.11 has no END_FOR: this core never runs there
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
-# generators, coroutines and async generators resume in the middle of their code
-_RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
 # a code object's (co_filename, co_firstlineno, co_name): its file's lines, and which code
 # objects to re-arm (two that share a key, two lambdas on one line, are re-armed together)
 _Key = tuple[str, int, str]
@@ -129,45 +118,6 @@ def _far_lines(code: CodeType) -> dict[int, int] | None:
             if code_bytes[offset] not in _NO_LINE_EVENT}
 
 
-def _straight(code: CodeType) -> bool:
-    """True when every run of ``code`` executes its instructions in order from the first until
-    it returns or raises: no jump, no exception handler, not resumable (a module or class body of
-    definitions and assignments, rich's 3,600-line ``_emoji_codes`` dict among them)."""
-    return (not code.co_exceptiontable and not code.co_flags & _RESUMABLE
-            and _JUMPS.isdisjoint(code.co_code[::2]))  # the even bytes: opcodes (and CACHE, 0)
-
-
-class _Ends:
-    """A straight-line code object's lines by how far a run got: `upto` the line mask of the
-    instructions at or before an offset (`_far_lines`' offset -> line)."""
-
-    def __init__(self, line_at: dict[int, int]):
-        self._marks = sorted(line_at.items())
-        self._offsets = [offset for offset, _ in self._marks]
-        self._whole: int | None = None  # the mask of a run that returned, made once
-
-    def upto(self, offset: int) -> int:
-        """The line mask of the instructions at ``offset`` or before."""
-        count = bisect.bisect_right(self._offsets, offset)
-        if count == len(self._marks) and self._whole is not None:
-            return self._whole
-        mask = _mask(line for _, line in self._marks[:count])
-        if count == len(self._marks):
-            self._whole = mask
-        return mask
-
-
-def _mask(lines: Iterable[int]) -> int:
-    """The bit mask of ``lines`` (bit n: line n), built as one string of binary digits, not one
-    big-integer operation per line (a 3,600-line body)."""
-    digits = bytearray()
-    for line in lines:
-        if line >= len(digits):
-            digits.extend(b"0" * (line + 1 - len(digits)))
-        digits[line] = 0x31  # "1"
-    return int(digits[::-1], 2) if digits else 0
-
-
 def _numbers(mask: int) -> list[int]:
     """The line numbers of a bit mask (bit n: line n), by ``str.find`` over its binary digits:
     one Python step per line, not per digit (a mask's top bit is its code object's last line)."""
@@ -203,8 +153,6 @@ class SysmonLines:
         self._stopped: set[_Key] = set()  # keys of code objects with lines stopped since the last re-arm
         # code objects measured by INSTRUCTION, with their offset -> line (`_far_lines`)
         self._far: dict[_Key, list[tuple[CodeType, dict[int, int]]]] = {}
-        # far code objects that are straight-line (`_straight`): measured by PY_RETURN and PY_UNWIND
-        self._ends: dict[_Key, list[tuple[CodeType, _Ends]]] = {}
         self._tool: int | None = None
         self._sent: dict[_Key, int] = {}  # the lines `take_new` gave, by code object key
         self._taken = 0  # the visits `take_new` read, but for the last of them
@@ -222,7 +170,7 @@ class SysmonLines:
         else:
             raise RuntimeError("no sys.monitoring tool id is free for the recorder")
         events, disable, set_local = monitoring.events, monitoring.DISABLE, monitoring.set_local_events
-        path_of, codes, far, ends = self._path_of, self._codes, self._far, self._ends
+        path_of, codes, far = self._path_of, self._codes, self._far
 
         def started(code: CodeType, offset: int) -> object:
             name = code.co_filename
@@ -232,9 +180,7 @@ class SysmonLines:
                 if not any(known is code for known in same):
                     same.append(code)
                     line_at = _far_lines(code)
-                    if line_at is not None and _straight(code):
-                        ends.setdefault(key, []).append((code, _Ends(line_at)))
-                    elif line_at is not None:
+                    if line_at is not None:
                         far.setdefault(key, []).append((code, line_at))
                     set_local(tool, code, self._event(key, code))
             return disable
@@ -258,37 +204,16 @@ class SysmonLines:
                     break
             return disable
 
-        def ran_to(code: CodeType, offset: int) -> None:
-            key = (code.co_filename, code.co_firstlineno, code.co_name)  # `_Key`
-            for known, upto in ends.get(key, ()):
-                if known is code:
-                    lines = visits[-1][1]
-                    lines[key] = lines.get(key, 0) | upto.upto(offset)
-                    break
-
-        def returned(code: CodeType, offset: int, value: object) -> object:
-            ran_to(code, offset)
-            return disable
-
-        def unwound(code: CodeType, offset: int, exception: BaseException) -> None:
-            # every Python frame an exception leaves, process-wide (a global event): a key look-up
-            ran_to(code, offset)
-
         tool = self._tool
         monitoring.register_callback(tool, events.PY_START, started)
         monitoring.register_callback(tool, events.LINE, line)
         monitoring.register_callback(tool, events.INSTRUCTION, instruction)
-        monitoring.register_callback(tool, events.PY_RETURN, returned)
-        monitoring.register_callback(tool, events.PY_UNWIND, unwound)
-        monitoring.set_events(tool, events.PY_START | events.PY_UNWIND)
+        monitoring.set_events(tool, events.PY_START)
         dynamo_probes.record_reads(self._read_by_dynamo, dynamo_probes.after_import)
 
     def _event(self, key: _Key, code: CodeType) -> int:
-        """The local event that measures ``code``: PY_RETURN where it is far and straight-line,
-        INSTRUCTION where `_far_lines` maps it otherwise, else LINE."""
+        """The local event that measures ``code``: INSTRUCTION where `_far_lines` maps it, else LINE."""
         events = sys.monitoring.events
-        if any(known is code for known, _ in self._ends.get(key, ())):
-            return events.PY_RETURN
         far = any(known is code for known, _ in self._far.get(key, ()))
         return events.INSTRUCTION if far else events.LINE
 
@@ -343,8 +268,6 @@ class SysmonLines:
         monitoring.register_callback(tool, monitoring.events.PY_START, None)
         monitoring.register_callback(tool, monitoring.events.LINE, None)
         monitoring.register_callback(tool, monitoring.events.INSTRUCTION, None)
-        monitoring.register_callback(tool, monitoring.events.PY_RETURN, None)
-        monitoring.register_callback(tool, monitoring.events.PY_UNWIND, None)
         monitoring.free_tool_id(tool)
 
     def forget_collected(self) -> None:
