@@ -54,7 +54,6 @@ from pathlib import Path
 
 import pytest
 
-from ci.history.classify import RERUN_EXCEPT, quarantined_reason
 from ci.observe import record
 from ci.pytest_attempts import AttemptRecorder
 # The whole-file timeout's hooks: pytest finds a plugin's hooks by name, these among them.
@@ -239,10 +238,15 @@ def _apply(state: PluginState, item: pytest.Item, entry: TestEntry) -> None:
     for tier in entry.tiers:
         item.add_marker(tier)
     if entry.reruns and item.get_closest_marker("flaky") is None:
+        # deferred here and below: ci.history.classify compiles some 40 regular expressions at
+        # import (about 0.3 G instructions), which a run without reruns or quarantines never uses
+        from ci.history.classify import RERUN_EXCEPT
         item.add_marker(pytest.mark.flaky(reruns=entry.reruns, rerun_except=list(RERUN_EXCEPT)))
 
     quarantine = _quarantine_reason(state, item, entry)
     if quarantine is not None:
+        from ci.history.classify import quarantined_reason  # deferred: see above
+
         item.add_marker(pytest.mark.xfail(strict=False, reason=quarantined_reason(quarantine)))
         item.stash[_QUARANTINED] = quarantine
     elif (entry.status is not Status.ACTIVE and not state.include_inactive
@@ -284,5 +288,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     reason = item.stash.get(_QUARANTINED, None)
     if reason is not None and getattr(report, "wasxfail", None) is not None and call.excinfo is not None:
+        from ci.history.classify import quarantined_reason  # deferred: see `_apply`
+
         report.wasxfail = quarantined_reason(reason, f"{call.excinfo.typename}: {call.excinfo.value}")
     return report

@@ -251,6 +251,55 @@ def test_code_far_from_its_first_line_records_the_lines_the_tracer_records(tmp_p
     assert found["ctrace"][0]["tests/test_a.py"]["pkg/far.py"] == "1-401,403-406,409-412,416-717,719-721"
 
 
+# far code objects without a jump (by INSTRUCTION): a dict module body, a class body, a module
+# body that raises half way (imported in both test files: a failed import runs it again), a
+# function that raises in test_a and returns in test_b, and a body with a handler but no jump.
+# Measuring such code by PY_RETURN and a global PY_UNWIND instead was tried and passed this test,
+# but the PY_UNWIND callback changed what rich's test_traceback.py ran (docs/depmaps.md, overhead3)
+STRAIGHT = ("TABLE = {\n" + "".join(f"    {i}: {i * i},\n" for i in range(300)) + "}\n\n\nclass Names:\n"
+            + "".join(f"    name_{i} = {i}\n" for i in range(200)) + """\
+
+    def total(self):
+        return self.name_1 + self.name_199
+
+
+def steps(a):
+""" + "    x = 1\n" * 200 + "    y = 1 / a\n" + "    x = 2\n" * 20 + "    return x + y\n")
+# raises at the first instruction of its line 201 (a NameError): that line is the unwind's own
+HALF = "".join(f"A{i} = {i}\n" for i in range(200)) + "not_a_name_anywhere  # noqa: F821\n" + "B = 1\n" * 30
+# no jump, but a handler: its finally runs after the raise, C's line never (not straight-line)
+GUARDED = "".join(f"A{i} = {i}\n" for i in range(200)) + "try:\n    import not_a_module_anywhere\n    C = 1\nfinally:\n    D = 2\n"
+STRAIGHT_TEST = """\
+import pytest
+
+from pkg.straight import TABLE, Names, steps
+
+
+def test_{name}():
+    with pytest.raises(NameError):
+        import pkg.half  # noqa: F401
+    with pytest.raises(ImportError):
+        import pkg.guarded  # noqa: F401
+    assert TABLE[3] == 9 and Names().total() == 200
+    {call}
+"""
+STRAIGHT_FILES = {"pkg/__init__.py": "", "pkg/straight.py": STRAIGHT, "pkg/half.py": HALF, "pkg/guarded.py": GUARDED,
+                  "tests/test_a.py": STRAIGHT_TEST.format(name="a", call="with pytest.raises(ZeroDivisionError):\n"
+                                                                          "        steps(0)"),
+                  "tests/test_b.py": STRAIGHT_TEST.format(name="b", call="assert steps(1) == 3")}
+
+
+def test_far_code_without_jumps_records_the_lines_the_tracer_records(tmp_path: Path) -> None:
+    found = _maps_by_core(tmp_path, STRAIGHT_FILES)
+    assert found["sysmon"] == found["ctrace"]
+    a, b = found["ctrace"][0]["tests/test_a.py"], found["ctrace"][0]["tests/test_b.py"]
+    assert a["pkg/half.py"] == b["pkg/half.py"] == "1-201"  # up to the line that raised
+    assert a["pkg/guarded.py"] == b["pkg/guarded.py"] == "1-202,205"
+    # test_a collected first: the module and class bodies are its; steps up to its division
+    assert a["pkg/straight.py"] == "1-301,305-505,507-508,511-712"
+    assert b["pkg/straight.py"].endswith(",512-733")  # steps to its return
+
+
 FAR_COST = """\
 import sys
 from pathlib import Path
