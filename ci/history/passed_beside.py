@@ -10,8 +10,10 @@ rule holds only when
 - N passed at S on one or more other tiers and failed there on none (any error, infra included);
 - no other test of N's file failed on T at S (a breakage of shared code fails them together; a
   CUDA error that poisons the process does too, and is not told apart here);
-- N failed on T at S in one report only: a re-run of the job that fails it again on the same tier
-  is no longer one chance failure, and a breakage of that tier only reproduces.
+- N failed on T at S once: in one report, on one attempt. A re-run of the job, or pytest's reruns
+  in it, failing it again is no longer one chance failure: a breakage of that tier only reproduces;
+- the failure is no crash of the test process (a signal): the file's tests after it never ran, so
+  their passing says nothing.
 The verdict it backs says it is not sure ("probably a flake", "rerun to be sure"). Reads only
 reports up to ``as_of`` (none: all), every event, of ``repo`` ("" = the store's every repository).
 """
@@ -19,7 +21,9 @@ reports up to ``as_of`` (none: all), every event, of ``repo`` ("" = the store's 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
+from ci.history.errors import SIGNAL
 from ci.history.model import BROKEN, FAIL, PASS
 from ci.history.store import Store
 from ci.history.verdict_queries import cut, repo_condition
@@ -40,12 +44,13 @@ class PassedBeside:
                                                          if more > 0 else "")
 
 
-def passed_beside(store: Store, repo: str, tier: str, sha: str, node_id: int | None, failed_reports: int,
-                  as_of: int | None = None) -> PassedBeside | None:
+def passed_beside(store: Store, repo: str, tier: str, sha: str, node_id: int | None, failed: Sequence[int],
+                  infra: str = "", as_of: int | None = None) -> PassedBeside | None:
     """`PassedBeside` when the conditions of the module docstring hold for node ``node_id`` failing
-    on ``tier`` at ``sha`` in ``failed_reports`` reports of that tier (`verdict_queries.same_commit`);
+    on ``tier`` at ``sha`` with ``failed`` attempts in each report of that tier that failed it
+    (`verdict_queries.same_commit`) and the failure's own infra kind ``infra`` (`errors.infra_kind`);
     else None."""
-    if node_id is None or failed_reports > 1:
+    if node_id is None or sum(failed) > 1 or infra == SIGNAL:
         return None
     where, params = repo_condition(repo)
     until, limit = cut(as_of)

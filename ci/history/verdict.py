@@ -66,8 +66,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    streak of one run at one commit when 2 or more other pull requests based there (holding that
    code) passed N (`ci.history.held_code`: one may be the breakage's fix).
 5. ``new``: none of these; probably the change's own. Unless the same commit passed N on another
-   tier and failed it on none, no other test of N's file failed on T there, and N failed on T in
-   one report only (`ci.history.passed_beside`): then ``flaky``, worded as not sure (a flake's
+   tier and failed it on none, no other test of N's file failed on T there, and N failed on T
+   once, with no crash (`ci.history.passed_beside`): then ``flaky``, worded as not sure (a flake's
    first failure, before any flake evidence). Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
@@ -204,8 +204,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             if out[i].verdict == NEW and not f.infra and (halted := _halted(store, repo, tier, f, runs, order, at, as_of,
                                                                              scores.get(f.node))) is not None:
                 out[i] = halted
-            if out[i].verdict == NEW and (beside := passed_beside(store, repo, tier, f.sha, ids.get(f.node),
-                                                                  len(same[1]), as_of)) is not None:
+            if out[i].verdict == NEW and (beside := passed_beside(store, repo, tier, f.sha, ids.get(f.node), same[1],
+                                                                  failures[i].infra, as_of)) is not None:
                 out[i] = _first_flake(out[i], beside)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")

@@ -120,6 +120,36 @@ def test_a_rerun_that_fails_it_again_on_the_tier_keeps_it_new(store_location: st
     assert v.verdict == expected, v.detail
 
 
+@pytest.mark.parametrize("reruns, expected", [(0, FLAKY), (1, NEW)])
+def test_pytest_reruns_that_fail_it_again_in_the_job_keep_it_new(store_location: str, tmp_path: Path, reruns: int,
+                                                                  expected: str) -> None:
+    """pytest-rerunfailures' reruns in the one job: failing once is a chance failure, failing its
+    rerun too (the boundary: two failed attempts) reproduces it on the tier."""
+    with open_store(store_location) as store:
+        main_passes(store, tmp_path)
+        report(store, tmp_path, HEAD, OTHER_TIER, {"test_a": PASSED, "test_ok": PASSED})
+        write = write_report(tmp_path, [Case(FILE, "test_a", "failed", *CLOSE, reruns=reruns), Case(FILE, "test_ok")])
+        assert ingest(store, prepare(write, RunIdentity(REPO, HEAD, "pull_request", JUDGED_TIER, pr=7, base_sha=sha(1),
+                                                        scored=False))).added
+        v = judged(store)
+    assert v.verdict == expected, v.detail
+
+
+def test_a_crash_of_the_test_process_keeps_it_new(store_location: str, tmp_path: Path) -> None:
+    """A segfault killed the process: the file's tests after it never ran, so test_ok's pass in
+    another job of the tier says nothing about the crash; the rule does not fire."""
+    crash = ("Fatal Python error: Segmentation fault", "Fatal Python error: Segmentation fault\n\n"
+             "Current thread 0x00007f (most recent call first):\n  File \"tests/srt/test_x.py\", line 12 in test_a")
+    with open_store(store_location) as store:
+        main_passes(store, tmp_path)
+        report(store, tmp_path, HEAD, OTHER_TIER, {"test_a": PASSED, "test_ok": PASSED})
+        report(store, tmp_path, HEAD, JUDGED_TIER, {"test_a": crash, "test_ok": PASSED})
+        (failure,) = [f for f in load_run(store, sha=HEAD, repo=REPO).failures if f.tier == JUDGED_TIER]
+        assert failure.infra == "signal"
+        v = judged(store)
+    assert v.verdict == NEW, v.detail
+
+
 def test_a_pass_on_another_tier_at_another_commit_is_no_evidence(store_location: str, tmp_path: Path) -> None:
     """The other tier passed test_a at the merge base (main) and at an earlier head of the pull
     request, not at the judged commit: different code."""
