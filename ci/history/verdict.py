@@ -65,7 +65,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    there as p; it also counts as a known flake signature of N in rule 3. So does main's open
    streak of one run at one commit when 2 or more other pull requests based there (holding that
    code) passed N (`ci.history.held_code`: one may be the breakage's fix).
-5. ``new``: none of these; probably the change's own. Unless there is nothing to compare with:
+5. ``new``: none of these; probably the change's own. Unless the same commit passed N on another
+   tier and failed it on none, no other test of N's file failed on T there, and N failed on T
+   once, with no crash (`ci.history.passed_beside`): then ``flaky``, worded as not sure (a flake's
+   first failure, before any flake evidence). Unless there is nothing to compare with:
    no store, or no default-branch run of T in it (a first run); then its detail says so
    (`NO_HISTORY`) and the headline counts it as not judged, never as the change's.
 
@@ -90,6 +93,7 @@ from ci.history.mainline import MAX_CANDIDATES, MainRun, fail_streaks, ingest_or
 from ci.history.model import PASS, FlakyScore
 from ci.history.neighbours import judged_order_dependence
 from ci.history.outages import OUTAGE, outage, timed_outage
+from ci.history.passed_beside import PassedBeside, passed_beside
 from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
@@ -200,6 +204,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             if out[i].verdict == NEW and not f.infra and (halted := _halted(store, repo, tier, f, runs, order, at, as_of,
                                                                              scores.get(f.node))) is not None:
                 out[i] = halted
+            if out[i].verdict == NEW and (beside := passed_beside(store, repo, tier, f.sha, ids.get(f.node), same[1],
+                                                                  failures[i].infra, as_of)) is not None:
+                out[i] = _first_flake(out[i], beside)
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
@@ -306,6 +313,11 @@ def _halted(store: Store, repo: str, tier: str, f: Failure, runs: list[MainRun],
               "base failed other tests first")
     return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, detail, f.error, f.fingerprint, f.runner, since=silent[0],
                    last_pass=order[last], candidates=tuple(candidates[:MAX_CANDIDATES]), candidate_count=n)
+
+
+def _first_flake(v: Verdict, beside: PassedBeside) -> Verdict:
+    return replace(v, verdict=FLAKY, detail=f"flaky: probably a flake's first failure, not this change's: {beside.describe()}"
+                   " and no other test of its file failed here (no flake evidence for it yet; rerun to be sure)")
 
 
 def _intermittent(f: Failure, moved: ChangePoint, score: FlakyScore | None) -> Verdict:
