@@ -158,7 +158,9 @@ def _row_without_notes(report: tuple[subprocess.CompletedProcess[str], str, floa
     proc, cell, took = report
     assert proc.returncode == 0, proc.stderr
     assert cell.startswith("**failed**: 2 passed, 1 failed, 0 skipped, 0 errors in 3.0 s<br>") and " · " not in cell
-    assert took < 12.0, f"{took:.1f} s"
+    # the stderr line below names the limit that fired; the bound only rules out the default wait
+    # (20 s) or a hang after it, with room for a loaded machine's start-up (12.6 s seen at load 25)
+    assert took < 19.0, f"{took:.1f} s"
     assert f"{why}; the row has no verdicts" in proc.stderr, proc.stderr
 
 
