@@ -46,14 +46,18 @@ def job(store, directory: Path, commit: str, runner: str, fails: tuple[str, ...]
     assert ingest(store, prepare(write_report(directory, cases), identity)).added
 
 
-def broken_at_six(store, directory: Path, before: bool | None, unplaced: tuple[int, ...] = ()) -> None:
+def broken_at_six(store, directory: Path, before: bool | None, unplaced: tuple[int, ...] = (),
+                  passed_at_six: bool = False) -> None:
     """Main's commits 0-5 pass test_d on each runner in turn; commit 6 breaks it: main's run at 6
     fails it on h100-01, then pull request 33, based at commit 4 (without commit 6), runs on h100-03
     (``before`` True: passes test_d; False: fails it the same way; None: no such run), then pull
     request 31 based at 6 fails it on h100-02, main's 7 on h100-04 and pull request 34 based at 7 on
-    h100-06. The pull requests of ``unplaced`` report no merge base."""
+    h100-06. The pull requests of ``unplaced`` report no merge base; ``passed_at_six``: main's commit
+    6 first passed test_d on h100-06."""
     for i in range(6):
         job(store, directory, sha(i), RUNNERS[i])
+    if passed_at_six:
+        job(store, directory, sha(6), "h100-06")
     job(store, directory, sha(6), "h100-01", ("test_d",))
     if before is not None:
         job(store, directory, f"{33:04x}{PR_SHA}", "h100-03", () if before else ("test_d",), pr=33, base=sha(4))
@@ -117,12 +121,11 @@ def test_a_run_holding_the_commit_that_passed_is_no_split(store_location: str, t
     driver changed under code that passed): a commit does not fail what it passed, so no split,
     though pull request 33 without commit 6 passed beside the failures."""
     with open_store(store_location) as store:
-        job(store, tmp_path, sha(6), "h100-06")
-        broken_at_six(store, tmp_path, before=True)
+        broken_at_six(store, tmp_path, before=True, passed_at_six=True)
         f, v = judged(store, tmp_path)
         split = split_of(store, f)
     assert split is None
-    assert v.verdict == INFRA
+    assert (v.verdict, v.infra) == (INFRA, "cuda") and "the pool's 3 runners" in v.detail
 
 
 @pytest.mark.parametrize("unplaced, split_failed", [((31, 34), None), ((31,), 3)])
