@@ -17,7 +17,8 @@ Contract:
   stripped of its exception type, of assert/comparison words and placeholders, holds no word of
   three letters or more; or it is one of the known wrapper phrases. A generic line never makes a
   failure flaky by its signature alone (`ci.history.verdict`): it matches everything.
-- `infra_kind(attempt)`: ``no-gpu``, ``gpu-held`` (a CUDA out-of-memory error on a device that other
+- `infra_kind(attempt)`: ``no-gpu`` (also a driver that cannot serve the device: CUDA's errors
+  802-804, NVML's driver/library mismatch), ``gpu-held`` (a CUDA out-of-memory error on a device that other
   processes hold: `gpu_held`), ``cuda`` (ROCm's HIP device errors too), ``nccl``, ``oom-kill``, ``disk-full``,
   ``storage``, ``job-timeout`` (the executor's limit for the whole job ran out: a Modal function's
   timeout, a GitHub job's maximum execution time), ``lost-runner`` or ``signal`` when the failure's
@@ -29,7 +30,8 @@ Contract:
   (`ci.history.outages`). An assertion is never infra, whatever string it
   quotes: ``AssertionError: 'NCCL error' in log`` is the test's own check failing. Nor is a device
   error that a kernel's own bug raises on any machine (`KERNEL_FAULT`: an illegal memory access, a
-  misaligned address, a device-side assert, a bad launch configuration): the code's, like a segfault
+  misaligned address, a device-side assert, a bad launch configuration, a CUDA call's invalid
+  argument, a build with no code for the device's architecture): the code's, like a segfault
   in a test that reads out of bounds; a machine that raises them for code that passes elsewhere is
   still found by `ci.history.runners.runner_only`.
 - `environment_kind(line)`: ``startup``, ``port``, ``connection``, ``watchdog``, ``remote`` or
@@ -56,7 +58,12 @@ INFRA_KINDS = (NO_GPU, GPU_HELD, CUDA, NCCL, OOM_KILL, LOST_RUNNER, SIGNAL, DISK
 MISSING_GPU = re.compile(
     r"no CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver|NVIDIA driver on your system is too old"
     r"|CUDA driver version is insufficient|Torch not compiled with CUDA enabled|cudaErrorNoDevice"
-    r"|RuntimeError: No HIP GPUs are available|hipErrorNoDevice|no ROCm-capable device", re.I)
+    r"|RuntimeError: No HIP GPUs are available|hipErrorNoDevice|no ROCm-capable device"
+    # the machine's driver cannot serve the device (CUDA's errors 802-804, as torch's cudaGetDeviceCount()
+    # and nvidia-smi word them): an image whose driver does not fit its CUDA, a fabric manager not up
+    r"|system has unsupported display driver / cuda driver combination|cudaErrorSystemDriverMismatch"
+    r"|forward compatibility was attempted on non supported HW|cudaErrorCompatNotSupportedOnDevice"
+    r"|Error 802: system not yet initialized|cudaErrorSystemNotReady|Driver/library version mismatch", re.I)
 # Order matters: the first that matches names the cause (an NCCL error that wraps a CUDA one is NCCL's).
 _INFRA = (
     (NO_GPU, MISSING_GPU),
@@ -127,9 +134,14 @@ _HUB_DOWN = re.compile(r"LocalEntryNotFoundError|We couldn't connect to '?https?
                        r"|cannot find the requested files in the local cache", re.I)
 HUB = "huggingface.co"
 # Device errors a kernel of the code under test raises itself, on any machine (cudaErrorIllegalAddress,
-# cudaErrorMisalignedAddress, cudaErrorAssert, cudaErrorInvalidConfiguration, cudaErrorLaunchOutOfResources)
+# cudaErrorMisalignedAddress, cudaErrorAssert, cudaErrorInvalidConfiguration, cudaErrorLaunchOutOfResources),
+# and the runtime's answers to a call the code got wrong, which CUDA's documentation lays on the caller:
+# cudaErrorInvalidValue (a parameter out of range), cudaErrorIllegalInstruction, and a build without code
+# for the device's architecture (cudaErrorInvalidDeviceFunction, cudaErrorNoKernelImageForDevice)
 KERNEL_FAULT = re.compile(r"illegal memory access|misaligned address|device-side assert(?:ion)? triggered"
-                          r"|invalid configuration argument|too many resources requested for launch", re.I)
+                          r"|invalid configuration argument|too many resources requested for launch"
+                          r"|(?:CUDA|HIP) error: invalid argument\b|cudaErrorInvalidValue|illegal instruction was encountered"
+                          r"|invalid device function|no kernel image is available for execution", re.I)
 # Errors whose usual cause is the machine or its neighbours (load, a leftover process), not the code.
 _ENVIRONMENT = (
     ("startup", re.compile(r"\b(?:server|engine|router|worker)s?\b[^.]{0,40}\b(?:failed to start|did not start|"

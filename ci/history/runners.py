@@ -290,14 +290,16 @@ def fisher_greater(failed: int, runs: int, pool_failed: int, pool_runs: int) -> 
 
 
 def runner_blame(store: Store, repo: str, tier: str, runner: str, sha: str, node_id: int | None, *,
-                 as_of: int | None = None) -> str | None:
+                 as_of: int | None = None, code: Callable[[], object] | None = None) -> str | None:
     """Why an infra-looking failure of ``node_id`` on ``runner`` is the machine's, or None when it
-    follows the test: `out_of_line`'s record in words, else `pool_wide`'s."""
+    follows the test: `out_of_line`'s record in words, else `pool_wide`'s unless ``code()`` answers
+    (truthy) that the failures follow a commit instead (`ci.history.code_follow`)."""
     rows = _window(store, repo, tier, as_of)  # read once: both questions are about the same window
     found = _out_of_line(rows, runner, sha, node_id) if runner else None
     if found is not None:
         return found.describe()
-    return pool_wide(rows, sha, node_id)
+    pool = pool_wide(rows, sha, node_id)
+    return None if pool is not None and code is not None and code() else pool
 
 
 # one row per report, its attempts grouped: the window is the test's newest reports, not attempts

@@ -13,7 +13,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    failure), or F's kind is a machine's only (no GPU, a GPU other processes hold, a full disk, a
    failing mount: `ci.history.infra_flakes.MACHINE_KINDS`): the error follows neither;
    else it follows the test and rules 2-5 judge F, its earlier failures of that kind N's flake
-   evidence (`ci.history.infra_flakes`). Named with the runner's record. Also ``infra``
+   evidence (`ci.history.infra_flakes`); when its failures of that kind split by code, not time
+   (`ci.history.code_follow`: every run holding a commit failed so, runs of older code passed
+   beside them), the pool is not blamed and main's failures so count as a breakage's in rules 3-5.
+   Named with the runner's record. Also ``infra``
    (``runner-only``), whatever the error: N fails on F's runner only, in runs of other pull
    requests or main commits too, while the pool's other runners pass it since
    (`ci.history.runners.runner_only`: an image or driver update). So is a remote service's
@@ -85,6 +88,7 @@ from typing import Collection, Sequence
 
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
+from ci.history.code_follow import CodeQuestion
 from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.held_code import held_streaks
@@ -147,8 +151,11 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
         bases = PrBases(store, repo, git_order, as_of)
         for i in indexes:
             f = failures[i]
-            why = runner_blame(store, repo, tier, f.runner, f.sha, ids.get(f.node),
-                               as_of=as_of) if f.infra not in ("", SIGNAL, LOST_RUNNER) else ""
+            code = CodeQuestion(store, repo, tier, ids.get(f.node), f.infra, f.sha, _node_order(
+                store, repo, tier, f.node, main, orders, git_order, as_of), full, as_of=as_of) \
+                if f.infra not in ("", SIGNAL, LOST_RUNNER) else None
+            why = runner_blame(store, repo, tier, f.runner, f.sha, ids.get(f.node), as_of=as_of,
+                               code=code) if code is not None else ""
             if why is None and (not (elsewhere := failed_so_elsewhere(store, repo, tier, ids.get(f.node), f.infra,
                                 f.runner, f.sha, as_of=as_of)) or not can_follow_test(f.infra)):
                 out[i] = _infra(f, health, MACHINE_ONLY if elsewhere else HICCUP)
@@ -166,9 +173,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                     store, repo, tier, ids.get(f.node), f.sha, merge_base, as_of):
                 f = replace(f, infra="")  # a crash no one else's run shows: judged as any failure
             runs = main.get(f.node, [])
-            if f.node not in orders:
-                orders[f.node] = main_order(store, repo, tier, runs, git_order, as_of=as_of)
-            order = orders[f.node]
+            if why is None and code is not None and code():  # it follows a commit: main's failures so are too
+                runs = [replace(run, infra="") if run.infra == code.kind else run for run in runs]
+            order = _node_order(store, repo, tier, f.node, main, orders, git_order, as_of)
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
             only = None if f.infra else runner_only(store, repo, tier, ids.get(f.node), f.runner, f.sha, as_of=as_of)
             if only is not None:
@@ -210,6 +217,15 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             if first_run and out[i].verdict == NEW:
                 out[i] = replace(out[i], detail=f"{NO_HISTORY} (no default-branch run of tier {tier} in the history)")
     return [out[i] for i in range(len(failures))]
+
+
+def _node_order(store: Store, repo: str, tier: str, node: str, main: dict[str, list[MainRun]],
+                orders: dict[str, tuple[str, ...]], git_order: Sequence[str] | None,
+                as_of: int | None) -> tuple[str, ...]:
+    """The default-branch order ``node``'s main runs are read in (`main_order`), once per node."""
+    if node not in orders:
+        orders[node] = main_order(store, repo, tier, main.get(node, []), git_order, as_of=as_of)
+    return orders[node]
 
 
 def _at_bases(based: list[MainRun], order: tuple[str, ...], full: Sequence[str]) -> list[MainRun]:

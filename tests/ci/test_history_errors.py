@@ -75,6 +75,17 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ('failed on setup with "RuntimeError: HIP error: hipErrorNoDevice: no ROCm-capable device is detected"', "",
      "no-gpu"),
     ("RuntimeError: HIP error: hipErrorLaunchFailure: unspecified launch failure", "", "cuda"),
+    # the runtime's answer to a call the code got wrong (cudaErrorInvalidValue), and a build without code for
+    # the device (cudaErrorNoKernelImageForDevice): the caller's, on any machine; "invalid argument" from
+    # anything but the CUDA runtime names no device at all
+    ("RuntimeError: CUDA error: invalid argument", "", ""),
+    ("", "E   torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device", ""),
+    ("RuntimeError: CUDA error: invalid argumentation of the launcher", "", "cuda"),
+    # the driver cannot serve the device (CUDA's error 803, as torch and nvidia-smi word it): the machine's image
+    ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+     "NumCudaDevices() that might have already set an error? Error 803: system has unsupported display driver / "
+     "cuda driver combination", "", "no-gpu"),
+    ("", "E   RuntimeError: nvidia-smi: Failed to initialize NVML: Driver/library version mismatch", "no-gpu"),
     ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970", "", "nccl"),
     # a collective that timed out is the test's (a hang, a slow peer), not by itself the machine's
     ("torch.distributed.DistBackendError: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, "
