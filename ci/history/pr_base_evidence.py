@@ -108,7 +108,7 @@ class PrBases:
                      main: Sequence[MainRun], changed: Collection[str] = ()) -> BaseBreak | None:
         """The `BaseBreak` of N's failure at ``sha`` (merge base ``base``, signature ``fingerprint``),
         or None when the evidence does not hold (module docstring). ``main``: N's default-branch runs."""
-        if node_id is None or not base or not fingerprint or (changed and self._touches(tier, node, changed)):
+        if node_id is None or not base or not fingerprint or (changed and self.touches(tier, node, changed)):
             return None
         order = self.order(base)
         b = position(order, base)
@@ -117,7 +117,8 @@ class PrBases:
         points = self._points(tier, node_id, sha, fingerprint, order) + _main_points(main, fingerprint, order)
         return _walk(points, b, order)
 
-    def _touches(self, tier: str, node: str, changed: Collection[str]) -> bool:
+    def touches(self, tier: str, node: str, changed: Collection[str]) -> bool:
+        """Whether ``changed`` holds N's test file or, by the store's runtime map, a file it ran or opened."""
         test_file = node.split("::", 1)[0]
         paths = set(changed)
         if test_file in paths:

@@ -47,7 +47,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    Last, a failure that rules 3-5 call ``new`` is ``broken_on_main`` when other authors' pull
    requests based at or after a commit C failed N with F, none there passed it, and runs based
    before C did (`ci.history.pr_base_evidence`: a branch that runs N on a schedule has not yet),
-   unless ``changed`` shows the judged change touched what N runs. Likewise when main cannot vouch
+   unless ``changed`` shows the judged change touched what N runs; and with two such pull requests
+   when main's record is sparse (`ci.history.sparse_main`: main's runs cancelled or stopped short,
+   the fix's own pass skipped, none of N's flake signatures), naming them. Likewise when main cannot vouch
    for N at the merge base: N ran in each of main's last `HALT_SEEN` clean runs of T (that failed
    nothing) up to L and passed at L, main's runs of T since, up to the base, never ran N, each
    failed a test or passed none, the first and the newest failed (a job that stops at its first
@@ -103,6 +105,7 @@ from ci.history.recurring import Recurrence, recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, runner_blame, runner_health,
                                  runner_only)
+from ci.history.sparse_main import peer_break
 from ci.history.store import Store
 from ci.history.verdict_queries import (based_runs, crashed_elsewhere, has_main_history, held_passes,
                                          main_runs, same_commit,
@@ -208,6 +211,13 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=found.describe(), since=found.since,
                                  last_pass=found.last_pass, candidates=found.candidates,
                                  candidate_count=found.candidate_count)
+            if out[i].verdict == NEW and merge_base and (peers := peer_break(
+                    bases, tier, f.node, ids.get(f.node), f.sha, merge_base, f.error, f.fingerprint, main=runs,
+                    flaky_prints=_flake_prints(scores.get(f.node), learned), changed=changed,
+                    kind="" if f.infra or not can_follow_test(failures[i].infra) else failures[i].infra)) is not None:
+                out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=peers.describe(), since=peers.since,
+                                 last_pass=peers.last_pass, candidates=peers.candidates,
+                                 candidate_count=peers.candidate_count)
             if out[i].verdict == NEW and not f.infra and (halted := _halted(store, repo, tier, f, runs, order, at, as_of,
                                                                              scores.get(f.node))) is not None:
                 out[i] = halted
@@ -396,6 +406,11 @@ def _decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flak
     why = ("its error is generic, so it matches no earlier flake" if score and f.fingerprint in flaky_prints
            else "an error this test never failed with as a flake" if score else "not failing on the default branch")
     return Verdict(f.node, f.tier, f.sha, NEW, f"new: probably this change's ({why})", **base)
+
+
+def _flake_prints(score: FlakyScore | None, learned: Recurrence | None) -> set[str]:
+    """N's known flaky signatures: its score's and those recurring while main passes it."""
+    return ({fp for fp, _, _ in score.fingerprints} if score else set()) | set(learned.fingerprints if learned else ())
 
 
 def _flaked_kinds(store: Store, as_of: int | None) -> frozenset[str]:
