@@ -53,13 +53,18 @@ class Score:
     compared: int = 0
 
 
+# GitHub's event names that a workflow passes to `ci history ingest --event` under another name
+INGEST_EVENT = {"schedule": "nightly"}
+
+
 def _identity(run: Run, tier: str, shard: str, runner: str) -> RunIdentity:
     unscored = run.event == "pull_request"
     batch = tuple(getattr(run, "batch", ()))
     pr = run.pr
     if run.event == MERGE_GROUP:  # a queue run names its pull requests by batch, never by --pr
         batch, pr = batch or ((run.pr,) if run.pr else ()), None
-    return RunIdentity(REPO, run.sha, run.event, tier, pr=pr, runner=runner, shard=shard,
+    event = INGEST_EVENT.get(run.event, run.event)
+    return RunIdentity(REPO, run.sha, event, tier, pr=pr, runner=runner, shard=shard,
                        run_id=run.run_id, attempt=run.attempt,
                        run_url=f"https://github.com/{REPO}/actions/runs/{run.run_id}/attempts/{run.attempt}",
                        author=run.author, base_sha=run.base_sha, scored=not unscored,

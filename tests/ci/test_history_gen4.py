@@ -222,9 +222,7 @@ def test_every_generator_fills_the_harness_records(name: str, tmp_path: Path) ->
     assert name == "gen3" or all(isinstance(run, records.Run) for run in runs)
     root, known = checkout(history, tmp_path), getattr(history, "checkout_files", ())
     judged = 0
-    for run in runs:
-        if run.event not in ("pull_request", MERGE_GROUP):
-            continue
+    for run in runs:  # every run is ingested (its event one the ingest takes); the judged ones checked
         failing = set()
         for report in run.reports:
             path = tmp_path / "report.xml"
@@ -232,6 +230,7 @@ def test_every_generator_fills_the_harness_records(name: str, tmp_path: Path) ->
             rows = prepare(path, _identity(run, report.tier, f"{report.shard + 1}/{report.shards}", report.runner),
                            root=root, known_files=known).rows
             failing |= {(row.node, report.tier) for row in rows if row.outcome in (FAILED, ERROR)}
-        assert {(label.node, label.tier) for label in run.labels} == failing, run.run_id
-        judged += bool(failing)
+        if run.event in ("pull_request", MERGE_GROUP):
+            assert {(label.node, label.tier) for label in run.labels} == failing, run.run_id
+            judged += bool(failing)
     assert judged
