@@ -127,8 +127,8 @@ def score_history(history: History, generator: str = "gen2") -> Score:
         with open_store(str(folder / "history.sqlite")) as store:
             for run in history.runs:
                 ingest_run(store, run, folder, root, getattr(history, "checkout_files", ()))
-                if run.event not in ("pull_request", MERGE_GROUP):
-                    continue
+                if run.event not in ("pull_request", MERGE_GROUP) or not run.reports:
+                    continue  # a run that uploaded nothing (cancelled, its runner lost) has nothing to judge
                 truth = truths.setdefault(run.sha, {})
                 truth.update({(label.node, label.tier): label for label in run.labels})
                 bases[run.sha] = run.base_sha

@@ -234,3 +234,14 @@ def test_every_generator_fills_the_harness_records(name: str, tmp_path: Path) ->
             assert {(label.node, label.tier) for label in run.labels} == failing, run.run_id
             judged += bool(failing)
     assert judged
+
+
+def test_a_judged_run_that_uploaded_nothing_is_not_asked() -> None:
+    """A pull request run cancelled or lost before any upload leaves no report: the harness has
+    nothing to ask of it (asking would find no report of its commit) and scores the rest."""
+    history = _history_gen4.generate(1, _history_gen4.QUICK)
+    first = next(run for run in history.runs if run.event == "pull_request")
+    empty = replace(first, sha="f" * 40, run_id="999999", reports=[])
+    whole = score_history(history, "gen4")
+    history.runs.insert(history.runs.index(first) + 1, empty)
+    assert len(score_history(history, "gen4").at_time) == len(whole.at_time)
