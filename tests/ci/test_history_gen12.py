@@ -40,9 +40,9 @@ def _etree_failures(xml: str, files: set[str]) -> dict[str, str]:
         if failure is None:
             continue
         parts = case.get("classname").split(".")
-        file = next("tests/" + "/".join(parts[:cut]) + ".py" for cut in range(len(parts), 0, -1)
-                    if "tests/" + "/".join(parts[:cut]) + ".py" in files)
-        out["::".join((file, *parts, case.get("name")))] = failure.get("message")
+        cut = next(cut for cut in range(len(parts), 0, -1) if "tests/" + "/".join(parts[:cut]) + ".py" in files)
+        file = "tests/" + "/".join(parts[:cut]) + ".py"
+        out["::".join((file, *parts[cut:], case.get("name")))] = failure.get("message")  # pytest's own node id
     return out
 
 
@@ -102,8 +102,9 @@ def test_windows_fail_where_the_data_says(history) -> None:
                 if window.kind == "env" or not window.start <= _code_index(run) < window.end:
                     continue
                 for node in window.nodes:
-                    parts = node.split("::")
-                    if ".".join(parts[1:-1]) + "::" + parts[-1] not in present:
+                    file, *inner, name = node.split("::")
+                    classname = ".".join((file[len("tests/"):-len(".py")].replace("/", "."), *inner))
+                    if classname + "::" + name not in present:
                         continue  # not selected by this workflow
                     assert labels[node].label in ("broken_on_main", "infra"), (run.event, node)
                     seen[labels[node].label] += 1
@@ -148,9 +149,9 @@ def test_flakes_fail_within_binomial_bounds() -> None:
             fails.update(label.node for label in report.labels if label.label == "flaky")
             for case in ET.fromstring(report.xml).iter("testcase"):
                 parts = case.get("classname").split(".")
-                file = next(f for f in (("tests/" + "/".join(parts[:c]) + ".py") for c in range(len(parts), 0, -1))
-                            if f in history.world.files)
-                node = "::".join((file, *parts, case.get("name")))
+                cut = next(c for c in range(len(parts), 0, -1)
+                           if "tests/" + "/".join(parts[:c]) + ".py" in history.world.files)
+                node = "::".join(("tests/" + "/".join(parts[:cut]) + ".py", *parts[cut:], case.get("name")))
                 if node in flaky and node not in other and case.find("skipped") is None:
                     runs[node] += 1
     expected = sum(flaky[n].rate * runs[n] for n in runs)
