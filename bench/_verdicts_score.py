@@ -82,9 +82,13 @@ def ingest_run(store: Store, run: Run, folder: Path, root: Path | None = None, k
         ingest(store, prepare(path, identity, root=root, known_files=known))
 
 
-def checkout(history: History, folder: Path) -> Path | None:
-    """A tree of the history's ``checkout_files`` (empty files) under ``folder``, or None."""
-    files = getattr(history, "checkout_files", ())
+def checkout_files(history: History) -> tuple[str, ...]:
+    """The history's ``checkout_files`` (read once: a generator may build them from its data file)."""
+    return tuple(getattr(history, "checkout_files", ()))
+
+
+def checkout(files: tuple[str, ...], folder: Path) -> Path | None:
+    """A tree of ``files`` (empty) under ``folder``, or None when there are none."""
     if not files:
         return None
     root = folder / "checkout"
@@ -123,10 +127,11 @@ def score_history(history: History, generator: str = "gen2") -> Score:
     last_answers: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-verdicts-") as tmp:
         folder = Path(tmp)
-        root = checkout(history, folder)
+        known = checkout_files(history)
+        root = checkout(known, folder)
         with open_store(str(folder / "history.sqlite")) as store:
             for run in history.runs:
-                ingest_run(store, run, folder, root, getattr(history, "checkout_files", ()))
+                ingest_run(store, run, folder, root, known)
                 if run.event not in ("pull_request", MERGE_GROUP) or not run.reports:
                     continue  # a run that uploaded nothing (cancelled, its runner lost) has nothing to judge
                 truth = truths.setdefault(run.sha, {})

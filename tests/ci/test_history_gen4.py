@@ -20,7 +20,7 @@ import pytest
 from bench import _history_gen2, _history_gen3, _history_gen4, _verdicts_records as records, verdicts
 from bench._history_gen4_text import CaseOutcome, Failure, shard_xml
 from bench._history_gen4_world import LABELS, History, Run, TestSpec
-from bench._verdicts_score import _identity, checkout, score_history
+from bench._verdicts_score import _identity, checkout, checkout_files, score_history
 from ci.history.ingest import prepare
 from ci.history.model import MERGE_GROUP
 from ci.results.junit import ERROR, FAILED, parse_junit
@@ -220,7 +220,8 @@ def test_every_generator_fills_the_harness_records(name: str, tmp_path: Path) ->
     assert runs and all(isinstance(r, records.Report) for run in runs for r in run.reports)
     assert all(type(label) is records.Label for run in runs for label in run.labels)
     assert name == "gen3" or all(isinstance(run, records.Run) for run in runs)
-    root, known = checkout(history, tmp_path), getattr(history, "checkout_files", ())
+    known = checkout_files(history)
+    root = checkout(known, tmp_path)
     judged = 0
     for run in runs:  # every run is ingested (its event one the ingest takes); the judged ones checked
         failing = set()
