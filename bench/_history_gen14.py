@@ -8,7 +8,7 @@ from November 2025 ``tests-pr.yml`` on pull requests with path filters and ``tes
 both through ``test-runner.yml``: T4/A10/L40S pools on AWS and one self-hosted Windows machine,
 ``fail-fast: false``, ``cancel-in-progress``, no sharding, no rerun plugin); the breakage windows its
 fixes name. Simulated on top (`bench._history_gen14_causes`, `bench._history_gen14_runs`): when each
-pull request was pushed and on which base, flaky tests, infra faults, a dependency release, the pull
+pull request was pushed and on which base, flaky tests, infra faults, a torch nightly regression, the pull
 requests' own mistakes, re-runs of failed jobs and cancels. JUnit: pytest's xunit2
 (`bench._history_gen14_junit`), which names no file, so the history carries ``checkout_files``.
 
@@ -41,7 +41,7 @@ class Scale:
 
     commits: int = 240
     params: int = 1
-    nightly_quiet_every: int = 7
+    nightly_quiet_every: int = 2
     attempt_text: bool = True
 
 
@@ -108,7 +108,7 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
         run_id = str(RUN_ID_BASE + number * 97)
         cancel_at = following.get((push.pr, push.push)) if push.pr is not None else None
         started = push.time + rng.randint(5, 90)
-        results = [planner.job(push, job, cases, started, 1, set()) for job in jobs]
+        results = [planner.job(push, job, cases, started, set()) for job in jobs]
         for result in results:
             if cancel_at is not None and result.finished > cancel_at:
                 result.reported = False
@@ -124,7 +124,7 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
             again = max(r.finished for r in results) + rng.randint(10 * 60, 3 * HOUR)
             before = [{f"{c.file}::{c.func}" for c in (o.case for o in r.outcomes) if
                        r.causes.get(c.node) is not None and r.causes[c.node].label == "flaky"} for r in failed]
-            results = [planner.job(push, r.job, cases, again, attempt, keys) for r, keys in zip(failed, before)]
+            results = [planner.job(push, r.job, cases, again, keys) for r, keys in zip(failed, before)]
             runs.append(_run(tree, push, results, run_id, attempt, again, scale))
     runs.sort(key=lambda r: (r.finished, r.run_id, r.attempt))
     checkout = tuple(sorted(set(tree.test_files) | {"pyproject.toml", "tests/__init__.py", "tests/conftest.py"}))

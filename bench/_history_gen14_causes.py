@@ -1,5 +1,5 @@
 """What fails in gen14's history and why, planned once per seed: flaky tests, infra faults, the real
-breakage windows and dependency releases (all simulated on the real skeleton, from ``rng``).
+breakage windows and a torch nightly regression (all simulated on the real skeleton, from ``rng``).
 
 * Flakes: test functions whose names say what they do (optimizer steps, 4-bit GEMV/matmul, blockwise
   quantize, ``torch.compile``) fail a run's job at their own rate (0.5-6 %), one or two of their
@@ -9,11 +9,12 @@ breakage windows and dependency releases (all simulated on the real skeleton, fr
 * Infra: a GPU host with ECC errors for some days (every test after the fault fails), the one
   self-hosted Windows machine with a stray process holding GPU memory after a cancelled job
   (out of memory) and, once, a driver too old (every test errors at setup), Hugging Face Hub
-  outages (the model-download tests error at setup), jobs that upload nothing (spot reclaim,
-  pip index outage).
+  index outages (``pip install torch`` fails, the job uploads no JUnit: bitsandbytes' only
+  Hub-downloading test, test_generation's, is ``slow`` and deselected), jobs that upload nothing
+  (spot reclaim).
 * Breakages: the real windows (`bench._history_gen14_windows`) fail their tests on every job in
-  scope for main commits in ``[start, end)``; a dependency release (a ``transformers`` minor)
-  breaks the generation tests on every run for a few days, main included, until its patch release.
+  scope for main commits in ``[start, end)``; a torch nightly regression breaks a few custom-op
+  tests on the nightly workflow's ``torch nightly`` jobs for some days, until a later nightly wheel.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class Flake:
 
 @dataclass(frozen=True)
 class Breakage:
-    """Tests (``file::func``) failing on main commits ``[start, end)`` (or epochs, for a
-    dependency release) on jobs whose GPU is in ``gpus`` and OS in ``scope``."""
+    """Tests (``file::func``) failing on main commits ``[start, end)`` (epochs when ``by_time``: a
+    dependency's regression) on jobs whose GPU is in ``gpus``, OS in ``scope`` and tier contains
+    ``tier_part``; ``own_pr_fails``: the breaking pull request's own runs showed it."""
 
     keys: tuple[str, ...]
     start: int
@@ -62,12 +64,13 @@ class Breakage:
     kind: str
     own_pr_fails: bool
     why: str
+    tier_part: str = ""
 
 
 @dataclass(frozen=True)
 class Outage:
-    """An infra fault from epoch ``since`` to ``until``: ``what`` is ``ecc`` (on ``host``), ``hub``
-    or ``driver`` (the Windows machine)."""
+    """An infra fault from epoch ``since`` to ``until``: ``what`` is ``ecc`` (on ``host``), ``index``
+    (the PyTorch wheel index) or ``driver`` (the Windows machine)."""
 
     what: str
     since: int
@@ -134,11 +137,13 @@ def _breakages(tree: Tree, rng: random.Random) -> list[Breakage]:
                             rng.random() < 0.5, f"{window['kind']} window {tree.commits[start]['sha'][:8]}.."
                                                 f"{tree.commits[end]['sha'][:8]}"))
     first, last = tree.commits[0]["time"], tree.commits[-1]["time"]
-    generation = sorted({k for i in range(len(tree.commits)) for k in functions(tree.cases(i)) if "generation" in k})
-    if generation and last - first > 20 * 86400:
-        since = rng.randint(first + 5 * 86400, last - 10 * 86400)
-        out.append(Breakage(tuple(generation), since, since + rng.randint(2, 5) * 86400, True, ("T4", "A10", "L40S"),
-                            "all", "attr", False, "dependency release: transformers minor, fixed by its patch release"))
+    nightly_era = [c["time"] for i, c in enumerate(tree.commits) if any("torchnightly" in j.tier for j in tree.jobs(i, True))]
+    ops = sorted({k for k in functions(tree.cases(len(tree.commits) - 1)) if k.startswith("tests/test_ops.py")})
+    if nightly_era and ops and nightly_era[-1] - nightly_era[0] > 10 * 86400:
+        since = rng.randint(nightly_era[0], nightly_era[-1] - 8 * 86400)
+        keys = tuple(rng.sample(ops, min(len(ops), rng.randint(2, 4))))
+        out.append(Breakage(keys, since, since + rng.randint(3, 6) * 86400, True, ("T4", "A10", "L40S"), "all", "shape",
+                            False, "dependency: a torch nightly wheel regressed torch.library ops", "torchnightly"))
     return out
 
 
@@ -152,7 +157,7 @@ def _outages(tree: Tree, rng: random.Random) -> list[Outage]:
         out.append(Outage("ecc", since, since + rng.randint(2, 8) * 86400, rng.choice(hosts(gpu))))
     for _ in range(max(1, days // 40)):
         since = rng.randint(first, last)
-        out.append(Outage("hub", since, since + rng.randint(1, 5) * 3600, ""))
+        out.append(Outage("index", since, since + rng.randint(1, 5) * 3600, ""))
     since = rng.randint(first, last)
     out.append(Outage("driver", since, since + rng.randint(10, 30) * 3600, "CUDA-Windows-x64"))
     return out

@@ -4,7 +4,8 @@ A pull-request run holds the merge base's code plus the pull request's own chang
 commit's tests and workflows where it touched them); a nightly run holds main's head. Each job
 lands on a host of its GPU's pool, takes a build plus a test time of its GPU's speed, and is cut
 off (no report) when the run is cancelled by a newer push of the same pull request
-(``cancel-in-progress``) before it finished, or when its runner is lost (`LOST`). A failed run is
+(``cancel-in-progress``) before it finished, when its runner is lost (`LOST`) or when the wheel
+index is down (its install step fails before pytest). A failed run is
 re-run (its failed jobs only, as "Re-run failed jobs" does) with `RERUN` (pull requests) or
 `RERUN_NIGHTLY`, up to attempt 3. Each failed case gets exactly one label: infra first (the job's
 host or a service failed), then a breakage (broken_on_main, or new for the breaking pull request's
@@ -93,7 +94,8 @@ class Planner:
     def _broken(self, push: Push, job: Job, key: str) -> Failed | None:
         is_windows = job.os.startswith("windows")
         for b in self.plan.breakages:
-            if key not in b.keys or (job.gpu not in b.gpus and not is_windows) or (b.scope == "windows" and not is_windows):
+            if key not in b.keys or (job.gpu not in b.gpus and not is_windows) or (b.scope == "windows" and not is_windows) \
+                    or b.tier_part not in job.tier:
                 continue
             if b.by_time:
                 if b.start <= push.time < b.end:
@@ -109,8 +111,7 @@ class Planner:
                 return Failed("broken_on_main", b.why, b.kind)
         return None
 
-    def job(self, push: Push, job: Job, cases: list[Case], started: int, attempt: int,
-            before: set[str]) -> JobResult:
+    def job(self, push: Push, job: Job, cases: list[Case], started: int, before: set[str]) -> JobResult:
         """One job attempt's outcomes; ``before`` the flaky functions (``file::func``) that failed
         this job's previous attempt (they fail again with `AGAIN`)."""
         rng = self.rng
@@ -118,13 +119,13 @@ class Planner:
         build = rng.randint(8 * 60, 22 * 60)
         tests = [(c, _seconds(c, job, rng)) for c in cases]
         finished = started + build + int(sum(t for _, t in tests)) + rng.randint(60, 240)
-        result = JobResult(job, host, started, finished, rng.random() >= LOST)
+        at = started + build
+        index_down = any(o.what == "index" and o.since <= at < o.until for o in self.plan.outages)
+        result = JobResult(job, host, started, finished, rng.random() >= LOST and not index_down)
         if not result.reported:
             return result
-        at = started + build
         ecc = next((o for o in self.plan.outages if o.what == "ecc" and o.host == host and o.since <= at < o.until), None)
         driver = job.os.startswith("windows") and any(o.what == "driver" and o.since <= at < o.until for o in self.plan.outages)
-        hub = any(o.what == "hub" and o.since <= at < o.until for o in self.plan.outages)
         stray = job.os.startswith("windows") and at < self.stray_until
         cut = int(len(tests) * rng.uniform(0.55, 0.97)) if ecc and rng.random() < 0.7 else len(tests)
         mistake = self._mistake(push, cases)
@@ -145,8 +146,6 @@ class Planner:
                 cause = Failed("infra", "Windows runner's driver too old for the CUDA runtime", "driver", True)
             elif index >= cut and ecc is not None:
                 cause = Failed("infra", f"ECC errors on {ecc.host}", "ecc")
-            elif hub and "generation" in case.file:
-                cause = Failed("infra", "Hugging Face Hub outage", "hub", True)
             elif case.node in oom:
                 cause = Failed("infra", "stray process from a cancelled job holds the Windows GPU", "oom")
             else:

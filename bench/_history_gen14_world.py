@@ -148,7 +148,6 @@ def pushes(tree: Tree, rng: random.Random, quiet_every: int) -> list[Push]:
             out.append(Push("pull_request", at, max(base, 0), fake_sha("pr", commit["pr"], k, commit["sha"]),
                             commit["pr"], k, k == len(times), commit["author"], i))
     start = tree.commits[0]["time"] // 86400 * 86400 + 86400
-    moved_before = tree.commits[0]["time"]
     for day in range(start, tree.commits[-1]["time"] + 86400, 86400):
         at = day + 2 * HOUR + 15 * 60
         head = tree.head_at(at)
@@ -156,7 +155,6 @@ def pushes(tree: Tree, rng: random.Random, quiet_every: int) -> list[Push]:
         if head < 0 or (not moved and (day // 86400) % quiet_every):
             continue
         out.append(Push("schedule", at + rng.randint(0, 600), head, tree.commits[head]["sha"], None, 1, True, "", None))
-        moved_before = at
     return sorted(out, key=lambda p: p.time)
 
 

@@ -26,8 +26,8 @@ JUnit on ``/te-ci``-triggered pipelines, real reverts and fixes, with simulated 
 full GPU, hub and InfiniBand failures, retries, re-comments and cancels on top, held out the same way) or
 the fourteenth (`bench._history_gen14`: bitsandbytes' real main branch, its path-filtered pull-request
 and nightly CUDA matrices on T4/A10/L40S pools and one Windows machine, real fixes, with simulated
-tolerance and compile flakes, ECC hosts, a stray Windows GPU process, hub outages, a dependency
-release, re-runs of failed jobs and cancels on top, held out the same way).
+tolerance and compile flakes, ECC hosts, a stray Windows GPU process, wheel-index outages, a torch
+nightly regression, re-runs of failed jobs and cancels on top, held out the same way).
 
 Each history is ingested into a fresh SQLite store through the real ingest path in the order its
 runs finish, each pull request run judged as pr-gpu.yml judges it (`bench._verdicts_score`).
