@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
 import textwrap
@@ -18,12 +19,15 @@ import pytest
 
 from bench import _history_gen14 as gen14
 from bench import verdicts
+from bench._history_gen14_causes import Outage, Plan
 from bench._history_gen14_ci import expand_matrix, gpu_jobs
 from bench._history_gen14_extract import DATA
 from bench._history_gen14_parse import collected
+from bench._history_gen14_runs import Planner
 from bench._history_gen14_verify import differences
 from bench._history_gen14_verify import main as verify_main
 from bench._history_gen14_windows import edited_tests, find_windows
+from bench._history_gen14_world import Push
 from bench._verdicts_records import LABELS, Label, Report, Run
 from ci.results.junit import parse_junit
 
@@ -102,6 +106,31 @@ def test_records_labels_and_stock_junit(quick: gen14.History) -> None:
     stock = gen14.generate(2, gen14.Scale(commits=24, nightly_quiet_every=3, attempt_text=False))
     assert all("ci.attempt." not in r.xml for run in stock.runs for r in run.reports)
     assert [lab for run in stock.runs for lab in run.labels] == labels  # the flag changes only the XML
+
+
+def test_a_setup_error_on_every_case_is_labelled_each(quick: gen14.History, tmp_path: Path) -> None:
+    """The Windows machine's driver too old: every case errors at setup (pytest's ``<error>``), each
+    with its infra label, and the parser reads them all as errors."""
+    tree = quick.tree
+    assert tree is not None
+    job = next(j for j in tree.jobs(len(tree.commits) - 1, False) if j.os.startswith("windows"))
+    at = tree.commits[-1]["time"]
+    push = Push("pull_request", at, 0, "ab" * 20, 1, 1, True, "someone", len(tree.commits) - 1)
+    result = next(r for seed in range(20) if (r := Planner(tree, Plan((), (), (Outage("driver", 0, 2 ** 40, job.runner),)),
+                                                               random.Random(seed)).job(push, job, tree.cases(0), at, set())).reported)
+    run = gen14._run(tree, push, [result], "1", 1, at, gen14.QUICK)
+    nodes = {_node(c.get("classname", "") + "::" + c.get("name", "")) for c in ET.fromstring(run.reports[0].xml).iter("testcase")}
+    labels = run.reports[0].labels
+    assert len(nodes) > 50 and {lab.node for lab in labels} == nodes == _etree_failed(run.reports[0].xml)
+    assert {lab.label for lab in labels} == {"infra"} and "failed on setup with" in run.reports[0].xml
+    parsed = parse_junit(_write(tmp_path, run.reports[0].xml), known_files=quick.checkout_files)
+    assert {case.outcome for case in parsed.cases} == {"error"}
+
+
+def _write(folder: Path, xml: str) -> Path:
+    path = folder / "one.xml"
+    path.write_text(xml, encoding="utf-8")
+    return path
 
 
 def test_same_seed_same_history_and_seeds_differ(quick: gen14.History) -> None:
