@@ -21,11 +21,25 @@ under other state? It walks the static references back from ``G``:
   same line). A reference in a function ``T`` never entered is followed the same way, back to
   that function's own references, through at most `MAX_HOPS` such functions; a name in more
   than `MAX_FILES_PER_NAME` files is not followed (by name alone it could mean anything);
+- a reference inside a function that keeps results across calls (``lru_cache``, a store into a
+  module-level memo: `FileSites.cached`) decides as soon as ``T`` ran that function's body or a
+  call of it, whatever lines ``T`` ran: a call answered from the cache another test file filled
+  ran none of the body, for these arguments or others (``T`` ran ``Style.normalize`` for names
+  that raise and had every definition's answer cached, so it never ran ``str(...)``);
 - a reference at module level or in a class body ran at import, alike for every test: it leads
   nowhere (module-level changes have their own rule).
 
+- a special method (``__str__``, ``__add__``, ``__getitem__``: `ci.selection.implicit_calls`) is
+  also referenced by the syntax that calls it unnamed (``str(x)``, ``f"{x}"``, ``a + b``, ``x[k]``)
+  in any file that imports its file, however common the syntax, when the special method is the
+  changed function itself (not one the walk passes through: every subscript would then lead to
+  every ``__getitem__``'s callees); such a site decides by a branch that stores state or a
+  function that keeps results (next), not by a lazy part of its line; ``g = obj.f`` (a bound
+  method kept under a local name) references ``f``;
+
 What it cannot see: a call through a table or attribute that never names the function
-(``HANDLERS[kind](x)``), dunder methods other than the three above, and ``getattr`` by string.
+(``HANDLERS[kind](x)``), special methods called by syntax the table does not know (truthiness,
+dict and set lookups, ``__getattr__``, ``__call__``), and ``getattr`` by string.
 
 Contract: `ReferenceIndex(sources)` indexes the Python sources given (path -> text; a file that
 does not parse is left out). `ReferenceIndex.reason(path, scope, ran)` walks back from the
@@ -43,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Container, Mapping
 
 from ci.selection.edit_scopes import Body, Scope
+from ci.selection.implicit_calls import IMPLICIT
 from ci.selection.reference_sites import FileSites, Site
 
 # How many functions the test never entered a walk goes through (``top`` entered -> ``middle`` ->
@@ -113,6 +128,8 @@ def _means(site: Site, name: str, where: str, method: bool, read: bool, imports:
     ``method``; read as an attribute when ``read``): see the module docstring."""
     if site.kind == "attribute" and not read:
         return False  # ``obj.name`` read, not called: data, unless a property
+    if site.kind == "alias" and (site.base is None or site.on(name) != "other"):
+        return False  # ``x = self.width``, ``get = self._colors.__getitem__``: an alias only of a module's or class's
     on = site.on(name)
     if (on == "local" and site.bare) or on == ("scope" if method else "local"):
         return False  # a local variable of that name; a method named bare; a module's function named as an
@@ -225,27 +242,53 @@ class ReferenceIndex:
         if start is None:
             return None
         run = _Run(ran, self)
+        later: str | None = None
         seen = {(path, start.first)}
         queue = deque([(path, start, 0)])
         while queue:
             where, target, hops = queue.popleft()
             name = reference_name(target)
-            if self.common(name):
+            if self.common(name) and name not in IMPLICIT:
                 continue
             skippable, read = self._marked(where, target)
             method = target.in_class and name == target.name.rpartition(".")[2]
-            for site in self.sites(name):
+            for site in self._sites_seeing(name, where, imports):
                 holder = site.body
                 if holder is None or not _means(site, name, where, method, read, imports) \
-                        or self._other_class(site, name, target, method):
-                    continue  # module level leads nowhere
-                if run.entered(site.path, holder):
-                    why = self._decides(run, site, holder, name, start, skippable)
-                    if why is not None:
-                        return why
-                elif hops < MAX_HOPS and (site.path, holder.first) not in seen:
+                        or self._other_class(site, name, target, method) or (site.kind == "implicit" and hops):
+                    continue  # module level leads nowhere; syntax only for the changed function itself
+                entered = run.entered(site.path, holder)
+                why = self._decides(run, site, holder, name, start, skippable) if entered else None
+                if why is None and (cached := self._through_cache(run, site, holder, name, start, imports)):
+                    if entered:
+                        return cached
+                    later = later or cached  # a reason the walk's own may still give in its words
+                if why is not None:
+                    return why
+                if not entered and hops < MAX_HOPS and (site.path, holder.first) not in seen:
                     seen.add((site.path, holder.first))
                     queue.append((site.path, holder, hops + 1))
+        return later
+
+    def _through_cache(self, run: _Run, site: Site, holder: Body, name: str, start: Body,
+                       imports: Imports | None) -> str | None:
+        """For a reference inside a function that keeps results across calls (`FileSites.cached`):
+        why a test that ran its body or a call of it may have reached ``start`` (an answer from the
+        cache skipped the body, for these arguments or others); None otherwise."""
+        calls = self.cached_calls(site.path, Scope(holder.name, holder.first, holder.last, site.line), imports)
+        if calls is None:
+            return None
+        kept = f"whose results are kept across calls ({calls.how}), and which reaches {start.name}() through {name}"
+        if run.entered(site.path, holder):
+            # A named call on a line the test ran went, with its own arguments, to another function of
+            # that name (else it would have entered ``start``'s way): `_decides` judges that line. An
+            # implicit one depends on its operands' types, and ran only if the line got that far.
+            if site.kind == "implicit" or site.line not in run.ran(site.path):
+                return f"ran {holder.name}() in {site.path}, {kept} at line {site.line}"
+            return None
+        for call_path, at in sorted(calls.calls.items()):
+            if hit := sorted(at & run.ran(call_path)):
+                return f"ran {call_path}:{hit[0]}, a call of {holder.name}() in {site.path}, {kept} at line {site.line}"
         return None
 
     def cached_calls(self, path: str, scope: Scope, imports: Imports | None = None) -> "CachedCalls | None":
@@ -278,6 +321,18 @@ class ReferenceIndex:
         lazy = frozenset((p, n) for p, lines in calls.items() for n in lines if (p, n) not in eager)
         return CachedCalls(start.name, how, {p: frozenset(lines) for p, lines in calls.items()}, lazy)
 
+    def _sites_seeing(self, name: str, where: str, imports: Imports | None) -> list[Site]:
+        """The references to ``name``; for a special method (`IMPLICIT`) also the syntax that calls
+        it unnamed, in every file that can see ``where`` (no word in the text to find it by)."""
+        if name not in IMPLICIT:
+            return self.sites(name)
+        found = []
+        for path in self._sources:
+            if path == where or imports is None or where in imports(path):
+                sites = self._file(path)
+                found.extend(sites.sites.get(name, ()) if sites is not None else ())
+        return found
+
     @staticmethod
     def _decides(run: _Run, site: Site, holder: Body, name: str, start: Body, skippable: bool) -> str | None:
         lines = run.lines(site.path)
@@ -285,7 +340,8 @@ class ReferenceIndex:
         if site.memo and (i == len(lines) or lines[i] != site.line):
             return (f"ran {holder.name}() in {site.path}, whose line {site.line} (not run) leads to "
                     f"{start.name}() through {name}")
-        if (site.lazy or skippable) and not run.entered_name(name):
+        if (site.lazy or skippable) and site.kind != "implicit" and not run.entered_name(name):
+            # a lazy ``a + b`` that entered no ``__add__`` most often added numbers: it says nothing of a cache
             how = "a part of the line that need not run" if site.lazy else "a decorated function it never entered"
             return (f"ran {site.path}:{site.line} in {holder.name}(), which names {name} ({how}) on the way "
                     f"to {start.name}()")

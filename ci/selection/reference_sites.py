@@ -1,7 +1,10 @@
 """Where one Python file references names: each site's function, and what may let its line run
 without it running. The input of `ci.selection.reach`.
 
-A site is one ``f(...)``, ``obj.f(...)``, ``f`` used as a value, or ``obj.f`` read. For each
+A site is one ``f(...)``, ``obj.f(...)``, ``f`` used as a value, ``obj.f`` read, ``obj.f``
+bound to a plain name (``normalize = Style.normalize``: kind ``alias``, called later by the local
+name), or syntax that calls a special method by itself (``str(x)`` for ``__str__``, ``a + b``
+for ``__add__``: kind ``implicit``, `ci.selection.implicit_calls`). For each
 the visit keeps the innermost function body it is in (`ci.selection.edit_scopes.Body`; None at
 module level or in a class body), whether it is a lazy part of its line (the right side of
 ``and``/``or``, a branch of ``x if c else y``, a comprehension's body, a lambda's body), and the
@@ -20,6 +23,7 @@ import ast
 from dataclasses import dataclass, field
 
 from ci.selection.edit_scopes import Body, function_body
+from ci.selection.implicit_calls import implicit_dunders
 from ci.selection.kernels import decorator_name, is_kernel
 from ci.selection.state_stores import MODULE_NAMES, FunctionNames, names_in, shared_store, stores_state
 
@@ -69,7 +73,8 @@ class _Block:
 
 class Site:
     """One reference (see the module docstring): ``path``:``line`` in ``body``; ``kind`` is
-    ``call``, ``name`` (a bare name as a value) or ``attribute`` (``obj.f`` read, not called);
+    ``call``, ``name`` (a bare name as a value), ``attribute`` (``obj.f`` read, not called),
+    ``alias`` (``g = obj.f``) or ``implicit`` (syntax calling a special method);
     ``bare``: a name, not an attribute."""
 
     __slots__ = ("path", "line", "body", "lazy", "kind", "bare", "_base", "_function", "_block")
@@ -143,6 +148,8 @@ class FileSites:
         return found
 
     def _visit(self, node: ast.AST, where: _Where) -> None:
+        for dunder in implicit_dunders(node):
+            self._implicit(node, dunder, where)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self._function(node, where)
         elif isinstance(node, ast.ClassDef):
@@ -158,6 +165,11 @@ class FileSites:
             for child in ast.iter_child_nodes(node.func):  # the callee's own parts: ``obj`` of ``obj.f()``
                 self._visit(child, where)
             for child in (*node.args, *node.keywords):
+                self._visit(child, where)
+        elif _is_alias(node):  # ``normalize = Style.normalize``: the method taken to be called later
+            assert isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute)
+            self._note(node.value, where, "alias")
+            for child in (node.value.value, *node.targets):
                 self._visit(child, where)
         else:
             if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
@@ -175,6 +187,14 @@ class FileSites:
             name, line, bare = node.attr, node.end_lineno or node.lineno, False
         self.sites.setdefault(name, []).append(
             Site(self.path, line, where.body, where.lazy, kind, base, bare, where.function, where.block))
+
+    def _implicit(self, node: ast.AST, dunder: str, where: _Where) -> None:
+        anchor = node.context_expr if isinstance(node, ast.withitem) else node.iter if isinstance(
+            node, ast.comprehension) else node
+        line = getattr(anchor, "lineno", None)
+        if line is not None:
+            self.sites.setdefault(dunder, []).append(
+                Site(self.path, line, where.body, where.lazy, "implicit", None, False, where.function, where.block))
 
     def _branches(self, node: ast.If | ast.Try | ast.TryStar, where: _Where) -> None:
         if isinstance(node, ast.If):
@@ -216,6 +236,12 @@ class FileSites:
                         function=function)
         for stmt in node.body:
             self._visit(stmt, inside)
+
+
+def _is_alias(node: ast.AST) -> bool:
+    """``name = obj.attr`` (plain names only): a bound method kept under a local name and called by it."""
+    return (isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute)
+            and all(isinstance(target, ast.Name) for target in node.targets))
 
 
 def _lazy_parts(node: ast.AST) -> tuple[ast.AST, ...]:
