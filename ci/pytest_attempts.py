@@ -25,7 +25,7 @@ import re
 
 import pytest
 
-from ci.results.junit import ATTEMPT_ERROR, ATTEMPT_OUTCOME, ATTEMPT_TEXT, MAX_DETAIL_CHARS
+from ci.results.attempt_props import ATTEMPT_ERROR, ATTEMPT_OUTCOME, ATTEMPT_TEXT, MAX_DETAIL_CHARS
 
 # The property text is read back into an `ci.results.junit.Attempt`, which keeps this much.
 MAX_ATTEMPT_CHARS = MAX_DETAIL_CHARS

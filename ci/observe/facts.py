@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
 from ci.observe.devices import MAX_EVIDENCE as MAX_GUARD_TEXT  # characters of one failure's evidence
-from ci.selection.depmap_format import DEVICES
 
 RANK = ("error", "failed", "passed", "skipped")  # the first a file has is its outcome
 MAX_REASONS = 20  # a file that skips each of 500 parametrised cases for its own reason
@@ -125,6 +124,8 @@ def read_devices(parts: Path) -> dict[str, list[tuple[str, str, str]]]:
     """Each test file's (device, evidence, kind) events from the ``devices.*.jsonl`` parts in
     ``parts`` (kind ``use``, or ``query``: an availability query that said no, or ``adaptive``: the
     test file chose its device by that answer); a line of another shape is skipped."""
+    from ci.selection.depmap_format import DEVICES  # deferred: merging reads parts, a recorded pytest needs not
+
     events: dict[str, list[tuple[str, str, str]]] = {}
     for part in sorted(parts.glob("devices.*.jsonl")):
         for line in part.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -153,6 +154,8 @@ def _devices(events: list[tuple[str, str, str]], reasons: Iterable[str], guards:
 def combine(records: Iterable[Any], devices: dict[str, list[tuple[str, str, str]]] | None = None) -> dict[str, Facts]:
     """Every process's ``"facts"`` record merged per test file, with its ``devices`` events
     (`read_devices`; see the module docstring)."""
+    from ci.selection.depmap_format import DEVICES  # deferred, as in `read_devices`
+
     duration: dict[str, float] = {}
     outcomes: dict[str, set[str]] = {}
     reasons: dict[str, list[str]] = {}

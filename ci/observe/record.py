@@ -57,7 +57,6 @@ from ci.observe.live import guard_kills
 from ci.observe.options import KEEP_PARTS_ENV, RecordOptions, record_options
 from ci.observe.probe_cache import probe_folder
 from ci.observe.startup import CHILD_CORE_ENV
-from ci.selection.depmap_format import dump_depmap
 
 _PACKAGE = __name__.split(".")[0]  # the recorder's own package (`ci`)
 SETTLE_SECONDS = 0.1  # how soon a probe that fired stops firing in its test file (besides after each test)
@@ -360,6 +359,7 @@ class DepmapRecorder:
 
     def _write_map(self, reporter) -> None:
         from ci.observe.merge import build_map  # deferred: only the owner merges
+        from ci.selection.depmap_format import dump_depmap
 
         try:
             depmap = build_map(self.parts, self.files, self.tier, *worktree.finish(self.parts, self.root))

@@ -30,7 +30,6 @@ from ci.registry.model import (
     QuarantinedNode, UNKNOWN_KEY, UNKNOWN_TIER, WRONG_TYPE, YAML_SYNTAX, Problem,
     Registry, RegistryError, Status, StepTemplate, TestEntry, Tier, default_backend, is_gfx, normalize_path, path_is_under, sm_capability, yaml_scalar,
 )
-from ci.registry.parse import parse_precise as _parse_precise  # the benchmark times the precise path alone
 from ci.registry.rules import FEATURES, derived_timeout
 from ci.registry.run_all import covers_everything_under, deciding_pattern, run_all_rule
 
@@ -44,3 +43,13 @@ __all__ = [
     "gc_paused", "iter_test_files", "link_problem", "load_registry", "normalize_path", "parse_registry",
     "path_is_under", "read_registry_text", "scan_test_tree", "set_repo_root", "sm_capability", "yaml_scalar",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``_parse_precise``, the precise parser alone (the benchmark times it), imported on first use:
+    it imports PyYAML, which loading a registry in the fast path's subset never needs."""
+    if name == "_parse_precise":
+        from ci.registry.parse import parse_precise
+
+        return parse_precise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

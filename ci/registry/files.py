@@ -26,7 +26,6 @@ from ci.gc_pause import gc_paused
 from ci.project import ProjectConfig
 from ci.registry.fast_parse import parse_fast
 from ci.registry.model import NOT_UTF8, YAML_SYNTAX, Problem, Registry, RegistryError, normalize_path
-from ci.registry.parse import parse_precise
 from ci.regular_file import MAX_REGISTRY_BYTES, read_regular
 from ci.repo_root import REGISTRY_FILENAME, RepoRootNotFound, explicit_repo_root, find_repo_root, set_repo_root
 
@@ -88,6 +87,8 @@ def parse_registry(text: str, path: str = REGISTRY_FILENAME) -> tuple[Registry |
         registry = parse_fast(text, path)
         if registry is not None:
             return registry, []
+        from ci.registry.parse import parse_precise  # deferred: it imports PyYAML, which the fast path needs not
+
         return parse_precise(text, path)
 
 

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-import yaml
-
 from ci.limits import MAX_SECONDS
 from ci.project import ProjectConfig
 from ci.repo_root import REGISTRY_FILENAME
@@ -320,13 +318,45 @@ def path_is_under(path: str, prefix: str) -> bool:
 
 
 STR_TAG = "tag:yaml.org,2002:str"
-_RESOLVER = yaml.resolver.Resolver()  # the resolver SafeLoader and CSafeLoader use
+INT_TAG = "tag:yaml.org,2002:int"
+FLOAT_TAG = "tag:yaml.org,2002:float"
+# YAML 1.1's implicit types, as PyYAML's resolver (SafeLoader's and CSafeLoader's) registers them by
+# a scalar's first character: any other first character resolves to a string. Of the letters only
+# the booleans' and null's words are typed. These settle a registry's scalars without importing
+# PyYAML (a tenth of a second of every observed pytest's start, which reads the registry).
+_TYPED_FIRST = frozenset("yYnNtTfFoO-+0123456789.<~=!&*")
+_WORDS = {**dict.fromkeys(("yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
+                           "on", "On", "ON", "off", "Off", "OFF"), "tag:yaml.org,2002:bool"),
+          **dict.fromkeys(("null", "Null", "NULL"), "tag:yaml.org,2002:null")}
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")                # no float, timestamp or octal form fits
+_DECIMAL_POINT = re.compile(r"(?:0|[1-9][0-9]*)\.[0-9]+")  # no int or timestamp form fits
 
 
 @functools.lru_cache(maxsize=4096)
 def plain_tag(value: str) -> str:
-    """The tag YAML gives the untagged plain scalar ``value`` (registries repeat a few hundred)."""
-    return _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
+    """The tag YAML gives the untagged plain scalar ``value`` (registries repeat a few hundred):
+    PyYAML's resolver's answer, settled here without PyYAML where the shapes above decide it."""
+    first = value[:1]
+    if first and first not in _TYPED_FIRST:
+        return STR_TAG
+    if first.isalpha():
+        return _WORDS.get(value, STR_TAG)
+    if _DECIMAL.fullmatch(value):
+        return INT_TAG
+    if _DECIMAL_POINT.fullmatch(value):
+        return FLOAT_TAG
+    after = value[1:2]
+    if (first == "." and (not after or after not in "0123456789_iInN")
+            or first in ("-", "+") and (not after or after not in "0123456789.")):
+        return STR_TAG  # `.ci/`, `-k`: a number needs a digit, `inf` or `nan` after its point or sign (`_` left to PyYAML)
+    return yaml_plain_tag(value)
+
+
+def yaml_plain_tag(value: str) -> str:
+    """PyYAML's resolver's tag for the untagged plain scalar ``value`` (imports PyYAML)."""
+    import yaml  # deferred: most registries' scalars never get here (`plain_tag`)
+
+    return yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))
 
 
 def yaml_scalar(text: str) -> str:
@@ -385,5 +415,5 @@ __all__ = [
     "NIGHTLY", "NON_POSITIVE", "NOT_UTF8", "PER_COMMIT", "QuarantineEvidence", "QuarantinePolicy", "QuarantinedNode",
     "REGISTRY_FILENAME", "SCHEDULES", "SCHEMA_VERSION", "STR_TAG", "StepTemplate", "UNKNOWN_KEY", "UNKNOWN_TIER",
     "WRONG_TYPE", "YAML_SYNTAX", "Problem", "Registry", "RegistryError", "Status", "TestEntry", "Tier", "double_quoted", "is_sm",
-    "normalize_path", "path_is_under", "plain_tag", "sm_capability", "yaml_scalar",
+    "normalize_path", "path_is_under", "plain_tag", "yaml_plain_tag", "sm_capability", "yaml_scalar",
 ]

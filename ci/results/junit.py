@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ci.limits import MAX_SECONDS, is_plain_decimal
+from ci.results.attempt_props import ATTEMPT_ERROR, ATTEMPT_OUTCOME, ATTEMPT_TEXT, MAX_DETAIL_CHARS  # noqa: F401 (re-exported)
 from ci.project import PYTEST_CONFIG_FILES
 from ci.regular_file import MAX_REPORT_BYTES, read_regular
 
@@ -51,10 +52,6 @@ class JUnitError(ValueError):
     """A JUnit XML file could not be read or does not look like pytest's output."""
 
 
-# How much of a failure's text an `Attempt` keeps (the end: the exception line is last).
-MAX_DETAIL_CHARS = 4000
-# Testcase properties `ci.pytest_attempts` writes on each failed attempt.
-ATTEMPT_OUTCOME, ATTEMPT_ERROR, ATTEMPT_TEXT = "ci.attempt.outcome", "ci.attempt.error", "ci.attempt.text"
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,7 +204,7 @@ def test_an_observation_caches_the_observers_and_the_pytest_processs_own_modules
                            str(PY312), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "tests/test_x.py"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    observer = ["ci/commands/observe.py", "ci/observe/observed.py", "ci/observe/merge.py", "ci/registry/parse.py"]
+    observer = ["ci/commands/observe.py", "ci/observe/observed.py", "ci/observe/merge.py", "ci/registry/fast_parse.py"]
     pytest_process = ["ci/pytest_plugin.py", "ci/observe/record.py", "ci/observe/sysmon_core.py", "ci/observe/child.py"]
     names = [*observer, *pytest_process, "ci/culprit/prior.py", "pkg/work.py"]
     checked = subprocess.run([str(PY312), "-c", _CHECKED, *(str(root / name) for name in names)], env=env,
