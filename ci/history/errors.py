@@ -96,10 +96,15 @@ _INFRA = (
                         r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
                         re.I)),
 )
-# torch's CUDA out-of-memory words: the device's capacity, what is free, and what this process's
-# PyTorch allocated itself; the rest of the used memory is held by other processes (or the driver)
-_CUDA_OOM = re.compile(r"CUDA out of memory\b.*?total capacity of ([\d.]+) ([GM]iB) of which ([\d.]+) ([GM]iB) "
-                       r"is free.*?Of the allocated memory ([\d.]+) ([GM]iB) is allocated by PyTorch", re.I | re.S)
+# torch's CUDA out-of-memory words: the device's capacity and what is free, then what this process
+# holds: "Including non-PyTorch memory, this process has X" (its whole use, as NVML counts it: torch >=
+# 2.1) or, without that, what its PyTorch allocated; the rest of the used memory is held by other
+# processes (or the driver). torch 2.1 spelled "capacty". "Process N has X memory in use" is not read
+# as another's: in a container NVML's pid is not the process's own, so torch lists itself that way.
+_CUDA_OOM = re.compile(r"CUDA out of memory\b.*?total capaci?ty of ([\d.]+) ([GM]iB) of which ([\d.]+) ([GM]iB) "
+                       r"is free", re.I | re.S)
+_OOM_OWN = (re.compile(r"this process has ([\d.]+) ([GM]iB) memory in use", re.I),
+            re.compile(r"Of the allocated memory ([\d.]+) ([GM]iB) is allocated by PyTorch", re.I))
 HELD_SHARE = 0.5  # at least half of the device held outside the test's own allocations: another process's
 
 
@@ -109,13 +114,17 @@ def _gib(number: str, unit: str) -> float:
 
 def gpu_held(line: str) -> bool:
     """Whether ``line`` is torch's CUDA out-of-memory error on a device that other processes hold:
-    at least `HELD_SHARE` of its capacity is in use but not allocated by this process's PyTorch.
+    at least `HELD_SHARE` of its capacity is in use but not this process's (its whole use when torch
+    names it, "this process has X memory in use", else what its PyTorch allocated).
     A test that asks for too much fills the device with its own allocations; this is a leftover
     or neighbouring process on the machine. Without torch's numbers it is not told (``False``)."""
     found = _CUDA_OOM.search(line)
     if found is None:
         return False
-    total, free, own = (_gib(found.group(i), found.group(i + 1)) for i in (1, 3, 5))
+    mine = next((m for m in (pattern.search(line, found.end()) for pattern in _OOM_OWN) if m), None)
+    if mine is None:
+        return False
+    total, free, own = (_gib(m.group(i), m.group(i + 1)) for m, i in ((found, 1), (found, 3), (mine, 1)))
     return total > 0 and (total - free - own) >= HELD_SHARE * total
 
 

@@ -128,6 +128,27 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
      "of which 2.31 GiB is free. Of the allocated memory 71.02 GiB is allocated by PyTorch", "", ""),
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 22.05 "
      "GiB of which 1.12 GiB is free.", "", ""),
+    # torch >= 2.1 names this process's whole use ("Including non-PyTorch memory, this process has X"): the rest
+    # of the device in use, at half of it or more, is other processes'
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 31.74 "
+     "GiB of which 1.12 GiB is free. Process 2219 has 27.83 GiB memory in use.",
+     "E   torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 31.74 "
+     "GiB of which 1.12 GiB is free. Process 2219 has 27.83 GiB memory in use. Including non-PyTorch memory, this "
+     "process has 2.71 GiB memory in use.", "gpu-held"),
+    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 40.00 GiB of "
+     "which 0.00 GiB is free. Including non-PyTorch memory, this process has 20.00 GiB memory in use.", "", "gpu-held"),
+    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 40.00 GiB of "
+     "which 0.00 GiB is free. Including non-PyTorch memory, this process has 20.01 GiB memory in use.", "", ""),
+    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacty of 23.69 GiB of "
+     "which 1.11 GiB is free. Process 2006998 has 20.00 GiB memory in use. Including non-PyTorch memory, this process "
+     "has 2.58 GiB memory in use.", "", "gpu-held"),  # torch 2.1's spelling
+    # a process torch lists by pid may be the test's own (in a container NVML's pid is not its own): not told
+    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 23.69 GiB of "
+     "which 1.11 GiB is free. Process 2006998 has 22.50 GiB memory in use.", "", ""),
+    # torch's documentation's own example: the test's process holds the device itself
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.15 GiB. GPU 0 has a total capacity of 39.56 GiB "
+     "of which 6.80 GiB is free. Including non-PyTorch memory, this process has 36.61 GiB memory in use. Of the "
+     "allocated memory 31.66 GiB is allocated by PyTorch, and 4.11 GiB is reserved by PyTorch but unallocated.", "", ""),
     # the executor's limit for the whole job, not the test's own timeout
     ("modal.exception.FunctionTimeoutError: Function liger_tests timed out after 5400.0 seconds", "", "job-timeout"),
     ("", "##[error]The job running on runner gpu-7 has exceeded the maximum execution time of 360 minutes.",
