@@ -4,10 +4,11 @@ last pass leaves), then a real ``--runner local`` search over seven later commit
 
 The oracle is the construction, checked against the map itself: the test calls ``calc.add`` only,
 so the map must name add's body and neither sub's nor mul's (asserted before the search); the
-commits change, in turn, an unexecuted file, sub's body, a comment between two unexecuted lines
-(it moves every later line), add's body (the culprit: the test fails from there on), an
-unexecuted file, mul's body (now at other numbers than the map's) and a note. Every run the
-search made is checked against the truth: it failed exactly at the culprit and after."""
+commits change, in turn, an unexecuted file, sub's body, two comment lines between two blank
+lines above add (every later line moves: without carrying the map's lines to each commit's
+parent, the culprit's change would miss add's body), add's body (the culprit: the test fails from
+there on), an unexecuted file, mul's body and a note. Every run the search made is checked
+against the truth: it failed exactly at the culprit and after."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ TEST = "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n"
 EDITS = [
     ("other.py", None, "X = 2\n"),  # 1: nothing the test executed
     ("calc.py", "return a - b", "return -(b - a)"),  # 2: sub's body, only a file it executed
-    ("calc.py", "# helpers below\n\n", "# helpers below\n\n# one\n# two\n"),  # 3: between unexecuted lines
+    ("calc.py", "LIMIT = 100\n\n", "LIMIT = 100\n\n# one\n# two\n"),  # 3: between two blank lines, above add
     ("calc.py", "return a + b", "return a + b + 1"),  # 4: the culprit, add's body
     ("other.py", None, "X = 3\n"),  # 5: nothing executed
     ("calc.py", "return a * b", "return b * a"),  # 6: mul's body, moved by 3's insertion
@@ -115,7 +116,7 @@ def test_the_observed_map_names_what_the_test_ran(observed) -> None:
            for n in (range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1))}
     assert _line_of(CALC, "return a + b") in ran  # add's body
     assert _line_of(CALC, "return a - b") not in ran and _line_of(CALC, "return a * b") not in ran
-    assert not {_line_of(CALC, "# helpers below") + 1, _line_of(CALC, "# helpers below") + 2} & ran
+    assert not {_line_of(CALC, "LIMIT") + 1, _line_of(CALC, "LIMIT") + 2} & ran  # where 3 inserts
     assert "other.py" not in entry["executed"] and "notes.txt" not in entry["executed"]
 
 
