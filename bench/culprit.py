@@ -75,6 +75,8 @@ class Tally:
     rounds1: int = 0
     rounds4: int = 0
     count: int = 0
+    prior_only: int = 0  # searches (1 runner) that answered before any run: the prior reached the confidence
+    prior_only_right: int = 0
     misses: list[str] = field(default_factory=list)
 
     def add(self, right: bool, right4: bool, runs: int, rounds1: int, rounds4: int) -> None:
@@ -232,6 +234,8 @@ def simulate(breakages: int, seed: int, off_lines: float = 0.0, where: dict[str,
                     touch = learned if method == LEARNED and learned is not None else TouchWeights()
                     answer, runs, rounds1, stop = _ours(seeds[0], b, noises, 1, method, spent, honest, touch)
                     answer4, _, rounds4, _ = _ours(seeds[1], b, noises, 4, method, learned=touch)
+                    tally.prior_only += runs == 0
+                    tally.prior_only_right += runs == 0 and answer == b.culprit
                     if answer != b.culprit:
                         tally.misses.append(f"{'early' if answer < b.culprit else 'late'} by {abs(answer - b.culprit)}"
                                             f" of {b.n}, {stop}, {runs} runs, flake {b.flake:.2f}")
@@ -288,6 +292,10 @@ def main(argv: list[str]) -> int:
     if where is not None:
         print(format_table(WHERE_HEADERS, [w.row(label) for label, w in where.items()],
                            f"where {GOAL}'s runs go (1 runner), seed {seed}"))
+    for m in judged:
+        alone = [(label, tallies[(label, m)]) for label in map(lambda band: _band(*band), BANDS)]
+        print(f"answered on the prior alone, no run ({m}, 1 runner): "
+              + "; ".join(f"{label} {t.prior_only} of {t.count} ({t.prior_only_right} right)" for label, t in alone))
     for m in judged:
         print(f"goal ({m}): >= 99 % right and <= 0.5x deflaked bisection's runs in every band up to 20 %: "
               f"{'met' if met[m] else 'MISSED'}{'' if met[m] else ' (short: ' + ', '.join(short[m]) + ')'}")

@@ -43,11 +43,14 @@ def window(root: Path, good: str, bad: str) -> tuple[str, str, list[str]]:
             shas.append(git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"))
         except WindowError:
             raise WindowError(f"{flag} {ref}: not a commit of {root}") from None
-    line = git(root, "rev-list", "--first-parent", shas[1]).split()
-    if shas[0] not in line or shas[0] == shas[1]:
+    # bad's first-parent line down to what good reaches (not the whole history: a window is read
+    # per past culprit too); good is on that line when the last commit listed has good as parent
+    line = [row.split() for row in git(root, "rev-list", "--first-parent", "--parents", shas[1], f"^{shas[0]}",
+                                       "--").splitlines()]
+    if not line or line[-1][1:2] != [shas[0]]:
         raise WindowError(f"--good {good} is not an ancestor of --bad {bad} on its first-parent line: "
                           "give two commits of one first-parent history, good before bad")
-    return shas[0], shas[1], line[:line.index(shas[0])][::-1]
+    return shas[0], shas[1], [row[0] for row in reversed(line)]
 
 
 def touches_executed(root: Path, registry: Registry, test: str, candidates: list[str]) -> list[bool]:
@@ -56,8 +59,37 @@ def touches_executed(root: Path, registry: Registry, test: str, candidates: list
     from ci.selection.deps import TestDependencies
 
     executed = set(TestDependencies(root, registry, cache=None).closure(test)) | {test}
-    return [bool(executed & set(git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()))
-            for sha in candidates]
+    if not candidates:
+        return []
+    # against the first parent: a merge on the line changes what its side branch brought (a plain
+    # ``diff-tree MERGE`` lists nothing for a merge)
+    parent = git(root, "rev-parse", "--verify", "--quiet", f"{candidates[0]}^1^{{commit}}")
+    return [bool(executed & set(part.splitlines())) for part in diff_parts(root, parent, candidates, ("--name-only",))]
+
+
+def diff_parts(root: Path, good: str, candidates: Sequence[str], options: Sequence[str],
+               paths: Sequence[str] = ()) -> list[str]:
+    """Each candidate's ``git diff-tree OPTIONS PARENT SHA -- PATHS`` output, PARENT its predecessor
+    in ``good, *candidates`` (its first parent on a first-parent line), from one ``git diff-tree
+    --stdin`` process: a window costs one process, not one a commit. WindowError when git fails."""
+    if not candidates:
+        return []
+    pairs = "".join(f"{sha} {parent}\n" for parent, sha in zip((good, *candidates), candidates))
+    done = subprocess.run(["git", "-C", str(root), "-c", "core.quotepath=off", "diff-tree", "--stdin", "--always",
+                           "-r", *options, "--", *paths], input=pairs, capture_output=True, text=True)
+    if done.returncode:
+        raise WindowError(f"git diff-tree --stdin: {done.stderr.strip() or 'failed'}")
+    # each commit's part starts with a line that is its sha alone (--always: an empty part too); no
+    # line of a patch or a name list is a bare sha (a patch's lines start with a marker or a keyword)
+    parts: list[list[str]] = []
+    for line in done.stdout.splitlines():
+        if len(parts) < len(candidates) and line == candidates[len(parts)]:
+            parts.append([])
+        elif parts:
+            parts[-1].append(line)
+    if len(parts) != len(candidates):
+        raise WindowError(f"git diff-tree --stdin gave {len(parts)} of {len(candidates)} commits' diffs")
+    return ["\n".join(part) + "\n" for part in parts]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Collection, Sequence
 
 from ci.commands.culprit_learned import history_weights
-from ci.commands.culprit_local import WindowError, git, touches_executed
+from ci.commands.culprit_local import WindowError, diff_parts, git, touches_executed
 from ci.culprit.posterior import prior_weights
 from ci.culprit.prior import Touch, TouchWeights, carry, touch_level
 from ci.registry import Registry
@@ -39,9 +39,18 @@ class Prior:
     problems: tuple[str, ...] = ()
 
 
+_DIFF_OPTIONS = ("-U0", "--no-renames", "--no-color", "--no-ext-diff")
+
+
 def _diff(root: Path, old: str, new: str, paths: Sequence[str]) -> list[FileDiff]:
-    return file_diffs(git(root, "-c", "core.quotepath=off", "diff", "-U0", "--no-renames", "--no-color",
-                          "--no-ext-diff", old, new, "--", *paths))
+    return file_diffs(git(root, "-c", "core.quotepath=off", "diff", *_DIFF_OPTIONS, old, new, "--", *paths))
+
+
+def window_diffs(root: Path, good: str, candidates: Sequence[str], paths: Sequence[str]) -> list[list[FileDiff]]:
+    """Each candidate's diff against its predecessor in ``good, *candidates`` (its first parent on
+    a first-parent line), limited to ``paths``: what `_diff` gives per candidate, read in one git
+    process (`diff_parts`). Raises `WindowError` when git cannot read them."""
+    return [file_diffs(part) for part in diff_parts(root, good, candidates, ("-p", *_DIFF_OPTIONS), paths)]
 
 
 def check_map_files(paths: Sequence[str]) -> None:
@@ -69,12 +78,9 @@ def observed_touches(root: Path, stored: StoredTestMap, good: str, candidates: S
     first = _diff(root, str(stored.sha), good, paths)
     executed, imported = carry(executed, first), carry(imported, first)
     levels = []
-    parent = good
-    for sha in candidates:
-        diff = _diff(root, parent, sha, paths)
+    for diff in window_diffs(root, good, candidates, paths):
         levels.append(touch_level(diff, executed, entry.opened, entry.executed, imported))
         executed, imported = carry(executed, diff), carry(imported, diff)
-        parent = sha
     return levels
 
 

@@ -28,6 +28,7 @@ Contract:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
@@ -151,24 +152,32 @@ def insertion_point(start: int) -> set[int]:
     return {n for n in (start, start + 1) if n >= 1}
 
 
+def _hunk_end(hunk: Hunk) -> int:
+    """The last old line at or before ``hunk``: an insertion after ``old_start`` moves the lines
+    after it."""
+    return hunk.old_start + hunk.old_count - 1 if hunk.old_count else hunk.old_start
+
+
 def carry_lines(lines: Iterable[int], hunks: Sequence[Hunk]) -> frozenset[int]:
     """``lines`` of a file's old version, carried through ``hunks`` (one file's part of ``git diff
     -U0 OLD NEW``, in git's order) to the new version's numbers; see the module docstring."""
+    # a line stops at the first hunk that ends at or after it (`_hunk_end`); in git's order those
+    # ends never decrease, so the sorted lines split into one run per hunk (binary searches) and
+    # each run moves as a whole: a map's thousands of lines per file through a window of diffs
+    hunks = sorted(hunks, key=lambda h: h.old_start)
+    ordered = sorted(lines)
     out: set[int] = set()
-    for line in lines:
-        shift = 0
-        for hunk in hunks:
-            if hunk.old_count and hunk.old_start <= line < hunk.old_start + hunk.old_count:
-                out |= (set(range(hunk.new_start, hunk.new_start + hunk.new_count)) if hunk.new_count
-                        else insertion_point(hunk.new_start))
-                break
-            # the last old line at or before the hunk: an insertion after ``old_start`` moves later lines
-            if (hunk.old_start + hunk.old_count - 1 if hunk.old_count else hunk.old_start) >= line:
-                out.add(line + shift)
-                break
-            shift += hunk.new_count - hunk.old_count
-        else:
-            out.add(line + shift)
+    shift, lo = 0, 0
+    for hunk in hunks:
+        hi = bisect_right(ordered, _hunk_end(hunk), lo)
+        inside = bisect_left(ordered, hunk.old_start, lo, hi) if hunk.old_count else hi
+        out.update(ordered[lo:inside] if not shift else [line + shift for line in ordered[lo:inside]])
+        if inside < hi:  # replaced: the code that took its place, or where it was
+            out.update(range(hunk.new_start, hunk.new_start + hunk.new_count) if hunk.new_count
+                       else insertion_point(hunk.new_start))
+        shift += hunk.new_count - hunk.old_count
+        lo = hi
+    out.update(ordered[lo:] if not shift else [line + shift for line in ordered[lo:]])
     return frozenset(out)
 
 

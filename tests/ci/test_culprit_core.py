@@ -226,6 +226,24 @@ def test_budget_stops_and_says_so() -> None:
     assert result.runs == 3 and result.stop is StopReason.BUDGET
 
 
+@pytest.mark.parametrize("none, runs", [
+    (0.0064, 0),  # a learned prior of 40 culprits on executed lines: 1 / 1.0064 = 0.9936 >= 0.99
+    (0.0102, 1),  # 1 / 1.0102 = 0.98990, just short: a run first
+    (0.1, 1),
+])
+def test_a_search_answers_on_its_prior_alone_only_at_the_confidence(none: float, runs: int) -> None:
+    """The rule: a search stops before any run only when the prior's top commit already reaches
+    the confidence asked, as after any run; else it runs. Two commits, the first on executed lines
+    (weight 1), the other on nothing (``none``); the culprit is the first."""
+    top = 1 / (1 + none)
+    search = Search([1.0, none], NoiseModel(0.1, 0.003, 0.5), confidence=0.99, attempts=2)
+    batch = search.next_batch()
+    assert (batch == []) == (top >= 0.99) == (runs == 0)
+    result, _ = run_search(search, lambda b: [p.index >= 0 for p in b])
+    assert result.culprit == 0 and result.stop is StopReason.CONFIDENT and result.probability >= 0.99
+    assert (result.runs == 0) == (runs == 0)
+
+
 def test_flaky_search_finds_the_culprit_under_its_own_model() -> None:
     rng = random.Random(7)
     noise = NoiseModel(0.2, 0.01, 0.5)
