@@ -91,6 +91,7 @@ from typing import Collection, Sequence
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
 from ci.history.code_follow import CodeQuestion
+from ci.history.dependency_break import dependency_verdict
 from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.held_code import held_streaks
@@ -98,7 +99,7 @@ from ci.history.infra_flakes import MACHINE_ONLY, can_follow_test, infra_flakes
 from ci.history.mainline import MAX_CANDIDATES, MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import PASS, FlakyScore
 from ci.history.neighbours import judged_order_dependence
-from ci.history.outages import OUTAGE, outage, timed_outage
+from ci.history.outages import OUTAGE, TimedOutage, outage, timed_outage
 from ci.history.passed_beside import PassedBeside, passed_beside
 from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import Recurrence, recurring
@@ -107,6 +108,7 @@ from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, r
                                  runner_only)
 from ci.history.sparse_main import peer_break
 from ci.history.store import Store
+from ci.history.unvouched import unvouched
 from ci.history.verdict_queries import (based_runs, crashed_elsewhere, has_main_history, held_passes,
                                          main_runs, same_commit,
                                          tier_reports)
@@ -170,7 +172,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 continue
             if not f.infra and (spell := outage(store, f.error, as_of=as_of) or timed_outage(
                     store, f.error, f.fingerprint, repo=f.repo, as_of=as_of)) is not None:
-                out[i] = replace(_infra(replace(f, infra=OUTAGE), {}), detail=f"infra: {spell.describe()}")
+                out[i] = isinstance(spell, TimedOutage) and dependency_verdict(store, f, spell, as_of=as_of) or replace(
+                    _infra(replace(f, infra=OUTAGE), {}), detail=f"infra: {spell.describe()}")
                 continue
             if f.infra == SIGNAL and sum(g.infra == SIGNAL for g in failures) < MANY_CRASHES and not crashed_elsewhere(
                     store, repo, tier, ids.get(f.node), f.sha, merge_base, as_of):
@@ -218,6 +221,12 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=peers.describe(), since=peers.since,
                                  last_pass=peers.last_pass, candidates=peers.candidates,
                                  candidate_count=peers.candidate_count)
+            if out[i].verdict == NEW and merge_base and (lone := unvouched(
+                    bases, tier, f.node, ids.get(f.node), f.sha, merge_base, f.error, f.fingerprint, main=runs,
+                    main_ran_tier=not first_run, flaky_prints=_flake_prints(scores.get(f.node), learned),
+                    changed=changed, kind="" if f.infra or not can_follow_test(failures[i].infra) else
+                    failures[i].infra)) is not None:
+                out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=lone.describe(tier), since=lone.since)
             if out[i].verdict == NEW and not f.infra and (halted := _halted(store, repo, tier, f, runs, order, at, as_of,
                                                                              scores.get(f.node))) is not None:
                 out[i] = halted

@@ -1,0 +1,158 @@
+"""A dependency's release breaking the default branch: told apart from a remote service's outage.
+
+A project that installs a dependency unpinned (``pip install transformers``, a torch nightly)
+gets its new release on the next run. When the release changes an API the tests use, every run
+from then on fails those tests, on the default branch and in every pull request, at code that
+passed them the day before, until a commit pins the dependency or adapts to it. By its shape
+that is `ci.history.outages.timed_outage`'s window of time, not a commit; but it is no outage (a
+service that comes back by itself): nothing changes until a maintainer acts on the default
+branch, so it is ``broken_on_main``, worded so that the dependency is named as the cause.
+
+Contract. `api_mismatch(line)` reads an error line as Python words a call into code that does not
+have the API the caller expects (CPython's own messages):
+
+- ``ImportError: cannot import name 'X' from 'pkg.mod' (/.../site-packages/pkg/mod.py)``: names
+  ``pkg.mod``; when the line gives the module's file and it is not under a ``site-packages`` or
+  ``dist-packages`` folder, the module is the project's own (or a mount's), no installed package's;
+- ``ModuleNotFoundError: No module named 'pkg.sub'`` for a dotted name (a module moved inside a
+  package; a missing top-level package is an install step's failure, not an API): ``pkg.sub``;
+- ``AttributeError: module 'pkg' has no attribute 'x'``: ``pkg``; ``AttributeError: 'Cls'
+  object has no attribute 'x'`` and ``type object 'Cls' ...``: ``Cls``;
+- ``TypeError: f() got an unexpected keyword argument 'x'``, ``... missing N required ...
+  argument(s)``, ``... takes N positional argument(s) but M were given``: ``f``.
+
+An assertion quoting such text is the test's own check and is none. `dependency_break` takes a
+failure whose error is one and whose signature a timed outage holds (the caller's finding: many
+tests of several files failing at once, at code that passed them before), and reads the
+default branch's own runs (push and nightly) since the spell began: when they failed a test with
+that signature at `MIN_MAIN_COMMITS` or more distinct commits, the break persists on main across
+commits (it is main's, not a window of pull request runs) and the answer is a `DependencyBreak`.
+Fewer (a tier main never runs, or one main run) returns None and the caller keeps its outage.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ci.history.errors import is_generic
+from ci.history.model import DEFAULT_BRANCH_EVENTS
+from ci.history.outages import TimedOutage
+from ci.history.store import Store
+from ci.history.verdict_model import Failure, Verdict
+from ci.history.verdict_queries import cut, repo_condition
+from ci.history.verdict_tally import BROKEN_ON_MAIN, short
+
+MIN_MAIN_COMMITS = 2
+
+_NAME = r"[A-Za-z_][\w.]*"
+_API = (
+    re.compile(rf"^\s*ImportError: cannot import name '?({_NAME})'? from '({_NAME})'"),
+    re.compile(rf"^\s*ModuleNotFoundError: No module named '({_NAME}\.{_NAME})'"),
+    re.compile(rf"^\s*AttributeError: (?:module|type object|partially initialized module) '({_NAME})' has no attribute"),
+    re.compile(rf"^\s*AttributeError: '({_NAME})' object has no attribute"),
+    re.compile(rf"^\s*TypeError: ({_NAME})\(\) (?:got an unexpected keyword argument|missing \d+ required "
+               r"(?:positional|keyword-only) arguments?|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but)"),
+)
+_FROM_PATH = re.compile(r"^\s*ImportError: cannot import name .* from '[\w.]+' \(([^)]*)\)")
+_INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]|^unknown location$")
+
+# The default branch's runs of every test it ever failed with one signature, oldest first.
+_MAIN = """SELECT c.node_id, r.id, r.sha, r.ingested_at, c.kind, c.fingerprint FROM reports r JOIN cases c ON c.report_id = r.id
+    WHERE {repo}r.scored = 1 AND r.event IN ({events}) AND c.kind IN ('pass', 'fail', 'broken'){until}
+    AND c.node_id IN (SELECT c2.node_id FROM cases c2 JOIN reports r2 ON r2.id = c2.report_id
+                      WHERE c2.fingerprint = ? AND r2.event IN ({events}){until2})
+    ORDER BY r.id, c.attempt"""
+
+
+def api_mismatch(line: str) -> str:
+    """The module or callable an error line says lacks the API its caller expects, or ``""`` (see
+    the module docstring). ``ImportError`` names the module imported from, not the name."""
+    where = _FROM_PATH.search(line)
+    if where and not _INSTALLED.search(where.group(1)):
+        return ""  # a module the line places outside the interpreter's packages: the project's own, or a mount
+    for pattern in _API:
+        found = pattern.match(line)
+        if found:
+            return found.group(found.lastindex or 1) if pattern is _API[0] else found.group(1)
+    return ""
+
+
+def package_of(name: str) -> str:
+    """The top-level package of a dotted module name (``transformers.pytorch_utils`` -> ``transformers``)."""
+    return name.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class DependencyBreak:
+    """``error`` (an API mismatch with ``names``) failed the default branch at ``commits`` distinct
+    commits in ``runs`` of its reports from ``since`` (its oldest failing commit, ingested at
+    ``first``); the spell that showed it failed ``tests`` tests in ``spell_runs`` reports; ``passing_again``
+    when main passed one of those tests after its failures (pinned or adapted since)."""
+
+    error: str
+    names: str
+    since: str
+    first: str
+    commits: int
+    runs: int
+    tests: int
+    spell_runs: int
+    passing_again: bool = False
+
+    def describe(self) -> str:
+        """The verdict's detail: the dependency as the cause and what a maintainer does about it."""
+        module = self.error.lstrip().startswith(("ImportError", "ModuleNotFoundError", "AttributeError: module"))
+        what = f"the installed {package_of(self.names)}" if module else f"{self.names}() as installed"
+        return (f"broken on main since {short(self.since)} by a dependency, not a commit: {what} no longer has the API "
+                f"the tests call ({self.error[:120]}); main's own runs failed so at {self.commits} commits since "
+                f"{self.first[:16]}, as the spell failed {self.tests} tests in {self.spell_runs} runs, "
+                f"at code that passed before: a new release of something CI installs unpinned. Not this "
+                f"change's and no outage (a rerun will not pass): "
+                + ("main passes it again since, so merge the default branch" if self.passing_again
+                   else "pin the dependency or adapt to it on main"))
+
+
+def dependency_break(store: Store, error: str, fingerprint: str, *, tests: int, runs: int,
+                     repo: str = "", as_of: int | None = None) -> DependencyBreak | None:
+    """The `DependencyBreak` a timed outage's failure is, or None (see the module docstring).
+    ``tests`` and ``runs``: the spell's counts, for the detail."""
+    names = api_mismatch(error)
+    if not names or not fingerprint or is_generic(error):
+        return None
+    where, given = repo_condition(repo)
+    until, limit = cut(as_of)
+    until2, _ = cut(as_of, "r2.id")
+    events = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
+    seen_by: dict[int, list[tuple[int, str, str, bool]]] = {}
+    for node, rid, sha, at, kind, fp in store.fetchall(
+            _MAIN.format(repo=where, events=events, until=until, until2=until2),
+            (*given, *DEFAULT_BRANCH_EVENTS, *limit, fingerprint, *DEFAULT_BRANCH_EVENTS, *limit)):
+        seen_by.setdefault(int(node), []).append((int(rid), str(sha), str(at), kind != "pass" and fp == fingerprint))
+    block: dict[int, tuple[str, str]] = {}  # report id -> (commit, ingest time) of main's newest failing spell
+    fixed = False
+    for seen in seen_by.values():
+        newest = max((k for k, run in enumerate(seen) if run[3]), default=None)
+        if newest is None:
+            continue
+        fixed = fixed or any(not failed for *_, failed in seen[newest + 1:])
+        k = newest
+        while k >= 0 and seen[k][3]:
+            block[seen[k][0]] = (seen[k][1], seen[k][2])
+            k -= 1
+    commits = list(dict.fromkeys(block[rid] for rid in sorted(block)))
+    if len({sha for sha, _ in commits}) < MIN_MAIN_COMMITS:
+        return None
+    return DependencyBreak(error, names, commits[0][0], commits[0][1], len({sha for sha, _ in commits}), len(block),
+                           tests, runs, fixed)
+
+
+def dependency_verdict(store: Store, f: Failure, spell: TimedOutage, *, as_of: int | None = None) -> Verdict | None:
+    """``broken_on_main`` for failure ``f`` when the timed outage ``spell`` it belongs to is a
+    `DependencyBreak`, else None (the caller's outage stands)."""
+    found = dependency_break(store, f.error, f.fingerprint, tests=spell.tests, runs=spell.runs, repo=f.repo,
+                             as_of=as_of)
+    if found is None:
+        return None
+    return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, found.describe(), f.error, f.fingerprint, f.runner,
+                   since=found.since)
