@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 
 from ci.history.errors import is_generic
-from ci.history.model import DEFAULT_BRANCH_EVENTS
+from ci.history.model import MAIN_EVIDENCE_EVENTS
 from ci.history.outages import TimedOutage
 from ci.history.store import Store
 from ci.history.verdict_model import Failure, Verdict
@@ -50,15 +50,17 @@ _API = (
     re.compile(rf"^\s*ImportError: cannot import name '?({_NAME})'? from '({_NAME})'"),
     re.compile(rf"^\s*ModuleNotFoundError: No module named '({_NAME}\.{_NAME})'"),
     re.compile(rf"^\s*AttributeError: (?:module|type object|partially initialized module) '({_NAME})' has no attribute"),
-    re.compile(rf"^\s*AttributeError: '({_NAME})' object has no attribute"),
+    re.compile(rf"^\s*AttributeError: '(?!NoneType')({_NAME})' object has no attribute"),
     re.compile(rf"^\s*TypeError: ({_NAME})\(\) (?:got an unexpected keyword argument|missing \d+ required "
                r"(?:positional|keyword-only) arguments?|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but)"),
 )
 _FROM_PATH = re.compile(r"^\s*ImportError: cannot import name .* from '[\w.]+' \(([^)]*)\)")
 _INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]|^unknown location$")
 
-# The default branch's runs of every test it ever failed with one signature, oldest first.
-_MAIN = """SELECT c.node_id, r.id, r.sha, r.ingested_at, c.kind, c.fingerprint FROM reports r JOIN cases c ON c.report_id = r.id
+# The default branch's runs (a merge queue's at main's commit before its batch) of every test it
+# ever failed with one signature, oldest first.
+_MAIN = """SELECT c.node_id, r.tier, r.id, CASE WHEN r.event = 'merge_group' AND r.base_sha <> '' THEN r.base_sha
+    ELSE r.sha END, r.ingested_at, c.kind, c.fingerprint, r.batch FROM reports r JOIN cases c ON c.report_id = r.id
     WHERE {repo}r.scored = 1 AND r.event IN ({events}) AND c.kind IN ('pass', 'fail', 'broken'){until}
     AND c.node_id IN (SELECT c2.node_id FROM cases c2 JOIN reports r2 ON r2.id = c2.report_id
                       WHERE c2.fingerprint = ? AND r2.event IN ({events}){until2})
@@ -104,8 +106,15 @@ class DependencyBreak:
         """The verdict's detail: the dependency as the cause and what a maintainer does about it."""
         module = self.error.lstrip().startswith(("ImportError", "ModuleNotFoundError", "AttributeError: module"))
         what = f"the installed {package_of(self.names)}" if module else f"{self.names}() as installed"
+        if not self.tests:  # no outage's shape seen: main's runs are the evidence, the dependency a reading
+            return (f"broken on main since {short(self.since)}: main's own runs (pushes, nightlies, its merge queue) "
+                    f"failed it so at {self.commits} commits since {self.first[:16]}, with an API mismatch: {what} "
+                    f"lacks what the tests call ({self.error[:120]}); if a new release of it is the cause, pin it or "
+                    f"adapt to it on main" + ("; main passes it again since: merge the default branch"
+                                              if self.passing_again else ""))
         return (f"broken on main since {short(self.since)} by a dependency, not a commit: {what} no longer has the API "
-                f"the tests call ({self.error[:120]}); main's own runs failed so at {self.commits} commits since "
+                f"the tests call ({self.error[:120]}); main's own runs (pushes, nightlies, its merge queue) failed so at "
+                f"{self.commits} commits since "
                 f"{self.first[:16]}, as the spell failed {self.tests} tests in {self.spell_runs} runs, "
                 f"at code that passed before: a new release of something CI installs unpinned. Not this "
                 f"change's and no outage (a rerun will not pass): "
@@ -113,22 +122,27 @@ class DependencyBreak:
                    else "pin the dependency or adapt to it on main"))
 
 
-def dependency_break(store: Store, error: str, fingerprint: str, *, tests: int, runs: int,
+def dependency_break(store: Store, error: str, fingerprint: str, *, tests: int = 0, runs: int = 0, sha: str = "",
                      repo: str = "", as_of: int | None = None) -> DependencyBreak | None:
     """The `DependencyBreak` a timed outage's failure is, or None (see the module docstring).
-    ``tests`` and ``runs``: the spell's counts, for the detail."""
+    ``tests`` and ``runs``: the timed outage's counts, for the detail (0: no outage's shape was seen);
+    ``sha``: the judged run's commit, whose pull requests' own merge queue batches are no evidence."""
     names = api_mismatch(error)
     if not names or not fingerprint or is_generic(error):
         return None
     where, given = repo_condition(repo)
     until, limit = cut(as_of)
     until2, _ = cut(as_of, "r2.id")
-    events = ", ".join("?" * len(DEFAULT_BRANCH_EVENTS))
-    seen_by: dict[int, list[tuple[int, str, str, bool]]] = {}
-    for node, rid, sha, at, kind, fp in store.fetchall(
+    events = ", ".join("?" * len(MAIN_EVIDENCE_EVENTS))
+    seen_by: dict[tuple[int, str], list[tuple[int, str, str, bool]]] = {}  # (test, tier) -> main's runs of it
+    own = _own_prs(store, sha)
+    for node, tier, rid, commit, at, kind, fp, batch in store.fetchall(
             _MAIN.format(repo=where, events=events, until=until, until2=until2),
-            (*given, *DEFAULT_BRANCH_EVENTS, *limit, fingerprint, *DEFAULT_BRANCH_EVENTS, *limit)):
-        seen_by.setdefault(int(node), []).append((int(rid), str(sha), str(at), kind != "pass" and fp == fingerprint))
+            (*given, *MAIN_EVIDENCE_EVENTS, *limit, fingerprint, *MAIN_EVIDENCE_EVENTS, *limit)):
+        if own & set(str(batch or "").split(",")):
+            continue  # the judged change's own queue runs: its change, not main's
+        seen_by.setdefault((int(node), str(tier)), []).append((int(rid), str(commit), str(at),
+                                                                kind != "pass" and fp == fingerprint))
     block: dict[int, tuple[str, str]] = {}  # report id -> (commit, ingest time) of main's newest failing spell
     fixed = False
     for seen in seen_by.values():
@@ -141,17 +155,30 @@ def dependency_break(store: Store, error: str, fingerprint: str, *, tests: int, 
             block[seen[k][0]] = (seen[k][1], seen[k][2])
             k -= 1
     commits = list(dict.fromkeys(block[rid] for rid in sorted(block)))
-    if len({sha for sha, _ in commits}) < MIN_MAIN_COMMITS:
+    if len({commit for commit, _ in commits}) < MIN_MAIN_COMMITS:
         return None
-    return DependencyBreak(error, names, commits[0][0], commits[0][1], len({sha for sha, _ in commits}), len(block),
-                           tests, runs, fixed)
+    return DependencyBreak(error, names, commits[0][0], commits[0][1], len({commit for commit, _ in commits}),
+                           len(block), tests, runs, fixed)
 
 
-def dependency_verdict(store: Store, f: Failure, spell: TimedOutage, *, as_of: int | None = None) -> Verdict | None:
-    """``broken_on_main`` for failure ``f`` when the timed outage ``spell`` it belongs to is a
-    `DependencyBreak`, else None (the caller's outage stands)."""
-    found = dependency_break(store, f.error, f.fingerprint, tests=spell.tests, runs=spell.runs, repo=f.repo,
-                             as_of=as_of)
+def _own_prs(store: Store, sha: str) -> set[str]:
+    """The pull requests a commit's runs belong to: its own, or its merge queue batch's."""
+    if not sha:
+        return set()
+    out: set[str] = set()
+    for pr, batch in store.fetchall("SELECT DISTINCT pr, batch FROM reports WHERE sha = ?", (sha.lower(),)):
+        out |= {str(pr)} if pr is not None else set()
+        out |= {b for b in str(batch or "").split(",") if b}
+    return out
+
+
+def dependency_verdict(store: Store, f: Failure, spell: TimedOutage | None, *,
+                       as_of: int | None = None) -> Verdict | None:
+    """``broken_on_main`` for failure ``f`` when it is a `DependencyBreak`, else None. ``spell``:
+    the timed outage it belongs to (the caller's outage stands on None), or None for a failure the
+    other rules called ``new``."""
+    found = dependency_break(store, f.error, f.fingerprint, tests=spell.tests if spell else 0,
+                             runs=spell.runs if spell else 0, sha=f.sha, repo=f.repo, as_of=as_of)
     if found is None:
         return None
     return Verdict(f.node, f.tier, f.sha, BROKEN_ON_MAIN, found.describe(), f.error, f.fingerprint, f.runner,

@@ -227,6 +227,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                     changed=changed, kind="" if f.infra or not can_follow_test(failures[i].infra) else
                     failures[i].infra)) is not None:
                 out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=lone.describe(tier), since=lone.since)
+            if out[i].verdict == NEW and not f.infra and (dep := dependency_verdict(store, f, None, as_of=as_of)):
+                out[i] = dep
             if out[i].verdict == NEW and not f.infra and (halted := _halted(store, repo, tier, f, runs, order, at, as_of,
                                                                              scores.get(f.node))) is not None:
                 out[i] = halted

@@ -85,7 +85,8 @@ def test_a_release_that_breaks_main_is_main_s_not_an_outage(store_location: str,
         assert v.since == sha(6) and v.infra == "" and v.candidates == ()
         what = "the installed transformers" if line is RELEASE else "LlamaAttention.forward() as installed"
         assert v.detail.startswith(f"broken on main since {sha(6)[:7]} by a dependency, not a commit: {what} no "
-                                   f"longer has the API the tests call ({line[0][:120]}); main's own runs failed so "
+                                   f"longer has the API the tests call ({line[0][:120]}); main's own runs (pushes, nightlies, its "
+                                   "merge queue) failed so "
                                    "at 2 commits since "), v.detail
         assert v.detail.endswith("a new release of something CI installs unpinned. Not this change's and no outage "
                                  "(a rerun will not pass): pin the dependency or adapt to it on main"), v.detail
