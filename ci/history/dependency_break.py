@@ -17,17 +17,27 @@ have the API the caller expects (CPython's own messages):
 - ``ModuleNotFoundError: No module named 'pkg.sub'`` for a dotted name (a module moved inside a
   package; a missing top-level package is an install step's failure, not an API): ``pkg.sub``;
 - ``AttributeError: module 'pkg' has no attribute 'x'``: ``pkg``; ``AttributeError: 'Cls'
-  object has no attribute 'x'`` and ``type object 'Cls' ...``: ``Cls``;
+  object has no attribute 'x'`` and ``type object 'Cls' ...``: ``Cls`` (never ``'NoneType'``: a
+  value that is missing, such as a download that returned nothing, is no API);
 - ``TypeError: f() got an unexpected keyword argument 'x'``, ``... missing N required ...
   argument(s)``, ``... takes N positional argument(s) but M were given``: ``f``.
 
-An assertion quoting such text is the test's own check and is none. `dependency_break` takes a
-failure whose error is one and whose signature a timed outage holds (the caller's finding: many
-tests of several files failing at once, at code that passed them before), and reads the
-default branch's own runs (push and nightly) since the spell began: when they failed a test with
-that signature at `MIN_MAIN_COMMITS` or more distinct commits, the break persists on main across
-commits (it is main's, not a window of pull request runs) and the answer is a `DependencyBreak`.
-Fewer (a tier main never runs, or one main run) returns None and the caller keeps its outage.
+An assertion quoting such text is the test's own check and is none. `dependency_break` reads the
+default branch's own runs of every test it failed with that signature: pushes, nightlies and its
+merge queue (a queue run at main's commit before its batch, the batch's base; never a batch that
+holds the judged change's pull request, whose own change may be what fails). For each test and
+tier, the failures with the signature back from its newest one until a run that did not fail so
+are main's spell; when they span `MIN_MAIN_COMMITS` or more distinct commits, the break persists
+on main across commits and the answer is a `DependencyBreak` (``since``: the spell's oldest
+commit; ``passing_again`` when a later main run of such a test passed: pinned or adapted since).
+
+`dependency_verdict` asks it for two kinds of failure (`ci.history.verdict.judge`): one that the
+timed outage rule took for a window of time (`ci.history.outages.timed_outage`: many tests of
+several files, at code that passed them before), which then is ``broken_on_main`` worded as the
+dependency's (not a commit's, no outage: pin or adapt on main); and one the other rules called
+``new`` (no outage's shape seen), worded with main's runs as the evidence and the dependency as a
+reading. Fewer main commits (a tier main never runs, a break main has not run into yet) return
+None: the outage, or ``new``, stands.
 """
 
 from __future__ import annotations

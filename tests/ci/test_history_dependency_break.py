@@ -3,7 +3,8 @@
 SQLite and a real PostgreSQL: an API mismatch with an installed package failing many tests in
 everyone's runs, main's at two commits, at code that had passed them (main's, naming the
 dependency), against the same shape with a service's line or with one main commit (infra), and
-the error lines read as CPython words them."""
+the error lines read as CPython words them; and main's merge queue runs as that evidence for a failure
+the other rules call new."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from ci.history.dependency_break import MIN_MAIN_COMMITS, api_mismatch, package_of
+from ci.history.ingest import ingest, prepare
+from ci.history.model import MERGE_GROUP, RunIdentity
 from ci.history.store import open_store
-from ci.history.verdict import BROKEN_ON_MAIN, INFRA
-from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-from tests.ci.test_history_outage_shape import EVERY, LEASE, build, head, judged
-from tests.ci.test_history_verdicts import sha
+from ci.history.verdict import BROKEN_ON_MAIN, INFRA, NEW
+from tests.ci.history_support import Case, pg_server, store_location, write_report  # noqa: F401 (fixtures)
+from tests.ci.test_history_outage_shape import EVERY, LEASE, NODES, build, head, judged
+from tests.ci.test_history_verdicts import REPO, TIER, sha
 
 RELEASE = ("ImportError: cannot import name 'is_torch_greater_or_equal_than_1_13' from 'transformers.pytorch_utils' "
            "(/opt/venv/lib/python3.10/site-packages/transformers/pytorch_utils.py)",
@@ -104,3 +107,39 @@ def test_main_passing_again_says_merge_the_default_branch(store_location: str, t
     v = verdicts["test_1"]
     assert v.verdict == BROKEN_ON_MAIN and v.since == sha(6), v.detail
     assert v.detail.endswith("main passes it again since, so merge the default branch"), v.detail
+
+
+def queue_run(store, directory: Path, commit: str, base: str, batch: tuple[int, ...], line: tuple[str, str]) -> None:
+    """A merge queue run of ``batch`` on main's ``base``: test_1 fails with ``line``, the others pass."""
+    cases = [Case(file, name, "failed", *line) if k == 1 else Case(file, name)
+             for k, (file, name) in enumerate(NODES, 1)]
+    identity = RunIdentity(REPO, commit, MERGE_GROUP, TIER, runner="r1", base_sha=base, batch=batch, scored=True)
+    assert ingest(store, prepare(write_report(directory, cases), identity)).added
+
+
+@pytest.mark.parametrize("batches, expected", [
+    (((20,), (21,)), BROKEN_ON_MAIN),  # two other batches, at main's 5 and 6: main's, across commits
+    (((20,),), NEW),  # one: not shown to persist across main's commits
+    (((20,), (7,)), NEW),  # the second batch holds the judged pull request: its own change, no evidence
+])
+def test_main_s_queue_runs_failing_so_make_a_new_failure_main_s(store_location: str, tmp_path: Path,
+                                                                batches: tuple[tuple[int, ...], ...],
+                                                                expected: str) -> None:
+    """Main passes the 8 tests at 0-6. Then merge queue batches on main's 5 and 6 fail test_1 with
+    the release's ImportError (batches that fail never land, so rule 3 reads no streak), and pull
+    request 7, based at 6, fails it too: one test, no outage's shape, so the other rules say
+    ``new``; main's own queue runs at two commits make it main's, worded with them as the evidence."""
+    with open_store(store_location) as store:
+        for i in range(7):
+            build(store, tmp_path, sha(i))
+        for k, batch in enumerate(batches):
+            queue_run(store, tmp_path, sha(20 + k, "b"), sha(5 + k), batch, RELEASE)
+        v = judged(store, tmp_path, {1: RELEASE}, sha(6))["test_1"]
+    assert v.verdict == expected, v.detail
+    if expected == BROKEN_ON_MAIN:
+        assert v.since == sha(5), v.detail
+        assert v.detail.startswith(f"broken on main since {sha(5)[:7]}: main's own runs (pushes, nightlies, its merge "
+                                   "queue) failed it so at 2 commits since "), v.detail
+        assert v.detail.endswith("with an API mismatch: the installed transformers lacks what the tests call "
+                                 f"({RELEASE[0][:120]}); if a new release of it is the cause, pin it or adapt to it "
+                                 "on main"), v.detail
