@@ -23,6 +23,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    `ci.history.outages.outage`, and an outage told by its shape whatever its line says
    (`ci.history.outages.timed_outage`: one signature failing many tests of several files at once,
    at code that passed them before); a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
+   Not when that line is an API mismatch with an installed package that main's own runs failed at
+   two or more commits (`ci.history.dependency_break`): a dependency's release, ``broken_on_main``.
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
@@ -54,6 +56,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    nothing) up to L and passed at L, main's runs of T since, up to the base, never ran N, each
    failed a test or passed none, the first and the newest failed (a job that stops at its first
    failing step), and F is specific, not environmental and none of N's flake signatures (`_halted`).
+   Also when main has no run of N on T (a tier's first runs, or one that runs on pull requests
+   only), no run of N on T passed, and pull requests of 3 other authors based at or before the
+   merge base failed it with F (`ci.history.unvouched`); and when F is an API mismatch main's own
+   runs failed at two or more commits (`ci.history.dependency_break`).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
