@@ -110,6 +110,21 @@ def peer_break(bases: PrBases, tier: str, node: str, node_id: int | None, sha: s
     """The `PeerBreak` of N's failure at ``sha`` (merge base ``base``), or None when the evidence
     does not hold (module docstring). ``main``: N's default-branch runs; ``bases``: the judge call's
     reader of the branch order and the judged change's reach."""
+    found = peer_points(bases, tier, node, node_id, sha, base, error, fingerprint, flaky_prints, kind, changed)
+    if found is None:
+        return None
+    order, b, points = found
+    points += [_Point(at, "main", "", True) for run in main if run.kind == PASS
+               and (at := position(order, run.sha)) is not None]
+    return _walk(points, b, order)
+
+
+def peer_points(bases: PrBases, tier: str, node: str, node_id: int | None, sha: str, base: str, error: str,
+                fingerprint: str, flaky_prints: Collection[str], kind: str,
+                changed: Collection[str]) -> tuple[tuple[str, ...], int, list[_Point]] | None:
+    """The branch order, the merge base's position in it and other authors' points of N (module
+    docstring: passes, and failures alike with ``fingerprint``), or None when the failure cannot be
+    shared evidence, the judged change touched what N runs, or the base is not in the order."""
     if node_id is None or not base or not shareable(error, fingerprint, flaky_prints) or (
             changed and bases.touches(tier, node, changed)):
         return None
@@ -117,10 +132,7 @@ def peer_break(bases: PrBases, tier: str, node: str, node_id: int | None, sha: s
     b = position(order, base)
     if b is None:
         return None
-    points = _others(bases.store, bases.repo, tier, node_id, sha, fingerprint, kind, order, bases.as_of)
-    points += [_Point(at, "main", "", True) for run in main if run.kind == PASS
-               and (at := position(order, run.sha)) is not None]
-    return _walk(points, b, order)
+    return order, b, _others(bases.store, bases.repo, tier, node_id, sha, fingerprint, kind, order, bases.as_of)
 
 
 def _others(store: Store, repo: str, tier: str, node_id: int, sha: str, fingerprint: str, kind: str,

@@ -23,6 +23,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    `ci.history.outages.outage`, and an outage told by its shape whatever its line says
    (`ci.history.outages.timed_outage`: one signature failing many tests of several files at once,
    at code that passed them before); a ``signal`` needs `MANY_CRASHES` or `crashed_elsewhere`.
+   Not when that line is an API mismatch with an installed package that main's own runs failed at
+   two or more commits (`ci.history.dependency_break`): a dependency's release, ``broken_on_main``.
 2. ``flaky`` by direct evidence: N also passed on T at S (a retry within the run, or another run of
    the same commit), so the code is not what fails.
 3. ``broken_on_main``: on the default branch (push and nightly reports; `ci.history.mainline` orders
@@ -54,6 +56,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    nothing) up to L and passed at L, main's runs of T since, up to the base, never ran N, each
    failed a test or passed none, the first and the newest failed (a job that stops at its first
    failing step), and F is specific, not environmental and none of N's flake signatures (`_halted`).
+   Also when main has no run of N on T (a tier's first runs, or one that runs on pull requests
+   only), no run of N on T passed, and pull requests of 3 other authors based at or before the
+   merge base failed it with F (`ci.history.unvouched`); and when F is an API mismatch main's own
+   runs failed at two or more commits (`ci.history.dependency_break`).
 4. ``flaky`` by history: N has a flaky score on T (`ci.history.flaky`, at least `MIN_TRIALS`
    trials), the failure's signature is one N failed with as flaky evidence (a failure next to a
    pass on one commit, or a short flip between passes), the signature is not generic
@@ -91,6 +97,7 @@ from typing import Collection, Sequence
 from ci.history.changepoint import ChangePoint, change_point
 from ci.history.classify import signature
 from ci.history.code_follow import CodeQuestion
+from ci.history.dependency_break import dependency_verdict
 from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind, is_generic
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.held_code import held_streaks
@@ -98,7 +105,7 @@ from ci.history.infra_flakes import MACHINE_ONLY, can_follow_test, infra_flakes
 from ci.history.mainline import MAX_CANDIDATES, MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.model import PASS, FlakyScore
 from ci.history.neighbours import judged_order_dependence
-from ci.history.outages import OUTAGE, outage, timed_outage
+from ci.history.outages import OUTAGE, TimedOutage, outage, timed_outage
 from ci.history.passed_beside import PassedBeside, passed_beside
 from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import Recurrence, recurring
@@ -107,6 +114,7 @@ from ci.history.runners import (RunnerHealth, RunnerOnly, failed_so_elsewhere, r
                                  runner_only)
 from ci.history.sparse_main import peer_break
 from ci.history.store import Store
+from ci.history.unvouched import unvouched
 from ci.history.verdict_queries import (based_runs, crashed_elsewhere, has_main_history, held_passes,
                                          main_runs, same_commit,
                                          tier_reports)
@@ -170,7 +178,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 continue
             if not f.infra and (spell := outage(store, f.error, as_of=as_of) or timed_outage(
                     store, f.error, f.fingerprint, repo=f.repo, as_of=as_of)) is not None:
-                out[i] = replace(_infra(replace(f, infra=OUTAGE), {}), detail=f"infra: {spell.describe()}")
+                out[i] = isinstance(spell, TimedOutage) and dependency_verdict(store, f, spell, as_of=as_of) or replace(
+                    _infra(replace(f, infra=OUTAGE), {}), detail=f"infra: {spell.describe()}")
                 continue
             if f.infra == SIGNAL and sum(g.infra == SIGNAL for g in failures) < MANY_CRASHES and not crashed_elsewhere(
                     store, repo, tier, ids.get(f.node), f.sha, merge_base, as_of):
@@ -218,6 +227,14 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=peers.describe(), since=peers.since,
                                  last_pass=peers.last_pass, candidates=peers.candidates,
                                  candidate_count=peers.candidate_count)
+            if out[i].verdict == NEW and merge_base and (lone := unvouched(
+                    bases, tier, f.node, ids.get(f.node), f.sha, merge_base, f.error, f.fingerprint, main=runs,
+                    main_ran_tier=not first_run, flaky_prints=_flake_prints(scores.get(f.node), learned),
+                    changed=changed, kind="" if f.infra or not can_follow_test(failures[i].infra) else
+                    failures[i].infra)) is not None:
+                out[i] = replace(out[i], verdict=BROKEN_ON_MAIN, detail=lone.describe(tier), since=lone.since)
+            if out[i].verdict == NEW and not f.infra and (dep := dependency_verdict(store, f, None, as_of=as_of)):
+                out[i] = dep
             if out[i].verdict == NEW and not f.infra and (halted := _halted(store, repo, tier, f, runs, order, at, as_of,
                                                                              scores.get(f.node))) is not None:
                 out[i] = halted
