@@ -34,6 +34,8 @@ Contract:
   argument, a build with no code for the device's architecture): the code's, like a segfault
   in a test that reads out of bounds; a machine that raises them for code that passes elsewhere is
   still found by `ci.history.runners.runner_only`.
+- `is_check(line)`: the line is the test's own check failing (an assertion, a tolerance
+  comparison, ``pytest.fail``): never a service's or a machine's words (`ci.history.outages`).
 - `environment_kind(line)`: ``startup``, ``port``, ``connection``, ``watchdog``, ``remote`` or
   ``worker-crash`` when the line is an error whose usual cause is the test's surroundings rather
   than the code under test (a server that did not come up in time, a port still held, a refused or
@@ -96,10 +98,15 @@ _INFRA = (
                         r"|exited with signal|<Signals\.SIG[A-Z]+|exit(?:ed)? (?:with )?(?:status|code) -(?:[1-9]|[12]\d|3[01])\b",
                         re.I)),
 )
-# torch's CUDA out-of-memory words: the device's capacity, what is free, and what this process's
-# PyTorch allocated itself; the rest of the used memory is held by other processes (or the driver)
+# torch's CUDA out-of-memory words: the device's capacity and what is free; then what this process
+# holds, as the caching allocator words it: all of it ("Including non-PyTorch memory, this process
+# has X memory in use", from NVML beside each other process's "Process N has Y memory in use"), or
+# what its PyTorch allocated ("Of the allocated memory X is allocated by PyTorch"). The rest of the
+# used memory is held by other processes (or the driver).
 _CUDA_OOM = re.compile(r"CUDA out of memory\b.*?total capacity of ([\d.]+) ([GM]iB) of which ([\d.]+) ([GM]iB) "
-                       r"is free.*?Of the allocated memory ([\d.]+) ([GM]iB) is allocated by PyTorch", re.I | re.S)
+                       r"is free", re.I | re.S)
+_OWN_MEMORY = (re.compile(r"this process has ([\d.]+) ([GM]iB) memory in use", re.I),
+               re.compile(r"Of the allocated memory ([\d.]+) ([GM]iB) is allocated by PyTorch", re.I))
 HELD_SHARE = 0.5  # at least half of the device held outside the test's own allocations: another process's
 
 
@@ -109,13 +116,16 @@ def _gib(number: str, unit: str) -> float:
 
 def gpu_held(line: str) -> bool:
     """Whether ``line`` is torch's CUDA out-of-memory error on a device that other processes hold:
-    at least `HELD_SHARE` of its capacity is in use but not allocated by this process's PyTorch.
-    A test that asks for too much fills the device with its own allocations; this is a leftover
-    or neighbouring process on the machine. Without torch's numbers it is not told (``False``)."""
+    at least `HELD_SHARE` of its capacity is in use but not held by this process (all it holds,
+    non-PyTorch memory included, when torch says so; else what its PyTorch allocated). A test that
+    asks for too much fills the device with its own allocations; this is a leftover or
+    neighbouring process on the machine. Without torch's numbers it is not told (``False``)."""
     found = _CUDA_OOM.search(line)
-    if found is None:
+    mine = next((m for pattern in _OWN_MEMORY if (m := pattern.search(line, found.end() if found else 0))), None)
+    if found is None or mine is None:
         return False
-    total, free, own = (_gib(found.group(i), found.group(i + 1)) for i in (1, 3, 5))
+    total, free = (_gib(found.group(i), found.group(i + 1)) for i in (1, 3))
+    own = _gib(mine.group(1), mine.group(2))
     return total > 0 and (total - free - own) >= HELD_SHARE * total
 
 
@@ -272,6 +282,15 @@ def service(line: str) -> str:
         return HUB
     host = _HOST.search(line)
     return host.group(1).lower() if host and _UNREACHABLE.search(line) else ""
+
+
+def is_check(line: str) -> bool:
+    """Whether ``line`` is the test's own check failing: an assertion (``AssertionError``, a bare
+    ``assert``, ``pytest.fail``'s ``Failed:``, torch.testing's and numpy's tolerance errors, which
+    are AssertionErrors), also inside pytest's ``failed on setup with "..."`` wrapper. The test ran
+    to its comparison and got a wrong value: that names no service and no machine."""
+    wrapped = _PHASE.match(line.strip())
+    return bool(_ASSERTION.match(wrapped.group(1) if wrapped else line))
 
 
 def environment_kind(line: str) -> str:
