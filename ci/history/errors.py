@@ -121,8 +121,10 @@ def gpu_held(line: str) -> bool:
     asks for too much fills the device with its own allocations; this is a leftover or
     neighbouring process on the machine. Without torch's numbers it is not told (``False``)."""
     found = _CUDA_OOM.search(line)
-    mine = next((m for pattern in _OWN_MEMORY if (m := pattern.search(line, found.end() if found else 0))), None)
-    if found is None or mine is None:
+    if found is None:
+        return False
+    mine = next((m for pattern in _OWN_MEMORY if (m := pattern.search(line, found.end()))), None)
+    if mine is None:
         return False
     total, free = (_gib(found.group(i), found.group(i + 1)) for i in (1, 3))
     own = _gib(mine.group(1), mine.group(2))
