@@ -34,6 +34,8 @@ Contract:
   argument, a build with no code for the device's architecture): the code's, like a segfault
   in a test that reads out of bounds; a machine that raises them for code that passes elsewhere is
   still found by `ci.history.runners.runner_only`.
+- `is_check(line)`: the line is the test's own check failing (an assertion, a tolerance
+  comparison, ``pytest.fail``): never a service's or a machine's words (`ci.history.outages`).
 - `environment_kind(line)`: ``startup``, ``port``, ``connection``, ``watchdog``, ``remote`` or
   ``worker-crash`` when the line is an error whose usual cause is the test's surroundings rather
   than the code under test (a server that did not come up in time, a port still held, a refused or
@@ -281,6 +283,15 @@ def service(line: str) -> str:
         return HUB
     host = _HOST.search(line)
     return host.group(1).lower() if host and _UNREACHABLE.search(line) else ""
+
+
+def is_check(line: str) -> bool:
+    """Whether ``line`` is the test's own check failing: an assertion (``AssertionError``, a bare
+    ``assert``, ``pytest.fail``'s ``Failed:``, torch.testing's and numpy's tolerance errors, which
+    are AssertionErrors), also inside pytest's ``failed on setup with "..."`` wrapper. The test ran
+    to its comparison and got a wrong value: that names no service and no machine."""
+    wrapped = _PHASE.match(line.strip())
+    return bool(_ASSERTION.match(wrapped.group(1) if wrapped else line))
 
 
 def environment_kind(line: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.history.errors import HUB, is_generic, service
+from ci.history.errors import HUB, is_check, is_generic, service
 from ci.history.store import Store
 from ci.history.verdict_queries import repo_condition, source_of
 
@@ -114,8 +114,14 @@ def timed_outage(store: Store, error: str, fingerprint: str, *, repo: str = "",
     time, not code: in runs of `MIN_EVIDENCE` or more pull requests and main commits, a failing
     run's code passed that test in another report (its own commit or head again, or a pull
     request's merge base in main's run). A breakage at commit C fails every run holding C and passes every run before
-    it, so only the breaking pull request's own runs show such a pass (one source), never two."""
-    if not fingerprint or is_generic(error):
+    it, so only the breaking pull request's own runs show such a pass (one source), never two.
+
+    Its line must be one a service or a machine can raise: never the test's own check
+    (`ci.history.errors.is_check`: an assertion, ``Tensor-likes are not close!``). An outage fails
+    a test where it reaches the service or the device (a connection, a file, a CUDA call), before
+    its comparison; a check that fails ran to the end and got a wrong value, as several flaky
+    tests sharing one tolerance message do at once now and then."""
+    if not fingerprint or is_generic(error) or is_check(error):
         return None
     newest = _newest(store, as_of)
     where, given = repo_condition(repo)

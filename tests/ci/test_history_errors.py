@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ci.history.classify import fingerprint
-from ci.history.errors import (MAX_ERROR_CHARS, environment_kind, error_line, infra_kind, is_generic, normalise,
-                               service)
+from ci.history.errors import (MAX_ERROR_CHARS, environment_kind, error_line, infra_kind, is_check, is_generic,
+                               normalise, service)
 from ci.history.ingest import case_rows
 from ci.results.junit import FAILED, Attempt, parse_junit
 
@@ -149,6 +149,20 @@ def test_error_line(attempt: Attempt, expected: str) -> None:
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.15 GiB. GPU 0 has a total capacity of 39.56 GiB "
      "of which 6.80 GiB is free. Including non-PyTorch memory, this process has 36.61 GiB memory in use. Of the "
      "allocated memory 31.66 GiB is allocated by PyTorch, and 4.11 GiB is reserved by PyTorch but unallocated.", "", ""),
+    # what this process holds as NVML counts it (non-PyTorch memory included), beside another process's 56 GiB
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+     "of which 309.00 MiB is free. Process 84968 has 56.31 GiB memory in use. Including non-PyTorch memory, this "
+     "process has 2.87 GiB memory in use.", "", "gpu-held"),
+    # 40.00 GiB held elsewhere of 80.00 is half, the boundary (held); 39.50 GiB is below it
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 80.00 GiB "
+     "of which 1024.00 MiB is free. Including non-PyTorch memory, this process has 39.00 GiB memory in use.", "",
+     "gpu-held"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 80.00 GiB "
+     "of which 1.00 GiB is free. Including non-PyTorch memory, this process has 39.50 GiB memory in use.", "", ""),
+    # the whole process's 70 GiB counts, not the 2.5 GiB its PyTorch allocated (the rest its own other libraries')
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+     "of which 512.00 MiB is free. Including non-PyTorch memory, this process has 70.00 GiB memory in use. Of the "
+     "allocated memory 2.50 GiB is allocated by PyTorch", "", ""),
     # the executor's limit for the whole job, not the test's own timeout
     ("modal.exception.FunctionTimeoutError: Function liger_tests timed out after 5400.0 seconds", "", "job-timeout"),
     ("", "##[error]The job running on runner gpu-7 has exceeded the maximum execution time of 360 minutes.",
@@ -183,6 +197,22 @@ def test_infra_kind(message: str, detail: str, kind: str) -> None:
 ])
 def test_service_names_the_remote_host_that_failed(line: str, host: str) -> None:
     assert service(line) == host
+
+
+@pytest.mark.parametrize("line, check", [
+    ("AssertionError: Tensor-likes are not close!", True),  # torch.testing.assert_close
+    ("AssertionError: \nNot equal to tolerance rtol=1e-05, atol=1e-08", True),  # numpy.testing
+    ("assert 3 == 4", True),
+    ("Failed: DID NOT RAISE <class 'ValueError'>", True),  # pytest.raises / pytest.fail
+    ('failed on setup with "AssertionError: Tensor-likes are not close!"', True),  # pytest's setup wrapper
+    ("Failed: Timeout >900.0s", False),  # pytest-timeout: the test ran out of time, not a check
+    ("OSError: We couldn't connect to 'https://huggingface.co' to load this file", False),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", False),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", False),
+    ("ValueError: tolerance 0.001 exceeded", False),  # raised by the code, not a check of the test's
+])
+def test_is_check_is_the_test_s_own_comparison(line: str, check: bool) -> None:
+    assert is_check(line) is check
 
 
 def test_signature_strips_what_changes_between_runs() -> None:

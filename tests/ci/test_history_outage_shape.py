@@ -169,6 +169,12 @@ def test_the_same_commit_passing_later_tells_an_outage(store_location: str, tmp_
 
 
 GENERIC = ("AssertionError", "E   AssertionError")
+# torch.testing's tolerance check, one line shared by many tests: the test's own comparison, no service's
+CLOSE = ("AssertionError: Tensor-likes are not close!",
+         "E   AssertionError: Tensor-likes are not close!\nE   Mismatched elements: 2 / 65536 (0.0%)")
+CLOSE_SETUP = ('failed on setup with "AssertionError: Tensor-likes are not close!"',
+               "E   AssertionError: Tensor-likes are not close!")
+EQUAL = ("assert 'lease expired' == 'ok'", "E   assert 'lease expired' == 'ok'")
 MOUNT_IMPORT = ("ImportError: cannot import name 'Lease' from 'modelstore' (/mnt/models/modelstore/__init__.py)",
                 "E   ImportError: cannot import name 'Lease' from 'modelstore' (/mnt/models/modelstore/__init__.py)")
 
@@ -178,6 +184,9 @@ MOUNT_IMPORT = ("ImportError: cannot import name 'Lease' from 'modelstore' (/mnt
     ("spell", 3, LEASE, (8, 3, 3, 2)),  # the report at newest - 3 (pull request 10) left out
     ("spell", 2, LEASE, None),  # main at 7 and pull request 7: one source's evidence
     ("spell", 20, GENERIC, None),  # a line that names no cause is no outage, whatever its shape
+    ("spell", 20, CLOSE, None),  # the same shape with a tolerance check's line: the tests' own, never an outage
+    ("spell", 20, CLOSE_SETUP, None),  # so inside pytest's setup wrapper
+    ("spell", 20, EQUAL, None),  # a bare assert, even one quoting a service's words
     ("spell", 20, MOUNT_IMPORT, (8, 3, 5, 3)),  # an ImportError's runs (kind "broken") count as failing so
     ("two_runners", 20, LEASE, (8, 3, 5, 3)),  # pull request 11 ran on r2: the spell names no runner
     ("two_files", 20, LEASE, (4, 2, 5, 3)),  # tests 1, 2, 5, 6: `MIN_TESTS` tests of `SHAPE_MIN_FILES` files

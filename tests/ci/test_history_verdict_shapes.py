@@ -341,10 +341,13 @@ def test_a_crash_only_this_change_shows_is_its_own(store_location: str, tmp_path
     assert (v.verdict, v.infra) == (expected, "signal" if expected == INFRA else ""), v.detail
 
 
-def oom(own_gib: float) -> tuple[str, str]:
+def oom(own_gib: float, nvml: bool = False) -> tuple[str, str]:
+    """torch's out-of-memory line on a nearly full 79 GiB device, with this process's share as
+    ``own_gib``: what its PyTorch allocated, or (``nvml``) all it holds as NVML counts it."""
+    own = (f"Including non-PyTorch memory, this process has {own_gib:.2f} GiB memory in use." if nvml
+           else f"Of the allocated memory {own_gib:.2f} GiB is allocated by PyTorch")
     line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.64 GiB. GPU 0 has a total capacity of "
-            f"79.19 GiB of which 0.94 GiB is free. Process 4242 has 78.10 GiB memory in use. Of the allocated memory "
-            f"{own_gib:.2f} GiB is allocated by PyTorch")
+            f"79.19 GiB of which 0.94 GiB is free. Process 4242 has {78.25 - own_gib:.2f} GiB memory in use. {own}")
     return line, f"E   {line}"
 
 
@@ -362,6 +365,33 @@ def test_a_gpu_that_another_process_holds_is_infra_whatever_test_it_hits(store_l
             run(store, tmp_path, sha(i), [error] if i in (2, 5) else [None], runner=f"r{1 + i % 4}")
         run(store, tmp_path, f"{9:04x}{'e' * 36}", [error], "pull_request", "r4", pr=9, base_sha=sha(6))
         (v,) = judge(store, [pr_failure(store, tmp_path, [error], base=sha(8))], merge_base=sha(8))
+    assert v.verdict == expected, v.detail
+    assert v.infra == ("gpu-held" if expected == INFRA else "")
+
+
+@pytest.mark.parametrize("own_gib, retried, expected", [
+    (2.87, False, INFRA),  # another process holds 76 GiB: the machine's, the first time it hits the test
+    (2.87, True, INFRA),  # the pipeline's retry passing does not make it a flake: the failure named the machine
+    (75.0, True, FLAKY),  # the test's own 75 GiB: its own appetite, and the retry passed
+    (75.0, False, NEW),  # ... and nothing passed: the change's, as any failure main never shows
+])
+def test_a_gpu_another_process_holds_stays_infra_when_the_retry_passes(store_location: str, tmp_path: Path,
+                                                                       own_gib: float, retried: bool,
+                                                                       expected: str) -> None:
+    """Main passes test_a at 0-3. Pull request 7's run 70 runs out of CUDA memory in test_a, its line
+    saying how much this process holds (NVML's count); ``retried``: the pipeline's retry of the
+    failed job (attempt 2 of run 70, its own JUnit) passes it."""
+    error = oom(own_gib, nvml=True)
+    head = f"{7:04x}{'d' * 36}"
+    with open_store(store_location) as store:
+        for i in range(4):
+            run(store, tmp_path, sha(i), [None], runner=f"r{1 + i % 2}")
+        for attempt, result in enumerate([error, None] if retried else [error], 1):
+            run(store, tmp_path, head, [result], "pull_request", f"r{attempt}", pr=7, base_sha=sha(3), run_id="70",
+                attempt=attempt)
+        (f,) = load_run(store, pr=7).failures
+        (v,) = judge(store, [f], merge_base=sha(3))
+    assert f.passed_on_retry is retried
     assert v.verdict == expected, v.detail
     assert v.infra == ("gpu-held" if expected == INFRA else "")
 
