@@ -40,7 +40,8 @@ def test_a_second_observation_reads_the_registry_layout_from_its_cache_without_t
     command = ["--out", out, "--tier", "cpu", "--", sys.executable, "tests/test_calc.py"]
     first, imported = _imports_of_observe(project, *command)
     assert first.returncode == 0, first.stderr
-    assert {"ci.registry", "yaml"} <= imported  # a miss: the registry is parsed, and the cache written
+    # a miss: the registry is parsed (PyYAML only where its fast parser gives up), and the cache written
+    assert "ci.registry" in imported and (project / ".ci-cache" / "observe-layout.json").is_file()
     facts = json.loads(Path(out).read_text())["tests"]
     second, imported = _imports_of_observe(project, *command)
     assert second.returncode == 0, second.stderr
