@@ -165,10 +165,10 @@ def dependency_break(store: Store, error: str, fingerprint: str, *, tests: int =
             block[seen[k][0]] = (seen[k][1], seen[k][2])
             k -= 1
     commits = list(dict.fromkeys(block[rid] for rid in sorted(block)))
-    if len({commit for commit, _ in commits}) < MIN_MAIN_COMMITS:
+    distinct = len({commit for commit, _ in commits})
+    if distinct < MIN_MAIN_COMMITS:
         return None
-    return DependencyBreak(error, names, commits[0][0], commits[0][1], len({commit for commit, _ in commits}),
-                           len(block), tests, runs, fixed)
+    return DependencyBreak(error, names, commits[0][0], commits[0][1], distinct, len(block), tests, runs, fixed)
 
 
 def _own_prs(store: Store, sha: str) -> set[str]:

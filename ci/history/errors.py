@@ -194,6 +194,12 @@ _PHASE = re.compile(r'^failed on (?:setup|teardown) with "(.*)"$', re.S)
 MAX_FINGERPRINT_TEXT = 300
 
 
+def _unwrapped(text: str) -> str:
+    """The line pytest's ``failed on setup with "..."`` (or teardown) wrapper quotes, else ``text``."""
+    wrapped = _PHASE.match(text.strip())
+    return wrapped.group(1) if wrapped else text
+
+
 @lru_cache(maxsize=4096)  # is_generic and the fingerprint normalise the same line, one after the other
 def normalise(text: str) -> str:
     """One line with the run-specific parts replaced: ``0x...`` -> ``<addr>``, temporary
@@ -201,8 +207,7 @@ def normalise(text: str) -> str:
     long hex ids -> ``<id>``, line numbers (``x.py:12``, ``line 12``) and other numbers -> ``<n>``;
     whitespace folded; at most `MAX_FINGERPRINT_TEXT` characters. pytest's ``failed on setup with
     "..."`` wrapper is dropped for the line it quotes."""
-    wrapped = _PHASE.match(text.strip())
-    text = wrapped.group(1) if wrapped else text
+    text = _unwrapped(text)
     text = _HEX.sub("<addr>", text)
     text = _TMP.sub("<tmp>", text)
     text = _PATH.sub("<path>", text)
@@ -290,8 +295,7 @@ def is_check(line: str) -> bool:
     ``assert``, ``pytest.fail``'s ``Failed:``, torch.testing's and numpy's tolerance errors, which
     are AssertionErrors), also inside pytest's ``failed on setup with "..."`` wrapper. The test ran
     to its comparison and got a wrong value: that names no service and no machine."""
-    wrapped = _PHASE.match(line.strip())
-    return bool(_ASSERTION.match(wrapped.group(1) if wrapped else line))
+    return bool(_ASSERTION.match(_unwrapped(line)))
 
 
 def environment_kind(line: str) -> str:

@@ -52,8 +52,6 @@ class JUnitError(ValueError):
     """A JUnit XML file could not be read or does not look like pytest's output."""
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Attempt:
     """One ``<testcase>`` element: its outcome, time, and the ``message`` attribute and text (the

@@ -17,8 +17,8 @@ from ci.commands.culprit_local import WindowError, diff_parts, touches_executed,
 from ci.commands.culprit_prior import window_diffs
 from ci.registry import load_registry
 from ci.selection.diff_hunks import Hunk, carry_lines, file_diffs, insertion_point
+from tests.ci.depmap_support import GIT
 
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 REGISTRY = """\
 version: 1
 tiers:
