@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from bench._history_gen15_jobs import Context, Job, run_job
+from bench._history_gen15_jobs import Context, Flake, Job, run_job
 from bench._history_gen15_plan import PullRequest, flakes, outages, pull_requests
 from bench._history_gen15_world import Shape, World, load_world
 from bench._verdicts_records import Run
@@ -66,6 +66,7 @@ class History:
     checkout_files: tuple[str, ...] = ()
     pull_requests: list[PullRequest] = field(default_factory=list)
     world: World | None = None
+    flakes: tuple[Flake, ...] = ()
 
 
 class _Runner:
@@ -181,4 +182,4 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
                               base_sha=world.commits[push.base].sha, author=pr.author)
     runs.sort(key=lambda r: (r.finished, r.run_id, r.attempt))
     files = tuple(sorted(world.catalogue)) + ("pyproject.toml",)
-    return History(seed, runs, files, prs, world)
+    return History(seed, runs, files, prs, world, flaky)
