@@ -46,7 +46,7 @@ class Scale:
     prs: int | None = None
     funcs_per_file: int = 2
     cases_per_func: int = 1
-    new_break: float = 0.07
+    new_break: float = 0.05
     closed_share: float = 0.15
     rerun: float = 0.55
     lost: float = 0.004

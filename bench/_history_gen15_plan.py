@@ -94,7 +94,7 @@ def pull_requests(world: World, rng: random.Random, limit: int | None, new_break
         number = numbers.pop(rng.randrange(len(numbers)))
         opened = first + timedelta(seconds=rng.uniform(0.02, 0.97) * span)
         count = 1 + min(3, int(rng.expovariate(0.9)))
-        broken = rng.random() < 0.5
+        broken = rng.random() < 0.35
         pushes = _pushes(world, rng, number, opened, opened + timedelta(hours=rng.uniform(1, 120)), count,
                          count if broken else 0)
         files = world.commits[rng.randrange(len(world.commits))].files

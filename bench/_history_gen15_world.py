@@ -4,7 +4,7 @@ parametrize ids) and the breakage windows, with what the data does not say drawn
 
 Contract: `load_world(seed, ...)` is deterministic per seed. A window's ``start`` is a real commit
 index (a revert's or an ``introduced in #N`` fix's culprit) or None; a window with no culprit is a
-dependency's or platform's: its onset is drawn 1-4 days before the fix (transformers main, which
+dependency's or platform's: its onset is drawn 6-36 hours before the fix (transformers main, which
 tests-main.yml installs, shows a transformers break 5-15 days before that). A window's tests are
 the fix's own test files, else the files its touched ``src/peft/tuners/<method>`` maps to, else
 test_decoder_models.py (where PEFT's prompt-learning and cache tests live); a subject naming GPU or
@@ -173,7 +173,7 @@ def load_world(seed: int, cases_per_func: int, funcs_per_file: int) -> World:
         files = _window_files(list(fix.files), w["tests"], known)
         pool = [c for f in files for c in known[f]]
         cases = tuple(sorted(rng.sample(pool, min(len(pool), 1)), key=lambda c: c.node))
-        onset = fix.time - timedelta(hours=rng.uniform(24, 96))
+        onset = fix.time - timedelta(hours=rng.uniform(6, 36))
         early = TRANSFORMERS_API.search(w["subject"]) is not None
         main_onset = onset - timedelta(days=rng.uniform(5, 15)) if early else onset
         gpu_only = re.search(r"(?i)\bgpu\b|nightly", w["subject"]) is not None or all(f in GPU_FILES for f in files)
