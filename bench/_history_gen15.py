@@ -149,9 +149,9 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
     prs = pull_requests(world, rng, scale.prs, scale.new_break, scale.closed_share)
     runs: list[Run] = []
 
-    def ctx(base: int, when: datetime, event: str, own: int | None = None, pr: PullRequest | None = None,
+    def ctx(base: int, when: datetime, own: int | None = None, pr: PullRequest | None = None,
             broken: bool = False) -> Context:
-        return Context(world, base, when, event, own, pr.new_cases if pr and broken else (),
+        return Context(world, base, when, own, pr.new_cases if pr and broken else (),
                        pr.new_os if pr else "", pr.new_file if pr else "", flaky, hub)
 
     for commit in world.commits:
@@ -159,10 +159,10 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
             continue
         when = commit.time + timedelta(seconds=rng.uniform(5, 60))
         jobs = [runner.hosted(t, os, when) for t, os in _cpu_tiers(world.shape_at(commit.index))]
-        runs += _attempts(ctx(commit.index, when, "push", commit.index), runner, scale, rng, "push", commit.sha,
+        runs += _attempts(ctx(commit.index, when, commit.index), runner, scale, rng, "push", commit.sha,
                           when, jobs, False, author=commit.author)
         main_job = [runner.hosted(MAIN_TIER, "ubuntu-latest", when)]
-        runs += _attempts(ctx(commit.index, when, "push", commit.index), runner, scale, rng, "push", commit.sha,
+        runs += _attempts(ctx(commit.index, when, commit.index), runner, scale, rng, "push", commit.sha,
                           when, main_job, False, author=commit.author)
     day = world.commits[0].time.replace(hour=2, minute=0, second=0, microsecond=0) + timedelta(days=1)
     while day < world.commits[-1].time:
@@ -171,13 +171,13 @@ def generate(seed: int, scale: Scale = Scale()) -> History:
         shape = world.shape_at(base)
         jobs = [runner.gpu(f"nightly {name.removeprefix('run_all_tests_')}", group, when)
                 for name, group in shape.gpu_groups]
-        runs += _attempts(ctx(base, when, "schedule"), runner, scale, rng, "schedule", world.commits[base].sha,
+        runs += _attempts(ctx(base, when), runner, scale, rng, "schedule", world.commits[base].sha,
                           when, jobs, False)
         day += timedelta(days=1)
     for pr in prs:
         for push in pr.pushes:
             jobs = [runner.hosted(t, os, push.when) for t, os in _cpu_tiers(world.shape_at(push.base))]
-            runs += _attempts(ctx(push.base, push.when, "pull_request", None, pr, push.broken), runner, scale, rng,
+            runs += _attempts(ctx(push.base, push.when, None, pr, push.broken), runner, scale, rng,
                               "pull_request", push.sha, push.when, jobs, True, pr=pr.number,
                               base_sha=world.commits[push.base].sha, author=pr.author)
     runs.sort(key=lambda r: (r.finished, r.run_id, r.attempt))

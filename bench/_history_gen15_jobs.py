@@ -64,7 +64,6 @@ class Context:
     world: World
     base: int
     when: datetime
-    event: str
     own_commit: int | None
     new_cases: tuple[Case, ...]
     new_os: str

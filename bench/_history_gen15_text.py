@@ -36,7 +36,7 @@ def _traceback(case: Case, rng: random.Random, frames: list[tuple[str, str]], li
             f">       {call}(...)", "", f"{case.file}:{rng.randint(40, 1900)}: ", RULE]
     for where, code in frames:
         head += [f"{where}:{rng.randint(30, 2400)}: in {code.split('(')[0].split('.')[-1] or 'forward'}", f"    {code}"]
-    return "\n".join([*head, *(f"E   {line}" if i else f"E   {line}" for i, line in enumerate(lines))])
+    return "\n".join([*head, *(f"E   {line}" for line in lines)])
 
 
 def failure(cause: str, case: Case, rng: random.Random, detail: str = "") -> Failure:

@@ -191,6 +191,9 @@ def test_the_real_skeleton_is_kept(full: gen15.History) -> None:
     assert {"tests (macos-13, 3.9)", "tests (windows-latest, 3.13)", gen15.MAIN_TIER} <= tiers
     late = [r for r in full.runs if r.event == "push" and r.commit > full.world.shapes[-2].index]
     assert late and all("macos" not in rep.tier and "3.9" not in rep.tier for r in late for rep in r.reports)
+    for shape in full.world.shapes:  # what this history models: no cancels, no reruns, no fail-fast
+        assert not shape.fail_fast and not shape.cancel_in_progress and "--reruns" not in shape.make_test
+        assert shape.make_test == "python -m pytest -n 3 tests/" and shape.cron == "0 2 * * *"
     sizes = {len(full.world.shape_at(r.commit).os) * len(full.world.shape_at(r.commit).python)
              for r in full.runs if r.event == "push" and r.reports and r.reports[0].tier != gen15.MAIN_TIER}
     assert sizes == {12, 8}
