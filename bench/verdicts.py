@@ -1,4 +1,4 @@
-"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|...|gen14] [--merge-group]``:
+"""``python -m bench verdicts [--quick] [--seeds 1-5] [--generator gen2|...|gen15] [--merge-group]``:
 how often `ci history verdicts` names the true cause of a pull request's failing test (issue 47), on the second labelled
 history (`bench._history_gen2`: written from GitHub's and pytest's documented behaviour and real GPU
 flakes, independent of the verdict rules; default seeds 1-5) or the third (`bench._history_gen3`:
@@ -27,7 +27,11 @@ full GPU, hub and InfiniBand failures, retries, re-comments and cancels on top, 
 the fourteenth (`bench._history_gen14`: bitsandbytes' real main branch, its path-filtered pull-request
 and nightly CUDA matrices on T4/A10/L40S pools and one Windows machine, real fixes, with simulated
 tolerance and compile flakes, ECC hosts, a stray Windows GPU process, wheel-index outages, a torch
-nightly regression, re-runs of failed jobs and cancels on top, held out the same way).
+nightly regression, re-runs of failed jobs and cancels on top, held out the same way) or the fifteenth (`bench._history_gen15`:
+PEFT's real main branch, its tests.yml CPU matrix on push and pull_request (GPU tests skipped there),
+tests-main.yml on transformers main and the nightly GPU groups, real dependency and platform fixes,
+with simulated flakes, hub outages, full disks, killed xdist workers, an Xid host, lost runners and
+re-runs of failed jobs on top, held out the same way).
 
 Each history is ingested into a fresh SQLite store through the real ingest path in the order its
 runs finish, each pull request run judged as pr-gpu.yml judges it (`bench._verdicts_score`).
@@ -52,7 +56,7 @@ from typing import Any, Callable
 
 from bench import (_history_gen2, _history_gen3, _history_gen4, _history_gen5, _history_gen6, _history_gen7,
                    _history_gen8, _history_gen9)
-from bench import _history_gen10, _history_gen11, _history_gen12, _history_gen13, _history_gen14
+from bench import _history_gen10, _history_gen11, _history_gen12, _history_gen13, _history_gen14, _history_gen15
 from bench._verdicts_records import LABELS
 from bench._verdicts_score import Judged, Score, score_history
 from bench.table import format_table
@@ -80,7 +84,8 @@ GENERATORS = {"gen2": Generator(_history_gen2.generate, _history_gen2.Scale(), _
               "gen11": Generator(_history_gen11.generate, _history_gen11.Scale(), _history_gen11.QUICK),
               "gen12": Generator(_history_gen12.generate, _history_gen12.Scale(), _history_gen12.QUICK),
               "gen13": Generator(_history_gen13.generate, _history_gen13.Scale(), _history_gen13.QUICK),
-              "gen14": Generator(_history_gen14.generate, _history_gen14.Scale(), _history_gen14.QUICK)}
+              "gen14": Generator(_history_gen14.generate, _history_gen14.Scale(), _history_gen14.QUICK),
+              "gen15": Generator(_history_gen15.generate, _history_gen15.Scale(), _history_gen15.QUICK)}
 DEFAULT_SEEDS = (1, 2, 3, 4, 5)
 REPLAY_ELSEWHERE = ("the replay is the verdict tests' own story and bench may not import tests: score it with "
                     "tests/ci/verdict_replay_bench.py (docs/bench.md, verdicts)")

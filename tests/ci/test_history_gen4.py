@@ -207,7 +207,7 @@ def test_the_bench_judges_a_queue_run_as_its_batchs() -> None:
     assert batch and all(j.verdict == "new" for j in batch)
 
 
-@pytest.mark.parametrize("name", ["gen2", "gen3", "gen4", "gen5", "gen6", "gen7", "gen8", "gen9", "gen10", "gen11", "gen12", "gen13", "gen14"])
+@pytest.mark.parametrize("name", ["gen2", "gen3", "gen4", "gen5", "gen6", "gen7", "gen8", "gen9", "gen10", "gen11", "gen12", "gen13", "gen14", "gen15"])
 def test_every_generator_fills_the_harness_records(name: str, tmp_path: Path) -> None:
     """The harness owns the records it ingests (`bench._verdicts_records`): every label and report
     a generator writes is one of them, and every run too but gen3's (its own shape, labels on it).

@@ -66,7 +66,7 @@ def test_the_bench_runs_gen5_and_names_it_in_errors(capsys: pytest.CaptureFixtur
     assert "verdicts on the gen5 history, seeds 1" in capsys.readouterr().out  # the score is not read here
     assert verdicts.main(["--generator", "gen-unknown"]) == 2
     err = capsys.readouterr().err
-    assert "gen4, gen5, gen6, gen7, gen8, gen9, gen10, gen11, gen12, gen13, gen14, replay, both" in err and len(err.strip().splitlines()) == 1
+    assert "gen4, gen5, gen6, gen7, gen8, gen9, gen10, gen11, gen12, gen13, gen14, gen15, replay, both" in err and len(err.strip().splitlines()) == 1
 
 
 def _etree_attempts(xml: str) -> dict[tuple[str, str, str], list[str]]:

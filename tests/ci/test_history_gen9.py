@@ -61,7 +61,7 @@ def test_gen9_is_a_bench_generator(capsys: pytest.CaptureFixture[str]) -> None:
     assert verdicts.GENERATORS["gen9"].generate is gen9.generate
     assert verdicts.GENERATORS["gen9"].quick == gen9.QUICK
     assert verdicts.main(["--generator", "gen99"]) == 2
-    assert "gen8, gen9, gen10, gen11, gen12, gen13, gen14, replay, both" in capsys.readouterr().err
+    assert "gen8, gen9, gen10, gen11, gen12, gen13, gen14, gen15, replay, both" in capsys.readouterr().err
 
 
 def test_junit_reads_the_same_with_ci_results_junit_and_etree(tmp_path: Path) -> None:
