@@ -80,7 +80,7 @@ def test_against_runs_a_pair_more_per_round_observed_by_the_other_ci_and_judges_
 def test_the_against_pairs_are_reported_and_never_judged() -> None:
     given = _pairs((10.0, 10.5), (10.0, 10.4))
     against = [Run(observed, 1, seconds, 0, "9 passed", 0.5, recorder="against")
-               for observed, seconds in ((False, 10.0), (True, 20.0))]
+               for observed, seconds in ((False, 9.0), (True, 18.0))]
     runs = against + given[:2] + against + given[2:]
     assert verdict(runs) == "MET"  # the against pairs read 2.0x
     assert pair_ratios(runs, "against") == [2.0, 2.0] and pair_ratios(runs) == [1.05, 1.04]
