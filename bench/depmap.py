@@ -1,8 +1,9 @@
 """Runtime dependency maps: what recording costs, and what they select:
 ``python -m bench depmap [--quick | --tier] [--repeat=N] [--workers=N] [--logs=DIR]``, or
 ``python -m bench depmap --observe [--cwd=DIR] [--python=PY] [--repeat=N] [--logs=DIR]
-[--count=auto|perf|callgrind] -- COMMAND...`` for `ci observe` of any tree's own command against
-the same command plain, alternating, with ``--count`` each run's instructions counted too
+[--count=auto|perf|callgrind] [--against=DIR] -- COMMAND...`` for `ci observe` of any tree's own
+command against the same command plain, alternating, with ``--count`` each run's instructions
+counted too, with ``--against`` a pair more per round observed by the ``ci`` in DIR
 (`bench._depmap_observe`, `bench._depmap_count`; exit 0 MET, 1 MISSED or unjudged, 2 bad usage), or
 ``python -m bench depmap --map=PATH`` for step 3 alone with a map recorded before at this
 repository's HEAD (a ``bench mutation --tree self`` workdir's ``depmap.json``).
@@ -123,7 +124,7 @@ def maps_agree(paths: list[Path], labels: list[str]) -> None:
 def observe_main(argv: list[str]) -> int:
     """``--observe``: see the module docstring; argv is everything before ``--``, command after it."""
     options, command = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
-    known = {"--observe", "--cwd", "--python", "--repeat", "--logs", "--count"}
+    known = {"--observe", "--cwd", "--python", "--repeat", "--logs", "--count", "--against"}
     unknown = [a for a in options if a.split("=", 1)[0] not in known]
     value = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in options if "=" in a}
     cwd = Path(value.get("--cwd", "."))
@@ -132,6 +133,8 @@ def observe_main(argv: list[str]) -> int:
                else "no command: give it after `--` (bench depmap --observe -- python -m pytest tests)" if not command
                else f"--cwd={cwd}: not a directory" if not cwd.is_dir()
                else f"--repeat={repeat}: not a whole number of pairs >= 1" if not repeat.isdigit() or int(repeat) < 1
+               else f"--against={value['--against']}: no ci package there" if "--against" in value
+               and not Path(value["--against"], "ci", "__main__.py").is_file()
                else "")
     picked = _depmap_count.pick(value["--count"]) if "--count" in value and not problem else None
     counter = picked if isinstance(picked, _depmap_count.Counter) else None
@@ -143,7 +146,8 @@ def observe_main(argv: list[str]) -> int:
     if logs is not None:
         logs.mkdir(parents=True, exist_ok=True)
     runs = _depmap_observe.compare_observed(cwd.resolve(), command, value.get("--python", sys.executable),
-                                            int(repeat), logs, counter)
+                                            int(repeat), logs, counter,
+                                            Path(value["--against"]).resolve() if "--against" in value else None)
     counted = f", instructions by {counter.name}" if counter is not None else ""
     title = f"ci observe vs plain, {repeat} pair(s), alternating{counted}: {' '.join(command)} (in {cwd})"
     print(format_table(_depmap_observe.HEADERS, _depmap_observe.table_rows(runs), title=title))

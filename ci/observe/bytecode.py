@@ -63,20 +63,27 @@ def loaded_sources(package: str) -> list[str]:
 def cache_checked(sources: list[str]) -> list[str]:
     """Write a checked-hash ``.pyc`` for each of ``sources`` whose cached one is not already
     that, of that source; returns those written."""
-    import py_compile  # deferred: every recorded child imports this module, one in a recording writes
-
-    written = []
+    stale: list[tuple[str, str]] = []
     for source in sources:
         try:
             cached = importlib.util.cache_from_source(source)
             with open(source, "rb") as fh:
-                data = fh.read()
-            if _checked_hash_of(cached, data):
-                continue
+                current = _checked_hash_of(cached, fh.read())
+        except (OSError, ValueError, NotImplementedError):
+            continue  # see the module docstring: the child compiles it, as without a cache
+        if not current:
+            stale.append((source, cached))
+    if not stale:  # every run after the first: py_compile (with traceback, textwrap) is never imported
+        return []
+    import py_compile  # deferred: every recorded child imports this module, one in a recording writes
+
+    written = []
+    for source, cached in stale:
+        try:
             py_compile.compile(source, cfile=cached, doraise=True,
                                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
         except (OSError, ValueError, NotImplementedError, py_compile.PyCompileError):
-            continue  # see the module docstring: the child compiles it, as without a cache
+            continue
         written.append(source)
     return written
 

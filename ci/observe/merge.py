@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -71,7 +70,9 @@ def _coverage_part(part: Path) -> list[tuple[str, dict[int, list[str]]]]:
     """Each measured file of one coverage.py data file, with the contexts of each line; `_Torn`
     when it cannot be read."""
     # deferred: importing coverage.py costs about 0.15 s of CPU, and a map whose processes all
-    # wrote JSON parts (the 3.12 sysmon core, slipcover's children) needs none of it
+    # wrote JSON parts (the 3.12 sysmon core, slipcover's children) needs none of it (nor sqlite3)
+    import sqlite3
+
     from coverage import CoverageData
     from coverage.exceptions import CoverageException
 

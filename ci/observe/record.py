@@ -47,16 +47,15 @@ import pytest
 
 from ci.atomic_write import atomic_write_text
 from ci.observe.facts import PytestFacts
-from ci.observe.files import (OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV, TEST_ENV, OpenedLog,
-                              Rearm, RepoFiles, collect_context, fixture_context)
-from ci.observe import child, clock, startup, worktree
+from ci.observe.files import (CHILD_CORE_ENV, OBSERVE_ENV, OBSERVED_PYTEST_ENV, PARTS_ENV, RECORD_ENV, ROOT_ENV,
+                              TEST_ENV, OpenedLog, Rearm, RepoFiles, collect_context, fixture_context)
+from ci.observe import child, clock, worktree
 from ci.observe.bytecode import cache_checked, loaded_sources
 from ci.observe.child_config import write_child_config
 from ci.observe.forked import ForkedCopy, watch_forks
 from ci.observe.live import guard_kills
 from ci.observe.options import KEEP_PARTS_ENV, RecordOptions, record_options
 from ci.observe.probe_cache import probe_folder
-from ci.observe.startup import CHILD_CORE_ENV
 
 _PACKAGE = __name__.split(".")[0]  # the recorder's own package (`ci`)
 SETTLE_SECONDS = 0.1  # how soon a probe that fired stops firing in its test file (besides after each test)
@@ -112,6 +111,8 @@ def _prepare_children(parts: Path, files: RepoFiles, options: RecordOptions) -> 
     """The owner's part, once per recording, before any worker or test starts (they inherit it):
     the subprocesses' coverage config, and the recorder's own start-up hook with the variable that
     arms it. A worker rewriting the config could tear it under a child of another worker reading it."""
+    from ci.observe import startup  # deferred: an observed pytest is no owner, and sysconfig costs it 2-3 ms
+
     write_child_config(parts, files, options.core)
     if options.core in ("slipcover", "sysmon") and options.subprocesses and startup.install() is not None:
         os.environ[CHILD_CORE_ENV] = options.core  # subprocesses by the recorder's core too, where the hook runs

@@ -12,7 +12,7 @@ import pytest
 
 from bench import __main__ as bench_main
 from bench._depmap_count import Counter
-from bench._depmap_observe import Run, outcome_counts, summary, verdict
+from bench._depmap_observe import Run, outcome_counts, pair_ratios, summary, verdict
 from tests.ci.depmap_support import clean_env, write_project
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,12 +44,58 @@ def test_a_command_is_run_plain_and_observed_in_turn_with_its_counts_and_map(tmp
     assert "goal median <= +10%: M" in proc.stdout, proc.stdout  # judged: the same failure in every run
 
 
+# a stand-in `ci` for --against: runs the command and says so in a map line of its own, so each
+# observed run's output tells which `ci` observed it
+FAKE_OBSERVE = (
+    "import subprocess, sys\n"
+    "args = sys.argv[1:]\n"
+    "out, command = args[args.index('--out') + 1], args[args.index('--') + 1:]\n"
+    "status = subprocess.run(command).returncode\n"
+    "open(out, 'w').write('{}')\n"
+    "print(f'python -m ci observe: wrote {out} (7 test file(s), 3 not complete)', file=sys.stderr)\n"
+    "sys.exit(status)\n"
+)
+
+
+def test_against_runs_a_pair_more_per_round_observed_by_the_other_ci_and_judges_only_the_given(tmp_path: Path) -> None:
+    write_project(tmp_path / "proj", FILES)
+    write_project(tmp_path / "other", {"ci/__init__.py": "", "ci/__main__.py": FAKE_OBSERVE})
+    logs = tmp_path / "logs"
+    proc = _bench("--observe", f"--cwd={tmp_path / 'proj'}", "--repeat=2", f"--logs={logs}",
+                  f"--against={tmp_path / 'other'}", "--", sys.executable, "-m", "pytest", "-q", "-p",
+                  "no:cacheprovider", "tests")
+    assert proc.returncode in (0, 1), proc.stderr
+    rows = [re.split(r"\s{2,}", line) for line in proc.stdout.splitlines() if line.startswith(("1 ", "2 "))]
+    assert [(r[0], r[1]) for r in rows] == [(n, m) for n in "12" for m in (
+        "against plain", "against observed", "plain", "observed")], proc.stdout
+    assert all("1 failed, 1 passed, 1 skipped" in r for r in map(" ".join, rows)), proc.stdout
+    assert [r[1] for r in rows if "7 test file(s), 3 not complete" in r] == ["against observed"] * 2, proc.stdout
+    assert [r[1] for r in rows if "2 test file(s), 0 not complete" in r] == ["observed"] * 2, proc.stdout
+    assert sorted(p.name for p in logs.iterdir()) == sorted(
+        f"{who}{mode}.{i}.log" for who in ("", "against-") for mode in ("plain", "observed") for i in (0, 1))
+    assert "against: CPU, observed / plain: median of 2 pair(s)" in proc.stdout, proc.stdout
+    assert "\nCPU, observed / plain: median of 2 pair(s)" in proc.stdout, proc.stdout
+
+
+def test_the_against_pairs_are_reported_and_never_judged() -> None:
+    given = _pairs((10.0, 10.5), (10.0, 10.4))
+    against = [Run(observed, 1, seconds, 0, "9 passed", 0.5, recorder="against")
+               for observed, seconds in ((False, 9.0), (True, 18.0))]
+    runs = against + given[:2] + against + given[2:]
+    assert verdict(runs) == "MET"  # the against pairs read 2.0x
+    assert pair_ratios(runs, "against") == [2.0, 2.0] and pair_ratios(runs) == [1.05, 1.04]
+    text = summary(runs)
+    assert text.startswith("against: CPU, observed / plain: median of 2 pair(s) x2.000"), text
+    assert "best CPU s: plain 10.00, observed 10.40 (x1.040)" in text and text.endswith("MET"), text
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--observe"], "no command: give it after `--`"),
     (["--observe", "--cwd=/nonexistent/x", "--", "true"], "--cwd=/nonexistent/x: not a directory"),
     (["--observe", "--repeat=0", "--", "true"], "--repeat=0: not a whole number"),
     (["--observe", "--pairs=2", "--", "true"], "unknown option '--pairs=2'"),
     (["--observe", "--count=papi", "--", "true"], "--count=papi: not one of auto, perf, callgrind"),
+    (["--observe", "--against=/nonexistent/x", "--", "true"], "--against=/nonexistent/x: no ci package there"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
     proc = _bench(*args)

@@ -212,3 +212,41 @@ def test_an_observation_caches_the_observers_and_the_pytest_processs_own_modules
     assert dict(zip(names, checked.stdout.split())) == {
         **{name: "True" for name in observer + pytest_process}, "ci/culprit/prior.py": "False", "pkg/work.py": "False"}
     assert json.loads((tmp_path / "facts.json").read_text())["tests"]["tests/test_x.py"]["executed"]["pkg/work.py"] == "1-5,8"
+
+
+_IMPORTED = ("import json, sys\n"
+             "from ci.observe.bytecode import cache_checked\n"
+             "written = cache_checked(sys.argv[1:])\n"
+             "print(json.dumps([written, 'py_compile' in sys.modules]))\n")
+
+
+def test_cache_checked_imports_py_compile_only_when_a_pyc_is_stale(tmp_path: Path) -> None:
+    """In a fresh interpreter (its own ``sys.modules`` the oracle): nothing stale, nothing to
+    compile, so py_compile (with traceback and textwrap) is never imported; one stale source is."""
+    source = tmp_path / "mod.py"
+    source.write_text("X = 1\n")
+
+    def run() -> list:
+        proc = subprocess.run([sys.executable, "-c", _IMPORTED, str(source)], cwd=REPO, env=clean_env(),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    assert run() == [[str(source)], True]  # no .pyc yet: compiled
+    assert run() == [[], False]  # current: py_compile left unimported
+    source.write_text("X = 22\n")
+    assert run() == [[str(source)], True]  # edited: compiled again
+    assert importlib.util.source_hash(source.read_bytes()) == _pyc(source).read_bytes()[8:16]
+
+
+def test_an_observed_pytest_and_the_merge_import_neither_sysconfig_nor_sqlite3() -> None:
+    """What the observed pytest process imports of the recorder (`ci.observe.record`), and the
+    observer's merge of JSON parts (`ci.observe.merge`): sysconfig is the owner's start-up hook's
+    (an observed pytest is no owner), sqlite3 coverage.py's parts'; a fresh interpreter's
+    ``sys.modules`` says which were imported."""
+    body = ("import sys\nimport ci.observe.record, ci.observe.merge\n"
+            "print(sorted(m for m in ('sysconfig', 'sqlite3', 'py_compile') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", body], cwd=REPO, env=clean_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout

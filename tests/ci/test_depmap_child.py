@@ -279,7 +279,9 @@ def test_a_child_s_periodic_flush_retires_the_probes_of_what_it_wrote(tmp_path: 
         from pkg import work
         work.work(2)
         deadline = time.monotonic() + 30
-        while not any(os.path.getsize(p) for p in glob.glob(os.environ["CI_DEPMAP_PARTS"] + "/clines.*")):
+        # work.py's lines written, not just any: a flush before `work` ran can hold pkg/__init__.py's
+        # lines alone (it printed 0 retired so, at load 14)
+        while not any("work.py" in open(p).read() for p in glob.glob(os.environ["CI_DEPMAP_PARTS"] + "/clines.*")):
             time.sleep(0.01)
         import ci.observe.child as child  # the recorder's own module, shared (`ci.observe.aside`)
         print(len(child._active[0].lines._sites.retired))
