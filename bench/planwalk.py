@@ -96,9 +96,11 @@ def measure(tree: Path, commits: list[str], codes: dict[str, Path], tier: str, r
                     side.wall.append(wall)
                     side.cpu.append(cpu)
                     side.selections.add(selected)
+            every = set().union(*(s.selections for s in sides.values()))
             print(f"bench planwalk: {commit} {mode}: " + ", ".join(
-                f"{n} {sum(s.wall):.1f} s wall, {sum(s.cpu):.1f} s CPU" for n, s in sides.items()),
-                  file=sys.stderr, flush=True)
+                f"{n} {sum(s.wall):.1f} s wall, {sum(s.cpu):.1f} s CPU" for n, s in sides.items())
+                  + f"; {'the same selection' if len(every) == 1 else 'SELECTIONS DIFFER'} in every run",
+                  file=sys.stderr, flush=True)  # the table comes at the end: a run stopped early keeps these
             rows.append((commit, mode, sides))
     return rows
 
