@@ -43,6 +43,7 @@ class Options:
     observe: bool = False
     by_test: bool = False
     by_test_budget: float | None = None
+    flake_runs: int = 0
 
 
 def say(text: str) -> None:

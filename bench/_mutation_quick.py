@@ -35,9 +35,10 @@ FILES = {
 }
 
 
-def build_quick_tree(root: Path) -> TreeSpec:
-    """Write `FILES` into ``root``, commit them, and return the tree's spec at that commit."""
-    for rel, text in FILES.items():
+def commit_files(root: Path, files: dict[str, str]) -> str:
+    """Write ``files`` (relative path -> text) into ``root``, make it a git repository holding
+    them in one commit, and return that commit."""
+    for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "commit.gpgsign=false"]
@@ -45,7 +46,12 @@ def build_quick_tree(root: Path) -> TreeSpec:
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "tiny tree"], cwd=root, check=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-    return TreeSpec("quick", commit.stdout.strip(), "src", "tests")
+    return commit.stdout.strip()
 
 
-__all__ = ["FILES", "build_quick_tree"]
+def build_quick_tree(root: Path) -> TreeSpec:
+    """Write `FILES` into ``root``, commit them, and return the tree's spec at that commit."""
+    return TreeSpec("quick", commit_files(root, FILES), "src", "tests")
+
+
+__all__ = ["FILES", "build_quick_tree", "commit_files"]

@@ -12,6 +12,9 @@ Contract:
   timeout) names no failing file, only a red run: it enters no failing pair. Each selector keeps
   such mutants in ``unjudged`` with the number of files it selected, so the table says how many
   there were and whether each selection was empty (an empty selection would have shipped them).
+- A flake pair (`bench._mutation_flakes`: a failing pair a flake, not the mutant, broke) is
+  counted apart: out of the failing pairs and recall, in ``flake_pairs``/``flake_selected``, and
+  listed with its evidence by the bench; never dropped.
 - `mean_judged_time` is the est-time mean over the mutants with a verdict alone: the one mean in
   which a selector that picks the failing files themselves is a lower bound for every selector
   that misses nothing.
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from bench._mutation_gen import Mutant, added_line
 from bench._mutation_store import MutantResult
@@ -49,6 +52,8 @@ class SelectorScore:
     misses: list[Miss] = field(default_factory=list)
     unjudged: list[tuple[MutantResult, int]] = field(default_factory=list)
     judged_time_fractions: list[float] = field(default_factory=list)
+    flake_pairs: int = 0
+    flake_selected: int = 0
 
     @property
     def recall(self) -> float | None:
@@ -69,8 +74,11 @@ class SelectorScore:
 
 
 def score(selectors: Mapping[str, Selector], mutants: Sequence[Mutant], results: Mapping[str, MutantResult],
-          universe: frozenset[str], durations: Mapping[str, float]) -> list[SelectorScore]:
-    """Each selector's `SelectorScore` over the mutants that have a result."""
+          universe: frozenset[str], durations: Mapping[str, float],
+          flakes: Collection[tuple[str, str]] = ()) -> list[SelectorScore]:
+    """Each selector's `SelectorScore` over the mutants that have a result; ``flakes`` are the
+    (mutant id, test file) pairs a flake broke, counted apart (module docstring)."""
+    flaky = set(flakes)
     total_time = sum(durations.get(t, 0.0) for t in universe) or 1.0
     scores = [SelectorScore(name) for name in selectors]
     for mutant in mutants:
@@ -78,6 +86,8 @@ def score(selectors: Mapping[str, Selector], mutants: Sequence[Mutant], results:
         if result is None:
             continue
         failing = set(result.failing) & universe
+        flake = {t for t in failing if (mutant.id, t) in flaky}
+        failing -= flake
         for entry, select in zip(scores, selectors.values()):
             chosen = select(mutant) & universe
             entry.file_fractions.append(len(chosen) / len(universe))
@@ -86,6 +96,8 @@ def score(selectors: Mapping[str, Selector], mutants: Sequence[Mutant], results:
                 entry.unjudged.append((result, len(chosen)))
                 continue
             entry.judged_time_fractions.append(entry.time_fractions[-1])
+            entry.flake_pairs += len(flake)
+            entry.flake_selected += len(flake & chosen)
             entry.failing_pairs += len(failing)
             entry.selected_pairs += len(failing & chosen)
             entry.misses += [Miss(result, t) for t in sorted(failing - chosen)]
@@ -99,6 +111,7 @@ def _pct(value: float | None) -> str:
 def selector_table(scores: Sequence[SelectorScore], baseline: str) -> str:
     """The per-selector table; ratios against the ``baseline`` selector's means."""
     base = next(s for s in scores if s.name == baseline)
+    flakes = any(s.flake_pairs for s in scores)
     rows = []
     for s in scores:
         files_x = ratio(s.mean_files / base.mean_files) if base.mean_files else ""
@@ -106,10 +119,12 @@ def selector_table(scores: Sequence[SelectorScore], baseline: str) -> str:
         rows.append((s.name + (" (baseline)" if s.name == baseline else ""), _pct(s.recall),
                      f"{s.selected_pairs}/{s.failing_pairs}", _pct(s.mean_files), _pct(s.mean_time),
                      files_x, time_x, len(s.misses),
-                     f"{len(s.unjudged)}: {sum(1 for _, n in s.unjudged if n == 0)}"))
+                     f"{len(s.unjudged)}: {sum(1 for _, n in s.unjudged if n == 0)}")
+                    + ((f"{s.flake_selected}/{s.flake_pairs}",) if flakes else ()))
     return format_table(("selector", "recall", "failing pairs selected", "files selected (mean)",
                          "est-time selected (mean)", "x static graph (files)", "x static graph (est-time)",
-                         "misses", "no verdict: empty selections"), rows,
+                         "misses", "no verdict: empty selections")
+                        + (("flake pairs selected (apart)",) if flakes else ()), rows,
                         title="selection per mutant, same mutants, same run")
 
 

@@ -50,6 +50,11 @@ What one run does, in ``--workdir``:
    (goal >= 99.5 %, a MISSED line when not met); mean fraction of universe files and of est-time
    selected, each as a ratio to the static graph's. Every miss is listed.
 
+``--flake-runs K``: each failing pair is told mutant-broken or flake-broken
+(`bench._mutation_flakes`: its file's tests rerun K times unmutated and, where a test failed
+unmutated, K times under the mutant); flake pairs are counted apart from recall, in a column of
+their own, each listed with its evidence.
+
 ``--by-test``: a fifth table, selection by test id instead of file, a measured potential
 (`bench._mutation_bytest`: one contexts run, reruns of each mutant's failing files).
 
@@ -70,6 +75,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench import _mutation_bytest as bytest
+from bench._mutation_flakes import PairVerdict, flake_check
 from bench._mutation_baseline import PREFILTERED, Baseline, Options, baseline, say
 from bench._mutation_gen import Mutant, generate
 from bench._mutation_quick import build_quick_tree
@@ -157,10 +163,15 @@ def mutants_of(tree: Path, spec: TreeSpec, executed: dict[str, frozenset[int]], 
     return generate(sources, executed, opts.mutants, opts.seed)
 
 
+def mutant_limit(base: Baseline) -> float:
+    """Seconds one run of the universe under a mutant may take (module docstring, step 3)."""
+    return max(MIN_MUTANT_LIMIT, 3 * max(v for k, v in base.walls.items() if k.startswith("baseline")))
+
+
 def run_mutant(opts: Options, tree: Path, mutant: Mutant, base: Baseline, env: dict[str, str]) -> MutantResult:
     """Step 3 for one mutant: apply, run the universe, restore from git (module docstring)."""
     target = tree / mutant.path
-    limit = max(MIN_MUTANT_LIMIT, 3 * max(v for k, v in base.walls.items() if k.startswith("baseline")))
+    limit = mutant_limit(base)
     try:
         atomic_write_text(target, mutant.source)
         drop_bytecode(target)
@@ -198,18 +209,23 @@ def measure(opts: Options, repo: Path, spec: TreeSpec) -> int:
         results[mutant.id] = result
         say(f"bench mutation: mutant {i}/{len(mutants)} {mutant.id} {mutant.path}:{mutant.line} {mutant.operator}: "
              f"{len(result.failing)} failing file(s), {result.wall:.0f} s{' ' + result.broken if result.broken else ''}")
+    flakes = (flake_check(opts.python, tree, mutants, results, opts.workdir, runs=opts.flake_runs,
+                          workers=opts.workers, limit=mutant_limit(base), env=env, say=say)
+              if opts.flake_runs else None)
     by_test = (bytest.prepare(opts.python, tree, spec.source_root, base.universe, opts.workdir, env=env, say=say,
                               limit=6 * max(base.walls.values()), mutants=mutants, results=results,
                               budget=opts.by_test_budget)
                if opts.by_test else None)
-    report(opts, tree, spec, base, mutants, results, by_test)
+    report(opts, tree, spec, base, mutants, results, by_test, flakes)
     return 0
 
 
 def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: list[Mutant],
-           results: dict[str, MutantResult], by_test: bytest.ByTestInputs | None = None) -> None:
+           results: dict[str, MutantResult], by_test: bytest.ByTestInputs | None = None,
+           flakes: list[PairVerdict] | None = None) -> None:
     """Print the runs table, the universe's exclusions, the selector table, the goal and every miss
-    (and with ``--by-test`` the by-test-id table, `bench._mutation_bytest`)."""
+    (and with ``--by-test`` the by-test-id table, `bench._mutation_bytest`; with ``--flake-runs``
+    recall over the mutant-broken pairs, each flake pair listed apart with its evidence)."""
     universe = frozenset(base.universe)
     done = [results[m.id] for m in mutants if m.id in results]
     first = base.walls["baseline run 1"]
@@ -240,7 +256,8 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
                  "static graph": lambda m: static_selection(tree_view, m.path),
                  "path prefix": lambda m: path_prefix_selection(universe, m.path),
                  _ORACLE: lambda m: set(results[m.id].failing) if m.id in results else set()}
-    scores = score(selectors, mutants, results, universe, seconds_for_scoring(opts, base))
+    flake_pairs = [(v.mutant, v.file) for v in flakes or () if v.flake]
+    scores = score(selectors, mutants, results, universe, seconds_for_scoring(opts, base), flake_pairs)
     print(selector_table(scores, "static graph"))
     graph = next(s for s in scores if s.name == "static graph")
     print()
@@ -253,6 +270,15 @@ def report(opts: Options, tree: Path, spec: TreeSpec, base: Baseline, mutants: l
     print(f"goal: runtime map recall >= {GOAL_RECALL:.1%}: {verdict}" + (f" ({recall:.2%})" if recall is not None else ""))
     for line in unjudged_lines(scores) + miss_lines(scores):
         print(line)
+    if flakes is not None:
+        print(f"flakes ({opts.flake_runs} reruns each way): {len(flakes) - len(flake_pairs)} failing pair(s) "
+              f"mutant-broken, {len(flake_pairs)} flake pair(s) counted apart (not in recall):")
+        by_id = {m.id: m for m in mutants}
+        for verdict in (v for v in flakes if v.flake):
+            mutant = by_id[verdict.mutant]
+            seen = "selected" if verdict.file in selectors["runtime map"](mutant) else "not selected"
+            print(f"flake pair: {mutant.id} {mutant.path}:{mutant.line} -> {verdict.file} ({seen} by the runtime map): "
+                  f"{verdict.describe()}")
     if by_test is not None:
         print()
         print(bytest.by_test_table(by_test, mutants, results, selectors["runtime map"], selectors["static graph"]))
@@ -294,6 +320,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "(bench._mutation_bytest; the interpreter needs pytest-cov)")
     parser.add_argument("--by-test-budget", type=float, default=None,
                         help="with --by-test: start no rerun after this many seconds (cheapest first; resumable)")
+    parser.add_argument("--flake-runs", type=int, default=0, metavar="K",
+                        help="tell mutant-broken pairs from flake-broken ones with K reruns each way "
+                             "(bench._mutation_flakes); flake pairs are counted apart")
     parser.add_argument("--quick", action="store_true")
     return parser.parse_args(argv)
 
@@ -306,7 +335,8 @@ def main(argv: list[str]) -> int:
                 repo = Path(tmp) / "repo"
                 repo.mkdir()
                 spec = build_quick_tree(repo)
-                opts = Options(sys.executable, Path(tmp) / "work", args.mutants or 5, args.seed, 0, False)
+                opts = Options(sys.executable, Path(tmp) / "work", args.mutants or 5, args.seed, 0, False,
+                               flake_runs=args.flake_runs)
                 return measure(opts, repo, spec)
         if args.tree == "self":
             if args.workdir is None:
@@ -315,7 +345,7 @@ def main(argv: list[str]) -> int:
             workdir = args.workdir.resolve()
             opts = Options(args.python or sys.executable, workdir, args.mutants or 100, args.seed, args.workers,
                            args.resume, args.max_file_seconds, args.report_only, args.observe, args.by_test,
-                           args.by_test_budget)
+                           args.by_test_budget, args.flake_runs)
             return measure(opts, CI_ROOT, self_spec(workdir, args.resume))
         spec, repo, flag = ((REPO_TREES[args.tree], args.repo, "--repo") if args.tree in REPO_TREES
                             else (PYTEST, args.pytest_repo, "--pytest-repo"))
@@ -329,7 +359,7 @@ def main(argv: list[str]) -> int:
             return 2
         opts = Options(args.python, args.workdir.resolve(), args.mutants or 100, args.seed, args.workers, args.resume,
                        args.max_file_seconds, args.report_only, args.observe, args.by_test,
-                       args.by_test_budget)
+                       args.by_test_budget, args.flake_runs)
         return measure(opts, repo, spec)
     except (TreeError, ResultsError) as exc:
         print(f"bench mutation: {exc}", file=sys.stderr)
