@@ -1,5 +1,5 @@
 """``python -m bench culprit [--quick] [--seed N] [--breakages N] [--misses] [--where] [--off-lines-percent P]
-[--calibration] [--past-culprits N]``:
+[--calibration] [--past-culprits N] [--confirm] [--learned-only]``:
 culprit finding on simulated breakages, every method side by side in one run.
 
 Windows of 2-128 candidate commits (log-uniform), the culprit uniform among them, the test's
@@ -33,6 +33,10 @@ with <= 0.5x deflaked bisection's runs; the verdict line says whether this run m
 how often the judged method's top commit is the culprit against the probability it gave it, per
 band, at the stop and at every step (1 runner): `Calibration`; only the bisections, the judged
 method and its learned-prior twin are run then (the same breakages and draws: the other methods draw from seeds of their own).
+``--confirm``: one more method, the learned-prior method whose confident answer waits while a
+single run decides it (`Search(confirm=True)`: that run is repeated), on the same draws.
+``--learned-only``: only the bisections and the learned-prior methods, only the bands up to 20 %
+(the goal's): the same breakages and draws as the full run, a fraction of its time.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ SIGNED = tuple(f"ci.culprit observed+attempts+signatures {s:.0%}".replace("%", "
 METHODS += SIGNED
 LEARNED = "ci.culprit observed+attempts, learned prior"  # the judged method with `ci.culprit.learned` weights
 METHODS += (LEARNED,)
+CONFIRMED = LEARNED + ", confirmed"  # `LEARNED` with `Search(confirm=True)`: only with --confirm
 GOAL = "ci.culprit observed+attempts"  # judged against the goal; it assumes p's 90 % posterior quantile
 # (`false_pass_bound`), as `ci culprit` does; every other ci.culprit method, "p mean" the one to
 # compare it with, assumes the posterior's mean (`false_pass_rate`)
@@ -174,13 +179,14 @@ def _ours(seed: float, b: Breakage, noises: tuple[NoiseModel, ...], runners: int
           learned: TouchWeights = TouchWeights()) -> tuple[int, int, int, str]:
     rng, sig_rng = random.Random(seed), random.Random(seed + 0.5)
     share = SIGNATURE_SHARES[SIGNED.index(method)] if method in SIGNED else None
-    noise = noises[2 + SIGNED.index(method)] if share is not None else noises[method not in (GOAL, LEARNED)]
+    noise = noises[2 + SIGNED.index(method)] if share is not None else noises[method not in (GOAL, LEARNED, CONFIRMED)]
     if "observed" in method:
-        weights = (learned if method == LEARNED else TouchWeights()).weights([Touch(level) for level in b.levels])
+        weights = (learned if method in (LEARNED, CONFIRMED) else TouchWeights()).weights([Touch(level) for level in b.levels])
     else:
         weights = prior_weights(b.n, b.touches if "touched" in method else None, W_LOW)
     detail = "attempts" in method
-    search = Search(weights, noise, confidence=CONFIDENCE, budget=BUDGET, attempts=ATTEMPTS, detail=detail)
+    search = Search(weights, noise, confidence=CONFIDENCE, budget=BUDGET, attempts=ATTEMPTS, detail=detail,
+                    confirm=method == CONFIRMED)
 
     def probe(batch: list[Probe]) -> list[bool | int | tuple[int, bool | None]]:
         if share is not None:
@@ -196,18 +202,22 @@ def _ours(seed: float, b: Breakage, noises: tuple[NoiseModel, ...], runners: int
 
 def simulate(breakages: int, seed: int, off_lines: float = 0.0, where: dict[str, Where] | None = None,
              calibration: dict[str, Calibration] | None = None,
-             methods: tuple[str, ...] = METHODS, past: int = PAST_CULPRITS) -> dict[tuple[str, str], Tally]:
+             methods: tuple[str, ...] = METHODS, past: int = PAST_CULPRITS,
+             bands: tuple[tuple[float, float], ...] = BANDS) -> dict[tuple[str, str], Tally]:
     """Every method's tally per band label, over ``breakages`` per band; ``off_lines``: the share of
     culprits that change only the test's files, none of its executed lines (`Touch.FILE`); ``where``
     (band label -> `Where`, filled in) when given: where the judged method's runs went;
     ``calibration`` likewise, its posterior against the truth. ``methods``: those run (a
     ci.culprit method's draws come from seeds of its own, so leaving some out changes no other's).
     ``past``: the found culprits `LEARNED` learns its weights from, per breakage (`past_culprits`:
-    drawn as the measured breakages are, from a stream of their own)."""
+    drawn as the measured breakages are, from a stream of their own). ``bands``: a prefix of
+    `BANDS` (the bands are drawn in order, so a prefix's draws are the full run's)."""
+    if bands != BANDS[:len(bands)]:
+        raise ValueError(f"bands {bands}: not a prefix of {BANDS}")
     rng, past_rng = random.Random(seed), random.Random(f"{seed} past")
     tallies: dict[tuple[str, str], Tally] = {}
     shares = list(TOUCH_SHARES.values())
-    for low, high in BANDS:
+    for low, high in bands:
         label = _band(low, high)
         for k in range(breakages):
             n = max(2, min(128, round(2 ** rng.uniform(1, 7))))
@@ -224,14 +234,15 @@ def simulate(breakages: int, seed: int, off_lines: float = 0.0, where: dict[str,
             noises = (*noises[:2], *(n if verified_signature(verify, b, share) else replace(n, flake_match=None)
                                      for n, share in zip(noises[2:], SIGNATURE_SHARES)))
             learned = learn_weights([PastCulprit(Touch(p.levels[p.culprit]), tuple(map(Touch, p.levels)))
-                                     for p in past_culprits(past_rng, past, off_lines)]).weights if LEARNED in methods else None
+                                     for p in past_culprits(past_rng, past, off_lines)]).weights \
+                if LEARNED in methods or CONFIRMED in methods else None
             for method in methods:
                 tally = tallies.setdefault((label, method), Tally())
                 if method.startswith("ci.culprit"):
                     spent = where.setdefault(label, Where()) if where is not None and method == GOAL else None
                     honest = calibration.setdefault(f"{label} {method}", Calibration()) \
                         if calibration is not None and method in (GOAL, LEARNED) else None
-                    touch = learned if method == LEARNED and learned is not None else TouchWeights()
+                    touch = learned if method in (LEARNED, CONFIRMED) and learned is not None else TouchWeights()
                     answer, runs, rounds1, stop = _ours(seeds[0], b, noises, 1, method, spent, honest, touch)
                     answer4, _, rounds4, _ = _ours(seeds[1], b, noises, 4, method, learned=touch)
                     tally.prior_only += runs == 0
@@ -260,12 +271,18 @@ def main(argv: list[str]) -> int:
     calibration: dict[str, Calibration] | None = {} if "--calibration" in argv else None
     past = _flag(argv, "--past-culprits", PAST_CULPRITS)
     methods = METHODS if calibration is None else ("plain bisection", "deflaked bisection", GOAL, LEARNED)
-    tallies = simulate(per_band, seed, off_lines, where, calibration, methods, past)
+    bands = BANDS
+    if "--confirm" in argv:
+        methods += (CONFIRMED,)
+    if "--learned-only" in argv:
+        methods = tuple(m for m in methods if not m.startswith("ci.culprit") or m in (LEARNED, CONFIRMED))
+        bands = tuple(band for band in BANDS if band[1] <= 0.20)
+    tallies = simulate(per_band, seed, off_lines, where, calibration, methods, past, bands)
     rows = []
-    judged = tuple(m for m in (GOAL, LEARNED, *SIGNED) if m in methods)
+    judged = tuple(m for m in (GOAL, LEARNED, CONFIRMED, *SIGNED) if m in methods)
     met = {m: True for m in judged}
     short: dict[str, list[str]] = {m: [] for m in judged}
-    for low, high in BANDS:
+    for low, high in bands:
         label = _band(low, high)
         base = tallies[(label, "deflaked bisection")]
         for method in methods:
@@ -293,7 +310,7 @@ def main(argv: list[str]) -> int:
         print(format_table(WHERE_HEADERS, [w.row(label) for label, w in where.items()],
                            f"where {GOAL}'s runs go (1 runner), seed {seed}"))
     for m in judged:
-        alone = [(label, tallies[(label, m)]) for label in map(lambda band: _band(*band), BANDS)]
+        alone = [(label, tallies[(label, m)]) for label in map(lambda band: _band(*band), bands)]
         print(f"answered on the prior alone, no run ({m}, 1 runner): "
               + "; ".join(f"{label} {t.prior_only} of {t.count} ({t.prior_only_right} right)" for label, t in alone))
     for m in judged:

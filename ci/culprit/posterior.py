@@ -65,6 +65,17 @@ class Posterior:
         top = max(self._log)
         self._log = [w - top for w in self._log]  # keeps the numbers in range over long searches
 
+    def top(self) -> int:
+        """The most probable candidate (the first of equals)."""
+        return max(range(self.n), key=self._log.__getitem__)
+
+    def top_without(self, outcome: Outcome) -> int:
+        """The most probable candidate had ``outcome``, one run already folded in, not been seen."""
+        broken = math.log(run_likelihood(self.noise, outcome, True))
+        ok = math.log(run_likelihood(self.noise, outcome, False))
+        log = [w - (broken if h <= outcome.index else ok) for h, w in enumerate(self._log)]
+        return max(range(self.n), key=log.__getitem__)
+
     def probabilities(self) -> list[float]:
         top = max(self._log)
         raw = [math.exp(w - top) for w in self._log]

@@ -16,10 +16,14 @@ class Search:
     the most probable candidate reaches it; ``budget``: the most runs (None: no limit);
     ``attempts``: each run's attempts (the CI's retries + 1); ``est_time``: seconds per attempt;
     ``detail``: the runs recorded will say how many attempts failed (`Outcome.failures`), and the
-    probes are chosen for that."""
+    probes are chosen for that. ``confirm``: an answer that has reached the confidence is given
+    only once no single run decides it (`lone_deciders`): while one does, its probe is run again
+    (the stop's error is then the chance that two runs lied, not one; docs/culprit.md measures
+    what it costs)."""
 
     def __init__(self, weights: Sequence[float], noise: NoiseModel, *, confidence: float = 0.99,
-                 budget: int | None = None, attempts: int = 1, est_time: float = 1.0, detail: bool = False):
+                 budget: int | None = None, attempts: int = 1, est_time: float = 1.0, detail: bool = False,
+                 confirm: bool = False):
         if not 0 < confidence < 1:
             raise ValueError(f"confidence {confidence} not within (0, 1)")
         if budget is not None and budget < 1:
@@ -28,7 +32,7 @@ class Search:
             raise ValueError(f"attempts {attempts}: at least one")
         self.posterior = Posterior(weights, noise)
         self.noise, self.confidence, self.budget = noise, confidence, budget
-        self.attempts, self.est_time, self.detail = attempts, est_time, detail
+        self.attempts, self.est_time, self.detail, self.confirm = attempts, est_time, detail, confirm
         self.outcomes: list[Outcome] = []
         self._stuck = False  # no probe can teach anything more (the noise drowns every outcome)
 
@@ -36,8 +40,18 @@ class Search:
         self.posterior.update(outcome)
         self.outcomes.append(outcome)
 
+    def lone_deciders(self) -> list[Outcome]:
+        """The recorded runs each of which alone decides the answer: without it (every other run
+        kept) another candidate would be the most probable. Two runs that say the same at one
+        commit hold each other up, so neither is one."""
+        top = self.posterior.top()
+        return [o for o in self.outcomes if self.posterior.top_without(o) != top]
+
+    def _confident(self) -> bool:
+        return max(self.posterior.probabilities()) >= self.confidence
+
     def stop_reason(self) -> StopReason | None:
-        if max(self.posterior.probabilities()) >= self.confidence:
+        if self._confident() and not (self.confirm and self.lone_deciders()):
             return StopReason.CONFIDENT
         if self.budget is not None and len(self.outcomes) >= self.budget:
             return StopReason.BUDGET
@@ -49,6 +63,9 @@ class Search:
         if self.stop_reason() is not None:
             return []
         size = runners if self.budget is None else min(runners, self.budget - len(self.outcomes))
+        if self.confirm and self._confident():  # confident, but a lone run decides: run it again
+            indices = dict.fromkeys(o.index for o in self.lone_deciders())
+            return [Probe(i, self.attempts) for i in list(indices)[:size]]
         batch = choose_batch(self.posterior.probabilities(), self.noise, size, est_time=self.est_time,
                              attempt_choices=(self.attempts,), detail=self.detail)
         if not batch:

@@ -15,14 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci.culprit_support import REGISTRY
+
 ROOT = Path(__file__).resolve().parents[2]
-REGISTRY = """\
-version: 1
-tiers:
-  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
-tests:
-  tests/test_calc.py: {tiers: [cpu], est_time: 1, owner: t, status: active}
-"""
 TEST = '''\
 import os, random, time
 from pathlib import Path

@@ -19,15 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci.culprit_support import REGISTRY
 from tests.ci.depmap_support import GIT, clean_env
 
-REGISTRY = """\
-version: 1
-tiers:
-  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
-tests:
-  tests/test_calc.py: {tiers: [cpu], est_time: 1, owner: t, status: active}
-"""
 CALC = '''\
 """Arithmetic."""
 

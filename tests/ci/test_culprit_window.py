@@ -17,15 +17,8 @@ from ci.commands.culprit_local import WindowError, diff_parts, touches_executed,
 from ci.commands.culprit_prior import window_diffs
 from ci.registry import load_registry
 from ci.selection.diff_hunks import Hunk, carry_lines, file_diffs, insertion_point
+from tests.ci.culprit_support import REGISTRY
 from tests.ci.depmap_support import GIT
-
-REGISTRY = """\
-version: 1
-tiers:
-  cpu: {description: cpu, runner_labels: [ubuntu-latest], gpu_count: 0, arch: cpu}
-tests:
-  tests/test_calc.py: {tiers: [cpu], est_time: 1, owner: t, status: active}
-"""
 
 
 def _git(root: Path, *args: str) -> str:
