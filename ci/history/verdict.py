@@ -109,6 +109,7 @@ from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import failed_so_elsewhere, runner_blame, runner_health, runner_only
+from ci.history.skipped_beside import skipped_beside, without_skipped
 from ci.history.store import Store
 from ci.history.verdict_decide import CHANCE, decide, flaked_kinds  # noqa: F401 (CHANCE re-exported)
 from ci.history.verdict_main_record import HALT_SEEN, beside_breakages, fired_once  # noqa: F401
@@ -183,6 +184,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             if why is None and code is not None and code():  # it follows a commit: main's failures so are too
                 runs = [replace(run, infra="") if run.infra == code.kind else run for run in runs]
             order = _node_order(store, repo, tier, f.node, main, orders, git_order, as_of)
+            beside = None if f.infra else skipped_beside(runs, order)  # failed and skipped at one commit
+            runs = without_skipped(runs, beside)
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
             only = None if f.infra else runner_only(store, repo, tier, ids.get(f.node), f.runner, f.sha, as_of=as_of)
             if only is not None:
@@ -205,7 +208,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
             learned = beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of),
                                         runs, order) or fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
-                                                                     as_of)
+                                                                     as_of) or beside
             held = held_streaks(store, repo, tier, ids.get(f.node), fail_streaks(runs, order), order, at, f.sha,
                                 as_of=as_of)
             out[i] = decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
