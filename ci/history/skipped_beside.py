@@ -7,13 +7,15 @@ compiler), a failure of N on T at a commit where, or after which, main's runs of
 what that code does: the code at the skip (which holds the failing commit's) did not fail it; what
 the run met decided. Such failures are N's flake evidence, like a failure beside a pass
 (`ci.history.mainline.fail_streaks` reads a commit with a pass as passing, and ignores skips), and
-make no streak. Failures after main's newest skip of N on T stay: a commit that made T run N (its
-skip condition dropped) and broke it is a breakage.
+make no streak. Two guards keep breakages: failures after main's newest skip of N on T stay (a
+commit that made T run N, its skip condition dropped, and broke it), and so do failures at two or
+more consecutive commits of main's record with no skip between (a window in which T ran N and
+failed it, closed by a fix that restored the skip); a flake fires at lone commits between skips.
 
 Contract (`skipped_beside`): pure, on main's runs of N on T (`ci.history.mainline.MainRun`, skips
 included) and the order they are read in. The guard: one pass of N on T anywhere in main's record
-(N runs there; a streak is judged as any) and nothing is returned; nor when no failure lies at or
-before a skip.
+(N runs there; a streak is judged as any) and nothing is returned; nor when no lone failure (or
+one at a commit that also skipped N) lies at or before a skip.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class SkippedBeside(Recurrence):
 
 def skipped_beside(runs: Sequence[MainRun], order: Sequence[str]) -> SkippedBeside | None:
     """The `SkippedBeside` of main's ``runs`` of N on T (see the module docstring): the failures
-    at or before main's newest skip of N on T; None when N passed on T on main or no failure is so."""
+    at or before main's newest skip of N on T, each at a commit that skipped N too or between
+    commits that skipped it; None when N passed on T on main or no failure is so."""
     failed: dict[int, list[MainRun]] = {}
     newest_skip = -1
     for run in runs:
@@ -54,7 +57,12 @@ def skipped_beside(runs: Sequence[MainRun], order: Sequence[str]) -> SkippedBesi
             newest_skip = max(newest_skip, at)
         elif run.kind in (FAIL, BROKEN):
             failed.setdefault(at, []).append(run)
-    failed = {at: fails for at, fails in failed.items() if at <= newest_skip}
+    skipped_at = {position(order, run.sha) for run in runs if run.kind == SKIP and not run.infra}
+    # consecutive failing commits with no skip between (two or more) are the code's: a window that ran N and broke it
+    marks = sorted(set(failed) | skipped_at - {None})
+    lone = {at for i, at in enumerate(marks) if at in failed and (at in skipped_at or (
+        (i == 0 or marks[i - 1] in skipped_at) and (i + 1 == len(marks) or marks[i + 1] in skipped_at)))}
+    failed = {at: fails for at, fails in failed.items() if at <= newest_skip and at in lone}
     if not failed:
         return None
     prints = frozenset(run.fingerprint for fails in failed.values() for run in fails if run.fingerprint)

@@ -53,6 +53,19 @@ def test_failures_after_mains_newest_skip_are_no_such_evidence() -> None:
     assert skipped_beside([run(1, "skip", 1), run(2, "fail", 2), run(4, "fail", 5)], ORDER) is None
 
 
+def test_failures_at_consecutive_commits_with_no_skip_between_stay_a_streak() -> None:
+    """The other guard: commits 2 and 3 both failed, no skip between (a window that ran N and broke
+    it, then a fix restored the skip at commit 4); the boundary, one lone failing commit between
+    skips, is the flake's."""
+    assert skipped_beside([run(1, "skip", 1), run(2, "fail", 2), run(3, "fail", 3), run(4, "skip", 4)], ORDER) is None
+    lone = skipped_beside([run(1, "skip", 1), run(2, "fail", 2), run(3, "skip", 3)], ORDER)
+    assert lone is not None and lone.reports == frozenset({2})
+    # a commit that failed and skipped N counts as a skip for its neighbour: commit 3 lies between skips
+    both = skipped_beside([run(1, "skip", 1), run(2, "fail", 2), run(2, "skip", 3), run(3, "fail", 4),
+                           run(4, "skip", 5)], ORDER)
+    assert both is not None and both.reports == frozenset({2, 4})
+
+
 def test_a_pass_anywhere_on_main_keeps_the_streaks_reading() -> None:
     """The guard: N runs on the tier (one pass), so a streak after it is judged as any breakage."""
     runs = [run(1, "pass", 1), run(2, "fail", 2), run(2, "skip", 3)]
