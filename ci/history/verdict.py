@@ -33,6 +33,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    signature of N), or the pull request's merge base lies inside a streak main has since fixed (a
    base that never ran T stands for T's newest commit before it, `ci.history.mainline.place`,
    unless main's errors in the streak are all environmental).
+   Main's failures of N on a tier where it never passed, each at or before a commit where main
+   skipped N there and not in a run of consecutive failing commits, make no streak: they are N's
+   flake evidence, their signatures known flake signatures (`ci.history.skipped_beside`).
    One failed run at one commit whose errors are all known flake signatures of N, or all of an
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
    firing); at the merge base it counts in rule 4 as one more failed run beside two or more failed
