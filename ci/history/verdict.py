@@ -33,6 +33,9 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    signature of N), or the pull request's merge base lies inside a streak main has since fixed (a
    base that never ran T stands for T's newest commit before it, `ci.history.mainline.place`,
    unless main's errors in the streak are all environmental).
+   Main's failures of N on a tier where it never passed, each at or before a commit where main
+   skipped N there and not in a run of consecutive failing commits, make no streak: they are N's
+   flake evidence, their signatures known flake signatures (`ci.history.skipped_beside`).
    One failed run at one commit whose errors are all known flake signatures of N, or all of an
    environmental class some test of the history flakes with (rule 4), is no such streak (a flake
    firing); at the merge base it counts in rule 4 as one more failed run beside two or more failed
@@ -109,6 +112,7 @@ from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import recurring
 from ci.history.retries import RetryCorrelation
 from ci.history.runners import failed_so_elsewhere, runner_blame, runner_health, runner_only
+from ci.history.skipped_beside import skipped_beside, without_skipped
 from ci.history.store import Store
 from ci.history.verdict_decide import CHANCE, decide, flaked_kinds  # noqa: F401 (CHANCE re-exported)
 from ci.history.verdict_main_record import HALT_SEEN, beside_breakages, fired_once  # noqa: F401
@@ -183,6 +187,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             if why is None and code is not None and code():  # it follows a commit: main's failures so are too
                 runs = [replace(run, infra="") if run.infra == code.kind else run for run in runs]
             order = _node_order(store, repo, tier, f.node, main, orders, git_order, as_of)
+            beside = None if f.infra else skipped_beside(runs, order)  # failed and skipped at one commit
+            runs = without_skipped(runs, beside)
             same = same_commit(store, repo, tier, f.sha, ids.get(f.node), as_of)
             only = None if f.infra else runner_only(store, repo, tier, ids.get(f.node), f.runner, f.sha, as_of=as_of)
             if only is not None:
@@ -205,7 +211,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
             learned = beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of),
                                         runs, order) or fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
-                                                                     as_of)
+                                                                     as_of) or beside
             held = held_streaks(store, repo, tier, ids.get(f.node), fail_streaks(runs, order), order, at, f.sha,
                                 as_of=as_of)
             out[i] = decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
