@@ -41,7 +41,7 @@ MIN_RUNNERS = 2
 MIN_SOURCES = 2
 MACHINE_KINDS = frozenset({NO_GPU, GPU_HELD, DISK_FULL, STORAGE})
 MACHINE_ONLY = ("not one runner's (in line with the pool), and never a test's own (a missing device, a GPU other "
-                "processes hold, a full disk or a failing mount): the machines'; rerun it")
+                "processes hold, a GPU's hardware fault, a full disk or a failing mount): the machines'; rerun it")
 _CHUNK = 500
 
 _INFRA_FAILURES = """SELECT n.node, c.infra, r.runner, r.sha, r.pr, r.id, c.error FROM cases c

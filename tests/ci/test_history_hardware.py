@@ -82,6 +82,7 @@ def test_a_hardware_fault_that_a_retry_elsewhere_passes_stays_infra(store_locati
     assert v.verdict == verdict, v.detail
     if verdict == INFRA:
         assert v.detail.startswith("infra: cuda on runner h100-03, not one runner's (in line with the pool)")
+        assert "a GPU's hardware fault" in v.detail
     else:
         assert v.detail.startswith("flaky: failed, then passed")
 
