@@ -300,7 +300,8 @@ def is_check(line: str) -> bool:
 
 def environment_kind(line: str) -> str:
     """The environmental class of an error line, or ``""`` (see the module docstring); an
-    assertion is the test's own check, whatever it quotes."""
-    if _ASSERTION.match(line):
+    assertion is the test's own check, whatever it quotes, also inside pytest's ``failed on setup
+    with "..."`` wrapper (`is_check`): a fixture's assertion that a server answered is no port in use."""
+    if is_check(line):
         return ""
     return next((kind for kind, pattern in _ENVIRONMENT if pattern.search(line)), "")

@@ -12,7 +12,8 @@ fails the whole job, as `ci.history.runners.out_of_line` reads a judged run). A 
 test's here: `ci.history.verdict` judges those by their own rules. Nor is a machine-only kind
 (`MACHINE_KINDS`: no GPU, a GPU that other processes hold, a full disk, a failing mount), whatever
 runners it struck the test on: no test's race takes a device away, fills it from another process or
-makes a mount go stale, so rule 1 keeps such a failure
+makes a mount go stale; nor a GPU's hardware fault (`ci.history.hardware.hardware_fault`: an
+uncorrectable ECC error, a GPU fallen off the bus), whose stored kind is ``cuda``; so rule 1 keeps such a failure
 infra when no runner is to blame (`MACHINE_ONLY` when the test failed so elsewhere, else a
 hiccup): a pool-wide spell, such as a shared model
 cache's mount going stale for hours, strikes every test on every runner it meets, and its
@@ -30,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ci.history.errors import DISK_FULL, GPU_HELD, LOST_RUNNER, NO_GPU, SIGNAL, STORAGE
+from ci.history.hardware import hardware_fault
 from ci.history.model import EvidenceRow
 from ci.history.runners import machine_at_once
 from ci.history.store import Store
@@ -39,10 +41,10 @@ MIN_RUNNERS = 2
 MIN_SOURCES = 2
 MACHINE_KINDS = frozenset({NO_GPU, GPU_HELD, DISK_FULL, STORAGE})
 MACHINE_ONLY = ("not one runner's (in line with the pool), and never a test's own (a missing device, a GPU other "
-                "processes hold, a full disk or a failing mount): the machines'; rerun it")
+                "processes hold, a GPU's hardware fault, a full disk or a failing mount): the machines'; rerun it")
 _CHUNK = 500
 
-_INFRA_FAILURES = """SELECT n.node, c.infra, r.runner, r.sha, r.pr, r.id FROM cases c
+_INFRA_FAILURES = """SELECT n.node, c.infra, r.runner, r.sha, r.pr, r.id, c.error FROM cases c
     JOIN reports r ON r.id = c.report_id JOIN nodes n ON n.id = c.node_id
     WHERE c.infra <> '' AND {repo}r.tier = ?{until}"""
 _REPORT_SIZES = """SELECT c.report_id, COUNT(DISTINCT c.node_id),
@@ -71,9 +73,12 @@ def infra_flakes(store: Store, repo: str, tier: str, *, as_of: int | None = None
     """The tier's `InfraFlakes` over the reports up to ``as_of`` (all when None)."""
     where, params = repo_condition(repo)
     until, limit = cut(as_of)
-    rows = [row for row in store.fetchall(_INFRA_FAILURES.format(repo=where, until=until), (*params, tier, *limit))
-            if can_follow_test(str(row[1]))]
+    found = store.fetchall(_INFRA_FAILURES.format(repo=where, until=until), (*params, tier, *limit))
+    # a rerun attempt with no text of its own carries its last attempt's kind, not its line: the report's test is one
+    faults = {(row[0], row[5]) for row in found if hardware_fault(str(row[6] or ""))}
+    rows = [row[:6] for row in found if can_follow_test(str(row[1]))]
     machine = _machine_reports(store, sorted({int(row[5]) for row in rows}))
+    rows = [row for row in rows if (row[0], row[5]) not in faults]
     seen: dict[tuple[str, str], tuple[set[str], set[tuple[str, int | str]]]] = {}
     for node, kind, runner, sha, pr, report_id in rows:
         if int(report_id) in machine:

@@ -11,7 +11,8 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    (`HICCUP`) when no runner is to blame and N never failed so on another runner in other runs
    (`ci.history.runners.failed_so_elsewhere`; a job killed by its time limit inside N is such a
    failure), or F's kind is a machine's only (no GPU, a GPU other processes hold, a full disk, a
-   failing mount: `ci.history.infra_flakes.MACHINE_KINDS`): the error follows neither;
+   failing mount: `ci.history.infra_flakes.MACHINE_KINDS`; a GPU's hardware fault, an uncorrectable
+   ECC error: `ci.history.hardware.machine_only`): the error follows neither;
    else it follows the test and rules 2-5 judge F, its earlier failures of that kind N's flake
    evidence (`ci.history.infra_flakes`); when its failures of that kind split by code, not time
    (`ci.history.code_follow`: every run holding a commit failed so, runs of older code passed
@@ -104,7 +105,8 @@ from ci.history.dependency_break import dependency_verdict
 from ci.history.errors import LOST_RUNNER, SIGNAL, environment_kind
 from ci.history.flaky import DEFAULT_LEVEL, flaky_scores, node_ids
 from ci.history.held_code import held_streaks
-from ci.history.infra_flakes import MACHINE_ONLY, can_follow_test, infra_flakes
+from ci.history.hardware import machine_only
+from ci.history.infra_flakes import MACHINE_KINDS, MACHINE_ONLY, infra_flakes
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.neighbours import judged_order_dependence
 from ci.history.outages import OUTAGE, TimedOutage, outage, timed_outage
@@ -167,7 +169,7 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             why = runner_blame(store, repo, tier, f.runner, f.sha, ids.get(f.node), as_of=as_of,
                                code=code) if code is not None else ""
             if why is None and (not (elsewhere := failed_so_elsewhere(store, repo, tier, ids.get(f.node), f.infra,
-                                f.runner, f.sha, as_of=as_of)) or not can_follow_test(f.infra)):
+                                f.runner, f.sha, as_of=as_of)) or machine_only(f.infra, f.error, MACHINE_KINDS)):
                 out[i] = infra_verdict(f, health, MACHINE_ONLY if elsewhere else HICCUP)
                 continue
             if why is None:

@@ -236,6 +236,10 @@ def test_signature_strips_what_changes_between_runs() -> None:
     ("requests.exceptions.HTTPError: 504 Server Error: Gateway Time-out for url: https://hf.co/api", "remote"),
     ("worker 'gw2' crashed while running 'tests/kernels/test_moe.py::test_moe[bf16]'", "worker-crash"),
     ("AssertionError: assert 'Address already in use' not in log", ""),  # the test's own check
+    # the same check raised in a fixture, inside pytest's setup wrapper: still the test's own (as is_check reads it)
+    ('failed on setup with "AssertionError: assert \'Address already in use\' not in log"', ""),
+    ('failed on teardown with "AssertionError: Connection refused by the mock server"', ""),
+    ('failed on setup with "ConnectionRefusedError: [Errno 111] Connection refused"', "connection"),
     ("AssertionError: assert response.status_code == 200, '503 Service Unavailable'", ""),
     ("ValueError: HTTP 404 Client Error: Not Found for url: https://hf.co/api/models/x", ""),  # the code's request
     ("AssertionError: max abs diff 0.0546 > 0.02", ""),
