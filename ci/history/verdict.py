@@ -104,6 +104,7 @@ from ci.history.held_code import held_streaks
 from ci.history.infra_flakes import MACHINE_ONLY, can_follow_test, infra_flakes
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.neighbours import judged_order_dependence
+from ci.history.other_tiers import on_other_tiers
 from ci.history.outages import OUTAGE, TimedOutage, outage, timed_outage
 from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import recurring
@@ -205,7 +206,9 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
             learned = beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of),
                                         runs, order) or fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
-                                                                     as_of)
+                                                                     as_of) or beside_breakages(
+                on_other_tiers(store, repo, ids.get(f.node), f.sha, as_of=as_of,
+                               touched=bool(changed) and bases.touches(tier, f.node, changed)), runs, order)
             held = held_streaks(store, repo, tier, ids.get(f.node), fail_streaks(runs, order), order, at, f.sha,
                                 as_of=as_of)
             out[i] = decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
