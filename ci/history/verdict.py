@@ -208,7 +208,8 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                                         runs, order) or fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
                                                                      as_of) or beside_breakages(
                 on_other_tiers(store, repo, ids.get(f.node), f.sha, as_of=as_of,
-                               touched=bool(changed) and bases.touches(tier, f.node, changed)), runs, order)
+                               touched=bool(changed) and bases.touches(tier, f.node, changed), merge_base=merge_base,
+                               fingerprint=f.fingerprint, full=full), runs, order)
             held = held_streaks(store, repo, tier, ids.get(f.node), fail_streaks(runs, order), order, at, f.sha,
                                 as_of=as_of)
             out[i] = decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ci.history.other_tiers import on_other_tiers
 from ci.history.store import Store, open_store
 from ci.history.verdict import FLAKY, NEW, judge
@@ -46,13 +48,14 @@ def history(store: Store, directory: Path, failing_prs: int, error: tuple[str, s
         main_run(store, directory, 2 + i, PASSED)
 
 
-def judged(store: Store, directory: Path, changed: tuple[str, ...] = (), *, fail: bool = True) -> tuple[str, str]:
+def judged(store: Store, directory: Path, changed: tuple[str, ...] = (), *, fail: bool = True,
+           base: int = 1) -> tuple[str, str]:
     """Pull request 7's head fails test_a with the tolerance error on the judged tier (``fail``);
-    its verdict and detail, judged with the change's paths ``changed``."""
+    its verdict and detail, judged with the change's paths ``changed`` and merge base main's ``base``."""
     if fail:
-        report(store, directory, HEAD, JUDGED_TIER, {"test_a": CLOSE, "test_ok": PASSED})
+        report(store, directory, HEAD, JUDGED_TIER, {"test_a": CLOSE, "test_ok": PASSED}, base_sha=sha(base))
     failures = [f for f in load_run(store, sha=HEAD, repo=REPO).failures if f.node.endswith("::test_a")]
-    (v,) = judge(store, failures, merge_base=sha(1), changed=changed)
+    (v,) = judge(store, failures, merge_base=sha(base), changed=changed)
     return v.verdict, v.detail
 
 
@@ -124,3 +127,29 @@ def test_the_judged_pull_requests_own_runs_are_not_other_sources(store_location:
 
 def _node_id(store: Store) -> int:
     return int(store.fetchall("SELECT id FROM nodes WHERE node LIKE ?", ("%::test_a",))[0][0])
+
+
+@pytest.mark.parametrize(("base", "expected"), [(4, FLAKY), (5, NEW), (6, NEW), (7, FLAKY)])
+def test_a_base_inside_mains_streak_on_another_tier_is_no_flake(store_location: str, tmp_path: Path, base: int,
+                                                               expected: str) -> None:
+    """Beside the recurring flake, main's runs on the other tier failed test_a so at commits 5 and
+    6 (a streak of two commits, fixed at 7): a pull request based inside it holds code that failed
+    so there, so its failure is not called a flake; one based before or after it is."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, 3)
+        main_run(store, tmp_path, 5, CLOSE)
+        main_run(store, tmp_path, 6, CLOSE)
+        main_run(store, tmp_path, 7, PASSED)
+        verdict, detail = judged(store, tmp_path, base=base)
+    assert verdict == expected, detail
+
+
+def test_one_failed_run_of_main_at_the_base_on_another_tier_is_the_flake_firing(store_location: str,
+                                                                               tmp_path: Path) -> None:
+    """The guard's boundary: main's one failed run at the base (one commit, one attempt) is no streak."""
+    with open_store(store_location) as store:
+        history(store, tmp_path, 3)
+        main_run(store, tmp_path, 5, CLOSE)
+        main_run(store, tmp_path, 6, PASSED)
+        verdict, detail = judged(store, tmp_path, base=5)
+    assert verdict == FLAKY, detail
