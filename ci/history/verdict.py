@@ -74,7 +74,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    only one failed run can be that flake, so a rerun that fails it too makes it ``new``. Likewise
    a signature that recurs in runs of other pull requests and commits while main passes N
    (`ci.history.recurring`: a CI without retries leaves no failure next to a pass), with its rate
-   there as p; it also counts as a known flake signature of N in rule 3. So does main's open
+   there as p; it also counts as a known flake signature of N in rule 3. Failing that, the same read over
+   every tier of the repository together (`ci.history.other_tiers`: a new tier has no flake of its
+   own yet), unless ``changed`` shows the change touched what N runs or the merge base lies inside
+   main's streak of F on another tier. So does main's open
    streak of one run at one commit when 2 or more other pull requests based there (holding that
    code) passed N (`ci.history.held_code`: one may be the breakage's fix).
 5. ``new``: none of these; probably the change's own. Unless the same commit passed N on another
