@@ -23,9 +23,9 @@ MIN_SOURCES = 3
 _LOOKBACK = 2000  # reports of the test read, newest first
 
 _ROWS = """SELECT r.id, r.sha, r.pr, r.event, c.kind, c.fingerprint, c.message, c.infra
-    FROM reports r JOIN cases c ON c.report_id = r.id WHERE {repo}r.tier = ? AND c.node_id = ?{until}
+    FROM reports r JOIN cases c ON c.report_id = r.id WHERE {repo}{tier}c.node_id = ?{until}
     AND r.id IN (SELECT r2.id FROM reports r2 JOIN cases c2 ON c2.report_id = r2.id
-                 WHERE c2.node_id = ? AND r2.tier = ?{until2} ORDER BY r2.id DESC LIMIT {limit})
+                 WHERE c2.node_id = ?{tier2}{until2} ORDER BY r2.id DESC LIMIT {limit})
     ORDER BY r.id, c.attempt"""
 
 
@@ -48,17 +48,19 @@ class Recurrence:
         return f"failed so in {self.failed_runs} of {self.runs} runs of {self.sources} other pull requests and commits"
 
 
-def recurring(store: Store, repo: str, tier: str, node_id: int | None, sha: str, *,
+def recurring(store: Store, repo: str, tier: str | None, node_id: int | None, sha: str, *,
               as_of: int | None = None) -> Recurrence | None:
     """The test's `Recurrence` in other sources than ``sha``'s (see the module docstring), or None
-    when no signature recurs."""
+    when no signature recurs. ``tier`` None reads every tier's runs together."""
     if node_id is None:
         return None
     where, params = ("r.repo = ? AND ", [repo]) if repo else ("", [])
     until, limit = (" AND r.id <= ?", [as_of]) if as_of is not None else ("", [])
     until2 = until.replace("r.id", "r2.id")
-    rows = store.fetchall(_ROWS.format(repo=where, until=until, until2=until2, limit=_LOOKBACK),
-                          (*params, tier, node_id, *limit, node_id, tier, *limit))
+    on = [] if tier is None else [tier]
+    sql = _ROWS.format(repo=where, tier="r.tier = ? AND " if on else "", tier2=" AND r2.tier = ?" if on else "",
+                       until=until, until2=until2, limit=_LOOKBACK)
+    rows = store.fetchall(sql, (*params, *on, node_id, *limit, node_id, *on, *limit))
     sha = sha.lower()
     own = {int(pr) for _, s, pr, _, _, _, _, _ in rows if s == sha and pr is not None}
     runs: dict[int, tuple[str, set[str], bool]] = {}  # report id: (source, failed signatures, passed)

@@ -78,7 +78,10 @@ test N on tier T at commit S, the first of these that holds is its verdict:
    only one failed run can be that flake, so a rerun that fails it too makes it ``new``. Likewise
    a signature that recurs in runs of other pull requests and commits while main passes N
    (`ci.history.recurring`: a CI without retries leaves no failure next to a pass), with its rate
-   there as p; it also counts as a known flake signature of N in rule 3. So does main's open
+   there as p; it also counts as a known flake signature of N in rule 3. Failing that, the same read over
+   every tier of the repository together (`ci.history.other_tiers`: a new tier has no flake of its
+   own yet), unless ``changed`` shows the change touched what N runs or the merge base lies inside
+   main's streak of F on another tier. So does main's open
    streak of one run at one commit when 2 or more other pull requests based there (holding that
    code) passed N (`ci.history.held_code`: one may be the breakage's fix).
 5. ``new``: none of these; probably the change's own. Unless the same commit passed N on another
@@ -109,6 +112,7 @@ from ci.history.hardware import machine_only
 from ci.history.infra_flakes import MACHINE_KINDS, MACHINE_ONLY, infra_flakes
 from ci.history.mainline import MainRun, fail_streaks, ingest_order, main_order, place, position
 from ci.history.neighbours import judged_order_dependence
+from ci.history.other_tiers import on_other_tiers
 from ci.history.outages import OUTAGE, TimedOutage, outage, timed_outage
 from ci.history.pr_base_evidence import PrBases
 from ci.history.recurring import recurring
@@ -211,9 +215,13 @@ def judge(store: Store | None, failures: Sequence[Failure], *, merge_base: str =
                 out[i] = intermittent(f, moved, scores.get(f.node))
                 continue
             placed = at is not None and position(order, merge_base) is None  # the base did not run the tier
-            learned = beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of),
-                                        runs, order) or fired_once(store, repo, tier, ids.get(f.node), f, runs, order,
-                                                                     as_of) or beside
+            # what N's flakes look like: recurring on this tier, main's one run held code passed, failures
+            # beside skips, else its signature recurring on its other tiers
+            learned = beside_breakages(recurring(store, repo, tier, ids.get(f.node), f.sha, as_of=as_of), runs, order) \
+                or fired_once(store, repo, tier, ids.get(f.node), f, runs, order, as_of) or beside \
+                or beside_breakages(on_other_tiers(
+                    store, repo, ids.get(f.node), f.sha, as_of=as_of, fingerprint=f.fingerprint, full=full,
+                    touched=bool(changed) and bases.touches(tier, f.node, changed), merge_base=merge_base), runs, order)
             held = held_streaks(store, repo, tier, ids.get(f.node), fail_streaks(runs, order), order, at, f.sha,
                                 as_of=as_of)
             out[i] = decide(f, runs, order, scores.get(f.node), same, merge_base, health, retries, flaked,
