@@ -18,7 +18,11 @@ from ci.history.run_results import load_run
 from ci.history.store import open_store
 from ci.history.verdict import BROKEN_ON_MAIN, NEW, Verdict, judge
 from tests.ci.history_support import pg_server, store_location  # noqa: F401 (fixtures)
-from tests.ci.test_history_verdicts import BOOM, CUDA, FILE, OTHER, REPO, TIER, run, sha
+from tests.ci.test_history_verdicts import BOOM, FILE, OTHER, REPO, TIER, run, sha
+
+# a kernel's or a machine's (a hardware fault never follows a test: `ci.history.hardware`)
+LAUNCH = ("RuntimeError: CUDA error: unspecified launch failure",
+          "E   RuntimeError: CUDA error: unspecified launch failure")
 
 JUDGED = 7
 
@@ -205,17 +209,18 @@ def test_a_base_whose_retry_passed_is_the_last_pass(store_location: str, tmp_pat
 
 
 def test_failures_with_an_infra_cause_are_no_evidence(store_location: str, tmp_path: Path) -> None:
-    """Pull requests based at 10-14 failed the test with a CUDA error on runner r2, the judged one
-    on r1: the error follows the test (rule 1 hands it on). An infra-tagged failure is no source of
-    this module's (no "evidence:" in the detail); `ci.history.sparse_main` reads the same kind as
-    the judged failure's, once rule 1 found it the test's, and names the five."""
+    """Pull requests based at 10-14 failed the test with a CUDA launch failure on runner r2, the
+    judged one on r1: the error follows the test (rule 1 hands it on). An infra-tagged failure is no
+    source of this module's (no "evidence:" in the detail); `ci.history.sparse_main` reads the same
+    kind as the judged failure's, once rule 1 found it the test's, and names the five. (Not an
+    uncorrectable ECC error: a hardware fault never follows a test, `ci.history.hardware`.)"""
     with open_store(store_location) as store:
         history(store, tmp_path, {}, range(1, 10))
         for i in range(10, 15):
-            run(store, tmp_path, f"{100 + i:04x}{'c' * 36}", [CUDA], "pull_request", runner="r2", pr=100 + i,
+            run(store, tmp_path, f"{100 + i:04x}{'c' * 36}", [LAUNCH], "pull_request", runner="r2", pr=100 + i,
                 base_sha=sha(i), author=f"dev{i}")
         head = f"{JUDGED:04x}{'d' * 36}"
-        run(store, tmp_path, head, [CUDA], "pull_request", pr=JUDGED, base_sha=sha(14), author="me")
+        run(store, tmp_path, head, [LAUNCH], "pull_request", pr=JUDGED, base_sha=sha(14), author="me")
         (failure,) = load_run(store, pr=JUDGED).failures
         (v,) = judge(store, [failure], merge_base=sha(14))
     assert failure.infra == "cuda"
