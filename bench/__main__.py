@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 _NOT_BENCHMARKS = {"table"}
-BY_NAME_ONLY = ("gpu",)
-"""Machine checks, run only when named: `python -m bench gpu` exits 2 without CUDA, so running
-every benchmark on a CPU machine leaves it out."""
+BY_NAME_ONLY = ("gpu", "planwalk")
+"""Run only when named: a machine check (`python -m bench gpu` exits 2 without CUDA) and a
+benchmark of another tree (`planwalk` needs `--tree` and `--commits`; it has no `--quick` size),
+so running every benchmark on a CPU machine leaves them out."""
 
 
 def available() -> list[str]:
