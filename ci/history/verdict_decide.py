@@ -35,8 +35,7 @@ def decide(f: Failure, runs: list[MainRun], order: tuple[str, ...], score: Flaky
         where = "on retry in this run" if f.passed_on_retry else "in another run of the same commit"
         return Verdict(f.node, f.tier, f.sha, FLAKY, f"flaky: failed, then passed {where}" + score_text(score),
                        **base)
-    flaky_prints = ({fp for fp, _, _ in score.fingerprints} if score else set()) | set(learned.fingerprints if learned
-                                                                                        else ())
+    flaky_prints = flake_prints(score, learned)
     known_flake = bool(f.fingerprint) and f.fingerprint in flaky_prints and not is_generic(f.error)
     environment = "" if known_flake else environment_kind(f.error)
     environment = environment if environment in flaked else ""
